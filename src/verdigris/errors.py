@@ -1,0 +1,105 @@
+"""Source locations, the error classes of the public API, and caret formatting.
+
+Takes: a `Loc` (file, line, column, and the chain of call sites through inlined
+`@vg.func` helpers) and a message. Gives: exceptions whose text names the file, line and
+column, shows the user's line with a caret under the column, says what is wrong and, where
+one is known, what to do. Guarantees: every error a user can cause is a subclass of
+`Error`; formatting never raises (a missing source file only drops the quoted line).
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in the user's source: 1-based line, 0-based column (as `ast`)."""
+
+    file: str
+    line: int
+    col: int = 0
+    function: str = ""
+    call_site: "Loc | None" = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+    def inlined_at(self, call_site: "Loc | None") -> "Loc":
+        """This location, as reached through a call at `call_site`."""
+        if call_site is None:
+            return self
+        chain = call_site if self.call_site is None else self.call_site.inlined_at(call_site)
+        return Loc(self.file, self.line, self.col, self.function, chain)
+
+    def excerpt(self) -> str:
+        """The source line with a caret under the column, or '' if the file is unreadable."""
+        text = linecache.getline(self.file, self.line)
+        if not text:
+            return ""
+        text = text.rstrip("\n").expandtabs(4)
+        return f"    {text}\n    {' ' * self.col}^"
+
+
+UNKNOWN_LOC = Loc("<unknown>", 0, 0)
+
+
+def format_message(message: str, loc: Loc | None, hint: str = "", code: str = "") -> str:
+    """`file:line:col: [CODE] message`, the quoted line with a caret, the inline chain, a hint."""
+    head = f"{code}: {message}" if code else message
+    if loc is None or loc.line <= 0:
+        lines = [head]
+    else:
+        lines = [f"{loc}: {head}"]
+        excerpt = loc.excerpt()
+        if excerpt:
+            lines.append(excerpt)
+        site = loc.call_site
+        while site is not None:
+            lines.append(f"  inlined from {site}" + (f" ({site.function})" if site.function else ""))
+            excerpt = site.excerpt()
+            if excerpt:
+                lines.append(excerpt)
+            site = site.call_site
+    if hint:
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)
+
+
+class Error(Exception):
+    """Base of every error verdigris raises on purpose."""
+
+    def __init__(self, message: str, loc: Loc | None = None, hint: str = "", code: str = ""):
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        self.code = code
+        super().__init__(format_message(message, loc, hint, code))
+
+
+class CompileError(Error):
+    """The kernel cannot be compiled: an unsupported construct, a type error, bad arguments."""
+
+
+class SafetyError(CompileError):
+    """A safety rule is broken. `.code` is VG2xx (races, aliasing) or VG3xx (memory safety)."""
+
+
+class AliasError(SafetyError):
+    """At a launch: an array the kernel writes overlaps another array argument."""
+
+
+class LaunchError(Error):
+    """A launch cannot be made: wrong arguments, bad grid, host arrays on the GPU."""
+
+
+class KernelError(Error):
+    """A fault while a kernel ran."""
+
+
+class BoundsError(KernelError):
+    """An index out of bounds, naming kernel, line, block, thread, index and shape."""
+
+
+class BackendError(Error):
+    """The chosen backend is unavailable (no driver, no GPU) or failed outside a kernel."""

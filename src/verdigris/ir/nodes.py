@@ -1,0 +1,326 @@
+"""The typed kernel IR: one structured IR for both tracks, every node carrying a `Loc`.
+
+Takes: nothing (the frontend builds it). Gives: expression and statement node classes and
+`Kernel`, the unit every later stage consumes (safety, LLVM lowering, the cpu backend).
+
+Guarantees the frontend establishes and `ir.verify` checks:
+- Every expression has a concrete `dtype` (a `types.DType`); array references have an
+  `ArrayType` instead.
+- Binary arithmetic, comparisons and `Select` have operands of one dtype (the frontend has
+  inserted the `Cast`s); shift amounts are cast to the shifted operand's dtype.
+- Array indices are int64, one per dimension, *not yet bounds checked*.
+- Control flow is structured: `If`, `For`, `While`, `Region`. `Break`/`Continue` refer to
+  the innermost loop; `Exit` leaves the enclosing `Region` with that label (the kernel body
+  is the region "kernel", so `return` in a kernel is `Exit("kernel")`; each inlined
+  `@vg.func` call is a region of its own).
+- `Logical` and `Select` evaluate lazily: `b` of `a and b` is evaluated only for threads
+  where `a` holds; only the chosen arm of a `Select` is evaluated.
+
+Semantics of operators (both backends implement exactly these):
+- Integers wrap at their width. `floordiv`/`mod` floor (Python); division by zero gives 0
+  for integers (no trap), IEEE results for floats.
+- `truediv` is only built on floats. `pow` on floats only.
+- Shifts: `lshift` by >= width gives 0; `rshift` by >= width gives 0 (unsigned) or the sign
+  fill (signed); a negative shift amount is treated as >= width.
+- float -> int casts truncate toward zero and saturate at the target's range; NaN -> 0.
+- Comparisons involving NaN are false except `ne`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import Loc
+from ..types import DType
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """An array parameter or local array. `space` is "global", "local" or "shared"."""
+
+    dtype: DType
+    ndim: int
+    space: str = "global"
+    # Specialization facts of a global array (from the launch's arguments):
+    unit_inner_stride: bool = False  # strides[-1] == 1, so it is not passed
+    aligned16: bool = False  # data pointer is 16-byte aligned
+    shape: Optional[tuple] = None  # static shape of local/shared arrays
+
+    def __str__(self) -> str:
+        if self.shape is not None:
+            return f"{self.space} {self.dtype.name}[{', '.join(map(str, self.shape))}]"
+        flags = ("c" if self.unit_inner_stride else "") + ("a" if self.aligned16 else "")
+        return f"{self.dtype.name}[{self.ndim}d{',' + flags if flags else ''}]"
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(eq=False)
+class Expr:
+    loc: Loc
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: object  # Python int, float or bool, already in range of dtype
+    dtype: DType
+
+
+@dataclass(eq=False)
+class Var(Expr):
+    """A read of a local variable or a scalar parameter."""
+
+    name: str
+    dtype: DType
+
+
+@dataclass(eq=False)
+class ArrayRef(Expr):
+    """An array: a parameter (global), or a `local.array`/`shared.array` (by name)."""
+
+    name: str
+    type: ArrayType
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+
+SPECIAL_KINDS = ("thread_id", "block_id", "block_dim", "grid_dim")
+
+
+@dataclass(eq=False)
+class Special(Expr):
+    """A hardware index register: kind in SPECIAL_KINDS, axis 0..2. Always int32."""
+
+    kind: str
+    axis: int
+    dtype: DType
+
+
+UNARY_OPS = ("neg", "not", "invert")  # not: bool only; invert: integers (~x)
+
+
+@dataclass(eq=False)
+class Unary(Expr):
+    op: str
+    operand: Expr
+    dtype: DType
+
+
+BINARY_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+              "and", "or", "xor", "lshift", "rshift")
+
+
+@dataclass(eq=False)
+class Binary(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+    dtype: DType
+
+
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+    dtype: DType  # always bool_
+
+
+@dataclass(eq=False)
+class Logical(Expr):
+    """Short-circuit `and`/`or` on bool operands."""
+
+    op: str  # "and" | "or"
+    lhs: Expr
+    rhs: Expr
+    dtype: DType
+
+
+@dataclass(eq=False)
+class Select(Expr):
+    """`a if cond else b`, evaluating only the chosen arm."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    value: Expr
+    dtype: DType
+
+
+@dataclass(eq=False)
+class Load(Expr):
+    array: ArrayRef
+    indices: tuple  # of int64 Expr, one per dimension
+    dtype: DType
+
+
+@dataclass(eq=False)
+class Shape(Expr):
+    """`array.shape[axis]` of a global array, int64."""
+
+    array: ArrayRef
+    axis: int
+    dtype: DType
+
+
+# Math functions both backends provide. Float args of one dtype; result that dtype.
+# `abs`, `min`, `max` also take integers. The frontend maps Python and `math` names here.
+MATH_FUNCS = {
+    # name: arity
+    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
+    "sqrt": 1, "rsqrt": 1, "cbrt": 1, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1,
+    "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1,
+    "erf": 1, "erfc": 1, "floor": 1, "ceil": 1, "trunc": 1, "round": 1, "abs": 1,
+    "isnan": 1, "isinf": 1, "isfinite": 1,
+    "pow": 2, "atan2": 2, "min": 2, "max": 2, "copysign": 2, "fmod": 2, "hypot": 2,
+    "fma": 3,
+}
+MATH_PREDICATES = ("isnan", "isinf", "isfinite")  # result bool_
+
+
+@dataclass(eq=False)
+class MathCall(Expr):
+    func: str
+    args: tuple
+    dtype: DType
+
+
+# ----------------------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    loc: Loc
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    """Assign to a local variable (declared by the kernel's `locals` table)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    array: ArrayRef
+    indices: tuple
+    value: Expr  # of array.dtype
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr  # bool
+    then: list
+    orelse: list
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """`for var in range(start, stop, step)`: start/stop/step evaluated once, of var's dtype.
+
+    Runs while `var < stop` if step > 0, `var > stop` if step < 0 (step == 0: no iteration,
+    the frontend refuses a literal 0). `var` is assigned before each iteration.
+    """
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    cond: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Region(Stmt):
+    """A block that `Exit(label)` leaves early: the kernel body, or an inlined call."""
+
+    label: str
+    body: list
+
+
+@dataclass(eq=False)
+class Exit(Stmt):
+    label: str
+
+
+@dataclass(eq=False)
+class LocalAlloc(Stmt):
+    """Declares a `local.array` (per thread, static shape); contents start undefined."""
+
+    array: ArrayRef
+
+
+@dataclass(eq=False)
+class Unsafe(Stmt):
+    """`with vg.unsafe():` — accesses inside are exempt from race proofs."""
+
+    body: list
+
+
+# ----------------------------------------------------------------------------- kernel
+
+
+@dataclass(eq=False)
+class Param:
+    """A kernel parameter after specialization.
+
+    kind "array": `type` is an ArrayType. kind "scalar": `dtype`. kind "constexpr": `value`
+    (already folded into the body as constants; kept for printing and cache keys).
+    """
+
+    name: str
+    kind: str
+    loc: Loc
+    type: Optional[ArrayType] = None
+    dtype: Optional[DType] = None
+    value: object = None
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    track: str  # "simt" | "tile"
+    params: list  # of Param, in the user's order
+    locals: dict  # variable name -> DType, for every variable `Assign`ed or a `For` var
+    body: list  # [Region("kernel", ...)]
+    loc: Loc
+    writes: frozenset = frozenset()  # names of array params the body stores to
+    reads: frozenset = frozenset()  # names of array params the body loads from
+    unsafe_regions: list = field(default_factory=list)  # Locs of `with vg.unsafe()`
+    facts: dict = field(default_factory=dict)  # proven facts from safety, for lowering
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    @property
+    def array_params(self) -> list:
+        return [p for p in self.params if p.kind == "array"]
