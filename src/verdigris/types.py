@@ -68,8 +68,8 @@ def _d(name, kind, bits, short):
 
 
 bool_ = _d("bool", "b", 8, "b1")
-int8, int16, int32, int64 = (_d(f"int{b}", "i", b, f"i{b // 8}") for b in (8, 16, 32, 64))
-uint8, uint16, uint32, uint64 = (_d(f"uint{b}", "u", b, f"u{b // 8}") for b in (8, 16, 32, 64))
+int8, int16, int32, int64 = (_d(f"int{b}", "i", b, f"i{b}") for b in (8, 16, 32, 64))
+uint8, uint16, uint32, uint64 = (_d(f"uint{b}", "u", b, f"u{b}") for b in (8, 16, 32, 64))
 float16 = _d("float16", "f", 16, "f16")
 bfloat16 = _d("bfloat16", "f", 16, "bf16")
 float32 = _d("float32", "f", 32, "f32")

@@ -1,0 +1,125 @@
+"""Frontend: a Python kernel function + a specialization -> a typed `ir.Kernel`.
+
+Takes: the user's function, its track ("simt" or "tile"), and one spec per parameter: an
+`ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs (see
+`signature`). Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
+from the body. Guarantees: deterministic output for identical input (names come from a
+counter that restarts with every build); unsupported Python is a `CompileError` at the
+user's line.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from .. import lang
+from .. import types as T
+from ..errors import CompileError
+from ..ir import nodes as N
+from .source import function_source
+from .translate import Retry, Translator, Unit
+from .typing import Static
+
+MAX_RETRIES = 32
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    constexpr: bool
+    default: object = inspect.Parameter.empty
+
+
+def signature(fn) -> tuple[ParamInfo, ...]:
+    """The kernel's parameters, and which are `vg.constexpr` (by annotation)."""
+    src = function_source(fn)
+    spec = src.tree.args
+    if spec.vararg or spec.kwarg:
+        raise CompileError("kernels cannot take *args or **kwargs", src.loc(src.tree))
+    params = []
+    for arg in spec.posonlyargs + spec.args + spec.kwonlyargs:
+        annotation = fn.__annotations__.get(arg.arg)
+        if isinstance(annotation, str):  # under `from __future__ import annotations`
+            annotation = _resolve_annotation(annotation, src)
+        params.append(ParamInfo(arg.arg, annotation is lang.constexpr
+                                or isinstance(annotation, lang.constexpr)))
+    sig = inspect.signature(fn)
+    return tuple(ParamInfo(p.name, p.constexpr, sig.parameters[p.name].default) for p in params)
+
+
+def _resolve_annotation(text: str, src):
+    value = None
+    for i, part in enumerate(text.split(".")):
+        found, value = src.lookup(part) if i == 0 else (hasattr(value, part), getattr(value, part, None))
+        if not found:
+            return None
+    return value
+
+
+def build_kernel(fn, track: str, specs: dict) -> N.Kernel:
+    src = function_source(fn)
+    fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
+    types: dict = {}
+    for _ in range(MAX_RETRIES):
+        unit = Unit(dict(types), set(fixed))
+        try:
+            kernel = _translate(src, track, specs, unit)
+        except Retry:
+            types = unit.types
+            continue
+        return kernel
+    raise CompileError("variable types did not settle", src.loc(src.tree))
+
+
+def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
+    scope, params, entry = {}, [], []
+    tr = Translator(unit, src, scope)
+    for arg in src.tree.args.posonlyargs + src.tree.args.args + src.tree.args.kwonlyargs:
+        name, spec, loc = arg.arg, specs[arg.arg], src.loc(arg)
+        if isinstance(spec, N.ArrayType):
+            scope[name] = N.ArrayRef(loc, name, spec)
+            params.append(N.Param(name, "array", loc, type=spec))
+        elif isinstance(spec, T.DType):
+            params.append(N.Param(name, "scalar", loc, dtype=spec))
+            if name in tr.assigned:  # reassigned: a local copy, with the parameter's type
+                key = f"{name}.local"
+                unit.types[key] = spec
+                unit.fixed.add(key)
+                entry.append(N.Assign(loc, key, N.Var(loc, name, spec)))
+                scope[name] = ("var", key)
+            else:
+                unit.types[name] = spec
+                scope[name] = ("var", name)
+        else:
+            scope[name] = spec if isinstance(spec, Static) else Static(spec)
+            params.append(N.Param(name, "constexpr", loc, value=scope[name].value))
+    tr.stmts.extend(entry)
+    tr.body(src.tree.body)
+    scalars = {p.name for p in params if p.kind == "scalar"}
+    body = [N.Region(src.loc(src.tree), "kernel", tr.stmts)]
+    reads, writes = accesses(body)
+    return N.Kernel(src.name, track, params,
+                    {k: v for k, v in unit.types.items() if k not in scalars},
+                    body, src.loc(src.tree), frozenset(writes), frozenset(reads), list(unit.unsafe))
+
+
+def accesses(stmts) -> tuple[set, set]:
+    """Names of global arrays loaded from and stored to anywhere in `stmts`."""
+    reads, writes = set(), set()
+    for node in walk(stmts):
+        if isinstance(node, (N.Load, N.Store)) and node.array.type.space == "global":
+            (writes if isinstance(node, N.Store) else reads).add(node.array.name)
+    return reads, writes
+
+
+def walk(stmts):
+    """Every statement and expression node under `stmts`, depth first."""
+    stack = list(reversed(stmts))
+    while stack:
+        node = stack.pop()
+        yield node
+        for value in vars(node).values():
+            if isinstance(value, (N.Expr, N.Stmt)):
+                stack.append(value)
+            elif isinstance(value, (list, tuple)):
+                stack.extend(v for v in reversed(value) if isinstance(v, (N.Expr, N.Stmt)))

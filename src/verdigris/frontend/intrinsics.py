@@ -1,0 +1,180 @@
+"""What a call inside a kernel means: the table from callee to IR builder.
+
+Takes: the callee (a Python object found by name resolution), the already-translated
+arguments, and the call's location. Gives: the IR value of the call. Guarantees: a callee
+that is not in the table, not a `@vg.func` and not a dtype is refused with a
+`CompileError` that says how to make it callable. Tables, not if-chains: adding an
+intrinsic is one entry in `HANDLERS`.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import nodes as N
+from .typing import Static, cast, common_dtype, is_number, typed
+
+
+def _axis(args, loc: Loc, name: str) -> int:
+    if len(args) != 1 or not isinstance(args[0], Static) or args[0].value not in (0, 1, 2):
+        raise CompileError(f"{name}(axis) takes one constant axis: 0, 1 or 2", loc)
+    return args[0].value
+
+
+def _special(kind):
+    def handler(tr, args, kwargs, loc):
+        return N.Special(loc, kind, _axis(args, loc, kind), T.int32)
+
+    return handler
+
+
+def _global_id(tr, args, kwargs, loc):
+    axis = _axis(args, loc, "global_id")
+
+    def reg(kind):
+        return N.Cast(loc, N.Special(loc, kind, axis, T.int32), T.int64)
+
+    product = N.Binary(loc, "mul", reg("block_id"), reg("block_dim"), T.int64)
+    return N.Binary(loc, "add", product, reg("thread_id"), T.int64)
+
+
+def _local_array(tr, args, kwargs, loc):
+    shape = kwargs.get("shape", args[0] if args else None)
+    dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+    shape = shape.value if isinstance(shape, Static) else None
+    shape = (shape,) if isinstance(shape, int) else shape
+    if not isinstance(shape, tuple) or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise CompileError("local.array(shape, dtype) needs a constant shape of positive ints",
+                           loc, hint="make the size a vg.constexpr parameter")
+    if not isinstance(dtype, Static) or not isinstance(dtype.value, T.DType):
+        raise CompileError("local.array(shape, dtype) needs a dtype such as vg.float32", loc)
+    return tr.local_array(shape, dtype.value, loc)
+
+
+def _math(name):
+    arity = N.MATH_FUNCS[name]
+
+    def handler(tr, args, kwargs, loc):
+        if len(args) != arity or kwargs:
+            raise CompileError(f"{name}() takes {arity} argument{'s' * (arity > 1)}", loc)
+        if all(is_number(a) for a in args) and name not in ("rsqrt", "fma"):
+            return Static(_host_math(name)(*(a.value for a in args)))
+        dtype = typed(args[0], loc).dtype if arity == 1 else _join(args, loc)
+        integer_ok = name in ("abs", "min", "max")
+        if not dtype.is_float and not (integer_ok and dtype.is_int):
+            dtype = T.float32 if not integer_ok or dtype.is_bool else dtype
+        operands = tuple(typed(a, loc, dtype) for a in args)
+        result = T.bool_ if name in N.MATH_PREDICATES else dtype
+        return N.MathCall(loc, name, operands, result)
+
+    return handler
+
+
+def _host_math(name):
+    return {"abs": builtins.abs, "min": builtins.min, "max": builtins.max,
+            "round": builtins.round, "exp2": lambda x: 2.0 ** x,
+            "log2": math.log2, "fma": None}.get(name) or getattr(math, name)
+
+
+def _join(args, loc: Loc) -> T.DType:
+    """The common dtype of several operands; literals are weak."""
+    strong = [a for a in args if not isinstance(a, Static)]
+    if not strong:
+        return typed(args[0], loc).dtype
+    result = strong[0]
+    for a in args:
+        if a is not strong[0]:
+            result = N.Const(loc, 0, common_dtype(result, a, loc))
+    return result.dtype
+
+
+def _min_max(name):
+    two = _math(name)
+
+    def handler(tr, args, kwargs, loc):
+        if len(args) < 2:
+            raise CompileError(f"{name}() in a kernel takes two or more numbers", loc)
+        result = args[0]
+        for a in args[1:]:
+            result = two(tr, [result, a], {}, loc)
+        return result
+
+    return handler
+
+
+def _conversion(dtype: T.DType, label: str):
+    def handler(tr, args, kwargs, loc):
+        if len(args) != 1 or kwargs:
+            raise CompileError(f"{label}() takes one argument", loc)
+        if is_number(args[0]):
+            return typed(args[0], loc, dtype)
+        return cast(typed(args[0], loc), dtype, loc)
+
+    return handler
+
+
+def conversion(dtype: T.DType):
+    """`vg.float32(x)` and friends: an explicit cast."""
+    return _conversion(dtype, dtype.name)
+
+
+def _len(tr, args, kwargs, loc):
+    if len(args) != 1 or not isinstance(args[0], N.ArrayRef):
+        raise CompileError("len() in a kernel takes one array", loc)
+    return tr.shape_of(args[0], 0, loc)
+
+
+def _range(tr, args, kwargs, loc):
+    raise CompileError("range() can only be used as the iterable of a for loop", loc)
+
+
+HANDLERS = {
+    "simt.thread_id": _special("thread_id"),
+    "simt.block_id": _special("block_id"),
+    "simt.block_dim": _special("block_dim"),
+    "simt.grid_dim": _special("grid_dim"),
+    "simt.global_id": _global_id,
+    "simt.local.array": _local_array,
+    "builtin.int": _conversion(T.int64, "int"),
+    "builtin.float": _conversion(T.float32, "float"),
+    "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),
+    "builtin.len": _len,
+    "builtin.range": _range,
+    "builtin.min": _min_max("min"),
+    "builtin.max": _min_max("max"),
+    **{f"math.{name}": _math(name) for name in N.MATH_FUNCS},
+}
+HANDLERS["math.min"] = HANDLERS["builtin.min"]
+HANDLERS["math.max"] = HANDLERS["builtin.max"]
+
+
+def _bool(args, loc):
+    from .typing import truth
+
+    if len(args) != 1:
+        raise CompileError("bool() takes one argument", loc)
+    return truth(args[0], loc)
+
+
+# Python's own callables that mean an intrinsic inside a kernel.
+PYTHON_CALLABLES = {
+    builtins.abs: "math.abs", builtins.min: "builtin.min", builtins.max: "builtin.max",
+    builtins.int: "builtin.int", builtins.float: "builtin.float", builtins.bool: "builtin.bool",
+    builtins.len: "builtin.len", builtins.range: "builtin.range", builtins.round: "math.round",
+    math.fabs: "math.abs",
+    **{getattr(math, name): f"math.{name}" for name in N.MATH_FUNCS
+       if hasattr(math, name) and name not in ("min", "max", "abs")},
+}
+MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "tau": math.tau}
+
+
+def intrinsic_name(obj) -> str | None:
+    name = getattr(obj, "__vg_intrinsic__", None)
+    if name is not None:
+        return name
+    try:
+        return PYTHON_CALLABLES.get(obj)
+    except TypeError:  # unhashable
+        return None

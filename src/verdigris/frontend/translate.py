@@ -1,0 +1,632 @@
+"""Python `ast` of a kernel (and of the `@vg.func`s it calls) -> statements of typed IR.
+
+Takes: a `FunctionSource`, the bindings of its parameters (array references, typed scalar
+variables, static values) and the build's shared `Unit` (variable types, name counter).
+Gives: a list of `ir` statements, with every `@vg.func` call inlined as a `Region`.
+Guarantees: every node carries the user's `Loc` (with the chain of call sites for inlined
+code); any construct outside the supported subset is a `CompileError` at its location that
+says what to do instead. Variable types are joined across assignments; when a join widens
+a variable, `Retry` is raised and the build runs again with the wider type.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import types as pytypes
+from dataclasses import dataclass, field
+
+from .. import lang
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import nodes as N
+from . import intrinsics
+from .source import FunctionSource, function_source
+from .typing import Static, binary, cast, compare, is_number, truth, typed, unary
+
+
+class Retry(Exception):
+    """A variable's type widened; translate again from the start."""
+
+
+@dataclass
+class Unit:
+    """State shared by the translators of one kernel build."""
+
+    types: dict  # variable name -> DType; survives retries
+    fixed: set  # variables whose type may not widen (reassigned scalar parameters)
+    counter: itertools.count = field(default_factory=itertools.count)
+    unsafe: list = field(default_factory=list)
+    call_stack: list = field(default_factory=list)
+
+
+BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
+           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "lshift", ast.RShift: "rshift"}
+CMP_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
+           ast.NotEq: "ne"}
+UNARY_OPS = {ast.USub: "neg", ast.Not: "not", ast.Invert: "invert", ast.UAdd: "pos"}
+ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
+
+UNSUPPORTED_HINTS = {
+    ast.ListComp: "comprehensions build Python lists; write a for loop over range()",
+    ast.DictComp: "comprehensions build Python dicts, which kernels cannot hold",
+    ast.SetComp: "comprehensions build Python sets, which kernels cannot hold",
+    ast.GeneratorExp: "write a for loop over range()",
+    ast.Lambda: "define a @vg.func helper instead",
+    ast.Try: "kernels cannot catch exceptions; check the condition with `if` instead",
+    ast.Raise: "kernels cannot raise; return early instead",
+    ast.ClassDef: "define classes outside the kernel",
+    ast.FunctionDef: "define helpers outside the kernel, decorated with @vg.func",
+    ast.Global: "kernels cannot assign globals; pass an array and write into it",
+    ast.Nonlocal: "kernels cannot assign enclosing variables",
+    ast.List: "kernels cannot build lists; use simt.local.array(shape, dtype)",
+    ast.Dict: "kernels cannot build dicts",
+    ast.Delete: "kernels cannot delete names",
+    ast.JoinedStr: "kernels cannot format strings",
+    ast.Assert: "kernels cannot assert; check the condition with `if` and return early",
+}
+
+
+class Translator:
+    def __init__(self, unit: Unit, src: FunctionSource, scope: dict, prefix: str = "",
+                 call_site: Loc | None = None, return_label: str = "kernel"):
+        self.unit = unit
+        self.src = src
+        self.scope = scope  # name -> ("var", key) | N.ArrayRef | Static
+        self.prefix = prefix
+        self.call_site = call_site
+        self.return_label = return_label
+        self.stmts: list = []
+        self.loop_depth = 0
+        self.nesting = 0
+        self.returns: list = []  # per `return`: None or a tuple of typed values' arity
+        self.assigned = {n.id for n in ast.walk(src.tree)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    # ------------------------------------------------------------------ helpers
+
+    def loc(self, node) -> Loc:
+        return self.src.loc(node, self.call_site)
+
+    def emit(self, stmt) -> None:
+        self.stmts.append(stmt)
+
+    def nested(self, body, loop: bool = False) -> list:
+        """Translate `body` (statements, or a callable that translates) into a fresh list."""
+        outer, self.stmts = self.stmts, []
+        self.nesting += 1
+        self.loop_depth += loop
+        try:
+            if callable(body):
+                body()
+            else:
+                for s in body:
+                    self.stmt(s)
+            return self.stmts
+        finally:
+            self.stmts = outer
+            self.nesting -= 1
+            self.loop_depth -= loop
+
+    def unsupported(self, node, what: str | None = None):
+        what = what or f"`{type(node).__name__}`"
+        raise CompileError(f"{what} is not supported in kernels", self.loc(node),
+                           hint=UNSUPPORTED_HINTS.get(type(node), ""))
+
+    def fresh(self, stem: str) -> str:
+        return f"{self.prefix}{stem}.{next(self.unit.counter)}"
+
+    # ------------------------------------------------------------------ variables
+
+    def set_var(self, key: str, value, loc: Loc) -> N.Expr:
+        """Assign `value` to variable `key`, joining its type; returns the cast value."""
+        types = self.unit.types
+        if key not in types:
+            types[key] = typed(value, loc).dtype
+        elif not is_number(value) and value.dtype is not types[key]:
+            old = types[key]
+            try:
+                joined = T.promote(old, value.dtype)
+            except TypeError as exc:
+                raise CompileError(f"variable {key.rsplit('.', 1)[-1]!r} holds {old.name} "
+                                   f"elsewhere but {value.dtype.name} here: {exc}", loc) from None
+            if joined is not old:
+                if key in self.unit.fixed:
+                    raise CompileError(
+                        f"parameter {key!r} is {old.name}; assigning a {value.dtype.name} "
+                        "would change its type", loc, hint=f"cast: {old.name}(...)")
+                types[key] = joined
+                raise Retry
+        value = typed(value, loc, types[key])
+        self.emit(N.Assign(loc, key, value))
+        return value
+
+    def temporary(self, value, loc: Loc):
+        """`value` held in a fresh variable, so later assignments cannot change it."""
+        if isinstance(value, (Static, N.ArrayRef, N.Const)):
+            return value
+        key = self.fresh("tmp")
+        return N.Var(loc, key, self.set_var(key, value, loc).dtype)
+
+    def bind(self, name: str, value, node) -> None:
+        loc = self.loc(node)
+        if isinstance(value, N.ArrayRef) or (isinstance(value, Static) and not is_number(value)):
+            current = self.scope.get(name)
+            if isinstance(current, tuple) or (self.nesting and current is not None
+                                              and current != value):
+                raise CompileError(f"{name!r} is rebound to a different kind of value inside "
+                                   "control flow", loc,
+                                   hint="bind arrays and constants once, at the top level")
+            self.scope[name] = value
+            return
+        if isinstance(self.scope.get(name), (N.ArrayRef, Static)) and not is_number(self.scope[name]):
+            raise CompileError(f"{name!r} names an array or constant; it cannot also hold a "
+                               "number", loc, hint="use another variable name")
+        binding = self.scope.get(name)
+        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
+        self.scope[name] = ("var", key)
+        self.set_var(key, value, loc)
+
+    def read_name(self, node: ast.Name):
+        name, loc = node.id, self.loc(node)
+        binding = self.scope.get(name)
+        if isinstance(binding, tuple):
+            key = binding[1]
+            if key not in self.unit.types:
+                raise CompileError(f"variable {name!r} is used before it is assigned", loc)
+            return N.Var(loc, key, self.unit.types[key])
+        if binding is not None:
+            return binding
+        if name in self.assigned:
+            raise CompileError(f"variable {name!r} is used before it is assigned", loc)
+        found, value = self.src.lookup(name)
+        if not found:
+            raise CompileError(f"name {name!r} is not defined", loc)
+        return self.static_global(name, value, loc)
+
+    def static_global(self, name: str, value, loc: Loc) -> Static:
+        ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (
+            isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value))
+        if not ok:
+            raise CompileError(
+                f"kernel reads {name!r}, a {type(value).__name__}: kernels can only read "
+                "numbers, dtypes, modules and functions from the enclosing scope", loc,
+                hint="pass it as an argument (arrays) or as a vg.constexpr parameter")
+        return Static(value)
+
+    # ------------------------------------------------------------------ statements
+
+    def body(self, stmts) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, node) -> None:
+        handler = getattr(self, f"stmt_{type(node).__name__}", None)
+        if handler is None:
+            self.unsupported(node)
+        handler(node)
+
+    def stmt_Pass(self, node) -> None:
+        pass
+
+    def stmt_Expr(self, node) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        if not isinstance(node.value, ast.Call):
+            raise CompileError("this expression statement has no effect", self.loc(node))
+        self.expr(node.value)
+
+    def stmt_Assign(self, node) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign_to(target, value)
+
+    def stmt_AnnAssign(self, node) -> None:
+        if node.value is None:
+            self.unsupported(node, "a declaration without a value")
+        value = self.expr(node.value)
+        annotation = self.expr(node.annotation)
+        if isinstance(annotation, Static) and isinstance(annotation.value, T.DType):
+            value = typed(value, self.loc(node), annotation.value) if is_number(value) \
+                else cast(typed(value, self.loc(node)), annotation.value, self.loc(node))
+        self.assign_to(node.target, value)
+
+    def assign_to(self, target, value) -> None:
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value, target)
+        elif isinstance(target, ast.Subscript):
+            array, indices = self.subscript_parts(target)
+            self.store(array, indices, value, self.loc(target))
+        elif isinstance(target, ast.Tuple):
+            items = value.value if isinstance(value, Static) and isinstance(value.value, tuple) else None
+            if items is None or len(items) != len(target.elts):
+                raise CompileError(f"cannot unpack this value into {len(target.elts)} names",
+                                   self.loc(target))
+            # Python evaluates the whole right side first: `x, y = y, x` swaps.
+            items = [self.temporary(v, self.loc(target)) for v in items] if len(items) > 1 else items
+            for t, v in zip(target.elts, items):
+                self.assign_to(t, v)
+        else:
+            self.unsupported(target, "this assignment target")
+
+    def stmt_AugAssign(self, node) -> None:
+        op = BIN_OPS.get(type(node.op))
+        loc = self.loc(node)
+        if isinstance(node.target, ast.Name):
+            current = self.read_name(ast.Name(node.target.id, ast.Load(), lineno=node.lineno,
+                                              col_offset=node.col_offset))
+            self.bind(node.target.id, binary(op, current, self.expr(node.value), loc), node.target)
+        elif isinstance(node.target, ast.Subscript):
+            array, indices = self.subscript_parts(node.target)
+            current = N.Load(loc, array, indices, array.dtype)
+            self.store(array, indices, binary(op, current, self.expr(node.value), loc), loc)
+        else:
+            self.unsupported(node.target, "this assignment target")
+
+    def store(self, array: N.ArrayRef, indices, value, loc: Loc) -> None:
+        dtype = array.dtype
+        if not is_number(value):
+            value = typed(value, loc)
+            if value.dtype.is_float and not dtype.is_float:
+                raise CompileError(f"storing {value.dtype.name} into {array.name!r}, an array of "
+                                   f"{dtype.name}, would drop the fraction", loc,
+                                   hint=f"convert explicitly: vg.{dtype.name}(value)")
+        self.emit(N.Store(loc, array, indices, typed(value, loc, dtype) if is_number(value)
+                          else cast(value, dtype, loc)))
+
+    def stmt_If(self, node) -> None:
+        cond = self.expr(node.test)
+        if isinstance(cond, Static):
+            if not is_number(cond) and cond.value is not None:
+                raise CompileError("this condition is not a number", self.loc(node.test))
+            self.body(node.body if cond.value else node.orelse)  # decided while compiling
+            return
+        cond = truth(cond, self.loc(node.test))
+        self.emit(N.If(self.loc(node), cond, self.nested(node.body), self.nested(node.orelse)))
+
+    def stmt_For(self, node) -> None:
+        loc = self.loc(node)
+        if node.orelse:
+            self.unsupported(node, "`for ... else`")
+        call = node.iter
+        callee = self.expr(call.func) if isinstance(call, ast.Call) else None
+        if not (isinstance(callee, Static) and callee.value is range):
+            raise CompileError("kernels loop only over range(start, stop, step)", self.loc(node.iter))
+        if call.keywords or not 1 <= len(call.args) <= 3:
+            raise CompileError("range() takes 1 to 3 positional arguments", self.loc(call))
+        if not isinstance(node.target, ast.Name):
+            self.unsupported(node.target, "this loop variable")
+        args = [self.expr(a) for a in call.args]
+        start, stop, step = ([Static(0)] + args + [Static(1)])[:3] if len(args) == 1 else \
+            (args + [Static(1)])[:3]
+        if is_number(step) and step.value == 0:
+            raise CompileError("range() step must not be zero", self.loc(call.args[2]))
+        for a in (start, stop, step):
+            if not is_number(a) and not (isinstance(a, N.Expr) and a.dtype.is_int):
+                raise CompileError("range() bounds must be integers", self.loc(call))
+        strong = [a for a in (start, stop, step) if not isinstance(a, Static)]
+        if strong:
+            dtype = strong[0].dtype
+            for a in strong[1:]:
+                dtype = T.promote(dtype, a.dtype)
+        else:
+            dtype = T.literal_dtype(max((a.value for a in (start, stop)), key=abs))
+        name = node.target.id
+        binding = self.scope.get(name)
+        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
+        self.scope[name] = ("var", key)
+        if key in self.unit.types and self.unit.types[key] is not dtype:
+            dtype = T.promote(self.unit.types[key], dtype)
+            if dtype is not self.unit.types[key]:
+                self.unit.types[key] = dtype
+                raise Retry
+        self.unit.types[key] = dtype
+        bounds = [typed(a, loc, dtype) for a in (start, stop, step)]
+        self.emit(N.For(loc, key, *bounds, self.nested(node.body, loop=True)))
+
+    def stmt_While(self, node) -> None:
+        loc = self.loc(node)
+        if node.orelse:
+            self.unsupported(node, "`while ... else`")
+        test: list = []
+
+        def condition():
+            test.append(truth(self.expr(node.test), self.loc(node.test)))
+
+        setup = self.nested(condition)
+        body = self.nested(node.body, loop=True)
+        if setup:  # the condition itself needs statements: test at the top of the body
+            stop = N.If(loc, N.Unary(loc, "not", test[0], T.bool_), [N.Break(loc)], [])
+            self.emit(N.While(loc, N.Const(loc, True, T.bool_), setup + [stop] + body))
+        else:
+            self.emit(N.While(loc, test[0], body))
+
+    def stmt_Break(self, node) -> None:
+        if not self.loop_depth:
+            raise CompileError("`break` outside a loop", self.loc(node))
+        self.emit(N.Break(self.loc(node)))
+
+    def stmt_Continue(self, node) -> None:
+        if not self.loop_depth:
+            raise CompileError("`continue` outside a loop", self.loc(node))
+        self.emit(N.Continue(self.loc(node)))
+
+    def stmt_Return(self, node) -> None:
+        loc = self.loc(node)
+        value = self.expr(node.value) if node.value is not None else Static(None)
+        if self.return_label == "kernel":
+            if not (isinstance(value, Static) and value.value is None):
+                raise CompileError("kernels return nothing; write results into an output array", loc)
+        elif not (isinstance(value, Static) and value.value is None):
+            items = value.value if isinstance(value, Static) and isinstance(value.value, tuple) \
+                else (value,)
+            self.returns.append(len(items))
+            for k, item in enumerate(items):
+                self.set_var(f"{self.prefix}return{k}", item, loc)
+        else:
+            self.returns.append(0)
+        self.emit(N.Exit(loc, self.return_label))
+
+    def stmt_With(self, node) -> None:
+        loc = self.loc(node)
+        if len(node.items) != 1 or node.items[0].optional_vars is not None:
+            self.unsupported(node, "this `with` statement")
+        ctx = node.items[0].context_expr
+        callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
+        if not (isinstance(callee, Static) and callee.value is lang.unsafe) or ctx.args:
+            raise CompileError("the only `with` in kernels is `with vg.unsafe():`", loc)
+        self.unit.unsafe.append(loc)
+        self.emit(N.Unsafe(loc, self.nested(node.body)))
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, node):
+        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        if handler is None:
+            self.unsupported(node)
+        return handler(node)
+
+    def expr_Constant(self, node):
+        if isinstance(node.value, (bool, int, float)) or node.value is None:
+            return Static(node.value)
+        self.unsupported(node, f"a {type(node.value).__name__} constant")
+
+    def expr_Name(self, node):
+        return self.read_name(node)
+
+    def expr_Tuple(self, node):
+        return Static(tuple(self.expr(e) for e in node.elts))
+
+    def expr_Attribute(self, node):
+        base = self.expr(node.value)
+        loc = self.loc(node)
+        if isinstance(base, N.ArrayRef):
+            return self.array_attribute(base, node.attr, loc)
+        if isinstance(base, Static):
+            if isinstance(base.value, pytypes.ModuleType) and base.value.__name__ == "math" \
+                    and node.attr in intrinsics.MATH_CONSTANTS:
+                return Static(intrinsics.MATH_CONSTANTS[node.attr])
+            if not hasattr(base.value, node.attr):
+                raise CompileError(f"{base.value!r} has no attribute {node.attr!r}", loc)
+            return self.static_global(node.attr, getattr(base.value, node.attr), loc)
+        raise CompileError(f"numbers have no attribute {node.attr!r} in kernels", loc)
+
+    def array_attribute(self, array: N.ArrayRef, attr: str, loc: Loc):
+        ndim = array.type.ndim
+        if attr == "shape":
+            return Static(tuple(self.shape_of(array, k, loc) for k in range(ndim)))
+        if attr == "ndim":
+            return Static(ndim)
+        if attr == "dtype":
+            return Static(array.dtype)
+        if attr == "size":
+            size = Static(1)
+            for k in range(ndim):
+                size = binary("mul", size, self.shape_of(array, k, loc), loc)
+            return size
+        raise CompileError(f"arrays have no attribute {attr!r} in kernels", loc,
+                           hint="available: shape, ndim, dtype, size")
+
+    def shape_of(self, array: N.ArrayRef, axis: int, loc: Loc):
+        if array.type.shape is not None:
+            return Static(array.type.shape[axis])
+        return N.Shape(loc, array, axis, T.int64)
+
+    def expr_Subscript(self, node):
+        base = self.expr(node.value)
+        if isinstance(base, Static) and isinstance(base.value, tuple):
+            index = self.expr(node.slice)
+            if not (is_number(index) and isinstance(index.value, int)):
+                raise CompileError("tuples can only be indexed by constants", self.loc(node.slice))
+            try:
+                return base.value[index.value]
+            except IndexError:
+                raise CompileError(f"index {index.value} out of range for a tuple of "
+                                   f"{len(base.value)}", self.loc(node)) from None
+        array, indices = self.subscript_parts(node, base)
+        return N.Load(self.loc(node), array, indices, array.dtype)
+
+    def subscript_parts(self, node: ast.Subscript, base=None):
+        loc = self.loc(node)
+        array = self.expr(node.value) if base is None else base
+        if not isinstance(array, N.ArrayRef):
+            raise CompileError("only arrays and tuples can be indexed", loc)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(p, ast.Slice) for p in parts):
+            raise CompileError("slices are not supported inside kernels", loc,
+                               hint="index one element at a time, or pass a sliced view")
+        if len(parts) != array.type.ndim:
+            raise CompileError(f"{array.name!r} has {array.type.ndim} dimension"
+                               f"{'s' * (array.type.ndim != 1)} but is indexed with {len(parts)}",
+                               loc)
+        indices = []
+        for axis, part in enumerate(parts):
+            value = self.expr(part)
+            ploc = self.loc(part)
+            if is_number(value):
+                if not isinstance(value.value, int) or isinstance(value.value, bool):
+                    raise CompileError("array indices must be integers", ploc)
+                if value.value < 0:
+                    raise CompileError(f"index {value.value} is out of bounds: verdigris never "
+                                       "wraps negative indices", ploc,
+                                       hint=f"write {array.name}.shape[{axis}] - {-value.value}")
+                extent = array.type.shape[axis] if array.type.shape else None
+                if extent is not None and value.value >= extent:
+                    raise CompileError(f"index {value.value} is out of bounds for axis {axis} "
+                                       f"of size {extent}", ploc)
+            elif not (isinstance(value, N.Expr) and value.dtype.is_int):
+                raise CompileError("array indices must be integers", ploc,
+                                   hint="convert with int(...)")
+            indices.append(typed(value, ploc, T.int64))
+        return array, tuple(indices)
+
+    def expr_BinOp(self, node):
+        op = BIN_OPS.get(type(node.op))
+        if op is None:
+            self.unsupported(node, f"operator {type(node.op).__name__}")
+        return binary(op, self.expr(node.left), self.expr(node.right), self.loc(node))
+
+    def expr_UnaryOp(self, node):
+        return unary(UNARY_OPS[type(node.op)], self.expr(node.operand), self.loc(node))
+
+    def expr_Compare(self, node):
+        loc = self.loc(node)
+        left, result = self.expr(node.left), None
+        for op, comparator in zip(node.ops, node.comparators):
+            if type(op) not in CMP_OPS:
+                self.unsupported(node, f"comparison {type(op).__name__}")
+            right = self.expr(comparator)
+            part = compare(CMP_OPS[type(op)], left, right, loc)
+            result = part if result is None else self.logical("and", result, lambda p=part: p, loc)
+            left = right
+        return result
+
+    def expr_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = self.expr(node.values[0])
+        for value in node.values[1:]:
+            result = self.logical(op, result, lambda v=value: self.expr(v), self.loc(node))
+        return result
+
+    def logical(self, op: str, lhs, rhs_thunk, loc: Loc):
+        """Short-circuit `and`/`or`: the right side runs only where it decides the result."""
+        if isinstance(lhs, Static):
+            decided = bool(lhs.value) == (op == "or")
+            return Static(bool(lhs.value)) if decided else self.as_bool(rhs_thunk(), loc)
+        lhs = truth(lhs, loc)
+        out: list = []
+        setup = self.nested(lambda: out.append(self.as_bool(rhs_thunk(), loc)))
+        rhs = out[0]
+        if isinstance(rhs, Static):
+            return lhs if bool(rhs.value) == (op == "and") else Static(op == "or")
+        if not setup:
+            return N.Logical(loc, op, lhs, rhs, T.bool_)
+        # The right side needs statements (an inlined call): spell the short circuit out.
+        key = self.fresh("logical")
+        self.set_var(key, lhs, loc)
+        cond = N.Var(loc, key, T.bool_)
+        run_rhs = setup + [N.Assign(loc, key, rhs)]
+        self.emit(N.If(loc, cond, run_rhs, []) if op == "and" else N.If(loc, cond, [], run_rhs))
+        return N.Var(loc, key, T.bool_)
+
+    def as_bool(self, value, loc: Loc):
+        return Static(bool(value.value)) if isinstance(value, Static) else truth(value, loc)
+
+    def expr_IfExp(self, node):
+        loc = self.loc(node)
+        cond = self.expr(node.test)
+        if isinstance(cond, Static):
+            return self.expr(node.body if cond.value else node.orelse)
+        cond = truth(cond, self.loc(node.test))
+        arms: list = []
+        setups = [self.nested(lambda n=n: arms.append(self.expr(n))) for n in (node.body, node.orelse)]
+        a, b = arms
+        if is_number(a) and is_number(b):
+            dtype = T.literal_dtype(a.value if isinstance(a.value, float) else b.value)
+        else:
+            from .typing import common_dtype
+
+            dtype = common_dtype(a, b, loc)
+        a, b = typed(a, loc, dtype), typed(b, loc, dtype)
+        if not any(setups):
+            return N.Select(loc, cond, a, b, dtype)
+        key = self.fresh("select")
+        self.unit.types.setdefault(key, dtype)
+        self.emit(N.If(loc, cond, setups[0] + [N.Assign(loc, key, a)],
+                       setups[1] + [N.Assign(loc, key, b)]))
+        return N.Var(loc, key, dtype)
+
+    def expr_Call(self, node):
+        loc = self.loc(node)
+        callee = self.expr(node.func)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            self.unsupported(node, "*args and **kwargs in calls")
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        fn = callee.value if isinstance(callee, Static) else None
+        if fn is None:
+            raise CompileError("this value cannot be called", loc)
+        if isinstance(fn, T.DType):
+            return intrinsics.conversion(fn)(self, args, kwargs, loc)
+        name = intrinsics.intrinsic_name(fn)
+        if name is not None:
+            handler = intrinsics.HANDLERS.get(name)
+            if handler is None:
+                raise CompileError(f"{name}() is not available in this kind of kernel", loc)
+            return handler(self, args, kwargs, loc)
+        if isinstance(fn, lang.func):
+            return self.inline(fn, args, kwargs, loc)
+        if getattr(fn, "__vg_kernel__", False):
+            raise CompileError(f"kernel {fn.__name__!r} cannot be called from a kernel", loc,
+                               hint="make the shared code a @vg.func helper")
+        raise CompileError(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel", loc,
+                           hint="kernels call intrinsics, vg.math functions and @vg.func helpers")
+
+    # ------------------------------------------------------------------ local arrays, calls
+
+    def local_array(self, shape: tuple, dtype: T.DType, loc: Loc) -> N.ArrayRef:
+        ref = N.ArrayRef(loc, self.fresh("local"), N.ArrayType(dtype, len(shape), "local",
+                                                               shape=shape))
+        self.emit(N.LocalAlloc(loc, ref))
+        return ref
+
+    def inline(self, fn: lang.func, args, kwargs, loc: Loc):
+        src = function_source(fn.fn)
+        if fn in self.unit.call_stack:
+            raise CompileError(f"{src.name}() calls itself: recursion is not supported", loc,
+                               hint="rewrite it as a loop")
+        spec = src.tree.args
+        if spec.vararg or spec.kwarg or spec.kwonlyargs:
+            raise CompileError(f"{src.name}() uses *args, **kwargs or keyword-only parameters, "
+                               "which @vg.func helpers do not support", loc)
+        names = [a.arg for a in spec.posonlyargs + spec.args]
+        defaults = dict(zip(names[len(names) - len(fn.fn.__defaults__ or ()):],
+                            (Static(d) for d in fn.fn.__defaults__ or ())))
+        if len(args) > len(names):
+            raise CompileError(f"{src.name}() takes {len(names)} arguments, {len(args)} given", loc)
+        bound = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names or key in bound:
+                raise CompileError(f"{src.name}() got an unexpected or repeated argument {key!r}", loc)
+            bound[key] = value
+        prefix = f"{src.name}.{next(self.unit.counter)}."
+        inner = Translator(self.unit, src, {}, prefix, loc, prefix + "exit")
+        for name in names:
+            value = bound.get(name, defaults.get(name))
+            if value is None:
+                raise CompileError(f"{src.name}() is missing argument {name!r}", loc)
+            inner.bind(name, value, next(a for a in spec.posonlyargs + spec.args if a.arg == name))
+        self.unit.call_stack.append(fn)
+        try:
+            inner.body(src.tree.body)
+        finally:
+            self.unit.call_stack.pop()
+        self.emit(N.Region(loc, inner.return_label, inner.stmts))
+        arities = set(inner.returns)
+        if len(arities) > 1:
+            raise CompileError(f"{src.name}() returns values of different shapes on different "
+                               "paths", loc)
+        arity = arities.pop() if arities else 0
+        results = tuple(N.Var(loc, f"{prefix}return{k}", self.unit.types[f"{prefix}return{k}"])
+                        for k in range(arity))
+        return Static(None) if arity == 0 else results[0] if arity == 1 else Static(results)

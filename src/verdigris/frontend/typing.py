@@ -1,0 +1,188 @@
+"""Typing of operands: literals, promotion, casts, truthiness, and the operator table.
+
+Takes: values the translator computes — typed `ir.Expr`s or `Static` compile-time Python
+values (literals, constexprs, tuples, modules, functions). Gives: typed IR for unary,
+binary and comparison operators following the promotion rules of `types.py`, with the
+`Cast`s inserted, and constant folding of operations on static values. Guarantees: every
+`ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
+`CompileError`s at the operator's location.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import nodes as N
+
+
+@dataclass(frozen=True)
+class Static:
+    """A value known while compiling: a literal, constexpr, tuple, module or function."""
+
+    value: object
+
+
+def is_number(v) -> bool:
+    return isinstance(v, Static) and isinstance(v.value, (bool, int, float))
+
+
+def const(value, dtype: T.DType, loc: Loc) -> N.Const:
+    if dtype.is_bool:
+        return N.Const(loc, bool(value), dtype)
+    if dtype.is_int:
+        value = int(value) & ((1 << dtype.bits) - 1)
+        if dtype.is_signed and value >= 1 << (dtype.bits - 1):
+            value -= 1 << dtype.bits
+        return N.Const(loc, value, dtype)
+    return N.Const(loc, float(value), dtype)
+
+
+def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
+    """`v` as a typed expression (of `dtype` if given)."""
+    if isinstance(v, Static):
+        if not is_number(v):
+            raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc)
+        return const(v.value, dtype or T.literal_dtype(v.value), loc)
+    if isinstance(v, N.ArrayRef):
+        raise CompileError(f"array {v.name!r} used where a number is expected", loc,
+                           hint="index it, e.g. a[i]")
+    return v if dtype is None else cast(v, dtype, loc)
+
+
+def cast(e: N.Expr, dtype: T.DType, loc: Loc) -> N.Expr:
+    if e.dtype is dtype:
+        return e
+    if isinstance(e, N.Const) and _folds_exactly(e, dtype):
+        return const(e.value, dtype, loc)
+    return N.Cast(loc, e, dtype)
+
+
+def _folds_exactly(c: N.Const, dtype: T.DType) -> bool:
+    if dtype.is_float:
+        return dtype.bits >= 32 or c.dtype.is_int and abs(int(c.value)) < 2048
+    if dtype.is_int and not c.dtype.is_float:
+        lo, hi = (-(1 << dtype.bits - 1), 1 << dtype.bits - 1) if dtype.is_signed else (0, 1 << dtype.bits)
+        return lo <= int(c.value) < hi
+    return dtype.is_bool and not c.dtype.is_float
+
+
+def _describe(v) -> str:
+    value = v.value if isinstance(v, Static) else v
+    return f"{type(value).__name__} {value!r}" if not callable(value) else f"{value!r}"
+
+
+def common_dtype(a, b, loc: Loc) -> T.DType:
+    """The dtype two operands meet at; literals are weak (see types.py)."""
+    try:
+        if isinstance(a, Static):
+            return T.promote_weak(b.dtype, a.value)
+        if isinstance(b, Static):
+            return T.promote_weak(a.dtype, b.value)
+        return T.promote(a.dtype, b.dtype)
+    except TypeError as exc:
+        raise CompileError(str(exc), loc) from None
+
+
+def truth(v, loc: Loc) -> N.Expr:
+    """Python truthiness: `x != 0` for numbers."""
+    if isinstance(v, Static) and not is_number(v):
+        raise CompileError(f"{_describe(v)} has no truth value in a kernel", loc)
+    e = typed(v, loc)
+    if e.dtype.is_bool:
+        return e
+    return N.Compare(loc, "ne", e, const(0, e.dtype, loc), T.bool_)
+
+
+_STATIC_BINARY = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+    "lshift": operator.lshift, "rshift": operator.rshift,
+}
+_STATIC_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
+                   "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
+INT_ONLY = {"lshift", "rshift"}
+INT_OR_BOOL = {"and", "or", "xor"}
+
+
+def binary(op: str, a, b, loc: Loc):
+    if is_number(a) and is_number(b):
+        try:
+            return Static(_STATIC_BINARY[op](a.value, b.value))
+        except (ZeroDivisionError, ValueError, TypeError) as exc:
+            raise CompileError(f"constant expression fails: {exc}", loc) from None
+    for v in (a, b):
+        if not is_number(v):
+            typed(v, loc)  # raises for arrays and non-numbers
+    dtype = common_dtype(a, b, loc)
+    if op in INT_ONLY or op in INT_OR_BOOL:
+        if dtype.is_float:
+            raise CompileError(f"operator {_SYMBOL[op]!r} needs integer operands, not {dtype.name}", loc,
+                               hint="cast with int(...) or vg.int32(...)")
+        if op in INT_ONLY:
+            lhs = typed(a, loc, dtype if not dtype.is_bool else T.int32)
+            return N.Binary(loc, op, lhs, typed(b, loc, lhs.dtype), lhs.dtype)
+        return N.Binary(loc, op, typed(a, loc, dtype), typed(b, loc, dtype), dtype)
+    if dtype.is_bool:
+        dtype = T.int32  # True + True == 2, as in Python
+    if op == "truediv" and not dtype.is_float:
+        dtype = T.float32
+    if op == "pow":
+        return _power(a, b, dtype, loc)
+    lhs, rhs = typed(a, loc, dtype), typed(b, loc, dtype)
+    if dtype.is_float and op in ("floordiv", "mod"):
+        # Python's float // and % floor: q = floor(a / b), r = a - b * q.
+        quotient = N.MathCall(loc, "floor", (N.Binary(loc, "truediv", lhs, rhs, dtype),), dtype)
+        if op == "floordiv":
+            return quotient
+        return N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype), dtype)
+    return N.Binary(loc, op, lhs, rhs, dtype)
+
+
+def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
+    if isinstance(b, Static) and isinstance(b.value, int) and 0 <= b.value <= 64:
+        base, result, n = typed(a, loc, dtype), None, b.value
+        # Square-and-multiply, unrolled at compile time: x**2 is one multiply.
+        while n:
+            if n & 1:
+                result = base if result is None else N.Binary(loc, "mul", result, base, dtype)
+            n >>= 1
+            if n:
+                base = N.Binary(loc, "mul", base, base, dtype)
+        return result if result is not None else const(1, dtype, loc)
+    if not dtype.is_float:
+        raise CompileError("integer ** needs a constant exponent between 0 and 64", loc,
+                           hint="use a float base for a run-time exponent")
+    return N.MathCall(loc, "pow", (typed(a, loc, dtype), typed(b, loc, dtype)), dtype)
+
+
+def compare(op: str, a, b, loc: Loc):
+    if is_number(a) and is_number(b):
+        return Static(_STATIC_COMPARE[op](a.value, b.value))
+    dtype = common_dtype(a, b, loc)
+    return N.Compare(loc, op, typed(a, loc, dtype), typed(b, loc, dtype), T.bool_)
+
+
+def unary(op: str, v, loc: Loc):
+    if is_number(v):
+        fn = {"neg": operator.neg, "not": operator.not_, "invert": operator.invert,
+              "pos": operator.pos}[op]
+        return Static(fn(v.value))
+    if op == "not":
+        return N.Unary(loc, "not", truth(v, loc), T.bool_)
+    e = typed(v, loc)
+    if op == "pos":
+        return e
+    if op == "invert":
+        if not e.dtype.is_int:
+            raise CompileError(f"'~' needs an integer operand, not {e.dtype.name}", loc,
+                               hint="use `not x` for a bool")
+        return N.Unary(loc, "invert", e, e.dtype)
+    if e.dtype.is_bool:
+        e = cast(e, T.int32, loc)
+    return N.Unary(loc, "neg", e, e.dtype)
+
+
+_SYMBOL = {"lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^"}

@@ -1,0 +1,89 @@
+"""Text form of the typed IR, for `verdigris compile --emit ir` and for cache keys.
+
+Takes: an `ir.Kernel`. Gives: `format_kernel(kernel)`, a deterministic, readable listing
+(types on every expression, the user's line after each statement). Guarantees: two
+kernels print the same iff they have the same parameters, locals and body.
+"""
+from __future__ import annotations
+
+from . import nodes as N
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+            "pow": "**", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
+            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_UNARY = {"neg": "-", "not": "not ", "invert": "~"}
+
+
+def format_expr(e: N.Expr) -> str:
+    match e:
+        case N.Const():
+            return f"{e.value!r}:{e.dtype.short}"
+        case N.Var():
+            return e.name
+        case N.ArrayRef():
+            return e.name
+        case N.Special():
+            return f"{e.kind}.{'xyz'[e.axis]}"
+        case N.Unary():
+            return f"{_UNARY[e.op]}{format_expr(e.operand)}"
+        case N.Binary() | N.Compare():
+            return f"({format_expr(e.lhs)} {_SYMBOLS[e.op]} {format_expr(e.rhs)})"
+        case N.Logical():
+            return f"({format_expr(e.lhs)} {e.op} {format_expr(e.rhs)})"
+        case N.Select():
+            return f"({format_expr(e.a)} if {format_expr(e.cond)} else {format_expr(e.b)})"
+        case N.Cast():
+            return f"{e.dtype.name}({format_expr(e.value)})"
+        case N.Load():
+            return f"{e.array.name}[{', '.join(map(format_expr, e.indices))}]"
+        case N.Shape():
+            return f"{e.array.name}.shape[{e.axis}]"
+        case N.MathCall():
+            return f"{e.func}:{e.dtype.short}({', '.join(map(format_expr, e.args))})"
+    raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
+    at = f"    # line {s.loc.line}"
+    inner = indent + "  "
+    match s:
+        case N.Assign():
+            return [f"{indent}{s.name} = {format_expr(s.value)}{at}"]
+        case N.Store():
+            idx = ", ".join(map(format_expr, s.indices))
+            return [f"{indent}{s.array.name}[{idx}] = {format_expr(s.value)}{at}"]
+        case N.If():
+            out = [f"{indent}if {format_expr(s.cond)}:{at}"] + _block(s.then, inner)
+            return out + ([f"{indent}else:"] + _block(s.orelse, inner) if s.orelse else [])
+        case N.For():
+            bounds = ", ".join(format_expr(b) for b in (s.start, s.stop, s.step))
+            return [f"{indent}for {s.var} in range({bounds}):{at}"] + _block(s.body, inner)
+        case N.While():
+            return [f"{indent}while {format_expr(s.cond)}:{at}"] + _block(s.body, inner)
+        case N.Break() | N.Continue():
+            return [f"{indent}{type(s).__name__.lower()}{at}"]
+        case N.Region():
+            return [f"{indent}region {s.label}:{at}"] + _block(s.body, inner)
+        case N.Exit():
+            return [f"{indent}exit {s.label}{at}"]
+        case N.LocalAlloc():
+            return [f"{indent}{s.array.name} = alloc {s.array.type}{at}"]
+        case N.Unsafe():
+            return [f"{indent}unsafe:{at}"] + _block(s.body, inner)
+    raise TypeError(f"cannot print {type(s).__name__}")
+
+
+def _block(stmts, indent: str) -> list[str]:
+    return [line for s in stmts for line in _stmt_lines(s, indent)] or [f"{indent}pass"]
+
+
+def format_kernel(k: N.Kernel) -> str:
+    params = []
+    for p in k.params:
+        kind = str(p.type) if p.kind == "array" else p.dtype.name if p.kind == "scalar" \
+            else f"constexpr={p.value!r}"
+        params.append(f"{p.name}: {kind}")
+    lines = [f"{k.track} kernel {k.name}({', '.join(params)})",
+             f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
+             "  locals " + ", ".join(f"{n}: {t.name}" for n, t in sorted(k.locals.items()))]
+    return "\n".join(lines + _block(k.body, "  ")) + "\n"

@@ -1,0 +1,45 @@
+"""`vg.math`: math functions for kernels of both tracks.
+
+Inside a kernel each name lowers to NVIDIA's libdevice on the GPU and to NumPy on the cpu
+backend; the `math` module's names (`math.exp`, ...) and the builtins `abs`, `min`, `max`
+mean the same there. On the host these are NumPy's functions, so helpers can be tested in
+plain Python.
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+from .ir.nodes import MATH_FUNCS as _MATH_FUNCS
+
+
+def _rsqrt(x):
+    return 1.0 / _np.sqrt(x)
+
+
+def _host(name):
+    special = {"rsqrt": _rsqrt, "min": _np.minimum, "max": _np.maximum, "pow": _np.power,
+               "atan2": _np.arctan2, "asin": _np.arcsin, "acos": _np.arccos,
+               "atan": _np.arctan, "asinh": _np.arcsinh, "acosh": _np.arccosh,
+               "atanh": _np.arctanh, "fma": lambda a, b, c: a * b + c, "round": _np.rint,
+               "erf": _np.vectorize(__import__("math").erf),
+               "erfc": _np.vectorize(__import__("math").erfc)}
+    fn = special.get(name) or getattr(_np, name)
+
+    def host(*args):
+        return fn(*args)
+
+    host.__name__ = name
+    host.__qualname__ = f"vg.math.{name}"
+    host.__vg_intrinsic__ = f"math.{name}"
+    return host
+
+
+for _name in _MATH_FUNCS:
+    globals()[_name] = _host(_name)
+
+pi = _np.pi
+e = _np.e
+inf = _np.inf
+nan = _np.nan
+
+__all__ = sorted(_MATH_FUNCS) + ["pi", "e", "inf", "nan"]
