@@ -12,7 +12,7 @@ The functions below are the intrinsics kernels call; on the host they raise.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
+from types import ModuleType
 
 from ..lang import device_only
 
@@ -33,7 +33,8 @@ grid_dim = device_only("simt.grid_dim", "Blocks in the grid along `axis` (int32)
 global_id = device_only("simt.global_id",
                         "block_id(axis) * block_dim(axis) + thread_id(axis), as int64.")
 
-local = SimpleNamespace(array=device_only(
-    "simt.local.array", "local.array(shape, dtype): a per-thread array of static shape."))
+local = ModuleType("verdigris.simt.local", "Per-thread arrays: `local.array(shape, dtype)`.")
+local.array = device_only("simt.local.array",
+                          "local.array(shape, dtype): a per-thread array of static shape.")
 
 __all__ = ["kernel", "thread_id", "block_id", "block_dim", "grid_dim", "global_id", "local"]

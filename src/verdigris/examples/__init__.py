@@ -1,0 +1,44 @@
+"""Example kernels, one file each; every one runs as a script and checks itself.
+
+Each module has `check(rng)`, which runs its kernel on the current backend with fresh
+random inputs and returns `Result`s comparing what the kernel computed with a NumPy
+float64 reference. `verdigris demo` and the tests run them all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SIMT_EXAMPLES = ("axpy", "strided_2d", "grid_stride", "mandelbrot", "helpers_math",
+                 "dot_unrolled")
+
+
+@dataclass
+class Result:
+    name: str  # what was computed, in words
+    got: np.ndarray
+    want: np.ndarray
+    rtol: float
+    absolute: bool = False  # compare plain differences, not relative to the reference
+
+    @property
+    def error(self) -> float:
+        """Largest difference, relative to the reference's largest magnitude."""
+        got, want = self.got.astype(np.float64), self.want.astype(np.float64)
+        if got.shape != want.shape or not np.isfinite(got).all():
+            return float("inf")
+        scale = 1.0 if self.absolute else max(float(np.max(np.abs(want), initial=0.0)), 1e-30)
+        return float(np.max(np.abs(got - want), initial=0.0)) / scale
+
+    @property
+    def ok(self) -> bool:
+        return self.error <= self.rtol
+
+
+def report(results) -> bool:
+    """Print one line per result; True if all match."""
+    for r in results:
+        mark = "ok " if r.ok else "BAD"
+        print(f"  [{mark}] {r.name}: max relative error {r.error:.2e} (tolerance {r.rtol:.0e})")
+    return all(r.ok for r in results)

@@ -1,0 +1,279 @@
+"""The kernel object: `k[grid, block](*args)` -> specialize, check, compile, launch.
+
+Takes: the user's function and track (from `@simt.kernel`), then at each launch the grid,
+block and arguments. Gives: `KernelFunction`, whose launches run on the current backend.
+Guarantees:
+- Bad launches (argument count, missing constexpr, grid shape, host arrays on the GPU,
+  arrays of different devices) raise `LaunchError` naming the kernel and the parameter.
+- Before anything is enqueued, an array the kernel writes that overlaps any other array
+  argument raises `AliasError` naming both parameters, the writing line and the call site.
+- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values)
+  is built once per process (in memory) and compiled once per machine (disk cache).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import types as T
+from ..errors import AliasError, CompileError, LaunchError, Loc
+from ..frontend import ParamInfo, build_kernel, signature
+from ..frontend.typing import Static
+from ..ir import nodes as N
+from . import backend
+from .interop import byte_extent, describe
+
+MAX_BLOCK_THREADS = 1024
+
+
+def _dims(value, what: str, name: str) -> tuple:
+    dims = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not
+                                          isinstance(d, bool) for d in dims):
+        raise LaunchError(f"{name}: the {what} must be an int or a tuple of 1 to 3 ints, "
+                          f"not {value!r}")
+    if any(d <= 0 for d in dims):
+        raise LaunchError(f"{name}: every {what} dimension must be positive, got {value!r}",
+                          hint="a grid of zero blocks runs nothing; skip the launch instead")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _call_site() -> Loc | None:
+    """The first frame outside verdigris: where the user launched the kernel."""
+    frame = sys._getframe(1)
+    package = __name__.partition(".")[0]
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == package:
+        frame = frame.f_back
+    return None if frame is None else Loc(frame.f_code.co_filename, frame.f_lineno, 0,
+                                          frame.f_code.co_name)
+
+
+@dataclass(eq=False)
+class Specialization:
+    """One compiled form of a kernel, with what its launches need precomputed."""
+
+    kernel: N.Kernel
+    array_slots: tuple  # positions of array arguments
+    written_slots: tuple  # positions of arrays the kernel writes
+    compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
+
+    def write_loc(self, name: str) -> Loc:
+        from ..frontend import walk
+
+        return next((n.loc for n in walk(self.kernel.body)
+                     if isinstance(n, N.Store) and n.array.name == name), self.kernel.loc)
+
+
+class KernelFunction:
+    """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile)."""
+
+    __vg_kernel__ = True
+
+    def __init__(self, fn, track: str, **options):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.track = track
+        self.options = options
+        self._params: tuple[ParamInfo, ...] | None = None
+        self._specializations: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<verdigris {self.track} kernel {self.__name__}>"
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"{self.__name__} is a kernel: launch it with "
+                          f"{self.__name__}[grid, block](...)")
+
+    @property
+    def params(self) -> tuple[ParamInfo, ...]:
+        if self._params is None:
+            self._params = signature(self.fn)
+        return self._params
+
+    def __getitem__(self, config) -> "Launch":
+        if self.track != "simt":
+            config = (config, None)
+        elif not (isinstance(config, tuple) and len(config) == 2):
+            raise LaunchError(f"{self.__name__}: a SIMT launch needs a grid and a block: "
+                              f"{self.__name__}[grid, block](...)")
+        grid = _dims(config[0], "grid", self.__name__)
+        block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
+        if block is not None and block[0] * block[1] * block[2] > MAX_BLOCK_THREADS:
+            raise LaunchError(f"{self.__name__}: a block of {block} has more than "
+                              f"{MAX_BLOCK_THREADS} threads")
+        return Launch(self, grid, block)
+
+    # ---------------------------------------------------------------- specialization
+
+    def bind(self, args: tuple, kwargs: dict) -> list:
+        """Arguments in parameter order, defaults filled in; LaunchError if they don't fit."""
+        params = self.params
+        if len(args) > len(params):
+            raise LaunchError(f"{self.__name__} takes {len(params)} arguments "
+                              f"({', '.join(p.name for p in params)}) but {len(args)} were given")
+        values = list(args) + [_MISSING] * (len(params) - len(args))
+        for name, value in kwargs.items():
+            slot = next((i for i, p in enumerate(params) if p.name == name), None)
+            if slot is None:
+                raise LaunchError(f"{self.__name__} has no parameter {name!r}")
+            if values[slot] is not _MISSING:
+                raise LaunchError(f"{self.__name__} got two values for {name!r}")
+            values[slot] = value
+        for i, (p, v) in enumerate(zip(params, values)):
+            if v is _MISSING:
+                if p.default is not _EMPTY:
+                    values[i] = p.default
+                else:
+                    kind = "constexpr " if p.constexpr else ""
+                    raise LaunchError(f"{self.__name__} is missing its {kind}argument {p.name!r}",
+                                      hint=f"pass {p.name}=..." if p.constexpr else "")
+        return values
+
+    def spec_key(self, values: list, infos: list) -> tuple:
+        key = []
+        for p, v, info in zip(self.params, values, infos):
+            if p.constexpr:
+                key.append(("c", _hashable(v, p.name, self.__name__)))
+            elif info is not None:
+                key.append(("a", info.dtype.name, info.ndim,
+                            info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0))
+            else:
+                key.append(("s", _scalar_dtype(v, p.name, self.__name__).name))
+        return tuple(key)
+
+    def specialization(self, key: tuple) -> Specialization:
+        spec = self._specializations.get(key)
+        if spec is None:
+            specs = {}
+            for p, k in zip(self.params, key):
+                if k[0] == "c":
+                    specs[p.name] = Static(k[1])
+                elif k[0] == "a":
+                    specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
+                else:
+                    specs[p.name] = T.from_name(k[1])
+            kernel = build_kernel(self.fn, self.track, specs)
+            names = [p.name for p in self.params]
+            arrays = tuple(i for i, k in enumerate(key) if k[0] == "a")
+            spec = Specialization(kernel, arrays,
+                                  tuple(i for i in arrays if names[i] in kernel.writes))
+            self._specializations[key] = spec
+        return spec
+
+    def specialize(self, *args, **kwargs) -> N.Kernel:
+        """The typed IR this kernel gets for these arguments (nothing runs)."""
+        values = self.bind(args, kwargs)
+        infos = [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+        return self.specialization(self.spec_key(values, infos)).kernel
+
+    def specialize_types(self, specs: dict) -> N.Kernel:
+        """The typed IR for explicit parameter specs (ArrayType, DType or constexpr value)."""
+        missing = [p.name for p in self.params if p.name not in specs]
+        if missing:
+            raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
+        return build_kernel(self.fn, self.track, {
+            p.name: specs[p.name] if not p.constexpr else Static(specs[p.name])
+            for p in self.params})
+
+    # ---------------------------------------------------------------- launching
+
+    def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
+        values = self.bind(args, kwargs)
+        infos = [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+        spec = self.specialization(self.spec_key(values, infos))
+        self.check_aliasing(spec, infos)
+        if backend.current() == "cpu":
+            self.launch_cpu(spec, grid, block, values, infos)
+        else:
+            from . import launch_cuda
+
+            launch_cuda.launch(self, spec, grid, block, values, infos, stream)
+
+    def check_aliasing(self, spec: Specialization, infos: list) -> None:
+        for w in spec.written_slots:
+            lo, hi = byte_extent(infos[w])
+            for j in spec.array_slots:
+                if j == w or infos[j].device != infos[w].device:
+                    continue
+                other_lo, other_hi = byte_extent(infos[j])
+                if lo < other_hi and other_lo < hi:
+                    self.raise_alias(spec, w, j, infos)
+
+    def raise_alias(self, spec: Specialization, w: int, j: int, infos: list):
+        names = [p.name for p in self.params]
+        same = infos[w].ptr == infos[j].ptr and byte_extent(infos[w]) == byte_extent(infos[j])
+        how = "is the same memory as" if same else "overlaps"
+        site = _call_site()
+        raise AliasError(
+            f"{self.__name__} writes {names[w]!r}, which {how} {names[j]!r}: the result would "
+            f"depend on the order threads run in" + (f" (launched at {site})" if site else ""),
+            spec.write_loc(names[w]), code="VG201",
+            hint=f"pass a separate output array for {names[w]!r} (e.g. vg.empty_like)")
+
+    def launch_cpu(self, spec: Specialization, grid, block, values, infos) -> None:
+        from .. import cpu
+
+        if block is None:
+            raise LaunchError(f"{self.__name__}: tile kernels run through the tile backend")
+        args = {}
+        for p, v, info in zip(self.params, values, infos):
+            if p.constexpr:
+                continue
+            if info is None:
+                args[p.name] = np.dtype(spec.kernel.param(p.name).dtype.np).type(v)
+            elif info.device != -1 or not isinstance(v, np.ndarray):
+                args[p.name] = _host_view(v, info, p.name, self.__name__)
+            else:
+                args[p.name] = v
+        cpu.run_simt(spec.kernel, grid, block, args)
+
+
+class Launch:
+    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`)."""
+
+    __slots__ = ("kernel", "grid", "block")
+
+    def __init__(self, kernel: KernelFunction, grid: tuple, block: tuple | None):
+        self.kernel, self.grid, self.block = kernel, grid, block
+
+    def __call__(self, *args, stream=None, **kwargs) -> None:
+        self.kernel.launch(self.grid, self.block, args, kwargs, stream)
+
+
+_MISSING = object()
+from inspect import Parameter as _Parameter  # noqa: E402
+
+_EMPTY = _Parameter.empty
+
+
+def _hashable(value, name: str, kernel: str):
+    try:
+        hash(value)
+    except TypeError:
+        raise LaunchError(f"{kernel}: constexpr {name!r} must be hashable (a number, bool, "
+                          f"string or tuple), not {type(value).__name__}") from None
+    return value
+
+
+def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
+    try:
+        return T.of_python_scalar(value)
+    except TypeError:
+        raise LaunchError(f"{kernel}: argument {name!r} is a {type(value).__name__}; kernels "
+                          "take arrays (NumPy, vg.Array, torch, CuPy, JAX) and numbers",
+                          hint="wrap lists with numpy.asarray(...)") from None
+
+
+def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
+    """A NumPy view of a non-NumPy host array for the cpu backend (no copy)."""
+    if info.device != -1:
+        raise LaunchError(f"{kernel}: argument {name!r} lives on GPU {info.device}, but the "
+                          "current backend is cpu", hint="copy it to the host, or use the "
+                          "cuda backend: vg.set_backend('cuda')")
+    try:
+        return np.from_dlpack(value)
+    except Exception:
+        return np.asarray(value)

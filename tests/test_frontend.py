@@ -1,0 +1,272 @@
+"""Frontend: typed IR from Python source, and the errors users get for what it refuses."""
+import re
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import simt
+from verdigris.ir import nodes as N
+from verdigris.ir.printer import format_kernel
+
+F32 = np.zeros(8, np.float32)
+I32 = np.zeros(8, np.int32)
+
+
+def compile_error(kernel, *args, **kwargs) -> vg.CompileError:
+    with pytest.raises(vg.CompileError) as info:
+        kernel.specialize(*args, **kwargs)
+    return info.value
+
+
+def assert_points_at(err: vg.Error, marker: str):
+    """The message names this file, the line holding `marker`, and shows it with a caret."""
+    source = open(__file__).read().splitlines()
+    line = next(i + 1 for i, text in enumerate(source) if marker in text and "assert_points_at" not in text)
+    text = str(err)
+    assert f"{__file__}:{line}:" in text, text
+    assert marker in text and "^" in text, text
+
+
+@simt.kernel
+def axpy(alpha, x, y, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = alpha * x[i] + y[i]
+
+
+def test_axpy_ir_is_typed_and_reads_writes_are_inferred():
+    k = axpy.specialize(2.0, F32, F32, F32)
+    assert k.writes == {"out"} and k.reads == {"x", "y"}
+    assert k.param("alpha").dtype is vg.float32
+    assert k.locals["i"] is vg.int64
+    text = format_kernel(k)
+    assert "out[i] = ((alpha * x[i]) + y[i])" in text
+    assert format_kernel(axpy.specialize(2.0, F32, F32, F32)) == text  # deterministic
+
+
+def test_every_node_carries_the_user_location():
+    k = axpy.specialize(2.0, F32, F32, F32)
+    from verdigris.frontend import walk
+
+    lines = {n.loc.line for n in walk(k.body)}
+    assert all(n.loc.file == __file__ for n in walk(k.body))
+    store = next(n for n in walk(k.body) if isinstance(n, N.Store))
+    assert "out[i] = alpha" in open(__file__).read().splitlines()[store.loc.line - 1]
+    assert len(lines) >= 3
+
+
+@simt.kernel
+def accumulate(x, out):
+    acc = 0
+    for i in range(x.shape[0]):
+        acc += x[i]
+    out[0] = acc
+
+
+def test_variable_types_join_across_assignments():
+    k = accumulate.specialize(np.zeros(4, np.float64), np.zeros(1, np.float64))
+    assert k.locals["acc"] is vg.float64
+    assert k.locals["i"] is vg.int64
+
+
+@simt.kernel
+def swap_kernel(out):
+    a = 1.0
+    b = 2.0
+    a, b = b, a
+    out[0] = a - b
+
+
+def test_tuple_assignment_evaluates_the_right_side_first():
+    text = format_kernel(swap_kernel.specialize(F32))
+    assert re.search(r"tmp\.\d+ = b", text) and re.search(r"tmp\.\d+ = a", text)
+
+
+@simt.kernel
+def unrolled(out, N_: vg.constexpr):
+    for i in range(N_):
+        out[i] = i * 2
+
+
+def test_each_constexpr_value_is_its_own_specialization():
+    a = unrolled.specialize(I32, N_=3)
+    b = unrolled.specialize(I32, N_=5)
+    assert "range(0:i32, 3:i32" in format_kernel(a) and "range(0:i32, 5:i32" in format_kernel(b)
+    with pytest.raises(vg.LaunchError, match="missing its constexpr argument 'N_'"):
+        unrolled.specialize(I32)
+
+
+@vg.func
+def fact(n):
+    return n * fact(n - 1)
+
+
+@simt.kernel
+def recursive(out):
+    out[0] = fact(3)
+
+
+def test_recursion_is_refused_at_the_call():
+    err = compile_error(recursive, I32)
+    assert "recursion" in str(err)
+    assert_points_at(err, "return n * fact(n - 1)")
+
+
+@vg.func
+def first_positive(x, n):
+    for i in range(n):
+        if x[i] > 0:
+            return i
+    return -1
+
+
+@simt.kernel
+def uses_helper(x, out):
+    out[0] = first_positive(x, x.shape[0])
+
+
+def test_helpers_inline_as_regions_with_early_returns():
+    k = uses_helper.specialize(F32, np.zeros(1, np.int64))
+    text = format_kernel(k)
+    assert "region first_positive.0.exit" in text and "exit first_positive.0.exit" in text
+
+
+# ---------------------------------------------------------------- refused constructs
+
+
+@simt.kernel
+def uses_list_comp(out):
+    vals = [i for i in range(4)]  # MARK-listcomp
+    out[0] = vals[0]
+
+
+@simt.kernel
+def uses_try(out):
+    try:  # MARK-try
+        out[0] = 1.0
+    except Exception:
+        pass
+
+
+class Holder:
+    pass
+
+
+@simt.kernel
+def calls_python(out):
+    out[0] = np.sum(out)  # MARK-python-call
+
+
+GLOBAL_LIST = [1, 2, 3]
+
+
+@simt.kernel
+def reads_mutable_global(out):
+    out[0] = GLOBAL_LIST[0]  # MARK-global
+
+
+@simt.kernel
+def wrong_rank(x, out):
+    out[0] = x[0, 1]  # MARK-rank
+
+
+@simt.kernel
+def float_into_int(out):
+    out[0] = 1.5 * out[1]  # MARK-narrowing
+
+
+@simt.kernel
+def negative_index(out):
+    out[-1] = 1.0  # MARK-negative
+
+
+@simt.kernel
+def returns_value(out):
+    return 1  # MARK-return
+
+
+@simt.kernel
+def undefined_name(out):
+    out[0] = not_defined_anywhere  # noqa: F821  MARK-undefined
+
+
+@simt.kernel
+def bad_axis(out):
+    out[0] = simt.thread_id(3)  # MARK-axis
+
+
+@simt.kernel
+def string_const(out):
+    out[0] = "text"  # MARK-string
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (uses_list_comp, (F32,), "MARK-listcomp", "ListComp"),
+    (uses_try, (F32,), "MARK-try", "Try"),
+    (calls_python, (F32,), "MARK-python-call", "cannot call"),
+    (reads_mutable_global, (F32,), "MARK-global", "a list"),
+    (wrong_rank, (F32, F32), "MARK-rank", "1 dimension but is indexed with 2"),
+    (float_into_int, (I32,), "MARK-narrowing", "would drop the fraction"),
+    (negative_index, (F32,), "MARK-negative", "never wraps negative indices"),
+    (returns_value, (F32,), "MARK-return", "kernels return nothing"),
+    (undefined_name, (F32,), "MARK-undefined", "not defined"),
+    (bad_axis, (I32,), "MARK-axis", "constant axis"),
+    (string_const, (F32,), "MARK-string", "str constant"),
+])
+def test_refused_constructs_point_at_the_line(kernel, args, marker, words):
+    err = compile_error(kernel, *args)
+    assert words in str(err)
+    assert_points_at(err, marker)
+
+
+def test_unsafe_blocks_are_recorded():
+    @simt.kernel
+    def with_unsafe(out):
+        with vg.unsafe():
+            out[0] = 1.0
+
+    k = with_unsafe.specialize(F32)
+    assert len(k.unsafe_regions) == 1
+    assert "unsafe:" in format_kernel(k)
+
+
+def test_kernels_cannot_be_called_directly():
+    with pytest.raises(vg.LaunchError, match=r"axpy\[grid, block\]"):
+        axpy(1.0, F32, F32, F32)
+
+
+def test_wrong_argument_count_and_names():
+    with pytest.raises(vg.LaunchError, match="takes 4 arguments"):
+        axpy.specialize(1.0, F32, F32, F32, F32)
+    with pytest.raises(vg.LaunchError, match="missing its argument 'out'"):
+        axpy.specialize(1.0, F32, F32)
+    with pytest.raises(vg.LaunchError, match="has no parameter 'z'"):
+        axpy.specialize(1.0, F32, F32, F32, z=1)
+    with pytest.raises(vg.LaunchError, match="argument 'alpha' is a list"):
+        axpy.specialize([1.0], F32, F32, F32)
+
+
+@pytest.mark.parametrize("config, words", [
+    ((0, 32), "must be positive"),
+    ((-1, 32), "must be positive"),
+    ((4, (64, 32)), "more than 1024 threads"),
+    ((4, 2.5), "tuple of 1 to 3 ints"),
+    ((1, 2, 3, 4), "grid and a block"),
+])
+def test_bad_launch_configurations(config, words):
+    with pytest.raises(vg.LaunchError, match=re.escape(words)):
+        axpy[config]
+
+
+def test_promotion_rules():
+    from verdigris import types as T
+
+    assert T.promote(vg.int32, vg.int64) is vg.int64
+    assert T.promote(vg.int32, vg.uint32) is vg.int64
+    assert T.promote(vg.float16, vg.bfloat16) is vg.float32
+    assert T.promote(vg.int64, vg.float32) is vg.float32
+    assert T.promote_weak(vg.int8, 3) is vg.int8
+    assert T.promote_weak(vg.int32, 1.5) is vg.float32
+    with pytest.raises(TypeError, match="cast one of them explicitly"):
+        T.promote(vg.uint64, vg.int64)
