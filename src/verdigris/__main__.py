@@ -1,0 +1,6 @@
+"""`python -m verdigris` is the `verdigris` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,288 @@
+"""The `verdigris` command: demo, compile, doctor.
+
+Takes: command-line arguments. Gives: `main(argv) -> exit status`. Guarantees: user
+mistakes (a missing file, an unknown kernel, a bad signature, a kernel that does not
+compile) print one clear message and exit with status 2 (usage) or 1 (the kernel is
+refused), never a traceback from inside the compiler.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from . import types as T
+from .errors import Error
+
+EMITS = ("ir", "llvm", "llvm-opt", "ptx", "sass")
+TARGETS = ("sm_80", "sm_89", "sm_90", "sm_90a")
+
+
+class UsageError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------- demo
+
+
+def cmd_demo(args) -> int:
+    import numpy as np
+
+    from . import examples
+    from .runtime import backend
+
+    rng = np.random.default_rng(args.seed)
+    if args.backend:
+        backend.set_backend(args.backend)
+    print(f"verdigris demo on the {backend.current()} backend\n")
+    all_ok = True
+    for name in examples.SIMT_EXAMPLES:
+        module = importlib.import_module(f"{examples.__name__}.{name}")
+        print(f"{name}: {module.__doc__.strip().splitlines()[0]}")
+        start = time.perf_counter()
+        ok = examples.report(module.check(rng))
+        print(f"  ({(time.perf_counter() - start) * 1e3:.0f} ms including compilation)\n")
+        all_ok &= ok
+    all_ok &= _demo_alias(np)
+    print("all examples match NumPy" if all_ok else "SOME EXAMPLES DID NOT MATCH")
+    return 0 if all_ok else 1
+
+
+def _demo_alias(np) -> bool:
+    from . import AliasError, asarray
+    from .examples.axpy import axpy
+
+    print("safety: the same array passed as input and output is refused before it runs:")
+    x = asarray(np.arange(1024, dtype=np.float32))
+    try:
+        axpy[4, 256](2.0, x, x, x)
+    except AliasError as err:
+        print("  " + str(err).replace("\n", "\n  ") + "\n")
+        return True
+    print("  BAD: the aliased launch was accepted\n")
+    return False
+
+
+# ------------------------------------------------------------------------- compile
+
+
+def load_kernel(spec: str):
+    """`path/to/file.py::name` -> the kernel object defined there (the file is imported)."""
+    path, sep, name = spec.partition("::")
+    if not sep or not name:
+        raise UsageError(f"expected FILE::KERNEL, got {spec!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"no such file: {path}")
+    module_name = f"_verdigris_cli_{file.stem}"
+    loader = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(file.parent.resolve()))
+    try:
+        loader.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    kernel = getattr(module, name, None)
+    if not getattr(kernel, "__vg_kernel__", False):
+        kernels = [k for k, v in vars(module).items() if getattr(v, "__vg_kernel__", False)]
+        raise UsageError(f"{path} defines no kernel {name!r}"
+                         + (f"; its kernels: {', '.join(kernels)}" if kernels else ""))
+    return kernel
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return parts + [current.strip()] if current.strip() else parts
+
+
+def _dtype(name: str) -> T.DType:
+    import verdigris
+
+    value = getattr(verdigris, name.strip(), None)
+    if not isinstance(value, T.DType):
+        raise UsageError(f"unknown dtype {name.strip()!r} (use e.g. f32, float32, i64, bf16)")
+    return value
+
+
+def parse_signature(kernel, text: str) -> dict:
+    """'f32, f32[:], f32[:, ::1], 128' -> a spec per parameter, in order.
+
+    Arrays are written as NumPy-style slices, one per axis: `[:]` any stride, `[::1]` unit
+    stride on the innermost axis (C-contiguous rows). Constexpr parameters take a value.
+    """
+    from .ir.nodes import ArrayType
+
+    items = _split_top_level(text)
+    params = kernel.params
+    if len(items) != len(params):
+        raise UsageError(f"{kernel.__name__} has {len(params)} parameters "
+                         f"({', '.join(p.name for p in params)}) but the signature gives {len(items)}")
+    specs = {}
+    for p, item in zip(params, items):
+        if p.constexpr:
+            try:
+                specs[p.name] = ast.literal_eval(item)
+            except (ValueError, SyntaxError):
+                raise UsageError(f"constexpr {p.name!r} needs a Python literal, not {item!r}") from None
+        elif "[" in item:
+            name, _, dims = item.partition("[")
+            axes = [a.replace(" ", "") for a in dims.rstrip("]").split(",")]
+            if any(a not in (":", "::1") for a in axes) or "::1" in axes[:-1]:
+                raise UsageError(f"bad array type {item!r}: each axis is ':' and the last may be '::1'")
+            specs[p.name] = ArrayType(_dtype(name), len(axes), "global", axes[-1] == "::1", True)
+        else:
+            specs[p.name] = _dtype(item)
+    return specs
+
+
+def cmd_compile(args) -> int:
+    from . import codegen
+    from .ir.printer import format_kernel
+
+    kernel = load_kernel(args.kernel)
+    if args.sig is None:
+        params = ", ".join(p.name + (" (constexpr)" if p.constexpr else "") for p in kernel.params)
+        raise UsageError(f"give the argument types with --sig, one per parameter: {params}; "
+                         "e.g. --sig 'f32, f32[::1], f32[::1], f32[::1]'")
+    start = time.perf_counter()
+    ir = kernel.specialize_types(parse_signature(kernel, args.sig))
+    timings = {"frontend": time.perf_counter() - start}
+    if args.emit == "ir":
+        output = format_kernel(ir)
+    elif args.emit == "llvm":
+        output = codegen.lower_to_llvm(ir, args.target)
+    else:
+        compiled = codegen.compile_to_ptx(ir, args.target)
+        timings.update(compiled.timings)
+        output = compiled.llvm_ir if args.emit == "llvm-opt" else compiled.ptx
+        if args.emit == "sass":
+            start = time.perf_counter()
+            output = codegen.disassemble(codegen.assemble(compiled.ptx, args.target))
+            timings["ptxas+disassemble"] = time.perf_counter() - start
+    if args.out:
+        Path(args.out).write_text(output)
+    else:
+        sys.stdout.write(output)
+    if args.time:
+        for stage, seconds in timings.items():
+            print(f"{stage:>20}: {seconds * 1e3:8.2f} ms", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------------- doctor
+
+
+def cmd_doctor(args) -> int:
+    import numpy
+
+    rows = [("python", platform.python_version()), ("verdigris", _version()),
+            ("numpy", numpy.__version__)]
+    try:
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        rows.append(("llvmlite", f"{llvmlite.__version__} (LLVM "
+                                 f"{'.'.join(map(str, llvm.llvm_version_info))})"))
+    except ImportError as exc:
+        rows.append(("llvmlite", f"MISSING: {exc}"))
+    try:
+        import cuda.bindings
+
+        rows.append(("cuda-bindings", cuda.bindings.__version__))
+    except ImportError as exc:
+        rows.append(("cuda-bindings", f"MISSING: {exc}"))
+    rows.extend(_gpu_rows())
+    from . import codegen
+
+    rows.append(("ptxas", codegen.ptxas_path() or "not found (PTX is JIT-compiled by the driver)"))
+    rows.append(("cuobjdump", shutil.which("cuobjdump") or "not found (--emit sass unavailable)"))
+    rows.append(("libdevice", str(codegen.libdevice_path() or "NOT FOUND (math functions fail)")))
+    from .runtime import cache
+
+    rows.append(("cache", str(cache.cache_dir())))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:>{width}}: {value}")
+    return 0
+
+
+def _gpu_rows() -> list:
+    from .runtime import backend, driver
+
+    if not driver.is_available():
+        try:
+            driver.device_count()
+            reason = "the driver reports no GPU"
+        except Error as err:
+            reason = err.message
+        return [("gpu", f"none ({reason})"), ("backend", "cpu")]
+    rows = []
+    for ordinal in range(driver.device_count()):
+        props = driver.properties(ordinal)
+        rows.append((f"gpu {ordinal}", f"{props.name}, {props.arch}, "
+                                       f"{props.multiprocessors} SMs"))
+    rows.append(("driver", ".".join(map(str, driver.driver_version()))))
+    rows.append(("backend", backend.current()))
+    return rows
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# ------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="verdigris", description=(
+        "Safe GPU kernels written in Python, compiled straight to PTX."))
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="compile and run the example kernels, check them "
+                                       "against NumPy, and show a refused aliased launch")
+    demo.add_argument("--backend", choices=("cuda", "cpu"))
+    demo.add_argument("--seed", type=int, default=None)
+    demo.set_defaults(run=cmd_demo)
+    comp = sub.add_parser("compile", help="show a kernel at one stage of the pipeline")
+    comp.add_argument("kernel", help="FILE::KERNEL, e.g. examples/axpy.py::axpy")
+    comp.add_argument("--sig", help="argument types, one per parameter, e.g. "
+                                    "'f32, f32[::1], f32[::1], f32[::1]'")
+    comp.add_argument("--emit", choices=EMITS, default="ptx")
+    comp.add_argument("--target", choices=TARGETS, default="sm_90")
+    comp.add_argument("--out", help="write to this file instead of stdout")
+    comp.add_argument("--time", action="store_true", help="print stage timings on stderr")
+    comp.set_defaults(run=cmd_compile)
+    doctor = sub.add_parser("doctor", help="GPU, driver, toolchain and versions")
+    doctor.set_defaults(run=cmd_doctor)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as err:
+        print(f"verdigris {args.command}: {err}", file=sys.stderr)
+        return 2
+    except Error as err:
+        print(err, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
