@@ -9,6 +9,8 @@ from . import math, simt
 from .errors import (AliasError, BackendError, BoundsError, CompileError, Error, KernelError,
                      LaunchError, SafetyError)
 from .lang import constexpr, func, unsafe
+from .runtime.backend import current as current_backend
+from .runtime.backend import set_backend
 from .types import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,
                     float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -22,3 +24,55 @@ f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 def cdiv(a: int, b: int) -> int:
     """Ceiling division: the number of blocks of size `b` that cover `a` items."""
     return -(-a // b)
+
+
+def asarray(obj, dtype=None, *, device: int = 0):
+    """`obj` on the current backend's device: a `vg.Array` on cuda (host data is copied,
+    torch/CuPy/JAX device arrays are viewed without copying), a NumPy array on cpu."""
+    from .runtime import arrays
+
+    return arrays.asarray(obj, dtype, backend=current_backend(), device=device)
+
+
+def empty(shape, dtype=float32, *, device: int = 0):
+    """An uninitialized array on the current backend's device."""
+    from .runtime import arrays
+
+    return arrays.empty(shape, dtype, backend=current_backend(), device=device)
+
+
+def zeros(shape, dtype=float32, *, device: int = 0):
+    """A zero-filled array on the current backend's device."""
+    from .runtime import arrays
+
+    return arrays.zeros(shape, dtype, backend=current_backend(), device=device)
+
+
+def empty_like(a, dtype=None):
+    """An uninitialized array with `a`'s shape and dtype, where `a` lives."""
+    from .runtime import arrays
+
+    return arrays.empty_like(a, dtype)
+
+
+def from_dlpack(obj):
+    """A zero-copy view of anything with `__dlpack__`."""
+    from .runtime import arrays
+
+    return arrays.from_dlpack(obj)
+
+
+def synchronize(device: int = 0) -> None:
+    """Wait for all work on `device` (no-op on the cpu backend)."""
+    if current_backend() == "cuda":
+        from .runtime import driver
+
+        driver.synchronize(device)
+
+
+def __getattr__(name):
+    if name == "Array":  # imported lazily: it pulls in the driver bindings
+        from .runtime.arrays import Array
+
+        return Array
+    raise AttributeError(f"module 'verdigris' has no attribute {name!r}")

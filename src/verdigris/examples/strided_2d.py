@@ -24,7 +24,7 @@ def check(rng, rows=300, cols=129):
     out_view = dev_big[::2]
     grid = (vg.cdiv(cols, 32), vg.cdiv(rows, 8))
     scale_add_2d[grid, (32, 8)](dev_a_t.T, dev_b, out_view, -0.5)
-    got = dev_big.numpy()
+    got = np.asarray(dev_big)
     want = big.astype(np.float64)
     want[::2] = a_t.T.astype(np.float64) * -0.5 + b
     return [Result(f"{rows}x{cols} strided views (transposed input, every other output row)",
