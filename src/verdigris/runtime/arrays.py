@@ -1,0 +1,260 @@
+"""Device arrays (`vg.Array`) and the array constructors of both backends.
+
+Takes: shapes and dtypes, host data (NumPy arrays, lists, scalars) or arrays of other
+libraries. Gives: `Array`, and `asarray`, `empty`, `zeros`, `empty_like`, `from_dlpack`.
+
+On the cuda backend an `Array` is a view of device memory allocated with `cuMemAlloc` in the
+device's primary context (shared with PyTorch and CuPy). On the cpu backend NumPy arrays
+*are* the device arrays: the constructors return `np.ndarray`s and `asarray` does not copy
+a NumPy array it is given.
+
+Guarantees:
+- `Array.strides` are in *elements* (as the kernel ABI uses them), not bytes as in NumPy.
+- An `Array` is its own `interop.ArrayInfo`, so describing one at a launch costs nothing.
+- Views (`a[1:, ::2]`, DLPack and `__cuda_array_interface__` imports) keep the memory they
+  view alive; memory is freed when the last view is gone.
+- Copies to and from the host and `zeros` are ordered on the legacy default stream, and
+  `numpy()` returns once the data is on the host.
+- DLPack export: `__dlpack__(stream=s)` synchronizes the device first unless `s` is None,
+  -1 or 1 (the legacy default stream, which our own work is ordered on).
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .. import types as T
+from ..errors import BackendError, LaunchError
+from . import dlpack, driver
+from .interop import ArrayInfo, _c_strides, byte_extent, describe
+
+_DEFAULT_DTYPE = T.float32  # as torch and CuPy kernels expect; NumPy's float64 is slow on GPUs
+
+
+class _Allocation:
+    """Owns device memory from cuMemAlloc; frees it when the last view is gone."""
+
+    __slots__ = ("ptr", "nbytes", "device")
+
+    def __init__(self, nbytes: int, device: int):
+        self.device = device
+        self.nbytes = nbytes
+        self.ptr = 0
+        if nbytes:
+            driver.activate(device)
+            self.ptr = int(driver.check(driver.api().cuMemAlloc(nbytes), "cuMemAlloc"))
+
+    def __del__(self):
+        if self.ptr:
+            try:
+                driver.activate(self.device)
+                driver.api().cuMemFree(self.ptr)
+            except Exception:  # at interpreter exit the driver may already be gone
+                pass
+
+
+class Array(ArrayInfo):
+    """A view of CUDA device memory: `shape`, `dtype` (a vg DType), `strides` (elements),
+    `ndim`, `size`, `nbytes`, `device` (ordinal), `ptr`. Make them with `vg.empty`,
+    `vg.zeros`, `vg.asarray` or `vg.from_dlpack`, not by calling `Array` directly."""
+
+    __slots__ = ()
+
+    # -- host transfer
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (C-contiguous NumPy array)."""
+        out = np.empty(self.shape, self.dtype.np)
+        if out.size == 0:
+            return out
+        if self.is_c_contiguous:
+            _copy_to_host(out, self.ptr, out.nbytes, self.device)
+            return out
+        lo, hi = byte_extent(self)
+        span = np.empty(hi - lo, np.uint8)
+        _copy_to_host(span, lo, hi - lo, self.device)
+        itemsize = self.dtype.itemsize
+        view = np.lib.stride_tricks.as_strided(
+            span[self.ptr - lo:].view(self.dtype.np), self.shape,
+            tuple(s * itemsize for s in self.strides))
+        out[...] = view
+        return out
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        return all(n == 1 or s == c for n, s, c in
+                   zip(self.shape, self.strides, _c_strides(self.shape)))
+
+    # -- views
+
+    def __getitem__(self, key) -> "Array":
+        """Basic indexing (integers, slices, `...`): a view of the same memory."""
+        key = key if isinstance(key, tuple) else (key,)
+        if key.count(Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:at] + (slice(None),) * fill + key[at + 1:]
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices for an array with {self.ndim} dimensions")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        ptr, shape, strides = self.ptr, [], []
+        itemsize = self.dtype.itemsize
+        for axis, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                shape.append(len(range(start, stop, step)))
+                strides.append(s * step)
+                if shape[-1]:
+                    ptr += start * s * itemsize
+            else:
+                i = operator.index(k)
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+                ptr += (i % n) * s * itemsize
+        return Array(ptr, tuple(shape), tuple(strides), self.dtype, self.device,
+                     self.readonly, self.keepalive)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # -- interchange
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("vg.Array exports without copying only")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("vg.Array exports to its own device only")
+        if stream not in (None, -1, dlpack.LEGACY_DEFAULT_STREAM):
+            driver.synchronize(self.device)
+        return dlpack.export(self, self.keepalive)
+
+    def __dlpack_device__(self) -> tuple:
+        return (dlpack.KDL_CUDA, self.device)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        itemsize = self.dtype.itemsize
+        return {
+            "shape": tuple(self.shape),
+            "typestr": self.dtype.np.str,
+            "data": (self.ptr, self.readonly),
+            "strides": None if self.is_c_contiguous else tuple(s * itemsize for s in self.strides),
+            "version": 3,
+            "stream": 1,  # our work is ordered on the legacy default stream
+        }
+
+    def __repr__(self) -> str:
+        return f"vg.Array(shape={tuple(self.shape)}, dtype={self.dtype!r}, device=cuda:{self.device})"
+
+
+def _copy_to_host(out: np.ndarray, src: int, nbytes: int, device: int) -> None:
+    driver.activate(device)
+    driver.check(driver.api().cuMemcpyDtoH(out.ctypes.data, src, nbytes), "cuMemcpyDtoH")
+
+
+def _normalize_shape(shape) -> tuple:
+    if isinstance(shape, (tuple, list)):
+        shape = tuple(operator.index(n) for n in shape)
+    else:
+        shape = (operator.index(shape),)
+    if any(n < 0 for n in shape):
+        raise ValueError(f"negative dimensions are not allowed: {shape}")
+    return shape
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in ("cuda", "cpu"):
+        raise BackendError(f"unknown backend {backend!r}: use 'cuda' or 'cpu'")
+
+
+def empty(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
+    """An uninitialized C-contiguous array (a NumPy array on the cpu backend)."""
+    _check_backend(backend)
+    shape, dtype = _normalize_shape(shape), T.from_any(dtype)
+    if backend == "cpu":
+        return np.empty(shape, dtype.np)
+    strides = _c_strides(shape)
+    size = 1
+    for n in shape:
+        size *= n
+    memory = _Allocation(size * dtype.itemsize, device)
+    return Array(memory.ptr, shape, strides, dtype, device, False, memory)
+
+
+def zeros(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
+    """A zero-filled C-contiguous array (a NumPy array on the cpu backend)."""
+    out = empty(shape, dtype, backend=backend, device=device)
+    if backend == "cpu":
+        out[...] = 0
+    elif out.nbytes:
+        driver.check(driver.api().cuMemsetD8(out.ptr, 0, out.nbytes), "cuMemsetD8")
+    return out
+
+
+def empty_like(a, dtype=None, *, backend: str | None = None, device: int | None = None):
+    """An uninitialized C-contiguous array with `a`'s shape (and dtype, unless given).
+
+    The backend defaults to where `a` lives: cpu for host arrays, cuda for device arrays.
+    """
+    info = describe(a)
+    if info is None:
+        raise TypeError(f"empty_like needs an array, not {type(a).__name__}")
+    if backend is None:
+        backend = "cpu" if info.device < 0 else "cuda"
+    return empty(tuple(info.shape), info.dtype if dtype is None else dtype, backend=backend,
+                 device=max(info.device, 0) if device is None else device)
+
+
+def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
+    """`obj` as an array of `backend`.
+
+    cuda: device arrays of other libraries (torch, CuPy, JAX, numba) become zero-copy
+    `Array` views; host data (NumPy arrays, lists, scalars) is copied to the device.
+    cpu: NumPy arrays are returned as they are; device arrays are copied to the host.
+    Giving `dtype` that differs from the data's converts it, which copies.
+    """
+    _check_backend(backend)
+    dtype = None if dtype is None else T.from_any(dtype)
+    info = describe(obj)
+    if backend == "cpu":
+        if info is not None and info.device >= 0:
+            obj = _as_array(info).numpy()
+        return np.asarray(obj, None if dtype is None else dtype.np)
+    if info is not None and info.device >= 0:
+        array = _as_array(info)
+        if dtype is None or dtype is array.dtype:
+            return array
+        obj = array.numpy()  # a dtype conversion: done on the host, then copied back
+    host = np.ascontiguousarray(obj, None if dtype is None else dtype.np)
+    out = empty(host.shape, T.from_numpy(host.dtype) if dtype is None else dtype, device=device)
+    if host.nbytes:
+        driver.activate(device)
+        driver.check(driver.api().cuMemcpyHtoD(out.ptr, host.ctypes.data, host.nbytes),
+                     "cuMemcpyHtoD")
+    return out
+
+
+def from_dlpack(obj):
+    """A zero-copy view of `obj` (anything with `__dlpack__`): an `Array` for CUDA memory,
+    a NumPy array for host memory."""
+    device_type, _ = obj.__dlpack_device__()
+    if device_type in (dlpack.KDL_CPU, dlpack.KDL_CUDA_HOST):
+        return np.from_dlpack(obj)
+    return _as_array(dlpack.consume(obj))
+
+
+def _as_array(info: ArrayInfo) -> Array:
+    if isinstance(info, Array):
+        return info
+    if info.device < 0:
+        raise LaunchError("this array is in host memory", hint="use vg.asarray to copy it")
+    return Array(info.ptr, tuple(info.shape), tuple(info.strides), info.dtype, info.device,
+                 info.readonly, info.keepalive)
+
+
+Array.from_dlpack = staticmethod(from_dlpack)

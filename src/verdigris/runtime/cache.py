@@ -1,0 +1,82 @@
+"""The on-disk cache of compiled artifacts (PTX, cubin), shared across processes.
+
+Takes: the kernel's source text, its specialization key, the target, and the bytes to keep.
+Gives: `key(source, spec_key, target) -> str`, `get(key) -> bytes | None`,
+`put(key, data)`, `cache_dir() -> str`.
+
+Where: `$VERDIGRIS_CACHE_DIR` if set, else `$XDG_CACHE_HOME/verdigris`, else
+`~/.cache/verdigris`; one file per key.
+
+Guarantees:
+- The key is the SHA-256 of source, `repr(spec_key)`, target, and the verdigris and
+  llvmlite versions, so a new compiler never reads an old compiler's output.
+- Writes are atomic (a private temporary file, then `os.replace`): a reader sees a whole
+  entry or none, also with several processes writing the same key.
+- The cache never breaks compilation: an unreadable or unwritable directory reads as a
+  miss and drops the write. A hit is one `open` + `read`.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+
+
+def cache_dir() -> str:
+    explicit = os.environ.get("VERDIGRIS_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "verdigris")
+
+
+@functools.cache
+def _compiler_versions() -> str:
+    from importlib import metadata
+
+    import llvmlite
+
+    try:
+        verdigris = metadata.version("verdigris")
+    except metadata.PackageNotFoundError:  # running from a source tree
+        verdigris = "source"
+    return f"verdigris {verdigris}; llvmlite {llvmlite.__version__}"
+
+
+def key(source: str, spec_key, target: str) -> str:
+    """The cache key (64 hex digits) of one compiled specialization."""
+    digest = hashlib.sha256()
+    for part in (source, repr(spec_key), target, _compiler_versions()):
+        digest.update(part.encode())
+        digest.update(b"\0")  # a separator, so parts cannot run into each other
+    return digest.hexdigest()
+
+
+def _path(key: str) -> str:
+    return os.path.join(cache_dir(), key)
+
+
+def get(key: str) -> bytes | None:
+    """The bytes stored under `key`, or None."""
+    try:
+        with open(_path(key), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def put(key: str, data: bytes) -> None:
+    """Store `data` under `key` (atomically; failures are ignored)."""
+    directory = cache_dir()
+    tmp = os.path.join(directory, f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, _path(key))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

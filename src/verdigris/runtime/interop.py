@@ -1,0 +1,253 @@
+"""What an array argument is: pointer, shape, strides, dtype, device, for any array library.
+
+Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | None` (None:
+not an array) and `byte_extent(info) -> (lo, hi)`, the half-open byte range a view can
+touch, which the launch-time alias check compares.
+
+Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
+anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
+with `__dlpack__` (JAX, others).
+
+Guarantees:
+- Strides are in *elements*, not bytes (a byte stride that is not a multiple of the item
+  size is refused with LaunchError). `device` is the CUDA ordinal, or -1 for host memory.
+- Fast on the launch path: one dict lookup on `type(obj)` picks a per-type extractor that
+  reads the library's own attributes (no dict building, no imports of torch or CuPy).
+  The extractor for a type is chosen once and cached.
+- `keepalive` holds whatever keeps the memory alive (the object itself, or the owner of a
+  DLPack import), so a launch can hold it until it is enqueued.
+- The `stream` entry of a `__cuda_array_interface__` is not acted on: which stream a
+  launch uses is decided by streams.py (pass `stream=` when the producer works on its own).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import types as T
+from ..errors import LaunchError
+
+
+class ArrayInfo:
+    """One array view: where it starts and how it is laid out. Treat as immutable."""
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "readonly", "keepalive")
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: T.DType, device: int,
+                 readonly: bool, keepalive):
+        self.ptr = ptr  # address of element [0, 0, ...]
+        self.shape = shape
+        self.strides = strides  # in elements
+        self.dtype = dtype
+        self.device = device  # CUDA ordinal, or -1 for host memory
+        self.readonly = readonly
+        self.keepalive = keepalive
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for extent in self.shape:
+            n *= extent
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        where = "host" if self.device < 0 else f"cuda:{self.device}"
+        return (f"ArrayInfo(ptr=0x{self.ptr:x}, shape={tuple(self.shape)}, "
+                f"strides={tuple(self.strides)}, dtype={self.dtype!r}, device={where})")
+
+
+_ITEMSIZE = {d: d.itemsize for d in T.ALL}  # a dict lookup beats the DType property
+
+
+def byte_extent(info: ArrayInfo) -> tuple:
+    """The half-open byte range [lo, hi) the view can touch; (ptr, ptr) when it is empty."""
+    ptr, shape, itemsize = info.ptr, info.shape, _ITEMSIZE[info.dtype]
+    if len(shape) == 1:  # the common case, without the loop
+        extent, stride = shape[0], info.strides[0]
+        if extent == 0:
+            return (ptr, ptr)
+        if stride >= 0:
+            return (ptr, ptr + ((extent - 1) * stride + 1) * itemsize)
+        return (ptr + (extent - 1) * stride * itemsize, ptr + itemsize)
+    lo = hi = 0
+    for extent, stride in zip(shape, info.strides):
+        if extent == 0:
+            return (ptr, ptr)
+        if stride > 0:
+            hi += (extent - 1) * stride
+        else:
+            lo += (extent - 1) * stride
+    return (ptr + lo * itemsize, ptr + (hi + 1) * itemsize)
+
+
+def describe(obj) -> ArrayInfo | None:
+    """The ArrayInfo of an array argument, or None if `obj` is not an array."""
+    try:
+        extract = _EXTRACTORS[type(obj)]
+    except KeyError:
+        extract = _EXTRACTORS[type(obj)] = _choose_extractor(type(obj))
+    return extract(obj)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_DTYPE_CACHE: dict = {}  # a library's dtype object (or CAI typestr) -> DType
+_STRIDE_CACHE: dict = {}  # (byte strides, itemsize) -> element strides
+
+
+def _dtype_of(key, convert) -> T.DType:
+    dtype = _DTYPE_CACHE.get(key)
+    if dtype is None:
+        try:
+            dtype = convert(key)
+        except (TypeError, KeyError, ValueError):
+            raise LaunchError(f"arrays of dtype {key} are not supported by verdigris") from None
+        _DTYPE_CACHE[key] = dtype
+    return dtype
+
+
+def _element_strides(byte_strides: tuple, itemsize: int) -> tuple:
+    key = (byte_strides, itemsize)
+    strides = _STRIDE_CACHE.get(key)
+    if strides is None:
+        if any(s % itemsize for s in byte_strides):
+            raise LaunchError(f"an array with byte strides {byte_strides} is not aligned to its "
+                              f"{itemsize}-byte elements", hint="pass a copy of it")
+        strides = tuple(s // itemsize for s in byte_strides)
+        if len(_STRIDE_CACHE) > 4096:  # bound the cache; layouts repeat in real programs
+            _STRIDE_CACHE.clear()
+        _STRIDE_CACHE[key] = strides
+    return strides
+
+
+def _c_strides(shape: tuple) -> tuple:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def _numpy_data_offset():
+    """Offset of the `data` pointer in a NumPy array object, checked against `.ctypes.data`."""
+    probe = np.empty(3)
+    offset = object.__basicsize__  # PyArrayObject: PyObject_HEAD, then char *data
+    if ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data:
+        return offset
+    return None
+
+
+_NP_DATA_OFFSET = _numpy_data_offset()
+
+
+def _numpy_ptr(a: np.ndarray) -> int:
+    if _NP_DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_size_t.from_address(id(a) + _NP_DATA_OFFSET).value
+
+
+# ----------------------------------------------------------------------------- extractors
+
+
+def _not_an_array(obj):
+    return None
+
+
+def _vg_array(a):
+    return a  # vg.Array is an ArrayInfo
+
+
+def _numpy(a):
+    return ArrayInfo(_numpy_ptr(a), a.shape, _element_strides(a.strides, a.itemsize),
+                     _dtype_of(a.dtype, T.from_numpy), -1, not a.flags.writeable, a)
+
+
+def _torch(t):
+    if t.is_cuda:
+        device = t.get_device()
+    elif t.is_cpu:
+        device = -1
+    else:
+        raise LaunchError(f"torch tensors on device '{t.device}' are not supported",
+                          hint="move the tensor to 'cuda' or 'cpu'")
+    return ArrayInfo(t.data_ptr(), t.shape, t.stride(), _dtype_of(t.dtype, T.from_any),
+                     device, False, t)
+
+
+def _cupy(a):
+    return ArrayInfo(a.data.ptr, a.shape, _element_strides(a.strides, a.itemsize),
+                     _dtype_of(a.dtype, T.from_numpy), a.device.id, False, a)
+
+
+def _cuda_array_interface(obj):
+    try:
+        cai = obj.__cuda_array_interface__
+    except (AttributeError, TypeError, ValueError):  # e.g. a JAX array on the host
+        return _dlpack(obj)
+    ptr, readonly = cai["data"]
+    if cai.get("mask") is not None:
+        raise LaunchError("masked arrays (__cuda_array_interface__ 'mask') are not supported")
+    dtype = _dtype_of(cai["typestr"], T.from_numpy)
+    shape = tuple(cai["shape"])
+    byte_strides = cai.get("strides")
+    strides = (_c_strides(shape) if byte_strides is None
+               else _element_strides(tuple(byte_strides), dtype.itemsize))
+    return ArrayInfo(ptr, shape, strides, dtype, _device_of_pointer(ptr), bool(readonly), obj)
+
+
+def _device_of_pointer(ptr: int) -> int:
+    """The CUDA ordinal owning device memory at `ptr` (0 when there is one GPU, or none)."""
+    from . import driver
+
+    if ptr == 0 or not driver.is_available() or driver.device_count() == 1:
+        return 0
+    drv = driver.api()
+    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    return driver.check(drv.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute")
+
+
+def _dlpack(obj):
+    from .dlpack import consume
+
+    return consume(obj)
+
+
+def _instance_probe(obj):
+    """Types with nothing on the class: the protocols may still be instance attributes."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _cuda_array_interface(obj)
+    if hasattr(obj, "__dlpack__"):
+        return _dlpack(obj)
+    return None
+
+
+def _choose_extractor(tp):
+    module = getattr(tp, "__module__", "") or ""
+    if issubclass(tp, ArrayInfo):
+        return _vg_array
+    if issubclass(tp, np.ndarray):
+        return _numpy
+    if module.split(".", 1)[0] == "torch" and hasattr(tp, "data_ptr"):
+        return _torch
+    if module.split(".", 1)[0] == "cupy" and hasattr(tp, "data") and hasattr(tp, "device"):
+        return _cupy
+    if hasattr(tp, "__cuda_array_interface__"):
+        return _cuda_array_interface
+    if hasattr(tp, "__dlpack__"):
+        return _dlpack
+    return _instance_probe
+
+
+_EXTRACTORS: dict = {tp: _not_an_array for tp in
+                     (int, float, bool, complex, str, bytes, type(None), tuple, list, dict)}
+_EXTRACTORS.update({tp: _not_an_array for tp in set(np.sctypeDict.values())
+                    if issubclass(tp, np.generic)})

@@ -1,0 +1,199 @@
+"""Loading compiled kernels into the driver, and launching them with pre-packed arguments.
+
+Takes: a PTX text or cubin image, an entry name, the kernel's ABI (`ir.abi.abi_params`).
+Gives: `CudaModule(image, device)`, `CudaKernel(module, name, abi)` with
+`launch(grid, block, values, stream=0, shared_bytes=0)`, and `ArgPacker(abi)`.
+
+Guarantees:
+- The module is loaded in the device's primary context; a PTX error from the driver's JIT
+  comes back as BackendError carrying the JIT's log.
+- Per specialization, the argument layout is computed once: one 8-byte slot per ABI param,
+  written by a single `struct.pack_into` into a per-thread buffer, plus a constant array of
+  `void*` pointing at the slots. A launch is: pack, then `cuLaunchKernel` with that array's
+  address (the cheapest of cuda-bindings' calling conventions: no per-launch allocation).
+- `values` are in ABI order: device addresses (int) for `ptr`, ints for shape/stride, and
+  the scalar's Python/NumPy value for scalars (bfloat16 and fp8 scalars are rounded to
+  nearest even from a float). A value that does not fit its slot raises LaunchError naming
+  the parameter.
+- A launch the driver refuses raises LaunchError naming grid, block and the limits; a
+  fault that a previous kernel left behind raises KernelError.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+import numpy as np
+
+from .. import types as T
+from ..errors import BackendError, LaunchError
+from . import driver
+
+_SLOT = 8  # bytes per argument slot: every ABI value is at most 8 bytes
+_JIT_LOG_BYTES = 1 << 16
+_STATIC_SHARED_LIMIT = 48 * 1024  # above this, a kernel must opt in to dynamic shared memory
+
+_FORMAT = {  # DType name -> struct code (native byte order, standard size, no alignment)
+    "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
+    "uint32": "I", "int64": "q", "uint64": "Q", "float16": "e", "float32": "f",
+    "float64": "d", "bfloat16": "H", "float8_e4m3fn": "B", "float8_e5m2": "B",
+}
+
+
+def _bfloat16_bits(value) -> int:
+    bits = int(np.array(value, np.float32).view(np.uint32))
+    if (bits & 0x7FFFFFFF) > 0x7F800000:  # NaN: keep it a quiet NaN
+        return (bits >> 16) | 0x40
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
+def _fp8_bits(dtype: T.DType):
+    if dtype.np.kind != "V":  # ml_dtypes provides real fp8 NumPy dtypes; raw uint8 does not
+        raise LaunchError(f"{dtype.name} scalar arguments need the ml_dtypes package")
+    return lambda value: int(np.array(value, dtype.np).view(np.uint8))
+
+
+_TO_BITS = {  # scalars stored as raw bits: DType name -> value -> int
+    "bfloat16": lambda dtype: _bfloat16_bits,
+    "float8_e4m3fn": _fp8_bits,
+    "float8_e5m2": _fp8_bits,
+}
+
+
+class ArgPacker:
+    """The argument layout of one specialization; `pack(values)` returns a `void**` address."""
+
+    def __init__(self, abi: list):
+        self.abi = list(abi)
+        self._struct = struct.Struct("=" + "".join(
+            f"{_FORMAT[p.dtype.name]}{_SLOT - p.dtype.itemsize}x" if p.dtype.itemsize < _SLOT
+            else _FORMAT[p.dtype.name] for p in self.abi))
+        self._converters = [(i, _TO_BITS[p.dtype.name](p.dtype)) for i, p in enumerate(self.abi)
+                            if p.dtype.name in _TO_BITS]
+        self._local = threading.local()  # a launch on another thread must not see our bytes
+        self.pack = self._pack_converted if self._converters else self._pack
+
+    def _buffers(self):
+        """This thread's slots and pointer array (made once per thread)."""
+        n = max(len(self.abi), 1)
+        slots = (ctypes.c_char * (n * _SLOT))()
+        base = ctypes.addressof(slots)
+        pointers = (ctypes.c_void_p * n)(*(base + i * _SLOT for i in range(n)))
+        self._local.buffers = buffers = (slots, pointers, ctypes.addressof(pointers))
+        return buffers
+
+    def _pack(self, values) -> int:
+        try:
+            slots, _, address = self._local.buffers
+        except AttributeError:
+            slots, _, address = self._buffers()
+        try:
+            self._struct.pack_into(slots, 0, *values)
+        except struct.error:
+            raise self._explain(values) from None
+        return address
+
+    def _pack_converted(self, values) -> int:
+        values = list(values)
+        for i, to_bits in self._converters:
+            values[i] = to_bits(values[i])
+        return self._pack(values)
+
+    def _explain(self, values) -> LaunchError:
+        if len(values) != len(self.abi):
+            return LaunchError(f"{len(values)} argument values for {len(self.abi)} parameters")
+        for p, value in zip(self.abi, values):
+            try:
+                struct.pack("=" + _FORMAT[p.dtype.name], value)
+            except struct.error:
+                return LaunchError(f"argument {p.symbol} = {value!r} does not fit "
+                                   f"{p.dtype.name}")
+        return LaunchError("the arguments could not be packed")
+
+
+class CudaModule:
+    """A PTX or cubin image loaded into `device`'s primary context."""
+
+    def __init__(self, image, device: int = 0):
+        if isinstance(image, str):
+            image = image.encode()
+        if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
+            image += b"\0"  # PTX text must be NUL-terminated
+        self.device = device
+        driver.activate(device)
+        drv = driver.api()
+        error_log = bytearray(_JIT_LOG_BYTES)
+        option = drv.CUjit_option
+        err, handle = drv.cuModuleLoadDataEx(
+            image, 2, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+            [error_log, _JIT_LOG_BYTES])
+        if err:
+            log = error_log.split(b"\0", 1)[0].decode(errors="replace").strip()
+            raise BackendError(f"the driver could not load the module: "
+                               f"{driver.error_name(err)}" + (f"\n{log}" if log else ""))
+        self.handle = handle
+
+    def function(self, name: str):
+        return driver.check(driver.api().cuModuleGetFunction(self.handle, name.encode()),
+                            f"cuModuleGetFunction({name!r})")
+
+
+class CudaKernel:
+    """One entry point of a loaded module, with the argument packer of its specialization."""
+
+    def __init__(self, module: CudaModule, name: str, abi: list):
+        self.module = module  # keeps the module loaded
+        self.name = name
+        self.device = module.device
+        self.function = module.function(name)
+        self.packer = ArgPacker(abi)
+        self._launch = driver.api().cuLaunchKernel
+        self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
+
+    def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:
+        """Enqueue one launch. `grid`, `block`: 3-tuples; `values`: ABI-ordered argument
+        values; `stream`: a raw CUstream handle (int)."""
+        if shared_bytes > self._shared_opt_in:
+            self._opt_in_shared(shared_bytes)
+        params = self.packer.pack(values)
+        (err,) = self._launch(self.function, grid[0], grid[1], grid[2], block[0], block[1],
+                              block[2], shared_bytes, stream, params, 0)
+        if err:
+            self._launch_failed(err, grid, block, values, stream, shared_bytes)
+
+    def attribute(self, name: str) -> int:
+        """A CU_FUNC_ATTRIBUTE_ value, e.g. attribute('NUM_REGS')."""
+        drv = driver.api()
+        attr = getattr(drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return driver.check(drv.cuFuncGetAttribute(attr, self.function), "cuFuncGetAttribute")
+
+    def _opt_in_shared(self, shared_bytes: int) -> None:
+        limit = driver.properties(self.device).max_shared_per_block_optin
+        static = self.attribute("SHARED_SIZE_BYTES")
+        if shared_bytes + static > limit:
+            raise LaunchError(f"{self.name}: {shared_bytes} bytes of dynamic shared memory "
+                              f"(+{static} static) exceed the device's {limit} per block")
+        drv = driver.api()
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.check(drv.cuFuncSetAttribute(self.function, attr, shared_bytes),
+                     "cuFuncSetAttribute")
+        self._shared_opt_in = shared_bytes
+
+    def _launch_failed(self, err, grid, block, values, stream, shared_bytes):
+        name = driver.error_name(err)
+        if name == "CUDA_ERROR_INVALID_CONTEXT":  # a new thread with no current context
+            driver.activate(self.device)
+            params = self.packer.pack(values)
+            (err,) = self._launch(self.function, *grid, *block, shared_bytes, stream, params, 0)
+            if not err:
+                return
+            name = driver.error_name(err)
+        if name in ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
+            threads = block[0] * block[1] * block[2]
+            raise LaunchError(
+                f"{self.name}: the driver refused grid={tuple(grid)} block={tuple(block)} "
+                f"({threads} threads, {shared_bytes} bytes of dynamic shared memory): {name}; "
+                f"this kernel allows {self.attribute('MAX_THREADS_PER_BLOCK')} threads per "
+                f"block and uses {self.attribute('NUM_REGS')} registers per thread")
+        driver.check((err,), f"cuLaunchKernel({self.name})")

@@ -1,0 +1,76 @@
+"""Which CUDA stream a launch goes on.
+
+Takes: the launch's `stream=` (None, an int handle, a `CUstream`, a `torch.cuda.Stream`, a
+CuPy or numba stream, a `cuda.core` stream: anything with `__cuda_stream__`, `.cuda_stream`,
+`.ptr` or `.handle`), and whether any argument is a torch tensor. Gives: `resolve(stream,
+device, torch_args) -> int`, the raw CUstream handle, and `handle(stream) -> int`.
+
+Rules, in order:
+1. an explicit `stream=` wins;
+2. else, when any argument is a torch tensor, PyTorch's current stream on that device (so
+   kernels order with torch's work and are captured by `torch.cuda.graph`);
+3. else `DEFAULT_STREAM`, handle 0: the NULL stream, which in the driver API is the *legacy*
+   default stream (it waits for, and is waited on by, every blocking stream of the context).
+   verdigris's own copies, `zeros` and DLPack exports are ordered on it too.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+
+from ..errors import LaunchError
+
+DEFAULT_STREAM = 0
+
+
+def handle(stream) -> int:
+    """The raw CUstream handle (an int) of any stream-like object."""
+    if type(stream) is int:
+        return stream
+    if stream is None:
+        return DEFAULT_STREAM
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:  # the CUDA stream protocol: () -> (version, handle)
+        return int(protocol()[1])
+    for attribute in ("cuda_stream", "ptr", "handle"):  # torch; CuPy; numba / cuda.core
+        value = getattr(stream, attribute, None)
+        if value is not None:
+            return _to_int(value)
+    return _to_int(stream)  # a CUstream, or anything else int() understands
+
+
+def _to_int(value) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, ctypes.c_void_p):  # numba's stream.handle (ctypes binding)
+        return value.value or 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{type(value).__name__} is not a CUDA stream",
+                          hint="pass stream= an int handle, a CUstream, or a "
+                               "torch/CuPy/numba stream") from None
+
+
+_torch_current_raw_stream = None
+
+
+def torch_current(device: int) -> int:
+    """PyTorch's current stream on `device` (torch is imported: a tensor was passed)."""
+    global _torch_current_raw_stream
+    if _torch_current_raw_stream is None:
+        torch = sys.modules["torch"]
+        # The private C entry point avoids building a Stream object (~1 µs); Triton uses it.
+        _torch_current_raw_stream = getattr(
+            torch._C, "_cuda_getCurrentRawStream",
+            lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _torch_current_raw_stream(device)
+
+
+def resolve(stream, device: int, torch_args: bool) -> int:
+    """The raw handle a launch on `device` uses (see the module docstring for the rules)."""
+    if stream is not None:
+        return handle(stream)
+    if torch_args:
+        return torch_current(device)
+    return DEFAULT_STREAM
