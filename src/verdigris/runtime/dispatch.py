@@ -22,6 +22,7 @@ from .. import types as T
 from ..errors import AliasError, CompileError, LaunchError, Loc
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Static
+from ..ir import abi_params
 from ..ir import nodes as N
 from . import backend
 from .interop import byte_extent, describe
@@ -58,6 +59,7 @@ class Specialization:
     kernel: N.Kernel
     array_slots: tuple  # positions of array arguments
     written_slots: tuple  # positions of arrays the kernel writes
+    abi_slots: tuple  # per ABI parameter: (argument position, role, axis)
     compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
 
     def write_loc(self, name: str) -> Loc:
@@ -158,8 +160,9 @@ class KernelFunction:
             kernel = build_kernel(self.fn, self.track, specs)
             names = [p.name for p in self.params]
             arrays = tuple(i for i, k in enumerate(key) if k[0] == "a")
-            spec = Specialization(kernel, arrays,
-                                  tuple(i for i in arrays if names[i] in kernel.writes))
+            spec = Specialization(
+                kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
+                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)))
             self._specializations[key] = spec
         return spec
 

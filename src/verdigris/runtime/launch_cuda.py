@@ -1,0 +1,93 @@
+"""The cuda backend's half of a launch: compile a specialization for a device, pack, enqueue.
+
+Takes: a `KernelFunction`, its `Specialization`, grid, block, the bound argument values and
+their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
+- Every array argument is device memory of one GPU; a host array or a mix of devices is a
+  `LaunchError` that says how to fix it.
+- A specialization is compiled once per device: PTX from the code generator, assembled to a
+  cubin by ptxas where present (else the driver JIT-compiles the PTX), both kept in the disk
+  cache under a key of the IR's text, the target and the compiler versions.
+- `kernel.facts["noalias"]` is set because every launch passes the alias check first.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import LaunchError
+from ..ir import abi_params
+from ..ir.printer import format_kernel
+from . import cache, driver, streams
+from .module import CudaKernel, CudaModule
+
+# The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
+PTX_TARGETS = ((9, 0, "sm_90"), (8, 9, "sm_89"), (8, 0, "sm_80"))
+
+
+def ptx_target(cc: tuple) -> str:
+    for major, minor, target in PTX_TARGETS:
+        if cc >= (major, minor):
+            return target
+    raise LaunchError(f"GPUs of compute capability {cc[0]}.{cc[1]} are older than verdigris "
+                      "supports (8.0, Ampere, and newer)")
+
+
+def launch(kernel_fn, spec, grid, block, values, infos, stream) -> None:
+    device = _device_of(kernel_fn, spec, infos)
+    compiled = spec.compiled.get(device)
+    if compiled is None:
+        compiled = spec.compiled[device] = _compile(spec, device)
+    abi_values = [_abi_value(slot, values, infos) for slot in spec.abi_slots]
+    torch_args = any(type(values[i]).__module__.startswith("torch") for i in spec.array_slots)
+    compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
+
+
+def _abi_value(slot, values, infos):
+    index, role, axis = slot
+    if role == "scalar":
+        return values[index]
+    info = infos[index]
+    return info.ptr if role == "ptr" else info.shape[axis] if role == "shape" else info.strides[axis]
+
+
+def _device_of(kernel_fn, spec, infos) -> int:
+    names = [p.name for p in kernel_fn.params]
+    device = None
+    for i in spec.array_slots:
+        info = infos[i]
+        if info.device < 0:
+            raise LaunchError(
+                f"{kernel_fn.__name__}: argument {names[i]!r} is in host memory, but the kernel "
+                "runs on the GPU", hint=f"move it first: {names[i]} = vg.asarray({names[i]})")
+        if device is not None and info.device != device:
+            raise LaunchError(f"{kernel_fn.__name__}: arguments are on different GPUs "
+                              f"({names[i]!r} on GPU {info.device}, others on GPU {device})",
+                              hint="copy them to one device first")
+        device = info.device
+    return 0 if device is None else device
+
+
+def _compile(spec, device: int) -> CudaKernel:
+    from .. import codegen
+
+    props = driver.properties(device)
+    target = ptx_target(props.cc)
+    spec.kernel.facts["noalias"] = True
+    arch = f"sm_{props.cc[0]}{props.cc[1]}"
+    key = cache.key(format_kernel(spec.kernel), ("noalias",), f"{target}->{arch}")
+    image = cache.get(key)
+    log = os.environ.get("VERDIGRIS_LOG", "") == "compile"
+    if image is None:
+        start = time.perf_counter()
+        compiled = codegen.compile_to_ptx(spec.kernel, target)
+        image = codegen.assemble(compiled.ptx, arch) if codegen.ptxas_available() \
+            else compiled.ptx.encode()
+        cache.put(key, image)
+        if log:
+            stages = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in compiled.timings.items())
+            print(f"verdigris: compiled {spec.kernel.name} for {arch} in "
+                  f"{(time.perf_counter() - start) * 1e3:.1f} ms ({stages} ms)")
+    elif log:
+        print(f"verdigris: {spec.kernel.name} for {arch} from the disk cache")
+    kernel = CudaKernel(CudaModule(image, device), spec.kernel.name, abi_params(spec.kernel))
+    return kernel

@@ -1,0 +1,89 @@
+"""The `verdigris` command: compile stages, errors, doctor, demo."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verdigris import codegen
+from verdigris.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+AXPY = str(ROOT / "examples" / "axpy.py") + "::axpy"
+SIG = "f32, f32[::1], f32[::1], f32[::1]"
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_compile_emits_each_stage(capsys):
+    status, out, _ = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "ir")
+    assert status == 0 and "out[i] = ((alpha * x[i]) + y[i])" in out
+    status, out, _ = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "llvm")
+    assert status == 0 and "define" in out and "@axpy" in out
+    status, out, err = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "ptx",
+                           "--target", "sm_80", "--time")
+    assert status == 0 and ".target sm_80" in out and ".entry axpy" in out
+    assert "frontend" in err and "ms" in err
+
+
+def test_safe_axpy_ptx_uses_the_read_only_path(capsys):
+    _, out, _ = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "ptx")
+    assert "ld.global.nc" in out
+
+
+def test_compile_without_signature_says_what_to_give(capsys):
+    status, _, err = run(capsys, "compile", AXPY)
+    assert status == 2
+    assert "--sig" in err and "alpha, x, y, out" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["compile", "no/such/file.py::k", "--sig", "f32"], "no such file"),
+    (["compile", AXPY.replace("::axpy", "::nope"), "--sig", SIG], "defines no kernel 'nope'"),
+    (["compile", AXPY, "--sig", "f32, f32[::1]"], "has 4 parameters"),
+    (["compile", AXPY, "--sig", "f32, q7[::1], f32[::1], f32[::1]"], "unknown dtype 'q7'"),
+    (["compile", AXPY, "--sig", "f32, f32[::1, :], f32[::1], f32[::1]"], "bad array type"),
+    (["compile", AXPY.replace("::axpy", ""), "--sig", SIG], "expected FILE::KERNEL"),
+])
+def test_usage_errors_are_one_line_not_a_traceback(capsys, argv, words):
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and words in err and "Traceback" not in err
+
+
+def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from verdigris import simt\n\n@simt.kernel\ndef k(out):\n"
+                   "    out[0] = [1, 2]\n")
+    status, _, err = run(capsys, "compile", f"{bad}::k", "--sig", "f32[::1]", "--emit", "ir")
+    assert status == 1
+    assert f"{bad}:5:14" in err and "out[0] = [1, 2]" in err and "^" in err
+
+
+def test_doctor_reports_versions_and_backend(capsys):
+    status, out, _ = run(capsys, "doctor")
+    assert status == 0
+    for word in ("python", "llvmlite", "cuda-bindings", "ptxas", "libdevice", "backend"):
+        assert word in out
+
+
+def test_demo_runs_every_example_and_refuses_the_alias(capsys):
+    status, out, _ = run(capsys, "demo", "--backend", "cpu", "--seed", "3")
+    assert status == 0, out
+    assert out.count("[ok ]") >= 6 and "BAD" not in out
+    assert "VG201" in out and "writes 'out'" in out
+
+
+@pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+def test_emit_sass_or_a_clear_message(capsys):
+    status, out, err = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "sass")
+    assert (status == 0 and "LDG" in out) or (status == 1 and "cuobjdump" in err)
+
+
+def test_python_dash_m_works():
+    result = subprocess.run([sys.executable, "-m", "verdigris", "compile", AXPY, "--sig", SIG,
+                             "--emit", "ir"], capture_output=True, text=True)
+    assert result.returncode == 0 and "simt kernel axpy" in result.stdout
