@@ -1,0 +1,213 @@
+"""Vector add: ours beside torch and Triton, in one run on the current GPU.
+
+Prints one table: throughput on 2^28 float32 elements (bytes read + written over time,
+median of timed repetitions), cold compile (fresh process, empty cache), first call with
+a warm disk cache (fresh process), and host launch overhead per call beside a raw
+`cuLaunchKernel` through cuda-bindings. Run: `PYTHONPATH=src python bench/vector_add.py`.
+With `--json FILE` it also writes the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "src")
+
+KERNEL_SOURCE = '''
+from verdigris import simt
+
+@simt.kernel
+def vector_add(a, b, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+'''
+
+
+def _write_kernel_module(directory: str) -> str:
+    path = os.path.join(directory, "vadd_kernel.py")
+    with open(path, "w") as f:
+        f.write(KERNEL_SOURCE)
+    return path
+
+
+def first_call_ms(kernel_dir: str, cache_dir: str, which: str) -> float:
+    """Time from just before the first launch to its completion, in a fresh process."""
+    if which == "verdigris":
+        body = f"""
+            import sys; sys.path[:0] = [{SRC!r}, {kernel_dir!r}]
+            import torch, verdigris as vg
+            from vadd_kernel import vector_add
+            a = torch.rand(1 << 20, device="cuda"); b = torch.rand_like(a); out = torch.empty_like(a)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            vector_add[vg.cdiv(a.numel(), 256), 256](a, b, out)
+            torch.cuda.synchronize()
+        """
+        env = {"VERDIGRIS_CACHE_DIR": cache_dir}
+    else:
+        body = """
+            import torch, triton, triton.language as tl
+            @triton.jit
+            def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offs < n
+                tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+            a = torch.rand(1 << 20, device="cuda"); b = torch.rand_like(a); out = torch.empty_like(a)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            add_kernel[(triton.cdiv(a.numel(), 1024),)](a, b, out, a.numel(), BLOCK=1024)
+            torch.cuda.synchronize()
+        """
+        env = {"TRITON_CACHE_DIR": cache_dir}
+    script = "import time\n" + textwrap.dedent(body) + "print((time.perf_counter() - t) * 1e3)\n"
+    if which == "triton":  # triton.jit needs the source in a file
+        path = os.path.join(kernel_dir, f"triton_first_call_{abs(hash(cache_dir))}.py")
+        with open(path, "w") as f:
+            f.write(script)
+        argv = [sys.executable, path]
+    else:
+        argv = [sys.executable, "-c", script]
+    result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **env})
+    if result.returncode:
+        raise RuntimeError(result.stderr)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def throughput(fn, nbytes: int) -> float:
+    from triton.testing import do_bench
+
+    ms = do_bench(fn, warmup=100, rep=1000, return_mode="median")
+    return nbytes / (ms * 1e-3) / 1e12
+
+
+def launch_overhead_us(fn, calls: int = 20000, repeats: int = 5) -> float:
+    """Host time per launch of a tiny kernel (median over repeats of `calls` launches)."""
+    import torch
+
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return float(np.median(times))
+
+
+def raw_launcher(vector_add, a, b, out):
+    """cuLaunchKernel of our own compiled function with pre-packed arguments: the floor."""
+    import ctypes
+
+    from cuda.bindings import driver as drv
+
+    from verdigris.runtime.interop import describe
+
+    vector_add[1, 256](a, b, out)
+    spec = next(iter(vector_add._specializations.values()))
+    kernel = spec.compiled[0]
+    n = a.numel()
+    args = [describe(t).ptr for t in (a, b, out)]
+    # ABI: a.ptr, a.shape0, b.ptr, b.shape0, out.ptr, out.shape0 (unit strides are not passed)
+    values = (ctypes.c_uint64 * 6)(args[0], n, args[1], n, args[2], n)
+    pointers = (ctypes.c_void_p * 6)(*(ctypes.addressof(values) + 8 * i for i in range(6)))
+    address = ctypes.addressof(pointers)
+    function = kernel.function
+    launch = drv.cuLaunchKernel
+    stream = torch_stream()
+
+    def raw():
+        launch(function, 1, 1, 1, 256, 1, 1, 0, stream, address, 0)
+
+    return raw
+
+
+def torch_stream() -> int:
+    import torch
+
+    return torch.cuda.current_stream().cuda_stream
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log2n", type=int, default=28)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    sys.path.insert(0, SRC)
+    import torch
+    import triton
+    import triton.language as tl
+
+    import verdigris as vg
+
+    work = tempfile.mkdtemp(prefix="vg-bench-")
+    sys.path.insert(0, work)
+    _write_kernel_module(work)
+    from vadd_kernel import vector_add
+
+    @triton.jit
+    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+    n = 1 << args.log2n
+    a = torch.rand(n, device="cuda")
+    b = torch.rand(n, device="cuda")
+    out = torch.full_like(a, float("nan"))
+    vector_add[vg.cdiv(n, 256), 256](a, b, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, a + b), "verdigris vector add is wrong"
+    nbytes = 3 * n * 4
+    rows = {}
+    rows["copy (torch clone_, ceiling)"] = throughput(lambda: out.copy_(a), 2 * n * 4)
+    rows["verdigris"] = throughput(lambda: vector_add[vg.cdiv(n, 256), 256](a, b, out), nbytes)
+    rows["torch"] = throughput(lambda: torch.add(a, b, out=out), nbytes)
+    rows["triton"] = throughput(
+        lambda: add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024), nbytes)
+
+    small_a, small_b, small_out = a[:256], b[:256], out[:256]
+    launch = {
+        "raw cuLaunchKernel": launch_overhead_us(raw_launcher(vector_add, small_a, small_b, small_out)),
+        "verdigris": launch_overhead_us(lambda: vector_add[1, 256](small_a, small_b, small_out)),
+        "torch add": launch_overhead_us(lambda: torch.add(small_a, small_b, out=small_out)),
+        "triton": launch_overhead_us(
+            lambda: add_kernel[(1,)](small_a, small_b, small_out, 256, BLOCK=1024)),
+    }
+    compile_ms = {}
+    for which in ("verdigris", "triton"):
+        cache = tempfile.mkdtemp(prefix=f"{which}-cache-")
+        compile_ms[f"{which} cold"] = first_call_ms(work, cache, which)
+        compile_ms[f"{which} warm disk cache"] = first_call_ms(work, cache, which)
+
+    card = torch.cuda.get_device_name()
+    print(f"\nvector add, {n:,} float32, {card}, {time.strftime('%Y-%m-%d')}")
+    print(f"{'throughput':<32}{'TB/s':>8}{'vs torch':>10}")
+    for name, tbs in rows.items():
+        print(f"{name:<32}{tbs:8.2f}{tbs / rows['torch']:10.3f}")
+    print(f"\n{'host launch overhead':<32}{'us/call':>8}{'vs raw':>10}")
+    for name, us in launch.items():
+        print(f"{name:<32}{us:8.2f}{us / launch['raw cuLaunchKernel']:10.2f}")
+    print(f"\n{'first call (fresh process)':<32}{'ms':>8}")
+    for name, ms in compile_ms.items():
+        print(f"{name:<32}{ms:8.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"card": card, "n": n, "throughput_tbs": rows, "launch_us": launch,
+                       "first_call_ms": compile_ms}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
