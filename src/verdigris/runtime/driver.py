@@ -158,7 +158,7 @@ class DeviceProperties:
     ordinal: int
     name: str
     cc: tuple  # (major, minor)
-    sm_count: int
+    multiprocessors: int  # SM count
     max_threads_per_block: int
     max_shared_per_block_optin: int  # bytes of dynamic shared memory a kernel may opt into
     warp_size: int
@@ -171,7 +171,7 @@ class DeviceProperties:
 
 
 _ATTRIBUTES = {  # DeviceProperties field -> CU_DEVICE_ATTRIBUTE_ name
-    "sm_count": "MULTIPROCESSOR_COUNT",
+    "multiprocessors": "MULTIPROCESSOR_COUNT",
     "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
     "max_shared_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
     "warp_size": "WARP_SIZE",
