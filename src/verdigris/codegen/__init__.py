@@ -1,0 +1,62 @@
+"""The code generator: typed kernel IR -> LLVM IR -> O3 -> PTX (-> cubin with ptxas).
+
+Takes: a specialized `ir.Kernel` and a target, one of `TARGETS` (sm_80, sm_89, sm_90,
+sm_90a). Gives:
+- `lower_to_llvm(kernel, target) -> str`: the LLVM IR before optimization;
+- `compile_to_ptx(kernel, target="sm_90") -> CompiledPTX`: PTX, its entry symbol, the
+  optimized LLVM IR, the ABI and seconds per stage (lower, libdevice, optimize, emit);
+- `assemble(ptx, target) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
+  `ptxas_available() -> bool`.
+
+Guarantees: identical input gives identical PTX. LLVM state (targets, target machines,
+libdevice) is set up once per process, on first use.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..ir.abi import AbiParam, abi_params
+from ..ir.nodes import Kernel
+from . import libdevice, nvptx
+from .lower import lower
+from .nvptx import TARGETS
+from .ptxas import assemble, disassemble, ptxas_available
+
+__all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "assemble",
+           "disassemble", "ptxas_available"]
+
+
+@dataclass(frozen=True)
+class CompiledPTX:
+    ptx: str
+    entry: str  # the kernel's symbol in the PTX
+    target: str
+    llvm_ir: str  # after optimization
+    abi: list[AbiParam]
+    timings: dict[str, float] = field(compare=False)  # seconds per stage
+
+
+def lower_to_llvm(kernel: Kernel, target: str) -> str:
+    return str(lower(kernel, target))
+
+
+def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
+    timings = {}
+    start = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal start
+        now = time.perf_counter()
+        timings[stage] = now - start
+        start = now
+
+    module = nvptx.parse(lower_to_llvm(kernel, target))
+    lap("lower")
+    libdevice.link(module)
+    lap("libdevice")
+    nvptx.optimize(module, target)
+    lap("optimize")
+    ptx = nvptx.emit_ptx(module, target)
+    lap("emit")
+    return CompiledPTX(ptx, kernel.name, target, str(module), abi_params(kernel), timings)

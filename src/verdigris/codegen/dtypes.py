@@ -1,0 +1,116 @@
+"""How each verdigris dtype lives in LLVM IR: in memory, in registers, and as a constant.
+
+Takes: a `types.DType`. Gives: `mem_type` (the type loaded and stored, and passed as a
+scalar kernel argument), `reg_type` (the type expressions compute in), the conversions
+between them, `round_half` (rounds a float32 register to the dtype's precision) and
+`const` (an exact register constant).
+
+Guarantees: bool is i8 in memory and i1 in registers. float16 and bfloat16 compute in
+float32 registers that always hold a value exactly representable in the narrow type, so
+arithmetic done in float32 and rounded back once gives the correctly rounded narrow
+result. fp8 values are their raw bits (i8) in both places; `casts` converts them.
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from ..types import DType
+
+
+class BFloatType(ir.Type):
+    """LLVM's `bfloat`, which llvmlite.ir does not provide."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash(BFloatType)
+
+
+I1, I8, I16, I32, I64 = (ir.IntType(b) for b in (1, 8, 16, 32, 64))
+HALF, BFLOAT, FLOAT, DOUBLE = ir.HalfType(), BFloatType(), ir.FloatType(), ir.DoubleType()
+
+_MEM = {
+    "bool": I8, "int8": I8, "int16": I16, "int32": I32, "int64": I64,
+    "uint8": I8, "uint16": I16, "uint32": I32, "uint64": I64,
+    "float16": HALF, "bfloat16": BFLOAT, "float32": FLOAT, "float64": DOUBLE,
+    "float8_e4m3fn": I8, "float8_e5m2": I8,
+}
+_REG = {**_MEM, "bool": I1, "float16": FLOAT, "bfloat16": FLOAT}
+
+# (significant bits including the implicit one, exponent of the smallest normal, largest
+# finite value) of the float dtypes whose constants Python must round itself.
+_NARROW_FORMATS = {
+    "float16": (11, -14, 65504.0),
+    "bfloat16": (8, -126, (2 - 2 ** -7) * 2.0 ** 127),
+}
+
+
+def mem_type(dt: DType) -> ir.Type:
+    return _MEM[dt.name]
+
+
+def reg_type(dt: DType) -> ir.Type:
+    return _REG[dt.name]
+
+
+def is_fp8(dt: DType) -> bool:
+    return dt.is_float and dt.bits == 8
+
+
+def is_narrow_float(dt: DType) -> bool:
+    """float16/bfloat16: computed in float32 registers."""
+    return dt.name in _NARROW_FORMATS
+
+
+def to_reg(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
+    """A value of `mem_type(dt)` (a load or a scalar argument) as a register value."""
+    if dt.is_bool:
+        return b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    if is_narrow_float(dt):
+        return b.fpext(value, FLOAT)
+    return value
+
+
+def to_mem(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
+    """A register value as `mem_type(dt)`, ready to store."""
+    if dt.is_bool:
+        return b.zext(value, I8)
+    if is_narrow_float(dt):
+        return b.fptrunc(value, mem_type(dt))
+    return value
+
+
+def round_half(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
+    """A float32 result of float16/bfloat16 arithmetic, rounded to that dtype (else as is)."""
+    if is_narrow_float(dt):
+        return to_reg(b, dt, to_mem(b, dt, value))
+    return value
+
+
+def round_to_format(value: float, precision: int, min_normal_exp: int, max_finite: float) -> float:
+    """`value` rounded to nearest-even in a binary format; overflow gives a signed infinity."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    exponent = max(math.frexp(value)[1], min_normal_exp + 1)  # subnormals: a fixed quantum
+    rounded = math.ldexp(round(math.ldexp(value, precision - exponent)), exponent - precision)
+    return rounded if abs(rounded) <= max_finite else math.copysign(math.inf, value)
+
+
+def const(dt: DType, value) -> ir.Constant:
+    """The register constant for a Python value of dtype `dt` (not fp8: see `casts`)."""
+    if dt.is_float:
+        value = float(value)
+        if is_narrow_float(dt):
+            value = round_to_format(value, *_NARROW_FORMATS[dt.name])
+        return ir.Constant(reg_type(dt), value)
+    width = reg_type(dt).width
+    bits = int(value) & ((1 << width) - 1)  # LLVM spells integer constants signed
+    if width == 1:
+        return ir.Constant(I1, bool(bits))
+    return ir.Constant(reg_type(dt), bits - (1 << width) if bits >> (width - 1) else bits)

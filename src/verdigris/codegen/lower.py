@@ -1,0 +1,381 @@
+"""Typed kernel IR -> LLVM IR (llvmlite.ir) for the NVPTX back end.
+
+Takes: a specialized `ir.Kernel` and a target (`nvptx.TARGETS`). Gives: `lower(kernel,
+target)`, an `llvmlite.ir.Module` holding one `ptx_kernel` function named `kernel.name`.
+
+Guarantees:
+- The function's parameters are exactly `abi_params(kernel)`, in order: arrays as
+  `ptr addrspace(1)` (element [0, ...]), shapes and strides as i64, scalars as their
+  in-memory type (bool as i8).
+- Element address = ptr + sum(index_k * stride_k) * itemsize, in int64; the innermost
+  stride is the constant 1 when the array is specialized `unit_inner_stride`.
+- Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
+  become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
+  (the launch-time alias check) says so; `aligned16` arrays are `align 16`.
+- Operators, casts and math calls have the semantics of ir.nodes (see `arith`, `casts`,
+  `mathlib`). `Logical` and `Select` evaluate only the operand they need: when that
+  operand reads memory or calls a math function it runs behind a branch, otherwise
+  (cheap and load-free) both are computed and a `select` picks.
+- Locals and local arrays are allocas in the entry block (mem2reg/SROA remove them).
+  `For` follows Python's `range`: bounds and step evaluated once, the direction from the
+  step's sign (known when the step is a constant), no iteration for step 0, and no
+  wrap-around past the last element of the range.
+- Identical kernels give identical IR: names come from the kernel and a fixed scheme.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from math import prod
+from types import MappingProxyType
+
+from llvmlite import ir
+
+from .. import errors
+from ..ir import nodes as N
+from ..ir.abi import abi_params
+from ..types import DType
+from . import arith, casts, mathlib, nvptx
+from .dtypes import DOUBLE, I32, I64, is_fp8, mem_type, reg_type, to_mem, to_reg
+from .dtypes import const as make_const
+from .emitter import Emitter
+
+GLOBAL = 1  # NVPTX address space of global memory
+_SREG = {"thread_id": "tid", "block_id": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
+
+
+class _PointerAttributes(ir.values.ArgumentAttributes):
+    """llvmlite's parameter attributes, plus `readonly`."""
+
+    _known = MappingProxyType({**ir.values.ArgumentAttributes._known, "readonly": False})
+
+
+@dataclass
+class _Array:
+    """How to address an array: base pointer, shape and strides (None: the constant 1)."""
+
+    dtype: DType
+    ptr: ir.Value
+    shape: list
+    strides: list
+
+
+def _children(e: N.Expr):
+    for f in fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, N.Expr):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, N.Expr))
+
+
+def _needs_branch(e: N.Expr) -> bool:
+    """Whether evaluating `e` where its result is unused could fault or cost much."""
+    return isinstance(e, (N.Load, N.MathCall)) or any(_needs_branch(c) for c in _children(e))
+
+
+def _error(message: str, node) -> errors.CompileError:
+    return errors.CompileError(message, node.loc)
+
+
+class _KernelLowering:
+    def __init__(self, kernel: N.Kernel, target: str):
+        self.kernel = kernel
+        self.module = ir.Module(name=kernel.name)
+        self.module.triple = nvptx.TRIPLE
+        self.module.data_layout = nvptx.data_layout(target)
+        self.module.add_named_metadata(
+            "llvm.module.flags", self.module.add_metadata([ir.Constant(I32, 4), "nvvm-reflect-ftz", ir.Constant(I32, 0)]))
+        abi = abi_params(kernel)
+        fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi])
+        self.fn = ir.Function(self.module, fnty, kernel.name)
+        self.fn.calling_convention = "ptx_kernel"
+        self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.body = self.fn.append_basic_block("body")
+        self.em = Emitter(self.module, ir.IRBuilder(self.body))
+        self.b = self.em.b
+        self.arrays: dict[str, _Array] = {}
+        self.params: dict[str, ir.Value] = {}  # scalar parameters never assigned to
+        self.slots: dict[str, ir.Value] = {}  # local variables: their allocas
+        self.loops: list[tuple] = []  # (continue target, break target), innermost last
+        self.regions: dict[str, ir.Block] = {}  # region label -> its end block
+        self._bind_params(abi)
+
+    # ------------------------------------------------------------------ parameters
+
+    @staticmethod
+    def _abi_type(p) -> ir.Type:
+        return {"ptr": ir.PointerType(addrspace=GLOBAL), "shape": I64, "stride": I64}.get(p.role) or mem_type(p.dtype)
+
+    def _bind_params(self, abi: list) -> None:
+        kernel = self.kernel
+        for p, arg in zip(abi, self.fn.args):
+            arg.name = p.symbol
+            if p.role == "ptr":
+                param = kernel.param(p.param)
+                self._mark_pointer(arg, param)
+                self.arrays[p.param] = _Array(param.type.dtype, arg, [], [])
+            elif p.role == "shape":
+                self.arrays[p.param].shape.append(arg)
+            elif p.role == "stride":
+                self.arrays[p.param].strides.append(arg)
+            else:
+                self.params[p.param] = to_reg(self.b, p.dtype, arg)
+        for param in kernel.array_params:
+            if param.type.unit_inner_stride:
+                self.arrays[param.name].strides.append(None)
+        for name, dtype in kernel.locals.items():
+            self.slots[name] = self.allocas.alloca(reg_type(dtype), name=name)
+            if name in self.params:  # a scalar parameter the body assigns to
+                self.b.store(self.params.pop(name), self.slots[name])
+
+    def _mark_pointer(self, arg: ir.Argument, param: N.Param) -> None:
+        arg.attributes = _PointerAttributes()
+        if param.name not in self.kernel.writes:
+            for attr in ("noalias", "readonly", "captures(none)"):
+                arg.add_attribute(attr)
+        elif self.kernel.facts.get("noalias"):
+            arg.add_attribute("noalias")
+        if param.type.aligned16:
+            arg.attributes.align = 16
+
+    # ------------------------------------------------------------------ helpers
+
+    def _block(self, name: str) -> ir.Block:
+        return self.fn.append_basic_block(name)
+
+    def _branch_if_open(self, target: ir.Block) -> None:
+        if not self.b.block.is_terminated:
+            self.b.branch(target)
+
+    def _address(self, array: N.ArrayRef, indices: tuple, node) -> ir.Value:
+        view = self.arrays.get(array.name)
+        if view is None:
+            raise _error(f"unknown array {array.name!r}", node)
+        offset = None
+        for index, stride in zip(indices, view.strides):
+            term = self.expr(index)
+            term = term if stride is None else self.b.mul(term, stride)
+            offset = term if offset is None else self.b.add(offset, term)
+        if offset is None:  # a 0-d array
+            offset = ir.Constant(I64, 0)
+        return self.b.gep(view.ptr, [offset], inbounds=True, source_etype=mem_type(view.dtype))
+
+    def _lazy(self, cond: ir.Value, then, orelse, needs_branch: bool, name: str) -> ir.Value:
+        """`then() if cond else orelse()`, computing only the taken arm when `needs_branch`."""
+        if not needs_branch:
+            return self.b.select(cond, then(), orelse())
+        then_bb, else_bb, end_bb = self._block(f"{name}.then"), self._block(f"{name}.else"), self._block(f"{name}.end")
+        self.b.cbranch(cond, then_bb, else_bb)
+        arms = []
+        for bb, arm in ((then_bb, then), (else_bb, orelse)):
+            self.b.position_at_end(bb)
+            value = arm()
+            arms.append((value, self.b.block))
+            self.b.branch(end_bb)
+        self.b.position_at_end(end_bb)
+        phi = self.b.phi(arms[0][0].type)
+        for value, bb in arms:
+            phi.add_incoming(value, bb)
+        return phi
+
+    def _check_arithmetic(self, dt: DType, node) -> None:
+        if is_fp8(dt):
+            raise _error(f"{dt.name} values can only be loaded, stored and cast; "
+                         "cast to float32 to compute with them", node)
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: N.Expr) -> ir.Value:
+        return self._EXPR[type(e)](self, e)
+
+    def _const(self, e: N.Const) -> ir.Value:
+        if is_fp8(e.dtype):
+            return casts.fp8_encode(self.em, ir.Constant(DOUBLE, float(e.value)), e.dtype)
+        return make_const(e.dtype, e.value)
+
+    def _var(self, e: N.Var) -> ir.Value:
+        if e.name in self.slots:
+            return self.b.load(self.slots[e.name], typ=reg_type(e.dtype), name=e.name)
+        if e.name in self.params:
+            return self.params[e.name]
+        raise _error(f"unknown variable {e.name!r}", e)
+
+    def _special(self, e: N.Special) -> ir.Value:
+        return self.em.call(f"llvm.nvvm.read.ptx.sreg.{_SREG[e.kind]}.{'xyz'[e.axis]}", I32)
+
+    def _unary(self, e: N.Unary) -> ir.Value:
+        if not arith.supports_unary(e.op, e.dtype):
+            raise _error(f"operator {e.op!r} is not defined on {e.dtype.name}", e)
+        return arith.unary(self.em, e.op, e.dtype, self.expr(e.operand))
+
+    def _binary(self, e: N.Binary) -> ir.Value:
+        self._check_arithmetic(e.dtype, e)
+        if not arith.supports_binary(e.op, e.dtype):
+            raise _error(f"operator {e.op!r} is not defined on {e.dtype.name}", e)
+        return arith.binary(self.em, e.op, e.dtype, self.expr(e.lhs), self.expr(e.rhs))
+
+    def _compare(self, e: N.Compare) -> ir.Value:
+        self._check_arithmetic(e.lhs.dtype, e)
+        return arith.compare(self.em, e.op, e.lhs.dtype, self.expr(e.lhs), self.expr(e.rhs))
+
+    def _logical(self, e: N.Logical) -> ir.Value:
+        lhs = self.expr(e.lhs)
+        rhs = lambda: self.expr(e.rhs)  # noqa: E731
+        if e.op == "and":
+            return self._lazy(lhs, rhs, lambda: lhs, _needs_branch(e.rhs), "and")
+        return self._lazy(lhs, lambda: lhs, rhs, _needs_branch(e.rhs), "or")
+
+    def _select(self, e: N.Select) -> ir.Value:
+        needs_branch = _needs_branch(e.a) or _needs_branch(e.b)
+        return self._lazy(self.expr(e.cond), lambda: self.expr(e.a), lambda: self.expr(e.b), needs_branch, "select")
+
+    def _cast(self, e: N.Cast) -> ir.Value:
+        return casts.cast(self.em, self.expr(e.value), e.value.dtype, e.dtype)
+
+    def _load(self, e: N.Load) -> ir.Value:
+        ptr = self._address(e.array, e.indices, e)
+        return to_reg(self.b, e.dtype, self.b.load(ptr, typ=mem_type(e.dtype), align=e.dtype.itemsize))
+
+    def _shape(self, e: N.Shape) -> ir.Value:
+        return self.arrays[e.array.name].shape[e.axis]
+
+    def _math(self, e: N.MathCall) -> ir.Value:
+        dt = e.args[0].dtype
+        if not mathlib.supports(e.func, dt):
+            raise _error(f"{e.func}() is not defined on {dt.name}", e)
+        return mathlib.call(self.em, e.func, dt, tuple(self.expr(a) for a in e.args))
+
+    _EXPR = {
+        N.Const: _const, N.Var: _var, N.Special: _special, N.Unary: _unary, N.Binary: _binary,
+        N.Compare: _compare, N.Logical: _logical, N.Select: _select, N.Cast: _cast,
+        N.Load: _load, N.Shape: _shape, N.MathCall: _math,
+    }
+
+    # ------------------------------------------------------------------ statements
+
+    def stmts(self, body: list) -> None:
+        for s in body:
+            if self.b.block.is_terminated:  # code after break/continue/exit: unreachable
+                self.b.position_at_end(self._block("dead"))
+            self._STMT[type(s)](self, s)
+
+    def _assign(self, s: N.Assign) -> None:
+        self.b.store(self.expr(s.value), self.slots[s.name])
+
+    def _store(self, s: N.Store) -> None:
+        ptr = self._address(s.array, s.indices, s)
+        dt = s.array.dtype
+        self.b.store(to_mem(self.b, dt, self.expr(s.value)), ptr, align=dt.itemsize)
+
+    def _if(self, s: N.If) -> None:
+        cond = self.expr(s.cond)
+        then_bb = self._block("if.then")
+        else_bb = self._block("if.else") if s.orelse else None
+        end_bb = self._block("if.end")
+        self.b.cbranch(cond, then_bb, else_bb or end_bb)
+        for bb, body in ((then_bb, s.then), (else_bb, s.orelse)):
+            if bb is not None:
+                self.b.position_at_end(bb)
+                self.stmts(body)
+                self._branch_if_open(end_bb)
+        self.b.position_at_end(end_bb)
+
+    def _in_range(self, s: N.For, dt: DType, i: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
+        """Whether `i` is still inside `range(..., stop, step)`."""
+        b, zero = self.b, ir.Constant(step.type, 0)
+        icmp = b.icmp_signed if dt.is_signed else b.icmp_unsigned
+        if isinstance(s.step, N.Const):
+            direction = (s.step.value > 0) - (s.step.value < 0)
+            return {1: lambda: icmp("<", i, stop), -1: lambda: icmp(">", i, stop),
+                    0: lambda: ir.Constant(ir.IntType(1), False)}[direction]()
+        up = b.and_(icmp(">", step, zero), icmp("<", i, stop))
+        if not dt.is_signed:
+            return up
+        return b.or_(up, b.and_(icmp("<", step, zero), icmp(">", i, stop)))
+
+    def _for(self, s: N.For) -> None:
+        dt = self.kernel.locals[s.var]
+        start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
+        counter = self.allocas.alloca(reg_type(dt), name=f"{s.var}.range")
+        self.b.store(start, counter)
+        header, body, latch, exit_bb = (self._block(f"for.{n}") for n in ("cond", "body", "next", "end"))
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.load(counter, typ=reg_type(dt))
+        self.b.cbranch(self._in_range(s, dt, i, stop, step), body, exit_bb)
+        self.b.position_at_end(body)
+        self.b.store(i, self.slots[s.var])
+        self.loops.append((latch, exit_bb))
+        self.stmts(s.body)
+        self.loops.pop()
+        self._branch_if_open(latch)
+        self.b.position_at_end(latch)
+        add = self.b.sadd_with_overflow if dt.is_signed else self.b.uadd_with_overflow
+        advanced = add(self.b.load(counter, typ=reg_type(dt)), step)
+        self.b.store(self.b.extract_value(advanced, 0), counter)
+        # Stepping past the dtype's range means the range is exhausted.
+        self.b.cbranch(self.b.extract_value(advanced, 1), exit_bb, header)
+        self.b.position_at_end(exit_bb)
+
+    def _while(self, s: N.While) -> None:
+        header, body, exit_bb = (self._block(f"while.{n}") for n in ("cond", "body", "end"))
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        self.b.cbranch(self.expr(s.cond), body, exit_bb)
+        self.b.position_at_end(body)
+        self.loops.append((header, exit_bb))
+        self.stmts(s.body)
+        self.loops.pop()
+        self._branch_if_open(header)
+        self.b.position_at_end(exit_bb)
+
+    def _loop_target(self, s: N.Stmt, which: int) -> ir.Block:
+        if not self.loops:
+            raise _error(f"'{type(s).__name__.lower()}' outside a loop", s)
+        return self.loops[-1][which]
+
+    def _region(self, s: N.Region) -> None:
+        end = self._block(f"{s.label}.end")
+        outer = self.regions.get(s.label)
+        self.regions[s.label] = end
+        self.stmts(s.body)
+        self._branch_if_open(end)
+        self.regions[s.label] = outer
+        self.b.position_at_end(end)
+
+    def _exit(self, s: N.Exit) -> None:
+        end = self.regions.get(s.label)
+        if end is None:
+            raise _error(f"exit from {s.label!r} outside that region", s)
+        self.b.branch(end)
+
+    def _local_alloc(self, s: N.LocalAlloc) -> None:
+        ref = s.array
+        if ref.type.space != "local" or ref.type.shape is None:
+            raise _error(f"{ref.type.space} arrays are not supported yet", s)
+        shape = ref.type.shape
+        storage = self.allocas.alloca(ir.ArrayType(mem_type(ref.dtype), prod(shape)), name=ref.name)
+        storage.align = 16
+        strides = [ir.Constant(I64, prod(shape[k + 1:])) for k in range(len(shape))]
+        self.arrays[ref.name] = _Array(ref.dtype, storage, [ir.Constant(I64, n) for n in shape], strides)
+
+    _STMT = {
+        N.Assign: _assign, N.Store: _store, N.If: _if, N.For: _for, N.While: _while,
+        N.Break: lambda self, s: self.b.branch(self._loop_target(s, 1)),
+        N.Continue: lambda self, s: self.b.branch(self._loop_target(s, 0)),
+        N.Region: _region, N.Exit: _exit, N.LocalAlloc: _local_alloc,
+        N.Unsafe: lambda self, s: self.stmts(s.body),
+    }
+
+    # ------------------------------------------------------------------ kernel
+
+    def run(self) -> ir.Module:
+        self.stmts(self.kernel.body)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        self.allocas.branch(self.body)
+        return self.module
+
+
+def lower(kernel: N.Kernel, target: str) -> ir.Module:
+    return _KernelLowering(kernel, target).run()

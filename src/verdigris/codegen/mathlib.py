@@ -1,0 +1,88 @@
+"""`MathCall` lowering: every name of `ir.nodes.MATH_FUNCS`, per dtype.
+
+Takes: an `Emitter`, a function name, the dtype of its arguments and their register values.
+Gives: the result's register value (i1 for the predicates isnan/isinf/isfinite).
+
+Guarantees:
+- float32/float64: libdevice's `__nv_<name>f` / `__nv_<name>` (correctly rounded or within
+  its documented ulp bounds, non-FTZ: `nvptx` sets the reflect flags), except where an LLVM
+  intrinsic lowers to one exact PTX instruction: sqrt (sqrt.rn), floor/ceil/trunc, round
+  (half to even, as Python and NumPy: cvt.rni), abs, copysign, fma (fma.rn), min/max.
+- min/max on floats are IEEE minNum/maxNum (C's fmin/fmax, NumPy's fmin/fmax): when one
+  argument is NaN the other is returned.
+- float16/bfloat16: computed in float32, rounded once to the dtype.
+- integers: abs (wraps: abs(INT_MIN) == INT_MIN; identity on unsigned), min, max.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.nodes import MATH_FUNCS
+from ..types import DType
+from .dtypes import FLOAT, is_fp8, round_half
+from .emitter import Emitter
+
+LIBDEVICE_FUNCS = (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "cbrt",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+    "atanh", "erf", "erfc", "pow", "atan2", "fmod", "hypot",
+)
+INTRINSICS = {
+    "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
+    "round": "llvm.rint", "abs": "llvm.fabs", "copysign": "llvm.copysign", "fma": "llvm.fma",
+    "min": "llvm.minnum", "max": "llvm.maxnum",
+}
+
+
+def _fabs(em: Emitter, v: ir.Value) -> ir.Value:
+    return em.call(f"llvm.fabs.{v.type.intrinsic_name}", v.type, v)
+
+
+def _infinity(v: ir.Value) -> ir.Constant:
+    return ir.Constant(v.type, float("inf"))
+
+
+PREDICATES = {
+    "isnan": lambda em, v: em.b.fcmp_unordered("uno", v, v),
+    "isinf": lambda em, v: em.b.fcmp_ordered("==", _fabs(em, v), _infinity(v)),
+    "isfinite": lambda em, v: em.b.fcmp_ordered("<", _fabs(em, v), _infinity(v)),
+}
+
+
+def _int_abs(em: Emitter, dt: DType, v: ir.Value) -> ir.Value:
+    if not dt.is_signed:
+        return v
+    return em.call(f"llvm.abs.i{dt.bits}", v.type, v, ir.Constant(ir.IntType(1), 0))
+
+
+def _int_minmax(which: str):
+    def emit(em: Emitter, dt: DType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return em.call(f"llvm.{'s' if dt.is_signed else 'u'}{which}.i{dt.bits}", a.type, a, b)
+    return emit
+
+
+INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max")}
+
+
+def supports(name: str, dt: DType) -> bool:
+    if dt.is_int:
+        return name in INT_FUNCS
+    return dt.is_float and not is_fp8(dt) and name in MATH_FUNCS
+
+
+def libdevice_name(name: str, ty: ir.Type) -> str:
+    return f"__nv_{name}{'f' if ty == FLOAT else ''}"
+
+
+def call(em: Emitter, name: str, dt: DType, args: tuple) -> ir.Value:
+    """`name(*args)` for arguments of dtype `dt` (see `supports`)."""
+    if dt.is_int:
+        return INT_FUNCS[name](em, dt, *args)
+    if name in PREDICATES:
+        return PREDICATES[name](em, *args)
+    ty = args[0].type
+    if name in INTRINSICS:
+        result = em.call(f"{INTRINSICS[name]}.{ty.intrinsic_name}", ty, *args)
+    else:
+        result = em.call(libdevice_name(name, ty), ty, *args)
+    return round_half(em.b, dt, result)

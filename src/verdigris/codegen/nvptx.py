@@ -1,0 +1,58 @@
+"""LLVM's NVPTX back end through llvmlite: targets, O3 optimization and PTX emission.
+
+Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `data_layout(target)`,
+`parse(text)` (a verified `ModuleRef`), `optimize(module, target)` (the O3 pipeline of the
+new pass manager, in place) and `emit_ptx(module, target)`.
+
+Guarantees: LLVM is initialized, the global options set and each target machine created
+once per process. Every target emits PTX ISA 8.0: ptxas 13.0 accepts it for all four
+targets, it is the first ISA with sm_90a (wgmma, setmaxnreg), and drivers since CUDA 12.0
+can JIT it. libdevice's `__nvvm_reflect` queries resolve to the non-FTZ, IEEE-sqrt paths
+(the `nvvm-reflect-ftz` module flag, which `lower` sets, and `__CUDA_PREC_SQRT=1` here).
+"""
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+
+from ..errors import CompileError
+
+TRIPLE = "nvptx64-nvidia-cuda"
+TARGETS = {"sm_80": "+ptx80", "sm_89": "+ptx80", "sm_90": "+ptx80", "sm_90a": "+ptx80"}
+
+
+@functools.cache
+def _initialize() -> llvm.Target:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    llvm.set_option("verdigris", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
+    return llvm.Target.from_triple(TRIPLE)
+
+
+@functools.cache
+def target_machine(target: str) -> llvm.TargetMachine:
+    if target not in TARGETS:
+        raise CompileError(f"unknown target {target!r}; the targets are {', '.join(TARGETS)}")
+    return _initialize().create_target_machine(cpu=target, features=TARGETS[target], opt=3)
+
+
+def data_layout(target: str) -> str:
+    return str(target_machine(target).target_data)
+
+
+def parse(text: str) -> llvm.ModuleRef:
+    _initialize()
+    module = llvm.parse_assembly(text)
+    module.verify()
+    return module
+
+
+def optimize(module: llvm.ModuleRef, target: str) -> None:
+    # A fresh pass builder per module: its analysis caches are keyed by IR addresses.
+    builder = llvm.create_pass_builder(target_machine(target), llvm.create_pipeline_tuning_options(speed_level=3))
+    builder.getModulePassManager().run(module, builder)
+
+
+def emit_ptx(module: llvm.ModuleRef, target: str) -> str:
+    return target_machine(target).emit_assembly(module)
