@@ -1,0 +1,535 @@
+"""The SIMT interpreter of the cpu backend: runs a typed `ir.Kernel` with NumPy.
+
+Takes: a kernel, a grid and a block (up to three ints each), and the arguments: NumPy
+arrays, which the kernel reads and writes in place through any view, and scalars.
+Gives: `run_simt`, which runs the kernel to completion or raises `BoundsError`; `Access`,
+what an observer of memory accesses sees (the seam where shadow memory hooks in).
+
+How: the IR is compiled once per kernel into Python closures. Whole blocks run together as
+one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order). A
+statement takes the mask of lanes executing it and returns the mask of lanes that fall
+through to the next one; lanes that `break`, `continue` or `exit` wait in their loop's or
+region's slot and rejoin where the IR says. Expressions are evaluated on all lanes (masked
+lanes compute don't-cares), except where laziness is the meaning: the right operand of
+`and`/`or`, the arms of a select, and memory, which only active lanes touch.
+
+Guarantees: the semantics of `ir.nodes` (through `ops`); no access reaches memory before
+every active lane's index has been checked on every axis (0 <= index < extent), and a
+violation raises `BoundsError` naming the kernel, array, index, shape and the first
+offending lane's block and thread. When several lanes store to one element in one step, the
+last lane (highest block, then highest thread) wins.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from math import prod
+from typing import Callable, Optional
+
+import numpy as np
+
+from .. import ir
+from ..errors import BoundsError, CompileError, LaunchError, Loc
+from . import ops
+
+CHUNK_LANES = 1 << 16
+
+
+@dataclass(frozen=True, eq=False)
+class Access:
+    """One Load or Store as shadow memory sees it: one entry per active lane."""
+
+    array: str
+    space: str  # "global" | "local" (a local array's elements are the lane's own)
+    flat: np.ndarray  # int64 row-major element index into the array
+    block: np.ndarray  # int64 linear block id (x fastest)
+    thread: np.ndarray  # int64 linear thread id within the block (x fastest)
+    is_write: bool
+    loc: Loc
+
+
+Observer = Callable[[Access], None]
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+@dataclass(eq=False)
+class _Memory:
+    """An array as the interpreter indexes it."""
+
+    name: str
+    space: str
+    data: np.ndarray  # the user's array (a bits view for bf16/fp8), or locals (lanes, *shape)
+    shape: tuple  # the kernel's view of the extents (Python ints)
+    decode: Callable  # elements -> register form
+    encode: Callable  # register form -> elements
+    per_lane: bool = False
+
+    @classmethod
+    def of_argument(cls, kernel: ir.Kernel, param: ir.Param, value) -> "_Memory":
+        dtype = param.type.dtype
+        if not isinstance(value, np.ndarray):
+            raise LaunchError(f"kernel {kernel.name}: argument {param.name!r} must be a NumPy "
+                              f"array on the cpu backend, not {type(value).__name__}", param.loc)
+        if value.ndim != param.type.ndim or not ops.accepts_array_dtype(dtype, value.dtype):
+            raise LaunchError(f"kernel {kernel.name}: argument {param.name!r} is a {value.ndim}-d "
+                              f"{value.dtype} array; the kernel was specialized for "
+                              f"{param.type.ndim}-d {dtype.name}", param.loc)
+        if param.name in kernel.writes and not value.flags.writeable:
+            raise LaunchError(f"kernel {kernel.name} writes {param.name!r}, "
+                              "but that array is read-only", param.loc)
+        bits, decode, encode = ops.memory_codec(dtype)
+        data = value if bits is None else value.view(bits)
+        # A 0-d array is indexed as its one-element 1-d view (indices: [0]).
+        return cls(param.name, "global", data.reshape(1) if data.ndim == 0 else data,
+                   value.shape or (1,), decode, encode)
+
+    @classmethod
+    def local(cls, ref: ir.ArrayRef, lanes: int) -> "_Memory":
+        shape = tuple(ref.type.shape) or (1,)  # a 0-d local: see of_argument
+        data = np.zeros((lanes, *shape), ops.register_dtype(ref.dtype))
+        return cls(ref.name, "local", data, shape, ops.identity, ops.identity, per_lane=True)
+
+
+def _access(fr: "_Frame", mem: _Memory, indices: list, mask: np.ndarray, loc: Loc, stored=None):
+    """The one path of every Load (stored is None: returns the elements) and Store."""
+    index = [np.broadcast_to(np.asarray(i, np.int64), (fr.lanes,)) for i in indices]
+    if not mask.any():
+        return np.zeros(fr.lanes, mem.data.dtype) if stored is None else None
+    _check_bounds(fr, mem, index, mask, loc)
+    if fr.observer is not None:
+        fr.observer(_observed(fr, mem, index, mask, loc, stored is not None))
+    if mem.per_lane:
+        index.insert(0, fr.lane)
+    everyone = mask.all()
+    if stored is None:
+        if not everyone:  # masked lanes read element 0, which exists: some lane is in bounds
+            index = [np.where(mask, i, 0) for i in index]
+        return mem.data[tuple(index)]
+    value = np.broadcast_to(stored, (fr.lanes,))
+    if everyone:
+        mem.data[tuple(index)] = value
+    else:
+        mem.data[tuple(i[mask] for i in index)] = value[mask]
+    return None
+
+
+def _check_bounds(fr, mem, index, mask, loc):
+    outside = np.zeros(fr.lanes, bool)
+    for i, extent in zip(index, mem.shape):
+        outside |= i.view(np.uint64) >= np.uint64(extent)  # negative -> huge: outside too
+    outside &= mask
+    if outside.any():
+        lane = int(outside.argmax())
+        at = [int(i[lane]) for i in index]
+        block = tuple(int(b[lane]) for b in fr.block_id)
+        thread = tuple(int(t[lane]) for t in fr.thread_id)
+        raise BoundsError(
+            f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} "
+            f"in kernel {fr.kernel_name}, block {block} thread {thread}", loc,
+            hint="a negative index is out of bounds: indices never wrap around"
+            if min(at) < 0 else "")
+
+
+def _observed(fr, mem, index, mask, loc, is_write) -> Access:
+    flat = np.zeros(int(np.count_nonzero(mask)), np.int64)
+    for i, extent in zip(index, mem.shape):
+        flat = flat * extent + i[mask]
+    return Access(mem.name, mem.space, flat, fr.lane_block[mask], fr.lane_thread[mask],
+                  is_write, loc)
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+class _Frame:
+    """The state of one chunk: whole blocks running in lock step, one lane per thread."""
+
+    def __init__(self, launch: "_Launch", first_block: int, n_blocks: int):
+        lanes = n_blocks * launch.threads
+        self.lanes = lanes
+        self.kernel_name = launch.kernel_name
+        self.observer = launch.observer
+        self.env = dict(launch.scalars)  # variable -> register-form value (lanes or scalar)
+        self.memory = dict(launch.memory)  # array name -> _Memory; locals join per chunk
+        self.slots = [None] * launch.n_slots  # parked lanes of loops and regions
+        self.lane = launch.lane[:lanes]
+        self.lane_thread = launch.lane_thread[:lanes]
+        self.thread_id = [t[:lanes] for t in launch.thread_id]
+        self.lane_block = np.repeat(np.arange(first_block, first_block + n_blocks), launch.threads)
+        gx, gy, _ = launch.grid
+        self.block_id = [(self.lane_block % gx).astype(np.int32),
+                         (self.lane_block // gx % gy).astype(np.int32),
+                         (self.lane_block // (gx * gy)).astype(np.int32)]
+        self.block_dim = launch.block_dim
+        self.grid_dim = launch.grid_dim
+
+
+@dataclass
+class _Launch:
+    """What all chunks of one launch share."""
+
+    kernel_name: str
+    grid: tuple
+    block: tuple
+    memory: dict
+    scalars: dict
+    observer: Optional[Observer]
+    n_slots: int
+
+    def __post_init__(self):
+        self.threads = prod(self.block)
+        self.blocks_per_chunk = max(1, CHUNK_LANES // self.threads)
+        lanes = self.blocks_per_chunk * self.threads
+        self.lane = np.arange(lanes, dtype=np.int64)
+        self.lane_thread = self.lane % self.threads
+        bx, by, _ = self.block
+        self.thread_id = [(self.lane_thread % bx).astype(np.int32),
+                          (self.lane_thread // bx % by).astype(np.int32),
+                          (self.lane_thread // (bx * by)).astype(np.int32)]
+        self.block_dim = tuple(np.int32(n) for n in self.block)
+        self.grid_dim = tuple(np.int32(n) for n in self.grid)
+
+
+# ----------------------------------------------------------------------------- compiler
+
+
+def _assign(fr, name, value, mask, undefined):
+    """Give active lanes of variable `name` the value; other lanes keep theirs."""
+    fr.env[name] = value if mask.all() else np.where(mask, value, fr.env.get(name, undefined))
+
+
+def _park(slot):
+    def park(fr, mask):
+        parked = fr.slots[slot]
+        fr.slots[slot] = mask if parked is None else parked | mask
+        return np.zeros_like(mask)
+    return park
+
+
+def _run_loop(fr, mask, begin, advance, body, brk, cont):
+    """Iterate while lanes remain: `begin(live)` gives the lanes entering an iteration,
+    `advance()` runs after each. Returns the lanes that left by the condition or `break`."""
+    live, done = mask, None
+    while True:
+        enter = begin(live)
+        left = live & ~enter
+        done = left if done is None else done | left
+        if not enter.any():
+            return done
+        fr.slots[brk] = fr.slots[cont] = None
+        live = body(fr, enter)
+        if fr.slots[brk] is not None:
+            done = done | fr.slots[brk]
+        if fr.slots[cont] is not None:
+            live = live | fr.slots[cont]
+        if advance is not None:
+            advance()
+
+
+class _Compiler:
+    """IR -> closures. An expression becomes f(frame, mask) -> value; a statement becomes
+    (f(frame, mask) -> fall-through mask, escapes: the slots its lanes may be parked in)."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.kernel = kernel
+        self.loops: list = []  # (break slot, continue slot) of enclosing loops
+        self.regions: list = []  # (label, slot) of enclosing regions
+        self.n_slots = 0
+
+    def program(self):
+        body, _ = self.block(self.kernel.body)
+        return body, self.n_slots
+
+    def _slot(self) -> int:
+        self.n_slots += 1
+        return self.n_slots - 1
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, node):
+        return self._EXPR[type(node)](self, node)
+
+    def _op(self, f, what, node):
+        if f is None:
+            raise CompileError(f"the cpu backend has no {what}", node.loc)
+        return f
+
+    def _const(self, node):
+        value = ops.constant(node.value, node.dtype)
+        return lambda fr, mask: value
+
+    def _var(self, node):
+        name, undefined = node.name, ops.constant(0, node.dtype)
+        return lambda fr, mask: fr.env.get(name, undefined)
+
+    def _special(self, node):
+        kind, axis = node.kind, node.axis
+        return lambda fr, mask: getattr(fr, kind)[axis]
+
+    def _unary(self, node):
+        f = self._op(ops.unary(node.op, node.dtype), f"{node.op} on {node.dtype.name}", node)
+        operand = self.expr(node.operand)
+        return lambda fr, mask: f(operand(fr, mask))
+
+    def _binary(self, node):
+        f = self._op(ops.binary(node.op, node.dtype), f"{node.op} on {node.dtype.name}", node)
+        lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
+        return lambda fr, mask: f(lhs(fr, mask), rhs(fr, mask))
+
+    def _compare(self, node):
+        f = self._op(ops.compare(node.op), f"comparison {node.op}", node)
+        lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
+        return lambda fr, mask: f(lhs(fr, mask), rhs(fr, mask))
+
+    def _logical(self, node):
+        lhs, rhs, is_and = self.expr(node.lhs), self.expr(node.rhs), node.op == "and"
+
+        def logical(fr, mask):
+            a = lhs(fr, mask)
+            undecided = mask & (a if is_and else ~a)  # lanes where the rhs decides
+            if not undecided.any():
+                return a
+            b = rhs(fr, undecided)
+            return a & b if is_and else a | b
+        return logical
+
+    def _select(self, node):
+        cond, a, b = self.expr(node.cond), self.expr(node.a), self.expr(node.b)
+
+        def select(fr, mask):
+            c = cond(fr, mask)
+            lanes_a, lanes_b = mask & c, mask & ~c
+            if not lanes_b.any():
+                return a(fr, lanes_a)
+            if not lanes_a.any():
+                return b(fr, lanes_b)
+            return np.where(c, a(fr, lanes_a), b(fr, lanes_b))
+        return select
+
+    def _cast(self, node):
+        f = ops.cast(node.value.dtype, node.dtype)
+        value = self.expr(node.value)
+        return lambda fr, mask: f(value(fr, mask))
+
+    def _math(self, node):
+        operand = node.args[0].dtype
+        f = self._op(ops.math(node.func, operand), f"{node.func} on {operand.name}", node)
+        args = [self.expr(a) for a in node.args]
+        return lambda fr, mask: f(*(arg(fr, mask) for arg in args))
+
+    def _indices(self, indices):
+        if not indices:  # a 0-d array: its one element, as the memory's 1-d view sees it
+            return [lambda fr, mask: np.int64(0)]
+        return [self.expr(i) for i in indices]
+
+    def _load(self, node):
+        name, loc, index = node.array.name, node.loc, self._indices(node.indices)
+
+        def load(fr, mask):
+            mem = fr.memory[name]
+            return mem.decode(_access(fr, mem, [i(fr, mask) for i in index], mask, loc))
+        return load
+
+    def _shape(self, node):
+        name, axis = node.array.name, node.axis
+        return lambda fr, mask: np.int64(fr.memory[name].shape[axis])
+
+    _EXPR = {ir.Const: _const, ir.Var: _var, ir.Special: _special, ir.Unary: _unary,
+             ir.Binary: _binary, ir.Compare: _compare, ir.Logical: _logical,
+             ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
+             ir.Shape: _shape}
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, node):
+        return self._STMT[type(node)](self, node)
+
+    def block(self, stmts):
+        compiled = [self.stmt(s) for s in stmts]
+        escapes = frozenset().union(*(e for _, e in compiled))
+        steps = tuple((f, bool(e)) for f, e in compiled)
+
+        def run(fr, mask):
+            for f, may_divert in steps:
+                mask = f(fr, mask)
+                if may_divert and not mask.any():
+                    break
+            return mask
+        return run, escapes
+
+    def _assign(self, node):
+        name, value = node.name, self.expr(node.value)
+        undefined = ops.constant(0, node.value.dtype)  # lanes that never assigned it
+
+        def assign(fr, mask):
+            _assign(fr, name, value(fr, mask), mask, undefined)
+            return mask
+        return assign, frozenset()
+
+    def _store(self, node):
+        name, loc, index = node.array.name, node.loc, self._indices(node.indices)
+        value = self.expr(node.value)
+
+        def store(fr, mask):
+            mem = fr.memory[name]
+            stored = mem.encode(value(fr, mask))  # Python order: the value, then the target
+            _access(fr, mem, [i(fr, mask) for i in index], mask, loc, stored)
+            return mask
+        return store, frozenset()
+
+    def _if(self, node):
+        cond = self.expr(node.cond)
+        then, then_escapes = self.block(node.then)
+        orelse, else_escapes = self.block(node.orelse)
+        escapes = then_escapes | else_escapes
+
+        def run_if(fr, mask):
+            c = cond(fr, mask)
+            taken, skipped = mask & c, mask & ~c
+            taken = then(fr, taken) if taken.any() else taken
+            skipped = orelse(fr, skipped) if skipped.any() else skipped
+            return taken | skipped if escapes else mask
+        return run_if, escapes
+
+    def _loop_body(self, body):
+        brk, cont = self._slot(), self._slot()
+        self.loops.append((brk, cont))
+        run, escapes = self.block(body)
+        self.loops.pop()
+        return run, brk, cont, escapes - {brk, cont}
+
+    def _while(self, node):
+        cond = self.expr(node.cond)
+        body, brk, cont, escapes = self._loop_body(node.body)
+
+        def run_while(fr, mask):
+            done = _run_loop(fr, mask, lambda live: live & cond(fr, live), None, body, brk, cont)
+            return done if escapes else mask
+        return run_while, escapes
+
+    def _for(self, node):
+        var, var_dtype = node.var, node.start.dtype
+        # The counter is 64-bit so that stepping past the end of a narrow type's range
+        # still ends the loop, as Python's range does.
+        counter_dtype = var_dtype.np if var_dtype.bits == 64 else np.dtype(np.int64)
+        start, stop, step = (self.expr(e) for e in (node.start, node.stop, node.step))
+        undefined = ops.constant(0, var_dtype)
+        body, brk, cont, escapes = self._loop_body(node.body)
+
+        def run_for(fr, mask):
+            first, end, by = start(fr, mask), stop(fr, mask), step(fr, mask)
+            counter = np.asarray(first).astype(counter_dtype)
+            upward, downward = by > 0, by < 0
+
+            def begin(live):
+                inside = np.where(upward, counter < end, downward & (counter > end))
+                enter = live & inside
+                _assign(fr, var, counter.astype(var_dtype.np), enter, undefined)
+                return enter
+
+            def advance():
+                nonlocal counter
+                counter = counter + by
+
+            done = _run_loop(fr, mask, begin, advance, body, brk, cont)
+            return done if escapes else mask
+        return run_for, escapes
+
+    def _innermost_loop(self, node):
+        if not self.loops:
+            raise CompileError("break or continue outside a loop", node.loc)
+        return self.loops[-1]
+
+    def _break(self, node):
+        slot = self._innermost_loop(node)[0]
+        return _park(slot), frozenset({slot})
+
+    def _continue(self, node):
+        slot = self._innermost_loop(node)[1]
+        return _park(slot), frozenset({slot})
+
+    def _region(self, node):
+        slot = self._slot()
+        self.regions.append((node.label, slot))
+        body, escapes = self.block(node.body)
+        self.regions.pop()
+        escapes = escapes - {slot}
+
+        def run_region(fr, mask):
+            fr.slots[slot] = None
+            out = body(fr, mask)
+            if not escapes:
+                return mask
+            exited = fr.slots[slot]
+            return out if exited is None else out | exited
+        return run_region, escapes
+
+    def _exit(self, node):
+        slot = next((s for label, s in reversed(self.regions) if label == node.label), None)
+        if slot is None:
+            raise CompileError(f"exit from region {node.label!r}, which does not enclose it",
+                               node.loc)
+        return _park(slot), frozenset({slot})
+
+    def _local_alloc(self, node):
+        ref = node.array
+
+        def alloc(fr, mask):
+            if ref.name not in fr.memory:  # contents are undefined: one buffer per chunk
+                fr.memory[ref.name] = _Memory.local(ref, fr.lanes)
+            return mask
+        return alloc, frozenset()
+
+    def _unsafe(self, node):
+        return self.block(node.body)
+
+    _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
+             ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
+             ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe}
+
+
+_PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _program(kernel: ir.Kernel):
+    program = _PROGRAMS.get(kernel)
+    if program is None:
+        program = _PROGRAMS[kernel] = _Compiler(kernel).program()
+    return program
+
+
+def _dims(dims) -> tuple:
+    dims = (dims,) if isinstance(dims, int) else tuple(int(d) for d in dims)
+    return dims + (1,) * (3 - len(dims))
+
+
+def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
+             observer: Optional[Observer] = None) -> None:
+    """Run `kernel` over `grid` x `block` threads; arrays in `args` are written in place.
+
+    `args` maps every non-constexpr parameter to a NumPy array (any strides; bfloat16/fp8
+    as ml_dtypes arrays or raw uint16/uint8 bits) or a scalar. `observer`, if given, is
+    called with an `Access` for every load and store, before memory is touched.
+    """
+    body, n_slots = _program(kernel)
+    memory, scalars = {}, {}
+    for p in kernel.params:
+        if p.kind == "constexpr":
+            continue
+        if p.name not in args:
+            raise LaunchError(f"kernel {kernel.name}: no argument for parameter {p.name!r}", p.loc)
+        if p.kind == "array":
+            memory[p.name] = _Memory.of_argument(kernel, p, args[p.name])
+        else:
+            scalars[p.name] = ops.scalar_argument(args[p.name], p.dtype)
+    grid, block = _dims(grid), _dims(block)
+    if prod(grid) == 0 or prod(block) == 0:
+        return
+    launch = _Launch(kernel.name, grid, block, memory, scalars, observer, n_slots)
+    n_blocks = prod(grid)
+    with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
+        for first in range(0, n_blocks, launch.blocks_per_chunk):
+            fr = _Frame(launch, first, min(launch.blocks_per_chunk, n_blocks - first))
+            body(fr, np.ones(fr.lanes, bool))

@@ -1,0 +1,763 @@
+"""The cpu backend's SIMT interpreter, on hand-built IR kernels, against NumPy references.
+
+Inputs are fresh random draws; outputs are poisoned (NaN or a sentinel) before each run.
+"""
+from __future__ import annotations
+
+import math
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from verdigris import ir
+from verdigris import types as T
+from verdigris.cpu import Access, run_simt
+from verdigris.errors import BoundsError, LaunchError, Loc
+
+LOC = Loc(__file__, 1)
+f16, bf16, f32, f64 = T.float16, T.bfloat16, T.float32, T.float64
+i32, i64, b1 = T.int32, T.int64, T.bool_
+INTS = (T.int8, T.int16, T.int32, T.int64, T.uint8, T.uint16, T.uint32, T.uint64)
+SENTINEL = -7777
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+# ----------------------------------------------------------------------------- IR builders
+
+
+def const(value, dtype):
+    return ir.Const(LOC, value, dtype)
+
+
+def var(name, dtype):
+    return ir.Var(LOC, name, dtype)
+
+
+def binary(op, a, b):
+    return ir.Binary(LOC, op, a, b, a.dtype)
+
+
+def compare(op, a, b):
+    return ir.Compare(LOC, op, a, b, b1)
+
+
+def cast(value, dtype):
+    return ir.Cast(LOC, value, dtype)
+
+
+def special(kind, axis=0):
+    return ir.Special(LOC, kind, axis, i32)
+
+
+def global_id(axis=0):
+    """block_id * block_dim + thread_id, as int64."""
+    ids = binary("add", binary("mul", special("block_id", axis), special("block_dim", axis)),
+                 special("thread_id", axis))
+    return cast(ids, i64)
+
+
+def load(array, *indices):
+    return ir.Load(LOC, array, tuple(indices), array.dtype)
+
+
+def store(array, indices, value):
+    return ir.Store(LOC, array, tuple(indices), value)
+
+
+def shape(array, axis=0):
+    return ir.Shape(LOC, array, axis, i64)
+
+
+def assign(name, value):
+    return ir.Assign(LOC, name, value)
+
+
+def if_(cond, then, orelse=()):
+    return ir.If(LOC, cond, list(then), list(orelse))
+
+
+def array(name, dtype, ndim=1):
+    return ir.ArrayRef(LOC, name, ir.ArrayType(dtype, ndim))
+
+
+def kernel(name, params, body, local_vars=None):
+    """`params`: ArrayRefs (array params) or (name, dtype) pairs (scalar params)."""
+    ps = [ir.Param(p.name, "array", LOC, type=p.type) if isinstance(p, ir.ArrayRef)
+          else ir.Param(p[0], "scalar", LOC, dtype=p[1]) for p in params]
+    return ir.Kernel(name, "simt", ps, dict(local_vars or {}), [ir.Region(LOC, "kernel", body)],
+                     LOC)
+
+
+def elementwise(inputs, out_dtype, make_value):
+    """out[i] = make_value(*[x[i] for x in inputs]) for i < out.shape[0]."""
+    ins = [array(f"in{k}", dt) for k, dt in enumerate(inputs)]
+    out = array("out", out_dtype)
+    i = var("i", i64)
+    body = [assign("i", global_id()),
+            if_(compare("lt", i, shape(out)), [store(out, (i,), make_value(*(load(a, i) for a in ins)))])]
+    return kernel("elementwise", [*ins, out], body, {"i": i64})
+
+
+def run_elementwise(k, out, *inputs, block=128):
+    args = {f"in{n}": x for n, x in enumerate(inputs)}
+    run_simt(k, (-(-len(out) // block), 1, 1), (block, 1, 1), {**args, "out": out})
+    return out
+
+
+# ----------------------------------------------------------------------------- basic kernels
+
+
+def axpy_kernel(guarded=True):
+    x, y, out = array("x", f32), array("y", f32), array("out", f32)
+    i = var("i", i64)
+    write = store(out, (i,), binary("add", binary("mul", var("alpha", f32), load(x, i)), load(y, i)))
+    body = [assign("i", global_id()),
+            if_(compare("lt", i, shape(out)), [write]) if guarded else write]
+    return kernel("axpy", [("alpha", f32), x, y, out], body, {"i": i64})
+
+
+def test_axpy_guarded(rng):
+    n = int(rng.integers(1000, 5000))
+    x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    out = np.full(n, np.nan, np.float32)
+    alpha = np.float32(rng.standard_normal())
+    run_simt(axpy_kernel(), (-(-n // 256), 1, 1), (256, 1, 1),
+             {"alpha": alpha, "x": x, "y": y, "out": out})
+    ref = float(alpha) * x.astype(np.float64) + y
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_axpy_million_elements_is_fast(rng):
+    n = 1 << 20
+    x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    out = np.full(n, np.nan, np.float32)
+    k = axpy_kernel()
+    args = {"alpha": np.float32(1.5), "x": x, "y": y, "out": out}
+    run_simt(k, (n // 256, 1, 1), (256, 1, 1), args)  # compiles, warms up
+    start = time.perf_counter()
+    run_simt(k, (n // 256, 1, 1), (256, 1, 1), args)
+    assert time.perf_counter() - start < 0.5
+    np.testing.assert_allclose(out, 1.5 * x.astype(np.float64) + y, rtol=1e-6, atol=1e-6)
+
+
+def test_2d_on_strided_transposed_views_in_place(rng):
+    rows, cols = int(rng.integers(20, 40)), int(rng.integers(20, 40))
+    a, b, out = array("a", f64, 2), array("b", f64, 2), array("out", f64, 2)
+    r, c = var("r", i64), var("c", i64)
+    inside = ir.Logical(LOC, "and", compare("lt", r, shape(out, 0)), compare("lt", c, shape(out, 1)), b1)
+    body = [assign("c", global_id(0)), assign("r", global_id(1)),
+            if_(inside, [store(out, (r, c), binary("sub", binary("mul", load(a, r, c), const(2.0, f64)),
+                                                    load(b, c, r)))])]
+    k = kernel("two_d", [a, b, out], body, {"r": i64, "c": i64})
+    a_np = rng.standard_normal((rows, 2 * cols))[:, ::2]  # strided
+    b_np = rng.standard_normal((rows, cols)).T  # transposed
+    base = np.full((2 * cols, rows + 3), np.nan)
+    out_np = base[::2, 1:rows + 1].T  # a strided, transposed view of shape (rows, cols)
+    run_simt(k, (-(-cols // 8), -(-rows // 4), 1), (8, 4, 1), {"a": a_np, "b": b_np, "out": out_np})
+    np.testing.assert_array_equal(out_np, a_np * 2.0 - b_np.T)
+    untouched = np.ones(base.shape, bool)
+    untouched[::2, 1:rows + 1] = False
+    assert np.isnan(base[untouched]).all()  # only the view's elements were written
+
+
+def test_special_registers_3d():
+    grid, block = (3, 2, 2), (4, 3, 2)
+    out = array("out", i64, 6)
+    regs = ["block_id", "thread_id", "block_dim", "grid_dim"]
+    idx = [cast(special("block_id", ax), i64) for ax in (2, 1, 0)] + \
+          [cast(special("thread_id", ax), i64) for ax in (2, 1, 0)]
+    code = const(0, i64)
+    for kind in regs:  # a decimal digit per (register, axis): all are < 10
+        for axis in range(3):
+            code = binary("add", binary("mul", code, const(10, i64)), cast(special(kind, axis), i64))
+    k = kernel("specials", [out], [store(out, idx, code)])
+    out_np = np.full((2, 2, 3, 2, 3, 4), SENTINEL, np.int64)
+    run_simt(k, grid, block, {"out": out_np})
+    bz, by, bx, tz, ty, tx = np.indices(out_np.shape)
+    ref = np.zeros(out_np.shape, np.int64)
+    for digit in (bx, by, bz, tx, ty, tz, *block, *grid):
+        ref = ref * 10 + digit
+    np.testing.assert_array_equal(out_np, ref)
+
+
+# ----------------------------------------------------------------------------- control flow
+
+
+def test_grid_stride_loop(rng):
+    n = int(rng.integers(5000, 9000))
+    x, out = array("x", f32), array("out", f32)
+    i = var("i", i64)
+    stride = cast(binary("mul", special("grid_dim"), special("block_dim")), i64)
+    loop = ir.For(LOC, "i", global_id(), shape(out), stride,
+                  [store(out, (i,), binary("mul", load(x, i), load(x, i)))])
+    k = kernel("square", [x, out], [loop], {"i": i64})
+    x_np = rng.standard_normal(n, np.float32)
+    out_np = np.full(n, np.nan, np.float32)
+    run_simt(k, (3, 1, 1), (64, 1, 1), {"x": x_np, "out": out_np})
+    np.testing.assert_allclose(out_np, x_np.astype(np.float64) ** 2, rtol=1e-6)
+
+
+def test_for_negative_step_with_break(rng):
+    # acc = 0; for j in range(t, -1, -1): if x[j] < 0: break; acc += x[j]
+    n = 300
+    x, out = array("x", f64), array("out", f64)
+    j, acc = var("j", i64), var("acc", f64)
+    body = [assign("acc", const(0.0, f64)),
+            ir.For(LOC, "j", global_id(), const(-1, i64), const(-1, i64), [
+                if_(compare("lt", load(x, j), const(0.0, f64)), [ir.Break(LOC)]),
+                assign("acc", binary("add", acc, load(x, j)))]),
+            store(out, (global_id(),), acc)]
+    k = kernel("backwards", [x, out], body, {"j": i64, "acc": f64})
+    x_np = rng.standard_normal(n) + 1.5  # mostly positive: runs of varying length
+    out_np = np.full(n, np.nan)
+    run_simt(k, (3, 1, 1), (100, 1, 1), {"x": x_np, "out": out_np})
+    ref = []
+    for t in range(n):
+        total = 0.0
+        for jj in range(t, -1, -1):
+            if x_np[jj] < 0:
+                break
+            total += x_np[jj]
+        ref.append(total)
+    np.testing.assert_allclose(out_np, ref, rtol=1e-12)
+
+
+def test_while_with_continue(rng):
+    # j = 0; s = 0; while j < x[t]: j += 1; if j % 3 == 0: continue; s += j * j
+    n = 200
+    x, out = array("x", i32), array("out", i32)
+    j, s, t = var("j", i32), var("s", i32), var("t", i64)
+    body = [assign("t", global_id()), assign("j", const(0, i32)), assign("s", const(0, i32)),
+            ir.While(LOC, compare("lt", j, load(x, t)), [
+                assign("j", binary("add", j, const(1, i32))),
+                if_(compare("eq", binary("mod", j, const(3, i32)), const(0, i32)), [ir.Continue(LOC)]),
+                assign("s", binary("add", s, binary("mul", j, j)))]),
+            store(out, (t,), s)]
+    k = kernel("while_continue", [x, out], body, {"j": i32, "s": i32, "t": i64})
+    x_np = rng.integers(-3, 60, n).astype(np.int32)
+    out_np = np.full(n, SENTINEL, np.int32)
+    run_simt(k, (2, 1, 1), (100, 1, 1), {"x": x_np, "out": out_np})
+    ref = [sum(v * v for v in range(1, max(m, 0) + 1) if v % 3) for m in x_np]
+    np.testing.assert_array_equal(out_np, ref)
+
+
+def test_early_return_and_inlined_region_exit(rng):
+    # if x[i] < 0: out[i] = -1; return
+    # region "f": r = 2; if x[i] > 1: r = 1; exit f; r = r + 10   (the inlined helper)
+    # out[i] = sqrt(x[i]) + r
+    n = 500
+    x, out = array("x", f64), array("out", f64)
+    i, r = var("i", i64), var("r", f64)
+    body = [assign("i", global_id()),
+            if_(compare("lt", load(x, i), const(0.0, f64)),
+                [store(out, (i,), const(-1.0, f64)), ir.Exit(LOC, "kernel")]),
+            ir.Region(LOC, "f", [assign("r", const(2.0, f64)),
+                                 if_(compare("gt", load(x, i), const(1.0, f64)),
+                                     [assign("r", const(1.0, f64)), ir.Exit(LOC, "f")]),
+                                 assign("r", binary("add", r, const(10.0, f64)))]),
+            store(out, (i,), binary("add", ir.MathCall(LOC, "sqrt", (load(x, i),), f64), r))]
+    k = kernel("early_exit", [x, out], body, {"i": i64, "r": f64})
+    x_np = rng.standard_normal(n) * 2
+    out_np = np.full(n, np.nan)
+    run_simt(k, (5, 1, 1), (100, 1, 1), {"x": x_np, "out": out_np})
+    with np.errstate(invalid="ignore"):
+        ref = np.where(x_np < 0, -1.0, np.sqrt(x_np) + np.where(x_np > 1, 1.0, 12.0))
+    np.testing.assert_array_equal(out_np, ref)
+
+
+def test_exit_from_inside_a_loop_leaves_the_loop():
+    # for j in range(100): if j == t: out[t] = j; return   ; out[t] = -1
+    out = array("out", i64)
+    j, t = var("j", i64), var("t", i64)
+    body = [assign("t", global_id()),
+            ir.For(LOC, "j", const(0, i64), const(100, i64), const(1, i64), [
+                if_(compare("eq", j, t), [store(out, (t,), j), ir.Exit(LOC, "kernel")])]),
+            store(out, (t,), const(-1, i64))]
+    k = kernel("exit_loop", [out], body, {"j": i64, "t": i64})
+    out_np = np.full(128, SENTINEL, np.int64)
+    run_simt(k, (1, 1, 1), (128, 1, 1), {"out": out_np})
+    np.testing.assert_array_equal(out_np, np.where(np.arange(128) < 100, np.arange(128), -1))
+
+
+def test_lazy_select_and_logical_never_read_out_of_bounds(rng):
+    # out[i] = x[i] if i < n else 0.5 ; flag[i] = i < n and x[i] > 0 (out is longer than x)
+    n = int(rng.integers(100, 200))
+    x, out, flag = array("x", f32), array("out", f32), array("flag", b1)
+    i = var("i", i64)
+    in_x = compare("lt", i, shape(x))
+    body = [assign("i", global_id()),
+            if_(compare("lt", i, shape(out)), [
+                store(out, (i,), ir.Select(LOC, in_x, load(x, i), const(0.5, f32), f32)),
+                store(flag, (i,), ir.Logical(LOC, "and", in_x, compare("gt", load(x, i), const(0.0, f32)), b1))])]
+    k = kernel("lazy", [x, out, flag], body, {"i": i64})
+    x_np = rng.standard_normal(n, np.float32)
+    out_np = np.full(n + 77, np.nan, np.float32)
+    flag_np = np.ones(n + 77, bool)
+    run_simt(k, (3, 1, 1), (128, 1, 1), {"x": x_np, "out": out_np, "flag": flag_np})
+    np.testing.assert_array_equal(out_np, np.concatenate([x_np, np.full(77, 0.5, np.float32)]))
+    np.testing.assert_array_equal(flag_np, np.concatenate([x_np > 0, np.zeros(77, bool)]))
+
+
+def test_logical_or_short_circuits(rng):
+    # out[i] = 1 if (i >= n or x[i] < 0) else 0 ; i ranges past x
+    n = 90
+    x, out = array("x", f64), array("out", i32)
+    i = var("i", i64)
+    cond = ir.Logical(LOC, "or", compare("ge", i, shape(x)), compare("lt", load(x, i), const(0.0, f64)), b1)
+    body = [assign("i", global_id()),
+            store(out, (i,), ir.Select(LOC, cond, const(1, i32), const(0, i32), i32))]
+    k = kernel("or_lazy", [x, out], body, {"i": i64})
+    x_np = rng.standard_normal(n)
+    out_np = np.full(128, SENTINEL, np.int32)
+    run_simt(k, (1, 1, 1), (128, 1, 1), {"x": x_np, "out": out_np})
+    np.testing.assert_array_equal(out_np, np.concatenate([x_np < 0, np.ones(128 - n, bool)]))
+
+
+def local_array_kernel(local_len, read_at):
+    # buf = local.array(8); for j in range(8): buf[j] = x[i] * j
+    # out[i] = sum over j of buf[read_at(j)] * (j + 1)
+    x, out = array("x", f32), array("out", f32)
+    buf = ir.ArrayRef(LOC, "buf", ir.ArrayType(f32, 1, "local", shape=(local_len,)))
+    i, j, acc = var("i", i64), var("j", i64), var("acc", f32)
+    body = [assign("i", global_id()), ir.LocalAlloc(LOC, buf),
+            ir.For(LOC, "j", const(0, i64), const(8, i64), const(1, i64),
+                   [store(buf, (j,), binary("mul", load(x, i), cast(j, f32)))]),
+            assign("acc", const(0.0, f32)),
+            ir.For(LOC, "j", const(0, i64), const(8, i64), const(1, i64),
+                   [assign("acc", binary("add", acc, binary("mul", load(buf, read_at(j)),
+                                                            cast(binary("add", j, const(1, i64)), f32))))]),
+            store(out, (i,), acc)]
+    return kernel("local_array", [x, out], body, {"i": i64, "j": i64, "acc": f32})
+
+
+def test_local_array_per_lane(rng):
+    n = 256
+    reverse = local_array_kernel(8, lambda j: binary("sub", const(7, i64), j))
+    x_np = rng.standard_normal(n, np.float32)
+    out_np = np.full(n, np.nan, np.float32)
+    run_simt(reverse, (2, 1, 1), (128, 1, 1), {"x": x_np, "out": out_np})
+    weights = sum((7 - j) * (j + 1) for j in range(8))
+    np.testing.assert_allclose(out_np, x_np.astype(np.float64) * weights, rtol=1e-6)
+
+
+def test_local_array_out_of_bounds():
+    k = local_array_kernel(6, lambda j: j)  # the first loop writes buf[6]
+    out_np = np.full(64, np.nan, np.float32)
+    with pytest.raises(BoundsError) as info:
+        run_simt(k, (1, 1, 1), (64, 1, 1), {"x": np.ones(64, np.float32), "out": out_np})
+    assert "buf[6] with shape (6,)" in info.value.message
+    assert "block (0, 0, 0) thread (0, 0, 0)" in info.value.message
+
+
+def test_several_lanes_storing_one_element_last_lane_wins():
+    out = array("out", i64)
+    k = kernel("collide", [out], [store(out, (const(0, i64),), global_id())])
+    out_np = np.full(1, SENTINEL, np.int64)
+    blocks = 600  # several chunks of lanes
+    run_simt(k, (blocks, 1, 1), (256, 1, 1), {"out": out_np})
+    assert out_np[0] == blocks * 256 - 1
+
+
+# ----------------------------------------------------------------------------- bounds
+
+
+def test_out_of_bounds_write_leaves_memory_untouched(rng):
+    n = 1000
+    x, y = rng.standard_normal(1024, np.float32), rng.standard_normal(1024, np.float32)
+    out = np.full(n, np.nan, np.float32)
+    with pytest.raises(BoundsError) as info:
+        run_simt(axpy_kernel(guarded=False), (4, 1, 1), (256, 1, 1),
+                 {"alpha": np.float32(2), "x": x, "y": y, "out": out})
+    err = info.value
+    assert err.message == ("out of bounds: out[1000] with shape (1000,) in kernel axpy, "
+                           "block (3, 0, 0) thread (232, 0, 0)")
+    assert err.loc == LOC
+    assert np.isnan(out).all()
+
+
+def test_out_of_bounds_negative_and_2d():
+    a = array("a", f32, 2)
+    t, b = var("t", i64), var("b", i64)
+    body = [assign("t", cast(special("thread_id"), i64)), assign("b", cast(special("block_id", 1), i64)),
+            store(a, (binary("sub", b, const(1, i64)), t), const(1.0, f32))]
+    k = kernel("neg", [a], body, {"t": i64, "b": i64})
+    a_np = np.full((4, 8), np.nan, np.float32)
+    with pytest.raises(BoundsError) as info:
+        run_simt(k, (1, 2, 1), (8, 1, 1), {"a": a_np})
+    assert info.value.message == ("out of bounds: a[-1, 0] with shape (4, 8) in kernel neg, "
+                                  "block (0, 0, 0) thread (0, 0, 0)")
+    assert "negative" in info.value.hint
+    assert np.isnan(a_np).all()
+
+
+def test_bounds_error_names_the_first_offending_lane():
+    x, out = array("x", f32), array("out", f32)
+    i = var("i", i64)
+    k = kernel("gather", [x, out], [assign("i", global_id()),
+                                    store(out, (i,), load(x, binary("mul", i, const(3, i64))))], {"i": i64})
+    with pytest.raises(BoundsError) as info:
+        run_simt(k, (4, 1, 1), (32, 1, 1), {"x": np.ones(200, np.float32),
+                                             "out": np.zeros(128, np.float32)})
+    # lane 67 (block 2, thread 3) is the first with 3 * i >= 200
+    assert "x[201] with shape (200,) in kernel gather, block (2, 0, 0) thread (3, 0, 0)" in info.value.message
+
+
+# ----------------------------------------------------------------------------- integer semantics
+
+
+def wrap(value: int, dtype) -> int:
+    value &= (1 << dtype.bits) - 1
+    return value - (1 << dtype.bits) if dtype.is_signed and value >> (dtype.bits - 1) else value
+
+
+def ref_shift(op, a, b, dtype):
+    if b < 0 or b >= dtype.bits:
+        return 0 if op == "lshift" or not dtype.is_signed else (-1 if a < 0 else 0)
+    return a << b if op == "lshift" else a >> b
+
+
+INT_REFERENCE = {
+    "add": lambda a, b, d: a + b,
+    "sub": lambda a, b, d: a - b,
+    "mul": lambda a, b, d: a * b,
+    "floordiv": lambda a, b, d: 0 if b == 0 else a // b,
+    "mod": lambda a, b, d: 0 if b == 0 else a % b,
+    "and": lambda a, b, d: a & b,
+    "or": lambda a, b, d: a | b,
+    "xor": lambda a, b, d: a ^ b,
+    "lshift": lambda a, b, d: ref_shift("lshift", a, b, d),
+    "rshift": lambda a, b, d: ref_shift("rshift", a, b, d),
+}
+
+
+def int_operands(rng, dtype, n, small=False):
+    info = np.iinfo(dtype.np)
+    edges = np.array([info.min, info.max, 0, 1, info.max - 1, info.min + 1], dtype.np)
+    if dtype.is_signed:
+        edges = np.concatenate([edges, np.array([-1, -2], dtype.np)])
+    if small:  # divisors and shift amounts near the interesting range
+        low = max(int(info.min), -dtype.bits - 3)
+        draws = rng.integers(low, dtype.bits + 4, n, endpoint=True).astype(dtype.np)
+    else:
+        draws = rng.integers(info.min, info.max, n, dtype=dtype.np, endpoint=True)
+    return np.concatenate([edges, draws])[:n]
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", list(INT_REFERENCE))
+def test_integer_binary_ops_match_python(rng, dtype, op):
+    n = 400
+    a = int_operands(rng, dtype, n)
+    b = np.where(rng.random(n) < 0.5, int_operands(rng, dtype, n, small=True), int_operands(rng, dtype, n))
+    b = b.astype(dtype.np)
+    b[:8] = 0  # division by zero among the edge values
+    k = elementwise([dtype, dtype], dtype, lambda x, y: binary(op, x, y))
+    out = run_elementwise(k, np.full(n, 7, dtype.np), a, b)
+    ref = [wrap(INT_REFERENCE[op](int(x), int(y), dtype), dtype) for x, y in zip(a, b)]
+    assert [int(v) for v in out] == ref
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.name)
+def test_integer_unary_and_math(rng, dtype):
+    n = 300
+    a, b = int_operands(rng, dtype, n), int_operands(rng, dtype, n)[::-1].copy()
+    cases = {
+        "neg": (lambda x, y: ir.Unary(LOC, "neg", x, dtype), lambda x, y: -x),
+        "invert": (lambda x, y: ir.Unary(LOC, "invert", x, dtype), lambda x, y: ~x),
+        "abs": (lambda x, y: ir.MathCall(LOC, "abs", (x,), dtype), lambda x, y: abs(x)),
+        "min": (lambda x, y: ir.MathCall(LOC, "min", (x, y), dtype), min),
+        "max": (lambda x, y: ir.MathCall(LOC, "max", (x, y), dtype), max),
+    }
+    for name, (build, reference) in cases.items():
+        out = run_elementwise(elementwise([dtype, dtype], dtype, build), np.full(n, 3, dtype.np), a, b)
+        ref = [wrap(reference(int(x), int(y)), dtype) for x, y in zip(a, b)]
+        assert [int(v) for v in out] == ref, name
+
+
+def test_integer_comparisons_and_bool_ops(rng):
+    n = 300
+    a, b = int_operands(rng, T.int16, n), int_operands(rng, T.int16, n, small=True)
+    for op, reference in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                          ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
+        out = run_elementwise(elementwise([T.int16, T.int16], b1, lambda x, y: compare(op, x, y)),
+                              ~reference(a, b), a, b)
+        np.testing.assert_array_equal(out, reference(a, b), err_msg=op)
+    p, q = rng.random(n) < 0.5, rng.random(n) < 0.5
+    for op, reference in (("and", np.logical_and), ("or", np.logical_or), ("xor", np.logical_xor)):
+        out = run_elementwise(elementwise([b1, b1], b1, lambda x, y: binary(op, x, y)),
+                              ~reference(p, q), p, q)
+        np.testing.assert_array_equal(out, reference(p, q), err_msg=op)
+    out = run_elementwise(elementwise([b1], b1, lambda x: ir.Unary(LOC, "not", x, b1)), p.copy(), p)
+    np.testing.assert_array_equal(out, ~p)
+
+
+def ref_float_to_int(x: float, dtype) -> int:
+    if math.isnan(x):
+        return 0
+    info = np.iinfo(dtype.np)
+    if math.isinf(x):
+        return int(info.max) if x > 0 else int(info.min)
+    return min(max(math.trunc(x), int(info.min)), int(info.max))
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("source", (f16, f32, f64), ids=lambda d: d.name)
+def test_float_to_int_casts_saturate(rng, dtype, source):
+    info = np.iinfo(dtype.np)
+    specials = [np.nan, np.inf, -np.inf, -0.5, 0.99, -1.0, float(info.max), float(info.min),
+                float(info.max) * 1.5 + 7, float(info.min) * 1.5 - 7, 2.0 ** dtype.bits, -1e30, 1e30]
+    draws = rng.standard_normal(300) * 10.0 ** rng.integers(0, 21, 300)
+    with np.errstate(over="ignore"):  # float16 overflows to inf, which is a case here
+        x = np.array(specials + list(draws)).astype(source.np)
+    out = run_elementwise(elementwise([source], dtype, lambda v: cast(v, dtype)), np.full(len(x), 5, dtype.np), x)
+    ref = [ref_float_to_int(float(v), dtype) for v in x]
+    assert [int(v) for v in out] == ref
+
+
+def test_int_and_bool_casts(rng):
+    for src in INTS:
+        a = int_operands(rng, src, 200)
+        for dst in INTS:
+            out = run_elementwise(elementwise([src], dst, lambda v: cast(v, dst)), np.full(200, 9, dst.np), a)
+            assert [int(v) for v in out] == [wrap(int(v), dst) for v in a], (src, dst)
+        out = run_elementwise(elementwise([src], b1, lambda v: cast(v, b1)), np.zeros(200, bool), a)
+        np.testing.assert_array_equal(out, a != 0)
+        out = run_elementwise(elementwise([src], f64, lambda v: cast(v, f64)), np.full(200, np.nan), a)
+        np.testing.assert_array_equal(out, [float(int(v)) for v in a])
+    p = rng.random(100) < 0.5
+    out = run_elementwise(elementwise([b1], f32, lambda v: cast(v, f32)), np.full(100, np.nan, np.float32), p)
+    np.testing.assert_array_equal(out, p.astype(np.float32))
+    x = np.array([0.0, -0.0, np.nan, 1e-300, -3.0])
+    out = run_elementwise(elementwise([f64], b1, lambda v: cast(v, b1)), np.array([True, True, False, False, False]), x)
+    np.testing.assert_array_equal(out, [False, False, True, True, True])
+
+
+def test_float_arithmetic_ieee(rng):
+    n = 500
+    a, b = rng.standard_normal(n) * 100, rng.standard_normal(n) * 3
+    b[:6] = [0.0, -0.0, np.inf, np.nan, 0.0, -np.inf]
+    a[:6] = [1.0, 1.0, 5.0, 1.0, 0.0, 2.0]
+    for op, reference in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                          ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                          ("mod", np.remainder), ("pow", np.power)):
+        x, y = (np.abs(a), b) if op == "pow" else (a, b)
+        out = run_elementwise(elementwise([f64, f64], f64, lambda p, q: binary(op, p, q)), np.full(n, 123.0), x, y)
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(out, reference(x, y), err_msg=op)
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):  # NaN compares false except ne
+        out = run_elementwise(elementwise([f64, f64], b1, lambda p, q: compare(op, p, q)),
+                              np.zeros(2, bool), np.array([np.nan, 1.0]), np.array([1.0, np.nan]))
+        assert list(out) == [op == "ne"] * 2, op
+
+
+# ----------------------------------------------------------------------------- math
+
+
+UNIT = (-0.99, 0.99)
+MATH_DOMAINS = {
+    "exp": (-10, 10), "exp2": (-10, 10), "expm1": (-5, 5), "log": (0.01, 100),
+    "log2": (0.01, 100), "log10": (0.01, 100), "log1p": (-0.9, 10), "sqrt": (0, 100),
+    "rsqrt": (0.01, 100), "cbrt": (-100, 100), "sin": (-3, 3), "cos": (-3, 3),
+    "tan": (-1.4, 1.4), "asin": UNIT, "acos": UNIT, "atan": (-10, 10), "sinh": (-5, 5),
+    "cosh": (-5, 5), "tanh": (-5, 5), "asinh": (-10, 10), "acosh": (1.01, 10),
+    "atanh": UNIT, "erf": (-6, 6), "erfc": (-3, 9), "floor": (-10, 10), "ceil": (-10, 10),
+    "trunc": (-10, 10), "round": (-10, 10), "abs": (-10, 10), "isnan": (-10, 10),
+    "isinf": (-10, 10), "isfinite": (-10, 10), "pow": (0.1, 5), "atan2": (-5, 5),
+    "min": (-5, 5), "max": (-5, 5), "copysign": (-5, 5), "fmod": (-20, 20), "hypot": (-5, 5),
+    "fma": (-5, 5),
+}
+vectorized_erf, vectorized_erfc = np.vectorize(math.erf), np.vectorize(math.erfc)
+MATH_REFERENCE = {  # float64 references; the rest are NumPy's float64 functions
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "erf": vectorized_erf, "erfc": vectorized_erfc,
+    "round": np.rint, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2,
+    "pow": np.power, "min": np.fmin, "max": np.fmax, "fma": lambda a, b, c: a * b + c,
+}
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-15}
+
+
+def math_inputs(rng, name, n):
+    low, high = MATH_DOMAINS[name]
+    args = [rng.uniform(low, high, n) for _ in range(ir.MATH_FUNCS[name])]
+    if name in ("floor", "ceil", "trunc", "round"):
+        args[0][:8] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 3.0]  # ties: half to even
+    if name in ("isnan", "isinf", "isfinite", "min", "max", "abs"):
+        args[0][:4] = [np.nan, np.inf, -np.inf, -0.0]
+    return args
+
+
+@pytest.mark.parametrize("dtype", (f32, f64), ids=lambda d: d.name)
+@pytest.mark.parametrize("name", list(ir.MATH_FUNCS))
+def test_math_matches_numpy_float64(rng, name, dtype):
+    n = 400
+    args = [a.astype(dtype.np) for a in math_inputs(rng, name, n)]
+    predicate = name in ir.MATH_PREDICATES
+    out_dtype = b1 if predicate else dtype
+    k = elementwise([dtype] * len(args), out_dtype, lambda *xs: ir.MathCall(LOC, name, xs, out_dtype))
+    reference = MATH_REFERENCE.get(name, getattr(np, name, None))
+    with np.errstate(all="ignore"):
+        ref = reference(*(a.astype(np.float64) for a in args))
+    out = run_elementwise(k, ~ref if predicate else np.full(n, np.nan, dtype.np), *args)
+    if predicate:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=TOLERANCE[dtype.name], atol=1e-300, equal_nan=True)
+
+
+def test_erf_is_accurate_across_its_ranges(rng):
+    x = np.concatenate([rng.uniform(-0.5, 0.5, 2000), rng.uniform(-4.5, 4.5, 2000),
+                        rng.uniform(-30, 30, 2000), [0.0, -0.0, 0.46875, 4.0, 26.6, np.inf, -np.inf]])
+    for name, reference in (("erf", vectorized_erf), ("erfc", vectorized_erfc)):
+        out = run_elementwise(elementwise([f64], f64, lambda v: ir.MathCall(LOC, name, (v,), f64)),
+                              np.full(len(x), np.nan), x)
+        np.testing.assert_allclose(out, reference(x), rtol=2e-15, atol=1e-320, err_msg=name)
+        assert np.isnan(run_elementwise(elementwise([f64], f64, lambda v: ir.MathCall(LOC, name, (v,), f64)),
+                                        np.zeros(1), np.array([np.nan]))).all()
+
+
+def test_min_max_ignore_nan():
+    a, b = np.array([np.nan, 1.0, np.nan]), np.array([2.0, np.nan, np.nan])
+    for name, expected in (("min", [2.0, 1.0, np.nan]), ("max", [2.0, 1.0, np.nan])):
+        out = run_elementwise(elementwise([f64, f64], f64, lambda x, y: ir.MathCall(LOC, name, (x, y), f64)),
+                              np.zeros(3), a, b)
+        np.testing.assert_array_equal(out, expected)
+
+
+# ----------------------------------------------------------------------------- narrow floats
+
+
+def bf16_bits_reference(x: float) -> int:
+    """float -> bfloat16 bits via float32 bits, round to nearest even (x a float32 value)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    if math.isnan(x):
+        return 0x7FC0
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def bf16_value(bits) -> np.ndarray:
+    return (np.asarray(bits, np.uint32) << 16).view(np.float32)
+
+
+def test_bfloat16_raw_bits_load_store_and_arithmetic(rng):
+    n = 500
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+    x[:4] = [np.nan, np.inf, -np.inf, 3.4e38]  # the last rounds up to inf
+    to_bf16 = elementwise([f32], bf16, lambda v: cast(v, bf16))
+    bits = run_elementwise(to_bf16, np.full(n, 0x7FA0, np.uint16), x)
+    assert [int(v) for v in bits] == [bf16_bits_reference(float(v)) for v in x]
+
+    a, b = bits, rng.permutation(bits)
+    k = elementwise([bf16, bf16], f32, lambda p, q: cast(binary("mul", p, q), f32))
+    out = run_elementwise(k, np.full(n, np.nan, np.float32), a, b)
+    exact = bf16_value(a).astype(np.float64) * bf16_value(b)
+    ref = bf16_value([bf16_bits_reference(float(v)) for v in exact.astype(np.float32)])
+    np.testing.assert_array_equal(out, ref)
+
+    scale = elementwise([bf16], bf16, lambda p: binary("mul", p, var("s", bf16)))
+    scale.params.append(ir.Param("s", "scalar", LOC, dtype=bf16))
+    out_bits = np.full(n, 0x7FA0, np.uint16)
+    run_simt(scale, (4, 1, 1), (128, 1, 1), {"in0": a, "out": out_bits, "s": np.uint16(0x4040)})  # 3.0
+    ref = [bf16_bits_reference(float(np.float32(v * 3.0))) for v in bf16_value(a).astype(np.float64)]
+    assert [int(v) for v in out_bits] == ref
+
+
+def test_bfloat16_math_and_f16_arithmetic(rng):
+    x = rng.uniform(-3, 3, 300).astype(np.float32)
+    bits = np.array([bf16_bits_reference(float(v)) for v in x], np.uint16)
+    k = elementwise([bf16], f32, lambda v: cast(ir.MathCall(LOC, "exp", (v,), bf16), f32))
+    out = run_elementwise(k, np.full(300, np.nan, np.float32), bits)
+    ref = bf16_value([bf16_bits_reference(float(v)) for v in np.exp(bf16_value(bits).astype(np.float64)).astype(np.float32)])
+    np.testing.assert_allclose(out, ref, rtol=TOLERANCE["bfloat16"])
+    h = [rng.standard_normal(300).astype(np.float16) for _ in range(3)]
+    k = elementwise([f16] * 3, f16, lambda p, q, r: binary("add", binary("mul", p, q), r))
+    out = run_elementwise(k, np.full(300, np.nan, np.float16), *h)
+    ref = (h[0].astype(np.float64) * h[1]).astype(np.float16).astype(np.float64) + h[2]
+    np.testing.assert_array_equal(out, ref.astype(np.float16))
+
+
+def fp8_reference_values(exponent_bits, mantissa_bits, bias, has_inf):
+    """All finite non-negative values of an fp8 format, by the definition of the format."""
+    values = []
+    for e in range(1 << exponent_bits):
+        for m in range(1 << mantissa_bits):
+            if e == (1 << exponent_bits) - 1 and (has_inf or m == (1 << mantissa_bits) - 1):
+                continue
+            values.append(m * 2.0 ** (1 - bias - mantissa_bits) if e == 0 else
+                          (1 + m / 2 ** mantissa_bits) * 2.0 ** (e - bias))
+    return values
+
+
+def round_to(values, x):
+    """Nearest of `values` (sorted, all >= 0) to |x|, ties to the even code; saturating."""
+    magnitude = abs(x)
+    best = min(range(len(values)), key=lambda k: (abs(values[k] - magnitude), k % 2))
+    return math.copysign(values[best], x)
+
+
+@pytest.mark.parametrize("fmt", [("float8_e4m3fn", 4, 3, 7, False), ("float8_e5m2", 5, 2, 15, True)],
+                         ids=lambda f: f[0])
+def test_fp8_raw_bits_round_trip(rng, fmt):
+    name, *spec = fmt
+    dtype = T.from_name(name)
+    values = fp8_reference_values(*spec)
+    x = (rng.standard_normal(300) * 10.0 ** rng.integers(-3, 4, 300)).astype(np.float32)
+    x[:3] = [1e6, -1e6, 0.0]  # saturate at the largest finite value
+    k = elementwise([f32], f32, lambda v: cast(cast(v, dtype), f32))
+    out = run_elementwise(k, np.full(300, np.nan, np.float32), x)
+    np.testing.assert_array_equal(out, [round_to(values, float(v)) for v in x])
+    # load and store through raw bits: a copy keeps every code but the NaNs' spelling
+    codes = np.arange(256, dtype=np.uint8)
+    copy = elementwise([dtype], dtype, lambda v: v)
+    out_codes = run_elementwise(copy, np.zeros(256, np.uint8), codes)
+    decoded = run_elementwise(elementwise([dtype], f64, lambda v: cast(v, f64)), np.zeros(256), codes)
+    nan = np.isnan(decoded)
+    np.testing.assert_array_equal(out_codes[~nan], codes[~nan])
+    assert sorted(set(np.abs(decoded[~nan & np.isfinite(decoded)]))) == values
+
+
+def test_narrow_floats_against_ml_dtypes(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 3, 400)).astype(np.float32)
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        dtype = T.from_name(name)
+        out = run_elementwise(elementwise([f32], dtype, lambda v: cast(v, dtype)),
+                              np.zeros(400, getattr(ml_dtypes, name)), x)
+        ref = np.clip(x, -float(ml_dtypes.finfo(out.dtype).max), float(ml_dtypes.finfo(out.dtype).max)) \
+            if name != "bfloat16" else x
+        np.testing.assert_array_equal(out.astype(np.float32), ref.astype(out.dtype).astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- seam, arguments
+
+
+def test_observer_sees_every_access():
+    x, out = array("x", f32, 2), array("out", f32)
+    i = var("i", i64)
+    body = [assign("i", global_id()),
+            if_(compare("lt", i, const(40, i64)),
+                [store(out, (binary("floordiv", i, const(2, i64)),), load(x, const(1, i64), i))])]
+    k = kernel("observed", [x, out], body, {"i": i64})
+    seen: list[Access] = []
+    run_simt(k, (2, 1, 1), (32, 1, 1), {"x": np.ones((2, 50), np.float32), "out": np.zeros(20, np.float32)},
+             observer=seen.append)
+    read, write = seen
+    assert not read.is_write and write.is_write and read.array == "x" and write.array == "out"
+    np.testing.assert_array_equal(read.flat, 50 + np.arange(40))
+    np.testing.assert_array_equal(write.flat, np.arange(40) // 2)
+    np.testing.assert_array_equal(write.block, np.arange(40) // 32)
+    np.testing.assert_array_equal(write.thread, np.arange(40) % 32)
+
+
+def test_arguments_are_checked():
+    k = axpy_kernel()
+    good = {"alpha": np.float32(1), "x": np.ones(8, np.float32), "y": np.ones(8, np.float32)}
+    with pytest.raises(LaunchError, match="float64"):
+        run_simt(k, (1, 1, 1), (8, 1, 1), {**good, "out": np.zeros(8)})
+    with pytest.raises(LaunchError, match="'out'"):
+        run_simt(k, (1, 1, 1), (8, 1, 1), good)
