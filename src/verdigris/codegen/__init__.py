@@ -2,11 +2,12 @@
 
 Takes: a specialized `ir.Kernel` and a target, one of `TARGETS` (sm_80, sm_89, sm_90,
 sm_90a). Gives:
-- `lower_to_llvm(kernel, target) -> str`: the LLVM IR before optimization;
+- `lower_to_llvm(kernel, target) -> str`: the LLVM IR before optimization (as LLVM prints
+  it);
 - `compile_to_ptx(kernel, target="sm_90") -> CompiledPTX`: PTX, its entry symbol, the
   optimized LLVM IR, the ABI and seconds per stage (lower, libdevice, optimize, emit);
-- `assemble(ptx, target) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
-  `ptxas_available() -> bool`.
+- `assemble(ptx, arch) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
+  `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent).
 
 Guarantees: identical input gives identical PTX. LLVM state (targets, target machines,
 libdevice) is set up once per process, on first use.
@@ -21,10 +22,11 @@ from ..ir.nodes import Kernel
 from . import libdevice, nvptx
 from .lower import lower
 from .nvptx import TARGETS
-from .ptxas import assemble, disassemble, ptxas_available
+from .ptxas import assemble, disassemble, ptxas_available, ptxas_path
+from .toolkit import find_libdevice as libdevice_path
 
 __all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "assemble",
-           "disassemble", "ptxas_available"]
+           "disassemble", "ptxas_available", "ptxas_path", "libdevice_path"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class CompiledPTX:
 
 
 def lower_to_llvm(kernel: Kernel, target: str) -> str:
-    return str(lower(kernel, target))
+    return str(nvptx.parse(str(lower(kernel, target))))
 
 
 def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
@@ -51,7 +53,7 @@ def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
         timings[stage] = now - start
         start = now
 
-    module = nvptx.parse(lower_to_llvm(kernel, target))
+    module = nvptx.parse(str(lower(kernel, target)))
     lap("lower")
     libdevice.link(module)
     lap("libdevice")

@@ -124,7 +124,7 @@ class _KernelLowering:
             if param.type.unit_inner_stride:
                 self.arrays[param.name].strides.append(None)
         for name, dtype in kernel.locals.items():
-            self.slots[name] = self.allocas.alloca(reg_type(dtype), name=name)
+            self.slots[name] = self._alloca(reg_type(dtype), name)
             if name in self.params:  # a scalar parameter the body assigns to
                 self.b.store(self.params.pop(name), self.slots[name])
 
@@ -139,6 +139,11 @@ class _KernelLowering:
             arg.attributes.align = 16
 
     # ------------------------------------------------------------------ helpers
+
+    def _alloca(self, ty: ir.Type, name: str) -> ir.AllocaInstr:
+        slot = self.allocas.alloca(ty, name=name)
+        slot.type = ir.PointerType()  # llvmlite types allocas as typed pointers; LLVM 22 has none
+        return slot
 
     def _block(self, name: str) -> ir.Block:
         return self.fn.append_basic_block(name)
@@ -296,7 +301,7 @@ class _KernelLowering:
     def _for(self, s: N.For) -> None:
         dt = self.kernel.locals[s.var]
         start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
-        counter = self.allocas.alloca(reg_type(dt), name=f"{s.var}.range")
+        counter = self._alloca(reg_type(dt), f"{s.var}.range")
         self.b.store(start, counter)
         header, body, latch, exit_bb = (self._block(f"for.{n}") for n in ("cond", "body", "next", "end"))
         self.b.branch(header)
@@ -354,7 +359,7 @@ class _KernelLowering:
         if ref.type.space != "local" or ref.type.shape is None:
             raise _error(f"{ref.type.space} arrays are not supported yet", s)
         shape = ref.type.shape
-        storage = self.allocas.alloca(ir.ArrayType(mem_type(ref.dtype), prod(shape)), name=ref.name)
+        storage = self._alloca(ir.ArrayType(mem_type(ref.dtype), prod(shape)), ref.name)
         storage.align = 16
         strides = [ir.Constant(I64, prod(shape[k + 1:])) for k in range(len(shape))]
         self.arrays[ref.name] = _Array(ref.dtype, storage, [ir.Constant(I64, n) for n in shape], strides)
