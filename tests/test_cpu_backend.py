@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+from fractions import Fraction
 import time
 
 import numpy as np
@@ -283,6 +284,22 @@ def test_exit_from_inside_a_loop_leaves_the_loop():
     out_np = np.full(128, SENTINEL, np.int64)
     run_simt(k, (1, 1, 1), (128, 1, 1), {"out": out_np})
     np.testing.assert_array_equal(out_np, np.where(np.arange(128) < 100, np.arange(128), -1))
+
+
+@pytest.mark.parametrize("dtype, start, stop, step", [
+    (T.int8, 100, 127, 50), (T.int8, -100, -128, -50), (T.uint8, 200, 255, 100), (T.int64, 2**62, 2**63 - 1, 2**62),
+])
+def test_for_ends_when_the_counter_would_wrap(dtype, start, stop, step):
+    # count = 0; for j in range(start, stop, step): count += 1   (one iteration: the next j wraps)
+    out = array("out", i32)
+    count = var("count", i32)
+    body = [assign("count", const(0, i32)),
+            ir.For(LOC, "j", const(start, dtype), const(stop, dtype), const(step, dtype),
+                   [assign("count", binary("add", count, const(1, i32)))]),
+            store(out, (global_id(),), count)]
+    out_np = np.full(4, SENTINEL, np.int32)
+    run_simt(kernel("wrap", [out], body, {"count": i32, "j": dtype}), (1, 1, 1), (4, 1, 1), {"out": out_np})
+    np.testing.assert_array_equal(out_np, len(range(start, stop, step)))
 
 
 def test_lazy_select_and_logical_never_read_out_of_bounds(rng):
@@ -572,12 +589,16 @@ MATH_DOMAINS = {
     "min": (-5, 5), "max": (-5, 5), "copysign": (-5, 5), "fmod": (-20, 20), "hypot": (-5, 5),
     "fma": (-5, 5),
 }
+def exact_fma(a: float, b: float, c: float) -> float:
+    return float(Fraction(a) * Fraction(b) + Fraction(c))  # one rounding, to nearest even
+
+
 vectorized_erf, vectorized_erfc = np.vectorize(math.erf), np.vectorize(math.erfc)
 MATH_REFERENCE = {  # float64 references; the rest are NumPy's float64 functions
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "erf": vectorized_erf, "erfc": vectorized_erfc,
     "round": np.rint, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2,
-    "pow": np.power, "min": np.fmin, "max": np.fmax, "fma": lambda a, b, c: a * b + c,
+    "pow": np.power, "min": np.fmin, "max": np.fmax, "fma": np.vectorize(exact_fma),
 }
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-15}
 
@@ -619,6 +640,19 @@ def test_erf_is_accurate_across_its_ranges(rng):
         np.testing.assert_allclose(out, reference(x), rtol=2e-15, atol=1e-320, err_msg=name)
         assert np.isnan(run_elementwise(elementwise([f64], f64, lambda v: ir.MathCall(LOC, name, (v,), f64)),
                                         np.zeros(1), np.array([np.nan]))).all()
+
+
+@pytest.mark.parametrize("dtype", (f32, f64), ids=lambda d: d.name)
+def test_fma_rounds_once(rng, dtype):
+    n = 2000
+    a, b = (rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n) for _ in range(2))
+    a, b = a.astype(dtype.np), b.astype(dtype.np)
+    # c near -a*b: the cancellation exposes a second rounding of the product
+    c = np.where(rng.random(n) < 0.7, -(a.astype(np.float64) * b), rng.standard_normal(n)).astype(dtype.np)
+    k = elementwise([dtype] * 3, dtype, lambda p, q, r: ir.MathCall(LOC, "fma", (p, q, r), dtype))
+    out = run_elementwise(k, np.full(n, np.nan, dtype.np), a, b, c)
+    ref = [exact_fma(float(p), float(q), float(r)) for p, q, r in zip(a, b, c)]
+    np.testing.assert_array_equal(out, np.array(ref).astype(dtype.np))
 
 
 def test_min_max_ignore_nan():
@@ -731,6 +765,10 @@ def test_narrow_floats_against_ml_dtypes(rng):
         ref = np.clip(x, -float(ml_dtypes.finfo(out.dtype).max), float(ml_dtypes.finfo(out.dtype).max)) \
             if name != "bfloat16" else x
         np.testing.assert_array_equal(out.astype(np.float32), ref.astype(out.dtype).astype(np.float32))
+        strided = out[::3]  # ml_dtypes arrays load through views too
+        back = run_elementwise(elementwise([dtype], f32, lambda v: cast(v, f32)),
+                               np.full(len(strided), np.nan, np.float32), strided)
+        np.testing.assert_array_equal(back, strided.astype(np.float32))
 
 
 # ----------------------------------------------------------------------------- seam, arguments

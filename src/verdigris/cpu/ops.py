@@ -93,8 +93,8 @@ class _Float8(_Narrow):
         else:  # e4m3fn: only all-ones exponent and mantissa is NaN, no inf
             magnitude = np.where(top & (mantissa == (1 << mantissa_bits) - 1), np.nan, magnitude)
         self.table = np.where(codes & 0x80, -magnitude, magnitude).astype(np.float32)
-        self.nan_code = np.uint8(np.flatnonzero(np.isnan(self.table))[0])
-        self.ordered = self.table[:int(self.nan_code)]  # codes 0.. in increasing value
+        first_nan = int(np.flatnonzero(np.isnan(self.table))[0])
+        self.ordered = self.table[:first_nan]  # codes 0.. in increasing value
         finite = self.ordered[np.isfinite(self.ordered)]
         super().__init__(np.uint8, mantissa_bits, 1 - bias, float(finite[-1]), saturate=True)
 
@@ -104,9 +104,11 @@ class _Float8(_Narrow):
     def encode(self, x) -> np.ndarray:
         x = np.asarray(x, np.float32)  # values of this format: the search finds them exactly
         code = np.searchsorted(self.ordered, np.abs(x)).astype(np.uint8)
-        code = code | np.where(np.signbit(x), np.uint8(0x80), np.uint8(0))
-        return np.where(np.isnan(x), self.nan_code, code).astype(np.uint8)
+        code = np.where(np.isnan(x), np.uint8(_FP8_NAN), code)  # the compiler's NaN code
+        return (code | np.where(np.signbit(x), np.uint8(0x80), np.uint8(0))).astype(np.uint8)
 
+
+_FP8_NAN = 0x7F  # a NaN in both formats
 
 NARROW = {
     "bfloat16": _BFloat16(),
@@ -313,9 +315,44 @@ def _erf_erfc(x):
     return erf.reshape(x64.shape), erfc.reshape(x64.shape)
 
 
+def _two_sum(a, b):
+    """(s, e) with s = fl(a + b) and s + e == a + b exactly (Knuth)."""
+    s = a + b
+    b_part = s - a
+    return s, (a - (s - b_part)) + (b - b_part)
+
+
+def _two_product(a, b):
+    """(p, e) with p = fl(a * b) and p + e == a * b exactly (Dekker, Veltkamp splits)."""
+    p = a * b
+    (a_hi, a_lo), (b_hi, b_lo) = (_split(v) for v in (a, b))
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def _split(v):
+    scaled = 134217729.0 * v  # 2**27 + 1
+    high = scaled - (scaled - v)
+    return high, v - high
+
+
+def _sum_round_to_odd(a, b):
+    """a + b rounded to odd: exact, or the neighbour whose last bit is 1."""
+    s, error = _two_sum(a, b)
+    even = (np.asarray(s).view(np.int64) & 1) == 0
+    inexact = (error != 0) & np.isfinite(error)
+    return np.where(inexact & even, np.nextafter(s, np.copysign(np.inf, error)), s)
+
+
 def _fma(a, b, c):
-    # Exact products of float32 and narrower in float64; float64 itself is not fused.
-    return np.asarray(a, np.float64) * b + c
+    """a * b + c with one rounding (Boldo and Melquiond's emulation by rounding to odd)."""
+    narrow = np.asarray(a).dtype != np.float64
+    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
+    if narrow:  # the product is exact; rounding to odd makes the caller's rounding the only one
+        return _sum_round_to_odd(a * b, c)
+    product, product_error = _two_product(a, b)
+    high, low = _two_sum(c, product)
+    fused = high + _sum_round_to_odd(low, product_error)
+    return np.where(np.isfinite(fused), fused, a * b + c)  # infinities and NaNs as unfused
 
 
 _FLOAT_MATH = {

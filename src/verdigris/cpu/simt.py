@@ -411,27 +411,26 @@ class _Compiler:
 
     def _for(self, node):
         var, var_dtype = node.var, node.start.dtype
-        # The counter is 64-bit so that stepping past the end of a narrow type's range
-        # still ends the loop, as Python's range does.
-        counter_dtype = var_dtype.np if var_dtype.bits == 64 else np.dtype(np.int64)
         start, stop, step = (self.expr(e) for e in (node.start, node.stop, node.step))
         undefined = ops.constant(0, var_dtype)
         body, brk, cont, escapes = self._loop_body(node.body)
 
         def run_for(fr, mask):
-            first, end, by = start(fr, mask), stop(fr, mask), step(fr, mask)
-            counter = np.asarray(first).astype(counter_dtype)
+            counter, end, by = start(fr, mask), stop(fr, mask), step(fr, mask)
             upward, downward = by > 0, by < 0
+            wrapped = np.False_  # stepping past the dtype's range ends the range, as in Python
 
             def begin(live):
                 inside = np.where(upward, counter < end, downward & (counter > end))
-                enter = live & inside
-                _assign(fr, var, counter.astype(var_dtype.np), enter, undefined)
+                enter = live & inside & ~wrapped
+                _assign(fr, var, counter, enter, undefined)
                 return enter
 
             def advance():
-                nonlocal counter
-                counter = counter + by
+                nonlocal counter, wrapped
+                stepped = counter + by
+                wrapped = wrapped | np.where(upward, stepped < counter, stepped > counter)
+                counter = stepped
 
             done = _run_loop(fr, mask, begin, advance, body, brk, cont)
             return done if escapes else mask
