@@ -1,6 +1,7 @@
-"""The cpu backend's SIMT interpreter, on hand-built IR kernels, against NumPy references.
-
-Inputs are fresh random draws; outputs are poisoned (NaN or a sentinel) before each run.
+"""The cpu backend's SIMT interpreter against NumPy and Python references: hand-built IR
+kernels (which pin the interpreter down independently of the frontend), then a few source
+kernels end to end. Inputs are fresh random draws (conftest's `rng`); outputs are poisoned
+(NaN or a sentinel) before each run.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from verdigris import ir
+import verdigris as vg
+from verdigris import ir, simt
 from verdigris import types as T
 from verdigris.cpu import Access, run_simt
 from verdigris.errors import BoundsError, LaunchError, Loc
@@ -22,11 +24,6 @@ f16, bf16, f32, f64 = T.float16, T.bfloat16, T.float32, T.float64
 i32, i64, b1 = T.int32, T.int64, T.bool_
 INTS = (T.int8, T.int16, T.int32, T.int64, T.uint8, T.uint16, T.uint32, T.uint64)
 SENTINEL = -7777
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
 
 
 # ----------------------------------------------------------------------------- IR builders
@@ -799,3 +796,75 @@ def test_arguments_are_checked():
         run_simt(k, (1, 1, 1), (8, 1, 1), {**good, "out": np.zeros(8)})
     with pytest.raises(LaunchError, match="'out'"):
         run_simt(k, (1, 1, 1), (8, 1, 1), good)
+
+
+# ----------------------------------------------------------------------------- from source
+
+
+@simt.kernel
+def collatz_steps(x, out, limit):
+    for k in range(simt.global_id(0), out.shape[0], simt.grid_dim(0) * simt.block_dim(0)):
+        n = x[k]
+        steps = 0
+        while n != 1:
+            if n % 2 == 0:
+                n = n // 2
+            else:
+                n = 3 * n + 1
+            steps += 1
+            if steps >= limit:
+                break
+        out[k] = steps
+
+
+@simt.kernel
+def window(x, out):
+    i = simt.global_id(0)
+    if i >= out.shape[0]:
+        return
+    buf = simt.local.array(4, vg.float32)
+    for j in range(4):
+        buf[j] = x[i + j] if i + j < x.shape[0] else 0.5
+    out[i] = buf[0] + buf[1] * 2.0 + math.erf(buf[3])
+
+
+@simt.kernel
+def unguarded_copy(x, out):
+    i = simt.global_id(0)
+    out[i] = x[i]  # the launch below has more threads than elements
+
+
+def test_source_kernel_loops_and_break(rng):
+    n = 3000
+    x = rng.integers(1, 100_000, n)
+    out = np.full(n, SENTINEL, np.int64)
+    collatz_steps[5, 64](x, out, 200)
+
+    def steps(v):
+        count = 0
+        while v != 1 and count < 200:
+            v = v // 2 if v % 2 == 0 else 3 * v + 1
+            count += 1
+        return count
+    np.testing.assert_array_equal(out, [steps(int(v)) for v in x])
+
+
+def test_source_kernel_local_array_lazy_select_and_return(rng):
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    window[vg.cdiv(n, 128), 128](x, out)
+    padded = np.concatenate([x, np.full(3, 0.5, np.float32)]).astype(np.float64)
+    ref = padded[:n] + 2 * padded[1:n + 1] + vectorized_erf(padded[3:n + 3])
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_source_kernel_bounds_error_points_at_the_line(rng):
+    out = np.full(1000, np.nan, np.float32)
+    with pytest.raises(vg.BoundsError) as info:
+        unguarded_copy[8, 128](rng.standard_normal(1024).astype(np.float32), out)
+    text = str(info.value)
+    assert "out of bounds: out[1000] with shape (1000,) in kernel unguarded_copy, " \
+           "block (7, 0, 0) thread (104, 0, 0)" in text
+    assert "out[i] = x[i]" in text and info.value.loc.line == unguarded_copy.fn.__code__.co_firstlineno + 3
+    assert np.isnan(out).all()

@@ -17,7 +17,9 @@ Guarantees: the semantics of `ir.nodes` (through `ops`); no access reaches memor
 every active lane's index has been checked on every axis (0 <= index < extent), and a
 violation raises `BoundsError` naming the kernel, array, index, shape and the first
 offending lane's block and thread. When several lanes store to one element in one step, the
-last lane (highest block, then highest thread) wins.
+last lane (highest block, then highest thread) wins: NumPy assigns repeated fancy indices in
+order (observed, not promised by its documentation; such kernels are races, which shadow
+memory is to report).
 """
 from __future__ import annotations
 
@@ -179,8 +181,8 @@ class _Launch:
     n_slots: int
 
     def __post_init__(self):
-        self.threads = prod(self.block)
-        self.blocks_per_chunk = max(1, CHUNK_LANES // self.threads)
+        self.threads, self.n_blocks = prod(self.block), prod(self.grid)
+        self.blocks_per_chunk = min(self.n_blocks, max(1, CHUNK_LANES // self.threads))
         lanes = self.blocks_per_chunk * self.threads
         self.lane = np.arange(lanes, dtype=np.int64)
         self.lane_thread = self.lane % self.threads
@@ -527,8 +529,7 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
     if prod(grid) == 0 or prod(block) == 0:
         return
     launch = _Launch(kernel.name, grid, block, memory, scalars, observer, n_slots)
-    n_blocks = prod(grid)
     with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
-        for first in range(0, n_blocks, launch.blocks_per_chunk):
-            fr = _Frame(launch, first, min(launch.blocks_per_chunk, n_blocks - first))
+        for first in range(0, launch.n_blocks, launch.blocks_per_chunk):
+            fr = _Frame(launch, first, min(launch.blocks_per_chunk, launch.n_blocks - first))
             body(fr, np.ones(fr.lanes, bool))
