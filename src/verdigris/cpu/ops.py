@@ -14,7 +14,8 @@ Register form, the NumPy dtype an IR dtype's values take while a kernel runs:
   in float32 and rounds back, which is the IR's meaning).
 - bfloat16 and fp8: float32 holding a value the narrow format represents exactly; every
   operation computes in float32 and rounds back to nearest even. fp8 saturates at its
-  largest finite value (and NaN stays NaN), as PTX's only fp8 conversion, `cvt.rn.satfinite`.
+  largest finite value (infinities too), as PTX's only fp8 conversion `cvt.rn.satfinite`
+  and the compiler's `codegen.casts` do; NaN is stored as code 0x7F with its sign.
 In memory, bfloat16 and fp8 elements are handled as raw bits (uint16/uint8 views), so
 ml_dtypes arrays and raw-bit arrays work alike.
 """
