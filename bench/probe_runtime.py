@@ -142,6 +142,8 @@ def host_costs():
 
         env.update(t=torch.zeros(1024, device="cuda"), torch=torch)
         stmts.update({"describe(torch)": "describe(t)",
+                      **{f"torch {attr}": f"t.{attr}" for attr in (
+                          "data_ptr()", "shape", "stride()", "dtype", "is_cuda", "get_device()")},
                       "streams.resolve(torch current)": "streams.resolve(None, 0, True)",
                       "torch.cuda.current_stream().cuda_stream":
                           "torch.cuda.current_stream().cuda_stream"})
@@ -152,6 +154,8 @@ def host_costs():
 
         env["c"] = cupy.zeros(1024, cupy.float32)
         stmts["describe(cupy)"] = "describe(c)"
+        stmts.update({f"cupy {attr}": f"c.{attr}" for attr in (
+            "data.ptr", "data.device_id", "device.id", "shape", "strides", "dtype")})
         stmts["cupy __cuda_array_interface__"] = "c.__cuda_array_interface__"
     except ImportError:
         pass

@@ -184,8 +184,9 @@ def _torch(t):
 
 
 def _cupy(a):
-    return ArrayInfo(a.data.ptr, a.shape, _element_strides(a.strides, a.itemsize),
-                     _dtype_of(a.dtype, T.from_numpy), a.device.id, False, a)
+    memory = a.data  # a MemoryPointer: cheaper than `a.device`, which builds a Device
+    return ArrayInfo(memory.ptr, a.shape, _element_strides(a.strides, a.itemsize),
+                     _dtype_of(a.dtype, T.from_numpy), memory.device_id, False, a)
 
 
 def _cuda_array_interface(obj):

@@ -66,30 +66,30 @@ class ArgPacker:
 
     def __init__(self, abi: list):
         self.abi = list(abi)
-        self._struct = struct.Struct("=" + "".join(
+        self._pack_into = struct.Struct("=" + "".join(
             f"{_FORMAT[p.dtype.name]}{_SLOT - p.dtype.itemsize}x" if p.dtype.itemsize < _SLOT
-            else _FORMAT[p.dtype.name] for p in self.abi))
+            else _FORMAT[p.dtype.name] for p in self.abi)).pack_into
         self._converters = [(i, _TO_BITS[p.dtype.name](p.dtype)) for i, p in enumerate(self.abi)
                             if p.dtype.name in _TO_BITS]
         self._local = threading.local()  # a launch on another thread must not see our bytes
         self.pack = self._pack_converted if self._converters else self._pack
 
     def _buffers(self):
-        """This thread's slots and pointer array (made once per thread)."""
+        """This thread's slots and the address of its pointer array (made once per thread)."""
         n = max(len(self.abi), 1)
         slots = (ctypes.c_char * (n * _SLOT))()
         base = ctypes.addressof(slots)
         pointers = (ctypes.c_void_p * n)(*(base + i * _SLOT for i in range(n)))
-        self._local.buffers = buffers = (slots, pointers, ctypes.addressof(pointers))
+        self._local.buffers = buffers = (slots, ctypes.addressof(pointers), pointers)
         return buffers
 
     def _pack(self, values) -> int:
         try:
-            slots, _, address = self._local.buffers
+            slots, address, _ = self._local.buffers
         except AttributeError:
-            slots, _, address = self._buffers()
+            slots, address, _ = self._buffers()
         try:
-            self._struct.pack_into(slots, 0, *values)
+            self._pack_into(slots, 0, *values)
         except struct.error:
             raise self._explain(values) from None
         return address
