@@ -54,7 +54,7 @@ def _fp8_bits(dtype: T.DType):
     return lambda value: int(np.array(value, dtype.np).view(np.uint8))
 
 
-_TO_BITS = {  # scalars stored as raw bits: DType name -> value -> int
+_TO_BITS = {  # scalars stored as raw bits: DType name -> (dtype -> (value -> int))
     "bfloat16": lambda dtype: _bfloat16_bits,
     "float8_e4m3fn": _fp8_bits,
     "float8_e5m2": _fp8_bits,
