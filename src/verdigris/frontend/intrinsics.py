@@ -45,6 +45,8 @@ def _local_array(tr, args, kwargs, loc):
     dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
     shape = shape.value if isinstance(shape, Static) else None
     shape = (shape,) if isinstance(shape, int) else shape
+    if isinstance(shape, tuple):  # a tuple expression holds Static items
+        shape = tuple(s.value if isinstance(s, Static) else s for s in shape)
     if not isinstance(shape, tuple) or not all(isinstance(s, int) and s > 0 for s in shape):
         raise CompileError("local.array(shape, dtype) needs a constant shape of positive ints",
                            loc, hint="make the size a vg.constexpr parameter")
