@@ -270,3 +270,9 @@ def test_promotion_rules():
     assert T.promote_weak(vg.int32, 1.5) is vg.float32
     with pytest.raises(TypeError, match="cast one of them explicitly"):
         T.promote(vg.uint64, vg.int64)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, object, "U3"])
+def test_unsupported_array_dtypes_name_the_parameter(dtype):
+    with pytest.raises(vg.LaunchError, match=r"axpy: argument 'x': arrays of dtype"):
+        axpy.specialize(1.0, np.zeros(4, dtype), F32, F32)

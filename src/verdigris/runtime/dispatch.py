@@ -134,6 +134,16 @@ class KernelFunction:
                                       hint=f"pass {p.name}=..." if p.constexpr else "")
         return values
 
+    def describe_args(self, values: list) -> list:
+        """The `ArrayInfo` of each array argument (None for numbers and constexprs)."""
+        try:
+            return [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+        except LaunchError as err:
+            bad = next(p.name for p, v in zip(self.params, values) if not p.constexpr
+                       and _describe_fails(v))
+            raise LaunchError(f"{self.__name__}: argument {bad!r}: {err.message}",
+                              hint=err.hint) from None
+
     def spec_key(self, values: list, infos: list) -> tuple:
         key = []
         for p, v, info in zip(self.params, values, infos):
@@ -169,7 +179,7 @@ class KernelFunction:
     def specialize(self, *args, **kwargs) -> N.Kernel:
         """The typed IR this kernel gets for these arguments (nothing runs)."""
         values = self.bind(args, kwargs)
-        infos = [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+        infos = self.describe_args(values)
         return self.specialization(self.spec_key(values, infos)).kernel
 
     def specialize_types(self, specs: dict) -> N.Kernel:
@@ -185,7 +195,7 @@ class KernelFunction:
 
     def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
         values = self.bind(args, kwargs)
-        infos = [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+        infos = self.describe_args(values)
         spec = self.specialization(self.spec_key(values, infos))
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
@@ -250,6 +260,14 @@ _MISSING = object()
 from inspect import Parameter as _Parameter  # noqa: E402
 
 _EMPTY = _Parameter.empty
+
+
+def _describe_fails(value) -> bool:
+    try:
+        describe(value)
+    except LaunchError:
+        return True
+    return False
 
 
 def _hashable(value, name: str, kernel: str):
