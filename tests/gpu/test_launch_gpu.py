@@ -1,0 +1,87 @@
+"""Source kernels launched on the GPU: interop arguments, launch errors, the disk cache."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris.examples.axpy import axpy
+
+pytestmark = pytest.mark.gpu
+
+
+def poisoned(n, dtype=np.float32):
+    return vg.asarray(np.full(n, np.nan, dtype))
+
+
+def test_axpy_with_torch_tensors_on_torch_stream(rng):
+    torch = pytest.importorskip("torch")
+    n = 5000
+    x = torch.from_numpy(rng.standard_normal(n).astype(np.float32)).cuda()
+    y = torch.from_numpy(rng.standard_normal(n).astype(np.float32)).cuda()
+    out = torch.full_like(x, float("nan"))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        axpy[vg.cdiv(n, 128), 128](-1.5, x, y, out)
+    stream.synchronize()
+    want = -1.5 * x.double() + y.double()
+    assert torch.allclose(out.double(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_axpy_with_cupy_arrays(rng):
+    cp = pytest.importorskip("cupy")
+    n = 3000
+    x, y = (cp.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+    out = cp.full(n, cp.nan, cp.float32)
+    axpy[vg.cdiv(n, 256), 256](0.5, x, y, out)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), 0.5 * cp.asnumpy(x).astype(np.float64)
+                               + cp.asnumpy(y), rtol=1e-6)
+
+
+def test_host_array_on_gpu_launch_says_how_to_move_it(rng):
+    x = rng.standard_normal(16).astype(np.float32)
+    with pytest.raises(vg.LaunchError, match=r"'x' is in host memory.*vg.asarray\(x\)"):
+        axpy[1, 32](1.0, x, poisoned(16), poisoned(16))
+
+
+def test_aliased_torch_launch_is_refused_before_it_runs():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(64, dtype=torch.float32, device="cuda")
+    before = x.clone()
+    with pytest.raises(vg.AliasError, match="axpy writes 'out', which overlaps 'y'"):
+        axpy[1, 64](2.0, x, x[1:33], x[:32])
+    torch.cuda.synchronize()
+    assert torch.equal(x, before)
+
+
+def test_disjoint_views_of_one_buffer_pass():
+    torch = pytest.importorskip("torch")
+    buf = torch.rand(200, device="cuda")
+    x, out = buf[:100], buf[100:]
+    want = 3.0 * x.double() + x.double()
+    axpy[1, 128](3.0, x, x, out)
+    torch.cuda.synchronize()
+    assert torch.allclose(out.double(), want, rtol=1e-6)
+
+
+def test_second_process_reuses_the_disk_cache(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys, numpy as np
+        sys.path.insert(0, {os.path.join(os.path.dirname(__file__), '..', '..', 'src')!r})
+        import verdigris as vg
+        from verdigris.examples.axpy import axpy
+        x = vg.asarray(np.ones(64, np.float32))
+        out = vg.empty(64, vg.float32)
+        axpy[1, 64](2.0, x, x, out)
+        assert (np.asarray(out) == 3.0).all()
+    """)
+    env = {**os.environ, "VERDIGRIS_CACHE_DIR": str(tmp_path), "VERDIGRIS_LOG": "compile"}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "compiled axpy" in first.stdout
+    assert "from the disk cache" in second.stdout and "compiled axpy" not in second.stdout
