@@ -51,9 +51,10 @@ def test_host_array_on_gpu_launch_says_how_to_move_it(rng):
 def test_aliased_torch_launch_is_refused_before_it_runs():
     torch = pytest.importorskip("torch")
     x = torch.arange(64, dtype=torch.float32, device="cuda")
+    other = torch.ones(32, device="cuda")
     before = x.clone()
     with pytest.raises(vg.AliasError, match="axpy writes 'out', which overlaps 'y'"):
-        axpy[1, 64](2.0, x, x[1:33], x[:32])
+        axpy[1, 64](2.0, other, x[1:33], x[:32])
     torch.cuda.synchronize()
     assert torch.equal(x, before)
 
