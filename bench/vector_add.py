@@ -128,7 +128,7 @@ def raw_launcher(vector_add, a, b, out):
     launch = drv.cuLaunchKernel
     stream = torch_stream()
 
-    def raw():
+    def raw(keep=(values, pointers)):  # the closure keeps the argument buffers alive
         launch(function, 1, 1, 1, 256, 1, 1, 0, stream, address, 0)
 
     return raw

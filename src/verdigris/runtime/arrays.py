@@ -81,6 +81,13 @@ class Array(ArrayInfo):
         out[...] = view
         return out
 
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(a)`: a host copy, so code reads the same on both backends."""
+        if copy is False:
+            raise ValueError("a vg.Array is device memory: reading it on the host copies")
+        host = self.numpy()
+        return host if dtype is None else host.astype(dtype, copy=False)
+
     @property
     def is_c_contiguous(self) -> bool:
         return all(n == 1 or s == c for n, s, c in
@@ -116,6 +123,20 @@ class Array(ArrayInfo):
                 ptr += (i % n) * s * itemsize
         return Array(ptr, tuple(shape), tuple(strides), self.dtype, self.device,
                      self.readonly, self.keepalive)
+
+    def transpose(self, *axes) -> "Array":
+        """A view with the axes permuted (reversed when none are given), as in NumPy."""
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        axes = tuple(axes) or tuple(reversed(range(self.ndim)))
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"axes {axes} are not a permutation of {self.ndim} axes")
+        return Array(self.ptr, tuple(self.shape[a] for a in axes),
+                     tuple(self.strides[a] for a in axes), self.dtype, self.device,
+                     self.readonly, self.keepalive)
+
+    @property
+    def T(self) -> "Array":
+        return self.transpose()
 
     def __len__(self) -> int:
         if not self.shape:
