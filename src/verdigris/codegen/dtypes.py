@@ -98,8 +98,8 @@ def round_to_format(value: float, precision: int, min_normal_exp: int, max_finit
     if value == 0 or not math.isfinite(value):
         return value
     exponent = max(math.frexp(value)[1], min_normal_exp + 1)  # subnormals: a fixed quantum
-    rounded = math.ldexp(round(math.ldexp(value, precision - exponent)), exponent - precision)
-    return rounded if abs(rounded) <= max_finite else math.copysign(math.inf, value)
+    magnitude = math.ldexp(round(math.ldexp(abs(value), precision - exponent)), exponent - precision)
+    return math.copysign(magnitude if magnitude <= max_finite else math.inf, value)
 
 
 def const(dt: DType, value) -> ir.Constant:
