@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
 
 KERNEL_SOURCE = '''
+import verdigris as vg
 from verdigris import simt
 
 @simt.kernel
@@ -30,6 +31,17 @@ def vector_add(a, b, out):
     i = simt.global_id(0)
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
+
+@simt.kernel
+def vector_add_ilp(a, b, out, PER_THREAD: vg.constexpr):
+    # Each block covers PER_THREAD * block_dim consecutive elements; a thread's elements are
+    # block_dim apart, so every load of a warp is still coalesced and PER_THREAD loads are
+    # in flight at once.
+    base = simt.block_id(0) * (simt.block_dim(0) * PER_THREAD) + simt.thread_id(0)
+    for k in range(PER_THREAD):
+        i = base + k * simt.block_dim(0)
+        if i < out.shape[0]:
+            out[i] = a[i] + b[i]
 '''
 
 
@@ -46,7 +58,7 @@ def first_call_ms(kernel_dir: str, cache_dir: str, which: str) -> float:
         body = f"""
             import sys; sys.path[:0] = [{SRC!r}, {kernel_dir!r}]
             import torch, verdigris as vg
-            from vadd_kernel import vector_add
+            from vadd_kernel import vector_add, vector_add_ilp
             a = torch.rand(1 << 20, device="cuda"); b = torch.rand_like(a); out = torch.empty_like(a)
             torch.cuda.synchronize()
             t = time.perf_counter()
@@ -144,6 +156,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log2n", type=int, default=28)
     parser.add_argument("--json")
+    parser.add_argument("--profile-launch", action="store_true",
+                        help="also print where the host time of a launch goes (cProfile)")
     args = parser.parse_args()
     sys.path.insert(0, SRC)
     import torch
@@ -155,7 +169,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="vg-bench-")
     sys.path.insert(0, work)
     _write_kernel_module(work)
-    from vadd_kernel import vector_add
+    from vadd_kernel import vector_add, vector_add_ilp
 
     @triton.jit
     def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
@@ -173,7 +187,17 @@ def main() -> None:
     nbytes = 3 * n * 4
     rows = {}
     rows["copy (torch clone_, ceiling)"] = throughput(lambda: out.copy_(a), 2 * n * 4)
-    rows["verdigris"] = throughput(lambda: vector_add[vg.cdiv(n, 256), 256](a, b, out), nbytes)
+    rows["verdigris (1 per thread, 256)"] = throughput(
+        lambda: vector_add[vg.cdiv(n, 256), 256](a, b, out), nbytes)
+    rows["verdigris (1 per thread, 1024)"] = throughput(
+        lambda: vector_add[vg.cdiv(n, 1024), 1024](a, b, out), nbytes)
+    for per_thread in (4, 8):
+        out.fill_(float("nan"))
+        vector_add_ilp[vg.cdiv(n, 256 * per_thread), 256](a, b, out, PER_THREAD=per_thread)
+        assert torch.equal(out, a + b), "verdigris ILP vector add is wrong"
+        rows[f"verdigris ({per_thread} per thread, 256)"] = throughput(
+            lambda p=per_thread: vector_add_ilp[vg.cdiv(n, 256 * p), 256](a, b, out, PER_THREAD=p),
+            nbytes)
     rows["torch"] = throughput(lambda: torch.add(a, b, out=out), nbytes)
     rows["triton"] = throughput(
         lambda: add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024), nbytes)
@@ -186,6 +210,16 @@ def main() -> None:
         "triton": launch_overhead_us(
             lambda: add_kernel[(1,)](small_a, small_b, small_out, 256, BLOCK=1024)),
     }
+    if args.profile_launch:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(20000):
+            vector_add[1, 256](small_a, small_b, small_out)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
     compile_ms = {}
     for which in ("verdigris", "triton"):
         cache = tempfile.mkdtemp(prefix=f"{which}-cache-")

@@ -28,6 +28,7 @@ from . import backend
 from .interop import byte_extent, describe
 
 MAX_BLOCK_THREADS = 1024
+MAX_CACHED_CONFIGS = 4096
 
 
 def _dims(value, what: str, name: str) -> tuple:
@@ -81,6 +82,7 @@ class KernelFunction:
         self.options = options
         self._params: tuple[ParamInfo, ...] | None = None
         self._specializations: dict = {}
+        self._launches: dict = {}  # (grid, block) as written -> Launch
 
     def __repr__(self) -> str:
         return f"<verdigris {self.track} kernel {self.__name__}>"
@@ -96,6 +98,14 @@ class KernelFunction:
         return self._params
 
     def __getitem__(self, config) -> "Launch":
+        launch = self._launches.get(config)
+        if launch is None:
+            if len(self._launches) >= MAX_CACHED_CONFIGS:
+                self._launches.clear()
+            launch = self._launches[config] = self._make_launch(config)
+        return launch
+
+    def _make_launch(self, config) -> "Launch":
         if self.track != "simt":
             config = (config, None)
         elif not (isinstance(config, tuple) and len(config) == 2):
@@ -113,6 +123,8 @@ class KernelFunction:
     def bind(self, args: tuple, kwargs: dict) -> list:
         """Arguments in parameter order, defaults filled in; LaunchError if they don't fit."""
         params = self.params
+        if not kwargs and len(args) == len(params):
+            return args
         if len(args) > len(params):
             raise LaunchError(f"{self.__name__} takes {len(params)} arguments "
                               f"({', '.join(p.name for p in params)}) but {len(args)} were given")
@@ -194,7 +206,7 @@ class KernelFunction:
     # ---------------------------------------------------------------- launching
 
     def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
-        values = self.bind(args, kwargs)
+        values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         spec = self.specialization(self.spec_key(values, infos))
         self.check_aliasing(spec, infos)
@@ -206,13 +218,14 @@ class KernelFunction:
             launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
+        if not spec.written_slots:
+            return
+        extents = {j: byte_extent(infos[j]) for j in spec.array_slots}
         for w in spec.written_slots:
-            lo, hi = byte_extent(infos[w])
+            lo, hi = extents[w]
             for j in spec.array_slots:
-                if j == w or infos[j].device != infos[w].device:
-                    continue
-                other_lo, other_hi = byte_extent(infos[j])
-                if lo < other_hi and other_lo < hi:
+                if j != w and lo < extents[j][1] and extents[j][0] < hi \
+                        and infos[j].device == infos[w].device:
                     self.raise_alias(spec, w, j, infos)
 
     def raise_alias(self, spec: Specialization, w: int, j: int, infos: list):
