@@ -4,8 +4,9 @@ Takes: a specialized `ir.Kernel` and a target, one of `TARGETS` (sm_80, sm_89, s
 sm_90a). Gives:
 - `lower_to_llvm(kernel, target) -> str`: the LLVM IR before optimization (as LLVM prints
   it);
-- `compile_to_ptx(kernel, target="sm_90") -> CompiledPTX`: PTX, its entry symbol, the
-  optimized LLVM IR, the ABI and seconds per stage (lower, libdevice, optimize, emit);
+- `compile_to_ptx(kernel, target="sm_90") -> CompiledPTX`: PTX, its entry symbol (=
+  `entry_symbol(kernel.name)`), the optimized LLVM IR, the ABI and seconds per stage
+  (lower, libdevice, optimize, emit);
 - `assemble(ptx, arch) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
   `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent).
 
@@ -20,12 +21,12 @@ from dataclasses import dataclass, field
 from ..ir.abi import AbiParam, abi_params
 from ..ir.nodes import Kernel
 from . import libdevice, nvptx
-from .lower import lower
+from .lower import entry_symbol, lower
 from .nvptx import TARGETS
 from .ptxas import assemble, disassemble, ptxas_available, ptxas_path
 from .toolkit import find_libdevice as libdevice_path
 
-__all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "assemble",
+__all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "entry_symbol", "assemble",
            "disassemble", "ptxas_available", "ptxas_path", "libdevice_path"]
 
 
@@ -61,4 +62,4 @@ def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
     lap("optimize")
     ptx = nvptx.emit_ptx(module, target)
     lap("emit")
-    return CompiledPTX(ptx, kernel.name, target, str(module), abi_params(kernel), timings)
+    return CompiledPTX(ptx, entry_symbol(kernel.name), target, str(module), abi_params(kernel), timings)

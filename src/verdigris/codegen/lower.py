@@ -1,7 +1,9 @@
 """Typed kernel IR -> LLVM IR (llvmlite.ir) for the NVPTX back end.
 
 Takes: a specialized `ir.Kernel` and a target (`nvptx.TARGETS`). Gives: `lower(kernel,
-target)`, an `llvmlite.ir.Module` holding one `ptx_kernel` function named `kernel.name`.
+target)`, an `llvmlite.ir.Module` holding one `ptx_kernel` function named
+`entry_symbol(kernel.name)`: the name itself when it is a valid PTX identifier (ASCII),
+else a deterministic spelling that is.
 
 Guarantees:
 - The function's parameters are exactly `abi_params(kernel)`, in order: arrays as
@@ -24,6 +26,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from math import prod
 from types import MappingProxyType
@@ -59,6 +62,12 @@ class _Array:
     strides: list
 
 
+def entry_symbol(name: str) -> str:
+    """The kernel's PTX symbol: PTX identifiers are ASCII, and `_` alone is not one."""
+    symbol = "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_u{ord(c):04x}" for c in name)
+    return symbol if re.fullmatch(r"[A-Za-z]\w*|_\w+", symbol) else f"k{symbol}"
+
+
 def _children(e: N.Expr):
     for f in fields(e):
         value = getattr(e, f.name)
@@ -87,7 +96,7 @@ class _KernelLowering:
             "llvm.module.flags", self.module.add_metadata([ir.Constant(I32, 4), "nvvm-reflect-ftz", ir.Constant(I32, 0)]))
         abi = abi_params(kernel)
         fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi])
-        self.fn = ir.Function(self.module, fnty, kernel.name)
+        self.fn = ir.Function(self.module, fnty, entry_symbol(kernel.name))
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
@@ -104,7 +113,7 @@ class _KernelLowering:
 
     @staticmethod
     def _abi_type(p) -> ir.Type:
-        return {"ptr": ir.PointerType(addrspace=GLOBAL), "shape": I64, "stride": I64}.get(p.role) or mem_type(p.dtype)
+        return ir.PointerType(addrspace=GLOBAL) if p.role == "ptr" else mem_type(p.dtype)
 
     def _bind_params(self, abi: list) -> None:
         kernel = self.kernel
@@ -268,6 +277,8 @@ class _KernelLowering:
         self.b.store(self.expr(s.value), self.slots[s.name])
 
     def _store(self, s: N.Store) -> None:
+        if s.array.type.space == "global" and s.array.name not in self.kernel.writes:
+            raise _error(f"store to {s.array.name!r}, which the kernel's `writes` leaves out", s)
         ptr = self._address(s.array, s.indices, s)
         dt = s.array.dtype
         self.b.store(to_mem(self.b, dt, self.expr(s.value)), ptr, align=dt.itemsize)
