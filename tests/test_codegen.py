@@ -637,6 +637,11 @@ def test_mathlib_covers_every_math_function_and_libdevice_defines_them():
             assert mathlib.libdevice_name(name, ty) in defined
 
 
+def test_libdevice_split_survives_the_disk_cache():
+    library = libdevice._library()
+    assert libdevice._Library.from_json(library.to_json()) == library
+
+
 def _all_math_kernel(dt):
     """out[k * n + i] = the k-th math function of (a[i], b[i], c[i])."""
     a, b, c, out = (array(n, dt) for n in ("a", "b", "c", "out"))

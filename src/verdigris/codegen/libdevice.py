@@ -5,20 +5,24 @@ Takes: an `llvmlite.binding.ModuleRef` that declares some `__nv_*` functions. Gi
 they use, as `linkonce_odr` (so they vanish once inlined); `functions()`, the names it
 defines.
 
-Guarantees: libdevice.10.bc is read and parsed at most once per process, and only when a
-kernel calls into it. Parsing a 2.6 MB library costs ~50 ms and cloning it about as much,
-so the parsed module is printed once and split into its top-level entities (globals,
-definitions, declarations); a kernel then parses only the few kilobytes it needs.
+Guarantees: libdevice is loaded at most once per process, and only when a kernel calls
+into it. Parsing the bitcode costs ~50 ms and cloning the module about as much, so the
+parsed module is printed once and split into its top-level entities (globals, definitions,
+declarations); a kernel then parses only the few kilobytes it needs. The split (~100 ms to
+make) is kept in the on-disk cache (`runtime.cache`, keyed by the library file's path,
+size and mtime and the compiler's version), so a later process loads it in ~5 ms.
 """
 from __future__ import annotations
 
 import functools
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import llvmlite.binding as llvm
 
 from ..errors import BackendError
+from ..runtime import cache
 from .toolkit import INSTALL_HINT, find_libdevice
 
 _NAME = re.compile(r"@([-\w.$]+)")
@@ -33,13 +37,38 @@ class _Library:
     references: dict  # name -> the names an entity's text refers to
     trailer: str  # attribute groups and numbered metadata, which entities refer to
 
+    def to_json(self) -> bytes:
+        fields = asdict(self)
+        fields["references"] = {name: sorted(refs) for name, refs in self.references.items()}
+        return json.dumps(fields).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "_Library":
+        fields = json.loads(data)
+        fields["references"] = {name: frozenset(refs) for name, refs in fields["references"].items()}
+        return cls(**fields)
+
 
 @functools.cache
 def _library() -> _Library:
     path = find_libdevice()
     if path is None:
         raise BackendError("libdevice.10.bc (NVIDIA's math library) was not found", hint=INSTALL_HINT)
-    text = str(llvm.parse_bitcode(path.read_bytes()))
+    stat = path.stat()
+    key = cache.key(f"{path}:{stat.st_size}:{stat.st_mtime_ns}", "libdevice split, format 1", "")
+    stored = cache.get(key)
+    if stored is not None:
+        try:
+            return _Library.from_json(stored)
+        except (ValueError, KeyError, TypeError):  # a damaged entry: make it again
+            pass
+    library = _split(str(llvm.parse_bitcode(path.read_bytes())))
+    cache.put(key, library.to_json())
+    return library
+
+
+def _split(text: str) -> _Library:
+    """The top-level entities of a module's textual IR."""
     types, trailer, entities, declarations = [], [], {}, {}
     lines = iter(text.splitlines())
     for line in lines:
