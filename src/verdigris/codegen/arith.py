@@ -16,13 +16,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..types import DType
-from .dtypes import is_fp8, round_half
+from .dtypes import kind, round_half
 from .emitter import Emitter
 from . import mathlib
-
-
-def _kind(dt: DType) -> str:
-    return "f8" if is_fp8(dt) else dt.kind
 
 
 def _zero(v: ir.Value) -> ir.Constant:
@@ -127,19 +123,19 @@ _PREDICATES = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "
 
 
 def supports_binary(op: str, dt: DType) -> bool:
-    return op in BINARY.get(_kind(dt), {})
+    return op in BINARY.get(kind(dt), {})
 
 
 def supports_unary(op: str, dt: DType) -> bool:
-    return op in UNARY.get(_kind(dt), {})
+    return op in UNARY.get(kind(dt), {})
 
 
 def binary(em: Emitter, op: str, dt: DType, a: ir.Value, b: ir.Value) -> ir.Value:
-    return round_half(em.b, dt, BINARY[_kind(dt)][op](em, a, b, dt))
+    return round_half(em.b, dt, BINARY[kind(dt)][op](em, a, b, dt))
 
 
 def unary(em: Emitter, op: str, dt: DType, v: ir.Value) -> ir.Value:
-    return UNARY[_kind(dt)][op](em, v)
+    return UNARY[kind(dt)][op](em, v)
 
 
 def compare(em: Emitter, op: str, dt: DType, a: ir.Value, b: ir.Value) -> ir.Value:

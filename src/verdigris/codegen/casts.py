@@ -19,12 +19,8 @@ from llvmlite import ir
 
 from .. import types as T
 from ..types import DType
-from .dtypes import FLOAT, HALF, I8, I16, is_fp8, is_narrow_float, mem_type, reg_type, to_reg
+from .dtypes import FLOAT, HALF, I8, I16, is_fp8, is_narrow_float, kind, mem_type, reg_type, to_reg
 from .emitter import Emitter
-
-
-def _kind(dt: DType) -> str:
-    return "f8" if is_fp8(dt) else dt.kind
 
 
 def _float_reg_bits(dt: DType) -> int:
@@ -77,7 +73,7 @@ def cast(em: Emitter, v: ir.Value, src: DType, dst: DType) -> ir.Value:
     if is_fp8(dst):
         wide = T.float64 if src is T.float64 else T.float32
         return fp8_encode(em, cast(em, v, src, wide), dst)
-    return _CASTS[_kind(src), _kind(dst)](em, v, src, dst)
+    return _CASTS[kind(src), kind(dst)](em, v, src, dst)
 
 
 # ----------------------------------------------------------------------------- fp8

@@ -63,6 +63,11 @@ def is_fp8(dt: DType) -> bool:
     return dt.is_float and dt.bits == 8
 
 
+def kind(dt: DType) -> str:
+    """The dtype's kind ("b", "i", "u", "f"), with fp8 apart as "f8": it has no arithmetic."""
+    return "f8" if is_fp8(dt) else dt.kind
+
+
 def is_narrow_float(dt: DType) -> bool:
     """float16/bfloat16: computed in float32 registers."""
     return dt.name in _NARROW_FORMATS

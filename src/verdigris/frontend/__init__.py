@@ -104,11 +104,11 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
 
 
 def accesses(stmts) -> tuple[set, set]:
-    """Names of global arrays loaded from and stored to anywhere in `stmts`."""
+    """Names of global arrays loaded from, and stored to (or updated atomically), in `stmts`."""
     reads, writes = set(), set()
     for node in walk(stmts):
-        if isinstance(node, (N.Load, N.Store)) and node.array.type.space == "global":
-            (writes if isinstance(node, N.Store) else reads).add(node.array.name)
+        if isinstance(node, (N.Load, N.Store, N.Atomic)) and node.array.type.space == "global":
+            (reads if isinstance(node, N.Load) else writes).add(node.array.name)
     return reads, writes
 
 

@@ -117,6 +117,35 @@ def _conversion(dtype: T.DType, label: str):
     return handler
 
 
+ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
+
+
+def _atomic(op: str):
+    def handler(tr, args, kwargs, loc):
+        arity = 4 if op == "cas" else 3
+        if len(args) != arity or kwargs:
+            shape = "array, index, compare, value" if op == "cas" else "array, index, value"
+            raise CompileError(f"atomic_{op}({shape}) takes {arity} arguments", loc)
+        array = args[0]
+        if not isinstance(array, N.ArrayRef) or array.type.space == "local":
+            raise CompileError(f"atomic_{op} needs a global or shared array", loc)
+        dtype = array.dtype
+        if dtype.name not in ATOMIC_DTYPES or (dtype.bits == 16 and op != "add") \
+                or (dtype.is_float and op in ("and", "or", "xor")):
+            raise CompileError(f"atomic_{op} is not available for {dtype.name} arrays", loc,
+                               hint="atomics take int32, int64, uint32, uint64, float32 and "
+                                    "float64 (float16 and bfloat16: add only)")
+        index = args[1].value if isinstance(args[1], Static) and isinstance(args[1].value, tuple) \
+            else (args[1],)
+        indices = tr.indices_for(array, [(i, loc) for i in index], loc)
+        values = [typed(a, loc, dtype) if is_number(a) else cast(typed(a, loc), dtype, loc)
+                  for a in args[2:]]
+        compare, value = (values[0], values[1]) if op == "cas" else (None, values[0])
+        return tr.hoist(N.Atomic(loc, op, array, indices, value, compare, dtype), loc)
+
+    return handler
+
+
 def conversion(dtype: T.DType):
     """`vg.float32(x)` and friends: an explicit cast."""
     return _conversion(dtype, dtype.name)
@@ -139,6 +168,7 @@ HANDLERS = {
     "simt.grid_dim": _special("grid_dim"),
     "simt.global_id": _global_id,
     "simt.local.array": _local_array,
+    **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),
     "builtin.float": _conversion(T.float32, "float"),
     "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),

@@ -148,6 +148,13 @@ class Translator:
         key = self.fresh("tmp")
         return N.Var(loc, key, self.set_var(key, value, loc).dtype)
 
+    def hoist(self, value: N.Expr, loc: Loc) -> N.Var:
+        """Evaluate `value` (an expression with an effect) once, here, into a variable."""
+        key = self.fresh("t")
+        self.unit.types.setdefault(key, value.dtype)
+        self.emit(N.Assign(loc, key, value))
+        return N.Var(loc, key, value.dtype)
+
     def bind(self, name: str, value, node) -> None:
         loc = self.loc(node)
         if isinstance(value, N.ArrayRef) or (isinstance(value, Static) and not is_number(value)):
@@ -455,14 +462,17 @@ class Translator:
         if any(isinstance(p, ast.Slice) for p in parts):
             raise CompileError("slices are not supported inside kernels", loc,
                                hint="index one element at a time, or pass a sliced view")
-        if len(parts) != array.type.ndim:
+        values = [(self.expr(part), self.loc(part)) for part in parts]
+        return array, self.indices_for(array, values, loc)
+
+    def indices_for(self, array: N.ArrayRef, values: list, loc: Loc) -> tuple:
+        """Checked int64 indices of `array` from (translated value, its loc) pairs."""
+        if len(values) != array.type.ndim:
             raise CompileError(f"{array.name!r} has {array.type.ndim} dimension"
-                               f"{'s' * (array.type.ndim != 1)} but is indexed with {len(parts)}",
+                               f"{'s' * (array.type.ndim != 1)} but is indexed with {len(values)}",
                                loc)
         indices = []
-        for axis, part in enumerate(parts):
-            value = self.expr(part)
-            ploc = self.loc(part)
+        for axis, (value, ploc) in enumerate(values):
             if is_number(value):
                 if not isinstance(value.value, int) or isinstance(value.value, bool):
                     raise CompileError("array indices must be integers", ploc)
@@ -478,7 +488,7 @@ class Translator:
                 raise CompileError("array indices must be integers", ploc,
                                    hint="convert with int(...)")
             indices.append(typed(value, ploc, T.int64))
-        return array, tuple(indices)
+        return tuple(indices)
 
     def expr_BinOp(self, node):
         op = BIN_OPS.get(type(node.op))

@@ -198,6 +198,29 @@ class MathCall(Expr):
     dtype: DType
 
 
+ATOMIC_OPS = ("add", "sub", "max", "min", "and", "or", "xor", "exch", "cas")
+
+
+@dataclass(eq=False)
+class Atomic(Expr):
+    """`simt.atomic_<op>(array, index, value)`: one indivisible read-modify-write of one
+    element; the value is the element's *old* contents.
+
+    Appears only as the whole value of an `Assign` (the frontend hoists it), so backends
+    meet it as a statement with a result. `value` (and `compare`, for "cas") have the
+    array's dtype; "cas" stores `value` where the element equals `compare`. "sub" on
+    floats is "add" of the negation; integer ops wrap; "max"/"min" on floats follow IEEE
+    maxNum/minNum.
+    """
+
+    op: str
+    array: ArrayRef
+    indices: tuple
+    value: Expr
+    compare: Optional[Expr]
+    dtype: DType
+
+
 # ----------------------------------------------------------------------------- statements
 
 

@@ -38,6 +38,10 @@ def format_expr(e: N.Expr) -> str:
             return f"{e.array.name}[{', '.join(map(format_expr, e.indices))}]"
         case N.Shape():
             return f"{e.array.name}.shape[{e.axis}]"
+        case N.Atomic():
+            operands = ([e.compare] if e.compare is not None else []) + [e.value]
+            index = ", ".join(map(format_expr, e.indices))
+            return f"atomic_{e.op}({e.array.name}[{index}], {', '.join(map(format_expr, operands))})"
         case N.MathCall():
             return f"{e.func}:{e.dtype.short}({', '.join(map(format_expr, e.args))})"
     raise TypeError(f"cannot print {type(e).__name__}")

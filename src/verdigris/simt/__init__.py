@@ -37,4 +37,20 @@ local = ModuleType("verdigris.simt.local", "Per-thread arrays: `local.array(shap
 local.array = device_only("simt.local.array",
                           "local.array(shape, dtype): a per-thread array of static shape.")
 
-__all__ = ["kernel", "thread_id", "block_id", "block_dim", "grid_dim", "global_id", "local"]
+_ATOMIC_DOCS = {
+    "add": "old = atomic_add(array, index, value): array[index] += value, indivisibly.",
+    "sub": "old = atomic_sub(array, index, value): array[index] -= value, indivisibly.",
+    "max": "old = atomic_max(array, index, value): array[index] = max(old, value).",
+    "min": "old = atomic_min(array, index, value): array[index] = min(old, value).",
+    "and": "old = atomic_and(array, index, value): array[index] &= value.",
+    "or": "old = atomic_or(array, index, value): array[index] |= value.",
+    "xor": "old = atomic_xor(array, index, value): array[index] ^= value.",
+    "exch": "old = atomic_exch(array, index, value): array[index] = value.",
+    "cas": "old = atomic_cas(array, index, compare, value): store value where old == compare.",
+}
+atomic_add, atomic_sub, atomic_max, atomic_min, atomic_and_, atomic_or_, atomic_xor, \
+    atomic_exch, atomic_cas = (device_only(f"simt.atomic_{op}", doc) for op, doc in _ATOMIC_DOCS.items())
+atomic_and, atomic_or = atomic_and_, atomic_or_
+
+__all__ = ["atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and_", "atomic_or_",
+           "atomic_xor", "atomic_exch", "atomic_cas", "kernel", "thread_id", "block_id", "block_dim", "grid_dim", "global_id", "local"]
