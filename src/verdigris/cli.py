@@ -159,7 +159,8 @@ def cmd_compile(args) -> int:
         raise UsageError(f"give the argument types with --sig, one per parameter: {params}; "
                          "e.g. --sig 'f32, f32[::1], f32[::1], f32[::1]'")
     start = time.perf_counter()
-    ir = kernel.specialize_types(parse_signature(kernel, args.sig))
+    block = tuple(int(b) for b in args.block.split(",")) if args.block else None
+    ir = kernel.specialize_types(parse_signature(kernel, args.sig), block)
     timings = {"frontend": time.perf_counter() - start}
     if args.emit == "ir":
         output = format_kernel(ir)
@@ -263,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--sig", help="argument types, one per parameter, e.g. "
                                     "'f32, f32[::1], f32[::1], f32[::1]'")
     comp.add_argument("--emit", choices=EMITS, default="ptx")
+    comp.add_argument("--block", help="specialize for this block shape, e.g. 256 or 16,16 "
+                                      "(as a launch does)")
     comp.add_argument("--target", choices=TARGETS, default="sm_90")
     comp.add_argument("--out", help="write to this file instead of stdout")
     comp.add_argument("--time", action="store_true", help="print stage timings on stderr")

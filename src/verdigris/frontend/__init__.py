@@ -1,8 +1,8 @@
 """Frontend: a Python kernel function + a specialization -> a typed `ir.Kernel`.
 
-Takes: the user's function, its track ("simt" or "tile"), and one spec per parameter: an
-`ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs (see
-`signature`). Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
+Takes: the user's function, its track ("simt" or "tile"), one spec per parameter (an
+`ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs; see
+`signature`), and optionally the block shape, which folds `block_dim` to constants. Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
 from the body. Guarantees: deterministic output for identical input (names come from a
 counter that restarts with every build); unsupported Python is a `CompileError` at the
 user's line.
@@ -56,12 +56,12 @@ def _resolve_annotation(text: str, src):
     return value
 
 
-def build_kernel(fn, track: str, specs: dict) -> N.Kernel:
+def build_kernel(fn, track: str, specs: dict, block: tuple | None = None) -> N.Kernel:
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), set(fixed))
+        unit = Unit(dict(types), set(fixed), block)
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:
@@ -100,7 +100,8 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     reads, writes = accesses(body)
     return N.Kernel(src.name, track, params,
                     {k: v for k, v in unit.types.items() if k not in scalars},
-                    body, src.loc(src.tree), frozenset(writes), frozenset(reads), list(unit.unsafe))
+                    body, src.loc(src.tree), frozenset(writes), frozenset(reads),
+                    list(unit.unsafe), block=unit.block)
 
 
 def accesses(stmts) -> tuple[set, set]:

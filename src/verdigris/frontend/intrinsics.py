@@ -23,9 +23,16 @@ def _axis(args, loc: Loc, name: str) -> int:
     return args[0].value
 
 
+def _register(tr, kind: str, axis: int, loc: Loc) -> N.Expr:
+    """A hardware index register; `block_dim` is a constant when the build knows the block."""
+    if kind == "block_dim" and tr.unit.block is not None:
+        return N.Const(loc, tr.unit.block[axis], T.int32)
+    return N.Special(loc, kind, axis, T.int32)
+
+
 def _special(kind):
     def handler(tr, args, kwargs, loc):
-        return N.Special(loc, kind, _axis(args, loc, kind), T.int32)
+        return _register(tr, kind, _axis(args, loc, kind), loc)
 
     return handler
 
@@ -34,7 +41,7 @@ def _global_id(tr, args, kwargs, loc):
     axis = _axis(args, loc, "global_id")
 
     def reg(kind):
-        return N.Cast(loc, N.Special(loc, kind, axis, T.int32), T.int64)
+        return cast(_register(tr, kind, axis, loc), T.int64, loc)
 
     product = N.Binary(loc, "mul", reg("block_id"), reg("block_dim"), T.int64)
     return N.Binary(loc, "add", product, reg("thread_id"), T.int64)

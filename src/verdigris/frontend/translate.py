@@ -34,6 +34,7 @@ class Unit:
 
     types: dict  # variable name -> DType; survives retries
     fixed: set  # variables whose type may not widen (reassigned scalar parameters)
+    block: tuple | None = None  # threads per block, when the build is specialized on it
     counter: itertools.count = field(default_factory=itertools.count)
     unsafe: list = field(default_factory=list)
     call_stack: list = field(default_factory=list)

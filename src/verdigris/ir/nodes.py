@@ -340,6 +340,8 @@ class Kernel:
     reads: frozenset = frozenset()  # names of array params the body loads from
     unsafe_regions: list = field(default_factory=list)  # Locs of `with vg.unsafe()`
     facts: dict = field(default_factory=dict)  # proven facts from safety, for lowering
+    block: Optional[tuple] = None  # (x, y, z) threads per block, when specialized on it;
+    # then every `block_dim(axis)` in the body is already the constant block[axis].
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

@@ -87,7 +87,8 @@ def format_kernel(k: N.Kernel) -> str:
         kind = str(p.type) if p.kind == "array" else p.dtype.name if p.kind == "scalar" \
             else f"constexpr={p.value!r}"
         params.append(f"{p.name}: {kind}")
-    lines = [f"{k.track} kernel {k.name}({', '.join(params)})",
+    block = f" block={k.block}" if k.block is not None else ""
+    lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
              "  locals " + ", ".join(f"{n}: {t.name}" for n, t in sorted(k.locals.items()))]
     return "\n".join(lines + _block(k.body, "  ")) + "\n"

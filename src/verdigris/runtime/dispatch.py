@@ -156,8 +156,9 @@ class KernelFunction:
             raise LaunchError(f"{self.__name__}: argument {bad!r}: {err.message}",
                               hint=err.hint) from None
 
-    def spec_key(self, values: list, infos: list) -> tuple:
-        key = []
+    def spec_key(self, values: list, infos: list, block: tuple | None) -> tuple:
+        """What a compiled form depends on: the block shape, then one entry per argument."""
+        key = [block]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
                 key.append(("c", _hashable(v, p.name, self.__name__)))
@@ -172,43 +173,46 @@ class KernelFunction:
         spec = self._specializations.get(key)
         if spec is None:
             specs = {}
-            for p, k in zip(self.params, key):
+            for p, k in zip(self.params, key[1:]):
                 if k[0] == "c":
                     specs[p.name] = Static(k[1])
                 elif k[0] == "a":
                     specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
                 else:
                     specs[p.name] = T.from_name(k[1])
-            kernel = build_kernel(self.fn, self.track, specs)
+            kernel = build_kernel(self.fn, self.track, specs, key[0])
             names = [p.name for p in self.params]
-            arrays = tuple(i for i, k in enumerate(key) if k[0] == "a")
+            arrays = tuple(i for i, k in enumerate(key[1:]) if k[0] == "a")
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)))
             self._specializations[key] = spec
         return spec
 
-    def specialize(self, *args, **kwargs) -> N.Kernel:
-        """The typed IR this kernel gets for these arguments (nothing runs)."""
+    def specialize(self, *args, block: tuple | None = None, **kwargs) -> N.Kernel:
+        """The typed IR this kernel gets for these arguments (nothing runs); with `block`,
+        as launched with that block shape."""
         values = self.bind(args, kwargs)
         infos = self.describe_args(values)
-        return self.specialization(self.spec_key(values, infos)).kernel
+        block = None if block is None else _dims(block, "block", self.__name__)
+        return self.specialization(self.spec_key(values, infos, block)).kernel
 
-    def specialize_types(self, specs: dict) -> N.Kernel:
+    def specialize_types(self, specs: dict, block: tuple | None = None) -> N.Kernel:
         """The typed IR for explicit parameter specs (ArrayType, DType or constexpr value)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
+        block = None if block is None else _dims(block, "block", self.__name__)
         return build_kernel(self.fn, self.track, {
             p.name: specs[p.name] if not p.constexpr else Static(specs[p.name])
-            for p in self.params})
+            for p in self.params}, block)
 
     # ---------------------------------------------------------------- launching
 
     def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
-        spec = self.specialization(self.spec_key(values, infos))
+        spec = self.specialization(self.spec_key(values, infos, block))
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
             self.launch_cpu(spec, grid, block, values, infos)
