@@ -672,7 +672,8 @@ NUMPY_MATH = {
     "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc), "floor": np.floor, "ceil": np.ceil,
     "trunc": np.trunc, "round": np.rint, "abs": np.abs, "isnan": np.isnan, "isinf": np.isinf,
     "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2, "min": np.fmin, "max": np.fmax,
-    "copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot, "fma": lambda x, y, z: x * y + z,
+    "copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot,
+    "fma": np.vectorize(lambda x, y, z: float(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))),
 }
 EXACT = {"floor", "ceil", "trunc", "round", "abs", "isnan", "isinf", "isfinite", "min", "max", "copysign", "sqrt",
          "fmod"}

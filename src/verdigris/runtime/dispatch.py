@@ -169,18 +169,22 @@ class KernelFunction:
                 key.append(("s", _scalar_dtype(v, p.name, self.__name__).name))
         return tuple(key)
 
+    def build(self, key: tuple) -> N.Kernel:
+        """The typed IR for a specialization key, straight from the frontend (no checks)."""
+        specs = {}
+        for p, k in zip(self.params, key[1:]):
+            if k[0] == "c":
+                specs[p.name] = Static(k[1])
+            elif k[0] == "a":
+                specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
+            else:
+                specs[p.name] = T.from_name(k[1])
+        return build_kernel(self.fn, self.track, specs, key[0])
+
     def specialization(self, key: tuple) -> Specialization:
         spec = self._specializations.get(key)
         if spec is None:
-            specs = {}
-            for p, k in zip(self.params, key[1:]):
-                if k[0] == "c":
-                    specs[p.name] = Static(k[1])
-                elif k[0] == "a":
-                    specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
-                else:
-                    specs[p.name] = T.from_name(k[1])
-            kernel = build_kernel(self.fn, self.track, specs, key[0])
+            kernel = self.build(key)
             names = [p.name for p in self.params]
             arrays = tuple(i for i, k in enumerate(key[1:]) if k[0] == "a")
             spec = Specialization(
