@@ -369,9 +369,9 @@ def test_local_array_out_of_bounds():
     assert "block (0, 0, 0) thread (0, 0, 0)" in info.value.message
 
 
-def test_several_lanes_storing_one_element_last_lane_wins():
+def test_several_lanes_storing_one_element_unsafe_last_lane_wins():
     out = array("out", i64)
-    k = kernel("collide", [out], [store(out, (const(0, i64),), global_id())])
+    k = kernel("collide", [out], [ir.Unsafe(LOC, [store(out, (const(0, i64),), global_id())])])
     out_np = np.full(1, SENTINEL, np.int64)
     blocks = 600  # several chunks of lanes
     run_simt(k, (blocks, 1, 1), (256, 1, 1), {"out": out_np})
@@ -776,13 +776,15 @@ def test_observer_sees_every_access():
     i = var("i", i64)
     body = [assign("i", global_id()),
             if_(compare("lt", i, const(40, i64)),
-                [store(out, (binary("floordiv", i, const(2, i64)),), load(x, const(1, i64), i))])]
+                [ir.Unsafe(LOC, [store(out, (binary("floordiv", i, const(2, i64)),),
+                                       load(x, const(1, i64), i))])])]
     k = kernel("observed", [x, out], body, {"i": i64})
     seen: list[Access] = []
     run_simt(k, (2, 1, 1), (32, 1, 1), {"x": np.ones((2, 50), np.float32), "out": np.zeros(20, np.float32)},
              observer=seen.append)
     read, write = seen
     assert not read.is_write and write.is_write and read.array == "x" and write.array == "out"
+    assert not read.unsafe and write.unsafe and not write.atomic
     np.testing.assert_array_equal(read.flat, 50 + np.arange(40))
     np.testing.assert_array_equal(write.flat, np.arange(40) // 2)
     np.testing.assert_array_equal(write.block, np.arange(40) // 32)

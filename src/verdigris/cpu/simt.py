@@ -2,8 +2,9 @@
 
 Takes: a kernel, a grid and a block (up to three ints each), and the arguments: NumPy
 arrays, which the kernel reads and writes in place through any view, and scalars.
-Gives: `run_simt`, which runs the kernel to completion or raises `BoundsError`; `Access`,
-what an observer of memory accesses sees (the seam where shadow memory hooks in).
+Gives: `run_simt`, which runs the kernel to completion or raises `BoundsError` (an index
+out of bounds) or `SafetyError` (a race that shadow memory observed, see `shadow`);
+`Access`, what an observer of memory accesses sees (the seam where shadow memory hooks in).
 
 How: the IR is compiled once per kernel into Python closures. Whole blocks run together as
 one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order). A
@@ -16,10 +17,11 @@ lanes compute don't-cares), except where laziness is the meaning: the right oper
 Guarantees: the semantics of `ir.nodes` (through `ops`); no access reaches memory before
 every active lane's index has been checked on every axis (0 <= index < extent), and a
 violation raises `BoundsError` naming the kernel, array, index, shape and the first
-offending lane's block and thread. When several lanes store to one element in one step, the
-last lane (highest block, then highest thread) wins: NumPy assigns repeated fancy indices in
-order (observed, not promised by its documentation; such kernels are races, which shadow
-memory is to report).
+offending lane's block and thread. Atomics of one step take effect in lane order (see
+`atomics`). When several lanes store to one element in one step (a race that shadow memory
+reports, unless inside `with vg.unsafe():`), the last lane (highest block, then highest
+thread) wins: NumPy assigns repeated fancy indices in order (observed, not promised by its
+documentation).
 """
 from __future__ import annotations
 
@@ -32,22 +34,25 @@ import numpy as np
 
 from .. import ir
 from ..errors import BoundsError, CompileError, LaunchError, Loc
-from . import ops
+from . import atomics, ops
+from .shadow import Shadow
 
 CHUNK_LANES = 1 << 16
 
 
 @dataclass(frozen=True, eq=False)
 class Access:
-    """One Load or Store as shadow memory sees it: one entry per active lane."""
+    """One Load, Store or Atomic as shadow memory sees it: one entry per active lane."""
 
     array: str
     space: str  # "global" | "local" (a local array's elements are the lane's own)
     flat: np.ndarray  # int64 row-major element index into the array
     block: np.ndarray  # int64 linear block id (x fastest)
     thread: np.ndarray  # int64 linear thread id within the block (x fastest)
-    is_write: bool
+    is_write: bool  # a Store or an Atomic
     loc: Loc
+    atomic: bool = False
+    unsafe: bool = False  # inside `with vg.unsafe():`
 
 
 Observer = Callable[[Access], None]
@@ -94,27 +99,62 @@ class _Memory:
         return cls(ref.name, "local", data, shape, ops.identity, ops.identity, per_lane=True)
 
 
-def _access(fr: "_Frame", mem: _Memory, indices: list, mask: np.ndarray, loc: Loc, stored=None):
-    """The one path of every Load (stored is None: returns the elements) and Store."""
+@dataclass(frozen=True)
+class _Site:
+    """A Load, Store or Atomic of the kernel: what its `Access`es say besides the lanes."""
+
+    loc: Loc
+    is_write: bool
+    atomic: bool
+    unsafe: bool
+
+
+def _access(fr: "_Frame", mem: _Memory, indices: list, mask: np.ndarray, site: _Site):
+    """The one gate of every access: checks bounds and tells the observer. Gives the index
+    of each lane (one int64 array per axis of `mem.data`), or None when no lane is active."""
     index = [np.broadcast_to(np.asarray(i, np.int64), (fr.lanes,)) for i in indices]
     if not mask.any():
-        return np.zeros(fr.lanes, mem.data.dtype) if stored is None else None
-    _check_bounds(fr, mem, index, mask, loc)
-    if fr.observer is not None:
-        fr.observer(_observed(fr, mem, index, mask, loc, stored is not None))
+        return None
+    _check_bounds(fr, mem, index, mask, site.loc)
+    fr.observer(_observed(fr, mem, index, mask, site))
     if mem.per_lane:
         index.insert(0, fr.lane)
-    everyone = mask.all()
-    if stored is None:
-        if not everyone:  # masked lanes read element 0, which exists: some lane is in bounds
-            index = [np.where(mask, i, 0) for i in index]
-        return mem.data[tuple(index)]
+    return index
+
+
+def _load(fr, mem, indices, mask, site):
+    index = _access(fr, mem, indices, mask, site)
+    if index is None:
+        return np.zeros(fr.lanes, mem.data.dtype)
+    if not mask.all():  # masked lanes read element 0, which exists: some lane is in bounds
+        index = [np.where(mask, i, 0) for i in index]
+    return mem.data[tuple(index)]
+
+
+def _store(fr, mem, indices, mask, site, stored):
+    index = _access(fr, mem, indices, mask, site)
+    if index is None:
+        return
     value = np.broadcast_to(stored, (fr.lanes,))
-    if everyone:
+    if mask.all():
         mem.data[tuple(index)] = value
     else:
         mem.data[tuple(i[mask] for i in index)] = value[mask]
-    return None
+
+
+def _atomic(fr, mem, indices, mask, site, scan, value, compare, register_dtype):
+    """Each active lane's old value; masked lanes get zeros."""
+    old = np.zeros(fr.lanes, register_dtype)
+    index = _access(fr, mem, indices, mask, site)
+    if index is None:
+        return old
+    def active(v):
+        return np.broadcast_to(np.asarray(v, register_dtype), (fr.lanes,))[mask]
+
+    old[mask] = atomics.perform(scan, mem.data, tuple(i[mask] for i in index), active(value),
+                                None if compare is None else active(compare),
+                                mem.decode, mem.encode)
+    return old
 
 
 def _check_bounds(fr, mem, index, mask, loc):
@@ -134,12 +174,12 @@ def _check_bounds(fr, mem, index, mask, loc):
             if min(at) < 0 else "")
 
 
-def _observed(fr, mem, index, mask, loc, is_write) -> Access:
+def _observed(fr, mem, index, mask, site) -> Access:
     flat = np.zeros(int(np.count_nonzero(mask)), np.int64)
     for i, extent in zip(index, mem.shape):
         flat = flat * extent + i[mask]
     return Access(mem.name, mem.space, flat, fr.lane_block[mask], fr.lane_thread[mask],
-                  is_write, loc)
+                  site.is_write, site.loc, site.atomic, site.unsafe)
 
 
 # ----------------------------------------------------------------------------- frames
@@ -177,7 +217,7 @@ class _Launch:
     block: tuple
     memory: dict
     scalars: dict
-    observer: Optional[Observer]
+    observer: Observer
     n_slots: int
 
     def __post_init__(self):
@@ -239,6 +279,7 @@ class _Compiler:
         self.loops: list = []  # (break slot, continue slot) of enclosing loops
         self.regions: list = []  # (label, slot) of enclosing regions
         self.n_slots = 0
+        self.unsafe = False  # compiling the body of a `with vg.unsafe():`
 
     def program(self):
         body, _ = self.block(self.kernel.body)
@@ -326,13 +367,32 @@ class _Compiler:
             return [lambda fr, mask: np.int64(0)]
         return [self.expr(i) for i in indices]
 
+    def _site(self, node, is_write=False, atomic=False) -> _Site:
+        return _Site(node.loc, is_write, atomic, self.unsafe)
+
     def _load(self, node):
-        name, loc, index = node.array.name, node.loc, self._indices(node.indices)
+        name, site, index = node.array.name, self._site(node), self._indices(node.indices)
 
         def load(fr, mask):
             mem = fr.memory[name]
-            return mem.decode(_access(fr, mem, [i(fr, mask) for i in index], mask, loc))
+            return mem.decode(_load(fr, mem, [i(fr, mask) for i in index], mask, site))
         return load
+
+    def _atomic(self, node):
+        scan = self._op(atomics.scan_for(node.op, node.dtype),
+                        f"atomic {node.op} on {node.dtype.name}", node)
+        name, index = node.array.name, self._indices(node.indices)
+        site = self._site(node, is_write=True, atomic=True)
+        value = self.expr(node.value)
+        compare = None if node.compare is None else self.expr(node.compare)
+        register_dtype = ops.register_dtype(node.dtype)
+
+        def atomic(fr, mask):
+            indices = [i(fr, mask) for i in index]  # Python order: index, compare, value
+            expected = None if compare is None else compare(fr, mask)
+            return _atomic(fr, fr.memory[name], indices, mask, site, scan, value(fr, mask),
+                           expected, register_dtype)
+        return atomic
 
     def _shape(self, node):
         name, axis = node.array.name, node.axis
@@ -341,7 +401,7 @@ class _Compiler:
     _EXPR = {ir.Const: _const, ir.Var: _var, ir.Special: _special, ir.Unary: _unary,
              ir.Binary: _binary, ir.Compare: _compare, ir.Logical: _logical,
              ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
-             ir.Shape: _shape}
+             ir.Shape: _shape, ir.Atomic: _atomic}
 
     # ------------------------------------------------------------------ statements
 
@@ -371,13 +431,13 @@ class _Compiler:
         return assign, frozenset()
 
     def _store(self, node):
-        name, loc, index = node.array.name, node.loc, self._indices(node.indices)
-        value = self.expr(node.value)
+        name, index = node.array.name, self._indices(node.indices)
+        site, value = self._site(node, is_write=True), self.expr(node.value)
 
         def store(fr, mask):
             mem = fr.memory[name]
             stored = mem.encode(value(fr, mask))  # Python order: the value, then the target
-            _access(fr, mem, [i(fr, mask) for i in index], mask, loc, stored)
+            _store(fr, mem, [i(fr, mask) for i in index], mask, site, stored)
             return mask
         return store, frozenset()
 
@@ -484,7 +544,11 @@ class _Compiler:
         return alloc, frozenset()
 
     def _unsafe(self, node):
-        return self.block(node.body)
+        enclosing, self.unsafe = self.unsafe, True
+        try:
+            return self.block(node.body)
+        finally:
+            self.unsafe = enclosing
 
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
@@ -506,13 +570,22 @@ def _dims(dims) -> tuple:
     return dims + (1,) * (3 - len(dims))
 
 
+def _both(first: Observer, second: Observer) -> Observer:
+    def observe(access: Access) -> None:
+        first(access)
+        second(access)
+    return observe
+
+
 def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
              observer: Optional[Observer] = None) -> None:
     """Run `kernel` over `grid` x `block` threads; arrays in `args` are written in place.
 
     `args` maps every non-constexpr parameter to a NumPy array (any strides; bfloat16/fp8
-    as ml_dtypes arrays or raw uint16/uint8 bits) or a scalar. `observer`, if given, is
-    called with an `Access` for every load and store, before memory is touched.
+    as ml_dtypes arrays or raw uint16/uint8 bits) or a scalar. Shadow memory checks every
+    access for races (`SafetyError`). `observer`, if given, is called with an `Access` for
+    every load, store and atomic, before shadow memory checks it and before memory is
+    touched.
     """
     body, n_slots = _program(kernel)
     memory, scalars = {}, {}
@@ -528,7 +601,9 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
     grid, block = _dims(grid), _dims(block)
     if prod(grid) == 0 or prod(block) == 0:
         return
-    launch = _Launch(kernel.name, grid, block, memory, scalars, observer, n_slots)
+    shadow = Shadow(grid, block, {name: mem.shape for name, mem in memory.items()})
+    launch = _Launch(kernel.name, grid, block, memory, scalars,
+                     shadow if observer is None else _both(observer, shadow), n_slots)
     with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
         for first in range(0, launch.n_blocks, launch.blocks_per_chunk):
             fr = _Frame(launch, first, min(launch.blocks_per_chunk, launch.n_blocks - first))
