@@ -773,12 +773,12 @@ def test_narrow_floats_against_ml_dtypes(rng):
 
 def test_observer_sees_every_access():
     x, out = array("x", f32, 2), array("out", f32)
-    i = var("i", i64)
+    i, v = var("i", i64), var("v", f32)
     body = [assign("i", global_id()),
             if_(compare("lt", i, const(40, i64)),
-                [ir.Unsafe(LOC, [store(out, (binary("floordiv", i, const(2, i64)),),
-                                       load(x, const(1, i64), i))])])]
-    k = kernel("observed", [x, out], body, {"i": i64})
+                [assign("v", load(x, const(1, i64), i)),
+                 ir.Unsafe(LOC, [store(out, (binary("floordiv", i, const(2, i64)),), v)])])]
+    k = kernel("observed", [x, out], body, {"i": i64, "v": f32})
     seen: list[Access] = []
     run_simt(k, (2, 1, 1), (32, 1, 1), {"x": np.ones((2, 50), np.float32), "out": np.zeros(20, np.float32)},
              observer=seen.append)
