@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .. import types as T
 from ..types import DType
-from .dtypes import kind, round_half
+from .dtypes import is_narrow_float, kind, round_half
 from .emitter import Emitter
 from . import mathlib
 
@@ -65,8 +66,11 @@ def _shift_right(em: Emitter, a: ir.Value, n: ir.Value, dt: DType) -> ir.Value:
 
 
 def _float_divmod(em: Emitter, a: ir.Value, b: ir.Value, dt: DType) -> tuple:
-    """(a // b, a % b) exactly as NumPy's npy_divmod (and Python's float divmod)."""
+    """(a // b, a % b) exactly as NumPy's npy_divmod (and Python's float divmod).
+
+    float16/bfloat16 run it in float32 and round only the results, as NumPy does."""
     bld, ty = em.b, a.type
+    dt = T.float32 if is_narrow_float(dt) else dt
     zero, one = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0)
     fmod = mathlib.call(em, "fmod", dt, (a, b))
     quotient = bld.fdiv(bld.fsub(a, fmod), b)
