@@ -1,4 +1,4 @@
-"""The `verdigris` command: demo, compile, doctor.
+"""The `verdigris` command: demo, compile, check, explain, doctor.
 
 Takes: command-line arguments. Gives: `main(argv) -> exit status`. Guarantees: user
 mistakes (a missing file, an unknown kernel, a bad signature, a kernel that does not
@@ -184,6 +184,32 @@ def cmd_compile(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------- check, explain
+
+
+def cmd_check(args) -> int:
+    from .safety.scan import check_paths
+
+    try:
+        report = check_paths(args.paths)
+    except FileNotFoundError as err:
+        raise UsageError(f"no such file or directory: {err.args[0]}") from None
+    sys.stdout.write(report.format())
+    return report.status
+
+
+def cmd_explain(args) -> int:
+    from .safety.codes import CODES
+    from .safety.explain import explain
+
+    code = args.code.upper()
+    if code not in CODES:
+        listing = "\n".join(f"  {c.code}  {c.title}" for c in CODES.values())
+        raise UsageError(f"unknown code {args.code!r}; the codes are:\n{listing}")
+    print(explain(code))
+    return 0
+
+
 # ------------------------------------------------------------------------- doctor
 
 
@@ -270,6 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--out", help="write to this file instead of stdout")
     comp.add_argument("--time", action="store_true", help="print stage timings on stderr")
     comp.set_defaults(run=cmd_compile)
+    check = sub.add_parser("check", help="find kernels and launch sites in source files, "
+                                         "without running them, and report races and "
+                                         "aliased launches (exit status 1 if any)")
+    check.add_argument("paths", nargs="+", metavar="PATH", help=".py files or directories")
+    check.set_defaults(run=cmd_check)
+    explain = sub.add_parser("explain", help="the long form of a safety code, with a racy "
+                                             "example and its fix")
+    explain.add_argument("code", help="e.g. VG201")
+    explain.set_defaults(run=cmd_explain)
     doctor = sub.add_parser("doctor", help="GPU, driver, toolchain and versions")
     doctor.set_defaults(run=cmd_doctor)
     return parser

@@ -1,0 +1,410 @@
+"""The long form of every safety code, for `verdigris explain CODE`.
+
+Takes: a code from `safety.codes.CODES`. Gives: `EXPLANATIONS` (code -> `Explanation`, as
+data: the rule, why it matters, a small racy program, the message it gets, the fixed
+program) and `explain(code) -> str`, the text the command prints. Guarantees: one entry
+per code in `CODES` (the tests hold it to that), and every `racy` and `fixed` program is
+complete Python (imports included) that parses; the tests also run each pair through
+`verdigris check` where the static checker can see the problem.
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from .codes import CODES
+
+PRELUDE = "import numpy as np\n\nimport verdigris as vg\nfrom verdigris import simt\n\n\n"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    rule: str  # what is refused, in a few sentences
+    why: str  # what goes wrong if it ran anyway
+    racy: str  # a small program that breaks the rule (without the imports: see `program`)
+    message: str  # what verdigris says about it, lines counted in `racy`
+    fixed: str  # the same program, corrected
+    hint: str = ""  # the hint line of the message, if it has one
+
+
+def _snippet(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+def program(snippet: str) -> str:
+    """A snippet as a complete file: the imports it needs, then the snippet. Its lines
+    move down by PRELUDE_LINES."""
+    return PRELUDE + snippet
+
+
+PRELUDE_LINES = PRELUDE.count("\n")
+
+
+EXPLANATIONS = {
+    "VG201": Explanation(
+        rule="""An array that the kernel writes must not overlap any other array argument
+            of the same launch: not the same array passed twice, and not two views of one
+            buffer that share elements (x[1:] and x[:-1], or x and x[::2]). Disjoint views
+            (x[:n] and x[n:]) are fine, and arrays that are only read may alias each
+            other. Checked at every launch before anything is enqueued, and by `verdigris
+            check` at launch sites it can read.""",
+        why="""Every race proof assumes that distinct parameters are distinct memory, and
+            the compiler uses that fact: it marks pointers noalias and loads read-only
+            arrays through the non-coherent cache (ld.global.nc). With an output that is
+            also an input, one thread's write changes what another thread reads, and a
+            read-only load may even return stale data: the result depends on the order
+            in which threads happen to run.""",
+        racy=_snippet("""
+            @simt.kernel
+            def axpy(alpha, x, y, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = alpha * x[i] + y[i]
+
+
+            x = vg.asarray(np.ones(1024, np.float32))
+            y = vg.asarray(np.ones(1024, np.float32))
+            axpy[4, 256](2.0, x, y, x)  # out is x
+            """),
+        message="""kernel.py:5:9: VG201: axpy writes 'out', which is the same memory as
+            'x': the result would depend on the order threads run in (launched at
+            kernel.py:10)""",
+        hint="pass a separate output array for 'out' (e.g. vg.empty_like)",
+        fixed=_snippet("""
+            @simt.kernel
+            def axpy(alpha, x, y, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = alpha * x[i] + y[i]
+
+
+            x = vg.asarray(np.ones(1024, np.float32))
+            y = vg.asarray(np.ones(1024, np.float32))
+            out = vg.empty_like(x)  # a separate output
+            axpy[4, 256](2.0, x, y, out)
+            """),
+    ),
+    "VG202": Explanation(
+        rule="""No two threads may write the same array element with plain stores, in any
+            launch the kernel could be given (different blocks are never ordered). The
+            checker proves the write index is one-to-one over the threads that reach the
+            store, with the block size known and the array sizes symbolic.""",
+        why="""When two threads store to one element, which value survives depends on
+            scheduling: the output changes from run to run and from GPU to GPU. The usual
+            causes are an index that forgets the block offset (thread_id instead of
+            global_id), a stride that is too small, or an index that folds threads
+            together (i // 2, i % 32).""",
+        racy=_snippet("""
+            @simt.kernel
+            def scale(x, out):
+                i = simt.thread_id(0)  # the same in every block
+                if i < out.shape[0]:
+                    out[i] = 2.0 * x[i]
+            """),
+        message="""kernel.py:5:9: VG202: two threads may write the same element: thread
+            (block 1, thread 0) and thread (block 0, thread 0) both write out[0]""",
+        fixed=_snippet("""
+            @simt.kernel
+            def scale(x, out):
+                i = simt.global_id(0)  # block_id * block_dim + thread_id
+                if i < out.shape[0]:
+                    out[i] = 2.0 * x[i]
+            """),
+    ),
+    "VG203": Explanation(
+        rule="""A thread must not read an array element that another thread writes in the
+            same kernel (threads of different blocks are never ordered, and within a block
+            only barrier() orders them). Reading and writing one's own element is fine,
+            as in y[i] = a * x[i] + y[i].""",
+        why="""The reader may see the old value or the new one, depending on which thread
+            ran first. In-place stencils, shifts and reversals are the classic case: they
+            give the right answer in a sequential loop and a different one on a GPU.""",
+        racy=_snippet("""
+            @simt.kernel
+            def smooth(x):
+                i = simt.global_id(0)
+                if 0 < i < x.shape[0] - 1:
+                    x[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0  # x[i - 1] is a neighbour's
+            """),
+        message="""kernel.py:5:17: VG203: a thread may read an element that another thread
+            writes: thread (block 0, thread 2) reads x[1], which thread (block 0, thread
+            1) writes""",
+        fixed=_snippet("""
+            @simt.kernel
+            def smooth(x, out):
+                i = simt.global_id(0)
+                if 0 < i < x.shape[0] - 1:
+                    out[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0  # write a separate array
+            """),
+    ),
+    "VG204": Explanation(
+        rule="""An array that a kernel updates with atomics must not also be read or
+            written with plain loads and stores in the same kernel.""",
+        why="""Atomics order only against other atomics. A plain store can land between an
+            atomic's read and its write and be lost, and a plain load sees a count that is
+            still being built. Initialise such arrays before the launch (vg.zeros) and read
+            them after it.""",
+        racy=_snippet("""
+            @simt.kernel
+            def histogram(data, counts):
+                i = simt.global_id(0)
+                if i == 0:
+                    counts[0] = 0.0  # a plain store to an atomically updated array
+                if i < data.shape[0]:
+                    simt.atomic_add(counts, int(data[i]), 1.0)
+            """),
+        message="""kernel.py:5:9: VG204: 'counts' is accessed both atomically (line 7) and
+            with plain reads or writes""",
+        fixed=_snippet("""
+            @simt.kernel
+            def histogram(data, counts):  # counts starts as vg.zeros(...)
+                i = simt.global_id(0)
+                if i < data.shape[0]:
+                    simt.atomic_add(counts, int(data[i]), 1.0)
+            """),
+    ),
+    "VG205": Explanation(
+        rule="""Every plain write must be proven disjoint between threads. When the index
+            depends on data (an index array, a value read from memory) or the proof does
+            not finish, the write is refused rather than assumed safe: an unknown result
+            never passes.""",
+        why="""A scatter through an index array is race-free only if the indices are
+            distinct, which nothing in the kernel shows. Gather instead (each thread
+            writes its own element and reads through the index), use an atomic, or, if
+            you know the indices are a permutation, say so with `with vg.unsafe():`,
+            which `verdigris check` lists.""",
+        racy=_snippet("""
+            @simt.kernel
+            def scatter(x, index, out):
+                i = simt.global_id(0)
+                if i < x.shape[0]:
+                    out[int(index[i])] = x[i]  # distinct indices? not known
+            """),
+        message="""kernel.py:5:9: VG205: the write index of out could not be proven
+            disjoint between threads""",
+        hint="restructure (write out[i]), use an atomic, or mark it with vg.unsafe()",
+        fixed=_snippet("""
+            @simt.kernel
+            def gather(x, index, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = x[int(index[i])]  # each thread writes its own element
+            """),
+    ),
+    "VG210": Explanation(
+        rule="""barrier() must be reached by all threads of a block or by none: it may not
+            sit under a condition that differs between threads of one block (a thread
+            index, a bounds guard, data), nor inside a loop whose trip count does.""",
+        why="""A barrier waits for every thread of the block. If some never arrive, the
+            block hangs or, on newer GPUs, the barrier silently stops ordering anything,
+            and the shared-memory accesses it was meant to separate race.""",
+        racy=_snippet("""
+            @simt.kernel
+            def block_sum(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                if i < x.shape[0]:
+                    tile[t] = x[i]
+                    simt.barrier()  # threads past the end never get here
+                if t == 0:
+                    total = 0.0
+                    for j in range(256):
+                        total += tile[j]
+                    out[simt.block_id(0)] = total
+            """),
+        message="""kernel.py:8:9: VG210: a barrier may be reached by some threads of a block
+            and not others: it is under the condition i < x.shape[0], which differs between
+            threads""",
+        fixed=_snippet("""
+            @simt.kernel
+            def block_sum(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                tile[t] = x[i] if i < x.shape[0] else 0.0
+                simt.barrier()  # every thread of the block reaches it
+                if t == 0:
+                    total = 0.0
+                    for j in range(256):
+                        total += tile[j]
+                    out[simt.block_id(0)] = total
+            """),
+    ),
+    "VG211": Explanation(
+        rule="""Between two barriers, threads of one block must not touch the same shared
+            memory element when at least one of them writes it. Put a barrier() between
+            the writes and the reads of other threads' elements.""",
+        why="""Threads of a block run in warps that the scheduler interleaves freely: a
+            thread reading a neighbour's slot of shared memory without a barrier reads
+            whatever is there, usually the previous value.""",
+        racy=_snippet("""
+            @simt.kernel
+            def reverse_blocks(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                tile[t] = x[i]
+                out[i] = tile[255 - t]  # written by another thread, no barrier between
+            """),
+        message="""kernel.py:7:14: VG211: threads of one block access the same shared
+            element between two barriers: thread (block 0, thread 0) reads tile[255],
+            which thread (block 0, thread 255) writes""",
+        fixed=_snippet("""
+            @simt.kernel
+            def reverse_blocks(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                tile[t] = x[i]
+                simt.barrier()
+                out[i] = tile[255 - t]
+            """),
+    ),
+    "VG212": Explanation(
+        rule="""Threads of one warp that exchange values through shared memory need
+            syncwarp() between the write and the other lane's read (or barrier()). Code
+            that relies on the lanes of a warp running in lock step is refused.""",
+        why="""Since Volta, lanes of a warp are scheduled independently and may diverge
+            and reconverge anywhere: the old warp-synchronous idiom (the unrolled last
+            warp of a reduction) reads stale values. Warp shuffles (shfl_down) avoid
+            shared memory altogether.""",
+        racy=_snippet("""
+            @simt.kernel
+            def rotate_warp(x, out):
+                buf = simt.shared.array(32, vg.float32)
+                lane = simt.thread_id(0) % 32
+                i = simt.global_id(0)
+                if simt.thread_id(0) < 32:
+                    buf[lane] = x[i]
+                    out[i] = buf[(lane + 1) % 32]  # lanes are not in lock step
+            """),
+        message="""kernel.py:8:18: VG212: warp-synchronous shared memory accesses without
+            syncwarp(): lane 0 reads buf[1], which lane 1 writes""",
+        fixed=_snippet("""
+            @simt.kernel
+            def rotate_warp(x, out):
+                buf = simt.shared.array(32, vg.float32)
+                lane = simt.thread_id(0) % 32
+                i = simt.global_id(0)
+                if simt.thread_id(0) < 32:
+                    buf[lane] = x[i]
+                    simt.syncwarp()
+                    out[i] = buf[(lane + 1) % 32]
+            """),
+    ),
+    "VG213": Explanation(
+        rule="""A kernel must not read a shared memory element that no thread of the block
+            wrote before the read (shared memory starts with whatever the previous block
+            on that multiprocessor left there).""",
+        why="""Uninitialised shared memory holds garbage that differs between runs and
+            GPUs; reading it is the shared-memory form of an uninitialised variable,
+            and it often hides behind a guard that writes only part of a tile.""",
+        racy=_snippet("""
+            @simt.kernel
+            def copy_through_shared(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                if t < 128:
+                    tile[t] = x[i]  # only half the tile is written
+                simt.barrier()
+                out[i] = tile[t]
+            """),
+        message="""kernel.py:9:14: VG213: shared memory is read before anything wrote it:
+            thread (block 0, thread 128) reads tile[128], which no thread writes""",
+        fixed=_snippet("""
+            @simt.kernel
+            def copy_through_shared(x, out):
+                tile = simt.shared.array(256, vg.float32)
+                t = simt.thread_id(0)
+                i = simt.global_id(0)
+                tile[t] = x[i]
+                simt.barrier()
+                out[i] = tile[t]
+            """),
+    ),
+    "VG301": Explanation(
+        rule="""An index that is out of bounds on every launch is refused while compiling:
+            a constant index past a local or shared array's static size, or a negative
+            constant index. Indices never wrap around: x[-1] is not the last element.""",
+        why="""Reading past an array reads another array's memory (or faults); writing
+            there corrupts it. When the compiler can see it always happens, it is a bug in
+            the kernel, not in the data.""",
+        racy=_snippet("""
+            @simt.kernel
+            def last_minus(x, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = x[i] - x[-1]  # -1 is out of bounds, not the last element
+            """),
+        message="kernel.py:5:25: VG301: an index is out of bounds on every launch: x[-1]",
+        hint="a negative index is out of bounds: indices never wrap around",
+        fixed=_snippet("""
+            @simt.kernel
+            def last_minus(x, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = x[i] - x[x.shape[0] - 1]
+            """),
+    ),
+    "VG302": Explanation(
+        rule="""An access the compiler could not prove in bounds is checked while the
+            kernel runs. On the cpu backend the access raises vg.BoundsError before memory
+            is touched; on a GPU it is not performed, and the fault is raised at the next
+            synchronization with the kernel, line, block, thread, index and shape.""",
+        why="""The grid usually has more threads than elements (the last block is
+            partial), so a kernel without a bounds guard indexes past the end. An
+            unchecked GPU access would read or overwrite a neighbouring allocation
+            silently.""",
+        racy=_snippet("""
+            @simt.kernel
+            def double(x, out):
+                i = simt.global_id(0)
+                out[i] = 2.0 * x[i]  # no guard: the last block runs past the end
+
+
+            x = vg.asarray(np.ones(1000, np.float32))
+            out = vg.empty_like(x)
+            double[4, 256](x, out)  # 1024 threads for 1000 elements
+            """),
+        message="""kernel.py:4:20: VG302: out of bounds: x[1000] with shape (1000,) in
+            kernel double, block (3, 0, 0) thread (232, 0, 0)""",
+        fixed=_snippet("""
+            @simt.kernel
+            def double(x, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    out[i] = 2.0 * x[i]
+
+
+            x = vg.asarray(np.ones(1000, np.float32))
+            out = vg.empty_like(x)
+            double[vg.cdiv(1000, 256), 256](x, out)
+            """),
+    ),
+}
+
+
+def _paragraph(text: str, indent: str = "  ") -> str:
+    words = " ".join(text.split())
+    return textwrap.fill(words, 88, initial_indent=indent, subsequent_indent=indent)
+
+
+def _code(text: str) -> str:
+    return textwrap.indent(text.rstrip(), "    ")
+
+
+def explain(code: str) -> str:
+    """The long form of `code` (a key of CODES); KeyError for an unknown code."""
+    entry = EXPLANATIONS[code]
+    message = "    " + " ".join(entry.message.split())
+    if entry.hint:
+        message += "\n      hint: " + entry.hint
+    return "\n".join([
+        f"{code}: {CODES[code].title}", "",
+        "Rule", _paragraph(entry.rule), "",
+        "Why it matters", _paragraph(entry.why), "",
+        "Racy", _code(entry.racy), "",
+        "Message", message, "",
+        "Fixed", _code(entry.fixed), ""])

@@ -1,0 +1,814 @@
+"""`verdigris check`: kernels and launch sites found in source files, checked without
+running the files.
+
+Takes: paths of `.py` files or of directories (searched recursively, skipping hidden ones
+and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, counts) and
+`Report.format()`, the command's output. Guarantees:
+
+- No user file is imported or run. Each file is parsed with `ast`, and only a filtered copy
+  of its top level is executed, statement by statement, in a fresh namespace, to get real
+  kernel objects for the frontend: the imports whose names the definitions or launch sites
+  below use; the `@...kernel` and `@...func` function definitions, when their decorators,
+  defaults and annotations are inert (names, attributes, literals and arithmetic); and
+  assignments of inert values. No other top-level statement runs and no function body
+  runs (imported modules do run, as any import does). A statement that fails is skipped.
+  Kernels defined inside functions are listed as not checked.
+- Racy kernels: every kernel defined at the top level of a file is specialized through the
+  real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
+  from the file's launch sites where they are literal (constexpr arguments and block shapes,
+  also through names bound once to a literal, or looped over a literal tuple), else
+  defaults: arrays are float32 (int64 where their elements serve as indices), of the rank
+  their subscripts show; scalars are int64 where used in an index, a range, an integer-only
+  operation or a comparison with an integer, else float32. Launches without a literal
+  block shape specialize without one.
+- Aliased launches (VG201): at each launch site `k[grid, block](args)`, the argument of
+  every parameter the kernel writes (`ir.writes`) is compared with every other argument:
+  the same name, or views of one name (subscripts, `.T`, `.reshape(...)`...) that are not
+  provably disjoint, are reported. Literal or shared bounds prove disjointness (`x[:n]` and
+  `x[n:]`, `x[:4]` and `x[4:8]`, `x[0]` and `x[1]`, `x[::2]` and `x[1::2]`); different
+  names are assumed to be different arrays.
+- `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
+  so is a kernel that cannot be built with the inferred specs ("not checked"). Only
+  findings make the exit status 1.
+"""
+from __future__ import annotations
+
+import __future__
+import ast
+import builtins
+import inspect
+import itertools
+import linecache
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import lang
+from .. import types as T
+from ..errors import Error, Loc
+from ..frontend import walk
+from ..frontend.source import function_source
+from ..ir import nodes as N
+
+SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
+MAX_CONFIGS = 16  # specializations checked per launch site when names loop over literals
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str  # "VG2xx"/"VG3xx", or "" for a file that cannot be read or parsed
+    loc: Loc
+    message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        lines = [f"{self.loc}: {self.code or 'error:'} {self.message}"]
+        excerpt = self.loc.excerpt()
+        if excerpt:
+            lines.append(excerpt)
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Note:
+    loc: Loc
+    text: str  # names its own location where it has one
+
+    def format(self) -> str:
+        return f"note: {self.text}"
+
+
+@dataclass
+class Report:
+    findings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    files: int = 0
+    kernels: int = 0  # kernels built and analyzed
+    launches: int = 0  # launch sites whose arguments were compared
+    unchecked: int = 0  # kernels that could not be built
+
+    @property
+    def status(self) -> int:
+        return 1 if self.findings else 0
+
+    def format(self) -> str:
+        items = sorted(dict.fromkeys(self.findings + self.notes),
+                       key=lambda i: (i.loc.file, i.loc.line, i.loc.col, isinstance(i, Note)))
+        return "\n".join([i.format() for i in items] + [self.summary()]) + "\n"
+
+    def summary(self) -> str:
+        counts = {}
+        for f in self.findings:
+            counts[f.code or "error"] = counts.get(f.code or "error", 0) + 1
+        files = f"{self.files} file{'s' * (self.files != 1)}"
+        checked = f"{self.kernels} kernel{'s' * (self.kernels != 1)} and {self.launches} " \
+                  f"launch{'es' * (self.launches != 1)} checked"
+        unsafe = sum(n.text.startswith("unsafe region") for n in set(self.notes))
+        extras = [f"{n} {what}{'s' * (n != 1)}{rest}" for n, what, rest in (
+            (self.unchecked, "kernel", " not checked"), (unsafe, "unsafe region", "")) if n]
+        head = (f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)} ("
+                + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())) + ")"
+                if self.findings else "no problems")
+        return f"verdigris check: {head} in {files}; " + "; ".join([checked] + extras)
+
+
+def check_paths(paths) -> Report:
+    """Check every `.py` file under `paths` (FileNotFoundError for a path that is missing)."""
+    from .. import safety
+
+    report = Report()
+    analyze = getattr(safety, "analyze", None)
+    if analyze is None:
+        report.notes.append(Note(Loc("", 0), "the static race checker is not available: "
+                                             "only launch sites were checked"))
+    for file in source_files(paths):
+        report.files += 1
+        FileCheck(file, report, analyze).run()
+    return report
+
+
+def source_files(paths) -> list:
+    files = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.py") if not any(
+                part.startswith(".") or part in SKIPPED_DIRS for part in p.relative_to(path).parts)))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(raw)
+    return list(dict.fromkeys(files))
+
+
+# ----------------------------------------------------------------------------- static values
+
+BIN_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+           ast.Div: operator.truediv, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+UNARY_OPS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+INERT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.BinOp,
+               ast.UnaryOp, ast.expr_context, ast.operator, ast.unaryop)
+
+
+def inert(node) -> bool:
+    """True if evaluating `node` can run no user code worth speaking of: literals, names,
+    attribute reads, tuples and arithmetic."""
+    return node is None or all(isinstance(n, INERT_NODES) for n in ast.walk(node))
+
+
+def possible_values(node, scope: dict) -> tuple | None:
+    """The values `node` can take at run time, if that is a short literal list: constants,
+    names in `scope` (name -> tuple of values), tuples and arithmetic of those."""
+    if isinstance(node, ast.Constant):
+        return (node.value,)
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [possible_values(e, scope) for e in node.elts]
+        if any(p is None for p in parts):
+            return None
+        return tuple(itertools.islice(itertools.product(*parts), MAX_CONFIGS))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY_OPS:
+        inner = possible_values(node.operand, scope)
+        return None if inner is None else _apply(UNARY_OPS[type(node.op)], inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in BIN_OPS:
+        left, right = possible_values(node.left, scope), possible_values(node.right, scope)
+        if left is None or right is None:
+            return None
+        return _apply(BIN_OPS[type(node.op)], *zip(*itertools.product(left, right)))
+    return None
+
+
+def _apply(op, *columns) -> tuple | None:
+    try:
+        return tuple(dict.fromkeys(op(*args) for args in zip(*columns)))
+    except Exception:  # a literal that does not compute (1 // 0, "a" - 1): no value
+        return None
+
+
+def scope_nodes(body):
+    """The nodes of one scope: everything in `body` except nested functions, classes and
+    lambdas (their names are stores of this scope; their bodies are not)."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(reversed(getattr(node, "decorator_list", [])))
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def scope_values(body, outer: dict, params=()) -> dict:
+    """Name -> possible values, for names of this scope bound exactly once, to something
+    `possible_values` understands (an assignment, or a for loop over a literal tuple)."""
+    stores: dict = {}
+    definitions = []
+    for node in scope_nodes(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] = stores.get(node.name, 0) + 2
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = (alias.asname or alias.name).partition(".")[0]
+                stores[name] = stores.get(name, 0) + 2
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            definitions.append((node.targets[0].id, node.value, False))
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) \
+                and isinstance(node.iter, (ast.Tuple, ast.List)):
+            definitions.append((node.target.id, node.iter, True))
+    values = {k: v for k, v in outer.items() if k not in stores and k not in params}
+    for name, value, loops in definitions:
+        if stores.get(name) != 1:
+            continue
+        found = possible_values(value, values)
+        if found is not None and loops:  # each element of the tuple, in turn
+            found = tuple(dict.fromkeys(v for combo in found for v in combo)) \
+                if all(isinstance(v, tuple) for v in found) else None
+        if found is not None:
+            values[name] = found
+    return values
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def decorator_name(node) -> str | None:
+    target = node.func if isinstance(node, ast.Call) else node
+    return target.attr if isinstance(target, ast.Attribute) else \
+        target.id if isinstance(target, ast.Name) else None
+
+
+def is_definition(node, kind: str) -> bool:
+    """A function decorated with `@...kernel` (kind "kernel") or `@...func` ("func")."""
+    return isinstance(node, ast.FunctionDef) and any(
+        decorator_name(d) == kind for d in node.decorator_list)
+
+
+def _loadable_definition(node) -> bool:
+    args = node.args
+    annotations = [a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return all(inert(d.func if isinstance(d, ast.Call) else d)
+               and all(inert(a) for a in getattr(d, "args", []))
+               and all(inert(k.value) for k in getattr(d, "keywords", []))
+               for d in node.decorator_list) \
+        and all(inert(e) for e in args.defaults + args.kw_defaults + annotations + [node.returns])
+
+
+def _kept(node) -> bool:
+    if is_definition(node, "kernel") or is_definition(node, "func"):
+        return _loadable_definition(node)
+    if isinstance(node, ast.Assign):
+        return all(isinstance(t, ast.Name) for t in node.targets) and inert(node.value)
+    if isinstance(node, ast.AnnAssign):
+        return isinstance(node.target, ast.Name) and node.value is not None \
+            and inert(node.value) and inert(node.annotation)
+    return False
+
+
+def _names_used(nodes) -> set:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _bound_names(node) -> set:
+    return {(a.asname or a.name).partition(".")[0] for a in node.names}
+
+
+def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
+    """A fresh namespace holding the file's kernels, helpers and constants (see the module
+    docstring for what runs); `extra_names` are imports to keep besides those they use."""
+    kept = [n for n in tree.body if _kept(n)]
+    needed = _names_used(kept) | extra_names
+    flags = 0
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                feature = getattr(__future__, alias.name, None)
+                flags |= getattr(feature, "compiler_flag", 0)
+    chosen = [n for n in tree.body if n in kept or (
+        isinstance(n, (ast.Import, ast.ImportFrom)) and n.module != "__future__"
+        if isinstance(n, ast.ImportFrom) else isinstance(n, ast.Import))
+        and _bound_names(n) & needed]
+    namespace = {"__name__": "__verdigris_check__", "__file__": filename,
+                 "__builtins__": builtins}
+    for node in chosen:
+        code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec",
+                       flags=flags, dont_inherit=True)
+        try:
+            exec(code, namespace)
+        except (Exception, SystemExit):  # an import that fails, a name that is not there
+            continue
+    return namespace
+
+
+# ----------------------------------------------------------------------------- kernel specs
+
+INT_CALLS = {"global_id", "thread_id", "block_id", "block_dim", "grid_dim", "lane_id", "len",
+             "int", "bid", "num_blocks"}
+INT_ONLY_OPS = (ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr,
+                ast.BitXor, ast.Invert)
+ARRAY_ATTRS = {"shape", "strides", "ndim", "dtype", "size"}
+
+
+@dataclass
+class Usage:
+    """What a kernel or helper body shows about one parameter."""
+
+    array: bool = False
+    rank: int = 1
+    int_elements: bool = False  # its elements are used as indices
+    int_scalar: bool = False  # used as an index, a bound or an integer operand
+
+    def merge(self, other: "Usage") -> None:
+        self.array |= other.array
+        self.rank = max(self.rank, other.rank)
+        self.int_elements |= other.int_elements
+        self.int_scalar |= other.int_scalar
+
+    def spec(self):
+        if self.array:
+            return N.ArrayType(T.int64 if self.int_elements else T.float32, self.rank,
+                               "global", True, True)
+        return T.int64 if self.int_scalar else T.float32
+
+
+def _callee(node: ast.Call) -> str | None:
+    return decorator_name(node.func)
+
+
+def _int_names(tree) -> set:
+    names: set = set()
+    while True:
+        before = len(names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and _is_int(node.value, names):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) \
+                    and isinstance(node.iter, ast.Call) and _callee(node.iter) == "range":
+                names.add(node.target.id)
+        if len(names) == before:
+            return names
+
+
+def _is_int(node, names: set) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Call):
+        return _callee(node) in INT_CALLS
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "warp_size"
+    if isinstance(node, ast.BinOp):
+        return not isinstance(node.op, ast.Div) and _is_int(node.left, names) \
+            and _is_int(node.right, names)
+    if isinstance(node, ast.UnaryOp):
+        return _is_int(node.operand, names)
+    if isinstance(node, ast.IfExp):
+        return _is_int(node.body, names) and _is_int(node.orelse, names)
+    return False
+
+
+def _index_positions(tree):
+    """Expressions whose value is used as an index or a loop bound."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            yield node.slice
+        elif isinstance(node, ast.Call) and _callee(node) == "range":
+            yield from node.args
+        elif isinstance(node, ast.Call) and (_callee(node) or "").startswith("atomic_"):
+            yield from node.args[1:2]
+
+
+def param_usage(fn, seen=frozenset()) -> dict:
+    """Parameter name -> Usage, from the body of `fn` and of the `@vg.func`s it calls."""
+    src = function_source(fn)
+    args = src.tree.args
+    usage = {a.arg: Usage() for a in args.posonlyargs + args.args + args.kwonlyargs}
+    ints = _int_names(src.tree)
+
+    def param(node) -> Usage | None:
+        return usage.get(node.id) if isinstance(node, ast.Name) else None
+
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Subscript) and param(node.value):
+            u = param(node.value)
+            u.array = True
+            u.rank = max(u.rank, len(node.slice.elts) if isinstance(node.slice, ast.Tuple) else 1)
+        elif isinstance(node, ast.Attribute) and node.attr in ARRAY_ATTRS and param(node.value):
+            param(node.value).array = True
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, INT_ONLY_OPS):
+            for side in (node.left, node.right):
+                if param(side):
+                    param(side).int_scalar = True
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_is_int(s, ints) for s in sides):
+                for side in sides:
+                    if param(side):
+                        param(side).int_scalar = True
+        elif isinstance(node, ast.Call):
+            _call_usage(node, src, usage, seen | {fn})
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "shape" and param(node.value.value) \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+            param(node.value.value).rank = max(param(node.value.value).rank, node.slice.value + 1)
+    for position in _index_positions(src.tree):
+        for node in ast.walk(position):
+            if param(node):
+                param(node).int_scalar = True
+            elif isinstance(node, ast.Subscript) and param(node.value):
+                param(node.value).int_elements = True
+    return usage
+
+
+def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
+    name = _callee(node)
+    first = node.args[0] if node.args else None
+    if (name == "len" or (name or "").startswith("atomic_")) \
+            and isinstance(first, ast.Name) and first.id in usage:
+        usage[first.id].array = True
+    if not isinstance(node.func, ast.Name):
+        return
+    found, helper = src.lookup(node.func.id)
+    if not (found and isinstance(helper, lang.func)) or helper.fn in seen:
+        return
+    try:
+        inner = param_usage(helper.fn, seen)
+    except Error:  # a helper without readable source: the frontend will say so
+        return
+    for arg, helper_param in zip(node.args, inner):
+        if isinstance(arg, ast.Name) and arg.id in usage:
+            usage[arg.id].merge(inner[helper_param])
+
+
+# ----------------------------------------------------------------------------- launch sites
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    call: ast.Call
+    kernel: object  # the KernelFunction
+    scope: dict  # name -> possible values, where the launch is written
+    file: str
+
+    def loc(self, node) -> Loc:
+        return Loc(self.file, node.lineno, node.col_offset)
+
+    def arguments(self) -> dict:
+        """Parameter name -> argument expression, for the arguments that can be placed."""
+        names = [p.name for p in self.kernel.params]
+        bound = {}
+        for name, arg in zip(names, self.call.args):
+            if isinstance(arg, ast.Starred):
+                break
+            bound[name] = arg
+        bound.update({k.arg: k.value for k in self.call.keywords if k.arg in names})
+        return bound
+
+    def configs(self) -> list:
+        """(block, constexpr values) specializations this launch can have; [] if a
+        constexpr has neither a literal value nor a default."""
+        config = self.call.func.slice
+        block = None
+        if self.kernel.track == "simt" and isinstance(config, ast.Tuple) and len(config.elts) == 2:
+            block = possible_values(config.elts[1], self.scope)
+        blocks = [b for b in block or (None,) if b is None or _block_shape(b)]
+        arguments = self.arguments()
+        choices = []
+        for p in self.kernel.params:
+            if not p.constexpr:
+                continue
+            values = possible_values(arguments[p.name], self.scope) if p.name in arguments \
+                else None if p.default is inspect.Parameter.empty else (p.default,)
+            if values is None:
+                return []
+            choices.append([(p.name, v) for v in values])
+        return [(_block_shape(b), dict(c)) for b, c in
+                itertools.islice(itertools.product(blocks, itertools.product(*choices)),
+                                 MAX_CONFIGS)]
+
+
+def default_configs(kernel) -> list:
+    """The specialization without launch information: no block, constexpr defaults."""
+    values = {p.name: p.default for p in kernel.params if p.constexpr}
+    return [] if inspect.Parameter.empty in values.values() else [(None, values)]
+
+
+def _block_shape(value) -> tuple | None:
+    dims = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(type(d) is int and d > 0 for d in dims):
+        return None
+    return dims + (1,) * (3 - len(dims))
+
+
+def _resolve(node, namespace: dict):
+    """The object a name or a module attribute path denotes in `namespace`, or None."""
+    import types
+
+    if isinstance(node, ast.Name):
+        return namespace.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _resolve(node.value, namespace)
+        return getattr(owner, node.attr, None) if isinstance(owner, types.ModuleType) else None
+    return None
+
+
+def _root_name(node) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def candidate_launches(tree):
+    """Calls written `something[...](...)`, the shape of every launch."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Subscript) and _root_name(n.func.value)]
+
+
+def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
+    sites = []
+
+    def visit(body, outer: dict, params=()):
+        values = scope_values(body, outer, params)
+        for node in scope_nodes(body):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+                kernel = _resolve(node.func.value, namespace)
+                if getattr(kernel, "__vg_kernel__", False):
+                    sites.append(LaunchSite(node, kernel, values, file))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                visit(node.body, values, {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                      | {x.arg for x in (a.vararg, a.kwarg) if x})
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, values)
+
+    visit(tree.body, {})
+    return sorted(sites, key=lambda s: (s.call.lineno, s.call.col_offset))
+
+
+# ----------------------------------------------------------------------------- views
+
+
+@dataclass(frozen=True)
+class View:
+    """An argument as a view of a named array: `base`, and its index (one ast node per
+    axis) when it is a subscript; `opaque` when the view reshapes or transposes."""
+
+    base: str
+    axes: tuple | None = None
+    opaque: bool = False
+    text: str = ""
+
+
+VIEW_ATTRS = {"T", "mT", "H", "real", "imag"}
+VIEW_METHODS = {"view", "reshape", "transpose", "permute", "ravel", "squeeze", "unsqueeze",
+                "swapaxes", "expand", "as_strided", "narrow", "flatten"}
+
+
+def as_view(node) -> View | None:
+    """`x`, `self.x`, `x[1:]`, `x.T`, `x.reshape(...)`, ... as a View; None for anything
+    else (a call's result is a different array as far as this check can tell)."""
+    text = ast.unparse(node)
+    if isinstance(node, ast.Name):
+        return View(node.id, text=text)
+    if isinstance(node, ast.Attribute):
+        if node.attr in VIEW_ATTRS:
+            inner = as_view(node.value)
+            return None if inner is None else View(inner.base, None, True, text)
+        path = _attribute_path(node)
+        return None if path is None else View(path, text=text)
+    if isinstance(node, ast.Subscript):
+        inner = as_view(node.value)
+        if inner is None:
+            return None
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if inner.axes is not None or inner.opaque or any(
+                isinstance(a, ast.Constant) and a.value is Ellipsis for a in index):
+            return View(inner.base, None, True, text)
+        return View(inner.base, tuple(index), text=text)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in VIEW_METHODS:
+        inner = as_view(node.func.value)
+        return None if inner is None else View(inner.base, None, True, text)
+    return None
+
+
+def _attribute_path(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _attribute_path(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def overlap(a: View, b: View) -> str | None:
+    """None if `a` and `b` are provably disjoint; else how they meet, in words."""
+    if a.base != b.base:
+        return None
+    if a.axes is None and b.axes is None and not (a.opaque or b.opaque):
+        return "is the same memory as"
+    if a.opaque or b.opaque or a.axes is None or b.axes is None:
+        return "overlaps"
+    if ast.dump(ast.Tuple(list(a.axes))) == ast.dump(ast.Tuple(list(b.axes))):
+        return "is the same memory as"
+    full = ast.Slice()
+    axes = itertools.zip_longest(a.axes, b.axes, fillvalue=full)
+    if any(_disjoint_axis(x, y) for x, y in axes):
+        return None
+    literal = all(isinstance(n, ast.Constant) or isinstance(n, ast.UnaryOp)
+                  for v in (a, b) for axis in v.axes for n in _bounds(axis) if n is not None)
+    return "overlaps" if literal else "may overlap"
+
+
+def _bounds(axis) -> tuple:
+    if isinstance(axis, ast.Slice):
+        return axis.lower, axis.upper, axis.step
+    return (axis,)
+
+
+# A bound is ("abs", k) (k from the start), ("end", k) (k <= 0, from the end) or
+# ("sym", text) (an expression: equal only to itself).
+
+
+def _bound(node, default):
+    if node is None:
+        return default
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return ("sym", ast.dump(node))
+    if type(value) is not int:
+        return ("sym", ast.dump(node))
+    return ("abs", value) if value >= 0 else ("end", value)
+
+
+def _at_most(p, q) -> bool:
+    """p <= q for every array length (that makes both bounds valid)."""
+    if p[0] == q[0] == "sym":
+        return p[1] == q[1]
+    return p[0] == q[0] and p[1] <= q[1]
+
+
+def _interval(axis):
+    """(lo, hi, step) of the positions an index touches on one axis, or None if unknown."""
+    if isinstance(axis, ast.Slice):
+        step = _bound(axis.step, ("abs", 1))
+        if step[0] != "abs" or step[1] <= 0:
+            return None
+        return _bound(axis.lower, ("abs", 0)), _bound(axis.upper, ("end", 0)), step[1]
+    lo = _bound(axis, None)
+    if lo[0] == "sym":
+        return None
+    return lo, (lo[0], lo[1] + 1), 1
+
+
+def _disjoint_axis(x, y) -> bool:
+    a, b = _interval(x), _interval(y)
+    if a is None or b is None:
+        return False
+    if _at_most(a[1], b[0]) or _at_most(b[1], a[0]):
+        return True
+    (a_lo, _, a_step), (b_lo, _, b_step) = a, b
+    return a_step == b_step > 1 and a_lo[0] == b_lo[0] != "sym" \
+        and (a_lo[1] - b_lo[1]) % a_step != 0
+
+
+# ----------------------------------------------------------------------------- one file
+
+
+class FileCheck:
+    def __init__(self, path: Path, report: Report, analyze):
+        self.file = str(path)
+        self.report = report
+        self.analyze = analyze
+        self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, reason)
+
+    def run(self) -> None:
+        try:
+            text = Path(self.file).read_text(encoding="utf-8")
+            tree = ast.parse(text, self.file)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            self.report.findings.append(Finding("", Loc(self.file, 1, 0), f"cannot read: {exc}"))
+            return
+        except SyntaxError as exc:
+            self.report.findings.append(Finding(
+                "", Loc(self.file, exc.lineno or 1, max((exc.offset or 1) - 1, 0)),
+                f"cannot parse: {exc.msg}"))
+            return
+        linecache.checkcache(self.file)  # quote the file as it is now
+        roots = {_root_name(c.func.value) for c in candidate_launches(tree)}
+        namespace = load_definitions(tree, self.file, roots)
+        sites = launch_sites(tree, namespace, self.file)
+        for node in tree.body:
+            if is_definition(node, "kernel"):
+                self.check_kernel(node, namespace.get(node.name), sites)
+        for node in ast.walk(tree):
+            if is_definition(node, "kernel") and node not in tree.body:
+                self.not_checked(node, "it is defined inside a function or class, and "
+                                       "check runs no code")
+        for site in sites:
+            self.check_launch(site)
+
+    # ------------------------------------------------------------------ kernels
+
+    def not_checked(self, node, reason: str) -> None:
+        self.report.unchecked += 1
+        self.report.notes.append(Note(Loc(self.file, node.lineno, node.col_offset),
+                                      f"kernel {node.name!r} at {self.file}:{node.lineno} "
+                                      f"not checked: {reason}"))
+
+    def check_kernel(self, node: ast.FunctionDef, kernel, sites: list) -> None:
+        if not getattr(kernel, "__vg_kernel__", False):
+            self.not_checked(node, "its definition could not be evaluated (an import or "
+                                   "a decorator argument that check does not run)")
+            return
+        mine = [s for s in sites if s.kernel is kernel]
+        configs = [c for s in mine for c in s.configs()] or \
+            ([] if mine else default_configs(kernel))
+        if not configs:
+            missing = [p.name for p in kernel.params if p.constexpr]
+            self.not_checked(node, "no literal value for constexpr "
+                                   + ", ".join(repr(m) for m in missing) + " at its launches")
+            return
+        built, failures = [], []
+        for block, constexprs in dict.fromkeys((b, tuple(c.items())) for b, c in configs):
+            ir, reason = self.build(kernel, block, dict(constexprs))
+            (built.append(ir) if ir is not None else failures.append(reason))
+        if not built:
+            self.not_checked(node, failures[0])
+            return
+        self.report.kernels += 1
+        for ir in built:
+            for region in ir.unsafe_regions:
+                self.report.notes.append(Note(region, f"unsafe region at {region.file}:"
+                                                      f"{region.line} (kernel {ir.name})"))
+            if self.analyze is not None:
+                self.race_findings(ir)
+
+    def race_findings(self, ir) -> None:
+        try:
+            errors = self.analyze(ir).errors
+        except Error as err:  # the checker refused the kernel outright
+            errors = [err]
+        for err in errors:
+            self.report.findings.append(Finding(err.code or "VG205", err.loc or ir.loc,
+                                                err.message, err.hint))
+
+    def build(self, kernel, block, constexprs: dict):
+        key = (id(kernel), block, tuple(sorted(constexprs.items())))
+        if key not in self.builds:
+            try:
+                usage = param_usage(kernel.fn)
+                specs = {p.name: constexprs[p.name] if p.constexpr else usage[p.name].spec()
+                         for p in kernel.params}
+                self.builds[key] = (kernel.specialize_types(specs, block), None)
+            except Error as err:
+                self.builds[key] = (None, f"{err.message} ({err.loc})" if err.loc else err.message)
+        return self.builds[key]
+
+    # ------------------------------------------------------------------ launches
+
+    def check_launch(self, site: LaunchSite) -> None:
+        configs = site.configs() + default_configs(site.kernel)
+        ir = next((ir for block, c in configs
+                   for ir in [self.build(site.kernel, block, c)[0]] if ir is not None), None)
+        if ir is None:
+            return  # the kernel's own check says why it could not be built
+        self.report.launches += 1
+        arguments = site.arguments()
+        views = {name: as_view(arg) for name, arg in arguments.items()}
+        constexpr = {p.name for p in site.kernel.params if p.constexpr}
+        reported = set()
+        for written, w in views.items():
+            if written not in ir.writes or w is None:
+                continue
+            for other, view in views.items():
+                if view is None or other == written or other in constexpr \
+                        or frozenset((written, other)) in reported:
+                    continue
+                how = overlap(w, view)
+                if how is not None:
+                    reported.add(frozenset((written, other)))
+                    self.alias_finding(site, ir, written, other, how, w, view)
+
+    def alias_finding(self, site, ir, written: str, other: str, how: str, w: View, v: View):
+        name = site.kernel.__name__
+        store = next((n.loc for n in walk(ir.body) if isinstance(n, N.Store)
+                      and n.array.name == written), ir.loc)
+        views = "" if w.text == v.text else f" ({w.text} and {v.text} are views of {w.base!r})"
+        self.report.findings.append(Finding(
+            "VG201", site.loc(site.arguments()[other]),
+            f"{name} writes {written!r}, which {how} {other!r}{views}: the result would "
+            f"depend on the order threads run in (written at {store})",
+            f"pass a separate output array for {written!r} (e.g. vg.empty_like)"))
