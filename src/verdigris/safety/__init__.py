@@ -1,0 +1,109 @@
+"""The static race checker (SIMT track, global memory).
+
+Takes: a specialized `ir.Kernel`. Gives:
+- `analyze(kernel) -> Analysis`: every finding as a `SafetyError` (`.code`, `.loc` at the
+  user's line of one of the two accesses, a concrete counterexample in the message), the
+  facts proven, the proof time and the number of solver queries. Never raises for a user
+  kernel: what it cannot model is a VG205 finding.
+- `check(kernel) -> Analysis`: `analyze`, then raise the first finding, else store the facts
+  in `kernel.facts`. The dispatcher calls it once per specialization (cached with it).
+
+The rule (GPUVerify's two-thread reduction): there are no barriers yet, so all threads of a
+launch are unordered; they race iff two distinct threads may touch the same element of one
+global array with at least one plain write (VG202 write/write, VG203 read/write). Atomics
+never race with atomics; an atomic and a plain access that may meet is VG204. A pair the
+checker cannot decide is VG205, never a pass: a solver timeout, or a collision that needs
+values the checker cannot see (indices computed from loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are
+neither proven nor reported. Each pair of accesses goes to `fastpath` first, then to
+`solver`.
+
+Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions the proof
+assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one
+block: the kernel never reads `block_id` there, so two blocks along them would do the same
+work), `unit_block_axes` (likewise for an unspecialized block), and `max_axis_threads`
+(grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..errors import SafetyError
+from ..ir import nodes as N
+from . import diagnose, fastpath, solver
+from .codes import CODES
+from .symbolic import MAX_AXIS_THREADS, execute
+
+TIMEOUT_MS = 2000
+
+CODE_OF_KINDS = {  # the kinds of the two accesses -> the code if they may meet
+    ("write", "write"): "VG202",
+    ("read", "write"): "VG203",
+    ("atomic", "read"): "VG204",
+    ("atomic", "write"): "VG204",
+}
+
+
+@dataclass
+class Analysis:
+    errors: list = field(default_factory=list)  # of SafetyError, most serious first
+    facts: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    solver_queries: int = 0
+
+
+def analyze(kernel: N.Kernel, timeout_ms: int = TIMEOUT_MS) -> Analysis:
+    start = time.perf_counter()
+    if kernel.track != "simt":
+        return Analysis(facts={"race_free": None})
+    analysis = Analysis()
+    try:
+        _check_pairs(kernel, analysis, timeout_ms)
+    except Exception as exc:  # a construct the model lacks: refuse rather than pass
+        analysis.errors.append(SafetyError(
+            f"{CODES['VG205'].title}: the race checker could not model this kernel "
+            f"({type(exc).__name__}: {exc})", kernel.loc, diagnose.HINTS["VG205"], "VG205"))
+    analysis.errors.sort(key=lambda e: (e.code, e.loc.line, e.loc.col))
+    analysis.facts["race_free"] = not analysis.errors
+    analysis.seconds = time.perf_counter() - start
+    return analysis
+
+
+def check(kernel: N.Kernel) -> Analysis:
+    analysis = analyze(kernel)
+    if analysis.errors:
+        raise analysis.errors[0]
+    kernel.facts.update(analysis.facts)
+    return analysis
+
+
+def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
+    trace = execute(kernel)
+    space = trace.space
+    analysis.facts.update(unit_grid_axes=space.unit_grid_axes, unit_block_axes=space.unit_block_axes,
+                          max_axis_threads=MAX_AXIS_THREADS,
+                          unsafe_accesses=sum(a.unsafe for a in trace.accesses))
+    by_array: dict = {}
+    for access in trace.accesses:
+        if not access.unsafe:
+            by_array.setdefault(access.array, []).append(access)
+    fast = 0
+    for accesses in by_array.values():
+        for i, a in enumerate(accesses):
+            for b in accesses[i:]:
+                code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
+                if code is None:
+                    continue
+                if fastpath.disjoint(a, b, space):
+                    fast += 1
+                    continue
+                analysis.solver_queries += 1
+                outcome = solver.collide(a, b, space, timeout_ms)
+                if outcome.status == "sat" and outcome.unknowns:
+                    analysis.errors.append(diagnose.data_error(a, b, outcome))
+                elif outcome.status == "sat":
+                    analysis.errors.append(diagnose.race_error(code, a, b, outcome))
+                elif outcome.status == "unknown":
+                    reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
+                    analysis.errors.append(diagnose.unproven_error(a, b, reason))
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)

@@ -1,0 +1,183 @@
+"""The two-thread race query, decided by z3.
+
+Takes: two accesses of one array (from `symbolic.execute`) and their `Space`. Gives:
+`collide(a, b, space, timeout_ms) -> Outcome`: "unsat" (no two distinct threads reach `a`
+and `b` at one element), "sat" with a concrete counterexample (thread ids, the element,
+the sizes and parameters z3 chose), or "unknown" (gave up or timed out; the caller refuses).
+
+Why z3 (`z3-solver`): the index maps are integer polynomials in thread ids *and* run-time
+sizes (`r * W + c` with `W = out.shape[1]`, `block_id * block_dim` when the block is not
+specialized). Products of a variable and a run-time size are outside Presburger arithmetic,
+so isl cannot take them; z3's nonlinear integer arithmetic proves the usual shapes in
+milliseconds, and a satisfying assignment is exactly the counterexample users need. It is
+imported lazily: kernels the fast path proves never load it.
+
+Query: thread 1 reaches `a`, thread 2 reaches `b` (each path condition, with its own copy of
+every per-thread atom), (block, thread) ids differ, all indices are equal and in bounds (an
+out-of-bounds access faults instead of touching memory), plus each atom's interval and
+definition, and the launch-domain constraints.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .symbolic import INF, Access, Poly, Space, formula_atoms, per_thread, rename_formula
+
+COPIES = ("1", "2")
+SMALL_TIMEOUT_MS = 200
+SMALL = {"size": 4, "shape": 1024, "param": 1024, "unknown": 1024}  # bounds for readable examples
+
+
+@dataclass
+class Outcome:
+    status: str  # "sat" | "unsat" | "unknown"
+    threads: tuple = ()  # per copy: {"tid0@": value, "bid0@": value, ...}
+    element: tuple = ()  # the index per dimension
+    sizes: dict = field(default_factory=dict)  # label -> value, for shapes and parameters
+    launch: tuple = ()  # (grid, block), 3 ints each
+    unknowns: list = field(default_factory=list)  # labels of loaded values the indices depend on
+    reason: str = ""
+
+
+def collide(a: Access, b: Access, space: Space, timeout_ms: int) -> Outcome:
+    import z3
+
+    enc = _Encoder(space, z3)
+    ia = [enc.poly(p.rename("1")) for p in a.indices]
+    ib = [enc.poly(p.rename("2")) for p in b.indices]
+    shapes = [enc.poly(space.shape(a.array, d)) for d in range(len(ia))]
+    ids = space.identity()
+    facts = [enc.formula(rename_formula(a.pc, "1")), enc.formula(rename_formula(b.pc, "2")),
+             z3.Or([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in ids])
+             if ids else z3.BoolVal(False)]
+    facts += [x == y for x, y in zip(ia, ib)]
+    facts += [z3.And(0 <= x, x < s) for x, s in zip(ia, shapes)]
+    for copy in COPIES:
+        facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
+    facts += [enc.formula(f) for f in space.uniform_domain]
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*facts, *enc.side)
+    result = solver.check()
+    if result == z3.unsat:
+        return Outcome("unsat")
+    if result != z3.sat:
+        return Outcome("unknown", reason=solver.reason_unknown())
+    model = solver.model()
+    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
+    solver.add(*enc.small())  # prefer a counterexample a user can picture
+    if solver.check() == z3.sat:
+        model = solver.model()
+
+    def value(term) -> int:
+        return model.eval(term, model_completion=True).as_long()
+
+    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
+    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
+             if space.atoms[n].kind in ("shape", "param")}
+    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
+                   for kind in ("grid_dim", "block_dim"))
+    unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
+                       for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
+    return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)
+
+
+def _depends(p: Poly, space: Space) -> set:
+    """Every atom `p` depends on, through definitions."""
+    seen, todo = set(), list(p.atoms())
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for part in space.atoms[name].definition:
+            todo.extend(part.atoms() if isinstance(part, Poly) else formula_atoms(part, set()))
+    return seen
+
+
+class _Encoder:
+    """Polynomials and formulas of one query as z3 terms, with each atom's constraints."""
+
+    def __init__(self, space: Space, z3):
+        self.space, self.z3 = space, z3
+        self.consts: dict = {}
+        self.side: list = []
+        self.used: set = set()
+
+    def atom(self, name: str):
+        term = self.consts.get(name)
+        if term is not None:
+            return term
+        generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
+        suffix = name[len(generic):]
+        atom = self.space.atoms[generic]
+        self.used.add(generic)
+        z3 = self.z3
+        if atom.kind == "bool":
+            term = self.consts[name] = z3.Bool(name)
+            return term
+        term = self.consts[name] = z3.Int(name)
+        if atom.lo != -INF:
+            self.side.append(term >= atom.lo)
+        if atom.hi != INF:
+            self.side.append(term <= atom.hi)
+        define = _DEFINITIONS.get(atom.kind)
+        if define is not None:
+            parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
+                     for p in atom.definition] if suffix else list(atom.definition)
+            self.side.append(term == define(self, *parts))
+        return term
+
+    def small(self) -> list:
+        """Bounds that keep a counterexample's sizes and values small."""
+        z3, bounds = self.z3, []
+        for name, term in self.consts.items():
+            generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
+            limit = SMALL.get(self.space.atoms[generic].kind)
+            if limit is not None:
+                bounds.append(z3.And(term >= -limit, term <= limit))
+        return bounds
+
+    def poly(self, p: Poly):
+        z3 = self.z3
+        terms = []
+        for mono, coef in p.terms.items():
+            factors = [self.atom(n) for n in mono]
+            product = factors[0] if len(factors) == 1 else z3.Product(*factors) if factors else None
+            terms.append(z3.IntVal(coef) if product is None else product if coef == 1 else coef * product)
+        return z3.IntVal(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(*terms)
+
+    def formula(self, f: tuple):
+        z3 = self.z3
+        tag = f[0]
+        if tag in ("true", "false"):
+            return z3.BoolVal(tag == "true")
+        if tag == "cmp":
+            x = self.poly(f[2])
+            return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
+        if tag == "bool":
+            return self.atom(f[1])
+        parts = [self.formula(sub) for sub in f[1:]]
+        return {"and": z3.And, "or": z3.Or}[tag](parts) if tag != "not" else z3.Not(parts[0])
+
+    def floordiv(self, x, y):
+        z3, d = self.z3, y.value
+        if d is not None:
+            return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else z3.IntVal(0)
+        xv, yv = self.poly(x), self.poly(y)
+        return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
+
+    def mod(self, x, y):
+        z3 = self.z3
+        if y.value is not None and y.value > 0:
+            return self.poly(x) % y.value
+        xv, yv = self.poly(x), self.poly(y)
+        return z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
+
+
+_DEFINITIONS = {
+    "ite": lambda enc, cond, a, b: enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
+    "floordiv": _Encoder.floordiv,
+    "mod": _Encoder.mod,
+    "loopvar": lambda enc, start, k, step: enc.poly(start + k * step),
+}
