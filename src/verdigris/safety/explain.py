@@ -92,23 +92,36 @@ EXPLANATIONS = {
         why="""When two threads store to one element, which value survives depends on
             scheduling: the output changes from run to run and from GPU to GPU. The usual
             causes are an index that forgets the block offset (thread_id instead of
-            global_id), a stride that is too small, or an index that folds threads
-            together (i // 2, i % 32).""",
+            global_id), a stride that is too small, an index that folds threads together
+            (i // 2, i % 32), or an index read from memory (a scatter through an index
+            array, a histogram without atomics): loaded values may be equal.""",
         racy=_snippet("""
             @simt.kernel
             def scale(x, out):
                 i = simt.thread_id(0)  # the same in every block
                 if i < out.shape[0]:
                     out[i] = 2.0 * x[i]
+
+
+            def run(x, out):
+                scale[vg.cdiv(out.shape[0], 256), 256](x, out)
             """),
         message="""kernel.py:5:9: VG202: two threads may write the same element: thread
-            (block 1, thread 0) and thread (block 0, thread 0) both write out[0]""",
+            (block 0, thread 0) and thread (block 1, thread 0) both write out[0] (with
+            out.shape[0] = 1, 2 blocks of 256 threads)""",
+        hint="give each thread its own elements (index with simt.global_id(0)), use an "
+             "atomic such as simt.atomic_add, or wrap the access in `with vg.unsafe():` if "
+             "the race is intended",
         fixed=_snippet("""
             @simt.kernel
             def scale(x, out):
                 i = simt.global_id(0)  # block_id * block_dim + thread_id
                 if i < out.shape[0]:
                     out[i] = 2.0 * x[i]
+
+
+            def run(x, out):
+                scale[vg.cdiv(out.shape[0], 256), 256](x, out)
             """),
     ),
     "VG203": Explanation(
@@ -125,16 +138,26 @@ EXPLANATIONS = {
                 i = simt.global_id(0)
                 if 0 < i < x.shape[0] - 1:
                     x[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0  # x[i - 1] is a neighbour's
+
+
+            def run(x):
+                smooth[vg.cdiv(x.shape[0], 256), 256](x)
             """),
         message="""kernel.py:5:17: VG203: a thread may read an element that another thread
-            writes: thread (block 0, thread 2) reads x[1], which thread (block 0, thread
-            1) writes""",
+            writes: thread (block 0, thread 255) writes x[255] while thread (block 1, thread
+            0) reads it (with x.shape[0] = 258, 2 blocks of 256 threads)""",
+        hint="read from a different array than the one written (pass a separate output), "
+             "or split the kernel in two launches",
         fixed=_snippet("""
             @simt.kernel
             def smooth(x, out):
                 i = simt.global_id(0)
                 if 0 < i < x.shape[0] - 1:
                     out[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0  # write a separate array
+
+
+            def run(x, out):
+                smooth[vg.cdiv(x.shape[0], 256), 256](x, out)
             """),
     ),
     "VG204": Explanation(
@@ -146,49 +169,73 @@ EXPLANATIONS = {
             them after it.""",
         racy=_snippet("""
             @simt.kernel
-            def histogram(data, counts):
+            def count_positive(x, total):
                 i = simt.global_id(0)
                 if i == 0:
-                    counts[0] = 0.0  # a plain store to an atomically updated array
-                if i < data.shape[0]:
-                    simt.atomic_add(counts, int(data[i]), 1.0)
+                    total[0] = 0.0  # a plain store to an atomically updated array
+                if i < x.shape[0] and x[i] > 0.0:
+                    simt.atomic_add(total, 0, 1.0)
+
+
+            def run(x, total):
+                count_positive[vg.cdiv(x.shape[0], 256), 256](x, total)
             """),
-        message="""kernel.py:5:9: VG204: 'counts' is accessed both atomically (line 7) and
-            with plain reads or writes""",
+        message="""kernel.py:5:9: VG204: an array is accessed both atomically and with plain
+            reads or writes: thread (block 1, thread 1) updates total[0] atomically while
+            thread (block 0, thread 0) writes it without an atomic (with total.shape[0] = 1,
+            x.shape[0] = 258, 2 blocks of 256 threads); the other access is at line 7""",
+        hint="make every access to total in this kernel atomic, or do the plain accesses in "
+             "a separate launch",
         fixed=_snippet("""
             @simt.kernel
-            def histogram(data, counts):  # counts starts as vg.zeros(...)
+            def count_positive(x, total):
                 i = simt.global_id(0)
-                if i < data.shape[0]:
-                    simt.atomic_add(counts, int(data[i]), 1.0)
+                if i < x.shape[0] and x[i] > 0.0:
+                    simt.atomic_add(total, 0, 1.0)
+
+
+            def run(x):
+                total = vg.zeros(1, vg.float32)  # zeroed before the launch
+                count_positive[vg.cdiv(x.shape[0], 256), 256](x, total)
+                return total
             """),
     ),
     "VG205": Explanation(
-        rule="""Every plain write must be proven disjoint between threads. When the index
-            depends on data (an index array, a value read from memory) or the proof does
-            not finish, the write is refused rather than assumed safe: an unknown result
-            never passes.""",
-        why="""A scatter through an index array is race-free only if the indices are
-            distinct, which nothing in the kernel shows. Gather instead (each thread
-            writes its own element and reads through the index), use an atomic, or, if
-            you know the indices are a permutation, say so with `with vg.unsafe():`,
-            which `verdigris check` lists.""",
+        rule="""Every plain write must be proven disjoint between threads. When the proof
+            does not finish (the solver gives up, typically on non-linear index arithmetic
+            such as a product of thread indices) or the kernel uses a construct the checker
+            does not model, the write is refused: an unknown result never passes.""",
+        why="""A checker that passed what it could not prove would guarantee nothing.
+            Usually the index can be written in a form the checker decides at once (affine
+            in the thread index, with guards such as `c < W`); when you know better than
+            the checker, say so with `with vg.unsafe():`, which `verdigris check` lists.""",
         racy=_snippet("""
             @simt.kernel
-            def scatter(x, index, out):
+            def cubes(x, out):
                 i = simt.global_id(0)
                 if i < x.shape[0]:
-                    out[int(index[i])] = x[i]  # distinct indices? not known
+                    out[i * i * i] = x[i]  # distinct for distinct i, but not provably in time
+
+
+            def run(x, out):
+                cubes[vg.cdiv(x.shape[0], 256), 256](x, out)
             """),
-        message="""kernel.py:5:9: VG205: the write index of out could not be proven
-            disjoint between threads""",
-        hint="restructure (write out[i]), use an atomic, or mark it with vg.unsafe()",
+        message="""kernel.py:5:9: VG205: a write index could not be proven disjoint between
+            threads: could not prove that threads write distinct elements of out: the solver
+            gave up (timeout, limit 2000 ms)""",
+        hint="restructure the index arithmetic (a guard such as `if c < W:` or an index built "
+             "from simt.global_id), use an atomic, or wrap the access in `with vg.unsafe():`",
         fixed=_snippet("""
             @simt.kernel
-            def gather(x, index, out):
+            def cubes(x, out):
                 i = simt.global_id(0)
-                if i < out.shape[0]:
-                    out[i] = x[int(index[i])]  # each thread writes its own element
+                if i < x.shape[0]:
+                    with vg.unsafe():  # i**3 is one-to-one on i >= 0; check lists this line
+                        out[i * i * i] = x[i]
+
+
+            def run(x, out):
+                cubes[vg.cdiv(x.shape[0], 256), 256](x, out)
             """),
     ),
     "VG210": Explanation(

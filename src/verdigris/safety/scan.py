@@ -449,6 +449,9 @@ def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
     for arg, helper_param in zip(node.args, inner):
         if isinstance(arg, ast.Name) and arg.id in usage:
             usage[arg.id].merge(inner[helper_param])
+        elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
+                and arg.value.id in usage and inner[helper_param].int_scalar:
+            usage[arg.value.id].int_elements = True  # an element the helper indexes with
 
 
 # ----------------------------------------------------------------------------- launch sites
@@ -692,7 +695,7 @@ class FileCheck:
         self.file = str(path)
         self.report = report
         self.analyze = analyze
-        self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, reason)
+        self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, Error)
 
     def run(self) -> None:
         try:
@@ -729,6 +732,7 @@ class FileCheck:
                                       f"not checked: {reason}"))
 
     def check_kernel(self, node: ast.FunctionDef, kernel, sites: list) -> None:
+        node_loc = Loc(self.file, node.lineno, node.col_offset)
         if not getattr(kernel, "__vg_kernel__", False):
             self.not_checked(node, "its definition could not be evaluated (an import or "
                                    "a decorator argument that check does not run)")
@@ -743,10 +747,15 @@ class FileCheck:
             return
         built, failures = [], []
         for block, constexprs in dict.fromkeys((b, tuple(c.items())) for b, c in configs):
-            ir, reason = self.build(kernel, block, dict(constexprs))
-            (built.append(ir) if ir is not None else failures.append(reason))
-        if not built:
-            self.not_checked(node, failures[0])
+            ir, error = self.build(kernel, block, dict(constexprs))
+            (built.append(ir) if ir is not None else failures.append(error))
+        refusals = [e for e in failures if e.code]  # a safety rule the frontend enforces
+        for err in refusals:
+            self.report.findings.append(Finding(err.code, err.loc or node_loc, err.message,
+                                                err.hint))
+        if not built and not refusals:
+            err = failures[0]
+            self.not_checked(node, f"{err.message} ({err.loc})" if err.loc else err.message)
             return
         self.report.kernels += 1
         for ir in built:
@@ -757,15 +766,11 @@ class FileCheck:
                 self.race_findings(ir)
 
     def race_findings(self, ir) -> None:
-        try:
-            errors = self.analyze(ir).errors
-        except Error as err:  # the checker refused the kernel outright
-            errors = [err]
-        for err in errors:
-            self.report.findings.append(Finding(err.code or "VG205", err.loc or ir.loc,
-                                                err.message, err.hint))
+        for err in self.analyze(ir).errors:
+            self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
 
     def build(self, kernel, block, constexprs: dict):
+        """(the IR, None), or (None, the Error that stopped the frontend)."""
         key = (id(kernel), block, tuple(sorted(constexprs.items())))
         if key not in self.builds:
             try:
@@ -774,7 +779,7 @@ class FileCheck:
                          for p in kernel.params}
                 self.builds[key] = (kernel.specialize_types(specs, block), None)
             except Error as err:
-                self.builds[key] = (None, f"{err.message} ({err.loc})" if err.loc else err.message)
+                self.builds[key] = (None, err)
         return self.builds[key]
 
     # ------------------------------------------------------------------ launches

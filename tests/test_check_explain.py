@@ -1,0 +1,360 @@
+"""`verdigris check` (kernels and launch sites found without running files) and
+`verdigris explain` (the long form of every safety code)."""
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+import verdigris.safety
+from verdigris.cli import main
+from verdigris.safety.codes import CODES
+from verdigris.safety.explain import EXPLANATIONS, PRELUDE_LINES, explain, program
+from verdigris.safety.scan import as_view, overlap, param_usage
+
+EXAMPLES = Path(vg.__file__).parent / "examples"
+needs_checker = pytest.mark.skipif(not hasattr(verdigris.safety, "analyze"),
+                                   reason="the static race checker has not landed")
+# Codes that only a run can produce: the others are found by `check`.
+DYNAMIC_CODES = {"VG302"}
+
+HEADER = """\
+import numpy as np
+
+import verdigris as vg
+from verdigris import simt
+"""
+
+SHIFT = HEADER + """
+
+@simt.kernel
+def shift(a, b):
+    i = simt.global_id(0)
+    if i < a.shape[0]:
+        a[i] = b[i]
+
+
+def main(n):
+    x = vg.asarray(np.ones(2 * n, np.float32))
+    shift[vg.cdiv(n, 128), 128]({args})
+"""
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def check_source(capsys, tmp_path, source: str, name: str = "user.py"):
+    path = tmp_path / name
+    path.write_text(source)
+    return (path, *run(capsys, "check", str(path)))
+
+
+def line_of(source: str, text: str) -> int:
+    return next(n for n, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+# ----------------------------------------------------------------------------- check
+
+
+@needs_checker
+def test_a_racy_kernel_is_reported_with_its_code_and_line(capsys, tmp_path):
+    source = HEADER + """
+
+@simt.kernel
+def scale(x, out):
+    i = simt.thread_id(0)
+    if i < out.shape[0]:
+        out[i] = 2.0 * x[i]
+
+
+def main(x, out):
+    scale[8, 256](x, out)
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 1
+    line = line_of(source, "out[i] = 2.0 * x[i]")
+    assert re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202 ", out, re.M), out
+    assert "out[i] = 2.0 * x[i]" in out and "^" in out
+    assert "1 problem (1 VG202)" in out
+
+
+def test_the_examples_are_clean(capsys):
+    status, out, _ = run(capsys, "check", str(EXAMPLES))
+    assert status == 0, out
+    assert "no problems" in out
+    kernels = int(re.search(r"(\d+) kernels", out).group(1))
+    launches = int(re.search(r"(\d+) launches", out).group(1))
+    assert kernels >= 6 and launches >= 6 and "not checked" not in out
+
+
+def test_the_same_array_as_input_and_output_is_vg201(capsys, tmp_path):
+    source = HEADER + """from verdigris.examples.axpy import axpy
+
+
+def main(n):
+    x = vg.asarray(np.ones(n, np.float32))
+    axpy[vg.cdiv(n, 256), 256](2.0, x, x, x)
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    line = line_of(source, "axpy[")
+    assert status == 1
+    findings = re.findall(rf"^{re.escape(str(path))}:{line}:(\d+): VG201 (.*)$", out, re.M)
+    # out is written and is also x and y: one finding per pair, caret at the other argument
+    x_col = source.splitlines()[line - 1].index("x, x, x)") + 1
+    assert [(int(col), msg.split(":")[0]) for col, msg in findings] == [
+        (x_col, "axpy writes 'out', which is the same memory as 'x'"),
+        (x_col + 3, "axpy writes 'out', which is the same memory as 'y'")]
+    assert "hint: pass a separate output array for 'out'" in out
+
+
+def test_overlapping_slices_of_one_array_are_vg201(capsys, tmp_path):
+    source = SHIFT.format(args="x[1:], x[:-1]")
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 1
+    assert f"{path}:{line_of(source, 'shift[')}:" in out
+    assert "VG201 shift writes 'a', which overlaps 'b' (x[1:] and x[:-1] are views of 'x')" in out
+
+
+@pytest.mark.parametrize("args", ["x[:n], x[n:]", "x[::2], x[1::2]", "x[0:4], x[4:8]",
+                                  "x, vg.empty_like(x)", "b=x[n:], a=x[:n]"])
+def test_disjoint_views_pass(capsys, tmp_path, args):
+    _, status, out, _ = check_source(capsys, tmp_path, SHIFT.format(args=args))
+    assert status == 0, out
+    assert "no problems" in out and "1 kernel and 1 launch checked" in out
+
+
+@pytest.mark.parametrize("a, b, how", [
+    ("x", "x", "is the same memory as"),
+    ("x[1:]", "x[:-1]", "overlaps"),
+    ("x", "x[::2]", "overlaps"),
+    ("x.T", "x", "overlaps"),
+    ("x.reshape(4, 4)", "x[0]", "overlaps"),
+    ("x[2:6]", "x[4:8]", "overlaps"),
+    ("x[i:j]", "x[k:m]", "may overlap"),
+    ("x[0, :]", "x[:, 0]", "overlaps"),
+    ("self.x[0]", "self.x[0]", "is the same memory as"),
+    ("x[:n]", "x[n:]", None),
+    ("x[:4]", "x[4:]", None),
+    ("x[-2:]", "x[:-2]", None),
+    ("x[0]", "x[1]", None),
+    ("x[1, :]", "x[2]", None),
+    ("x[::2]", "x[1::2]", None),
+    ("x[::4]", "x[2::4]", None),
+    ("x", "y", None),
+    ("x", "self.x", None),
+])
+def test_view_overlap_rules(a, b, how):
+    views = [as_view(ast.parse(text, mode="eval").body) for text in (a, b)]
+    assert overlap(*views) == how
+    assert overlap(*reversed(views)) == how
+
+
+def test_arrays_made_by_calls_are_not_compared():
+    assert as_view(ast.parse("vg.empty_like(x)", mode="eval").body) is None
+
+
+def test_unsafe_regions_are_notes_not_problems(capsys, tmp_path):
+    source = HEADER + """
+
+@simt.kernel
+def permute(x, index, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        with vg.unsafe():
+            out[index[i]] = x[i]
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    line = line_of(source, "with vg.unsafe()")
+    assert f"note: unsafe region at {path}:{line}" in out
+    assert status == 0 and "no problems" in out and "1 unsafe region" in out
+
+
+def test_check_runs_no_user_code(capsys, tmp_path):
+    marker = tmp_path / "ran"
+    source = HEADER + f"""
+open({str(marker)!r}, "w").close()
+SIZE = 256
+CONFIG = dict(block=SIZE)
+
+
+@simt.kernel
+def copy(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+def side_effect():
+    open({str(marker)!r}, "w").close()
+
+
+copy[4, side_effect()](np.ones(4), np.ones(4))
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert not marker.exists()
+    assert status == 0 and "1 kernel and 1 launch checked" in out
+
+
+def test_kernels_it_cannot_reach_are_notes(capsys, tmp_path):
+    source = HEADER + """
+
+def make():
+    @simt.kernel
+    def inner(out):
+        out[simt.global_id(0)] = 1.0
+    return inner
+
+
+@simt.kernel
+def tiled(out, BLOCK: vg.constexpr):
+    out[simt.global_id(0)] = 1.0
+
+
+def main(out, block):
+    tiled[4, 256](out, BLOCK=block)
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert f"note: kernel 'inner' at {path}:{line_of(source, 'def inner')} not checked: " \
+           "it is defined inside a function" in out
+    assert "note: kernel 'tiled'" in out and "no literal value for constexpr 'BLOCK'" in out
+    assert status == 0 and "2 kernels not checked" in out
+
+
+def test_constexprs_and_blocks_come_from_literal_launches(capsys, tmp_path):
+    source = HEADER + """
+BLOCK = 64
+
+
+@simt.kernel
+def fill(out, K: vg.constexpr):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = K
+
+
+def main(out):
+    for k in (3, 5):
+        fill[4, BLOCK](out, K=k)
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 0 and "1 kernel and 1 launch checked" in out
+
+
+def test_parameter_specs_follow_the_body():
+    from verdigris.examples.mandelbrot import mandelbrot
+
+    usage = param_usage(mandelbrot.fn)
+    assert usage["out"].array and usage["out"].rank == 2
+    assert not usage["x0"].array and not usage["x0"].int_scalar
+
+    src = EXAMPLES.parent / "_spec_probe.py"
+    try:
+        src.write_text(HEADER + """
+
+@vg.func
+def pick(table, j):
+    return table[j, 0]
+
+
+@simt.kernel
+def k(table, index, out, n, scale):
+    i = simt.global_id(0)
+    if i < n:
+        out[i] = pick(table, index[i]) * scale
+""")
+        namespace = {}
+        exec(compile(src.read_text(), str(src), "exec"), namespace)
+        usage = param_usage(namespace["k"].fn)
+    finally:
+        src.unlink()
+    assert usage["table"].array and usage["table"].rank == 2  # seen through the helper
+    assert usage["index"].array and usage["index"].int_elements
+    assert usage["n"].int_scalar and not usage["scale"].int_scalar
+
+
+def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
+    status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
+    assert status == 2 and "no such file or directory" in err
+
+
+def test_a_file_that_does_not_parse_is_reported(capsys, tmp_path):
+    path, status, out, _ = check_source(capsys, tmp_path, "def broken(:\n")
+    assert status == 1 and f"{path}:1:" in out and "error: cannot parse" in out
+
+
+# ----------------------------------------------------------------------------- explain
+
+
+def test_every_code_has_an_explanation():
+    assert set(EXPLANATIONS) == set(CODES)
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_explain_prints_rule_example_message_and_fix(capsys, code):
+    status, out, _ = run(capsys, "explain", code.lower())
+    assert status == 0
+    entry = EXPLANATIONS[code]
+    assert out.startswith(f"{code}: {CODES[code].title}\n")
+    for heading in ("Rule", "Why it matters", "Racy", "Message", "Fixed"):
+        assert f"\n{heading}\n" in out
+    assert entry.racy.splitlines()[1] in out and entry.fixed.splitlines()[1] in out
+    assert out == explain(code) + "\n"
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_explanation_examples_are_python_and_the_message_points_into_the_racy_one(code):
+    entry = EXPLANATIONS[code]
+    for snippet in (entry.racy, entry.fixed):
+        ast.parse(program(snippet))
+    assert entry.racy != entry.fixed
+    where = re.match(rf"kernel\.py:(\d+):(\d+): {code}: ", " ".join(entry.message.split()))
+    assert where, entry.message
+    line, col = int(where.group(1)), int(where.group(2))
+    lines = entry.racy.splitlines()
+    assert 1 <= line <= len(lines) and 1 <= col <= len(lines[line - 1])
+
+
+def test_explain_an_unknown_code_lists_the_codes(capsys):
+    status, _, err = run(capsys, "explain", "VG999")
+    assert status == 2 and "unknown code 'VG999'" in err
+    assert all(code in err for code in CODES)
+
+
+def _check_snippet(capsys, tmp_path, snippet: str, name: str):
+    return check_source(capsys, tmp_path, program(snippet), name)
+
+
+@pytest.mark.parametrize("code", sorted(set(CODES) - DYNAMIC_CODES))
+def test_check_refuses_each_racy_example_and_accepts_its_fix(capsys, tmp_path, code):
+    if code != "VG201" and not hasattr(verdigris.safety, "analyze"):
+        pytest.skip("the static race checker has not landed")
+    entry = EXPLANATIONS[code]
+    path, status, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
+    if "not checked" in out:
+        pytest.skip(f"the frontend cannot build the {code} example yet: {out}")
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:(\d+):\d+: {code} ", out, re.M), out
+    if code != "VG201":  # a launch finding points at the launch, the message at the write
+        line = int(re.search(r"kernel\.py:(\d+):", entry.message).group(1))
+        assert f"{path}:{line + PRELUDE_LINES}:" in out
+    _, status, out, _ = _check_snippet(capsys, tmp_path, entry.fixed, "fixed.py")
+    assert status == 0, out
+
+
+def test_the_vg302_example_faults_and_its_fix_runs(tmp_path):
+    entry = EXPLANATIONS["VG302"]
+    for name, snippet in (("racy", entry.racy), ("fixed", entry.fixed)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(program(snippet))
+        code = compile(path.read_text(), str(path), "exec")
+        if name == "racy":
+            with pytest.raises(vg.BoundsError, match=r"x\[1000\] with shape \(1000,\)"):
+                exec(code, {"__name__": name})
+        else:
+            namespace = {"__name__": name}
+            exec(code, namespace)
+            assert np.array_equal(np.asarray(namespace["out"]), np.full(1000, 2.0, np.float32))
