@@ -13,15 +13,16 @@ accesses never conflict with each other (in-place updates are fine), atomics nev
 with atomics, accesses inside `with vg.unsafe():` are neither recorded nor checked, and local
 arrays belong to one thread. Several lanes writing one element in one lock-step step are a
 VG202 too. The message names the two threads and the element in the static checker's words
-("thread (block 1, thread 0) and thread (block 0, thread 127) both write out[127]"; 3-tuples
-of coordinates when the grid or block has more than one dimension) and points at the line of
-the second access.
+("thread (block 1, thread 0) and thread (block 0, thread 127) both write out[127]";
+coordinates as tuples, one number per axis, when the launch uses more than axis 0) and points
+at the line of the second access.
 
-How: per element of each global array, int64 columns allocated on first use: the last plain
-writer (a global linear thread id, block * threads + thread; -1 for none; it is the only
-writer, or a VG202 would have been raised), and two distinct plain readers and two distinct
-atomic updaters (-1 for none; two ids suffice to name, for any thread, another one). Every
-check and update is a NumPy gather or scatter over the access's lanes.
+How: per element of each global array and per kind of access (plain write, plain read,
+atomic), up to two distinct thread ids (global linear ids, block * threads + thread; -1 for
+none): two suffice to name, for any thread, another one. Columns are made on first use, the
+second one when a second thread shows up. Every check and update is a NumPy gather or scatter
+over the access's lanes, through a slice where the lanes' elements are consecutive (the
+common case, and several times faster than fancy indexing).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import SafetyError
+from ..safety.codes import CODES
 
 if TYPE_CHECKING:
     from .simt import Access
@@ -47,46 +49,72 @@ _HINTS = {
 _HINT_TAIL = "; accesses meant to race go inside `with vg.unsafe():`"
 
 
-class _Cells:
-    """The shadow of one global array: one entry per element, columns made on first use."""
+class _Column:
+    """One thread id per element, made on first use."""
 
-    def __init__(self, size: int):
-        self.size = size
-        self.writer = None  # (size,) the last plain writer
-        self.readers = None  # (size, 2) two distinct plain readers
-        self.atomics = None  # (size, 2) two distinct atomic updaters
+    def __init__(self, size: int, dtype):
+        self.size, self.dtype, self.ids = size, dtype, None
 
-    def column(self, name: str) -> np.ndarray:
-        column = getattr(self, name)
-        if column is None:
-            shape = (self.size,) if name == "writer" else (self.size, 2)
-            column = np.full(shape, _NONE, np.int64)
-            setattr(self, name, column)
-        return column
+    def made(self) -> np.ndarray:
+        if self.ids is None:
+            self.ids = np.full(self.size, _NONE, self.dtype)
+        return self.ids
 
 
-def _others(column, flat: np.ndarray, tid: np.ndarray):
-    """Per lane: a thread other than the lane's own recorded in `column`, or -1."""
-    if column is None:
-        return None
-    ids = column[flat]
-    if column.ndim == 1:
-        return np.where(ids == tid, _NONE, ids)
-    return np.where(ids[:, 0] == tid, ids[:, 1], ids[:, 0])
+class _Ids:
+    """Up to two distinct thread ids per element."""
+
+    def __init__(self, size: int, dtype):
+        self.first, self.second = _Column(size, dtype), _Column(size, dtype)
+
+    def others(self, at, tid: np.ndarray):
+        """Per lane: a recorded thread other than the lane's own, or -1; None: none recorded."""
+        if self.first.ids is None:
+            return None
+        first = self.first.ids[at]
+        if self.second.ids is None:
+            return np.where(first == tid, _NONE, first)
+        return np.where(first == tid, self.second.ids[at], first)
+
+    def record(self, at, flat: np.ndarray, tid: np.ndarray) -> None:
+        first = self.first.made()
+        recorded = first[at]
+        fresh = recorded == _NONE
+        if fresh.all():
+            first[at] = tid
+        elif fresh.any():
+            first[flat[fresh]] = tid[fresh]
+        recorded = first[at]  # lanes sharing an element see which of them was recorded
+        other = recorded != tid
+        if other.any():
+            flat, tid = flat[other], tid[other]
+            second = self.second.made()
+            empty = second[flat] == _NONE
+            second[flat[empty]] = tid[empty]
 
 
-def _record_pair(column: np.ndarray, flat: np.ndarray, tid: np.ndarray) -> None:
-    """Keep up to two distinct thread ids per element."""
-    first = column[flat, 0]
-    fresh = first == _NONE
-    if fresh.any():
-        column[flat[fresh], 0] = tid[fresh]
-        first = column[flat, 0]
-    other = first != tid
-    if other.any():
-        flat, tid = flat[other], tid[other]
-        empty = column[flat, 1] == _NONE
-        column[flat[empty], 1] = tid[empty]
+# What an access is -> {what an earlier access of another thread was: (code, message)}.
+_CONFLICTS = {
+    "write": {"write": ("VG202", "{me} and {other} both write {el}"),
+              "read": ("VG203", "{me} writes {el} while {other} reads it"),
+              "atomic": ("VG204", "{other} updates {el} atomically while {me} writes it "
+                                  "without an atomic")},
+    "read": {"write": ("VG203", "{other} writes {el} while {me} reads it"),
+             "atomic": ("VG204", "{other} updates {el} atomically while {me} reads it "
+                                 "without an atomic")},
+    "atomic": {"write": ("VG204", "{me} updates {el} atomically while {other} writes it "
+                                  "without an atomic"),
+               "read": ("VG204", "{me} updates {el} atomically while {other} reads it "
+                                 "without an atomic")},
+}
+
+
+def _elements(flat: np.ndarray):
+    """The lanes' elements as a slice where they are consecutive and increasing, else `flat`."""
+    n = len(flat)
+    if flat[-1] - flat[0] == n - 1 and (flat[1:] > flat[:-1]).all():
+        return slice(int(flat[0]), int(flat[0]) + n)
+    return flat
 
 
 class Shadow:
@@ -95,68 +123,56 @@ class Shadow:
     def __init__(self, grid: tuple, block: tuple, shapes: dict):
         self.grid, self.block = grid, block
         self.threads = prod(block)
-        self.multi_dim = any(d != 1 for d in (*grid[1:], *block[1:]))
+        self.axes = 1 + max((a for a in range(3) if grid[a] != 1 or block[a] != 1), default=0)
         self.shapes = shapes
-        self.cells = {name: _Cells(prod(shape)) for name, shape in shapes.items()}
+        self.ids = np.int32 if prod(grid) * self.threads < 2 ** 31 else np.int64
+        self.cells = {name: {kind: _Ids(prod(shape), self.ids) for kind in _CONFLICTS}
+                      for name, shape in shapes.items()}
 
     def __call__(self, access: Access) -> None:
         if access.unsafe or access.space != "global":
             return
         cells = self.cells[access.array]
         flat = access.flat
-        tid = access.block * self.threads + access.thread
-        if access.atomic:
-            self._check(access, tid, [
-                ("VG204", _others(cells.writer, flat, tid), "{me} updates {el} atomically, "
-                                                            "which {other} writes"),
-                ("VG204", _others(cells.readers, flat, tid), "{me} updates {el} atomically, "
-                                                             "which {other} reads")])
-            _record_pair(cells.column("atomics"), flat, tid)
-        elif access.is_write:
-            self._check(access, tid, [
-                ("VG202", _others(cells.writer, flat, tid), "{me} and {other} both write {el}"),
-                ("VG203", _others(cells.readers, flat, tid), "{other} reads {el}, which {me} "
-                                                             "writes"),
-                ("VG204", _others(cells.atomics, flat, tid), "{me} writes {el}, which {other} "
-                                                             "updates atomically")])
-            writer = cells.column("writer")
-            writer[flat] = tid  # lanes writing one element: the last lane's id stays
-            self._check(access, tid, [("VG202", _others(writer, flat, tid),
-                                       "{me} and {other} both write {el}")])
-        else:
-            self._check(access, tid, [
-                ("VG203", _others(cells.writer, flat, tid), "{me} reads {el}, which {other} "
-                                                            "writes"),
-                ("VG204", _others(cells.atomics, flat, tid), "{me} reads {el}, which {other} "
-                                                             "updates atomically")])
-            _record_pair(cells.column("readers"), flat, tid)
+        at = _elements(flat)
+        tid = (access.block * self.threads + access.thread).astype(self.ids)
+        kind = "atomic" if access.atomic else "write" if access.is_write else "read"
+        self._check(access, tid, [(rule, cells[earlier].others(at, tid))
+                                  for earlier, rule in _CONFLICTS[kind].items()])
+        cells[kind].record(at, flat, tid)
+        if kind == "write":  # several lanes of this step writing one element
+            self._check(access, tid, [(_CONFLICTS["write"]["write"],
+                                       cells["write"].others(at, tid))])
 
     def _check(self, access: Access, tid: np.ndarray, rules: list) -> None:
-        """Raise for the first lane that any rule finds another thread for."""
+        """Raise for the first lane that a rule finds another thread for. `rules`: pairs of
+        ((code, message), the other thread per lane or None)."""
         rules = [rule for rule in rules if rule[1] is not None]
         if not rules:
             return
-        hit = np.logical_or.reduce([others != _NONE for _, others, _ in rules])
+        hit = np.logical_or.reduce([others != _NONE for _, others in rules])
         if not hit.any():
             return
         lane = int(hit.argmax())
-        code, others, words = next(rule for rule in rules if rule[1][lane] != _NONE)
+        (code, words), others = next(rule for rule in rules if rule[1][lane] != _NONE)
         message = words.format(me=self._thread(tid[lane]), other=self._thread(others[lane]),
                                el=self._element(access.array, access.flat[lane]))
-        raise SafetyError(f"{message} (observed while running on the cpu backend)",
+        raise SafetyError(f"{CODES[code].title}: {message} (observed while running on the "
+                          "cpu backend)",
                           access.loc, hint=_HINTS[code] + _HINT_TAIL, code=code)
 
     def _thread(self, tid) -> str:
         block, thread = divmod(int(tid), self.threads)
-        if not self.multi_dim:
-            return f"thread (block {block}, thread {thread})"
-        return f"thread (block {_coords(block, self.grid)}, thread {_coords(thread, self.block)})"
+        return f"thread (block {self._coords(block, self.grid)}, " \
+               f"thread {self._coords(thread, self.block)})"
+
+    def _coords(self, linear: int, dims: tuple) -> str:
+        """A linear id as the static checker writes it: one number per axis the launch uses."""
+        x, y, _ = dims
+        coords = (linear % x, linear // x % y, linear // (x * y))[:self.axes]
+        return str(coords[0]) if self.axes == 1 else f"({', '.join(map(str, coords))})"
 
     def _element(self, array: str, flat) -> str:
         at = np.unravel_index(int(flat), self.shapes[array])
         return f"{array}[{', '.join(str(int(i)) for i in at)}]"
 
-
-def _coords(linear: int, dims: tuple) -> str:
-    x, y, _ = dims
-    return f"({linear % x}, {linear // x % y}, {linear // (x * y)})"

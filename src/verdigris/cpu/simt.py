@@ -175,10 +175,11 @@ def _check_bounds(fr, mem, index, mask, loc):
 
 
 def _observed(fr, mem, index, mask, site) -> Access:
-    flat = np.zeros(int(np.count_nonzero(mask)), np.int64)
-    for i, extent in zip(index, mem.shape):
-        flat = flat * extent + i[mask]
-    return Access(mem.name, mem.space, flat, fr.lane_block[mask], fr.lane_thread[mask],
+    active = (lambda lanes: lanes) if mask.all() else (lambda lanes: lanes[mask])
+    flat = active(index[0])
+    for i, extent in zip(index[1:], mem.shape[1:]):
+        flat = flat * extent + active(i)
+    return Access(mem.name, mem.space, flat, active(fr.lane_block), active(fr.lane_thread),
                   site.is_write, site.loc, site.atomic, site.unsafe)
 
 
