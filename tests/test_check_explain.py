@@ -8,15 +8,12 @@ import numpy as np
 import pytest
 
 import verdigris as vg
-import verdigris.safety
 from verdigris.cli import main
 from verdigris.safety.codes import CODES
 from verdigris.safety.explain import EXPLANATIONS, PRELUDE_LINES, explain, program
 from verdigris.safety.scan import as_view, overlap, param_usage
 
 EXAMPLES = Path(vg.__file__).parent / "examples"
-needs_checker = pytest.mark.skipif(not hasattr(verdigris.safety, "analyze"),
-                                   reason="the static race checker has not landed")
 # Codes that only a run can produce: the others are found by `check`.
 DYNAMIC_CODES = {"VG302"}
 
@@ -61,7 +58,6 @@ def line_of(source: str, text: str) -> int:
 # ----------------------------------------------------------------------------- check
 
 
-@needs_checker
 def test_a_racy_kernel_is_reported_with_its_code_and_line(capsys, tmp_path):
     source = HEADER + """
 
@@ -331,8 +327,6 @@ def _check_snippet(capsys, tmp_path, snippet: str, name: str):
 
 @pytest.mark.parametrize("code", sorted(set(CODES) - DYNAMIC_CODES))
 def test_check_refuses_each_racy_example_and_accepts_its_fix(capsys, tmp_path, code):
-    if code != "VG201" and not hasattr(verdigris.safety, "analyze"):
-        pytest.skip("the static race checker has not landed")
     entry = EXPLANATIONS[code]
     path, status, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
     if "not checked" in out:

@@ -49,6 +49,7 @@ from ..errors import Error, Loc
 from ..frontend import walk
 from ..frontend.source import function_source
 from ..ir import nodes as N
+from . import analyze
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
 MAX_CONFIGS = 16  # specializations checked per launch site when names loop over literals
@@ -118,16 +119,10 @@ class Report:
 
 def check_paths(paths) -> Report:
     """Check every `.py` file under `paths` (FileNotFoundError for a path that is missing)."""
-    from .. import safety
-
     report = Report()
-    analyze = getattr(safety, "analyze", None)
-    if analyze is None:
-        report.notes.append(Note(Loc("", 0), "the static race checker is not available: "
-                                             "only launch sites were checked"))
     for file in source_files(paths):
         report.files += 1
-        FileCheck(file, report, analyze).run()
+        FileCheck(file, report).run()
     return report
 
 
@@ -691,10 +686,9 @@ def _disjoint_axis(x, y) -> bool:
 
 
 class FileCheck:
-    def __init__(self, path: Path, report: Report, analyze):
+    def __init__(self, path: Path, report: Report):
         self.file = str(path)
         self.report = report
-        self.analyze = analyze
         self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, Error)
 
     def run(self) -> None:
@@ -762,11 +756,10 @@ class FileCheck:
             for region in ir.unsafe_regions:
                 self.report.notes.append(Note(region, f"unsafe region at {region.file}:"
                                                       f"{region.line} (kernel {ir.name})"))
-            if self.analyze is not None:
-                self.race_findings(ir)
+            self.race_findings(ir)
 
     def race_findings(self, ir) -> None:
-        for err in self.analyze(ir).errors:
+        for err in analyze(ir).errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
 
     def build(self, kernel, block, constexprs: dict):
