@@ -870,3 +870,363 @@ def test_source_kernel_bounds_error_points_at_the_line(rng):
            "block (7, 0, 0) thread (104, 0, 0)" in text
     assert "out[i] = x[i]" in text and info.value.loc.line == unguarded_copy.fn.__code__.co_firstlineno + 3
     assert np.isnan(out).all()
+
+
+# ----------------------------------------------------------------------------- atomics
+
+u32, u64 = T.uint32, T.uint64
+ATOMIC_CASES = [(op, dtype) for op in ir.ATOMIC_OPS for dtype in (i32, i64, u32, u64, f32, f64)
+                if not (dtype.is_float and op in ("and", "or", "xor"))] + [("add", f16), ("add", bf16)]
+
+
+def atomic_kernel(op, dtype, columns=None):
+    """old = atomic_<op>(target, idx[i], val[i] [cmp[i]]); olds[i] = old, for i < n.
+    With `columns`, target is 2-d and idx[i] its row-major element number."""
+    target, olds = array("target", dtype, 1 if columns is None else 2), array("olds", dtype)
+    idx, val, cmp = array("idx", i64), array("val", dtype), array("cmp", dtype)
+    i, old = var("i", i64), var("old", dtype)
+    at = load(idx, i)
+    where = (at,) if columns is None else (binary("floordiv", at, const(columns, i64)),
+                                          binary("mod", at, const(columns, i64)))
+    rmw = ir.Atomic(LOC, op, target, where, load(val, i), load(cmp, i) if op == "cas" else None,
+                    dtype)
+    body = [assign("i", global_id()),
+            if_(compare("lt", i, shape(olds)), [assign("old", rmw), store(olds, (i,), old)])]
+    return kernel(f"atomic_{op}", [target, olds, idx, val, cmp], body, {"i": i64, "old": dtype})
+
+
+def bits_of(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}")
+
+
+def float_step(op, dtype):
+    """The float reference of one atomic, on Python floats, rounded to `dtype`."""
+    def fmax(a, b):
+        return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+
+    def fmin(a, b):
+        return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
+    exact = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "max": fmax, "min": fmin}[op]
+    if dtype is bf16:  # IR: compute in float32, round to bfloat16
+        return lambda a, b: float(bf16_value(bf16_bits_reference(
+            float(np.float32(a) + np.float32(b)))))
+    return lambda a, b: float(dtype.np.type(exact(a, b)))
+
+
+def atomic_reference(op, dtype, target, idx, val, cmp):
+    """The lanes' atomics one after another in lane order, in Python."""
+    target = list(target)
+    olds = []
+    for k, e in enumerate(idx):
+        old = target[e]
+        olds.append(old)
+        if op == "exch":
+            target[e] = val[k]
+        elif op == "cas":  # compares bit patterns, as the hardware does
+            same = bits_of(np.array(old, dtype.np)) == bits_of(np.array(cmp[k], dtype.np))
+            target[e] = val[k] if same else old
+        elif dtype.is_float:
+            target[e] = float_step(op, dtype)(old, val[k])
+        else:
+            target[e] = wrap({"add": old + val[k], "sub": old - val[k], "max": max(old, val[k]),
+                              "min": min(old, val[k]), "and": old & val[k], "or": old | val[k],
+                              "xor": old ^ val[k]}[op], dtype)
+    return target, olds
+
+
+def atomic_operands(rng, op, dtype, size):
+    """Random elements in the array's memory form (raw bits for bfloat16)."""
+    if op == "cas":  # few distinct values, so that compares match; signed zeros and NaN
+        pool = np.array([3, 1, 2, 0] if not dtype.is_float else [1.5, -0.0, 0.0, np.nan])
+        values = rng.choice(pool, size)
+    elif dtype.is_float:
+        values = rng.standard_normal(size) * 10.0 ** rng.integers(-2, 3, size)
+        if op in ("max", "min"):
+            values[rng.random(size) < 0.15] = np.nan
+    else:
+        info = np.iinfo(dtype.np)
+        return rng.integers(info.min, info.max, size, dtype=dtype.np, endpoint=True)
+    if dtype is bf16:
+        return np.array([bf16_bits_reference(float(np.float32(v))) for v in values], np.uint16)
+    return values.astype(dtype.np)
+
+
+def as_floats(x, dtype):
+    return list(map(float, bf16_value(x) if dtype is bf16 else x)) if dtype.is_float \
+        else list(map(int, x))
+
+
+@pytest.mark.parametrize("op, dtype", ATOMIC_CASES, ids=lambda c: getattr(c, "name", c))
+def test_atomics_match_lanes_in_order(rng, op, dtype):
+    n, elements = int(rng.integers(200, 400)), 7  # many lanes per element; 3-4 blocks
+    target = atomic_operands(rng, op, dtype, elements)
+    val, cmp = atomic_operands(rng, op, dtype, n), atomic_operands(rng, op, dtype, n)
+    idx = rng.integers(0, elements, n)
+    olds = np.full(n, 0xBB if dtype.bits == 16 else 77, target.dtype)
+    ref_target, ref_olds = atomic_reference(op, dtype, *(as_floats(a, dtype) if a is not idx
+                                                         else a for a in (target, idx, val, cmp)))
+    run_simt(atomic_kernel(op, dtype), (vg.cdiv(n, 128), 1, 1), (128, 1, 1),
+             {"target": target, "olds": olds, "idx": idx, "val": val, "cmp": cmp})
+    for got, want in ((target, ref_target), (olds, ref_olds)):
+        want = np.array(want, np.float32 if dtype is bf16 else dtype.np)
+        got = bf16_value(got) if dtype is bf16 else got
+        if op in ("exch", "cas"):  # values are only moved: bit for bit
+            np.testing.assert_array_equal(bits_of(got), bits_of(want))
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+def test_atomic_on_a_2d_array_across_chunks(rng):
+    rows, columns = 3, 5
+    n = 3 * (1 << 16) + int(rng.integers(1, 1000))  # several chunks of lanes
+    target = rng.integers(-1000, 1000, (rows, columns)).astype(np.int64)
+    idx = rng.integers(0, rows * columns, n)
+    val = rng.integers(-1 << 40, 1 << 40, n)
+    olds = np.full(n, SENTINEL, np.int64)
+    start = target.copy()
+    expected = start.copy()
+    np.add.at(expected.reshape(-1), idx, val)
+    run_simt(atomic_kernel("add", i64, columns), (vg.cdiv(n, 256), 1, 1), (256, 1, 1),
+             {"target": target, "olds": olds, "idx": idx, "val": val, "cmp": val})
+    np.testing.assert_array_equal(target, expected)
+    # lane order: each lane's old value is the start plus the earlier lanes' values there
+    for e in rng.integers(0, rows * columns, 3):
+        lanes = np.flatnonzero(idx == e)
+        np.testing.assert_array_equal(olds[lanes], start.reshape(-1)[e] + np.concatenate(
+            ([0], np.cumsum(val[lanes])[:-1])))
+
+
+def test_atomic_bounds_are_checked_before_memory(rng):
+    n = 300
+    target = rng.integers(0, 100, 7).astype(np.int32)
+    start = target.copy()
+    idx = rng.integers(0, 7, n)
+    idx[201] = 7
+    with pytest.raises(BoundsError) as info:
+        run_simt(atomic_kernel("add", i32), (3, 1, 1), (128, 1, 1),
+                 {"target": target, "olds": np.zeros(n, np.int32), "idx": idx,
+                  "val": np.ones(n, np.int32), "cmp": np.ones(n, np.int32)})
+    assert "target[7] with shape (7,) in kernel atomic_add, block (1, 0, 0) thread (73, 0, 0)" \
+        in info.value.message
+    np.testing.assert_array_equal(target, start)
+
+
+def test_atomic_without_a_meaning_is_a_compile_error():
+    with pytest.raises(vg.CompileError, match="no atomic xor on float32"):
+        run_simt(atomic_kernel("xor", f32), (1, 1, 1), (1, 1, 1), {})
+
+
+def run_unchecked(k, grid, block, *args):
+    """Run a source kernel on the cpu backend without the static checker: what shadow memory
+    alone finds."""
+    values = k.bind(args, {})
+    block = block + (1,) * (3 - len(block))
+    kernel_ir = k.build(k.spec_key(values, k.describe_args(values), block))
+    run_simt(kernel_ir, grid, block, {p.name: v for p, v in zip(k.params, values)})
+
+
+@simt.kernel
+def histogram(x, weights, counts, sums):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        simt.atomic_add(counts, x[i], 1)
+        simt.atomic_add(sums, x[i], weights[i])
+
+
+@simt.kernel
+def take_a_ticket(counter, order):
+    i = simt.global_id(0)
+    if i < order.shape[0]:
+        order[simt.atomic_add(counter, 0, 1)] = i
+
+
+@simt.kernel
+def lock_free_max(x, best):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        v = x[i]
+        seen = simt.atomic_add(best, 0, 0.0)  # an atomic read
+        while seen < v:
+            before = simt.atomic_cas(best, 0, seen, v)
+            if before == seen:
+                break
+            seen = before
+
+
+def test_source_histogram_with_atomics(rng):
+    n, bins = (1 << 17) + int(rng.integers(1, 5000)), int(rng.integers(20, 300))
+    x = rng.integers(0, bins, n).astype(np.int32)
+    weights = rng.standard_normal(n).astype(np.float32)
+    counts, sums = np.zeros(bins, np.int64), np.zeros(bins, np.float32)
+    histogram[vg.cdiv(n, 256), 256](x, weights, counts, sums)
+    np.testing.assert_array_equal(counts, np.bincount(x, minlength=bins))
+    expected = np.zeros(bins, np.float32)
+    np.add.at(expected, x, weights)  # float32, one element at a time, in order: as the lanes
+    np.testing.assert_array_equal(sums, expected)
+    np.testing.assert_allclose(sums, np.bincount(x, weights.astype(np.float64), bins),
+                               rtol=1e-3, atol=1e-3)
+
+
+def test_source_ticket_counter_serializes_in_lane_order():
+    n = 1000
+    counter, order = np.zeros(1, np.int32), np.full(n, SENTINEL, np.int64)
+    run_unchecked(take_a_ticket, (4,), (256,), counter, order)
+    assert counter[0] == n
+    np.testing.assert_array_equal(order, np.arange(n))
+
+
+def test_source_lock_free_max_with_compare_and_swap(rng):
+    n = int(rng.integers(500, 2000))
+    x = rng.standard_normal(n).astype(np.float32)
+    best = np.full(1, -np.inf, np.float32)
+    lock_free_max[vg.cdiv(n, 128), 128](x, best)
+    assert best[0] == x.max()
+
+
+# ----------------------------------------------------------------------------- shadow memory
+
+
+@simt.kernel
+def copy_missing_block_offset(x, out):
+    out[simt.thread_id(0)] = x[simt.global_id(0)]
+
+
+@simt.kernel
+def shift_left_in_place(x):
+    i = simt.global_id(0)
+    if i + 1 < x.shape[0]:
+        x[i] = x[i + 1]
+
+
+@simt.kernel
+def reset_then_count(x, h):
+    i = simt.global_id(0)
+    if i < h.shape[0]:
+        h[i] = 0
+    simt.atomic_add(h, x[i], 1)
+
+
+@simt.kernel
+def first_then_last(out):
+    i = simt.global_id(0)
+    if i == 0:
+        out[0] = 1.0
+    if i == out.shape[0] - 1:
+        out[i] = out[0]
+
+
+@simt.kernel
+def readers_then_writer(x, out):
+    i = simt.global_id(0)
+    if i == 0:
+        out[i] = x[0]
+    if i == 5:
+        out[i] = x[0]
+    if i == 0:
+        x[0] = 2.0
+
+
+@simt.kernel
+def tile_missing_block_offset(out):
+    out[simt.thread_id(1), simt.thread_id(0)] = 1.0
+
+
+@simt.kernel
+def own_elements(alpha, x, y, h):
+    i = simt.global_id(0)
+    if i < y.shape[0]:
+        y[i] = alpha * x[i] + y[i]  # in place: a thread reads and writes its own element
+        h[i] = 0
+        simt.atomic_add(h, i, 3)  # plain, then atomic, on its own element
+        y[i] = y[i] + h[i]
+
+
+@simt.kernel
+def copy_missing_block_offset_unsafe(x, out):
+    with vg.unsafe():
+        out[simt.thread_id(0)] = x[simt.global_id(0)]
+
+
+def race_of(k, grid, block, *args) -> vg.SafetyError:
+    with pytest.raises(vg.SafetyError) as info:
+        run_unchecked(k, grid, block, *args)
+    assert str(info.value.loc).startswith(__file__)
+    assert "observed while running on the cpu backend" in info.value.message
+    return info.value
+
+
+def source_line(k, offset) -> int:
+    return k.fn.__code__.co_firstlineno + offset
+
+
+def test_two_writers_are_reported_before_memory_changes(rng):
+    out = np.full(128, np.nan, np.float32)
+    err = race_of(copy_missing_block_offset, (2,), (128,),
+                  rng.standard_normal(256).astype(np.float32), out)
+    assert err.code == "VG202"
+    assert err.message == ("two threads may write the same element: thread (block 0, thread 0) "
+                           "and thread (block 1, thread 0) both write out[0] (observed while "
+                           "running on the cpu backend)")
+    assert err.loc.line == source_line(copy_missing_block_offset, 2)
+    assert "out[simt.thread_id(0)] = x[simt.global_id(0)]" in str(err) and "^" in str(err)
+    assert np.isnan(out).all()
+
+
+def test_a_read_of_another_threads_element_is_reported(rng):
+    x = rng.standard_normal(300).astype(np.float32)
+    start = x.copy()
+    err = race_of(shift_left_in_place, (3,), (128,), x)
+    assert err.code == "VG203"
+    assert "thread (block 0, thread 1) writes x[1] while thread (block 0, thread 0) reads it" \
+        in err.message
+    np.testing.assert_array_equal(x, start)
+
+
+def test_plain_and_atomic_access_of_one_element_is_reported(rng):
+    h = np.full(16, SENTINEL, np.int32)
+    x = np.concatenate([[3], rng.integers(0, 16, 63)]).astype(np.int32)
+    err = race_of(reset_then_count, (1,), (64,), x, h)
+    assert err.code == "VG204"
+    assert err.message.startswith("an array is accessed both atomically and with plain reads or "
+                                  "writes: thread (block 0, thread 0) updates h[3] atomically "
+                                  "while thread (block 0, thread 3) writes it without an atomic")
+    assert err.loc.line == source_line(reset_then_count, 5)
+
+
+def test_races_across_chunks_of_lanes():
+    n = 3 * (1 << 16)  # the writer and the reader run in different chunks
+    err = race_of(first_then_last, (n // 256,), (256,), np.zeros(n, np.float32))
+    assert err.code == "VG203"
+    assert f"thread (block 0, thread 0) writes out[0] while thread (block {n // 256 - 1}, " \
+           f"thread 255) reads it" in err.message
+
+
+def test_a_write_names_a_reader_other_than_itself():
+    err = race_of(readers_then_writer, (1,), (32,), np.ones(4, np.float32),
+                  np.zeros(32, np.float32))
+    assert "thread (block 0, thread 0) writes x[0] while thread (block 0, thread 5) reads it" \
+        in err.message
+
+
+def test_multi_dimensional_launches_name_coordinates():
+    err = race_of(tile_missing_block_offset, (2, 2), (4, 3), np.zeros((3, 4), np.float32))
+    assert err.code == "VG202"
+    assert "thread (block (0, 0), thread (0, 0)) and thread (block (1, 1), thread (0, 0)) " \
+           "both write out[0, 0]" in err.message
+
+
+def test_own_elements_in_place_plain_then_atomic_are_fine(rng):
+    n = int(rng.integers(1000, 3000))
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    h = np.full(n, SENTINEL, np.int64)
+    expected = 0.5 * x + y + 3
+    run_unchecked(own_elements, (vg.cdiv(n, 256),), (256,), 0.5, x, y, h)
+    np.testing.assert_allclose(y, expected, rtol=1e-12)
+    assert (h == 3).all()
+
+
+def test_unsafe_accesses_are_not_checked(rng):
+    x, out = rng.standard_normal(256).astype(np.float32), np.full(128, np.nan, np.float32)
+    run_unchecked(copy_missing_block_offset_unsafe, (2,), (128,), x, out)
+    np.testing.assert_array_equal(out, x[128:])  # the last lane wins
