@@ -14,6 +14,7 @@ from verdigris.safety.explain import EXPLANATIONS, PRELUDE_LINES, explain, progr
 from verdigris.safety.scan import as_view, overlap, param_usage
 
 EXAMPLES = Path(vg.__file__).parent / "examples"
+README = Path(__file__).resolve().parents[1] / "README.md"
 # Codes that only a run can produce: the others are found by `check`.
 DYNAMIC_CODES = {"VG302"}
 
@@ -352,3 +353,27 @@ def test_the_vg302_example_faults_and_its_fix_runs(tmp_path):
             namespace = {"__name__": name}
             exec(code, namespace)
             assert np.array_equal(np.asarray(namespace["out"]), np.full(1000, 2.0, np.float32))
+
+
+# ----------------------------------------------------------------------------- README
+
+
+def readme_safety_section() -> str:
+    text = README.read_text()
+    start = text.index("\n## Safety\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_the_readme_lists_every_code_with_its_title():
+    section = readme_safety_section()
+    for code in CODES.values():
+        assert f"| `{code.code}` | {code.title} |" in section
+
+
+def test_the_readme_racy_example_gets_the_message_it_shows(capsys, tmp_path):
+    section = readme_safety_section()
+    racy = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    shown = re.search(r"```text\nsmooth\.py:(\d+):(\d+): (VG\d+):", section)
+    path, status, out, _ = check_source(capsys, tmp_path, racy, "smooth.py")
+    assert status == 1
+    assert f"{path}:{shown.group(1)}:{shown.group(2)}: {shown.group(3)} " in out, out
