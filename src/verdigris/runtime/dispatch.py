@@ -185,6 +185,9 @@ class KernelFunction:
         spec = self._specializations.get(key)
         if spec is None:
             kernel = self.build(key)
+            from .. import safety
+
+            safety.check(kernel)  # once per specialization, never on the launch path
             names = [p.name for p in self.params]
             arrays = tuple(i for i, k in enumerate(key[1:]) if k[0] == "a")
             spec = Specialization(

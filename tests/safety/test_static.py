@@ -1,0 +1,263 @@
+"""The static race checker against the safety suite and the shapes issue 3 names.
+
+Every racy kernel of `pairs.PAIRS` is refused at its launch, with its code, before memory
+is touched; every fixed twin is accepted and computes its reference on the cpu backend.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import safety, simt
+from verdigris.examples import SIMT_EXAMPLES
+
+from .pairs import PAIRS
+
+IDS = [p.name for p in PAIRS]
+
+
+@pytest.fixture(autouse=True)
+def cpu_backend():
+    previous = vg.get_backend() if hasattr(vg, "get_backend") else None
+    vg.set_backend("cpu")
+    yield
+    if previous is not None:
+        vg.set_backend(previous)
+
+
+def fresh(kernel):
+    """The same kernel with an empty specialization cache (each test proves afresh)."""
+    from verdigris.runtime.dispatch import KernelFunction
+
+    return KernelFunction(kernel.fn, kernel.track)
+
+
+def test_the_suite_is_large_and_names_are_unique():
+    assert len(PAIRS) >= 30 and len(set(IDS)) == len(IDS)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=IDS)
+def test_racy_kernel_is_refused_before_memory_is_touched(pair):
+    grid, block, args, kwargs = pair.make(np.random.default_rng())
+    before = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with pytest.raises(vg.SafetyError) as info:
+        fresh(pair.racy)[grid, block](*args, **kwargs)
+    err = info.value
+    assert err.code == pair.code, str(err)
+    for was, now in zip(before, args):
+        if isinstance(now, np.ndarray):
+            np.testing.assert_array_equal(now, was)
+    text = str(err)
+    assert re.search(r"\n    .*\n    *\^", text), text  # the user's line with a caret
+    assert err.loc.file.endswith("pairs.py")
+    assert "hint:" in text
+    if pair.code != "VG205" or "which the checker cannot see" in text:
+        assert len(re.findall(r"thread \(block [^)]*\)?, thread [^)]*\)?\)", text)) == 2, text
+        assert re.search(r"\w+\[-?\d+(, -?\d+)*\]", text), text
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=IDS)
+def test_fixed_kernel_is_accepted_and_right(pair):
+    grid, block, args, kwargs = pair.make(np.random.default_rng())
+    want = pair.reference(tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+    kernel = fresh(pair.fixed)
+    analysis = safety.analyze(kernel.specialize(*args, block=block, **kwargs))
+    assert not analysis.errors, analysis.errors[0]
+    try:
+        kernel[grid, block](*args, **kwargs)
+    except (NotImplementedError, vg.CompileError) as err:
+        if "atomic" in str(err).lower():
+            pytest.skip(f"the cpu backend cannot run atomics yet: {err}")
+        raise
+    for position, expected in want.items():
+        got = args[position]
+        if expected.dtype.kind == "f":
+            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+
+# ----------------------------------------------------------------------------- rules
+
+@simt.kernel
+def racy_but_unsafe(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        with vg.unsafe():
+            out[0] = x[i]
+
+
+@simt.kernel
+def unsafe_does_not_cover_the_rest(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        with vg.unsafe():
+            out[0] = x[i]
+        out[1] = x[i]
+
+
+F32 = np.zeros(8, np.float32)
+
+
+def analyze(kernel, *args, block=(64, 1, 1), **kwargs):
+    k = fresh(kernel)
+    return safety.analyze(k.build(k.spec_key(list(args), k.describe_args(list(args)), block)))
+
+
+def test_accesses_inside_unsafe_are_exempt():
+    result = analyze(racy_but_unsafe, F32, F32)
+    assert not result.errors and result.facts["unsafe_accesses"] == 2
+    errors = analyze(unsafe_does_not_cover_the_rest, F32, F32).errors
+    assert [e.code for e in errors] == ["VG202"] and "out[1]" in errors[0].message
+
+
+@simt.kernel
+def atomics_anywhere(x, idx, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        simt.atomic_add(out, idx[i], x[i])
+        simt.atomic_max(out, 0, x[i])
+
+
+@simt.kernel
+def mixed_far_apart(out, log):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        simt.atomic_add(log, i % 4, 1)
+        if i == 0:
+            log[7] = 3  # a plain store another thread's atomic can meet: log[i % 4] != 7...
+        out[i] = log[i % 4]  # ...but this plain read meets the atomics
+
+
+def test_atomics_never_race_with_atomics_but_mixed_access_does():
+    i64 = np.zeros(8, np.int64)
+    assert not analyze(atomics_anywhere, F32, i64, F32).errors
+    i32 = np.zeros(8, np.int32)
+    errors = analyze(mixed_far_apart, i32, i32).errors
+    assert {e.code for e in errors} == {"VG204"}
+    assert all(e.loc.line != 0 and "atomically" in e.message for e in errors)
+    assert len(errors) == 1  # log[7] is never updated atomically: no finding
+
+
+@simt.kernel
+def transpose_symbolic(x, out):
+    r = simt.global_id(1)
+    c = simt.global_id(0)
+    if r < x.shape[0] and c < x.shape[1]:
+        out[c, r] = x[r, c]
+
+
+@simt.kernel
+def saxpy_own_element(a, x, y):
+    i = simt.global_id(0)
+    if i < y.shape[0]:
+        y[i] = a * x[i] + y[i]
+
+
+@simt.kernel
+def rows_symbolic(x, out, width):
+    r = simt.global_id(1)
+    c = simt.global_id(0)
+    if c < width:
+        out[r * width + c] = x[r * width + c]
+
+
+@simt.kernel
+def grid_stride_symbolic(x, out):
+    for i in range(simt.global_id(0), out.shape[0], simt.grid_dim(0) * simt.block_dim(0)):
+        out[i] = x[i]
+
+
+ONE_D, TWO_D = [(128, 1, 1), (96, 1, 1), None], [(32, 8, 1), (16, 3, 1), None]
+
+
+@pytest.mark.parametrize("kernel,args,block", [
+    (kernel, args, block) for kernel, args, blocks in [
+        (transpose_symbolic, (np.zeros((4, 4), np.float32),) * 2, TWO_D),
+        (saxpy_own_element, (2.0, F32, F32), ONE_D),
+        (rows_symbolic, (F32, F32, 5), TWO_D),
+        (grid_stride_symbolic, (F32, F32), ONE_D),
+    ] for block in blocks], ids=str)
+def test_accepted_with_symbolic_sizes_and_any_block(kernel, args, block):
+    result = analyze(kernel, *args, block=block)
+    assert not result.errors, result.errors[0]
+    assert result.facts["race_free"]
+
+
+@simt.kernel
+def missing_offset(x, out):
+    out[simt.thread_id(0)] = x[simt.global_id(0)]
+
+
+def test_message_names_two_threads_the_element_and_the_sizes():
+    err = analyze(missing_offset, F32, F32, block=(128, 1, 1)).errors[0]
+    text = str(err)
+    m = re.search(r"thread \(block (\d+), thread (\d+)\) and thread \(block (\d+), thread (\d+)\) "
+                  r"both write out\[(\d+)\] \(with (.*)\)", text)
+    assert m, text
+    b1, t1, b2, t2, element = map(int, m.groups()[:5])
+    assert b1 != b2 and t1 == t2 == element  # blocks differ, same thread_id: the element
+    assert "out.shape[0] = " in m.group(6) and "blocks of 128 threads" in m.group(6)
+    assert err.loc.line == missing_offset.fn.__code__.co_firstlineno + 2
+    assert "out[simt.thread_id(0)] = x[simt.global_id(0)]" in text
+
+
+def test_the_check_runs_once_per_specialization():
+    k = fresh(saxpy_own_element)
+    x = np.ones(100, np.float32)
+    y = np.ones(100, np.float32)
+    k[1, 128](2.0, x, y)
+    spec = next(iter(k._specializations.values()))
+    assert spec.kernel.facts["race_free"] is True
+    k[1, 128](2.0, x, y)
+    assert len(k._specializations) == 1
+    np.testing.assert_allclose(y, 5.0)
+
+
+# ----------------------------------------------------------------------------- examples
+
+def _example_kernels():
+    import importlib
+
+    for name in SIMT_EXAMPLES:
+        module = importlib.import_module(f"verdigris.examples.{name}")
+        for value in vars(module).values():
+            if getattr(value, "__vg_kernel__", False) and value.track == "simt":
+                yield name, value
+
+
+def test_examples_are_accepted_and_proof_time_is_reported(capsys):
+    from verdigris.runtime.dispatch import KernelFunction
+
+    rows = []
+    original = KernelFunction.specialization
+
+    def timed(self, key):
+        known = key in self._specializations
+        spec = original(self, key)
+        if not known:
+            start = time.perf_counter()
+            result = safety.analyze(spec.kernel)
+            rows.append((self.__name__, time.perf_counter() - start, result))
+        return spec
+
+    KernelFunction.specialization = timed
+    try:
+        import importlib
+
+        for name in SIMT_EXAMPLES:
+            module = importlib.import_module(f"verdigris.examples.{name}")
+            assert all(r.ok for r in module.check(np.random.default_rng())), name
+    finally:
+        KernelFunction.specialization = original
+    assert rows
+    for name, seconds, result in rows:
+        assert not result.errors
+    with capsys.disabled():
+        print("\nproof time per example specialization (analysis, seconds, solver queries):")
+        for name, seconds, result in rows:
+            print(f"  {name:24s} {result.seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
