@@ -3,7 +3,8 @@
 Each racy kernel runs on the cpu backend *without* the static checker (its IR straight
 from the frontend, through `cpu.run_simt`): shadow memory must raise a `SafetyError` with
 the code the static checker gives it, wherever the pair says the run shows the race
-(`pair.dynamic`). Each fixed twin runs the same way: no error, and its outputs match the
+(`pair.dynamic`); where the static verdict is VG205 (an index it could not prove disjoint),
+the run shows which race it is: VG202, VG203 or VG204. Each fixed twin runs the same way: no error, and its outputs match the
 pair's reference (computed from the inputs before the run).
 """
 from __future__ import annotations
@@ -26,6 +27,9 @@ except ModuleNotFoundError as missing:
 PAIRS = pairs.PAIRS if pairs is not None else []
 pytestmark = pytest.mark.skipif(pairs is None, reason="tests/safety/pairs.py (the safety "
                                 "suite's racy/fixed kernel pairs) does not exist yet")
+
+# The static code -> the codes a run may observe for it.
+OBSERVABLE = {"VG205": {"VG202", "VG203", "VG204"}}
 
 # Relative error allowed against the pair's reference, per output dtype.
 RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -53,7 +57,7 @@ def test_racy_kernel_is_caught_while_running(pair, rng):
     grid, block, args, kwargs = pair.make(rng)
     with pytest.raises(vg.SafetyError) as info:
         run_on_cpu(pair.racy, grid, block, args, kwargs)
-    assert info.value.code == pair.code, str(info.value)
+    assert info.value.code in OBSERVABLE.get(pair.code, {pair.code}), str(info.value)
     assert "observed while running on the cpu backend" in info.value.message
 
 
