@@ -12,7 +12,8 @@ whole launch is one interval: any two threads may run in either order. A thread'
 accesses never conflict with each other (in-place updates are fine), atomics never conflict
 with atomics, accesses inside `with vg.unsafe():` are neither recorded nor checked, and local
 arrays belong to one thread. Several lanes writing one element in one lock-step step are a
-VG202 too. The message names the two threads and the element in the static checker's words
+VG202 too. Where one access meets several kinds of conflict, the static checker's preference
+decides the code (two writers, VG202, before a reader, VG203). The message names the two threads and the element in the static checker's words
 ("thread (block 1, thread 0) and thread (block 0, thread 127) both write out[127]";
 coordinates as tuples, one number per axis, when the launch uses more than axis 0) and points
 at the line of the second access.
@@ -137,24 +138,24 @@ class Shadow:
         at = _elements(flat)
         tid = (access.block * self.threads + access.thread).astype(self.ids)
         kind = "atomic" if access.atomic else "write" if access.is_write else "read"
+        # Recorded first, so that lanes of this step writing one element meet each other.
+        cells[kind].record(at, flat, tid)
         self._check(access, tid, [(rule, cells[earlier].others(at, tid))
                                   for earlier, rule in _CONFLICTS[kind].items()])
-        cells[kind].record(at, flat, tid)
-        if kind == "write":  # several lanes of this step writing one element
-            self._check(access, tid, [(_CONFLICTS["write"]["write"],
-                                       cells["write"].others(at, tid))])
 
     def _check(self, access: Access, tid: np.ndarray, rules: list) -> None:
-        """Raise for the first lane that a rule finds another thread for. `rules`: pairs of
-        ((code, message), the other thread per lane or None)."""
-        rules = [rule for rule in rules if rule[1] is not None]
-        if not rules:
+        """Raise for the first rule that finds another thread for some lane, at its first
+        such lane. `rules`: pairs of ((code, message), the other thread per lane or None),
+        in the static checker's order of preference (two writers before a reader)."""
+        for (code, words), others in rules:
+            if others is None:
+                continue
+            hit = others != _NONE
+            if hit.any():
+                lane = int(hit.argmax())
+                break
+        else:
             return
-        hit = np.logical_or.reduce([others != _NONE for _, others in rules])
-        if not hit.any():
-            return
-        lane = int(hit.argmax())
-        (code, words), others = next(rule for rule in rules if rule[1][lane] != _NONE)
         message = words.format(me=self._thread(tid[lane]), other=self._thread(others[lane]),
                                el=self._element(access.array, access.flat[lane]))
         raise SafetyError(f"{CODES[code].title}: {message} (observed while running on the "
