@@ -225,8 +225,7 @@ def scope_values(body, outer: dict, params=()) -> dict:
             continue
         found = possible_values(value, values)
         if found is not None and loops:  # each element of the tuple, in turn
-            found = tuple(dict.fromkeys(v for combo in found for v in combo)) \
-                if all(isinstance(v, tuple) for v in found) else None
+            found = tuple(dict.fromkeys(itertools.chain.from_iterable(found)))
         if found is not None:
             values[name] = found
     return values
@@ -272,8 +271,12 @@ def _names_used(nodes) -> set:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _bound_names(node) -> set:
-    return {(a.asname or a.name).partition(".")[0] for a in node.names}
+def _wanted_import(node, needed: set) -> bool:
+    """An import that binds a name the kept statements or launch sites use (or `*`)."""
+    if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "module", "") \
+            == "__future__":  # applied as compiler flags instead
+        return False
+    return bool({(a.asname or a.name).partition(".")[0] for a in node.names} & (needed | {"*"}))
 
 
 def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
@@ -287,10 +290,7 @@ def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
             for alias in node.names:
                 feature = getattr(__future__, alias.name, None)
                 flags |= getattr(feature, "compiler_flag", 0)
-    chosen = [n for n in tree.body if n in kept or (
-        isinstance(n, (ast.Import, ast.ImportFrom)) and n.module != "__future__"
-        if isinstance(n, ast.ImportFrom) else isinstance(n, ast.Import))
-        and _bound_names(n) & needed]
+    chosen = [n for n in tree.body if n in kept or _wanted_import(n, needed)]
     namespace = {"__name__": "__verdigris_check__", "__file__": filename,
                  "__builtins__": builtins}
     for node in chosen:
@@ -477,10 +477,10 @@ class LaunchSite:
         """(block, constexpr values) specializations this launch can have; [] if a
         constexpr has neither a literal value nor a default."""
         config = self.call.func.slice
-        block = None
+        blocks = []
         if self.kernel.track == "simt" and isinstance(config, ast.Tuple) and len(config.elts) == 2:
-            block = possible_values(config.elts[1], self.scope)
-        blocks = [b for b in block or (None,) if b is None or _block_shape(b)]
+            shapes = possible_values(config.elts[1], self.scope) or ()
+            blocks = [b for b in map(_block_shape, shapes) if b is not None]
         arguments = self.arguments()
         choices = []
         for p in self.kernel.params:
@@ -491,9 +491,8 @@ class LaunchSite:
             if values is None:
                 return []
             choices.append([(p.name, v) for v in values])
-        return [(_block_shape(b), dict(c)) for b, c in
-                itertools.islice(itertools.product(blocks, itertools.product(*choices)),
-                                 MAX_CONFIGS)]
+        return [(b, dict(c)) for b, c in itertools.islice(
+            itertools.product(blocks or [None], itertools.product(*choices)), MAX_CONFIGS)]
 
 
 def default_configs(kernel) -> list:
