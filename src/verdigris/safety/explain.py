@@ -2,10 +2,12 @@
 
 Takes: a code from `safety.codes.CODES`. Gives: `EXPLANATIONS` (code -> `Explanation`, as
 data: the rule, why it matters, a small racy program, the message it gets, the fixed
-program) and `explain(code) -> str`, the text the command prints. Guarantees: one entry
-per code in `CODES` (the tests hold it to that), and every `racy` and `fixed` program is
-complete Python (imports included) that parses; the tests also run each pair through
-`verdigris check` where the static checker can see the problem.
+program) and `explain(code) -> str`, the text the command prints; `program(snippet)` makes
+a snippet a complete file. Guarantees: one entry per code in `CODES`; every `racy` and
+`fixed` snippet is Python that parses; each message's line and column point into its racy
+snippet. The tests hold it to that, and run each pair through `verdigris check` (racy:
+refused with its code, at its line; fixed: clean) wherever the checker sees the problem
+statically.
 """
 from __future__ import annotations
 

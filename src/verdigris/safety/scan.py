@@ -28,8 +28,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   `x[n:]`, `x[:4]` and `x[4:8]`, `x[0]` and `x[1]`, `x[::2]` and `x[1::2]`); different
   names are assumed to be different arrays.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
-  so is a kernel that cannot be built with the inferred specs ("not checked"). Only
-  findings make the exit status 1.
+  so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
+  frontend refused it with a safety code, which is a finding. Only findings make the exit
+  status 1.
 """
 from __future__ import annotations
 
