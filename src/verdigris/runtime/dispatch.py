@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import AliasError, CompileError, LaunchError, Loc
+from ..errors import AliasError, CompileError, LaunchError, Loc, SafetyError
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Static
 from ..ir import abi_params
@@ -29,6 +29,7 @@ from .interop import byte_extent, describe
 
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
+MAX_AXIS_THREADS = 2**31 - 1  # thread ids along an axis fit in int32 (the race proofs assume it)
 
 
 def _dims(value, what: str, name: str) -> tuple:
@@ -61,6 +62,10 @@ class Specialization:
     array_slots: tuple  # positions of array arguments
     written_slots: tuple  # positions of arrays the kernel writes
     abi_slots: tuple  # per ABI parameter: (argument position, role, axis)
+    # Axes the race proof assumes have one block (grid) or one thread (block): the kernel
+    # never reads its id there, so a second block or thread along them repeats every write.
+    unit_grid_axes: tuple = ()
+    unit_block_axes: tuple = ()
     compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
 
     def write_loc(self, name: str) -> Loc:
@@ -113,6 +118,10 @@ class KernelFunction:
                               f"{self.__name__}[grid, block](...)")
         grid = _dims(config[0], "grid", self.__name__)
         block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
+        if block is not None and any(g * b > MAX_AXIS_THREADS for g, b in zip(grid, block)):
+            raise LaunchError(f"{self.__name__}: grid {grid} x block {block} has more than "
+                              f"{MAX_AXIS_THREADS} threads along one axis",
+                              hint="use a grid-stride loop over a smaller grid")
         if block is not None and block[0] * block[1] * block[2] > MAX_BLOCK_THREADS:
             raise LaunchError(f"{self.__name__}: a block of {block} has more than "
                               f"{MAX_BLOCK_THREADS} threads")
@@ -190,9 +199,12 @@ class KernelFunction:
             safety.check(kernel)  # once per specialization, never on the launch path
             names = [p.name for p in self.params]
             arrays = tuple(i for i, k in enumerate(key[1:]) if k[0] == "a")
+            writes = tuple(i for i in arrays if names[i] in kernel.writes)
             spec = Specialization(
-                kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
-                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)))
+                kernel, arrays, writes,
+                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
+                kernel.facts.get("unit_grid_axes", ()) if writes else (),
+                kernel.facts.get("unit_block_axes", ()) if writes else ())
             self._specializations[key] = spec
         return spec
 
@@ -220,6 +232,12 @@ class KernelFunction:
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         spec = self.specialization(self.spec_key(values, infos, block))
+        for axis in spec.unit_grid_axes:
+            if grid[axis] != 1:
+                self.raise_repeated_axis(spec, "grid", "block_id", axis, grid)
+        for axis in spec.unit_block_axes:
+            if block[axis] != 1:
+                self.raise_repeated_axis(spec, "block", "thread_id", axis, block)
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
             self.launch_cpu(spec, grid, block, values, infos)
@@ -228,11 +246,28 @@ class KernelFunction:
 
             launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
+    def raise_repeated_axis(self, spec: Specialization, what: str, register: str, axis: int,
+                            dims: tuple):
+        names = [p.name for p in self.params]
+        written = ", ".join(repr(names[i]) for i in spec.written_slots)
+        raise SafetyError(
+            f"{self.__name__} is launched with {dims[axis]} {'blocks' if what == 'grid' else 'threads'}"
+            f" along {what} axis {axis}, but never reads {register}({axis}): they would all "
+            f"write the same elements of {written}", spec.write_loc(names[spec.written_slots[0]]),
+            code="VG202", hint=f"launch with {what} size 1 on axis {axis}, or use "
+                               f"{register}({axis}) in the kernel's indices")
+
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
         if not spec.written_slots:
             return
         extents = {j: byte_extent(infos[j]) for j in spec.array_slots}
         for w in spec.written_slots:
+            if _overlaps_itself(infos[w]):
+                name = self.params[w].name
+                raise AliasError(f"{self.__name__} writes {name!r}, a view whose elements "
+                                 "share memory (a zero or overlapping stride): several threads "
+                                 "would write one address", spec.write_loc(name), code="VG201",
+                                 hint="pass a contiguous output, e.g. vg.empty(shape, dtype)")
             lo, hi = extents[w]
             for j in spec.array_slots:
                 if j != w and lo < extents[j][1] and extents[j][0] < hi \
@@ -284,6 +319,23 @@ _MISSING = object()
 from inspect import Parameter as _Parameter  # noqa: E402
 
 _EMPTY = _Parameter.empty
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
+    """Whether two distinct indices of this layout can reach one element (a sufficient test:
+    sorted by stride, each axis must step past everything the smaller axes cover)."""
+    covered = 0
+    for extent, stride in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
+                                 key=lambda axis: axis[1]):
+        if stride <= covered:
+            return True
+        covered += stride * (extent - 1)
+    return False
+
+
+def _overlaps_itself(info) -> bool:
+    return _layout_overlaps(tuple(info.shape), tuple(info.strides))
 
 
 def _describe_fails(value) -> bool:

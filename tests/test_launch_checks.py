@@ -1,0 +1,65 @@
+"""Launch-time checks on the cpu backend: aliasing, repeated grid axes, self-overlapping
+outputs, thread counts. Each refused launch leaves memory untouched."""
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris.examples.axpy import axpy
+
+
+def poisoned(n):
+    return np.full(n, np.nan, np.float32)
+
+
+def test_same_array_in_and_out_is_refused_before_running(rng):
+    x = rng.standard_normal(300).astype(np.float32)
+    before = x.copy()
+    with pytest.raises(vg.AliasError) as info:
+        axpy[2, 256](2.0, x, rng.standard_normal(300).astype(np.float32), x)
+    assert info.value.code == "VG201"
+    text = str(info.value)
+    assert "writes 'out', which is the same memory as 'x'" in text
+    assert "out[i] = alpha * x[i] + y[i]" in text and "^" in text
+    assert "test_launch_checks.py" in text  # the call site
+    np.testing.assert_array_equal(x, before)
+
+
+def test_partly_overlapping_views_are_refused(rng):
+    buf = rng.standard_normal(600).astype(np.float32)
+    with pytest.raises(vg.AliasError, match="overlaps 'y'"):
+        axpy[2, 256](1.0, poisoned(299), buf[1:300], buf[:299])
+
+
+def test_a_view_through_another_dtype_is_refused(rng):
+    buf = rng.standard_normal(512).astype(np.float32)
+    with pytest.raises(vg.AliasError, match="overlaps 'x'"):
+        axpy[2, 256](1.0, buf.view(np.int32).view(np.float32)[:256], poisoned(256), buf[128:384])
+
+
+def test_disjoint_views_of_one_buffer_pass(rng):
+    buf = rng.standard_normal(512).astype(np.float32)
+    x, out = buf[:256], buf[256:]
+    want = 2.0 * x.astype(np.float64) + x
+    axpy[1, 256](2.0, x, x, out)  # x is read twice: reads may alias each other
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_second_grid_axis_the_kernel_ignores_is_a_race(rng):
+    x = rng.standard_normal(256).astype(np.float32)
+    out = poisoned(256)
+    with pytest.raises(vg.SafetyError, match=r"2 blocks along grid axis 1.*block_id\(1\)") as info:
+        axpy[(1, 2), 256](1.0, x, x.copy(), out)
+    assert info.value.code == "VG202"
+    assert np.isnan(out).all()
+
+
+def test_broadcast_output_is_refused(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (64,), (0,))
+    with pytest.raises(vg.AliasError, match="zero or overlapping stride"):
+        axpy[1, 64](1.0, x, x, out)
+
+
+def test_threads_along_an_axis_must_fit_int32():
+    with pytest.raises(vg.LaunchError, match="threads along one axis"):
+        axpy[2**31 - 1, 2]
