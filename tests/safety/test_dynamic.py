@@ -4,8 +4,9 @@ Each racy kernel runs on the cpu backend *without* the static checker (its IR st
 from the frontend, through `cpu.run_simt`): shadow memory must raise a `SafetyError` with
 the code the static checker gives it, wherever the pair says the run shows the race
 (`pair.dynamic`); where the static verdict is VG205 (an index it could not prove disjoint),
-the run shows which race it is: VG202, VG203 or VG204. Each fixed twin runs the same way: no error, and its outputs match the
-pair's reference (computed from the inputs before the run).
+the run shows which race it is: VG202, VG203 or VG204. Each fixed twin runs the same way:
+no error, and its outputs match the pair's reference (computed from the inputs before the
+run).
 """
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ accesses never conflict with each other (in-place updates are fine), atomics nev
 with atomics, accesses inside `with vg.unsafe():` are neither recorded nor checked, and local
 arrays belong to one thread. Several lanes writing one element in one lock-step step are a
 VG202 too. Where one access meets several kinds of conflict, the static checker's preference
-decides the code (two writers, VG202, before a reader, VG203). The message names the two threads and the element in the static checker's words
-("thread (block 1, thread 0) and thread (block 0, thread 127) both write out[127]";
-coordinates as tuples, one number per axis, when the launch uses more than axis 0) and points
-at the line of the second access.
+decides the code (two writers, VG202, before a reader, VG203). The message names the two
+threads and the element in the static checker's words ("thread (block 1, thread 0) and
+thread (block 0, thread 127) both write out[127]"; coordinates as tuples, one number per
+axis, when the launch uses more than axis 0) and points at the line of the second access.
 
 How: per element of each global array and per kind of access (plain write, plain read,
 atomic), up to two distinct thread ids (global linear ids, block * threads + thread; -1 for
