@@ -148,6 +148,7 @@ def _atomic(fr, mem, indices, mask, site, scan, value, compare, register_dtype):
     index = _access(fr, mem, indices, mask, site)
     if index is None:
         return old
+
     def active(v):
         return np.broadcast_to(np.asarray(v, register_dtype), (fr.lanes,))[mask]
 
