@@ -26,7 +26,7 @@ from llvmlite import ir
 from verdigris import codegen
 from verdigris import types as T
 from verdigris.codegen import libdevice, mathlib
-from verdigris.codegen.casts import FP8_FORMATS
+from verdigris.codegen.fp8 import FORMATS as FP8_FORMATS
 from verdigris.errors import CompileError, Loc
 from verdigris.ir import nodes as N
 from verdigris.ir.abi import abi_params
@@ -616,14 +616,22 @@ def test_fp8_encodes_to_nearest_even_and_saturates(rng, name, src):
     assert got.tolist() == [_fp8_encode_reference(x, fmt) for x in values.astype(np.float64).tolist()]
 
 
-def test_fp8_constants_and_arithmetic_refusal():
-    dt = T.float8_e4m3fn
-    k = elementwise("c", dt, dt, lambda x: const(-0.3, dt))
-    assert run_elementwise(k, np.zeros(1, np.uint8), out_dtype=np.uint8)[0] == _fp8_encode_reference(-0.3, FP8_FORMATS[dt.name])
-    bad = elementwise("add8", dt, dt, lambda x, y: binop("add", x, y), 2)
-    with pytest.raises(CompileError, match="float8_e4m3fn values can only be loaded, stored and cast") as info:
-        codegen.compile_to_ptx(bad)
-    assert info.value.loc == L
+@pytest.mark.parametrize("name", list(FP8_FORMATS))
+def test_fp8_constants_and_arithmetic_round_once_from_float32(rng, name):
+    dt, fmt = T.from_name(name), FP8_FORMATS[name]
+    for value in (-0.3, 1e6, -math.inf, 2.0**-12, fmt.max_finite * 1.03):
+        k = elementwise("c", dt, dt, lambda x, v=value: const(v, dt))
+        got = run_elementwise(k, np.zeros(1, np.uint8), out_dtype=np.uint8)[0]
+        assert got == _fp8_encode_reference(value, fmt), value
+    a, b = rng.integers(0, 256, 500, dtype=np.uint8), rng.integers(0, 256, 500, dtype=np.uint8)
+    values_a, values_b = (np.array([_fp8_value(c, fmt) for c in x.tolist()], np.float32) for x in (a, b))
+    for op, ref in (("add", np.add), ("mul", np.multiply), ("truediv", np.true_divide)):
+        got = run_elementwise(elementwise(op, dt, dt, lambda x, y: binop(op, x, y), 2), a, b, out_dtype=np.uint8)
+        with np.errstate(all="ignore"):
+            exact = ref(values_a, values_b)  # float32, correctly rounded
+        want = [_fp8_encode_reference(x, fmt) for x in exact.astype(np.float64).tolist()]
+        nan = np.isnan(exact)
+        assert np.array_equal(got[~nan], np.array(want)[~nan]) and ((got[nan] & 0x7F) == 0x7F).all(), op
 
 
 # ----------------------------------------------------------------------------- math
@@ -657,7 +665,7 @@ def _all_math_kernel(dt):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("dt", [T.float32, T.float64, T.float16, T.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("dt", [T.float32, T.float64, T.float16, T.bfloat16, T.float8_e4m3fn], ids=lambda d: d.name)
 def test_every_math_function_compiles_to_self_contained_ptx(dt, target):
     ptx = compile_checked(_all_math_kernel(dt), target).ptx
     assert "__nv_" not in ptx and ".extern" not in ptx  # libdevice linked and inlined

@@ -8,8 +8,8 @@ Guarantees: integers wrap (no `nsw`/`nuw`); signed `floordiv`/`mod` floor, unsig
 plain; integer division by zero gives 0 and never traps (nor does INT_MIN // -1, which
 wraps to INT_MIN); shifts by >= the width (negative amounts included) give 0, or the sign
 fill for a signed `rshift`; float `floordiv`/`mod` are NumPy's (and Python's) divmod;
-float16/bfloat16 results are computed in float32 and rounded once; comparisons with NaN
-are false except `ne`.
+narrow-float (float16, bfloat16, fp8) results are computed in float32 and rounded once;
+comparisons with NaN are false except `ne`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from .. import types as T
 from ..types import DType
-from .dtypes import is_narrow_float, kind, round_half
+from .dtypes import is_narrow_float, round_narrow
 from .emitter import Emitter
 from . import mathlib
 
@@ -68,7 +68,7 @@ def _shift_right(em: Emitter, a: ir.Value, n: ir.Value, dt: DType) -> ir.Value:
 def _float_divmod(em: Emitter, a: ir.Value, b: ir.Value, dt: DType) -> tuple:
     """(a // b, a % b) exactly as NumPy's npy_divmod (and Python's float divmod).
 
-    float16/bfloat16 run it in float32 and round only the results, as NumPy does."""
+    Narrow floats run it in float32 and round only the results, as NumPy does for float16."""
     bld, ty = em.b, a.type
     dt = T.float32 if is_narrow_float(dt) else dt
     zero, one = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0)
@@ -127,23 +127,23 @@ _PREDICATES = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "
 
 
 def supports_binary(op: str, dt: DType) -> bool:
-    return op in BINARY.get(kind(dt), {})
+    return op in BINARY.get(dt.kind, {})
 
 
 def supports_unary(op: str, dt: DType) -> bool:
-    return op in UNARY.get(kind(dt), {})
+    return op in UNARY.get(dt.kind, {})
 
 
 def binary(em: Emitter, op: str, dt: DType, a: ir.Value, b: ir.Value) -> ir.Value:
-    return round_half(em.b, dt, BINARY[kind(dt)][op](em, a, b, dt))
+    return round_narrow(em.b, dt, BINARY[dt.kind][op](em, a, b, dt))
 
 
 def unary(em: Emitter, op: str, dt: DType, v: ir.Value) -> ir.Value:
-    return UNARY[kind(dt)][op](em, v)
+    return UNARY[dt.kind][op](em, v)
 
 
 def compare(em: Emitter, op: str, dt: DType, a: ir.Value, b: ir.Value) -> ir.Value:
-    """`a op b` as i1, for operands of a bool, integer or (not fp8) float dtype."""
+    """`a op b` as i1, for operands of dtype `dt`."""
     pred = _PREDICATES[op]
     if dt.is_float:
         fcmp = em.b.fcmp_unordered if op == "ne" else em.b.fcmp_ordered

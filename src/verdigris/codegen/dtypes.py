@@ -2,13 +2,14 @@
 
 Takes: a `types.DType`. Gives: `mem_type` (the type loaded and stored, and passed as a
 scalar kernel argument), `reg_type` (the type expressions compute in), the conversions
-between them, `round_half` (rounds a float32 register to the dtype's precision) and
+between them, `round_narrow` (rounds a float32 register to the dtype's precision) and
 `const` (an exact register constant).
 
-Guarantees: bool is i8 in memory and i1 in registers. float16 and bfloat16 compute in
-float32 registers that always hold a value exactly representable in the narrow type, so
-arithmetic done in float32 and rounded back once gives the correctly rounded narrow
-result. fp8 values are their raw bits (i8) in both places; `casts` converts them.
+Guarantees: bool is i8 in memory and i1 in registers. The narrow floats (float16,
+bfloat16 and the fp8s) compute in float32 registers that always hold a value the narrow
+type represents exactly, so an operation done in float32 and rounded back once gives the
+correctly rounded narrow result (float32 has more than twice their precision), the same
+as the cpu backend. fp8 is its raw bits (i8) in memory; `fp8` converts.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import math
 from llvmlite import ir
 
 from ..types import DType
+from . import fp8
 
 
 class BFloatType(ir.Type):
@@ -41,13 +43,14 @@ _MEM = {
     "float16": HALF, "bfloat16": BFLOAT, "float32": FLOAT, "float64": DOUBLE,
     "float8_e4m3fn": I8, "float8_e5m2": I8,
 }
-_REG = {**_MEM, "bool": I1, "float16": FLOAT, "bfloat16": FLOAT}
+_REG = {**_MEM, "bool": I1, "float16": FLOAT, "bfloat16": FLOAT, "float8_e4m3fn": FLOAT, "float8_e5m2": FLOAT}
 
-# (significant bits including the implicit one, exponent of the smallest normal, largest
-# finite value) of the float dtypes whose constants Python must round itself.
-_NARROW_FORMATS = {
-    "float16": (11, -14, 65504.0),
-    "bfloat16": (8, -126, (2 - 2 ** -7) * 2.0 ** 127),
+# The narrow floats: (significant bits including the implicit one, exponent of the smallest
+# normal, largest finite value, whether overflow saturates to it instead of an infinity).
+NARROW_FORMATS = {
+    "float16": (11, -14, 65504.0, False),
+    "bfloat16": (8, -126, (2 - 2 ** -7) * 2.0 ** 127, False),
+    **{name: (f.mantissa_bits + 1, 1 - f.bias, f.max_finite, True) for name, f in fp8.FORMATS.items()},
 }
 
 
@@ -60,25 +63,34 @@ def reg_type(dt: DType) -> ir.Type:
 
 
 def is_fp8(dt: DType) -> bool:
-    return dt.is_float and dt.bits == 8
-
-
-def kind(dt: DType) -> str:
-    """The dtype's kind ("b", "i", "u", "f"), with fp8 apart as "f8": it has no arithmetic."""
-    return "f8" if is_fp8(dt) else dt.kind
+    return dt.name in fp8.FORMATS
 
 
 def is_narrow_float(dt: DType) -> bool:
-    """float16/bfloat16: computed in float32 registers."""
-    return dt.name in _NARROW_FORMATS
+    """float16, bfloat16 and the fp8s: computed in float32 registers."""
+    return dt.name in NARROW_FORMATS
 
 
 def to_reg(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
     """A value of `mem_type(dt)` (a load or a scalar argument) as a register value."""
     if dt.is_bool:
         return b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    if is_fp8(dt):
+        return fp8.decode(b, value, dt.name)
     if is_narrow_float(dt):
         return b.fpext(value, FLOAT)
+    return value
+
+
+def float_to_mem(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
+    """A float or double value rounded once to float dtype `dt`, as `mem_type(dt)`."""
+    if is_fp8(dt):
+        return fp8.encode(b, value, dt.name)
+    width = 64 if value.type == DOUBLE else 32
+    if dt.bits < width:
+        return b.fptrunc(value, mem_type(dt))
+    if dt.bits > width:
+        return b.fpext(value, mem_type(dt))
     return value
 
 
@@ -86,33 +98,38 @@ def to_mem(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
     """A register value as `mem_type(dt)`, ready to store."""
     if dt.is_bool:
         return b.zext(value, I8)
-    if is_narrow_float(dt):
-        return b.fptrunc(value, mem_type(dt))
-    return value
+    return float_to_mem(b, dt, value) if dt.is_float else value
 
 
-def round_half(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
-    """A float32 result of float16/bfloat16 arithmetic, rounded to that dtype (else as is)."""
+def round_narrow(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
+    """A float32 result of narrow-float arithmetic, rounded to that dtype (else as is)."""
     if is_narrow_float(dt):
         return to_reg(b, dt, to_mem(b, dt, value))
     return value
 
 
-def round_to_format(value: float, precision: int, min_normal_exp: int, max_finite: float) -> float:
-    """`value` rounded to nearest-even in a binary format; overflow gives a signed infinity."""
-    if value == 0 or not math.isfinite(value):
+def round_to_format(value: float, precision: int, min_normal_exp: int, max_finite: float,
+                    saturate: bool) -> float:
+    """`value` rounded to nearest-even in a binary format; overflow gives a signed infinity
+    or, when `saturate`, the largest finite value (infinities too)."""
+    if math.isnan(value) or value == 0 or (math.isinf(value) and not saturate):
         return value
-    exponent = max(math.frexp(value)[1], min_normal_exp + 1)  # subnormals: a fixed quantum
-    magnitude = math.ldexp(round(math.ldexp(abs(value), precision - exponent)), exponent - precision)
-    return math.copysign(magnitude if magnitude <= max_finite else math.inf, value)
+    if math.isfinite(value):
+        exponent = max(math.frexp(value)[1], min_normal_exp + 1)  # subnormals: a fixed quantum
+        magnitude = math.ldexp(round(math.ldexp(abs(value), precision - exponent)), exponent - precision)
+    else:
+        magnitude = math.inf
+    if magnitude > max_finite:
+        magnitude = max_finite if saturate else math.inf
+    return math.copysign(magnitude, value)
 
 
 def const(dt: DType, value) -> ir.Constant:
-    """The register constant for a Python value of dtype `dt` (not fp8: see `casts`)."""
+    """The register constant for a Python value of dtype `dt`, rounded to it."""
     if dt.is_float:
         value = float(value)
         if is_narrow_float(dt):
-            value = round_to_format(value, *_NARROW_FORMATS[dt.name])
+            value = round_to_format(value, *NARROW_FORMATS[dt.name])
         return ir.Constant(reg_type(dt), value)
     width = reg_type(dt).width
     bits = int(value) & ((1 << width) - 1)  # LLVM spells integer constants signed

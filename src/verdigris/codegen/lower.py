@@ -38,7 +38,7 @@ from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
 from . import arith, casts, mathlib, nvptx
-from .dtypes import DOUBLE, I32, I64, is_fp8, mem_type, reg_type, to_mem, to_reg
+from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .emitter import Emitter
 
@@ -192,19 +192,12 @@ class _KernelLowering:
             phi.add_incoming(value, bb)
         return phi
 
-    def _check_arithmetic(self, dt: DType, node) -> None:
-        if is_fp8(dt):
-            raise _error(f"{dt.name} values can only be loaded, stored and cast; "
-                         "cast to float32 to compute with them", node)
-
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e: N.Expr) -> ir.Value:
         return self._EXPR[type(e)](self, e)
 
     def _const(self, e: N.Const) -> ir.Value:
-        if is_fp8(e.dtype):
-            return casts.fp8_encode(self.em, ir.Constant(DOUBLE, float(e.value)), e.dtype)
         return make_const(e.dtype, e.value)
 
     def _var(self, e: N.Var) -> ir.Value:
@@ -223,13 +216,11 @@ class _KernelLowering:
         return arith.unary(self.em, e.op, e.dtype, self.expr(e.operand))
 
     def _binary(self, e: N.Binary) -> ir.Value:
-        self._check_arithmetic(e.dtype, e)
         if not arith.supports_binary(e.op, e.dtype):
             raise _error(f"operator {e.op!r} is not defined on {e.dtype.name}", e)
         return arith.binary(self.em, e.op, e.dtype, self.expr(e.lhs), self.expr(e.rhs))
 
     def _compare(self, e: N.Compare) -> ir.Value:
-        self._check_arithmetic(e.lhs.dtype, e)
         return arith.compare(self.em, e.op, e.lhs.dtype, self.expr(e.lhs), self.expr(e.rhs))
 
     def _logical(self, e: N.Logical) -> ir.Value:

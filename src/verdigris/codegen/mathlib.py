@@ -10,7 +10,7 @@ Guarantees:
   (half to even, as Python and NumPy: cvt.rni), abs, copysign, fma (fma.rn), min/max.
 - min/max on floats are IEEE minNum/maxNum (C's fmin/fmax, NumPy's fmin/fmax): when one
   argument is NaN the other is returned.
-- float16/bfloat16: computed in float32, rounded once to the dtype.
+- float16, bfloat16, fp8: computed in float32, rounded once to the dtype.
 - integers: abs (wraps: abs(INT_MIN) == INT_MIN; identity on unsigned), min, max.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..ir.nodes import MATH_FUNCS
 from ..types import DType
-from .dtypes import FLOAT, is_fp8, round_half
+from .dtypes import FLOAT, round_narrow
 from .emitter import Emitter
 
 LIBDEVICE_FUNCS = (
@@ -67,7 +67,7 @@ INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max
 def supports(name: str, dt: DType) -> bool:
     if dt.is_int:
         return name in INT_FUNCS
-    return dt.is_float and not is_fp8(dt) and name in MATH_FUNCS
+    return dt.is_float and name in MATH_FUNCS
 
 
 def libdevice_name(name: str, ty: ir.Type) -> str:
@@ -85,4 +85,4 @@ def call(em: Emitter, name: str, dt: DType, args: tuple) -> ir.Value:
         result = em.call(f"{INTRINSICS[name]}.{ty.intrinsic_name}", ty, *args)
     else:
         result = em.call(libdevice_name(name, ty), ty, *args)
-    return round_half(em.b, dt, result)
+    return round_narrow(em.b, dt, result)
