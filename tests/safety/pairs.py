@@ -209,7 +209,7 @@ def interleave_reference(args):
 @simt.kernel
 def next_overlap(x, out):  # out[i] and out[i + 1] on two lines
     i = simt.global_id(0)
-    if i + 1 < out.shape[0]:
+    if i < x.shape[0] and i + 1 < out.shape[0]:
         out[i] = x[i]
         out[i + 1] = x[i]
 
@@ -394,11 +394,11 @@ def transpose_setup(rng):
 
 
 @simt.kernel
-def transpose_wrong_stride(x, out, height, width):  # out[c*W + r] for an H x W input
+def transpose_wrong_stride(x, out, height, width):  # rows of out laid out height apart
     r = simt.global_id(1)
     c = simt.global_id(0)
     if r < height and c < width:
-        out[c * width + r] = x[r * width + c]
+        out[r * height + c] = x[r * width + c]  # height < width: row r overlaps row r + 1
 
 
 @simt.kernel

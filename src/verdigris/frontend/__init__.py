@@ -2,7 +2,8 @@
 
 Takes: the user's function, its track ("simt" or "tile"), one spec per parameter (an
 `ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs; see
-`signature`), and optionally the block shape, which folds `block_dim` to constants. Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
+`signature`), and optionally the block shape, which folds `block_dim` to constants, and
+the grid axes launched with one block (facts for the race checker). Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
 from the body. Guarantees: deterministic output for identical input (names come from a
 counter that restarts with every build); unsupported Python is a `CompileError` at the
 user's line.
@@ -56,7 +57,8 @@ def _resolve_annotation(text: str, src):
     return value
 
 
-def build_kernel(fn, track: str, specs: dict, block: tuple | None = None) -> N.Kernel:
+def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
+                 unit_grid_axes: tuple | None = None) -> N.Kernel:
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
@@ -67,6 +69,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None) -> N.K
         except Retry:
             types = unit.types
             continue
+        kernel.unit_grid_axes = unit_grid_axes
         return kernel
     raise CompileError("variable types did not settle", src.loc(src.tree))
 

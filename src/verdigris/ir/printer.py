@@ -88,6 +88,8 @@ def format_kernel(k: N.Kernel) -> str:
             else f"constexpr={p.value!r}"
         params.append(f"{p.name}: {kind}")
     block = f" block={k.block}" if k.block is not None else ""
+    if k.unit_grid_axes is not None:
+        block += f" unit_grid_axes={k.unit_grid_axes}"
     lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
              "  locals " + ", ".join(f"{n}: {t.name}" for n, t in sorted(k.locals.items()))]

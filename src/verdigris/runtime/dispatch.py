@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import AliasError, CompileError, LaunchError, Loc, SafetyError
+from ..errors import AliasError, CompileError, LaunchError, Loc
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Static
 from ..ir import abi_params
@@ -62,10 +62,6 @@ class Specialization:
     array_slots: tuple  # positions of array arguments
     written_slots: tuple  # positions of arrays the kernel writes
     abi_slots: tuple  # per ABI parameter: (argument position, role, axis)
-    # Axes the race proof assumes have one block (grid) or one thread (block): the kernel
-    # never reads its id there, so a second block or thread along them repeats every write.
-    unit_grid_axes: tuple = ()
-    unit_block_axes: tuple = ()
     compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
 
     def write_loc(self, name: str) -> Loc:
@@ -165,9 +161,12 @@ class KernelFunction:
             raise LaunchError(f"{self.__name__}: argument {bad!r}: {err.message}",
                               hint=err.hint) from None
 
-    def spec_key(self, values: list, infos: list, block: tuple | None) -> tuple:
-        """What a compiled form depends on: the block shape, then one entry per argument."""
-        key = [block]
+    def spec_key(self, values: list, infos: list, block: tuple | None,
+                 grid: tuple | None = None) -> tuple:
+        """What a compiled form depends on: the block shape, the grid axes with one block
+        (the race proofs use both), then one entry per argument."""
+        key = [block, None if grid is None else
+               (1,) * (grid[1] == 1) + (2,) * (grid[2] == 1)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
                 key.append(("c", _hashable(v, p.name, self.__name__)))
@@ -181,14 +180,14 @@ class KernelFunction:
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
         specs = {}
-        for p, k in zip(self.params, key[1:]):
+        for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
             elif k[0] == "a":
                 specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
             else:
                 specs[p.name] = T.from_name(k[1])
-        return build_kernel(self.fn, self.track, specs, key[0])
+        return build_kernel(self.fn, self.track, specs, key[0], key[1])
 
     def specialization(self, key: tuple) -> Specialization:
         spec = self._specializations.get(key)
@@ -198,13 +197,10 @@ class KernelFunction:
 
             safety.check(kernel)  # once per specialization, never on the launch path
             names = [p.name for p in self.params]
-            arrays = tuple(i for i, k in enumerate(key[1:]) if k[0] == "a")
-            writes = tuple(i for i in arrays if names[i] in kernel.writes)
+            arrays = tuple(i for i, k in enumerate(key[2:]) if k[0] == "a")
             spec = Specialization(
-                kernel, arrays, writes,
-                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
-                kernel.facts.get("unit_grid_axes", ()) if writes else (),
-                kernel.facts.get("unit_block_axes", ()) if writes else ())
+                kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
+                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)))
             self._specializations[key] = spec
         return spec
 
@@ -231,13 +227,7 @@ class KernelFunction:
     def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
-        spec = self.specialization(self.spec_key(values, infos, block))
-        for axis in spec.unit_grid_axes:
-            if grid[axis] != 1:
-                self.raise_repeated_axis(spec, "grid", "block_id", axis, grid)
-        for axis in spec.unit_block_axes:
-            if block[axis] != 1:
-                self.raise_repeated_axis(spec, "block", "thread_id", axis, block)
+        spec = self.specialization(self.spec_key(values, infos, block, grid))
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
             self.launch_cpu(spec, grid, block, values, infos)
@@ -245,17 +235,6 @@ class KernelFunction:
             from . import launch_cuda
 
             launch_cuda.launch(self, spec, grid, block, values, infos, stream)
-
-    def raise_repeated_axis(self, spec: Specialization, what: str, register: str, axis: int,
-                            dims: tuple):
-        names = [p.name for p in self.params]
-        written = ", ".join(repr(names[i]) for i in spec.written_slots)
-        raise SafetyError(
-            f"{self.__name__} is launched with {dims[axis]} {'blocks' if what == 'grid' else 'threads'}"
-            f" along {what} axis {axis}, but never reads {register}({axis}): they would all "
-            f"write the same elements of {written}", spec.write_loc(names[spec.written_slots[0]]),
-            code="VG202", hint=f"launch with {what} size 1 on axis {axis}, or use "
-                               f"{register}({axis}) in the kernel's indices")
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
         if not spec.written_slots:

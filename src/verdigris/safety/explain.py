@@ -204,40 +204,44 @@ EXPLANATIONS = {
     ),
     "VG205": Explanation(
         rule="""Every plain write must be proven disjoint between threads. When the proof
-            does not finish (the solver gives up, typically on non-linear index arithmetic
-            such as a product of thread indices) or the kernel uses a construct the checker
-            does not model, the write is refused: an unknown result never passes.""",
+            cannot be finished (the index depends on values the checker cannot see, such as
+            data loaded from an array, or the solver gives up within its time limit) the
+            write is refused: an unknown result never passes.""",
         why="""A checker that passed what it could not prove would guarantee nothing.
             Usually the index can be written in a form the checker decides at once (affine
-            in the thread index, with guards such as `c < W`); when you know better than
-            the checker, say so with `with vg.unsafe():`, which `verdigris check` lists.""",
+            in the thread index, with guards such as `c < W`); when the index really comes
+            from data, use an atomic, or, when you know better than the checker (the
+            indices form a permutation), say so with `with vg.unsafe():`, which
+            `verdigris check` lists.""",
         racy=_snippet("""
             @simt.kernel
-            def cubes(x, out):
+            def scatter(idx, x, out):
                 i = simt.global_id(0)
                 if i < x.shape[0]:
-                    out[i * i * i] = x[i]  # distinct for distinct i, but not provably in time
+                    out[idx[i]] = x[i]  # distinct only if idx is a permutation
 
 
-            def run(x, out):
-                cubes[vg.cdiv(x.shape[0], 256), 256](x, out)
+            def run(idx, x, out):
+                scatter[vg.cdiv(x.shape[0], 256), 256](idx, x, out)
             """),
         message="""kernel.py:5:9: VG205: a write index could not be proven disjoint between
-            threads: could not prove that threads write distinct elements of out: the solver
-            gave up (timeout, limit 2000 ms)""",
+            threads: could not prove that threads write distinct elements of out: the index
+            depends on idx[...], which the checker cannot see; thread (block 0, thread 0)
+            writes out[0] and thread (block 1, thread 1) writes it if those values allow
+            (with out.shape[0] = 1, x.shape[0] = 258, 2 blocks of 256 threads)""",
         hint="restructure the index arithmetic (a guard such as `if c < W:` or an index built "
              "from simt.global_id), use an atomic, or wrap the access in `with vg.unsafe():`",
         fixed=_snippet("""
             @simt.kernel
-            def cubes(x, out):
+            def scatter(idx, x, out):
                 i = simt.global_id(0)
                 if i < x.shape[0]:
-                    with vg.unsafe():  # i**3 is one-to-one on i >= 0; check lists this line
-                        out[i * i * i] = x[i]
+                    with vg.unsafe():  # idx is a permutation; check lists this line
+                        out[idx[i]] = x[i]
 
 
-            def run(x, out):
-                cubes[vg.cdiv(x.shape[0], 256), 256](x, out)
+            def run(idx, x, out):
+                scatter[vg.cdiv(x.shape[0], 256), 256](idx, x, out)
             """),
     ),
     "VG210": Explanation(

@@ -340,7 +340,8 @@ class Trace:
 
 def execute(kernel: N.Kernel) -> Trace:
     used = {(n.kind, n.axis) for n in _walk(kernel.body) if isinstance(n, N.Special)}
-    unit_grid = tuple(a for a in (1, 2) if ("block_id", a) not in used)
+    unit_grid = kernel.unit_grid_axes if kernel.unit_grid_axes is not None else \
+        tuple(a for a in (1, 2) if ("block_id", a) not in used)
     unit_block = () if kernel.block is not None else \
         tuple(a for a in (1, 2) if ("thread_id", a) not in used)
     space = Space(kernel.block, unit_grid, unit_block)
