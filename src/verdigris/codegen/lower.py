@@ -195,7 +195,10 @@ class _KernelLowering:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e: N.Expr) -> ir.Value:
-        return self._EXPR[type(e)](self, e)
+        lowering = self._EXPR.get(type(e))
+        if lowering is None:
+            raise _error(f"a {type(e).__name__} cannot be used as a value here", e)
+        return lowering(self, e)
 
     def _const(self, e: N.Const) -> ir.Value:
         return make_const(e.dtype, e.value)
@@ -262,7 +265,10 @@ class _KernelLowering:
         for s in body:
             if self.b.block.is_terminated:  # code after break/continue/exit: unreachable
                 self.b.position_at_end(self._block("dead"))
-            self._STMT[type(s)](self, s)
+            lowering = self._STMT.get(type(s))
+            if lowering is None:
+                raise _error(f"{type(s).__name__} statements cannot be compiled yet", s)
+            lowering(self, s)
 
     def _assign(self, s: N.Assign) -> None:
         self.b.store(self.expr(s.value), self.slots[s.name])
