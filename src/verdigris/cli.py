@@ -50,6 +50,7 @@ def cmd_demo(args) -> int:
         print(f"  ({(time.perf_counter() - start) * 1e3:.0f} ms including compilation)\n")
         all_ok &= ok
     all_ok &= _demo_alias(np)
+    all_ok &= _demo_race(rng)
     print("all examples match NumPy" if all_ok else "SOME EXAMPLES DID NOT MATCH")
     return 0 if all_ok else 1
 
@@ -67,6 +68,17 @@ def _demo_alias(np) -> bool:
         return True
     print("  BAD: the aliased launch was accepted\n")
     return False
+
+
+def _demo_race(rng) -> bool:
+    from .examples import racy_shift, report
+
+    print("safety: a racy kernel is refused before it runs (shifting an array in place):")
+    print("  " + str(racy_shift.refused()).replace("\n", "\n  "))
+    print("  the fix, shifting into a second array, is accepted:")
+    ok = report(racy_shift.check(rng))
+    print()
+    return ok
 
 
 # ------------------------------------------------------------------------- compile
