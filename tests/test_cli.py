@@ -66,7 +66,7 @@ def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_pa
 def test_doctor_reports_versions_and_backend(capsys):
     status, out, _ = run(capsys, "doctor")
     assert status == 0
-    for word in ("python", "llvmlite", "cuda-bindings", "ptxas", "libdevice", "backend"):
+    for word in ("python", "llvmlite", "cuda-bindings", "ptxas", "libdevice", "disassembler", "backend"):
         assert word in out
 
 

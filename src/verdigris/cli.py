@@ -12,7 +12,6 @@ import ast
 import importlib
 import importlib.util
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -248,7 +247,8 @@ def cmd_doctor(args) -> int:
     from . import codegen
 
     rows.append(("ptxas", codegen.ptxas_path() or "not found (PTX is JIT-compiled by the driver)"))
-    rows.append(("cuobjdump", shutil.which("cuobjdump") or "not found (--emit sass unavailable)"))
+    disassembler = codegen.toolkit.find_tool("nvdisasm") or codegen.toolkit.find_tool("cuobjdump")
+    rows.append(("disassembler", disassembler or "not found (--emit sass unavailable)"))
     rows.append(("libdevice", str(codegen.libdevice_path() or "NOT FOUND (math functions fail)")))
     from .runtime import cache
 

@@ -89,5 +89,5 @@ def _compile(spec, device: int) -> CudaKernel:
                   f"{(time.perf_counter() - start) * 1e3:.1f} ms ({stages} ms)")
     elif log:
         print(f"verdigris: {spec.kernel.name} for {arch} from the disk cache")
-    kernel = CudaKernel(CudaModule(image, device), spec.kernel.name, abi_params(spec.kernel))
-    return kernel
+    return CudaKernel(CudaModule(image, device), codegen.entry_symbol(spec.kernel.name),
+                      abi_params(spec.kernel))
