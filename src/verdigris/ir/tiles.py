@@ -1,0 +1,197 @@
+"""Tile-track nodes of the typed IR: values that are whole tiles, and the ops on them.
+
+Takes: nothing (the frontend builds them). Gives: node classes that sit in the same
+structured IR as `ir.nodes` (statements, `If`, `For`, `While`, `Region`, `Assign` of tile
+values to variables, scalar expressions as operands). Every tile expression has `dtype`
+(element type) and `shape` (a tuple of positive ints, known while compiling; not
+necessarily powers of two: the lowering pads internally). A tile of shape `()` is never
+built: reductions over every axis give a scalar expression (`TileReduce` with `shape ()` has
+scalar type and may be used wherever a scalar is).
+
+Guarantees the frontend establishes (and both backends rely on):
+- Elementwise operands have the result's shape exactly: the frontend inserts `Broadcast`
+  (NumPy rules: align trailing axes, size-1 axes stretch) and `Splat` (scalar -> tile).
+- Elementwise operands have one dtype (the frontend inserts `TileMap("cast", ...)`), except
+  shifts (the amount has the shifted dtype) and `where`'s condition (bool).
+- Tile indices (`TileLoad.index`, `TileStore.index`) count tiles, not elements: element
+  `index[k] * shape[k] + j` along axis k. Elements outside the array are never read
+  (they take `padding`) and never written (edge tiles are masked).
+- `Kernel.locals` maps a tile variable's name to a `TileType`.
+
+Elementwise semantics are those of `ir.nodes` for the same op name (integer wrap, floor
+div/mod, saturating casts, IEEE min/max of libdevice).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..types import DType
+from .nodes import ArrayRef, Expr, Stmt
+
+
+@dataclass(frozen=True)
+class TileType:
+    dtype: DType
+    shape: tuple
+
+    def __str__(self) -> str:
+        return f"tile<{self.dtype.name}[{', '.join(map(str, self.shape))}]>"
+
+
+@dataclass(eq=False)
+class TileExpr(Expr):
+    """Base of tile-valued expressions."""
+
+    @property
+    def type(self) -> TileType:
+        return TileType(self.dtype, self.shape)
+
+
+# Elementwise op names: every Unary/Binary/Compare op of ir.nodes, every MATH_FUNCS name,
+# plus "cast" (to `dtype`), "where" (cond, a, b) and "sigmoid".
+TILE_EXTRA_OPS = ("cast", "where", "sigmoid")
+
+
+@dataclass(eq=False)
+class TileMap(TileExpr):
+    """An elementwise op over tiles of one shape: `op(*args)` element by element."""
+
+    op: str
+    args: tuple
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Splat(TileExpr):
+    """A scalar expression repeated over a tile."""
+
+    value: Expr
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Broadcast(TileExpr):
+    """NumPy broadcasting of `value` (same rank, size-1 axes stretch) to `shape`."""
+
+    value: TileExpr
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Arange(TileExpr):
+    """`tile.arange(n)`: 0, 1, ..., n-1 (int32)."""
+
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class TileLoad(TileExpr):
+    """`tile.load(array, index, shape, padding)`: the tile at tile-index `index`."""
+
+    array: ArrayRef
+    index: tuple  # scalar int64 Exprs, one per array axis
+    padding: Expr  # scalar of array.dtype, for elements outside the array
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Gather(TileExpr):
+    """`tile.gather(array, indices)`: element indices per axis (int64 tiles of `shape`);
+    out-of-bounds elements take `padding`."""
+
+    array: ArrayRef
+    indices: tuple
+    padding: Expr
+    dtype: DType
+    shape: tuple
+
+
+REDUCE_OPS = ("sum", "max", "min", "prod", "argmax", "argmin")
+SCAN_OPS = ("cumsum",)
+
+
+@dataclass(eq=False)
+class TileReduce(TileExpr):
+    """Reduce over `axis` (None: all axes -> a scalar, `shape == ()`). argmax/argmin give
+    int32 positions (the first among equals)."""
+
+    op: str
+    value: TileExpr
+    axis: Optional[int]
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class TileScan(TileExpr):
+    """Inclusive scan along `axis`."""
+
+    op: str
+    value: TileExpr
+    axis: int
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Reshape(TileExpr):
+    """Same elements in row-major order, another shape of the same size."""
+
+    value: TileExpr
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Permute(TileExpr):
+    """Axes reordered: result axis k is `value`'s axis `perm[k]` (`.T` reverses them)."""
+
+    value: TileExpr
+    perm: tuple
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Rand(TileExpr):
+    """`tile.rand(seed, offsets)`: Philox-4x32-10 uniform float32 in [0, 1), one per element
+    of the int tile `offsets`, keyed by the scalar `seed`; identical on every backend."""
+
+    seed: Expr
+    offsets: TileExpr
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class TileStore(Stmt):
+    """`tile.store(array, index, tile)`: write the tile at tile-index `index` (masked)."""
+
+    array: ArrayRef
+    index: tuple
+    value: TileExpr
+
+
+@dataclass(eq=False)
+class Scatter(Stmt):
+    """`tile.scatter(array, indices, tile)` (or its atomic add form when `atomic`)."""
+
+    array: ArrayRef
+    indices: tuple
+    value: TileExpr
+    atomic: bool = False
+
+
+@dataclass(eq=False)
+class TileAtomicAdd(Stmt):
+    """`tile.atomic_add(array, index, tile)`: add the tile at tile-index `index` atomically."""
+
+    array: ArrayRef
+    index: tuple
+    value: TileExpr
