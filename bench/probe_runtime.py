@@ -119,7 +119,6 @@ def host_costs():
 
     from verdigris.runtime import arrays, driver, streams
     from verdigris.runtime.interop import byte_extent, describe
-    from verdigris.runtime.module import ArgPacker
     from tests.gpu.test_runtime_gpu import axpy_kernel
 
     a = arrays.zeros(1024)
