@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import lang
 from .. import types as T
-from ..errors import CompileError, Loc
+from ..errors import CompileError, Loc, SafetyError
 from ..ir import nodes as N
 from . import intrinsics
 from .source import FunctionSource, function_source
@@ -478,13 +478,14 @@ class Translator:
                 if not isinstance(value.value, int) or isinstance(value.value, bool):
                     raise CompileError("array indices must be integers", ploc)
                 if value.value < 0:
-                    raise CompileError(f"index {value.value} is out of bounds: verdigris never "
-                                       "wraps negative indices", ploc,
-                                       hint=f"write {array.name}.shape[{axis}] - {-value.value}")
+                    raise SafetyError(f"index {value.value} of {array.name!r} is out of bounds: "
+                                      "verdigris never wraps negative indices", ploc,
+                                      hint=f"write {array.name}.shape[{axis}] - {-value.value}",
+                                      code="VG301")
                 extent = array.type.shape[axis] if array.type.shape else None
                 if extent is not None and value.value >= extent:
-                    raise CompileError(f"index {value.value} is out of bounds for axis {axis} "
-                                       f"of size {extent}", ploc)
+                    raise SafetyError(f"index {value.value} of {array.name!r} is out of bounds "
+                                      f"for axis {axis} of size {extent}", ploc, code="VG301")
             elif not (isinstance(value, N.Expr) and value.dtype.is_int):
                 raise CompileError("array indices must be integers", ploc,
                                    hint="convert with int(...)")
