@@ -86,3 +86,16 @@ def test_second_process_reuses_the_disk_cache(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert "compiled axpy" in first.stdout
     assert "from the disk cache" in second.stdout and "compiled axpy" not in second.stdout
+
+
+def test_aliased_cupy_launch_is_refused():
+    cp = pytest.importorskip("cupy")
+    x = cp.arange(64, dtype=cp.float32)
+    with pytest.raises(vg.AliasError, match="axpy writes 'out', which is the same memory as 'y'"):
+        axpy[1, 64](2.0, cp.ones(64, cp.float32), x, x)
+
+
+def test_aliased_vg_arrays_through_a_view_are_refused():
+    x = vg.asarray(np.arange(128, dtype=np.float32))
+    with pytest.raises(vg.AliasError, match="overlaps 'x'"):
+        axpy[1, 64](2.0, x[::2], vg.asarray(np.ones(64, np.float32)), x[64:])
