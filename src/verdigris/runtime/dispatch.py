@@ -267,8 +267,6 @@ class KernelFunction:
     def launch_cpu(self, spec: Specialization, grid, block, values, infos) -> None:
         from .. import cpu
 
-        if block is None:
-            raise LaunchError(f"{self.__name__}: tile kernels run through the tile backend")
         args = {}
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
@@ -279,7 +277,10 @@ class KernelFunction:
                 args[p.name] = _host_view(v, info, p.name, self.__name__)
             else:
                 args[p.name] = v
-        cpu.run_simt(spec.kernel, grid, block, args)
+        if self.track == "tile":
+            cpu.run_tile(spec.kernel, grid, args)
+        else:
+            cpu.run_simt(spec.kernel, grid, block, args)
 
 
 class Launch:

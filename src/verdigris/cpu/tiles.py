@@ -1,0 +1,685 @@
+"""The tile interpreter of the cpu backend: runs a tile-track `ir.Kernel` with NumPy.
+
+Takes: a kernel whose body uses the nodes of `ir.tiles` and the scalar nodes of `ir.nodes`,
+a grid of up to three ints, and the arguments: NumPy arrays (read and written in place,
+through any view; bfloat16/fp8 as ml_dtypes arrays or raw bits) and scalars.
+Gives: `run_tile`, which runs the kernel to completion or raises `BoundsError` (a scalar
+index, or a scatter's element index, out of bounds) or `SafetyError` (a race between blocks
+that shadow memory observed).
+
+How: the IR is compiled once per kernel into Python closures; then the blocks run one at a
+time, in order of their linear id (axis 0 fastest). A block is one "thread" of tile code, so
+control flow is plain Python control flow. Tile values are NumPy arrays of the node's shape
+in *register form* (`ops`: the dtype's own NumPy dtype; float32 for bfloat16 and fp8);
+scalars are NumPy scalars in register form.
+
+Semantics (those of `ir.tiles` and `ir.nodes`; elementwise ops through the `ops` tables,
+so results equal the SIMT interpreter's bit for bit):
+- `TileLoad`: element `index[k] * shape[k] + j` along axis k; elements outside the array
+  take `padding` and are never read. Any tile index is allowed: a negative one, or one
+  wholly past the array, gives a tile of padding.
+- `TileStore`, `TileAtomicAdd`: only elements inside the array are written (edge tiles are
+  masked); a tile wholly outside the array writes nothing (no error).
+- `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
+- `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
+  before memory is touched. The atomic form adds, element by element in the tile's
+  row-major order (`atomics`, rounding after every add as the SIMT atomics do).
+- `sigmoid(x)` is `1 / (1 + exp(-x))` computed in float32 (float64 for float64 tiles) and
+  rounded once to the tile's dtype.
+- Reductions: `sum`, `prod` and `cumsum` of float16, bfloat16 and fp8 accumulate in float32
+  and round once at the end; float32 in float32 and float64 in float64 (NumPy's pairwise
+  summation: a GPU adds in another order, so float sums differ in the last bits); integers
+  wrap in the result's dtype. `max`/`min` of floats are IEEE maxNum/minNum (a NaN loses to a
+  number, as `ir.nodes`' `max`/`min`). `argmax`/`argmin` give the first position of the
+  largest/smallest value as int32 (the row-major position over all axes when `axis` is
+  None); NaN counts as the smallest value for argmax and the largest for argmin.
+- `Rand`: `philox.uniform` (Philox-4x32-10; the exact mapping is in that module).
+
+Races (the dynamic cross-check of the static tile checker): every access inside the array
+goes to shadow memory (`shadow.Shadow`, with one thread per block), which raises VG202 when
+two blocks plainly write one element, VG203 when a block reads an element another block
+writes (in either order), VG204 when one element is both updated atomically and accessed
+plainly; a plain scatter writing one element twice within a block is VG202 too. Accesses
+inside `with vg.unsafe():` are neither recorded nor checked. The message names the two
+blocks and the element and points at the second access.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from .. import ir
+from ..errors import BoundsError, CompileError, LaunchError, SafetyError
+from ..ir import tiles as t
+from ..safety.codes import CODES
+from . import atomics, ops, philox
+from .shadow import Shadow
+from .simt import Access, _dims, _Memory
+
+BREAK, CONTINUE = "break", "continue"  # signals a statement gives to its enclosing loop
+
+
+@dataclass(frozen=True)
+class _Exit:
+    """The signal of `Exit(label)`, passed up to the region of that label."""
+
+    label: str
+
+
+def _settle(value):
+    """0-d arrays (which some NumPy calls give for scalars) as NumPy scalars."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+# ----------------------------------------------------------------------------- shadow
+
+
+class _BlockShadow(Shadow):
+    """Shadow memory where each block is one thread, named as a block."""
+
+    def __init__(self, grid: tuple, shapes: dict):
+        super().__init__(grid, (1, 1, 1), shapes)
+
+    def _thread(self, tid) -> str:
+        return f"block {self._coords(int(tid), self.grid)}"
+
+    def check_distinct(self, access: Access, tile_shape: tuple) -> None:
+        """A plain scatter must not write one element from two of its tile's elements."""
+        if access.unsafe:
+            return
+        order = np.argsort(access.flat, kind="stable")
+        ordered = access.flat[order]
+        repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if not len(repeated):
+            return
+        first, second = (np.unravel_index(int(order[k]), tile_shape)
+                         for k in (repeated[0], repeated[0] + 1))
+        raise SafetyError(
+            f"{CODES['VG202'].title}: {self._thread(access.block[0])} writes "
+            f"{self._element(access.array, ordered[repeated[0]])} from tile elements "
+            f"{tuple(map(int, first))} and {tuple(map(int, second))} of one scatter "
+            "(observed while running on the cpu backend)", access.loc, code="VG202",
+            hint="give each element of the tile an index of its own, or use the atomic "
+                 "form of scatter; accesses meant to race go inside `with vg.unsafe():`")
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+@dataclass(eq=False)
+class _Launch:
+    kernel: ir.Kernel
+    grid: tuple
+    memory: dict  # array name -> simt._Memory
+    scalars: dict  # scalar parameter -> register-form value
+    shadow: _BlockShadow
+
+    def __post_init__(self):
+        self.grid_dim = tuple(np.int32(n) for n in self.grid)
+
+
+class _Block:
+    """The state of one running block."""
+
+    def __init__(self, launch: _Launch, linear: int):
+        gx, gy, _ = launch.grid
+        self.launch, self.linear = launch, linear
+        self.block_id = (np.int32(linear % gx), np.int32(linear // gx % gy),
+                         np.int32(linear // (gx * gy)))
+        self.grid_dim = launch.grid_dim
+        self.env = dict(launch.scalars)
+
+    def observe(self, mem: _Memory, flat: np.ndarray, site: "_Site") -> None:
+        """Tell shadow memory about an access of elements `flat` (row-major, int64)."""
+        if len(flat):
+            self.launch.shadow(self.access(mem, flat, site))
+
+    def access(self, mem: _Memory, flat: np.ndarray, site: "_Site") -> Access:
+        lanes = len(flat)
+        return Access(mem.name, "global", flat, np.full(lanes, self.linear, np.int64),
+                      np.zeros(lanes, np.int64), site.is_write, site.loc, site.atomic,
+                      site.unsafe)
+
+    def out_of_bounds(self, mem: _Memory, at, loc, element=None) -> BoundsError:
+        where = "" if element is None else f" (tile element {tuple(map(int, element))})"
+        at = [int(i) for i in at]
+        return BoundsError(
+            f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} in "
+            f"kernel {self.launch.kernel.name}, block {tuple(map(int, self.block_id))}{where}",
+            loc, code="VG302",
+            hint="a negative index is out of bounds: indices never wrap around"
+            if min(at) < 0 else "")
+
+
+@dataclass(frozen=True)
+class _Site:
+    loc: object
+    is_write: bool
+    atomic: bool
+    unsafe: bool
+
+
+# ----------------------------------------------------------------------------- tile geometry
+
+
+def _window(index: list, shape: tuple, extents: tuple):
+    """The part of the tile at tile-index `index` inside the array: (slices of the array,
+    slices of the tile), or None when no element of the tile is inside."""
+    inside, within = [], []
+    for i, n, extent in zip(index, shape, extents):
+        start = int(i) * n
+        lo, hi = max(start, 0), min(start + n, extent)
+        if lo >= hi:
+            return None
+        inside.append(slice(lo, hi))
+        within.append(slice(lo - start, hi - start))
+    return tuple(inside), tuple(within)
+
+
+def _flat(inside: tuple, extents: tuple) -> np.ndarray:
+    """Row-major element numbers of a box of the array."""
+    flat = np.zeros((), np.int64)
+    for box, extent in zip(inside, extents):
+        flat = flat[..., None] * extent + np.arange(box.start, box.stop, dtype=np.int64)
+    return flat.reshape(-1)
+
+
+# ----------------------------------------------------------------------------- op tables
+
+
+def _where(cond, a, b):
+    return np.where(cond, a, b)
+
+
+def _sigmoid(dtype):
+    wide = np.float64 if dtype.bits == 64 else np.float32
+
+    def sigmoid(x):
+        x = np.asarray(x, wide)
+        return ops.to_float(np.reciprocal(1 + np.exp(-x)), dtype)
+    return sigmoid
+
+
+# op name -> (op, operand dtype, result dtype) -> f(*args) in register form, or None.
+_ELEMENTWISE = {
+    **{op: lambda op, operand, result: ops.unary(op, result) for op in ir.UNARY_OPS},
+    **{op: lambda op, operand, result: ops.binary(op, result) for op in ir.BINARY_OPS},
+    **{op: lambda op, operand, result: ops.compare(op) for op in ir.COMPARE_OPS},
+    **{op: lambda op, operand, result: ops.math(op, operand) for op in ir.MATH_FUNCS},
+    "cast": lambda op, operand, result: ops.cast(operand, result),
+    "where": lambda op, operand, result: _where,
+    "sigmoid": lambda op, operand, result: _sigmoid(result) if result.is_float else None,
+}
+
+
+def _accumulator(dtype) -> np.dtype:
+    """What sums and products of `dtype` results add in: float32 for narrower floats."""
+    if dtype.is_float and dtype.bits < 32:
+        return np.dtype(np.float32)
+    return dtype.np
+
+
+def _to_result(dtype):
+    return (lambda x: ops.to_float(x, dtype)) if dtype.is_float else \
+        (lambda x: np.asarray(x).astype(dtype.np))
+
+
+def _accumulating(ufunc):
+    def factory(source, result):
+        acc, finish = _accumulator(result), _to_result(result)
+        return lambda x, axis: finish(ufunc(np.asarray(x, acc), axis=axis, dtype=acc))
+    return factory
+
+
+def _extremum(float_ufunc, int_ufunc):
+    def factory(source, result):
+        ufunc, finish = float_ufunc if source.is_float else int_ufunc, _to_result(result)
+        return lambda x, axis: finish(ufunc.reduce(x, axis=axis))
+    return factory
+
+
+def _position(find, nan_as):
+    def factory(source, result):
+        def position(x, axis):
+            if source.is_float:
+                x = np.where(np.isnan(x), nan_as, x)
+            return np.asarray(find(x, axis=axis)).astype(np.int32)
+        return position
+    return factory
+
+
+# reduce or scan op -> factory(source dtype, result dtype) -> f(tile, axis)
+_REDUCTIONS = {
+    "sum": _accumulating(np.sum),
+    "prod": _accumulating(np.prod),
+    "max": _extremum(np.fmax, np.maximum),
+    "min": _extremum(np.fmin, np.minimum),
+    "argmax": _position(np.argmax, -np.inf),
+    "argmin": _position(np.argmin, np.inf),
+}
+_SCANS = {"cumsum": _accumulating(np.cumsum)}
+
+
+# ----------------------------------------------------------------------------- compiler
+
+
+class _Compiler:
+    """IR -> closures: an expression becomes f(block) -> value; a statement becomes
+    f(block) -> None (fall through) or a signal: BREAK, CONTINUE or an `_Exit`."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.kernel = kernel
+        self.loops = 0  # loops enclosing the statement being compiled
+        self.regions: list = []  # labels of enclosing regions
+        self.unsafe = False  # compiling the body of a `with vg.unsafe():`
+
+    def _missing(self, what: str, node):
+        raise CompileError(f"the cpu tile backend has no {what}", node.loc)
+
+    def _site(self, node, is_write=False, atomic=False) -> _Site:
+        return _Site(node.loc, is_write, atomic, self.unsafe)
+
+    # ------------------------------------------------------------------ scalar expressions
+
+    def expr(self, node):
+        compile_expr = self._EXPR.get(type(node))
+        if compile_expr is None:
+            self._missing(type(node).__name__, node)
+        return compile_expr(self, node)
+
+    def _const(self, node):
+        value = _settle(ops.constant(node.value, node.dtype))
+        return lambda bl: value
+
+    def _var(self, node):
+        name, declared = node.name, self.kernel.locals.get(node.name, node.dtype)
+        if isinstance(declared, t.TileType):  # a tile variable read before any assignment
+            undefined = np.zeros(declared.shape, ops.register_dtype(declared.dtype))
+        else:
+            undefined = _settle(ops.constant(0, node.dtype))
+        return lambda bl: bl.env.get(name, undefined)
+
+    def _special(self, node):
+        if node.kind not in ("block_id", "grid_dim"):
+            self._missing(f"{node.kind} (tile kernels have blocks, not threads)", node)
+        kind, axis = node.kind, node.axis
+        return lambda bl: getattr(bl, kind)[axis]
+
+    def _apply(self, node, op: str, args: tuple, operand_dtype):
+        make = _ELEMENTWISE.get(op)
+        f = None if make is None else make(op, operand_dtype, node.dtype)
+        if f is None:
+            self._missing(f"{op} on {operand_dtype.name}", node)
+        compiled = [self.expr(a) for a in args]
+        return lambda bl: _settle(f(*(arg(bl) for arg in compiled)))
+
+    def _unary(self, node):
+        return self._apply(node, node.op, (node.operand,), node.operand.dtype)
+
+    def _binary(self, node):
+        return self._apply(node, node.op, (node.lhs, node.rhs), node.lhs.dtype)
+
+    def _cast(self, node):
+        return self._apply(node, "cast", (node.value,), node.value.dtype)
+
+    def _math(self, node):
+        return self._apply(node, node.func, node.args, node.args[0].dtype)
+
+    def _logical(self, node):
+        lhs, rhs, is_and = self.expr(node.lhs), self.expr(node.rhs), node.op == "and"
+
+        def logical(bl):
+            a = lhs(bl)
+            return (rhs(bl) if a else a) if is_and else (a if a else rhs(bl))
+        return logical
+
+    def _select(self, node):
+        cond, a, b = self.expr(node.cond), self.expr(node.a), self.expr(node.b)
+        return lambda bl: a(bl) if cond(bl) else b(bl)
+
+    def _element(self, node, indices):
+        """f(block) -> (memory, element index as ints) of a scalar Load or Store."""
+        name, index = node.array.name, [self.expr(i) for i in indices]
+        loc = node.loc
+
+        def element(bl):
+            mem = bl.launch.memory[name]
+            at = [int(i(bl)) for i in index] or [0]  # a 0-d array: its one-element view
+            if any(not 0 <= i < n for i, n in zip(at, mem.shape)):
+                raise bl.out_of_bounds(mem, at, loc)
+            return mem, at
+        return element
+
+    def _load(self, node):
+        element, site = self._element(node, node.indices), self._site(node)
+
+        def load(bl):
+            mem, at = element(bl)
+            bl.observe(mem, np.array([np.ravel_multi_index(at, mem.shape)]), site)
+            return _settle(mem.decode(mem.data[tuple(at)]))
+        return load
+
+    def _shape(self, node):
+        name, axis = node.array.name, node.axis
+        return lambda bl: np.int64(bl.launch.memory[name].shape[axis])
+
+    # ------------------------------------------------------------------ tile expressions
+
+    def _tile_map(self, node):
+        operand = node.args[1 if node.op == "where" else 0].dtype
+        return self._apply(node, node.op, node.args, operand)
+
+    def _splat(self, node):
+        value, shape = self.expr(node.value), node.shape
+        dtype = ops.register_dtype(node.dtype)
+        return lambda bl: np.full(shape, value(bl), dtype)
+
+    def _broadcast(self, node):
+        value, shape = self.expr(node.value), node.shape
+        return lambda bl: np.broadcast_to(value(bl), shape)
+
+    def _arange(self, node):
+        values = np.arange(node.shape[0], dtype=np.int32)
+        values.flags.writeable = False
+        return lambda bl: values
+
+    def _tile_load(self, node):
+        name, index = node.array.name, [self.expr(i) for i in node.index]
+        padding, shape = self.expr(node.padding), node.shape
+        dtype, site = ops.register_dtype(node.dtype), self._site(node)
+
+        def tile_load(bl):
+            mem = bl.launch.memory[name]
+            at = [i(bl) for i in index]
+            tile = np.full(shape, padding(bl), dtype)
+            window = _window(at, shape, mem.shape)
+            if window is not None:
+                inside, within = window
+                bl.observe(mem, _flat(inside, mem.shape), site)
+                tile[within] = mem.decode(mem.data[inside])
+            return tile
+        return tile_load
+
+    def _gather(self, node):
+        name, indices = node.array.name, [self.expr(i) for i in node.indices]
+        padding, shape = self.expr(node.padding), node.shape
+        dtype, site = ops.register_dtype(node.dtype), self._site(node)
+
+        def gather(bl):
+            mem = bl.launch.memory[name]
+            at = [np.broadcast_to(np.asarray(i(bl), np.int64), shape) for i in indices]
+            inside = np.ones(shape, bool)
+            for i, extent in zip(at, mem.shape):
+                inside &= (i >= 0) & (i < extent)
+            tile = np.full(shape, padding(bl), dtype)
+            read = tuple(i[inside] for i in at)
+            bl.observe(mem, np.ravel_multi_index(read, mem.shape), site)
+            tile[inside] = mem.decode(mem.data[read])
+            return tile
+        return gather
+
+    def _reduce_with(self, table, node):
+        make = table.get(node.op)
+        source = node.value.dtype
+        if make is None:
+            self._missing(f"{node.op} of {source.name} tiles", node)
+        f, value, axis = make(source, node.dtype), self.expr(node.value), node.axis
+        return lambda bl: _settle(f(value(bl), axis))
+
+    def _tile_reduce(self, node):
+        return self._reduce_with(_REDUCTIONS, node)
+
+    def _tile_scan(self, node):
+        return self._reduce_with(_SCANS, node)
+
+    def _reshape(self, node):
+        value, shape = self.expr(node.value), node.shape
+        return lambda bl: np.reshape(value(bl), shape)
+
+    def _permute(self, node):
+        value, perm = self.expr(node.value), node.perm
+        return lambda bl: np.transpose(value(bl), perm)
+
+    def _rand(self, node):
+        seed, offsets = self.expr(node.seed), self.expr(node.offsets)
+        return lambda bl: philox.uniform(seed(bl), offsets(bl))
+
+    _EXPR = {ir.Const: _const, ir.Var: _var, ir.Special: _special, ir.Unary: _unary,
+             ir.Binary: _binary, ir.Compare: _binary, ir.Logical: _logical,
+             ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
+             ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,
+             t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
+             t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
+             t.Reshape: _reshape, t.Permute: _permute, t.Rand: _rand}
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, node):
+        compile_stmt = self._STMT.get(type(node))
+        if compile_stmt is None:
+            self._missing(type(node).__name__, node)
+        return compile_stmt(self, node)
+
+    def block(self, stmts):
+        steps = tuple(self.stmt(s) for s in stmts)
+
+        def run(bl):
+            for step in steps:
+                signal = step(bl)
+                if signal is not None:
+                    return signal
+            return None
+        return run
+
+    def _assign(self, node):
+        name, value = node.name, self.expr(node.value)
+
+        def assign(bl):
+            bl.env[name] = value(bl)
+        return assign
+
+    def _store(self, node):
+        value, element = self.expr(node.value), self._element(node, node.indices)
+        site = self._site(node, is_write=True)
+
+        def store(bl):
+            stored = value(bl)  # Python order: the value, then the target
+            mem, at = element(bl)
+            bl.observe(mem, np.array([np.ravel_multi_index(at, mem.shape)]), site)
+            mem.data[tuple(at)] = mem.encode(stored)
+        return store
+
+    def _tile_store(self, node):
+        name, index = node.array.name, [self.expr(i) for i in node.index]
+        value, shape = self.expr(node.value), node.value.shape
+        site = self._site(node, is_write=True)
+
+        def tile_store(bl):
+            mem = bl.launch.memory[name]
+            at = [i(bl) for i in index]
+            tile = value(bl)
+            window = _window(at, shape, mem.shape)
+            if window is not None:  # a tile wholly outside the array writes nothing
+                inside, within = window
+                bl.observe(mem, _flat(inside, mem.shape), site)
+                mem.data[inside] = mem.encode(tile[within])
+        return tile_store
+
+    def _tile_atomic_add(self, node):
+        name, index = node.array.name, [self.expr(i) for i in node.index]
+        value, shape = self.expr(node.value), node.value.shape
+        add = ops.binary("add", node.array.dtype)
+        if add is None or node.array.dtype.is_bool:
+            self._missing(f"atomic add on {node.array.dtype.name}", node)
+        site = self._site(node, is_write=True, atomic=True)
+
+        def tile_atomic_add(bl):
+            mem = bl.launch.memory[name]
+            at = [i(bl) for i in index]
+            tile = value(bl)
+            window = _window(at, shape, mem.shape)
+            if window is not None:  # the elements are distinct: no order among them
+                inside, within = window
+                bl.observe(mem, _flat(inside, mem.shape), site)
+                mem.data[inside] = mem.encode(add(mem.decode(mem.data[inside]), tile[within]))
+        return tile_atomic_add
+
+    def _scatter(self, node):
+        name, indices = node.array.name, [self.expr(i) for i in node.indices]
+        value, shape, loc = self.expr(node.value), node.value.shape, node.loc
+        site = self._site(node, is_write=True, atomic=node.atomic)
+        scan = atomics.scan_for("add", node.array.dtype) if node.atomic else None
+        if node.atomic and scan is None:
+            self._missing(f"atomic scatter on {node.array.dtype.name}", node)
+
+        def scatter(bl):
+            mem = bl.launch.memory[name]
+            at = [np.broadcast_to(np.asarray(i(bl), np.int64), shape).reshape(-1)
+                  for i in indices]
+            tile = np.broadcast_to(value(bl), shape).reshape(-1)
+            outside = np.zeros(len(tile), bool)
+            for i, extent in zip(at, mem.shape):
+                outside |= (i < 0) | (i >= extent)
+            if outside.any():
+                first = int(outside.argmax())
+                raise bl.out_of_bounds(mem, [i[first] for i in at], loc,
+                                       np.unravel_index(first, shape))
+            access = bl.access(mem, np.ravel_multi_index(at, mem.shape), site)
+            if not node.atomic:
+                bl.launch.shadow.check_distinct(access, shape)
+            bl.launch.shadow(access)
+            if node.atomic:
+                atomics.perform(scan, mem.data, tuple(at), np.ascontiguousarray(tile), None,
+                                mem.decode, mem.encode)
+            else:
+                mem.data[tuple(at)] = mem.encode(tile)
+        return scatter
+
+    def _if(self, node):
+        cond, then, orelse = self.expr(node.cond), self.block(node.then), self.block(node.orelse)
+        return lambda bl: then(bl) if cond(bl) else orelse(bl)
+
+    def _loop_body(self, body):
+        self.loops += 1
+        try:
+            return self.block(body)
+        finally:
+            self.loops -= 1
+
+    def _while(self, node):
+        cond, body = self.expr(node.cond), self._loop_body(node.body)
+
+        def run_while(bl):
+            while cond(bl):
+                signal = body(bl)
+                if signal == BREAK:
+                    break
+                if isinstance(signal, _Exit):
+                    return signal
+            return None
+        return run_while
+
+    def _for(self, node):
+        name, dtype = node.var, node.start.dtype.np
+        start, stop, step = (self.expr(e) for e in (node.start, node.stop, node.step))
+        body = self._loop_body(node.body)
+        info = np.iinfo(dtype)
+
+        def run_for(bl):
+            counter, end, by = int(start(bl)), int(stop(bl)), int(step(bl))
+            # Stepping past the dtype's range ends the range, as in Python (and run_simt).
+            while (counter < end if by > 0 else by < 0 and counter > end):
+                bl.env[name] = dtype.type(counter)
+                signal = body(bl)
+                if signal == BREAK:
+                    break
+                if isinstance(signal, _Exit):
+                    return signal
+                counter += by
+                if not info.min <= counter <= info.max:
+                    break
+            return None
+        return run_for
+
+    def _break(self, node):
+        if not self.loops:
+            raise CompileError("break or continue outside a loop", node.loc)
+        return lambda bl: BREAK
+
+    def _continue(self, node):
+        if not self.loops:
+            raise CompileError("break or continue outside a loop", node.loc)
+        return lambda bl: CONTINUE
+
+    def _region(self, node):
+        self.regions.append(node.label)
+        try:
+            body = self.block(node.body)
+        finally:
+            self.regions.pop()
+        mine = _Exit(node.label)
+
+        def run_region(bl):
+            signal = body(bl)
+            return None if signal == mine else signal
+        return run_region
+
+    def _exit(self, node):
+        if node.label not in self.regions:
+            raise CompileError(f"exit from region {node.label!r}, which does not enclose it",
+                               node.loc)
+        signal = _Exit(node.label)
+        return lambda bl: signal
+
+    def _unsafe(self, node):
+        enclosing, self.unsafe = self.unsafe, True
+        try:
+            return self.block(node.body)
+        finally:
+            self.unsafe = enclosing
+
+    _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
+             ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
+             ir.Exit: _exit, ir.Unsafe: _unsafe, t.TileStore: _tile_store,
+             t.TileAtomicAdd: _tile_atomic_add, t.Scatter: _scatter}
+
+
+_PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, object]" = weakref.WeakKeyDictionary()
+
+
+def _program(kernel: ir.Kernel):
+    program = _PROGRAMS.get(kernel)
+    if program is None:
+        program = _PROGRAMS[kernel] = _Compiler(kernel).block(kernel.body)
+    return program
+
+
+def _arguments(kernel: ir.Kernel, args: dict) -> tuple:
+    """(array name -> _Memory, scalar name -> register-form value) of a launch."""
+    memory, scalars = {}, {}
+    for p in kernel.params:
+        if p.kind == "constexpr":
+            continue
+        if p.name not in args:
+            raise LaunchError(f"kernel {kernel.name}: no argument for parameter {p.name!r}", p.loc)
+        if p.kind == "array":
+            memory[p.name] = _Memory.of_argument(kernel, p, args[p.name])
+        else:
+            scalars[p.name] = ops.scalar_argument(args[p.name], p.dtype)
+    return memory, scalars
+
+
+def run_tile(kernel: ir.Kernel, grid, args: dict) -> None:
+    """Run tile kernel `kernel` over `grid` blocks (an int or up to three), one block at a
+    time; arrays in `args` (every non-constexpr parameter by name) are written in place."""
+    body = _program(kernel)
+    memory, scalars = _arguments(kernel, args)
+    grid = _dims(grid)
+    shadow = _BlockShadow(grid, {name: mem.shape for name, mem in memory.items()})
+    launch = _Launch(kernel, grid, memory, scalars, shadow)
+    with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
+        for linear in range(prod(grid)):
+            body(_Block(launch, linear))
