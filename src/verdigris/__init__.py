@@ -5,7 +5,7 @@ on first use, not at import.
 """
 from __future__ import annotations
 
-from . import math, simt
+from . import math, simt, tile
 from .errors import (AliasError, BackendError, BoundsError, CompileError, Error, KernelError,
                      LaunchError, SafetyError)
 from .lang import constexpr, func, unsafe

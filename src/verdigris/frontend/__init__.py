@@ -17,6 +17,7 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError
 from ..ir import nodes as N
+from ..ir import tiles as X
 from .source import function_source
 from .translate import Retry, Translator, Unit
 from .typing import Static
@@ -63,7 +64,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), set(fixed), block)
+        unit = Unit(dict(types), set(fixed), block, track)
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:
@@ -107,12 +108,16 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
                     list(unit.unsafe), block=unit.block)
 
 
+READ_NODES = (N.Load, X.TileLoad, X.Gather)
+WRITE_NODES = (N.Store, N.Atomic, X.TileStore, X.Scatter, X.TileAtomicAdd)
+
+
 def accesses(stmts) -> tuple[set, set]:
     """Names of global arrays loaded from, and stored to (or updated atomically), in `stmts`."""
     reads, writes = set(), set()
     for node in walk(stmts):
-        if isinstance(node, (N.Load, N.Store, N.Atomic)) and node.array.type.space == "global":
-            (reads if isinstance(node, N.Load) else writes).add(node.array.name)
+        if isinstance(node, READ_NODES + WRITE_NODES) and node.array.type.space == "global":
+            (reads if isinstance(node, READ_NODES) else writes).add(node.array.name)
     return reads, writes
 
 

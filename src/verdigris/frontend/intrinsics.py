@@ -14,7 +14,8 @@ import math
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
-from .typing import Static, cast, common_dtype, is_number, typed
+from . import tiles
+from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, typed
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -30,9 +31,9 @@ def _register(tr, kind: str, axis: int, loc: Loc) -> N.Expr:
     return N.Special(loc, kind, axis, T.int32)
 
 
-def _special(kind):
+def _special(kind, label: str | None = None):
     def handler(tr, args, kwargs, loc):
-        return _register(tr, kind, _axis(args, loc, kind), loc)
+        return _register(tr, kind, _axis(args, loc, label or kind), loc)
 
     return handler
 
@@ -65,9 +66,7 @@ def _local_array(tr, args, kwargs, loc):
 def _math(name):
     arity = N.MATH_FUNCS[name]
 
-    def handler(tr, args, kwargs, loc):
-        if len(args) != arity or kwargs:
-            raise CompileError(f"{name}() takes {arity} argument{'s' * (arity > 1)}", loc)
+    def scalar(*args, loc):
         if all(is_number(a) for a in args) and name not in ("rsqrt", "fma"):
             return Static(_host_math(name)(*(a.value for a in args)))
         dtype = typed(args[0], loc).dtype if arity == 1 else _join(args, loc)
@@ -77,6 +76,11 @@ def _math(name):
         operands = tuple(typed(a, loc, dtype) for a in args)
         result = T.bool_ if name in N.MATH_PREDICATES else dtype
         return N.MathCall(loc, name, operands, result)
+
+    def handler(tr, args, kwargs, loc):
+        if len(args) != arity or kwargs:
+            raise CompileError(f"{name}() takes {arity} argument{'s' * (arity > 1)}", loc)
+        return tiles.elementwise(lambda *xs: scalar(*xs, loc=loc), args, loc)
 
     return handler
 
@@ -119,12 +123,9 @@ def _conversion(dtype: T.DType, label: str):
             raise CompileError(f"{label}() takes one argument", loc)
         if is_number(args[0]):
             return typed(args[0], loc, dtype)
-        return cast(typed(args[0], loc), dtype, loc)
+        return tiles.astype(args[0], dtype, loc)
 
     return handler
-
-
-ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
 
 
 def _atomic(op: str):
@@ -184,6 +185,9 @@ HANDLERS = {
     "builtin.min": _min_max("min"),
     "builtin.max": _min_max("max"),
     **{f"math.{name}": _math(name) for name in N.MATH_FUNCS},
+    "tile.bid": _special("block_id", "bid"),
+    "tile.num_blocks": _special("grid_dim", "num_blocks"),
+    **tiles.HANDLERS,
 }
 HANDLERS["math.min"] = HANDLERS["builtin.min"]
 HANDLERS["math.max"] = HANDLERS["builtin.max"]

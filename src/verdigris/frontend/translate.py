@@ -19,9 +19,10 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError
 from ..ir import nodes as N
-from . import intrinsics
+from . import intrinsics, tiles
 from .source import FunctionSource, function_source
-from .typing import Static, binary, cast, compare, is_number, truth, typed, unary
+from .tiles import binary, compare, unary
+from .typing import Static, cast, is_number, truth, typed
 
 
 class Retry(Exception):
@@ -35,6 +36,7 @@ class Unit:
     types: dict  # variable name -> DType; survives retries
     fixed: set  # variables whose type may not widen (reassigned scalar parameters)
     block: tuple | None = None  # threads per block, when the build is specialized on it
+    track: str = "simt"  # the kernel's track: intrinsics of the other track are refused
     counter: itertools.count = field(default_factory=itertools.count)
     unsafe: list = field(default_factory=list)
     call_stack: list = field(default_factory=list)
@@ -47,6 +49,13 @@ CMP_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq
            ast.NotEq: "ne"}
 UNARY_OPS = {ast.USub: "neg", ast.Not: "not", ast.Invert: "invert", ast.UAdd: "pos"}
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
+
+TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the other track
+    "simt": "tile kernels say what a block does to whole tiles: tile.bid(axis) for the block "
+            "index, tile.load/tile.store for memory; for per-thread code write a @simt.kernel",
+    "tile": "SIMT kernels say what one thread does: index elements with simt.global_id(axis); "
+            "for tile operations write a @tile.kernel",
+}
 
 UNSUPPORTED_HINTS = {
     ast.ListComp: "comprehensions build Python lists; write a for loop over range()",
@@ -122,6 +131,10 @@ class Translator:
     def set_var(self, key: str, value, loc: Loc) -> N.Expr:
         """Assign `value` to variable `key`, joining its type; returns the cast value."""
         types = self.unit.types
+        if tiles.is_tile(value) or isinstance(types.get(key), tiles.TileType):
+            value = tiles.assign_type(types, key, value, loc)
+            self.emit(N.Assign(loc, key, value))
+            return value
         if key not in types:
             types[key] = typed(value, loc).dtype
         elif not is_number(value) and value.dtype is not types[key]:
@@ -147,7 +160,8 @@ class Translator:
         if isinstance(value, (Static, N.ArrayRef, N.Const)):
             return value
         key = self.fresh("tmp")
-        return N.Var(loc, key, self.set_var(key, value, loc).dtype)
+        self.set_var(key, value, loc)
+        return self.variable(key, loc)
 
     def hoist(self, value: N.Expr, loc: Loc) -> N.Var:
         """Evaluate `value` (an expression with an effect) once, here, into a variable."""
@@ -182,7 +196,7 @@ class Translator:
             key = binding[1]
             if key not in self.unit.types:
                 raise CompileError(f"variable {name!r} is used before it is assigned", loc)
-            return N.Var(loc, key, self.unit.types[key])
+            return self.variable(key, loc)
         if binding is not None:
             return binding
         if name in self.assigned:
@@ -191,6 +205,13 @@ class Translator:
         if not found:
             raise CompileError(f"name {name!r} is not defined", loc)
         return self.static_global(name, value, loc)
+
+    def variable(self, key: str, loc: Loc) -> N.Var:
+        """A read of variable `key` (of a tile variable: carrying its shape)."""
+        kind = self.unit.types[key]
+        if isinstance(kind, tiles.TileType):
+            return tiles.tile_var(loc, key, kind)
+        return N.Var(loc, key, kind)
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (
@@ -273,6 +294,10 @@ class Translator:
 
     def store(self, array: N.ArrayRef, indices, value, loc: Loc) -> None:
         dtype = array.dtype
+        if tiles.is_tile(value):
+            raise CompileError(f"a tile of shape {tiles.show(value.shape)} cannot be stored into "
+                               "one element", loc, hint="write tiles with tile.store(array, "
+                               "index=..., tile=t)")
         if not is_number(value):
             value = typed(value, loc)
             if value.dtype.is_float and not dtype.is_float:
@@ -410,6 +435,8 @@ class Translator:
         loc = self.loc(node)
         if isinstance(base, N.ArrayRef):
             return self.array_attribute(base, node.attr, loc)
+        if tiles.is_tile(base):
+            return tiles.attribute(base, node.attr, loc)
         if isinstance(base, Static):
             if isinstance(base.value, pytypes.ModuleType) and base.value.__name__ == "math" \
                     and node.attr in intrinsics.MATH_CONSTANTS:
@@ -580,8 +607,11 @@ class Translator:
             raise CompileError("this value cannot be called", loc)
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
+        if isinstance(fn, tiles.TileMethod):
+            return fn.call(self, args, kwargs, loc)
         name = intrinsics.intrinsic_name(fn)
         if name is not None:
+            self.check_track(name, loc)
             handler = intrinsics.HANDLERS.get(name)
             if handler is None:
                 raise CompileError(f"{name}() is not available in this kind of kernel", loc)
@@ -593,6 +623,12 @@ class Translator:
                                hint="make the shared code a @vg.func helper")
         raise CompileError(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel", loc,
                            hint="kernels call intrinsics, vg.math functions and @vg.func helpers")
+
+    def check_track(self, name: str, loc: Loc) -> None:
+        track = name.partition(".")[0]
+        if track in TRACK_HINTS and track != self.unit.track:
+            raise CompileError(f"{name}() belongs to the {track} track; this is a "
+                               f"{self.unit.track} kernel", loc, hint=TRACK_HINTS[track])
 
     # ------------------------------------------------------------------ local arrays, calls
 
@@ -639,6 +675,5 @@ class Translator:
             raise CompileError(f"{src.name}() returns values of different shapes on different "
                                "paths", loc)
         arity = arities.pop() if arities else 0
-        results = tuple(N.Var(loc, f"{prefix}return{k}", self.unit.types[f"{prefix}return{k}"])
-                        for k in range(arity))
+        results = tuple(self.variable(f"{prefix}return{k}", loc) for k in range(arity))
         return Static(None) if arity == 0 else results[0] if arity == 1 else Static(results)

@@ -5,7 +5,8 @@ values (literals, constexprs, tuples, modules, functions). Gives: typed IR for u
 binary and comparison operators following the promotion rules of `types.py`, with the
 `Cast`s inserted, and constant folding of operations on static values. Guarantees: every
 `ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
-`CompileError`s at the operator's location.
+`CompileError`s at the operator's location; a tile where a scalar is needed is refused here
+(`tiles` lifts these rules to tiles).
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ class Static:
     """A value known while compiling: a literal, constexpr, tuple, module or function."""
 
     value: object
+
+
+# Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only.
+ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
 
 
 def is_number(v) -> bool:
@@ -48,6 +53,10 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
     if isinstance(v, N.ArrayRef):
         raise CompileError(f"array {v.name!r} used where a number is expected", loc,
                            hint="index it, e.g. a[i]")
+    if getattr(v, "shape", ()):
+        raise CompileError(f"a tile of shape {tuple(v.shape)} is used where a scalar is expected",
+                           loc, hint="reduce it first (tile.sum, tile.max, ...), use tile.where "
+                                     "to choose elementwise, or tile.store to write it")
     return v if dtype is None else cast(v, dtype, loc)
 
 

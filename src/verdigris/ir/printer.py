@@ -7,6 +7,7 @@ kernels print the same iff they have the same parameters, locals and body.
 from __future__ import annotations
 
 from . import nodes as N
+from . import tiles as X
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
@@ -14,7 +15,43 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
 _UNARY = {"neg": "-", "not": "not ", "invert": "~"}
 
 
+def _tile(e) -> str:
+    """`op:dtype[shape]`, the head of a tile expression."""
+    return f"{e.dtype.short}[{', '.join(map(str, e.shape))}]"
+
+
+def _list(exprs) -> str:
+    return ", ".join(map(format_expr, exprs))
+
+
+_TILE_EXPRS = {
+    X.TileMap: lambda e: f"{e.op}:{_tile(e)}({_list(e.args)})",
+    X.Splat: lambda e: f"splat:{_tile(e)}({format_expr(e.value)})",
+    X.Broadcast: lambda e: f"broadcast:{_tile(e)}({format_expr(e.value)})",
+    X.Arange: lambda e: f"arange:{_tile(e)}",
+    X.TileLoad: lambda e: f"load:{_tile(e)}({e.array.name}@[{_list(e.index)}], "
+                          f"padding={format_expr(e.padding)})",
+    X.Gather: lambda e: f"gather:{_tile(e)}({e.array.name}[{_list(e.indices)}], "
+                        f"padding={format_expr(e.padding)})",
+    X.TileReduce: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis})",
+    X.TileScan: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis})",
+    X.Reshape: lambda e: f"reshape:{_tile(e)}({format_expr(e.value)})",
+    X.Permute: lambda e: f"permute{e.perm}:{_tile(e)}({format_expr(e.value)})",
+    X.Rand: lambda e: f"rand:{_tile(e)}({format_expr(e.seed)}, {format_expr(e.offsets)})",
+}
+
+_TILE_STMTS = {  # `@[...]` is a tile index, `[...]` element index tiles
+    X.TileStore: lambda s: f"{s.array.name}@[{_list(s.index)}] = {format_expr(s.value)}",
+    X.TileAtomicAdd: lambda s: f"{s.array.name}@[{_list(s.index)}] atomic+= {format_expr(s.value)}",
+    X.Scatter: lambda s: f"{s.array.name}[{_list(s.indices)}] {'atomic+' if s.atomic else ''}= "
+                         f"{format_expr(s.value)}",
+}
+
+
 def format_expr(e: N.Expr) -> str:
+    tile = _TILE_EXPRS.get(type(e))
+    if tile is not None:
+        return tile(e)
     match e:
         case N.Const():
             return f"{e.value!r}:{e.dtype.short}"
@@ -50,6 +87,9 @@ def format_expr(e: N.Expr) -> str:
 def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
     at = f"    # line {s.loc.line}"
     inner = indent + "  "
+    tile = _TILE_STMTS.get(type(s))
+    if tile is not None:
+        return [f"{indent}{tile(s)}{at}"]
     match s:
         case N.Assign():
             return [f"{indent}{s.name} = {format_expr(s.value)}{at}"]
@@ -81,6 +121,10 @@ def _block(stmts, indent: str) -> list[str]:
     return [line for s in stmts for line in _stmt_lines(s, indent)] or [f"{indent}pass"]
 
 
+def _type_name(t) -> str:
+    return str(t) if isinstance(t, X.TileType) else t.name
+
+
 def format_kernel(k: N.Kernel) -> str:
     params = []
     for p in k.params:
@@ -92,5 +136,5 @@ def format_kernel(k: N.Kernel) -> str:
         block += f" unit_grid_axes={k.unit_grid_axes}"
     lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
-             "  locals " + ", ".join(f"{n}: {t.name}" for n, t in sorted(k.locals.items()))]
+             "  locals " + ", ".join(f"{n}: {_type_name(t)}" for n, t in sorted(k.locals.items()))]
     return "\n".join(lines + _block(k.body, "  ")) + "\n"

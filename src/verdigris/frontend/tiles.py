@@ -1,0 +1,575 @@
+"""Tile typing: shapes, NumPy broadcasting, and the intrinsics of `verdigris.tile`.
+
+Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar `ir.Expr`s,
+`Static` values) and the calls of `tile.*` intrinsics. Gives:
+- `elementwise(build, operands, loc)`: the scalar typing rules of `typing` (promotion, weak
+  literals, casts, floor division, `**` by a constant) run on tiles: `build` makes the
+  scalar expression over stand-ins of the operands, which is then lifted to `TileMap`s,
+  with `Broadcast`/`Splat` bringing every operand to the result shape. `binary`, `compare`
+  and `unary` are the operators built this way.
+- `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ...;
+  `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
+  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`).
+- `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
+Guarantees: every tile expression returned satisfies `ir.tiles`' contract; shape errors
+are `CompileError`s at the user's line that name the shapes involved. A read of a tile
+variable is a plain `ir.Var` that carries the variable's `shape` as an attribute, so every
+tile value the frontend handles has `dtype` and `shape`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from math import prod
+
+import numpy as np
+
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import nodes as N
+from ..ir import tiles as X
+from ..ir.tiles import TileType
+from . import typing as typing_
+from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def shape_of(v) -> tuple:
+    """A value's tile shape; () for scalars, static values and arrays."""
+    return tuple(getattr(v, "shape", ())) if isinstance(v, N.Expr) else ()
+
+
+def is_tile(v) -> bool:
+    return bool(shape_of(v))
+
+
+def show(shape) -> str:
+    return str(tuple(shape))
+
+
+def tile_var(loc: Loc, key: str, ttype: TileType) -> N.Var:
+    """A read of tile variable `key`: an `ir.Var` of the element dtype, with its shape."""
+    var = N.Var(loc, key, ttype.dtype)
+    var.shape = ttype.shape
+    return var
+
+
+def broadcast_shape(shapes, loc: Loc) -> tuple:
+    """NumPy's broadcast of `shapes`: trailing axes aligned, size-1 axes stretch."""
+    result: tuple = ()
+    for shape in shapes:
+        rank = max(len(result), len(shape))
+        a = (1,) * (rank - len(result)) + tuple(result)
+        b = (1,) * (rank - len(shape)) + tuple(shape)
+        if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+            raise CompileError(f"tiles of shapes {show(result)} and {show(shape)} do not broadcast "
+                               "together", loc, hint="trailing axes must be equal or 1 (NumPy "
+                               "rules); give one side a size-1 axis, e.g. t.reshape((n, 1))")
+        result = tuple(max(x, y) for x, y in zip(a, b))
+    return result
+
+
+def broadcast_to(tile: N.Expr, shape: tuple, loc: Loc) -> N.Expr:
+    if shape_of(tile) == shape:
+        return tile
+    if len(tile.shape) < len(shape):  # leading size-1 axes first: Broadcast keeps the rank
+        tile = X.Reshape(loc, tile, tile.dtype, (1,) * (len(shape) - len(tile.shape)) + tile.shape)
+        if tile.shape == shape:
+            return tile
+    return X.Broadcast(loc, tile, tile.dtype, shape)
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+_STAND_IN = "\0operand"  # names no user variable can have
+
+_AS_TILE_OP = {  # scalar node -> (elementwise op name, operands)
+    N.Unary: lambda e: (e.op, (e.operand,)),
+    N.Binary: lambda e: (e.op, (e.lhs, e.rhs)),
+    N.Compare: lambda e: (e.op, (e.lhs, e.rhs)),
+    N.MathCall: lambda e: (e.func, e.args),
+    N.Cast: lambda e: ("cast", (e.value,)),
+    N.Select: lambda e: ("where", (e.cond, e.a, e.b)),
+}
+
+
+def elementwise(build, operands, loc: Loc):
+    """`build(*operands)` (scalar typing), applied element by element when any is a tile."""
+    shapes = [shape_of(v) for v in operands if is_tile(v)]
+    if not shapes:
+        return build(*operands)
+    shape = broadcast_shape(shapes, loc)
+    leaves: dict = {}
+    stand_ins = []
+    for v in operands:
+        if isinstance(v, N.Expr) and not isinstance(v, N.ArrayRef):
+            name = f"{_STAND_IN}{len(leaves)}"
+            leaves[name] = v
+            v = N.Var(loc, name, v.dtype)
+        stand_ins.append(v)
+    return _lift(build(*stand_ins), leaves, shape, loc)
+
+
+def _lift(e: N.Expr, leaves: dict, shape: tuple, loc: Loc) -> N.Expr:
+    if not _has_tile(e, leaves):  # a scalar part: computed once, then repeated
+        return X.Splat(e.loc, _substitute(e, leaves), e.dtype, shape)
+    if isinstance(e, N.Var):
+        return broadcast_to(leaves[e.name], shape, loc)
+    op, args = _AS_TILE_OP[type(e)](e)
+    return X.TileMap(e.loc, op, tuple(_lift(a, leaves, shape, loc) for a in args), e.dtype, shape)
+
+
+def _children(e: N.Expr):
+    for value in vars(e).values():
+        if isinstance(value, N.Expr):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, N.Expr))
+
+
+def _has_tile(e: N.Expr, leaves: dict) -> bool:
+    if isinstance(e, N.Var) and e.name in leaves:
+        return is_tile(leaves[e.name])
+    return any(_has_tile(c, leaves) for c in _children(e))
+
+
+def _substitute(e: N.Expr, leaves: dict) -> N.Expr:
+    """`e` with the stand-ins of scalar operands replaced by the operands."""
+    if isinstance(e, N.Var) and e.name in leaves:
+        return leaves[e.name]
+    changes = {}
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, N.Expr):
+            changes[f.name] = _substitute(value, leaves)
+        elif isinstance(value, tuple) and any(isinstance(v, N.Expr) for v in value):
+            changes[f.name] = tuple(_substitute(v, leaves) if isinstance(v, N.Expr) else v
+                                    for v in value)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def binary(op: str, a, b, loc: Loc):
+    return elementwise(lambda x, y: typing_.binary(op, x, y, loc), [a, b], loc)
+
+
+def compare(op: str, a, b, loc: Loc):
+    return elementwise(lambda x, y: typing_.compare(op, x, y, loc), [a, b], loc)
+
+
+def unary(op: str, v, loc: Loc):
+    return elementwise(lambda x: typing_.unary(op, x, loc), [v], loc)
+
+
+def astype(v, dtype: T.DType, loc: Loc):
+    return elementwise(lambda x: cast(typed(x, loc), dtype, loc), [v], loc)
+
+
+def to_shape(v, dtype: T.DType, shape: tuple, loc: Loc) -> N.Expr:
+    """`v` (a tile, scalar or number) as a tile of `dtype` and `shape`."""
+    if is_tile(v):
+        return broadcast_to(astype(v, dtype, loc), shape, loc)
+    return X.Splat(loc, typed(v, loc, dtype), dtype, shape)
+
+
+# ----------------------------------------------------------------------------- variables
+
+
+def assign_type(types: dict, key: str, value, loc: Loc):
+    """Record (first assignment) or check the type of variable `key` receiving `value`, of
+    which one side is a tile; gives the value to assign (cast up to the variable's dtype)."""
+    name = key.rsplit(".", 1)[-1]
+    old = types.get(key)
+    new = TileType(value.dtype, shape_of(value)) if is_tile(value) else typed(value, loc).dtype
+    if old is None:
+        types[key] = new
+        return value
+    if not (isinstance(old, TileType) and isinstance(new, TileType)):
+        raise CompileError(f"variable {name!r} holds {_kind(old)} elsewhere but {_kind(new)} "
+                           "here", loc, hint="a variable keeps one kind of value; use another "
+                                             "name, or tile.full(shape, value, dtype)")
+    if old.shape != new.shape:
+        raise CompileError(f"variable {name!r} holds a tile of shape {show(old.shape)} elsewhere "
+                           f"but of shape {show(new.shape)} here: a tile variable keeps one shape",
+                           loc, hint="use another variable name, or reshape the tile")
+    if old.dtype is not new.dtype:
+        try:
+            joined = T.promote(old.dtype, new.dtype)
+        except TypeError:
+            joined = None
+        if joined is not old.dtype:
+            raise CompileError(f"variable {name!r} holds {_kind(old)} elsewhere but {_kind(new)} "
+                               "here: a tile variable keeps one dtype", loc,
+                               hint=f"convert explicitly: (...).astype(vg.{old.dtype.name}), or "
+                                    f"start it as vg.{new.dtype.name}")
+        value = astype(value, old.dtype, loc)
+    return value
+
+
+def _kind(t) -> str:
+    return f"a tile of {t.dtype.name}{show(t.shape)}" if isinstance(t, TileType) else f"a {t.name} scalar"
+
+
+# ----------------------------------------------------------------------------- arguments
+
+HANDLERS: dict = {}
+
+
+def intrinsic(name: str, *params):
+    """Register `fn(tr, loc, *arguments)` as `tile.<name>`; `params` are names, or
+    (name, default) pairs, matched against the call's positional and keyword arguments."""
+    params = tuple((p, _REQUIRED) if isinstance(p, str) else p for p in params)
+
+    def register(fn):
+        def handler(tr, args, kwargs, loc):
+            return fn(tr, loc, *_arguments(name, params, args, kwargs, loc))
+
+        HANDLERS[f"tile.{name}"] = handler
+        return fn
+
+    return register
+
+
+_REQUIRED = object()
+
+
+def _arguments(name: str, params: tuple, args, kwargs, loc: Loc) -> list:
+    names = [p for p, _ in params]
+    usage = f"tile.{name}({', '.join(names)})"
+    if len(args) > len(params):
+        raise CompileError(f"{usage} takes {len(params)} arguments, {len(args)} given", loc)
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            raise CompileError(f"{usage} got an unexpected or repeated argument {key!r}", loc)
+        bound[key] = value
+    missing = [p for p, default in params if p not in bound and default is _REQUIRED]
+    if missing:
+        raise CompileError(f"{usage} is missing its argument {missing[0]!r}", loc)
+    return [bound.get(p, default) for p, default in params]
+
+
+def _ints(v, what: str, loc: Loc) -> tuple:
+    """A constant int or tuple of ints (literal, constexpr, or a tuple of them)."""
+    raw = v.value if isinstance(v, Static) else v
+    items = raw if isinstance(raw, tuple) else (raw,)
+    values = tuple(i.value if isinstance(i, Static) else i for i in items)
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in values):
+        raise CompileError(f"{what} must be a constant int or tuple of ints", loc,
+                           hint="tile shapes are compile-time constants: use literals or "
+                                "vg.constexpr parameters")
+    return tuple(int(i) for i in values)
+
+
+def _shape(v, loc: Loc) -> tuple:
+    shape = _ints(v, "a tile shape", loc)
+    if not shape or any(n <= 0 for n in shape):
+        raise CompileError(f"tile shape {show(shape)} must have one or more positive sizes", loc)
+    return shape
+
+
+def _axis(v, shape: tuple, loc: Loc, allow_none: bool = False):
+    if allow_none and isinstance(v, Static) and v.value is None:
+        return None
+    axis = _ints(v, "an axis", loc)
+    if len(axis) != 1:
+        raise CompileError("an axis must be one constant int", loc)
+    if not -len(shape) <= axis[0] < len(shape):
+        raise CompileError(f"axis {axis[0]} is out of range for a tile of shape {show(shape)}", loc)
+    return axis[0] % len(shape)
+
+
+def _dtype(v, loc: Loc) -> T.DType:
+    if not (isinstance(v, Static) and isinstance(v.value, T.DType)):
+        raise CompileError("expected a dtype such as vg.float32", loc)
+    return v.value
+
+
+def _tile(v, what: str, loc: Loc) -> N.Expr:
+    if not is_tile(v):
+        raise CompileError(f"{what} needs a tile, not a scalar", loc,
+                           hint="make one with tile.load, tile.full or tile.arange")
+    return v
+
+
+def _scalar(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
+    if is_tile(v):
+        raise CompileError(f"{what} must be a scalar, not a tile of shape {show(v.shape)}", loc)
+    if is_number(v) and isinstance(v.value, float) and not dtype.is_float \
+            and not float(v.value).is_integer():
+        raise CompileError(f"{what} {v.value!r} is not a {dtype.name}", loc)
+    return typed(v, loc, dtype) if is_number(v) else cast(typed(v, loc), dtype, loc)
+
+
+def _array(v, op: str, loc: Loc) -> N.ArrayRef:
+    if not isinstance(v, N.ArrayRef) or v.type.space != "global":
+        raise CompileError(f"tile.{op}() needs an array parameter of the kernel", loc)
+    return v
+
+
+def _tile_index(tr, array: N.ArrayRef, index, loc: Loc) -> tuple:
+    items = index.value if isinstance(index, Static) and isinstance(index.value, tuple) else (index,)
+    if any(is_tile(i) for i in items):
+        raise CompileError("a tile index holds one scalar per axis (it counts tiles)", loc,
+                           hint="use tile.gather/tile.scatter for per-element indices")
+    return tr.indices_for(array, [(i, loc) for i in items], loc)
+
+
+def _stored(value, array: N.ArrayRef, op: str, loc: Loc) -> N.Expr:
+    """A tile to write into `array`: one axis per array axis, converted to its dtype."""
+    value = _tile(value, f"tile.{op}()", loc)
+    ndim = array.type.ndim
+    if len(value.shape) != ndim:
+        raise CompileError(f"tile.{op}() of a tile of shape {show(value.shape)} into {array.name!r}, "
+                           f"a {ndim}-d array: the tile needs one axis per array axis", loc,
+                           hint="reshape the tile first, e.g. t.reshape((1, n))")
+    if value.dtype.is_float and not array.dtype.is_float:
+        raise CompileError(f"storing a {value.dtype.name} tile into {array.name!r}, an array of "
+                           f"{array.dtype.name}, would drop the fraction", loc,
+                           hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
+    return astype(value, array.dtype, loc)
+
+
+def _element_indices(indices, array: N.ArrayRef, op: str, extra_shapes, loc: Loc):
+    """Per-axis element index tiles (int64, all of one shape) and that shape."""
+    items = indices.value if isinstance(indices, Static) and isinstance(indices.value, tuple) \
+        else (indices,)
+    ndim = array.type.ndim
+    if len(items) != ndim:
+        raise CompileError(f"tile.{op}() on {array.name!r}, a {ndim}-d array, needs {ndim} index "
+                           f"tile{'s' * (ndim != 1)} (one per axis), got {len(items)}", loc)
+    for i in items:
+        if not (is_number(i) and isinstance(i.value, int)) and not (
+                isinstance(i, N.Expr) and i.dtype.is_int):
+            raise CompileError(f"tile.{op}() indices must be integers", loc)
+    shapes = [shape_of(i) for i in items if is_tile(i)] + list(extra_shapes)
+    if not shapes:
+        raise CompileError(f"tile.{op}() needs at least one index tile", loc,
+                           hint="use tile.load/tile.store for a tile at a tile index")
+    shape = broadcast_shape(shapes, loc)
+    return tuple(to_shape(i, T.int64, shape, loc) for i in items), shape
+
+
+# ----------------------------------------------------------------------------- intrinsics
+
+
+@intrinsic("load", "array", "index", "shape", ("padding", Static(0)))
+def _load(tr, loc, array, index, shape, padding):
+    array = _array(array, "load", loc)
+    shape = _shape(shape, loc)
+    if len(shape) != array.type.ndim:
+        raise CompileError(f"tile.load() of shape {show(shape)} from {array.name!r}, a "
+                           f"{array.type.ndim}-d array: the tile needs one axis per array axis",
+                           loc, hint="load with a size-1 axis and reshape, e.g. shape=(1, n)")
+    return X.TileLoad(loc, array, _tile_index(tr, array, index, loc),
+                      _scalar(padding, array.dtype, "padding", loc), array.dtype, shape)
+
+
+@intrinsic("store", "array", "index", "tile")
+def _store(tr, loc, array, index, value):
+    array = _array(array, "store", loc)
+    value = _stored(value, array, "store", loc)
+    tr.emit(X.TileStore(loc, array, _tile_index(tr, array, index, loc), value))
+    return Static(None)
+
+
+@intrinsic("atomic_add", "array", "index", "tile")
+def _atomic_add(tr, loc, array, index, value):
+    array = _array(array, "atomic_add", loc)
+    if array.dtype.name not in ATOMIC_DTYPES:
+        raise CompileError(f"tile.atomic_add() is not available for {array.dtype.name} arrays",
+                           loc, hint="atomics take " + ", ".join(ATOMIC_DTYPES))
+    value = _stored(value, array, "atomic_add", loc)
+    tr.emit(X.TileAtomicAdd(loc, array, _tile_index(tr, array, index, loc), value))
+    return Static(None)
+
+
+@intrinsic("gather", "array", "indices", ("padding", Static(0)))
+def _gather(tr, loc, array, indices, padding):
+    array = _array(array, "gather", loc)
+    indices, shape = _element_indices(indices, array, "gather", (), loc)
+    return X.Gather(loc, array, indices, _scalar(padding, array.dtype, "padding", loc),
+                    array.dtype, shape)
+
+
+def _scatter(atomic: bool):
+    op = "scatter_add" if atomic else "scatter"
+
+    def build(tr, loc, array, indices, value):
+        array = _array(array, op, loc)
+        value = _tile(value, f"tile.{op}()", loc)
+        indices, shape = _element_indices(indices, array, op, [value.shape], loc)
+        if value.dtype.is_float and not array.dtype.is_float:
+            raise CompileError(f"scattering a {value.dtype.name} tile into {array.name!r}, an "
+                               f"array of {array.dtype.name}, would drop the fraction", loc,
+                               hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
+        tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic))
+        return Static(None)
+
+    intrinsic(op, "array", "indices", "tile")(build)
+
+
+_scatter(False)
+_scatter(True)
+
+
+@intrinsic("arange", "n")
+def _arange(tr, loc, n):
+    shape = _shape(n, loc)
+    if len(shape) != 1:
+        raise CompileError("tile.arange(n) takes one constant size", loc)
+    return X.Arange(loc, T.int32, shape)
+
+
+@intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
+def _zeros(tr, loc, shape, dtype):
+    dtype = _dtype(dtype, loc)
+    return X.Splat(loc, typing_.const(0, dtype, loc), dtype, _shape(shape, loc))
+
+
+@intrinsic("full", "shape", "value", ("dtype", Static(None)))
+def _full(tr, loc, shape, value, dtype):
+    dtype = _dtype(dtype, loc) if not (isinstance(dtype, Static) and dtype.value is None) \
+        else _scalar(value, typed(value, loc).dtype, "the fill value", loc).dtype
+    return X.Splat(loc, _scalar(value, dtype, "the fill value", loc), dtype, _shape(shape, loc))
+
+
+def _select(c, a, b, loc: Loc):
+    if is_number(a) and is_number(b):
+        dtype = T.literal_dtype(a.value if isinstance(a.value, float) else b.value)
+    else:
+        dtype = common_dtype(a, b, loc)
+    return N.Select(loc, truth(c, loc), typed(a, loc, dtype), typed(b, loc, dtype), dtype)
+
+
+@intrinsic("where", "cond", "x", "y")
+def _where(tr, loc, cond, x, y):
+    return elementwise(lambda c, a, b: _select(c, a, b, loc), [cond, x, y], loc)
+
+
+@intrinsic("sigmoid", "x")
+def _sigmoid(tr, loc, x):
+    dtype = typed(x, loc).dtype if not is_tile(x) else x.dtype
+    dtype = dtype if dtype.is_float else T.float32
+    if is_tile(x):
+        return X.TileMap(loc, "sigmoid", (astype(x, dtype, loc),), dtype, x.shape)
+    v, one = _scalar(x, dtype, "sigmoid's argument", loc), typing_.const(1, dtype, loc)
+    exp = N.MathCall(loc, "exp", (N.Unary(loc, "neg", v, dtype),), dtype)
+    return N.Binary(loc, "truediv", one, N.Binary(loc, "add", one, exp, dtype), dtype)
+
+
+def _accumulator(dtype: T.DType) -> T.DType:
+    """Sums and products of bools and narrow integers accumulate in int32 (as Triton)."""
+    return T.int32 if dtype.is_bool or (dtype.is_int and dtype.bits < 32) else dtype
+
+
+def _reduction(op: str):
+    def build(tr, loc, value, axis, keepdims):
+        value = _tile(value, f"tile.{op}()", loc)
+        shape = value.shape
+        axis = _axis(axis, shape, loc, allow_none=True)
+        if len(shape) == 1:
+            axis = None  # over every axis: a scalar
+        if op in ("sum", "prod"):
+            value = astype(value, _accumulator(value.dtype), loc)
+        dtype = T.int32 if op in ("argmax", "argmin") else value.dtype
+        kept = tuple(1 if axis in (None, k) else n for k, n in enumerate(shape))
+        out_shape = () if axis is None else shape[:axis] + shape[axis + 1:]
+        result = X.TileReduce(loc, op, value, axis, dtype, out_shape)
+        if not (isinstance(keepdims, Static) and keepdims.value in (True, False)):
+            raise CompileError("keepdims must be a constant True or False", loc)
+        if not keepdims.value:
+            return result
+        return X.Splat(loc, result, dtype, kept) if axis is None else \
+            X.Reshape(loc, result, dtype, kept)
+
+    intrinsic(op, "tile", ("axis", Static(None)), ("keepdims", Static(False)))(build)
+
+
+for _op in X.REDUCE_OPS:
+    _reduction(_op)
+
+
+@intrinsic("cumsum", "tile", ("axis", Static(0)))
+def _cumsum(tr, loc, value, axis):
+    value = _tile(value, "tile.cumsum()", loc)
+    axis = _axis(axis, value.shape, loc)
+    value = astype(value, _accumulator(value.dtype), loc)
+    return X.TileScan(loc, "cumsum", value, axis, value.dtype, value.shape)
+
+
+@intrinsic("astype", "tile", "dtype")
+def _astype(tr, loc, value, dtype):
+    return astype(_tile(value, "astype()", loc), _dtype(dtype, loc), loc)
+
+
+@intrinsic("reshape", "tile", "shape")
+def _reshape(tr, loc, value, shape):
+    value = _tile(value, "reshape()", loc)
+    shape = _shape(shape, loc)
+    if prod(shape) != prod(value.shape):
+        raise CompileError(f"cannot reshape a tile of shape {show(value.shape)} "
+                           f"({prod(value.shape)} elements) to {show(shape)} ({prod(shape)} "
+                           "elements)", loc)
+    return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
+
+
+@intrinsic("permute", "tile", "axes")
+def _permute(tr, loc, value, axes):
+    value = _tile(value, "permute()", loc)
+    rank = len(value.shape)
+    perm = _ints(axes, "permute axes", loc)
+    if sorted(a % rank if -rank <= a < rank else a for a in perm) != list(range(rank)):
+        raise CompileError(f"axes {show(perm)} are not a permutation of the {rank} axes of a tile "
+                           f"of shape {show(value.shape)}", loc)
+    return permuted(value, tuple(a % rank for a in perm), loc)
+
+
+def permuted(value, perm: tuple, loc: Loc):
+    if perm == tuple(range(len(perm))):
+        return value
+    return X.Permute(loc, value, perm, value.dtype, tuple(value.shape[p] for p in perm))
+
+
+@intrinsic("rand", "seed", "offsets")
+def _rand(tr, loc, seed, offsets):
+    offsets = _tile(offsets, "tile.rand()", loc)
+    if not offsets.dtype.is_int:
+        raise CompileError(f"tile.rand() offsets must be integers, not {offsets.dtype.name}", loc)
+    if is_tile(seed) or not (is_number(seed) and isinstance(seed.value, int) or
+                             isinstance(seed, N.Expr) and seed.dtype.is_int):
+        raise CompileError("tile.rand() seed must be an integer scalar", loc)
+    return X.Rand(loc, _scalar(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
+
+
+# ----------------------------------------------------------------------------- attributes
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TileMethod:
+    """`t.<name>` before the call: the tile intrinsic `name` with `t` as first argument."""
+
+    name: str
+    tile: N.Expr
+
+    def call(self, tr, args, kwargs, loc: Loc):
+        if self.name in ("reshape", "permute") and len(args) > 1:  # t.reshape(4, 8)
+            args = [Static(tuple(args))]
+        return HANDLERS[f"tile.{self.name}"](tr, [self.tile, *args], kwargs, loc)
+
+
+METHODS = ("astype", "reshape", "permute", "cumsum") + X.REDUCE_OPS
+
+
+def attribute(tile: N.Expr, name: str, loc: Loc):
+    if name == "shape":
+        return Static(tuple(Static(n) for n in tile.shape))
+    if name == "dtype":
+        return Static(tile.dtype)
+    if name == "ndim":
+        return Static(len(tile.shape))
+    if name == "T":
+        return permuted(tile, tuple(reversed(range(len(tile.shape)))), loc)
+    if name in METHODS:
+        return Static(TileMethod(name, tile))
+    raise CompileError(f"tiles have no attribute {name!r}", loc,
+                       hint="available: shape, dtype, ndim, T, " + ", ".join(METHODS))

@@ -1,0 +1,76 @@
+"""`verdigris.tile`: the tile track. You write what one block does to whole tiles.
+
+    @tile.kernel
+    def add(a, b, out, BLOCK: vg.constexpr):
+        i = tile.bid(0)
+        x = tile.load(a, index=(i,), shape=(BLOCK,))   # index counts tiles, not elements
+        y = tile.load(b, index=(i,), shape=(BLOCK,))
+        tile.store(out, index=(i,), tile=x + y)        # edge tiles are masked
+
+    add[vg.cdiv(n, 1024)](a, b, out, BLOCK=1024)
+
+Tiles combine with NumPy broadcasting (`+ - * / // % **`, comparisons, `&`, `|`, ...),
+with scalars, and through math: the elementwise functions of `vg.math` are here too
+(`tile.exp`, `tile.sqrt`, ..., `tile.maximum`/`tile.minimum` for the two-operand max/min;
+`tile.max`/`tile.min` reduce). Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`,
+`t.astype(dtype)`, `t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other
+reductions, `t.cumsum(axis)`. The functions below are the intrinsics kernels call; on the
+host they raise.
+"""
+from __future__ import annotations
+
+from .. import math as _math
+from ..ir.nodes import MATH_FUNCS as _MATH_FUNCS
+from ..lang import device_only
+
+
+def kernel(fn=None, **options):
+    """`@tile.kernel`: make `fn` a tile kernel, launched as `k[grid](*args)`."""
+    from ..runtime.dispatch import KernelFunction
+
+    if fn is None:
+        return lambda f: KernelFunction(f, "tile", **options)
+    return KernelFunction(fn, "tile", **options)
+
+
+_DOCS = {
+    "bid": "bid(axis): this block's index in the tile grid along `axis` (int32).",
+    "num_blocks": "num_blocks(axis): the number of blocks along `axis` (int32).",
+    "load": "load(array, index, shape, padding=0): the tile of `shape` at tile index `index` "
+            "(element index[k] * shape[k] + j along axis k); elements outside take `padding`.",
+    "store": "store(array, index, tile): write `tile` at tile index `index`; elements outside "
+             "the array are not written.",
+    "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
+    "gather": "gather(array, indices, padding=0): array[indices[0], indices[1], ...] per "
+              "element (one int tile per axis, broadcast together); outside: `padding`.",
+    "scatter": "scatter(array, indices, tile): array[indices...] = tile, per element.",
+    "scatter_add": "scatter_add(array, indices, tile): array[indices...] += tile, atomically.",
+    "arange": "arange(n): the int32 tile 0, 1, ..., n-1.",
+    "zeros": "zeros(shape, dtype=float32): a tile of zeros.",
+    "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",
+    "where": "where(cond, x, y): x where cond holds, else y, element by element.",
+    "sigmoid": "sigmoid(x): 1 / (1 + exp(-x)), element by element.",
+    "sum": "sum(t, axis=None, keepdims=False): the sum over `axis` (None: all, a scalar).",
+    "max": "max(t, axis=None, keepdims=False): the largest element over `axis`.",
+    "min": "min(t, axis=None, keepdims=False): the smallest element over `axis`.",
+    "prod": "prod(t, axis=None, keepdims=False): the product over `axis`.",
+    "argmax": "argmax(t, axis=None, keepdims=False): the first position of the largest (int32).",
+    "argmin": "argmin(t, axis=None, keepdims=False): the first position of the smallest (int32).",
+    "cumsum": "cumsum(t, axis=0): the inclusive running sum along `axis`.",
+    "astype": "astype(t, dtype): `t` converted to `dtype` (also the method t.astype(dtype)).",
+    "reshape": "reshape(t, shape): the same elements, row-major, in another shape.",
+    "permute": "permute(t, axes): axes reordered; result axis k is t's axis axes[k].",
+    "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
+            "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
+}
+for _name, _doc in _DOCS.items():
+    globals()[_name] = device_only(f"tile.{_name}", _doc)
+
+# Elementwise math: vg.math's functions themselves (max/min here are reductions).
+for _name in _MATH_FUNCS:
+    if _name not in ("max", "min"):
+        globals()[_name] = getattr(_math, _name)
+maximum, minimum = _math.max, _math.min
+
+__all__ = ["kernel", "maximum", "minimum", *_DOCS,
+           *(n for n in _MATH_FUNCS if n not in ("max", "min"))]
