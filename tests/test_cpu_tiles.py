@@ -209,6 +209,10 @@ def test_float16_sums_accumulate_in_float32(rng):
     exact = x.astype(np.float64).sum()
     ulp = float(np.spacing(np.float16(exact)))
     assert abs(float(result[0]) - exact) <= ulp / 2 + 1e-3 * ulp  # one rounding, at the end
+    # Partial sums past float16's range (65504) stay finite in float32.
+    big = np.repeat(np.float16([60000, -60000]), n // 2).reshape(1, n)
+    run_tile(_reduce_kernel("sum", f16, None, (1, n)), 1, {"a": big, "out": result})
+    assert result[0] == 0
 
 
 def test_max_ignores_nan_and_argmax_skips_it():
