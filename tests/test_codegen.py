@@ -25,11 +25,12 @@ from llvmlite import ir
 
 from verdigris import codegen
 from verdigris import types as T
-from verdigris.codegen import libdevice, mathlib
+from verdigris.codegen import checks, libdevice, mathlib
 from verdigris.codegen.fp8 import FORMATS as FP8_FORMATS
 from verdigris.errors import CompileError, Loc
 from verdigris.ir import nodes as N
 from verdigris.ir.abi import abi_params
+from verdigris.safety import bounds
 
 L = Loc(__file__, 1)
 TARGETS = list(codegen.TARGETS)
@@ -160,12 +161,15 @@ def on_host(k: N.Kernel):
     engine.finalize_object()
     _ENGINES.append(engine)
     abi = abi_params(k)
-    argtypes = [ctypes.c_void_p if p.role == "ptr" else _CTYPES[p.dtype.name] for p in abi]
+    argtypes = [ctypes.c_void_p if p.role == "ptr" else _CTYPES[p.dtype.name] for p in abi] + [ctypes.c_void_p]
     fn = ctypes.CFUNCTYPE(None, *argtypes)(engine.get_function_address(codegen.entry_symbol(k.name)))
     regs = {(kind, a): ctypes.c_int32.from_address(engine.get_global_value_address(f"vg.{r}.{a}"))
             for r, kind in _SREGS.items() for a in "xyz"}
 
     def launch(grid, block, **args):
+        """Runs every thread; returns the fault record (`codegen.checks`) the run left."""
+        record = np.zeros(checks.RECORD_WORDS, np.int64)
+        fault_block = np.array([0, record.ctypes.data], np.int64)
         flat = []
         for p in abi:
             value = args[p.param]
@@ -179,7 +183,8 @@ def on_host(k: N.Kernel):
             for kind, ids in (("block_id", index[2::-1]), ("thread_id", index[:2:-1])):
                 for a, d in zip("xyz", ids):
                     regs[kind, a].value = d
-            fn(*flat)
+            fn(*flat, fault_block.ctypes.data)
+        return record
     return launch
 
 
@@ -218,8 +223,15 @@ def test_axpy_compiles_for_every_target(target):
     print(f"axpy {target}: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in compiled.timings.items()))
 
 
+def proven(k):
+    """`k` with the facts of its bounds proofs, as `safety.check` stores them."""
+    proof = bounds.prove(k)
+    k.facts.update(in_bounds=proof.in_bounds, bounds_preconditions=proof.preconditions)
+    return k
+
+
 def test_readonly_arrays_load_through_the_noncoherent_cache():
-    ptx = codegen.compile_to_ptx(axpy()).ptx
+    ptx = codegen.compile_to_ptx(proven(axpy())).ptx
     assert len(re.findall(r"ld\.global\.nc\.", ptx)) == 2  # x[i] and y[i]
     assert len(re.findall(r"st\.global\.", ptx)) == 1
     out = array("out", T.float32)
@@ -823,3 +835,50 @@ def test_frontend_axpy_compiles_and_runs(rng):
     assert len(re.findall(r"ld\.global\.nc\.", compiled.ptx)) == 2
     on_host(k)((3,), (128,), alpha=2.5, x=x, y=y, out=out)
     assert np.array_equal(out, np.float32(2.5) * x + y)
+
+
+# ----------------------------------------------------------------------------- atomics
+
+ATOMIC_CASES = [(op, dt) for dt in (T.int32, T.int64, T.uint32, T.uint64, T.float32, T.float64)
+                for op in N.ATOMIC_OPS if not (dt.is_float and op in ("and", "or", "xor"))] + \
+               [("add", T.float16)]  # bfloat16: on the GPU (tests/gpu/test_atomics_gpu.py)
+
+
+def _atomic_kernel(op, dt):
+    """Thread t: olds[t] = atomic_<op>(a, t % 5, values[t] (, compares[t]))."""
+    a, values, compares, olds = array("a", dt), array("values", dt), array("compares", dt), array("olds", dt)
+    t = var("t", T.int64)
+    index = binop("mod", t, const(5, T.int64))
+    at = N.Atomic(L, op, a, (index,), load(values, t), load(compares, t) if op == "cas" else None, dt)
+    body = [assign("t", global_id()), assign("old", at), store(olds, [t], var("old", dt))]
+    k = kernel(f"atomic_{op}", [("a", a), ("values", values), ("compares", compares), ("olds", olds)], body,
+               {"t": T.int64, "old": dt})
+    k.writes = frozenset({"a", "olds"})
+    return k
+
+
+@pytest.mark.parametrize("op,dt", ATOMIC_CASES, ids=lambda v: getattr(v, "name", v))
+def test_atomics_match_the_cpu_backend(op, dt, rng):
+    from verdigris import cpu
+
+    k = _atomic_kernel(op, dt)
+    for target in ("sm_80", "sm_90a"):
+        compile_checked(k, target)
+    n = 40
+    if dt.is_float:
+        values = rng.choice([-2.5, -1.0, -0.0, 0.0, 0.5, 3.0, np.nan], n)
+    else:
+        values = rng.integers(0, 7, n) if dt.is_signed is False else rng.integers(-3, 4, n)
+    np_dt = np.dtype(dt.np)
+    start = values[:5].astype(np_dt)
+    compares = np.concatenate([start, values[:n - 5]]).astype(np_dt)  # some cas calls match
+    inputs = dict(values=values.astype(np_dt), compares=compares)
+    got = dict(a=start.copy(), olds=np.zeros(n, np_dt))
+    on_host(k)((2,), (n // 2,), **inputs, **got)
+    want = dict(a=start.copy(), olds=np.zeros(n, np_dt))
+    cpu.run_simt(k, (2, 1, 1), (n // 2, 1, 1), {**inputs, **want})
+    for name in ("a", "olds"):
+        if op in ("max", "min") and dt.is_float:  # maxNum/minNum may pick either signed zero
+            assert np.array_equal(got[name], want[name], equal_nan=True)
+        else:
+            assert same_floats(got[name], want[name]).all() if dt.is_float else np.array_equal(got[name], want[name])

@@ -6,11 +6,17 @@ target)`, an `llvmlite.ir.Module` holding one `ptx_kernel` function named
 else a deterministic spelling that is.
 
 Guarantees:
-- The function's parameters are exactly `abi_params(kernel)`, in order: arrays as
+- The function's parameters are `abi_params(kernel)`, in order: arrays as
   `ptr addrspace(1)` (element [0, ...]), shapes and strides as i64, scalars as their
   in-memory type (bool as i8).
+- The function's parameters are `abi_params(kernel)` and then one hidden pointer,
+  `checks.FAULT_PARAM` (the device's fault block; see `checks`).
 - Element address = ptr + sum(index_k * stride_k) * itemsize, in int64; the innermost
   stride is the constant 1 when the array is specialized `unit_inner_stride`.
+- Every Load, Store and Atomic not in `kernel.facts["in_bounds"]` is checked: when some
+  index is outside [0, extent) the access is not performed (a load or atomic yields 0),
+  the first fault of the launch is recorded (`checks`) and the thread goes on.
+- Atomics (`atomics`) are relaxed at device scope, as CUDA's.
 - Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
   become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
   (the launch-time alias check) says so; `aligned16` arrays are `align 16`.
@@ -37,7 +43,7 @@ from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
-from . import arith, casts, mathlib, nvptx
+from . import arith, atomics, casts, checks, mathlib, nvptx
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .emitter import Emitter
@@ -95,7 +101,8 @@ class _KernelLowering:
         self.module.add_named_metadata(
             "llvm.module.flags", self.module.add_metadata([ir.Constant(I32, 4), "nvvm-reflect-ftz", ir.Constant(I32, 0)]))
         abi = abi_params(kernel)
-        fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi])
+        fault_block = ir.PointerType(addrspace=GLOBAL)
+        fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi] + [fault_block])
         self.fn = ir.Function(self.module, fnty, entry_symbol(kernel.name))
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -107,6 +114,11 @@ class _KernelLowering:
         self.slots: dict[str, ir.Value] = {}  # local variables: their allocas
         self.loops: list[tuple] = []  # (continue target, break target), innermost last
         self.regions: dict[str, ir.Block] = {}  # region label -> its end block
+        self.proven = kernel.facts.get("in_bounds", frozenset())
+        self.site_of = {id(n): i for i, n in enumerate(checks.sites(kernel))}
+        self.kernel_id = checks.kernel_id(kernel)
+        self.faults = self.fn.args[-1]
+        self.faults.name = checks.FAULT_PARAM
         self._bind_params(abi)
 
     # ------------------------------------------------------------------ parameters
@@ -161,18 +173,79 @@ class _KernelLowering:
         if not self.b.block.is_terminated:
             self.b.branch(target)
 
-    def _address(self, array: N.ArrayRef, indices: tuple, node) -> ir.Value:
+    def _view(self, array: N.ArrayRef, node) -> _Array:
         view = self.arrays.get(array.name)
         if view is None:
             raise _error(f"unknown array {array.name!r}", node)
+        return view
+
+    def _element(self, view: _Array, index: list) -> ir.Value:
         offset = None
-        for index, stride in zip(indices, view.strides):
-            term = self.expr(index)
+        for term, stride in zip(index, view.strides):
             term = term if stride is None else self.b.mul(term, stride)
             offset = term if offset is None else self.b.add(offset, term)
         if offset is None:  # a 0-d array
             offset = ir.Constant(I64, 0)
         return self.b.gep(view.ptr, [offset], inbounds=True, source_etype=mem_type(view.dtype))
+
+    def _access(self, node, array: N.ArrayRef, indices: tuple, perform, dtype: DType | None = None):
+        """`perform(element pointer)` when every index is inside its extent; else the fault
+        path. Returns what `perform` returns, or for a skipped value access `0` of `dtype`."""
+        view = self._view(array, node)
+        index = [self.expr(i) for i in indices]
+        if id(node) in self.proven:
+            return perform(self._element(view, index))
+        inside = ir.Constant(ir.IntType(1), True)
+        for i, extent in zip(index, view.shape):  # unsigned: a negative index is outside too
+            inside = self.b.and_(inside, self.b.icmp_unsigned("<", i, extent))
+        inside = self.em.call("llvm.expect.i1", ir.IntType(1), inside, ir.Constant(ir.IntType(1), True))
+        ok_bb, fault_bb, end_bb = self._block("access.ok"), self._block("access.fault"), self._block("access.end")
+        self.b.cbranch(inside, ok_bb, fault_bb)
+        self.b.position_at_end(ok_bb)
+        value = perform(self._element(view, index))
+        ok_end = self.b.block
+        self.b.branch(end_bb)
+        self.b.position_at_end(fault_bb)
+        self._record_fault(self.site_of[id(node)], index, view.shape)
+        fault_end = self.b.block
+        self.b.branch(end_bb)
+        self.b.position_at_end(end_bb)
+        if dtype is None:
+            return None
+        phi = self.b.phi(value.type)
+        phi.add_incoming(value, ok_end)
+        phi.add_incoming(make_const(dtype, 0), fault_end)
+        return phi
+
+    def _record_fault(self, site: int, index: list, shape: list) -> None:
+        """The first fault of a launch claims the fault block and fills in the record."""
+        b = self.b
+        claim = b.cmpxchg(self.faults, ir.Constant(I64, 0), ir.Constant(I64, 1), atomics.ORDERING,
+                          atomics.FAIL_ORDERING)
+        won_bb, done_bb = self._block("fault.record"), self._block("fault.done")
+        b.cbranch(b.extract_value(claim, 1), won_bb, done_bb)
+        b.position_at_end(won_bb)
+        slot = b.gep(self.faults, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64)
+        record = b.inttoptr(b.load(slot, typ=I64), ir.PointerType(addrspace=GLOBAL))
+
+        def put(word: int, value: ir.Value) -> None:
+            if value.type != I64:
+                value = b.zext(value, I64) if value.type.width < 64 else value
+            b.store(value, b.gep(record, [ir.Constant(I64, word)], inbounds=True, source_etype=I64))
+
+        put(checks.RECORD_KERNEL, ir.Constant(I64, self.kernel_id))
+        put(checks.RECORD_SITE, ir.Constant(I64, site))
+        for base, sreg in ((checks.RECORD_BLOCK, "ctaid"), (checks.RECORD_THREAD, "tid")):
+            for axis in range(3):
+                put(base + axis, self.em.call(f"llvm.nvvm.read.ptx.sreg.{sreg}.{'xyz'[axis]}", I32))
+        put(checks.RECORD_NDIM, ir.Constant(I64, len(index)))
+        for axis, (i, extent) in enumerate(zip(index[:checks.RECORD_DIMS], shape)):
+            put(checks.RECORD_INDEX + axis, i)
+            put(checks.RECORD_EXTENT + axis, extent)
+        b.fence("seq_cst")  # system scope: the record is complete before the host sees the flag
+        put(checks.RECORD_FLAG, ir.Constant(I64, 1))
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
 
     def _lazy(self, cond: ir.Value, then, orelse, needs_branch: bool, name: str) -> ir.Value:
         """`then() if cond else orelse()`, computing only the taken arm when `needs_branch`."""
@@ -241,8 +314,19 @@ class _KernelLowering:
         return casts.cast(self.em, self.expr(e.value), e.value.dtype, e.dtype)
 
     def _load(self, e: N.Load) -> ir.Value:
-        ptr = self._address(e.array, e.indices, e)
-        return to_reg(self.b, e.dtype, self.b.load(ptr, typ=mem_type(e.dtype), align=e.dtype.itemsize))
+        def perform(ptr):
+            return to_reg(self.b, e.dtype, self.b.load(ptr, typ=mem_type(e.dtype), align=e.dtype.itemsize))
+        return self._access(e, e.array, e.indices, perform, e.dtype)
+
+    def _atomic(self, e: N.Atomic) -> ir.Value:
+        if e.array.type.space == "global" and e.array.name not in self.kernel.writes:
+            raise _error(f"atomic on {e.array.name!r}, which the kernel's `writes` leaves out", e)
+        if not atomics.supports(e.op, e.dtype):
+            raise _error(f"atomic_{e.op} is not available for {e.dtype.name} arrays", e)
+        value = self.expr(e.value)
+        compare = None if e.compare is None else self.expr(e.compare)
+        return self._access(e, e.array, e.indices,
+                            lambda ptr: atomics.atomic(self.em, e.op, e.dtype, ptr, value, compare), e.dtype)
 
     def _shape(self, e: N.Shape) -> ir.Value:
         return self.arrays[e.array.name].shape[e.axis]
@@ -256,7 +340,7 @@ class _KernelLowering:
     _EXPR = {
         N.Const: _const, N.Var: _var, N.Special: _special, N.Unary: _unary, N.Binary: _binary,
         N.Compare: _compare, N.Logical: _logical, N.Select: _select, N.Cast: _cast,
-        N.Load: _load, N.Shape: _shape, N.MathCall: _math,
+        N.Load: _load, N.Shape: _shape, N.MathCall: _math, N.Atomic: _atomic,
     }
 
     # ------------------------------------------------------------------ statements
@@ -276,9 +360,9 @@ class _KernelLowering:
     def _store(self, s: N.Store) -> None:
         if s.array.type.space == "global" and s.array.name not in self.kernel.writes:
             raise _error(f"store to {s.array.name!r}, which the kernel's `writes` leaves out", s)
-        ptr = self._address(s.array, s.indices, s)
         dt = s.array.dtype
-        self.b.store(to_mem(self.b, dt, self.expr(s.value)), ptr, align=dt.itemsize)
+        value = to_mem(self.b, dt, self.expr(s.value))
+        self._access(s, s.array, s.indices, lambda ptr: self.b.store(value, ptr, align=dt.itemsize))
 
     def _if(self, s: N.If) -> None:
         cond = self.expr(s.cond)

@@ -172,7 +172,7 @@ def _check_bounds(fr, mem, index, mask, loc):
             f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} "
             f"in kernel {fr.kernel_name}, block {block} thread {thread}", loc,
             hint="a negative index is out of bounds: indices never wrap around"
-            if min(at) < 0 else "")
+            if min(at) < 0 else "", code="VG302")
 
 
 def _observed(fr, mem, index, mask, site) -> Access:

@@ -14,7 +14,8 @@ Guarantees:
 - Views (`a[1:, ::2]`, DLPack and `__cuda_array_interface__` imports) keep the memory they
   view alive; memory is freed when the last view is gone.
 - Copies to and from the host and `zeros` are ordered on the legacy default stream, and
-  `numpy()` returns once the data is on the host.
+  `numpy()` returns once the data is on the host; like `vg.synchronize()`, it raises
+  `BoundsError` for an out-of-bounds access a kernel recorded (`faults`).
 - DLPack export: `__dlpack__(stream=s)` synchronizes the device first unless `s` is None,
   -1 or 1 (the legacy default stream, which our own work is ordered on).
 """
@@ -26,7 +27,7 @@ import numpy as np
 
 from .. import types as T
 from ..errors import BackendError, LaunchError
-from . import dlpack, driver
+from . import dlpack, driver, faults
 from .interop import ArrayInfo, _c_strides, byte_extent, describe
 
 _DEFAULT_DTYPE = T.float32  # as torch and CuPy kernels expect; NumPy's float64 is slow on GPUs
@@ -176,6 +177,7 @@ class Array(ArrayInfo):
 def _copy_to_host(out: np.ndarray, src: int, nbytes: int, device: int) -> None:
     driver.activate(device)
     driver.check(driver.api().cuMemcpyDtoH(out.ctypes.data, src, nbytes), "cuMemcpyDtoH")
+    faults.raise_pending(device)  # a synchronization point: report a recorded bounds fault
 
 
 def _normalize_shape(shape) -> tuple:

@@ -63,6 +63,9 @@ class Specialization:
     written_slots: tuple  # positions of arrays the kernel writes
     abi_slots: tuple  # per ABI parameter: (argument position, role, axis)
     compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
+    # (values, infos, grid, block) -> whether the bounds proofs' preconditions hold; None:
+    # they have none. A launch where they fail runs the fully checked kernel.
+    bounds_guard: object = None
 
     def write_loc(self, name: str) -> Loc:
         from ..frontend import walk
@@ -200,7 +203,8 @@ class KernelFunction:
             arrays = tuple(i for i, k in enumerate(key[2:]) if k[0] == "a")
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
-                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)))
+                tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
+                bounds_guard=safety.bounds.launch_guard(kernel, names))
             self._specializations[key] = spec
         return spec
 

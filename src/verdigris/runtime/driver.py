@@ -148,9 +148,13 @@ def activate(device: int = 0):
 
 
 def synchronize(device: int = 0) -> None:
-    """Wait for all work on `device`; raises KernelError if a kernel faulted."""
+    """Wait for all work on `device`; raises KernelError if a kernel faulted, BoundsError if
+    one recorded an out-of-bounds access (`faults`)."""
+    from . import faults
+
     activate(device)
     check(_api.cuCtxSynchronize(), "cuCtxSynchronize")
+    faults.raise_pending(device)
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,25 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
   cubin by ptxas where present (else the driver JIT-compiles the PTX), both kept in the disk
   cache under a key of the IR's text, the target and the compiler versions.
 - `kernel.facts["noalias"]` is set because every launch passes the alias check first.
+- Bounds: every kernel takes one hidden argument after its ABI parameters, the device's
+  fault block (`faults`, `codegen.checks`). A fault an earlier kernel recorded is raised
+  as `BoundsError` before this launch is enqueued (a read of host memory, no sync). When
+  the launch breaks a precondition the bounds proofs assume (`spec.bounds_guard`, e.g.
+  `x` shorter than `out` in axpy), the launch runs the fully checked variant of the
+  kernel instead (compiled on first need, cached like the other).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 from ..errors import LaunchError
+from .. import types as T
 from ..ir import abi_params
+from ..ir.abi import AbiParam
 from ..ir.printer import format_kernel
-from . import cache, driver, streams
+from . import cache, driver, faults, streams
 from .module import CudaKernel, CudaModule
 
 # The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
@@ -32,12 +41,20 @@ def ptx_target(cc: tuple) -> str:
                       "supports (8.0, Ampere, and newer)")
 
 
+# The hidden last parameter (not in `abi_params`): the device's fault block.
+FAULT_PARAM = AbiParam("vg.faults", "ptr", -1, T.uint64)
+
+
 def launch(kernel_fn, spec, grid, block, values, infos, stream) -> None:
     device = _device_of(kernel_fn, spec, infos)
-    compiled = spec.compiled.get(device)
+    faults.raise_pending(device)
+    variant = device if spec.bounds_guard is None or spec.bounds_guard(values, infos, grid, block) \
+        else (device, "checked")
+    compiled = spec.compiled.get(variant)
     if compiled is None:
-        compiled = spec.compiled[device] = _compile(spec, device)
+        compiled = spec.compiled[variant] = _compile(spec, device, checked=variant != device)
     abi_values = [_abi_value(slot, values, infos) for slot in spec.abi_slots]
+    abi_values.append(faults.block_address(device))
     torch_args = any(type(values[i]).__module__.startswith("torch") for i in spec.array_slots)
     compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
 
@@ -67,19 +84,25 @@ def _device_of(kernel_fn, spec, infos) -> int:
     return 0 if device is None else device
 
 
-def _compile(spec, device: int) -> CudaKernel:
+def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
+    """`checked`: the variant with every access checked, for launches that break the
+    preconditions of the bounds proofs."""
     from .. import codegen
+    from ..codegen import checks
 
     props = driver.properties(device)
     target = ptx_target(props.cc)
     spec.kernel.facts["noalias"] = True
+    kernel = dataclasses.replace(spec.kernel, facts={**spec.kernel.facts, "in_bounds": frozenset()}) \
+        if checked else spec.kernel
     arch = f"sm_{props.cc[0]}{props.cc[1]}"
-    key = cache.key(format_kernel(spec.kernel), ("noalias",), f"{target}->{arch}")
+    key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
+                    f"{target}->{arch}")
     image = cache.get(key)
     log = os.environ.get("VERDIGRIS_LOG", "") == "compile"
     if image is None:
         start = time.perf_counter()
-        compiled = codegen.compile_to_ptx(spec.kernel, target)
+        compiled = codegen.compile_to_ptx(kernel, target)
         image = codegen.assemble(compiled.ptx, arch) if codegen.ptxas_available() \
             else compiled.ptx.encode()
         cache.put(key, image)
@@ -89,5 +112,7 @@ def _compile(spec, device: int) -> CudaKernel:
                   f"{(time.perf_counter() - start) * 1e3:.1f} ms ({stages} ms)")
     elif log:
         print(f"verdigris: {spec.kernel.name} for {arch} from the disk cache")
-    return CudaKernel(CudaModule(image, device), codegen.entry_symbol(spec.kernel.name),
-                      abi_params(spec.kernel))
+    faults.register(checks.kernel_id(kernel), kernel.name,
+                    [(n.loc, n.array.name) for n in checks.sites(kernel)])
+    return CudaKernel(CudaModule(image, device), codegen.entry_symbol(kernel.name),
+                      abi_params(kernel) + [FAULT_PARAM])

@@ -21,7 +21,9 @@ Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions 
 assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one
 block: the kernel never reads `block_id` there, so two blocks along them would do the same
 work), `unit_block_axes` (likewise for an unspecialized block), and `max_axis_threads`
-(grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap).
+(grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap). Then the
+bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check) and
+`bounds_preconditions` (what a launch must satisfy to use them; the launcher checks).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..ir import nodes as N
-from . import diagnose, fastpath, solver
+from . import bounds, diagnose, fastpath, solver
 from .codes import CODES
 from .symbolic import MAX_AXIS_THREADS, execute
 
@@ -74,6 +76,9 @@ def check(kernel: N.Kernel) -> Analysis:
     if analysis.errors:
         raise analysis.errors[0]
     kernel.facts.update(analysis.facts)
+    proof = bounds.prove(kernel)  # which accesses need no check on the GPU, and on what condition
+    kernel.facts.update(in_bounds=proof.in_bounds, bounds_preconditions=proof.preconditions,
+                        bounds_seconds=proof.seconds)
     return analysis
 
 

@@ -1,0 +1,223 @@
+"""Bounds proofs: which accesses of a kernel are in bounds, and on what launch condition.
+
+Takes: a specialized SIMT `ir.Kernel`. Gives:
+- `prove(kernel) -> Proof`: `in_bounds`, the ids (`id(node)`) of the Load, Store and Atomic
+  nodes proven in bounds on every launch that satisfies `preconditions`; `preconditions`,
+  polynomials over launch-uniform values (array shapes, integer scalar parameters, grid and
+  block sizes), each meaning `poly <= 0`, with a readable form; `seconds`.
+- `launch_guard(kernel, names)`: None when the proofs need no precondition, else a function
+  `(values, infos, grid, block) -> bool` (arguments in parameter order, their `ArrayInfo`s,
+  the grid and block 3-tuples) saying whether this launch satisfies them, a few integer
+  compares. A launch that does not gets the fully checked kernel: an unchecked access is
+  never one that could be out of bounds.
+
+How: the race checker's symbolic execution (`symbolic`) of one generic thread gives each
+access's index polynomials and path condition. For each axis, `0 <= index < extent` is
+proven by, in order: the index's interval (ids are >= 0); a conjunct of the path condition
+that bounds the same per-thread part of the index (`i < out.shape[0]` bounds `x[i]` and
+`x[i + 1]` when `out.shape[0] + 1 <= x.shape[0] + 1`: the uniform remainder becomes a
+precondition unless it is a constant or its interval settles it); else z3 (with the same
+encoding as the race queries) proves it outright, or the access keeps its check. The model
+is the race checker's: 64-bit index arithmetic does not wrap, loops are one arbitrary
+iteration. Accesses the executor never reaches keep their checks.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..ir import nodes as N
+from .symbolic import _STMT, FALSE, Poly, _Thread, execute
+
+Z3_TIMEOUT_MS = 200
+
+
+@dataclass
+class Proof:
+    in_bounds: frozenset = frozenset()
+    preconditions: tuple = ()  # of (Poly, text): the launch must have poly <= 0
+    seconds: float = 0.0
+    solver_queries: int = 0
+
+
+@dataclass
+class _Found:
+    node: object
+    array: N.ArrayRef
+    indices: tuple  # of Poly
+    pc: tuple
+
+
+class _Recorder(_Thread):
+    """The race checker's executor, remembering which node made each access (of any space)."""
+
+    def __init__(self, kernel, space):
+        super().__init__(kernel, space)
+        self.found: list = []
+        self.evaluating: list = []  # the Load/Atomic nodes being evaluated, innermost last
+        self.statement = None
+
+    def eval(self, e):
+        if not isinstance(e, (N.Load, N.Atomic)):
+            return super().eval(e)
+        self.evaluating.append(e)
+        try:
+            return super().eval(e)
+        finally:
+            self.evaluating.pop()
+
+    def block(self, stmts) -> None:
+        for s in stmts:
+            if self.pc == FALSE:
+                return
+            self.statement = s  # a Store's access happens while its own statement runs
+            _STMT[type(s)](self, s)
+
+    def access(self, array, kind, indices, loc) -> None:
+        polys = tuple(self.eval(i) for i in indices)
+        node = self.statement if kind == "write" else self.evaluating[-1]
+        if self.pc != FALSE:
+            self.found.append(_Found(node, array, polys, self.pc))
+
+
+def _split(p: Poly) -> tuple:
+    """(per-thread part, uniform part) of a polynomial."""
+    thread = {m: c for m, c in p.terms.items() if any(a.endswith("@") for a in m)}
+    return Poly(thread), Poly({m: c for m, c in p.terms.items() if m not in thread})
+
+
+def _conjuncts(pc: tuple) -> list:
+    return list(pc[1:]) if pc[0] == "and" else [pc]
+
+
+@dataclass
+class _Prover:
+    kernel: N.Kernel
+    space: object
+    preconditions: dict = field(default_factory=dict)  # non-constant part -> `poly <= 0`
+    queries: int = 0
+
+    def extent(self, array: N.ArrayRef, axis: int) -> Poly:
+        if array.type.shape is not None:  # local and shared arrays: static shapes
+            return Poly.const(array.type.shape[axis])
+        return self.space.shape(array.name, axis)
+
+    def settle(self, need: Poly, pending: dict) -> bool:
+        """Whether `need <= 0` holds, or can be a launch precondition (added to `pending`)."""
+        lo, hi = self.space.interval(need)
+        if hi <= 0:
+            return True
+        if lo > 0 or need.value is not None:
+            return False
+        pending[need] = need
+        return True
+
+    def bound(self, index: Poly, extent: Poly, pc: tuple, pending: dict) -> bool:
+        """`0 <= index < extent` on every path through `pc`, perhaps under preconditions."""
+        thread, offset = _split(index)
+        lower = self.space.interval(index)[0] >= 0
+        upper = self.space.interval(index - extent)[1] < 0
+        for c in _conjuncts(pc):
+            if c[0] != "cmp" or c[1] not in ("lt", "le"):
+                continue
+            c_thread, c_uniform = _split(c[2])
+            strict = 1 if c[1] == "lt" else 0
+            if not upper and thread and c_thread == thread:
+                # thread < -c_uniform + (1 - strict)  =>  index <= offset - c_uniform - strict
+                upper = self.settle(offset - c_uniform - Poly.const(strict) - extent + Poly.const(1), pending)
+            if not lower and thread and c_thread == -thread:
+                # thread >= c_uniform + strict  =>  index >= offset + c_uniform + strict
+                lower = self.settle(-(offset + c_uniform + Poly.const(strict)), pending)
+        if not lower:
+            lower = self.solve(pc, index, Poly.const(0), "lt")
+        if not upper:
+            upper = self.solve(pc, index, extent, "ge")
+        return lower and upper
+
+    def solve(self, pc: tuple, index: Poly, limit: Poly, violation: str) -> bool:
+        """Whether z3 proves `index <violation> limit` impossible under `pc`."""
+        import z3
+
+        from .solver import _Encoder
+
+        self.queries += 1
+        enc = _Encoder(self.space, z3)
+        i, bound = enc.poly(index), enc.poly(limit)
+        facts = [enc.formula(pc), i < bound if violation == "lt" else i >= bound]
+        facts += [enc.formula(f) for f in self.space.domain + self.space.uniform_domain]
+        solver = z3.Solver()
+        solver.set("timeout", Z3_TIMEOUT_MS)
+        solver.add(*facts, *enc.side)
+        return solver.check() == z3.unsat
+
+    def prove(self, found: _Found) -> bool:
+        pending: dict = {}
+        for axis, index in enumerate(found.indices):
+            if not self.bound(index, self.extent(found.array, axis), found.pc, pending):
+                return False
+        for need in pending:  # of `v + c <= 0` and `v + d <= 0`, keep the stronger
+            variable = Poly({m: c for m, c in need.terms.items() if m})
+            known = self.preconditions.get(variable)
+            if known is None or need.terms.get((), 0) > known.terms.get((), 0):
+                self.preconditions[variable] = need
+        return True
+
+
+def prove(kernel: N.Kernel) -> Proof:
+    start = time.perf_counter()
+    if kernel.track != "simt":
+        return Proof()
+    try:
+        space = execute(kernel).space  # the launch domain, as the race checker sets it up
+        run = _Recorder(kernel, space)
+        run.block(kernel.body)
+    except Exception:  # a construct the model lacks: no proofs, every access keeps its check
+        return Proof(seconds=time.perf_counter() - start)
+    prover = _Prover(kernel, space)
+    verdict: dict = {}
+    for found in run.found:
+        key = id(found.node)
+        verdict[key] = verdict.get(key, True) and prover.prove(found)
+    preconditions = tuple((p, _describe(p, space)) for p in prover.preconditions.values())
+    return Proof(frozenset(k for k, ok in verdict.items() if ok), preconditions,
+                 time.perf_counter() - start, prover.queries)
+
+
+def _describe(p: Poly, space) -> str:
+    """`p <= 0` as the user would write it: positive terms on the left, the rest right."""
+    def side(terms):
+        parts = []
+        for mono, coef in sorted(terms):
+            names = [space.atoms[a].label or a for a in mono]
+            parts.append("*".join(([str(coef)] if coef != 1 or not names else []) + names))
+        return " + ".join(parts) or "0"
+    left = [(m, c) for m, c in p.terms.items() if c > 0]
+    right = [(m, -c) for m, c in p.terms.items() if c < 0]
+    return f"{side(left)} <= {side(right)}"
+
+
+# ----------------------------------------------------------------------------- launch guard
+
+
+def _atom_source(name: str, slots: dict) -> str:
+    """A Python expression for a uniform atom's value at a launch (see `launch_guard`)."""
+    if name.startswith("shape:"):
+        _, array, axis = name.rsplit(":", 2)
+        return f"infos[{slots[array]}].shape[{axis}]"
+    if name.startswith("param:"):
+        return f"int(values[{slots[name[6:]]}])"
+    kind, axis = name[:-1], name[-1]
+    return {"gdim": f"grid[{axis}]", "bdim": f"block[{axis}]"}[kind]
+
+
+def launch_guard(kernel: N.Kernel, names: list):
+    conditions = kernel.facts.get("bounds_preconditions", ())
+    if not conditions:
+        return None
+    slots = {name: i for i, name in enumerate(names)}
+    checks = []
+    for poly, _ in conditions:
+        terms = [" * ".join([str(c)] + [_atom_source(a, slots) for a in m]) for m, c in sorted(poly.terms.items())]
+        checks.append(f"({' + '.join(terms)}) <= 0")
+    source = f"lambda values, infos, grid, block: {' and '.join(checks)}"
+    return eval(source, {"int": int})  # noqa: S307 -- built above from the kernel's own atoms

@@ -1,0 +1,66 @@
+"""Bounds checks on the GPU: an out-of-bounds access is skipped, recorded, and raised as
+`vg.BoundsError` at the next synchronization; the context stays usable; a launch that
+breaks the proofs' preconditions runs the checked kernel."""
+import re
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import simt
+
+pytestmark = pytest.mark.gpu
+
+
+@simt.kernel
+def write_past(out):
+    out[simt.global_id(0)] = 7.0  # no guard: the last block's tail is out of bounds
+
+
+@simt.kernel
+def axpy(alpha, x, y, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = alpha * x[i] + y[i]
+
+
+def test_oob_write_raises_at_sync_and_leaves_memory_and_context_intact(rng):
+    n = 1000
+    backing = vg.asarray(np.full(n + 48, -1.0, np.float32))
+    write_past[vg.cdiv(n, 256), 256](backing[:n])
+    with pytest.raises(vg.BoundsError) as info:
+        vg.synchronize()
+    err = info.value
+    assert err.code == "VG302" and err.loc.line == write_past.fn.__code__.co_firstlineno + 2
+    assert re.fullmatch(r"out of bounds: out\[10[0-2]\d\] with shape \(1000,\) in kernel write_past, "
+                        r"block \(3, 0, 0\) thread \((\d+), 0, 0\)", err.message), err.message
+    assert "out[simt.global_id(0)] = 7.0" in str(err) and "^" in str(err)
+    host = backing.numpy()  # no second report: the fault was cleared
+    assert (host[:n] == 7.0).all() and (host[n:] == -1.0).all()  # nothing past the end written
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = vg.asarray(np.full(n, np.nan, np.float32))
+    axpy[vg.cdiv(n, 256), 256](1.5, vg.asarray(x), vg.asarray(y), out)
+    vg.synchronize()
+    np.testing.assert_allclose(out.numpy(), 1.5 * x.astype(np.float64) + y, rtol=1e-6)
+
+
+def test_numpy_copy_reports_the_fault():
+    out = vg.zeros(100, vg.float32)
+    write_past[1, 128](out)
+    with pytest.raises(vg.BoundsError, match=r"out\[1[0-2]\d\] with shape \(100,\)"):
+        np.asarray(out)
+    assert (out.numpy() == 7.0).all()
+
+
+def test_short_input_runs_the_checked_kernel(rng):
+    n = 5000
+    x, y = rng.standard_normal(n - 7).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = vg.asarray(np.full(n, np.nan, np.float32))
+    axpy[vg.cdiv(n, 256), 256](2.0, vg.asarray(x), vg.asarray(y), out)
+    with pytest.raises(vg.BoundsError, match=r"x\[499[3-9]\] with shape \(4993,\) in kernel axpy"):
+        vg.synchronize()
+    got = out.numpy()
+    np.testing.assert_allclose(got[:n - 7], 2.0 * x.astype(np.float64) + y[:n - 7], rtol=1e-6)
+    np.testing.assert_allclose(got[n - 7:], y[n - 7:], rtol=1e-6)  # the skipped load read 0
+    axpy[vg.cdiv(n, 256), 256](2.0, vg.asarray(y), vg.asarray(y), out)  # proven variant again
+    np.testing.assert_allclose(out.numpy(), 3.0 * y.astype(np.float64), rtol=1e-6)
