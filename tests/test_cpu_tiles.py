@@ -1,15 +1,19 @@
 """The cpu backend's tile interpreter (`cpu.run_tile`) against NumPy references, on
 hand-built tile IR (which pins the interpreter down independently of the frontend), its
 elementwise ops against the SIMT interpreter bit for bit, Philox against the published
-known-answer vectors, and shadow memory's reports of races between blocks. Inputs are fresh
+known-answer vectors, shadow memory's reports of races between blocks, then source kernels
+through `@tile.kernel` and `k[grid](...)`. Inputs are fresh
 random draws (conftest's `rng`); outputs are poisoned before each run.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from verdigris import ir
+import verdigris as vg
+from verdigris import ir, tile
 from verdigris import types as T
 from verdigris.cpu import philox, run_simt, run_tile
 from verdigris.errors import BoundsError, CompileError, Loc, SafetyError
@@ -595,3 +599,82 @@ def test_atomic_adds_of_many_blocks_do_not_race_but_mixed_access_does():
     with pytest.raises(SafetyError) as err:
         run_tile(mixed, 2, {"a": np.zeros(8, np.float32), "out": np.zeros(4, np.float32)})
     assert err.value.code == "VG204"
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+@tile.kernel
+def _add(a, b, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    x = tile.load(a, index=(i,), shape=(BLOCK,))
+    y = tile.load(b, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=x + y)
+
+
+@tile.kernel
+def _softmax(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf)
+    e = tile.exp(t - tile.max(t))
+    tile.store(out, index=(r, 0), tile=e / tile.sum(e))
+
+
+@tile.kernel
+def _row_sum(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    acc = tile.zeros((1, COLS), vg.float32)
+    for c in range((x.shape[1] + COLS - 1) // COLS):
+        acc += tile.load(x, index=(r, c), shape=(1, COLS))
+    tile.store(out, index=(r,), tile=acc.sum(1))
+
+
+@tile.kernel
+def _dropout(x, out, seed, p, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    keep = tile.rand(seed, i * BLOCK + tile.arange(BLOCK)) >= p
+    t = tile.load(x, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=tile.where(keep, t / (1 - p), 0.0))
+
+
+@tile.kernel
+def _transpose(x, out, B: vg.constexpr):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(out, index=(j, i), tile=tile.load(x, index=(i, j), shape=(B, B)).T)
+
+
+def test_source_vector_add(rng):
+    n = int(rng.integers(900, 1100))
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = np.full(n, np.nan, np.float32)
+    _add[vg.cdiv(n, 128)](a, b, out, BLOCK=128)
+    np.testing.assert_array_equal(out, (a.astype(np.float64) + b).astype(np.float32))
+
+
+def test_source_softmax_and_row_sum(rng):
+    x = (3 * rng.standard_normal((7, 50))).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    _softmax[7](x, out, COLS=64)
+    wide = np.exp(x - x.max(axis=1, keepdims=True).astype(np.float64))
+    np.testing.assert_allclose(out, wide / wide.sum(axis=1, keepdims=True), rtol=2e-6)
+    sums = np.full(7, np.nan, np.float32)
+    _row_sum[7](x, sums, COLS=16)
+    np.testing.assert_allclose(sums, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_source_dropout_matches_philox(rng):
+    n, block, p, seed = 3000, 256, 0.3, int(rng.integers(0, 2**31))
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    _dropout[vg.cdiv(n, block)](x, out, seed, p, BLOCK=block)
+    keep = philox.uniform(np.int64(seed), np.arange(n)) >= np.float32(p)
+    np.testing.assert_allclose(out, np.where(keep, x / np.float32(1 - p), 0), rtol=1e-6)
+    assert abs((out == 0).mean() - p) < 0.05
+
+
+def test_source_transpose_of_a_strided_view(rng):
+    big = rng.standard_normal((80, 70)).astype(np.float32)
+    x = big[::2]
+    out = np.full((70, 40), np.nan, np.float32)
+    _transpose[vg.cdiv(40, 16), vg.cdiv(70, 16)](x, out, B=16)
+    np.testing.assert_array_equal(out, x.T)
