@@ -571,6 +571,7 @@ def test_two_blocks_storing_one_tile_race():
         run_tile(k, 2, {"a": np.zeros(32, np.float32), "out": np.zeros(16, np.float32)})
     assert err.value.code == "VG202"
     assert "block 1 and block 0 both write out[0]" in str(err.value)
+    assert "tile.atomic_add" in err.value.hint
 
 
 def test_reading_the_neighbours_tile_races_unless_unsafe():

@@ -77,11 +77,29 @@ def _settle(value):
 # ----------------------------------------------------------------------------- shadow
 
 
+_HINTS = {
+    "VG202": "give each block a tile of its own (a store index built from tile.bid), or add "
+             "the values with tile.atomic_add or tile.scatter_add",
+    "VG203": "write to a separate output array, or let each block read only elements that no "
+             "other block writes",
+    "VG204": "update this array only with tile.atomic_add or tile.scatter_add in this launch",
+}
+_HINT_TAIL = "; accesses meant to race go inside `with vg.unsafe():`"
+
+
 class _BlockShadow(Shadow):
-    """Shadow memory where each block is one thread, named as a block."""
+    """Shadow memory where each block is one thread, named as a block, with hints in the
+    tile track's words."""
 
     def __init__(self, grid: tuple, shapes: dict):
         super().__init__(grid, (1, 1, 1), shapes)
+
+    def __call__(self, access: Access) -> None:
+        try:
+            super().__call__(access)
+        except SafetyError as err:
+            raise SafetyError(err.message, err.loc, hint=_HINTS[err.code] + _HINT_TAIL,
+                              code=err.code) from None
 
     def _thread(self, tid) -> str:
         return f"block {self._coords(int(tid), self.grid)}"
@@ -102,8 +120,8 @@ class _BlockShadow(Shadow):
             f"{self._element(access.array, ordered[repeated[0]])} from tile elements "
             f"{tuple(map(int, first))} and {tuple(map(int, second))} of one scatter "
             "(observed while running on the cpu backend)", access.loc, code="VG202",
-            hint="give each element of the tile an index of its own, or use the atomic "
-                 "form of scatter; accesses meant to race go inside `with vg.unsafe():`")
+            hint="give each element of the tile an index of its own, or add the values with "
+                 "tile.scatter_add" + _HINT_TAIL)
 
 
 # ----------------------------------------------------------------------------- blocks
