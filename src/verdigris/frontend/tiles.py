@@ -107,16 +107,22 @@ def elementwise(build, operands, loc: Loc):
             leaves[name] = v
             v = N.Var(loc, name, v.dtype)
         stand_ins.append(v)
-    return _lift(build(*stand_ins), leaves, shape, loc)
+    return broadcast_to(_lift(build(*stand_ins), leaves, loc), shape, loc)
 
 
-def _lift(e: N.Expr, leaves: dict, shape: tuple, loc: Loc) -> N.Expr:
-    if not _has_tile(e, leaves):  # a scalar part: computed once, then repeated
-        return X.Splat(e.loc, _substitute(e, leaves), e.dtype, shape)
-    if isinstance(e, N.Var):
-        return broadcast_to(leaves[e.name], shape, loc)
+def _lift(e: N.Expr, leaves: dict, loc: Loc) -> N.Expr:
+    """The scalar expression `e` over stand-ins, on the operands: each op at the smallest
+    shape its tile operands give (casts before stretching); scalar parts stay scalar."""
+    if isinstance(e, N.Var) and e.name in leaves:
+        return leaves[e.name]
+    if not _has_tile(e, leaves):
+        return _substitute(e, leaves)
     op, args = _AS_TILE_OP[type(e)](e)
-    return X.TileMap(e.loc, op, tuple(_lift(a, leaves, shape, loc) for a in args), e.dtype, shape)
+    args = [_lift(a, leaves, loc) for a in args]
+    shape = broadcast_shape([shape_of(a) for a in args if is_tile(a)], loc)
+    args = tuple(broadcast_to(a, shape, loc) if is_tile(a) else X.Splat(a.loc, a, a.dtype, shape)
+                 for a in args)
+    return X.TileMap(e.loc, op, args, e.dtype, shape)
 
 
 def _children(e: N.Expr):
@@ -206,7 +212,9 @@ def assign_type(types: dict, key: str, value, loc: Loc):
 
 
 def _kind(t) -> str:
-    return f"a tile of {t.dtype.name}{show(t.shape)}" if isinstance(t, TileType) else f"a {t.name} scalar"
+    if isinstance(t, TileType):
+        return f"a {t.dtype.name} tile of shape {show(t.shape)}"
+    return f"a {t.name} scalar"
 
 
 # ----------------------------------------------------------------------------- arguments

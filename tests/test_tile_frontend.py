@@ -1,0 +1,479 @@
+"""Tile-track frontend: the typed IR of `@tile.kernel`s, and the errors users get."""
+import math
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import simt, tile
+from verdigris.frontend import walk
+from verdigris.ir import nodes as N
+from verdigris.ir import tiles as X
+from verdigris.ir.printer import format_kernel
+from verdigris.ir.tiles import TileType
+
+
+def typed_ir(kernel, *args, **kwargs) -> N.Kernel:
+    """The frontend's IR for these arguments, before any safety check."""
+    values = kernel.bind(args, kwargs)
+    return kernel.build(kernel.spec_key(values, kernel.describe_args(values), None))
+
+
+def compile_error(kernel, *args, **kwargs) -> vg.CompileError:
+    with pytest.raises(vg.CompileError) as info:
+        typed_ir(kernel, *args, **kwargs)
+    return info.value
+
+
+def assert_points_at(err: vg.Error, marker: str):
+    """The message names this file, the line holding `marker`, and shows it with a caret."""
+    source = open(__file__).read().splitlines()
+    line = next(i + 1 for i, text in enumerate(source) if marker in text and "assert_points_at" not in text)
+    text = str(err)
+    assert f"{__file__}:{line}:" in text, text
+    assert marker in text and "^" in text, text
+
+
+def nodes(kernel, cls) -> list:
+    return [n for n in walk(kernel.body) if isinstance(n, cls)]
+
+
+def check_tile_invariants(kernel: N.Kernel) -> None:
+    """What ir/tiles.py promises the backends, for every tile node of `kernel`."""
+    for e in walk(kernel.body):
+        if isinstance(e, X.TileExpr) and not isinstance(e, X.TileReduce):
+            assert e.shape and all(isinstance(n, int) and n > 0 for n in e.shape), e
+        if isinstance(e, X.TileMap):
+            assert all(getattr(a, "shape", None) == e.shape for a in e.args), e
+            same = {"cast": [], "where": e.args[1:], "lshift": e.args[:1], "rshift": e.args[:1]}
+            operands = same.get(e.op, e.args)
+            assert len({a.dtype for a in operands}) <= 1, e
+            if e.op == "where":
+                assert e.args[0].dtype is vg.bool_ and e.args[1].dtype is e.dtype
+        elif isinstance(e, X.Broadcast):
+            assert len(e.value.shape) == len(e.shape)
+            assert all(a in (1, b) for a, b in zip(e.value.shape, e.shape))
+        elif isinstance(e, X.Splat):
+            assert getattr(e.value, "shape", ()) == ()
+        elif isinstance(e, (X.TileStore, X.TileAtomicAdd)):
+            assert e.value.dtype is e.array.dtype and len(e.value.shape) == e.array.type.ndim
+        elif isinstance(e, (X.Gather, X.Scatter)):
+            shape = e.shape if isinstance(e, X.Gather) else e.value.shape
+            assert all(i.shape == shape and i.dtype is vg.int64 for i in e.indices)
+    for name, t in kernel.locals.items():
+        assert isinstance(t, (vg.DType, TileType)), name
+
+
+F32 = np.zeros(1000, np.float32)
+M32 = np.zeros((7, 100), np.float32)
+
+
+# ----------------------------------------------------------------------------- programs
+
+
+@tile.kernel
+def add(a, b, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    x = tile.load(a, index=(i,), shape=(BLOCK,))   # index counts tiles, not elements
+    y = tile.load(b, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=x + y)        # edge tiles are masked
+
+
+def test_design_add_example():
+    k = typed_ir(add, F32, F32, F32, BLOCK=1024)
+    assert k.track == "tile" and k.reads == {"a", "b"} and k.writes == {"out"}
+    assert k.locals["x"] == TileType(vg.float32, (1024,)) and k.locals["i"] is vg.int32
+    loads = nodes(k, X.TileLoad)
+    assert [ld.array.name for ld in loads] == ["a", "b"] and loads[0].shape == (1024,)
+    assert loads[0].index[0].dtype is vg.int64 and loads[0].padding.value == 0.0
+    (store,) = nodes(k, X.TileStore)
+    assert store.value.op == "add" and store.value.shape == (1024,)
+    assert isinstance(store.value.args[0], N.Var) and store.value.args[0].name == "x"
+    text = format_kernel(k)
+    assert "out@[int64(i)] = add:f32[1024](x, y)" in text
+    assert "x: tile<float32[1024]>" in text
+    assert format_kernel(typed_ir(add, F32, F32, F32, BLOCK=1024)) == text
+    assert "load:f32[96]" in format_kernel(typed_ir(add, F32, F32, F32, BLOCK=96))
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def row_softmax(x, out, N: vg.constexpr):
+    r = tile.bid(0)
+    row = tile.load(x, index=(r, 0), shape=(1, N), padding=-math.inf)
+    z = row - tile.max(row, axis=1, keepdims=True)
+    num = tile.exp(z)
+    tile.store(out, index=(r, 0), tile=num / num.sum(axis=1, keepdims=True))
+
+
+def test_row_softmax():
+    k = typed_ir(row_softmax, M32, M32, N=100)
+    (load,) = nodes(k, X.TileLoad)
+    assert load.shape == (1, 100) and load.padding.value == -math.inf
+    reduces = nodes(k, X.TileReduce)
+    assert [(r.op, r.axis, r.shape) for r in reduces] == [("max", 1, (1,)), ("sum", 1, (1,))]
+    (store,) = nodes(k, X.TileStore)
+    assert store.value.op == "truediv" and store.value.shape == (1, 100)
+    assert [m.op for m in nodes(k, X.TileMap)] == ["sub", "exp", "truediv"]
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def layer_norm(x, w, b, out, eps, N: vg.constexpr):
+    r = tile.bid(0)
+    row = tile.load(x, index=(r, 0), shape=(1, N)).astype(vg.float32)
+    mean = tile.sum(row) / N
+    centered = row - mean
+    var = tile.sum(centered * centered) / N
+    y = centered * vg.math.rsqrt(var + eps)
+    y = y * tile.load(w, index=(0,), shape=(N,)) + tile.load(b, index=(0,), shape=(N,))
+    tile.store(out, index=(r, 0), tile=y)
+
+
+def test_layer_norm_reductions_give_scalars():
+    h = np.zeros((5, 48), np.float16)
+    k = typed_ir(layer_norm, h, np.zeros(48, np.float16), np.zeros(48, np.float16), h, 1e-5, N=48)
+    sums = nodes(k, X.TileReduce)
+    assert all(s.axis is None and s.shape == () and s.dtype is vg.float32 for s in sums)
+    assert k.locals["mean"] is vg.float32 and k.locals["var"] is vg.float32
+    assert k.locals["y"] == TileType(vg.float32, (1, 48))
+    rsqrt = next(e for e in walk(k.body) if isinstance(e, N.MathCall))
+    assert rsqrt.func == "rsqrt" and rsqrt.dtype is vg.float32  # scalar: computed once
+    (store,) = nodes(k, X.TileStore)
+    assert store.value.op == "cast" and store.value.dtype is vg.float16
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def outer_sum(col, row, out, M: vg.constexpr, N: vg.constexpr):
+    c = tile.load(col, index=(0, 0), shape=(M, 1))
+    r = tile.load(row, index=(0,), shape=(N,))
+    tile.store(out, index=(0, 0), tile=c + r)
+
+
+def test_broadcasting_row_and_column_to_a_matrix():
+    k = typed_ir(outer_sum, np.zeros((6, 1), np.float32), np.zeros(10, np.int32),
+                 np.zeros((6, 10), np.float32), M=6, N=10)
+    (store,) = nodes(k, X.TileStore)
+    total = store.value
+    assert total.op == "add" and total.shape == (6, 10) and total.dtype is vg.float32
+    left, right = total.args
+    assert isinstance(left, X.Broadcast) and left.value.shape == (6, 1)
+    # the int32 row is cast, given a leading axis, then stretched
+    assert isinstance(right, X.Broadcast) and isinstance(right.value, X.Reshape)
+    assert right.value.shape == (1, 10) and right.value.value.op == "cast"
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def promotions(a, h, out):
+    x = tile.load(a, index=(0,), shape=(8,))
+    y = tile.load(h, index=(0,), shape=(8,))
+    tile.store(out, index=(0,), tile=(y * 2.0).astype(vg.float32) + x / 2 + (x > 3) * y)
+
+
+def test_promotion_follows_scalar_rules_with_weak_literals():
+    k = typed_ir(promotions, np.zeros(8, np.int32), np.zeros(8, np.float16), np.zeros(8, np.float32))
+    doubled = next(m for m in nodes(k, X.TileMap) if m.op == "mul" and m.args[0].name == "y")
+    assert doubled.dtype is vg.float16 and doubled.args[1].value.dtype is vg.float16  # weak 2.0
+    half = next(m for m in nodes(k, X.TileMap) if m.op == "truediv")
+    assert half.dtype is vg.float32  # int32 / int -> float32
+    gt = next(m for m in nodes(k, X.TileMap) if m.op == "gt")
+    assert gt.dtype is vg.bool_ and isinstance(gt.args[1], X.Splat) and gt.args[1].value.dtype is vg.int32
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def running_sum(x, out, B: vg.constexpr):
+    acc = tile.zeros((B,), vg.float32)
+    k = 0
+    while k < x.shape[0] // B:
+        acc += tile.load(x, index=(k,), shape=(B,))
+        k += 1
+    for j in range(3):
+        acc = acc * 0.5
+    tile.store(out, index=(0,), tile=acc)
+
+
+def test_loops_carry_an_accumulator_tile():
+    k = typed_ir(running_sum, np.zeros(640, np.float16), np.zeros(64, np.float32), B=64)
+    assert k.locals["acc"] == TileType(vg.float32, (64,))
+    (loop,) = nodes(k, N.While)
+    (update,) = [s for s in loop.body if isinstance(s, N.Assign) and s.name == "acc"]
+    assert update.value.op == "add" and update.value.args[1].op == "cast"  # float16 -> float32
+    assert nodes(k, N.For)[0].body[0].value.shape == (64,)
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def transpose(a, out, BM: vg.constexpr, BN: vg.constexpr):
+    t = tile.load(a, index=(tile.bid(0), tile.bid(1)), shape=(BM, BN))
+    flat = t.reshape((BM * BN,)).reshape(BN, BM)
+    back = flat.reshape((BM, BN)).permute(1, 0)
+    tile.store(out, index=(tile.bid(1), tile.bid(0)), tile=t.T + back + tile.permute(t, (1, 0)))
+
+
+def test_reshape_permute_and_T():
+    k = typed_ir(transpose, np.zeros((30, 20), np.float32), np.zeros((20, 30), np.float32), BM=6, BN=4)
+    assert sorted(r.shape for r in nodes(k, X.Reshape)) == [(4, 6), (6, 4), (24,)]
+    perms = nodes(k, X.Permute)
+    assert len(perms) == 3 and all(p.perm == (1, 0) and p.shape == (4, 6) for p in perms)
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def clamp_where(a, out, B: vg.constexpr):
+    x = tile.load(a, index=(tile.bid(0),), shape=(B,))
+    tile.store(out, index=(tile.bid(0),), tile=tile.where(x > 0, x, 0))
+
+
+def test_where():
+    k = typed_ir(clamp_where, F32, F32, B=128)
+    (w,) = [m for m in nodes(k, X.TileMap) if m.op == "where"]
+    assert w.dtype is vg.float32 and isinstance(w.args[2], X.Splat) and w.args[2].value.value == 0.0
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def dropout(x, out, seed, p, B: vg.constexpr):
+    i = tile.bid(0)
+    offsets = i * B + tile.arange(B)
+    keep = tile.rand(seed, offsets) > p
+    v = tile.load(x, index=(i,), shape=(B,))
+    tile.store(out, index=(i,), tile=tile.where(keep, v / (1 - p), 0.0))
+
+
+def test_rand():
+    k = typed_ir(dropout, F32, F32, 7, 0.25, B=256)
+    (rand,) = nodes(k, X.Rand)
+    assert rand.dtype is vg.float32 and rand.shape == (256,)
+    assert rand.seed.dtype is vg.int64 and rand.offsets.dtype is vg.int32
+    assert nodes(k, X.Arange)[0].shape == (256,)
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def permute_rows(src, perm, out, hist, M: vg.constexpr, N: vg.constexpr):
+    rows = tile.load(perm, index=(0,), shape=(M,))
+    cols = tile.arange(N)
+    block = tile.gather(src, (rows.reshape((M, 1)), cols), padding=-1.0)
+    tile.scatter(out, (tile.arange(M).reshape((M, 1)), cols), block)
+    tile.scatter_add(hist, rows, tile.full((M,), 1, vg.int32))
+
+
+def test_gather_and_scatter():
+    k = typed_ir(permute_rows, np.zeros((8, 5), np.float32), np.zeros(8, np.int64),
+                 np.zeros((8, 5), np.float32), np.zeros(8, np.int32), M=8, N=5)
+    assert k.reads == {"src", "perm"} and k.writes == {"out", "hist"}
+    (g,) = nodes(k, X.Gather)
+    assert g.shape == (8, 5) and g.padding.value == -1.0
+    plain, counted = nodes(k, X.Scatter)
+    assert not plain.atomic and plain.value.shape == (8, 5)
+    assert counted.atomic and counted.indices[0].shape == (8,)
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def box(a, out, SHAPE: vg.constexpr):
+    t = tile.load(a, index=(tile.bid(0), 0), shape=SHAPE)
+    tile.store(out, index=(tile.bid(0), 0), tile=tile.full(SHAPE, tile.max(t), vg.float32))
+    tile.atomic_add(out, (0, 0), tile.zeros(t.shape, vg.float32) + t.shape[1])
+
+
+def test_constexpr_tile_shapes_and_scalar_fills():
+    k = typed_ir(box, M32, M32, SHAPE=(3, 24))
+    assert nodes(k, X.TileLoad)[0].shape == (3, 24)
+    fill = nodes(k, X.TileStore)[0].value
+    assert isinstance(fill, X.Splat) and isinstance(fill.value, X.TileReduce)
+    (atomic,) = nodes(k, X.TileAtomicAdd)
+    assert atomic.value.shape == (3, 24) and "out" in k.writes
+    check_tile_invariants(k)
+
+
+@vg.func
+def gelu(x):
+    return 0.5 * x * (1.0 + tile.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+@tile.kernel
+def bias_gelu(a, bias, out, B: vg.constexpr):
+    x = tile.load(a, index=(tile.bid(0),), shape=(B,)) + tile.load(bias, index=(0,), shape=(B,))
+    tile.store(out, index=(tile.bid(0),), tile=gelu(x) + tile.sigmoid(x) + math.exp(x.sum()))
+
+
+def test_func_helpers_on_tiles_and_math_spellings():
+    k = typed_ir(bias_gelu, F32, F32, F32, B=128)
+    ret = next(t for name, t in k.locals.items() if name.endswith("return0"))
+    assert ret == TileType(vg.float32, (128,))
+    ops = [m.op for m in nodes(k, X.TileMap)]
+    assert "tanh" in ops and "sigmoid" in ops and ops.count("mul") >= 5
+    assert any(isinstance(e, N.MathCall) and e.func == "exp" for e in walk(k.body))  # of a scalar
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def reductions(a, idx, tot, B: vg.constexpr):
+    t = tile.load(a, index=(0, 0), shape=(B, B))
+    tile.store(idx, index=(0,), tile=tile.argmax(t, axis=-1))
+    tile.store(tot, index=(0,), tile=t.cumsum(1).sum(0) + tile.num_blocks(0))
+
+
+def test_reduction_and_scan_types():
+    k = typed_ir(reductions, np.zeros((4, 4), np.int8), np.zeros(4, np.int32), np.zeros(4, np.int32), B=4)
+    arg, total = nodes(k, X.TileReduce)
+    assert arg.op == "argmax" and arg.axis == 1 and arg.dtype is vg.int32 and arg.shape == (4,)
+    assert total.op == "sum" and total.axis == 0 and total.dtype is vg.int32
+    (scan,) = nodes(k, X.TileScan)
+    assert scan.axis == 1 and scan.dtype is vg.int32  # int8 accumulates in int32
+    assert any(isinstance(e, N.Special) and e.kind == "grid_dim" for e in walk(k.body))
+    check_tile_invariants(k)
+
+
+def test_safety_check_accepts_tile_kernels_for_now():
+    from verdigris import safety
+
+    k = typed_ir(add, F32, F32, F32, BLOCK=128)
+    assert safety.check(k).errors == []
+
+
+def test_intrinsics_raise_on_the_host():
+    with pytest.raises(vg.CompileError, match="inside a verdigris kernel"):
+        tile.load(F32, index=(0,), shape=(4,))
+    assert tile.exp is vg.math.exp and tile.maximum is vg.math.max
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@tile.kernel
+def mismatched(a, out):
+    x = tile.load(a, index=(0,), shape=(128,))
+    y = tile.load(a, index=(0,), shape=(64,))
+    tile.store(out, index=(0,), tile=x + y)  # marker: mismatched
+
+
+def test_broadcast_mismatch_names_both_shapes():
+    err = compile_error(mismatched, F32, F32)
+    assert "(128,)" in err.message and "(64,)" in err.message and "broadcast" in err.message
+    assert_points_at(err, "marker: mismatched")
+
+
+@tile.kernel
+def bad_reshape(a, out):
+    x = tile.load(a, index=(0,), shape=(128,))
+    tile.store(out, index=(0,), tile=x.reshape((64, 4)))  # marker: bad reshape
+
+
+def test_reshape_to_another_size():
+    err = compile_error(bad_reshape, F32, M32)
+    assert "(128,)" in err.message and "(64, 4)" in err.message
+    assert_points_at(err, "marker: bad reshape")
+
+
+@tile.kernel
+def bad_axis(a, out):
+    x = tile.load(a, index=(0, 0), shape=(4, 8))
+    tile.store(out, index=(0,), tile=tile.sum(x, axis=2))  # marker: bad axis
+
+
+def test_axis_out_of_range():
+    err = compile_error(bad_axis, M32, F32)
+    assert "axis 2" in err.message and "(4, 8)" in err.message
+    assert_points_at(err, "marker: bad axis")
+
+
+@tile.kernel
+def bad_store_rank(a, out):
+    x = tile.load(a, index=(0, 0), shape=(4, 8))
+    tile.store(out, index=(0,), tile=x)  # marker: store rank
+
+
+def test_store_of_another_rank():
+    err = compile_error(bad_store_rank, M32, F32)
+    assert "(4, 8)" in err.message and "1-d" in err.message
+    assert_points_at(err, "marker: store rank")
+
+
+@tile.kernel
+def shape_changes_in_loop(a, out):
+    acc = tile.zeros((64,), vg.float32)
+    for k in range(4):
+        acc = acc.reshape((8, 8))  # marker: loop shape
+    tile.store(out, index=(0,), tile=acc)
+
+
+def test_a_tile_variable_keeps_its_shape():
+    err = compile_error(shape_changes_in_loop, F32, F32)
+    assert "(64,)" in err.message and "(8, 8)" in err.message and "'acc'" in err.message
+    assert_points_at(err, "marker: loop shape")
+
+
+@tile.kernel
+def dtype_widens_in_loop(a, out):
+    acc = tile.zeros((64,), vg.int32)
+    for k in range(4):
+        acc += tile.load(a, index=(k,), shape=(64,))  # marker: loop dtype
+    tile.store(out, index=(0,), tile=acc)
+
+
+def test_a_tile_variable_keeps_its_dtype():
+    err = compile_error(dtype_widens_in_loop, F32, np.zeros(64, np.int32))
+    assert "int32" in err.message and "float32" in err.message and "astype" in err.hint
+    assert_points_at(err, "marker: loop dtype")
+
+
+@tile.kernel
+def uses_thread_id(a, out):
+    t = simt.thread_id(0)  # marker: simt in tile
+    tile.store(out, index=(t,), tile=tile.load(a, index=(t,), shape=(4,)))
+
+
+@simt.kernel
+def uses_tile_load(a, out):
+    x = tile.load(a, index=(0,), shape=(4,))  # marker: tile in simt
+    out[0] = 0.0
+
+
+def test_intrinsics_of_the_other_track_are_refused():
+    err = compile_error(uses_thread_id, F32, F32)
+    assert "simt.thread_id() belongs to the simt track" in err.message and "tile kernel" in err.message
+    assert_points_at(err, "marker: simt in tile")
+    err = compile_error(uses_tile_load, F32, F32)
+    assert "tile.load() belongs to the tile track" in err.message and "simt kernel" in err.message
+    assert_points_at(err, "marker: tile in simt")
+
+
+@tile.kernel
+def tile_as_scalar(a, out):
+    x = tile.load(a, index=(0,), shape=(16,))
+    if x > 0:  # marker: tile condition
+        tile.store(out, index=(0,), tile=x)
+
+
+@tile.kernel
+def runtime_shape(a, out, n):
+    x = tile.load(a, index=(0,), shape=(n,))  # marker: runtime shape
+    tile.store(out, index=(0,), tile=x)
+
+
+@tile.kernel
+def load_rank(a, out):
+    x = tile.load(a, index=(0,), shape=(4, 4))  # marker: load rank
+    tile.store(out, index=(0,), tile=x)
+
+
+@tile.kernel
+def element_store(a, out):
+    out[0] = tile.load(a, index=(0,), shape=(4,))  # marker: element store
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (tile_as_scalar, (F32, F32), "marker: tile condition", ["(16,)", "scalar"]),
+    (runtime_shape, (F32, F32, 4), "marker: runtime shape", ["constant"]),
+    (load_rank, (F32, F32), "marker: load rank", ["(4, 4)", "1-d"]),
+    (element_store, (F32, F32), "marker: element store", ["(4,)", "tile.store"]),
+])
+def test_other_misuses(kernel, args, marker, words):
+    err = compile_error(kernel, *args)
+    assert all(w in str(err) for w in words), str(err)
+    assert_points_at(err, marker)
