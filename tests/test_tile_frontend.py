@@ -477,3 +477,57 @@ def test_other_misuses(kernel, args, marker, words):
     err = compile_error(kernel, *args)
     assert all(w in str(err) for w in words), str(err)
     assert_points_at(err, marker)
+
+
+# ----------------------------------------------------------------------------- runs (cpu)
+
+
+def test_run_add_with_a_partial_edge_tile(rng):
+    n = 1000
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    add[vg.cdiv(n, 96)](a, b, out, BLOCK=96)
+    np.testing.assert_allclose(out, a.astype(np.float64) + b, rtol=1e-6)
+
+
+def test_run_softmax_and_layer_norm(rng):
+    x = (rng.standard_normal((7, 100)) * 4).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    row_softmax[7](x, out, N=100)
+    e = np.exp(x - x.max(1, keepdims=True).astype(np.float64))
+    np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+    h = rng.standard_normal((5, 48)).astype(np.float16)
+    w, b = (rng.standard_normal(48).astype(np.float16) for _ in range(2))
+    out = np.full_like(h, np.nan)
+    layer_norm[5](h, w, b, out, 1e-5, N=48)
+    hf = h.astype(np.float64)
+    ref = (hf - hf.mean(1, keepdims=True)) / np.sqrt(hf.var(1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=4e-3, atol=4e-3)
+
+
+def test_run_broadcasting_and_a_loop_carried_tile(rng):
+    col, row = rng.standard_normal((6, 1)).astype(np.float32), rng.integers(-50, 50, 10, np.int32)
+    out = np.full((6, 10), np.nan, np.float32)
+    outer_sum[1](col, row, out, M=6, N=10)
+    np.testing.assert_allclose(out, col.astype(np.float64) + row, rtol=1e-6)
+
+    x = rng.standard_normal(640).astype(np.float16)
+    acc = np.full(64, np.nan, np.float32)
+    running_sum[1](x, acc, B=64)
+    ref = x.astype(np.float64).reshape(10, 64).sum(0) * 0.125
+    np.testing.assert_allclose(acc, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_run_transpose_and_gather_scatter(rng):
+    a = rng.standard_normal((30, 20)).astype(np.float32)
+    out = np.full((20, 30), np.nan, np.float32)
+    transpose[5, 5](a, out, BM=6, BN=4)
+    np.testing.assert_allclose(out, 3.0 * a.T.astype(np.float64), rtol=1e-6)
+
+    src = rng.standard_normal((8, 5)).astype(np.float32)
+    perm = rng.permutation(8).astype(np.int64)
+    out, hist = np.full((8, 5), np.nan, np.float32), np.zeros(8, np.int32)
+    permute_rows[1](src, perm, out, hist, M=8, N=5)
+    np.testing.assert_array_equal(out, src[perm])
+    np.testing.assert_array_equal(hist, np.ones(8, np.int32))
