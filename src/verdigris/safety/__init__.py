@@ -36,7 +36,7 @@ from . import bounds, diagnose, fastpath, solver
 from .codes import CODES
 from .symbolic import MAX_AXIS_THREADS, execute
 
-TIMEOUT_MS = 2000
+TIMEOUT_MS = 8000  # per query; slow proofs are rare, and a timeout refuses a correct kernel
 
 CODE_OF_KINDS = {  # the kinds of the two accesses -> the code if they may meet
     ("write", "write"): "VG202",
