@@ -531,3 +531,29 @@ def test_run_transpose_and_gather_scatter(rng):
     permute_rows[1](src, perm, out, hist, M=8, N=5)
     np.testing.assert_array_equal(out, src[perm])
     np.testing.assert_array_equal(hist, np.ones(8, np.int32))
+
+
+@tile.kernel
+def masks(a, out, B: vg.constexpr):
+    x = tile.load(a, index=(0,), shape=(B,))
+    inside = (x > -1.0) & (x < 1.0)
+    tile.store(out, index=(0,), tile=tile.where(~inside, tile.full((B,), 2.0), x))
+
+
+def test_bool_tile_masks():
+    k = typed_ir(masks, F32, F32, B=16)
+    ops = [m.op for m in nodes(k, X.TileMap)]
+    assert "not" in ops and "and" in ops and k.locals["inside"] == TileType(vg.bool_, (16,))
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def bad_permute(a, out):
+    x = tile.load(a, index=(0, 0), shape=(4, 8))
+    tile.store(out, index=(0, 0), tile=x.permute(0, 0))  # marker: bad permute
+
+
+def test_permute_needs_a_permutation():
+    err = compile_error(bad_permute, M32, M32)
+    assert "(0, 0)" in err.message and "(4, 8)" in err.message
+    assert_points_at(err, "marker: bad permute")

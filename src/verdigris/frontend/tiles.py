@@ -163,6 +163,8 @@ def compare(op: str, a, b, loc: Loc):
 
 
 def unary(op: str, v, loc: Loc):
+    if op == "invert" and is_tile(v) and v.dtype.is_bool:
+        op = "not"  # `~mask` negates a bool tile, as in NumPy
     return elementwise(lambda x: typing_.unary(op, x, loc), [v], loc)
 
 
@@ -436,8 +438,8 @@ def _zeros(tr, loc, shape, dtype):
 
 @intrinsic("full", "shape", "value", ("dtype", Static(None)))
 def _full(tr, loc, shape, value, dtype):
-    dtype = _dtype(dtype, loc) if not (isinstance(dtype, Static) and dtype.value is None) \
-        else _scalar(value, typed(value, loc).dtype, "the fill value", loc).dtype
+    dtype = typed(value, loc).dtype if isinstance(dtype, Static) and dtype.value is None \
+        else _dtype(dtype, loc)
     return X.Splat(loc, _scalar(value, dtype, "the fill value", loc), dtype, _shape(shape, loc))
 
 
@@ -525,11 +527,12 @@ def _reshape(tr, loc, value, shape):
 def _permute(tr, loc, value, axes):
     value = _tile(value, "permute()", loc)
     rank = len(value.shape)
-    perm = _ints(axes, "permute axes", loc)
-    if sorted(a % rank if -rank <= a < rank else a for a in perm) != list(range(rank)):
-        raise CompileError(f"axes {show(perm)} are not a permutation of the {rank} axes of a tile "
+    axes = _ints(axes, "permute axes", loc)
+    perm = tuple(a % rank for a in axes if -rank <= a < rank)
+    if sorted(perm) != list(range(rank)):
+        raise CompileError(f"axes {show(axes)} are not a permutation of the {rank} axes of a tile "
                            f"of shape {show(value.shape)}", loc)
-    return permuted(value, tuple(a % rank for a in perm), loc)
+    return permuted(value, perm, loc)
 
 
 def permuted(value, perm: tuple, loc: Loc):

@@ -2,7 +2,8 @@
 
 Takes: a `FunctionSource`, the bindings of its parameters (array references, typed scalar
 variables, static values) and the build's shared `Unit` (variable types, name counter).
-Gives: a list of `ir` statements, with every `@vg.func` call inlined as a `Region`.
+Gives: a list of `ir` statements, with every `@vg.func` call inlined as a `Region`. Tile
+values (`ir.tiles`) flow through the same statements; their typing is in `tiles`.
 Guarantees: every node carries the user's `Loc` (with the chain of call sites for inlined
 code); any construct outside the supported subset is a `CompileError` at its location that
 says what to do instead. Variable types are joined across assignments; when a join widens
