@@ -41,7 +41,7 @@ def test_oob_write_raises_at_sync_and_leaves_memory_and_context_intact(rng):
     out = vg.asarray(np.full(n, np.nan, np.float32))
     axpy[vg.cdiv(n, 256), 256](1.5, vg.asarray(x), vg.asarray(y), out)
     vg.synchronize()
-    np.testing.assert_allclose(out.numpy(), 1.5 * x.astype(np.float64) + y, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), 1.5 * x.astype(np.float64) + y, rtol=1e-6, atol=1e-6)
 
 
 def test_numpy_copy_reports_the_fault():
@@ -60,7 +60,7 @@ def test_short_input_runs_the_checked_kernel(rng):
     with pytest.raises(vg.BoundsError, match=r"x\[499[3-9]\] with shape \(4993,\) in kernel axpy"):
         vg.synchronize()
     got = out.numpy()
-    np.testing.assert_allclose(got[:n - 7], 2.0 * x.astype(np.float64) + y[:n - 7], rtol=1e-6)
+    np.testing.assert_allclose(got[:n - 7], 2.0 * x.astype(np.float64) + y[:n - 7], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got[n - 7:], y[n - 7:], rtol=1e-6)  # the skipped load read 0
     axpy[vg.cdiv(n, 256), 256](2.0, vg.asarray(y), vg.asarray(y), out)  # proven variant again
-    np.testing.assert_allclose(out.numpy(), 3.0 * y.astype(np.float64), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), 3.0 * y.astype(np.float64), rtol=1e-6, atol=1e-6)

@@ -86,8 +86,23 @@ def _split(p: Poly) -> tuple:
     return Poly(thread), Poly({m: c for m, c in p.terms.items() if m not in thread})
 
 
-def _conjuncts(pc: tuple) -> list:
-    return list(pc[1:]) if pc[0] == "and" else [pc]
+_NEGATED_CMP = {"lt": "le", "le": "lt"}  # not (p < 0) is -p <= 0; not (p <= 0) is -p < 0
+
+
+def _conjuncts(f: tuple) -> list:
+    """The facts `f` asserts, as a list that all hold (negations pushed into comparisons,
+    so `if i >= n or j >= m: return` leaves `i < n` and `j < m`)."""
+    if f[0] == "and":
+        return [c for part in f[1:] for c in _conjuncts(part)]
+    if f[0] == "not":
+        inner = f[1]
+        if inner[0] == "or":
+            return [c for part in inner[1:] for c in _conjuncts(("not", part))]
+        if inner[0] == "cmp" and inner[1] in _NEGATED_CMP:
+            return [("cmp", _NEGATED_CMP[inner[1]], -inner[2])]
+        if inner[0] == "not":
+            return _conjuncts(inner[1])
+    return [f]
 
 
 @dataclass
