@@ -88,7 +88,7 @@ def test_design_add_example():
     assert loads[0].index[0].dtype is vg.int64 and loads[0].padding.value == 0.0
     (store,) = nodes(k, X.TileStore)
     assert store.value.op == "add" and store.value.shape == (1024,)
-    assert isinstance(store.value.args[0], N.Var) and store.value.args[0].name == "x"
+    assert isinstance(store.value.args[0], X.TileVar) and store.value.args[0].name == "x"
     text = format_kernel(k)
     assert "out@[int64(i)] = add:f32[1024](x, y)" in text
     assert "x: tile<float32[1024]>" in text

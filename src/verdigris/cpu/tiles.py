@@ -465,7 +465,7 @@ class _Compiler:
         seed, offsets = self.expr(node.seed), self.expr(node.offsets)
         return lambda bl: philox.uniform(seed(bl), offsets(bl))
 
-    _EXPR = {ir.Const: _const, ir.Var: _var, ir.Special: _special, ir.Unary: _unary,
+    _EXPR = {ir.Const: _const, ir.Var: _var, t.TileVar: _var, ir.Special: _special, ir.Unary: _unary,
              ir.Binary: _binary, ir.Compare: _binary, ir.Logical: _logical,
              ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
              ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,

@@ -27,7 +27,7 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
-from ..ir.tiles import TileType
+from ..ir.tiles import TileType, TileVar
 from . import typing as typing_
 from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
 
@@ -47,11 +47,9 @@ def show(shape) -> str:
     return str(tuple(shape))
 
 
-def tile_var(loc: Loc, key: str, ttype: TileType) -> N.Var:
-    """A read of tile variable `key`: an `ir.Var` of the element dtype, with its shape."""
-    var = N.Var(loc, key, ttype.dtype)
-    var.shape = ttype.shape
-    return var
+def tile_var(loc: Loc, key: str, ttype: TileType) -> TileVar:
+    """A read of tile variable `key`."""
+    return TileVar(loc, key, ttype.dtype, ttype.shape)
 
 
 def broadcast_shape(shapes, loc: Loc) -> tuple:

@@ -25,6 +25,7 @@ def _list(exprs) -> str:
 
 
 _TILE_EXPRS = {
+    X.TileVar: lambda e: e.name,
     X.TileMap: lambda e: f"{e.op}:{_tile(e)}({_list(e.args)})",
     X.Splat: lambda e: f"splat:{_tile(e)}({format_expr(e.value)})",
     X.Broadcast: lambda e: f"broadcast:{_tile(e)}({format_expr(e.value)})",

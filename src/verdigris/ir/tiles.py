@@ -48,6 +48,15 @@ class TileExpr(Expr):
         return TileType(self.dtype, self.shape)
 
 
+@dataclass(eq=False)
+class TileVar(TileExpr):
+    """A read of a tile variable (declared in `Kernel.locals` with its `TileType`)."""
+
+    name: str
+    dtype: DType
+    shape: tuple
+
+
 # Elementwise op names: every Unary/Binary/Compare op of ir.nodes, every MATH_FUNCS name,
 # plus "cast" (to `dtype`), "where" (cond, a, b) and "sigmoid".
 TILE_EXTRA_OPS = ("cast", "where", "sigmoid")
