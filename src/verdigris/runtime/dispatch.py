@@ -68,10 +68,10 @@ class Specialization:
     bounds_guard: object = None
 
     def write_loc(self, name: str) -> Loc:
-        from ..frontend import walk
+        from ..frontend import WRITE_NODES, walk
 
         return next((n.loc for n in walk(self.kernel.body)
-                     if isinstance(n, N.Store) and n.array.name == name), self.kernel.loc)
+                     if isinstance(n, WRITE_NODES) and n.array.name == name), self.kernel.loc)
 
 
 class KernelFunction:
@@ -235,6 +235,10 @@ class KernelFunction:
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
             self.launch_cpu(spec, grid, block, values, infos)
+        elif self.track == "tile":
+            raise CompileError(f"{self.__name__}: the tile track runs on the cpu backend only, "
+                               "until its GPU lowering lands", spec.kernel.loc,
+                               hint="vg.set_backend('cpu'), or write the kernel in the SIMT track")
         else:
             from . import launch_cuda
 
