@@ -245,21 +245,28 @@ class KernelFunction:
             launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
+        """Refuse a launch where an array the kernel writes shares memory with another
+        array argument, or with itself (a broadcast view). O(args²) integer compares."""
         if not spec.written_slots:
             return
-        extents = {j: byte_extent(infos[j]) for j in spec.array_slots}
-        for w in spec.written_slots:
+        extents = [byte_extent(infos[j]) for j in spec.array_slots]
+        for k, w in enumerate(spec.array_slots):
+            if w not in spec.written_slots:
+                continue
             if _overlaps_itself(infos[w]):
-                name = self.params[w].name
-                raise AliasError(f"{self.__name__} writes {name!r}, a view whose elements "
-                                 "share memory (a zero or overlapping stride): several threads "
-                                 "would write one address", spec.write_loc(name), code="VG201",
-                                 hint="pass a contiguous output, e.g. vg.empty(shape, dtype)")
-            lo, hi = extents[w]
-            for j in spec.array_slots:
-                if j != w and lo < extents[j][1] and extents[j][0] < hi \
+                self.raise_self_overlap(spec, w)
+            lo, hi = extents[k]
+            for m, j in enumerate(spec.array_slots):
+                if m != k and lo < extents[m][1] and extents[m][0] < hi \
                         and infos[j].device == infos[w].device:
                     self.raise_alias(spec, w, j, infos)
+
+    def raise_self_overlap(self, spec: Specialization, w: int):
+        name = self.params[w].name
+        raise AliasError(f"{self.__name__} writes {name!r}, a view whose elements share "
+                         "memory (a zero or overlapping stride): several threads would write "
+                         "one address", spec.write_loc(name), code="VG201",
+                         hint="pass a contiguous output, e.g. vg.empty(shape, dtype)")
 
     def raise_alias(self, spec: Specialization, w: int, j: int, infos: list):
         names = [p.name for p in self.params]
@@ -323,7 +330,10 @@ def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
 
 
 def _overlaps_itself(info) -> bool:
-    return _layout_overlaps(tuple(info.shape), tuple(info.strides))
+    shape = info.shape
+    if len(shape) == 1:  # the common case, without the cache lookup
+        return shape[0] > 1 and info.strides[0] == 0
+    return _layout_overlaps(tuple(shape), tuple(info.strides))
 
 
 def _describe_fails(value) -> bool:
