@@ -91,9 +91,13 @@ _NEGATED_CMP = {"lt": "le", "le": "lt"}  # not (p < 0) is -p <= 0; not (p <= 0) 
 
 def _conjuncts(f: tuple) -> list:
     """The facts `f` asserts, as a list that all hold (negations pushed into comparisons,
-    so `if i >= n or j >= m: return` leaves `i < n` and `j < m`)."""
+    so `if i >= n or j >= m: return` leaves `i < n` and `j < m`; of a disjunction, the facts
+    common to every alternative)."""
     if f[0] == "and":
         return [c for part in f[1:] for c in _conjuncts(part)]
+    if f[0] == "or":  # what every alternative asserts (paths that rejoin after an early exit)
+        first, *others = [_conjuncts(part) for part in f[1:]]
+        return [c for c in first if all(c in other for other in others)]
     if f[0] == "not":
         inner = f[1]
         if inner[0] == "or":
