@@ -579,6 +579,22 @@ def _both(first: Observer, second: Observer) -> Observer:
     return observe
 
 
+def launch_arguments(kernel: ir.Kernel, args: dict) -> tuple:
+    """(array name -> _Memory, scalar name -> register-form value) of a launch of either
+    track; LaunchError for a missing argument."""
+    memory, scalars = {}, {}
+    for p in kernel.params:
+        if p.kind == "constexpr":
+            continue
+        if p.name not in args:
+            raise LaunchError(f"kernel {kernel.name}: no argument for parameter {p.name!r}", p.loc)
+        if p.kind == "array":
+            memory[p.name] = _Memory.of_argument(kernel, p, args[p.name])
+        else:
+            scalars[p.name] = ops.scalar_argument(args[p.name], p.dtype)
+    return memory, scalars
+
+
 def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
              observer: Optional[Observer] = None) -> None:
     """Run `kernel` over `grid` x `block` threads; arrays in `args` are written in place.
@@ -590,16 +606,7 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
     touched.
     """
     body, n_slots = _program(kernel)
-    memory, scalars = {}, {}
-    for p in kernel.params:
-        if p.kind == "constexpr":
-            continue
-        if p.name not in args:
-            raise LaunchError(f"kernel {kernel.name}: no argument for parameter {p.name!r}", p.loc)
-        if p.kind == "array":
-            memory[p.name] = _Memory.of_argument(kernel, p, args[p.name])
-        else:
-            scalars[p.name] = ops.scalar_argument(args[p.name], p.dtype)
+    memory, scalars = launch_arguments(kernel, args)
     grid, block = _dims(grid), _dims(block)
     if prod(grid) == 0 or prod(block) == 0:
         return

@@ -52,12 +52,12 @@ from math import prod
 import numpy as np
 
 from .. import ir
-from ..errors import BoundsError, CompileError, LaunchError, SafetyError
+from ..errors import BoundsError, CompileError, SafetyError
 from ..ir import tiles as t
 from ..safety.codes import CODES
 from . import atomics, ops, philox
 from .shadow import Shadow
-from .simt import Access, _dims, _Memory
+from .simt import Access, _dims, _Memory, launch_arguments
 
 BREAK, CONTINUE = "break", "continue"  # signals a statement gives to its enclosing loop
 
@@ -675,26 +675,11 @@ def _program(kernel: ir.Kernel):
     return program
 
 
-def _arguments(kernel: ir.Kernel, args: dict) -> tuple:
-    """(array name -> _Memory, scalar name -> register-form value) of a launch."""
-    memory, scalars = {}, {}
-    for p in kernel.params:
-        if p.kind == "constexpr":
-            continue
-        if p.name not in args:
-            raise LaunchError(f"kernel {kernel.name}: no argument for parameter {p.name!r}", p.loc)
-        if p.kind == "array":
-            memory[p.name] = _Memory.of_argument(kernel, p, args[p.name])
-        else:
-            scalars[p.name] = ops.scalar_argument(args[p.name], p.dtype)
-    return memory, scalars
-
-
 def run_tile(kernel: ir.Kernel, grid, args: dict) -> None:
     """Run tile kernel `kernel` over `grid` blocks (an int or up to three), one block at a
     time; arrays in `args` (every non-constexpr parameter by name) are written in place."""
     body = _program(kernel)
-    memory, scalars = _arguments(kernel, args)
+    memory, scalars = launch_arguments(kernel, args)
     grid = _dims(grid)
     shadow = _BlockShadow(grid, {name: mem.shape for name, mem in memory.items()})
     launch = _Launch(kernel, grid, memory, scalars, shadow)
