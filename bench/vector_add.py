@@ -36,8 +36,9 @@ def vector_add(a, b, out):
 def vector_add_ilp(a, b, out, PER_THREAD: vg.constexpr):
     # Each block covers PER_THREAD * block_dim consecutive elements; a thread's elements are
     # block_dim apart, so every load of a warp is still coalesced and PER_THREAD loads are
-    # in flight at once.
-    base = simt.block_id(0) * (simt.block_dim(0) * PER_THREAD) + simt.thread_id(0)
+    # in flight at once. int(): the block's first element can pass 2**31, and the race
+    # checker refuses an index that might wrap.
+    base = int(simt.block_id(0)) * (simt.block_dim(0) * PER_THREAD) + simt.thread_id(0)
     for k in range(PER_THREAD):
         i = base + k * simt.block_dim(0)
         if i < out.shape[0]:
