@@ -462,3 +462,23 @@ def test_check_turns_results_into_errors():
     with pytest.raises(BackendError, match="CUDA_ERROR_OUT_OF_MEMORY") as info:
         driver.check((drv.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None), "cuMemAlloc")
     assert not isinstance(info.value, KernelError)
+
+
+def test_abi_binder_orders_values_as_the_abi_says():
+    import numpy as np
+
+    from verdigris.examples.axpy import axpy
+    from verdigris.ir import abi_params
+    from verdigris.runtime.interop import describe
+    from verdigris.runtime.launch_cuda import abi_binder
+
+    x, y = np.zeros(10, np.float32), np.zeros((10, 3), np.float32)[:, 1]
+    out = np.zeros(10, np.float32)
+    values = (2.5, x, y, out)
+    infos = [None] + [describe(a) for a in values[1:]]
+    spec = axpy.specialization(axpy.spec_key(values, infos, (128, 1, 1), (1, 1, 1)))
+    got = abi_binder(spec.abi_slots)(values, infos, 0xFA)
+    roles = [(a.param, a.role) for a in abi_params(spec.kernel)]
+    assert roles == [("alpha", "scalar"), ("x", "ptr"), ("x", "shape"), ("y", "ptr"),
+                     ("y", "shape"), ("y", "stride"), ("out", "ptr"), ("out", "shape")]
+    assert got == (2.5, infos[1].ptr, 10, infos[2].ptr, 10, 3, infos[3].ptr, 10, 0xFA)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import weakref
 
 from ..errors import LaunchError
 from .. import types as T
@@ -53,35 +54,53 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream) -> None:
     compiled = spec.compiled.get(variant)
     if compiled is None:
         compiled = spec.compiled[variant] = _compile(spec, device, checked=variant != device)
-    abi_values = [_abi_value(slot, values, infos) for slot in spec.abi_slots]
-    abi_values.append(faults.block_address(device))
-    torch_args = any(type(values[i]).__module__.startswith("torch") for i in spec.array_slots)
+    binder = _BINDERS.get(spec)
+    if binder is None:
+        binder = _BINDERS[spec] = abi_binder(spec.abi_slots)
+    abi_values = binder(values, infos, faults.block_address(device))
+    torch_args = any(_is_torch(type(values[i])) for i in spec.array_slots)
     compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
 
 
-def _abi_value(slot, values, infos):
-    index, role, axis = slot
-    if role == "scalar":
-        return values[index]
-    info = infos[index]
-    return info.ptr if role == "ptr" else info.shape[axis] if role == "shape" else info.strides[axis]
+_BINDERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Specialization -> binder
+_TORCH_TYPES: dict = {}  # argument type -> whether it is a torch tensor
+
+
+def _is_torch(tp) -> bool:
+    flag = _TORCH_TYPES.get(tp)
+    if flag is None:
+        flag = _TORCH_TYPES[tp] = tp.__module__.startswith("torch")
+    return flag
+
+
+def abi_binder(abi_slots: tuple):
+    """A function `(values, infos, fault_block) -> tuple` giving the ABI-ordered argument
+    values of one specialization, generated once so a launch makes no per-slot calls."""
+    fields = {"ptr": "infos[{i}].ptr", "shape": "infos[{i}].shape[{a}]",
+              "stride": "infos[{i}].strides[{a}]", "scalar": "values[{i}]"}
+    items = [fields[role].format(i=index, a=axis) for index, role, axis in abi_slots]
+    return eval(f"lambda values, infos, fault_block: ({', '.join(items + ['fault_block'])},)")
 
 
 def _device_of(kernel_fn, spec, infos) -> int:
-    names = [p.name for p in kernel_fn.params]
     device = None
     for i in spec.array_slots:
         info = infos[i]
-        if info.device < 0:
-            raise LaunchError(
-                f"{kernel_fn.__name__}: argument {names[i]!r} is in host memory, but the kernel "
-                "runs on the GPU", hint=f"move it first: {names[i]} = vg.asarray({names[i]})")
-        if device is not None and info.device != device:
-            raise LaunchError(f"{kernel_fn.__name__}: arguments are on different GPUs "
-                              f"({names[i]!r} on GPU {info.device}, others on GPU {device})",
-                              hint="copy them to one device first")
+        if info.device < 0 or (device is not None and info.device != device):
+            _raise_device(kernel_fn, info, i, device)
         device = info.device
     return 0 if device is None else device
+
+
+def _raise_device(kernel_fn, info, i: int, device) -> None:
+    name = kernel_fn.params[i].name
+    if info.device < 0:
+        raise LaunchError(
+            f"{kernel_fn.__name__}: argument {name!r} is in host memory, but the kernel "
+            "runs on the GPU", hint=f"move it first: {name} = vg.asarray({name})")
+    raise LaunchError(f"{kernel_fn.__name__}: arguments are on different GPUs "
+                      f"({name!r} on GPU {info.device}, others on GPU {device})",
+                      hint="copy them to one device first")
 
 
 def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
