@@ -66,6 +66,7 @@ class Specialization:
     # (values, infos, grid, block) -> whether the bounds proofs' preconditions hold; None:
     # they have none. A launch where they fail runs the fully checked kernel.
     bounds_guard: object = None
+    binder: object = None  # (values, infos, fault block) -> ABI-ordered values (launch_cuda)
 
     def write_loc(self, name: str) -> Loc:
         from ..frontend import WRITE_NODES, walk

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import weakref
 
 from ..errors import LaunchError
 from .. import types as T
@@ -54,15 +53,14 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream) -> None:
     compiled = spec.compiled.get(variant)
     if compiled is None:
         compiled = spec.compiled[variant] = _compile(spec, device, checked=variant != device)
-    binder = _BINDERS.get(spec)
+    binder = spec.binder
     if binder is None:
-        binder = _BINDERS[spec] = abi_binder(spec.abi_slots)
+        binder = spec.binder = abi_binder(spec.abi_slots)
     abi_values = binder(values, infos, faults.block_address(device))
     torch_args = any(_is_torch(type(values[i])) for i in spec.array_slots)
     compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
 
 
-_BINDERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Specialization -> binder
 _TORCH_TYPES: dict = {}  # argument type -> whether it is a torch tensor
 
 
