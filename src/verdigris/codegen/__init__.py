@@ -40,8 +40,17 @@ class CompiledPTX:
     timings: dict[str, float] = field(compare=False)  # seconds per stage
 
 
+def _lower(kernel: Kernel, target: str):
+    """The track's lowering: tile kernels through `tile.lower`, SIMT kernels through `lower`."""
+    if kernel.track == "tile":
+        from ..tile.lower import lower as lower_tiles
+
+        return lower_tiles(kernel, target)
+    return lower(kernel, target)
+
+
 def lower_to_llvm(kernel: Kernel, target: str) -> str:
-    return str(nvptx.parse(str(lower(kernel, target))))
+    return str(nvptx.parse(str(_lower(kernel, target))))
 
 
 def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
@@ -54,7 +63,7 @@ def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
         timings[stage] = now - start
         start = now
 
-    module = nvptx.parse(str(lower(kernel, target)))
+    module = nvptx.parse(str(_lower(kernel, target)))
     lap("lower")
     libdevice.link(module)
     lap("libdevice")

@@ -236,13 +236,13 @@ class KernelFunction:
         self.check_aliasing(spec, infos)
         if backend.current() == "cpu":
             self.launch_cpu(spec, grid, block, values, infos)
-        elif self.track == "tile":
-            raise CompileError(f"{self.__name__}: the tile track runs on the cpu backend only, "
-                               "until its GPU lowering lands", spec.kernel.loc,
-                               hint="vg.set_backend('cpu'), or write the kernel in the SIMT track")
         else:
             from . import launch_cuda
 
+            if block is None:  # a tile kernel: the block its lowering chose
+                from ..tile.lower import launch_block
+
+                block = launch_block(spec.kernel)
             launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
@@ -300,15 +300,29 @@ class KernelFunction:
 
 
 class Launch:
-    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`)."""
+    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`; tile kernels
+    also take `num_warps=`, which overrides the lowering's choice of warps per block)."""
 
     __slots__ = ("kernel", "grid", "block")
 
     def __init__(self, kernel: KernelFunction, grid: tuple, block: tuple | None):
         self.kernel, self.grid, self.block = kernel, grid, block
 
-    def __call__(self, *args, stream=None, **kwargs) -> None:
-        self.kernel.launch(self.grid, self.block, args, kwargs, stream)
+    def __call__(self, *args, stream=None, num_warps=None, **kwargs) -> None:
+        block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
+        self.kernel.launch(self.grid, block, args, kwargs, stream)
+
+
+def _warps_block(kernel: KernelFunction, num_warps) -> tuple:
+    """The block of a tile launch with `num_warps=` (a power of two, 1 to 32)."""
+    if kernel.track != "tile":
+        raise LaunchError(f"{kernel.__name__}: num_warps= is for tile kernels; a SIMT launch "
+                          "gives its block: k[grid, block](...)")
+    if not (isinstance(num_warps, int) and num_warps > 0 and num_warps & (num_warps - 1) == 0
+            and num_warps * 32 <= MAX_BLOCK_THREADS):
+        raise LaunchError(f"{kernel.__name__}: num_warps must be a power of two from 1 to "
+                          f"{MAX_BLOCK_THREADS // 32}, not {num_warps!r}")
+    return (num_warps * 32, 1, 1)
 
 
 _MISSING = object()

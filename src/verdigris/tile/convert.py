@@ -1,0 +1,70 @@
+"""Moving a tile between layouts (and shapes) through shared memory.
+
+Takes: the `TileLowering`, a `TileValue`, the layout wanted, the source's logical shape and
+the result's. Gives: `relayout(low, value, layout, source_shape, shape) -> TileValue`, for
+- a plain layout change (same shape),
+- a broadcast (size-1 source axes stretch: element c reads the source at 0 there),
+- a reshape (element c reads the source element of the same row-major position).
+Guarantees: every thread writes the registers it holds (threads holding the same element
+write the same bits), a barrier, every thread reads the elements its new registers hold, a
+barrier (so the buffer can be reused at once). The buffer is row-major over the padded
+source shape with each row one element longer when there are several rows of 32 or more,
+so that reading a column (a transpose) does not hit one bank 32 times.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from llvmlite import ir
+
+from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, I64
+
+
+def _itemsize(ty: ir.Type) -> int:
+    if ty == I1:
+        return 1
+    return {FLOAT: 4, DOUBLE: 8}.get(ty, getattr(ty, "width", 0) // 8)
+
+
+def _pitches(padded: tuple) -> list:
+    rows = list(padded)
+    if len(rows) >= 2 and rows[-1] >= 32:
+        rows[-1] += 1
+    return [prod(rows[k + 1:]) for k in range(len(rows))]
+
+
+def _source_coords(b, coords: list, source_shape: tuple, shape: tuple) -> list:
+    """The source coordinates of the element at `coords` of the result (i32 values)."""
+    if len(source_shape) == len(shape) and all(s in (1, n) for s, n in zip(source_shape, shape)):
+        return [ir.Constant(I32, 0) if s == 1 else c for s, c in zip(source_shape, coords)]
+    position = ir.Constant(I32, 0)
+    for c, n in zip(coords, shape):
+        position = b.add(b.mul(position, ir.Constant(I32, n)), c)
+    return [b.urem(b.udiv(position, ir.Constant(I32, prod(source_shape[k + 1:]))), ir.Constant(I32, n))
+            for k, n in enumerate(source_shape)]
+
+
+def relayout(low, value, layout, source_shape: tuple, shape: tuple):
+    from .lower import TileValue
+
+    b = low.b
+    ty = value.regs[0].type
+    slot = I8 if ty == I1 else ty
+    pitches = _pitches(value.layout.shape)
+    smem = low.shared(_itemsize(slot) * pitches[0] * value.layout.shape[0] if pitches else _itemsize(slot))
+
+    def element(coords: list) -> ir.Value:
+        index = ir.Constant(I32, 0)
+        for c, pitch in zip(coords, pitches):
+            index = b.add(index, b.mul(c, ir.Constant(I32, pitch)))
+        return b.gep(smem, [b.zext(index, I64)], inbounds=True, source_etype=slot)
+
+    for r, reg in enumerate(value.regs):
+        b.store(b.zext(reg, I8) if ty == I1 else reg, element(low.coords(value.layout, r)))
+    low.barrier()
+    regs = []
+    for r in range(layout.num_regs):
+        got = b.load(element(_source_coords(b, low.coords(layout, r), source_shape, shape)), typ=slot)
+        regs.append(b.trunc(got, I1) if ty == I1 else got)
+    low.barrier()
+    return TileValue(layout, regs, value.dtype)

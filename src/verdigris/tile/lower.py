@@ -1,0 +1,355 @@
+"""Tile-track kernel IR -> LLVM IR (llvmlite.ir): the GPU lowering of `ir.tiles`.
+
+Takes: a specialized tile `ir.Kernel` and a target (`codegen.TARGETS`). Gives:
+`lower(kernel, target) -> llvmlite.ir.Module` (one `ptx_kernel` function with the SIMT
+lowering's ABI: `abi_params(kernel)` then the fault block), `num_warps(kernel)` and
+`launch_block(kernel)` (the 1-D block the kernel must be launched with: 32 * num_warps).
+
+How: the block's threads share each tile value. Every tile value gets a distributed
+layout (`layout.Layout`); a thread holds its elements as a list of LLVM registers, so an
+elementwise op is one scalar op per register, with the SIMT lowering's helpers (`arith`,
+`casts`, `mathlib`: the same semantics, float16/bfloat16 in float32 registers). Loads and
+stores are in `memory` (16-byte vectors, masks only on edge tiles), reductions in
+`reduce` (shuffles, then shared memory across warps), data movement between layouts in
+`convert` (shared memory). Scalars and control flow are the SIMT lowering's
+(`codegen.lower`), which this class extends; scalars are uniform over the block, so every
+branch is block-uniform and barriers inside them are safe. Tile variables live in one
+alloca per register (the variable's default layout), which mem2reg promotes.
+
+The warp count (`num_warps`): `kernel.block` when the launch gave `num_warps=` (the
+block is then part of the specialization); otherwise the largest tile's padded element
+count / (32 lanes * 8 elements per thread), clamped to 1..8 (a power of two, as padded
+sizes are). Each padded shape's default layout (`layout.blocked`) puts 16 bytes of the
+narrowest dtype loaded or stored at that shape in each thread's consecutive registers
+(fewer when the tile has fewer elements than that many per thread).
+"""
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from dataclasses import dataclass
+from math import prod
+
+from llvmlite import ir
+
+from .. import errors
+from ..codegen import arith, casts, checks, mathlib
+from ..codegen.dtypes import I32, reg_type
+from ..codegen.emitter import Emitter
+from ..codegen.lower import _KernelLowering
+from ..ir import nodes as N
+from ..ir import tiles as X
+from ..types import DType
+from . import convert, memory, reduce
+from .layout import WARP_SIZE, Layout, blocked, padded
+
+SHARED = 3  # NVPTX address space of shared memory
+MAX_WARPS = 8
+ELEMENTS_PER_THREAD = 8
+MAX_STATIC_SHARED = 48 * 1024
+
+
+@dataclass
+class TileValue:
+    """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype)."""
+
+    layout: Layout
+    regs: list
+    dtype: DType
+
+
+def _tile_nodes(kernel: N.Kernel):
+    from ..frontend import walk
+
+    return (n for n in walk(kernel.body) if isinstance(n, (X.TileExpr, X.TileStore, X.TileAtomicAdd, X.Scatter)))
+
+
+def _shape_of(node) -> tuple:
+    return node.shape if isinstance(node, X.TileExpr) else node.value.shape
+
+
+_WARPS: "weakref.WeakKeyDictionary[N.Kernel, int]" = weakref.WeakKeyDictionary()
+
+
+def num_warps(kernel: N.Kernel) -> int:
+    if kernel.block is not None:
+        return kernel.block[0] // WARP_SIZE
+    warps = _WARPS.get(kernel)
+    if warps is None:
+        largest = max((prod(padded(_shape_of(n))) for n in _tile_nodes(kernel)), default=1)
+        warps = _WARPS[kernel] = max(1, min(MAX_WARPS, largest // (WARP_SIZE * ELEMENTS_PER_THREAD)))
+    return warps
+
+
+def launch_block(kernel: N.Kernel) -> tuple:
+    return (num_warps(kernel) * WARP_SIZE, 1, 1)
+
+
+def _vector_widths(kernel: N.Kernel) -> dict:
+    """Padded shape -> elements per 16-byte access of the narrowest dtype moved at it."""
+    widths: dict = {}
+    for n in _tile_nodes(kernel):
+        if isinstance(n, (X.TileLoad, X.TileStore, X.TileAtomicAdd)):
+            shape = padded(_shape_of(n))
+            widths[shape] = max(widths.get(shape, 1), 16 // n.array.dtype.itemsize)
+    return widths
+
+
+def _error(message: str, node) -> errors.CompileError:
+    return errors.CompileError(message, node.loc)
+
+
+class TileLowering(_KernelLowering):
+    def __init__(self, kernel: N.Kernel, target: str):
+        scalar_locals = {k: v for k, v in kernel.locals.items() if not isinstance(v, X.TileType)}
+        super().__init__(dataclasses.replace(kernel, locals=scalar_locals), target)
+        self.kernel = kernel
+        self.kernel_id = checks.kernel_id(kernel)
+        self.num_warps = num_warps(kernel)
+        self.widths = _vector_widths(kernel)
+        self.entry = Emitter(self.module, self.allocas)  # code every block is dominated by
+        tid = self.entry.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
+        self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
+        self.warp = self.allocas.lshr(tid, ir.Constant(I32, 5), name="warp")
+        self._coords: dict = {}
+        self.smem = None
+        self.smem_bytes = 0
+        self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
+                           if isinstance(tt, X.TileType)}
+
+    # ------------------------------------------------------------------ layouts
+
+    def default(self, shape: tuple) -> Layout:
+        shape = padded(shape)
+        per_thread = max(1, prod(shape) // (WARP_SIZE * self.num_warps))
+        return blocked(shape, self.num_warps, min(self.widths.get(shape, 4), per_thread))
+
+    def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
+        """The lane- and warp-dependent part of a thread's coordinate along `axis` (i32),
+        computed once in the entry block."""
+        key = (layout.lanes, layout.warps, axis)
+        value = self._coords.get(key)
+        if value is None:
+            b, value = self.allocas, ir.Constant(I32, 0)
+            runs: list = []  # (source, first bit, first shift, length): bits that move together
+            for source, bit, shift in layout.thread_bits(axis):
+                last = runs[-1] if runs else None
+                if last and last[0] == source and last[1] + last[3] == bit and last[2] + last[3] == shift:
+                    runs[-1] = (source, last[1], last[2], last[3] + 1)
+                else:
+                    runs.append((source, bit, shift, 1))
+            for source, bit, shift, length in runs:
+                part = b.lshr({"lane": self.lane, "warp": self.warp}[source], ir.Constant(I32, bit))
+                part = b.shl(b.and_(part, ir.Constant(I32, (1 << length) - 1)), ir.Constant(I32, shift))
+                value = b.or_(value, part)
+            self._coords[key] = value
+        return value
+
+    def coords(self, layout: Layout, r: int) -> list:
+        """Register r's coordinates (i32 values; thread part + constant part)."""
+        return [self.b.add(self.thread_coord(layout, k), ir.Constant(I32, c)) if layout.thread_bits(k)
+                else ir.Constant(I32, c) for k, c in enumerate(layout.register_coords(r))]
+
+    def is_owner(self, layout: Layout) -> ir.Value | None:
+        """Whether this thread is the first of those holding the same elements (None: every
+        thread holds elements of its own)."""
+        lane_mask, warp_mask = layout.owner_bits()
+        if not lane_mask and not warp_mask:
+            return None
+        b = self.b
+        dup = b.or_(b.and_(self.lane, ir.Constant(I32, lane_mask)), b.and_(self.warp, ir.Constant(I32, warp_mask)))
+        return b.icmp_unsigned("==", dup, ir.Constant(I32, 0))
+
+    # ------------------------------------------------------------------ shared memory, sync
+
+    def shared(self, nbytes: int) -> ir.Value:
+        """The shared buffer (reused by every user between barriers), at least `nbytes`."""
+        if nbytes > MAX_STATIC_SHARED:
+            raise errors.CompileError(f"a tile needs {nbytes} bytes of shared memory, more than "
+                                      f"the {MAX_STATIC_SHARED} a block has statically",
+                                      hint="use smaller tiles")
+        if self.smem is None:
+            self.smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "vg.smem", addrspace=SHARED)
+            self.smem.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
+            self.smem.linkage = "internal"
+            self.smem.align = 16
+        self.smem_bytes = max(self.smem_bytes, nbytes)
+        return self.smem
+
+    def barrier(self) -> None:
+        self.em.call("llvm.nvvm.barrier0", ir.VoidType())
+
+    # ------------------------------------------------------------------ tile expressions
+
+    def tile(self, e: X.TileExpr, want: Layout | None = None) -> TileValue:
+        """`e` in registers; in layout `want` when given."""
+        lowering = self._TILE.get(type(e))
+        if lowering is None:
+            raise _error(f"{type(e).__name__} tiles cannot be compiled for the GPU yet", e)
+        value = lowering(self, e, want)
+        if want is not None and value.layout != want:
+            value = convert.relayout(self, value, want, e.shape, e.shape)
+        return value
+
+    def _tile_var(self, e: X.TileVar, want) -> TileValue:
+        layout, slots = self.tile_slots[e.name]
+        ty = reg_type(e.dtype)
+        return TileValue(layout, [self.b.load(s, typ=ty) for s in slots], e.dtype)
+
+    def _splat(self, e: X.Splat, want) -> TileValue:
+        layout = want or self.default(e.shape)
+        return TileValue(layout, [self.expr(e.value)] * layout.num_regs, e.dtype)
+
+    def _arange(self, e: X.Arange, want) -> TileValue:
+        layout = want or self.default(e.shape)
+        return TileValue(layout, [self.coords(layout, r)[0] for r in range(layout.num_regs)], e.dtype)
+
+    def _tile_map(self, e: X.TileMap, want) -> TileValue:
+        # Operands other than splats first: their layout is the result's (no data moves).
+        order = sorted(range(len(e.args)), key=lambda i: isinstance(e.args[i], X.Splat))
+        values: dict = {}
+        for i in order:
+            values[i] = self.tile(e.args[i], want)
+            want = values[i].layout
+        args = [values[i] for i in range(len(e.args))]
+        operand = e.args[1 if e.op == "where" else 0].dtype
+        apply = _elementwise(e, operand)
+        regs = [apply(self.em, [a.regs[r] for a in args]) for r in range(want.num_regs)]
+        return TileValue(want, regs, e.dtype)
+
+    def _broadcast(self, e: X.Broadcast, want) -> TileValue:
+        source = self.tile(e.value)
+        layout = want or self.default(e.shape)
+        stretched = {k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}
+        mapping = layout.register_map(source.layout, stretched)
+        if mapping is None:
+            return convert.relayout(self, source, layout, e.value.shape, e.shape)
+        return TileValue(layout, [source.regs[m] for m in mapping], e.dtype)
+
+    def _reshape(self, e: X.Reshape, want) -> TileValue:
+        source = self.tile(e.value)
+        if [n for n in e.value.shape if n != 1] != [n for n in e.shape if n != 1]:
+            return convert.relayout(self, source, want or self.default(e.shape), e.value.shape, e.shape)
+        layout = source.layout
+        for axis in reversed(range(len(e.value.shape))):
+            if e.value.shape[axis] == 1:
+                layout = layout.squeezed(axis)
+        for axis, n in enumerate(e.shape):
+            if n == 1:
+                layout = layout.unsqueezed(axis)
+        return TileValue(layout, source.regs, e.dtype)
+
+    def _permute(self, e: X.Permute, want) -> TileValue:
+        source = self.tile(e.value)
+        return TileValue(source.layout.permuted(e.perm), source.regs, e.dtype)
+
+    def _tile_reduce(self, e: X.TileReduce, want) -> TileValue:
+        return reduce.reduce(self, e)
+
+    _TILE = {
+        X.TileVar: _tile_var, X.Splat: _splat, X.Arange: _arange, X.TileMap: _tile_map,
+        X.Broadcast: _broadcast, X.Reshape: _reshape, X.Permute: _permute,
+        X.TileReduce: _tile_reduce,
+        X.TileLoad: lambda self, e, want: memory.load(self, e, want or self.default(e.shape)),
+    }
+
+    def _scalar_reduce(self, e: X.TileReduce) -> ir.Value:
+        if e.shape != ():
+            raise _error("a tile cannot be used as a scalar here", e)
+        return reduce.reduce(self, e)
+
+    _EXPR = {**_KernelLowering._EXPR, X.TileReduce: _scalar_reduce}
+
+    # ------------------------------------------------------------------ statements
+
+    def _tile_slots(self, name: str, tt: X.TileType) -> tuple:
+        layout = self.default(tt.shape)
+        return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
+
+    def _assign(self, s: N.Assign) -> None:
+        if s.name not in self.tile_slots:
+            return super()._assign(s)
+        layout, slots = self.tile_slots[s.name]
+        for reg, slot in zip(self.tile(s.value, layout).regs, slots):
+            self.b.store(reg, slot)
+
+    def _tile_store(self, s: X.TileStore) -> None:
+        self._writable(s)
+        memory.store(self, s, self.tile(s.value, self.default(s.value.shape)))
+
+    def _writable(self, s) -> None:
+        if s.array.name not in self.kernel.writes:
+            raise _error(f"store to {s.array.name!r}, which the kernel's `writes` leaves out", s)
+
+    _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store}
+
+    # ------------------------------------------------------------------ kernel
+
+    def run(self) -> ir.Module:
+        module = super().run()
+        if self.smem is not None:
+            ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)
+            self.smem.value_type = ty
+            self.smem.initializer = ir.Constant(ty, ir.Undefined)
+        return module
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+def _unary(em, op, src, dst, a):
+    return arith.unary(em, op, src, *a)
+
+
+def _binary(em, op, src, dst, a):
+    return arith.binary(em, op, src, *a)
+
+
+def _compare(em, op, src, dst, a):
+    return arith.compare(em, op, src, *a)
+
+
+def _math(em, op, src, dst, a):
+    return mathlib.call(em, op, src, tuple(a))
+
+
+def _cast(em, op, src, dst, a):
+    return casts.cast(em, a[0], src, dst)
+
+
+def _where(em, op, src, dst, a):
+    return em.b.select(*a)
+
+
+def _sigmoid(em, op, src, dst, a):
+    """1 / (1 + exp(-x)) in float32 (float64 for float64), rounded once to `dst`."""
+    from .. import types as T
+    from ..codegen.dtypes import round_narrow
+
+    wide = T.float64 if dst.bits == 64 else T.float32
+    x = a[0]
+    one = ir.Constant(x.type, 1.0)
+    e = mathlib.call(em, "exp", wide, (em.b.fneg(x),))
+    return round_narrow(em.b, dst, em.b.fdiv(one, em.b.fadd(one, e)))
+
+
+_SUPPORTED = {_unary: lambda op, dt: arith.supports_unary(op, dt),
+              _binary: lambda op, dt: arith.supports_binary(op, dt),
+              _math: lambda op, dt: mathlib.supports(op, dt),
+              _sigmoid: lambda op, dt: dt.is_float}
+_OPS = {
+    **{op: _unary for op in N.UNARY_OPS}, **{op: _binary for op in N.BINARY_OPS},
+    **{op: _compare for op in N.COMPARE_OPS}, **{op: _math for op in N.MATH_FUNCS},
+    "cast": _cast, "where": _where, "sigmoid": _sigmoid,
+}
+
+
+def _elementwise(e: X.TileMap, operand: DType):
+    """f(emitter, argument registers) -> result register, for `e`'s op."""
+    kind = _OPS.get(e.op)
+    if kind is None or not _SUPPORTED.get(kind, lambda op, dt: True)(e.op, operand):
+        raise _error(f"{e.op} is not defined on {operand.name} tiles", e)
+    return lambda em, args: kind(em, e.op, operand, e.dtype, args)
+
+
+def lower(kernel: N.Kernel, target: str) -> ir.Module:
+    return TileLowering(kernel, target).run()

@@ -1,0 +1,191 @@
+"""`TileReduce` on the GPU: within each thread, across lanes by shuffles, across warps
+through shared memory.
+
+Takes: the `TileLowering` and a `TileReduce` node. Gives: `reduce(low, node)`: a
+`TileValue` in the source layout sliced on the reduced axis (so a `keepdims` result
+broadcasts back without moving data), or, over every axis, a scalar register.
+
+Guarantees (`ir.tiles`, as the cpu backend): sums and products of float16/bfloat16 add in
+float32 and round once at the end; integers wrap; float max/min are IEEE maxNum/minNum (a
+NaN loses to a number), so their identity, for padded elements, is NaN; argmax/argmin give
+the first position (row-major over every axis for axis None) of the largest/smallest
+value, NaN counting as the smallest (argmax) or largest (argmin). Every thread holding an
+element of the result holds the same bits: lanes combine in a butterfly (`shfl.sync.bfly`,
+whose combining ops are commutative) and warps read the partials in one order.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, const, round_narrow
+from .layout import LANE_BITS, WARP_SIZE
+
+FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
+INT32_MAX = 2**31 - 1
+
+
+def _extremum(which: str):
+    def combine(em, dt, a, b):
+        if dt.is_float:
+            return em.call(f"llvm.{which}num.{a.type.intrinsic_name}", a.type, a, b)
+        return em.call(f"llvm.{'s' if dt.is_signed else 'u'}{which}.i{a.type.width}", a.type, a, b)
+    return combine
+
+
+def _integer_bound(dt, largest: bool):
+    if dt.is_bool:
+        return int(largest)
+    bits = dt.bits - dt.is_signed
+    return (1 << bits) - 1 if largest else (-(1 << bits) if dt.is_signed else 0)
+
+
+# op -> (combine(em, dtype, a, b), identity(dtype) as a Python value)
+_VALUE_OPS = {
+    "sum": (lambda em, dt, a, b: em.b.fadd(a, b) if dt.is_float else em.b.add(a, b), lambda dt: 0),
+    "prod": (lambda em, dt, a, b: em.b.fmul(a, b) if dt.is_float else em.b.mul(a, b), lambda dt: 1),
+    "max": (_extremum("max"), lambda dt: float("nan") if dt.is_float else _integer_bound(dt, False)),
+    "min": (_extremum("min"), lambda dt: float("nan") if dt.is_float else _integer_bound(dt, True)),
+}
+_POSITION_OPS = {"argmax": ">", "argmin": "<"}  # the comparison by which a value wins
+
+
+def _position_combine(op: str):
+    def combine(em, dt, a, b):
+        """(value, position) pairs: the winner, the earlier position among equals."""
+        (va, ia), (vb, ib) = a, b
+        bld = em.b
+        if dt.is_float:
+            wins = bld.fcmp_ordered(_POSITION_OPS[op], vb, va)
+            ties = bld.fcmp_ordered("==", vb, va)
+        else:
+            cmp = bld.icmp_signed if dt.is_signed else bld.icmp_unsigned
+            wins, ties = cmp(_POSITION_OPS[op], vb, va), bld.icmp_unsigned("==", vb, va)
+        take = bld.or_(wins, bld.and_(ties, bld.icmp_signed("<", ib, ia)))
+        return bld.select(take, vb, va), bld.select(take, ib, ia)
+    return combine
+
+
+def _shuffle(em, value: ir.Value, mask: int) -> ir.Value:
+    """`value` of lane (lane ^ mask): any register type, 32 bits at a time."""
+    b, ty = em.b, value.type
+    if ty == FLOAT:
+        return em.call("llvm.nvvm.shfl.sync.bfly.f32", FLOAT, FULL_MASK, value, ir.Constant(I32, mask),
+                       ir.Constant(I32, WARP_SIZE - 1))
+    if ty in (DOUBLE, ir.IntType(64)):
+        halves = b.bitcast(value, ir.VectorType(I32, 2))
+        out = ir.Constant(ir.VectorType(I32, 2), ir.Undefined)
+        for j in range(2):
+            word = _shuffle(em, b.extract_element(halves, ir.Constant(I32, j)), mask)
+            out = b.insert_element(out, word, ir.Constant(I32, j))
+        return b.bitcast(out, ty)
+    wide = value if ty == I32 else b.zext(value, I32)
+    got = em.call("llvm.nvvm.shfl.sync.bfly.i32", I32, FULL_MASK, wide, ir.Constant(I32, mask),
+                  ir.Constant(I32, WARP_SIZE - 1))
+    return got if ty == I32 else b.trunc(got, ty)
+
+
+def _slot_type(ty: ir.Type) -> ir.Type:
+    return I8 if ty == I1 else ty
+
+
+def reduce(low, node):
+    from .lower import TileValue
+
+    source = low.tile(node.value)
+    layout, dt, b, em = source.layout, node.value.dtype, low.b, low.em
+    axes = tuple(range(layout.rank)) if node.axis is None else (node.axis,)
+    positional = node.op in _POSITION_OPS
+    if positional:
+        combine = _position_combine(node.op)
+        worst = float("-inf" if node.op == "argmax" else "inf") if dt.is_float \
+            else _integer_bound(dt, node.op == "argmin")
+        identity = (const(dt, worst), ir.Constant(I32, INT32_MAX))
+    else:
+        value_combine, make_identity = _VALUE_OPS[node.op]
+        combine = lambda em, dt, a, b: (value_combine(em, dt, a[0], b[0]),)  # noqa: E731
+        identity = (const(dt, make_identity(dt)),)
+
+    # Each register as a partial: (value,) or (value, position); padded elements neutral.
+    logical = node.value.shape
+    partials = []
+    for r, reg in enumerate(source.regs):
+        coords = low.coords(layout, r)
+        part = (reg,)
+        if positional:
+            if dt.is_float:
+                part = (b.select(b.fcmp_unordered("uno", reg, reg), identity[0], reg),)
+            position = ir.Constant(I32, 0)
+            for k in axes:
+                position = b.add(b.mul(position, ir.Constant(I32, logical[k])), coords[k])
+            part += (position,)
+        padded_axes = [k for k in axes if logical[k] != layout.shape[k]]
+        if padded_axes:
+            valid = ir.Constant(I1, True)
+            for k in padded_axes:
+                valid = b.and_(valid, b.icmp_unsigned("<", coords[k], ir.Constant(I32, logical[k])))
+            part = tuple(b.select(valid, v, i) for v, i in zip(part, identity))
+        partials.append(part)
+
+    # Within the thread: registers along the reduced axes merge (a tree, for ILP).
+    merged_bits = layout.reduced_register_bits(axes)
+    kept_bits = [i for i in range(len(layout.regs)) if i not in merged_bits]
+    outputs = []
+    for o in range(1 << len(kept_bits)):
+        base = sum(1 << bit for j, bit in enumerate(kept_bits) if o >> j & 1)
+        group = [partials[base + sum(1 << bit for j, bit in enumerate(merged_bits) if m >> j & 1)]
+                 for m in range(1 << len(merged_bits))]
+        while len(group) > 1:
+            group = [combine(em, dt, group[i], group[i + 1]) for i in range(0, len(group), 2)]
+        outputs.append(group[0])
+
+    # Across lanes: a butterfly over the lane bits along the reduced axes.
+    for bit in range(LANE_BITS):
+        if any(layout.lanes[bit][k] for k in axes):
+            outputs = [combine(em, dt, part, tuple(_shuffle(em, v, 1 << bit) for v in part)) for part in outputs]
+
+    # Across warps: partials through shared memory, read back in warp order.
+    warp_bits = [bit for bit, basis in enumerate(layout.warps) if any(basis[k] for k in axes)]
+    if warp_bits:
+        outputs = _across_warps(low, outputs, warp_bits, dt, combine)
+
+    result = [round_narrow(b, node.dtype, part[-1]) if node.dtype.is_float else part[-1] for part in outputs]
+    if node.axis is None:
+        return result[0]
+    return TileValue(layout.sliced(axes).squeezed(node.axis), result, node.dtype)
+
+
+def _across_warps(low, outputs: list, warp_bits: list, dt, combine) -> list:
+    b, em = low.b, low.em
+    warps, slots = low.num_warps, len(outputs)
+    components = len(outputs[0])
+    word = 8  # bytes per slot, whatever the type: the buffer is small
+    region = warps * slots * WARP_SIZE * word
+    smem = low.shared(region * components)
+
+    def slot(c: int, warp: ir.Value, o: int) -> ir.Value:
+        index = b.add(b.mul(b.add(b.mul(warp, ir.Constant(I32, slots)), ir.Constant(I32, o)),
+                            ir.Constant(I32, WARP_SIZE)), low.lane)
+        byte = b.add(b.mul(index, ir.Constant(I32, word)), ir.Constant(I32, c * region))
+        return b.gep(smem, [b.zext(byte, ir.IntType(64))], inbounds=True, source_etype=I8)
+
+    for o, part in enumerate(outputs):
+        for c, v in enumerate(part):
+            ty = _slot_type(v.type)
+            b.store(v if ty == v.type else b.zext(v, ty), slot(c, low.warp, o))
+    low.barrier()
+    reduced_mask = sum(1 << bit for bit in warp_bits)
+    mine = b.and_(low.warp, ir.Constant(I32, ~reduced_mask & 0xFFFFFFFF))
+    combined = []
+    for o, part in enumerate(outputs):
+        acc = None
+        for m in range(1 << len(warp_bits)):
+            other = b.or_(mine, ir.Constant(I32, sum(1 << bit for j, bit in enumerate(warp_bits) if m >> j & 1)))
+            read = []
+            for c, v in enumerate(part):
+                ty = _slot_type(v.type)
+                got = b.load(slot(c, other, o), typ=ty)
+                read.append(got if ty == v.type else b.trunc(got, v.type))
+            acc = tuple(read) if acc is None else combine(em, dt, acc, tuple(read))
+        combined.append(acc)
+    low.barrier()
+    return combined

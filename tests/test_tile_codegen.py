@@ -1,0 +1,259 @@
+"""The tile track's GPU lowering without a GPU: layouts (which thread holds which element),
+PTX for every kernel below on sm_80 and sm_90a, assembled by ptxas, and the shape of that
+PTX (16-byte coalesced loads and stores on full tiles, shuffles and barriers in
+reductions). `tests/gpu/test_tile_gpu.py` runs these same kernels on the GPU against the
+cpu backend.
+"""
+from __future__ import annotations
+
+import math
+import re
+from itertools import product
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import codegen, tile
+from verdigris import types as T
+from verdigris.errors import LaunchError
+from verdigris.ir import ArrayType
+from verdigris.tile import layout as L
+from verdigris.tile.lower import launch_block, num_warps
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@tile.kernel
+def add(a, b, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i,), tile=tile.load(a, index=(i,), shape=(BLOCK,))
+               + tile.load(b, index=(i,), shape=(BLOCK,)))
+
+
+@tile.kernel
+def elementwise(x, y, out, flags, scale, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    a = tile.load(x, index=(i,), shape=(BLOCK,))
+    b = tile.load(y, index=(i,), shape=(BLOCK,), padding=1)
+    g = a * tile.sigmoid(1.702 * a) + tile.where(a > b, b * scale, -a)
+    tile.store(out, index=(i,), tile=tile.maximum(g, tile.minimum(a, b) / (b * b + 1)))
+    k = (tile.arange(BLOCK) + i * BLOCK).astype(vg.int32)
+    tile.store(flags, index=(i,), tile=(k * 7 // 3) % 5 - (k >> 2) + (a < 0).astype(vg.int32))
+
+
+@tile.kernel
+def block_2d(x, out, R: vg.constexpr, C: vg.constexpr):
+    i, j = tile.bid(0), tile.bid(1)
+    t = tile.load(x, index=(i, j), shape=(R, C), padding=-1)
+    tile.store(out, index=(i, j), tile=t * 2 + 1)
+
+
+@tile.kernel
+def softmax(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf)
+    e = tile.exp(t - tile.max(t))
+    tile.store(out, index=(r, 0), tile=e / tile.sum(e))
+
+
+@tile.kernel
+def layernorm(x, w, b, out, n, eps, COLS: vg.constexpr):
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
+    mean = tile.sum(t) / n
+    xc = tile.where(tile.arange(COLS) < n, t - mean, 0.0)
+    rstd = tile.rsqrt(tile.sum(xc * xc) / n + eps)
+    y = xc * rstd * tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32) \
+        + tile.load(b, index=(0,), shape=(COLS,)).astype(vg.float32)
+    tile.store(out, index=(r, 0), tile=y.astype(out.dtype))
+
+
+@tile.kernel
+def rmsnorm(x, w, out, n, eps, COLS: vg.constexpr):
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
+    rstd = tile.rsqrt(tile.sum(t * t) / n + eps)
+    y = t * rstd * tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32)
+    tile.store(out, index=(r, 0), tile=y.astype(out.dtype))
+
+
+@tile.kernel
+def row_stats(x, sums, maxes, R: vg.constexpr, C: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i, 0), shape=(R, C), padding=0)
+    tile.store(sums, index=(i,), tile=tile.sum(t, axis=1))
+    centered = t - tile.max(t, axis=1, keepdims=True)
+    tile.store(maxes, index=(i, 0), tile=centered)
+
+
+@tile.kernel
+def row_sum(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    acc = tile.zeros((1, COLS), vg.float32)
+    for c in range((x.shape[1] + COLS - 1) // COLS):
+        acc += tile.load(x, index=(r, c), shape=(1, COLS))
+    tile.store(out, index=(r,), tile=acc.sum(1))
+
+
+@tile.kernel
+def positions(x, amax, amin, best, R: vg.constexpr, C: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i, 0), shape=(R, C), padding=0)
+    tile.store(amax, index=(i,), tile=tile.argmax(t, axis=1))
+    tile.store(amin, index=(i,), tile=tile.argmin(t, axis=1))
+    overall = tile.argmax(t)
+    if tile.max(t) > 0:
+        tile.store(best, index=(i,), tile=tile.full((1,), overall, vg.int32))
+    else:
+        tile.store(best, index=(i,), tile=tile.full((1,), -1, vg.int32))
+
+
+@tile.kernel
+def outer(x, y, out, M: vg.constexpr, N: vg.constexpr):
+    i = tile.bid(0)
+    col = tile.load(x, index=(i,), shape=(M,)).reshape((M, 1))
+    row = tile.load(y, index=(0,), shape=(N,))
+    tile.store(out, index=(i, 0), tile=col * row + tile.arange(N))
+
+
+@tile.kernel
+def transpose(x, out, B: vg.constexpr):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(out, index=(j, i), tile=tile.load(x, index=(i, j), shape=(B, B)).T)
+
+
+def arr(dtype, ndim=1, contiguous=True, aligned=True):
+    return ArrayType(dtype, ndim, "global", contiguous, aligned)
+
+
+f32, bf16, f16, i32 = T.float32, T.bfloat16, T.float16, T.int32
+SPECS = {
+    "add_f32": (add, dict(a=arr(f32), b=arr(f32), out=arr(f32), BLOCK=4096)),
+    "add_bf16": (add, dict(a=arr(bf16), b=arr(bf16), out=arr(bf16), BLOCK=4096)),
+    "elementwise": (elementwise, dict(x=arr(f32), y=arr(f32), out=arr(f32), flags=arr(i32),
+                                      scale=f32, BLOCK=300)),
+    "block_2d": (block_2d, dict(x=arr(f16, 2, False, False), out=arr(f16, 2), R=8, C=64)),
+    "softmax": (softmax, dict(x=arr(f32, 2), out=arr(f32, 2), COLS=4096)),
+    "layernorm": (layernorm, dict(x=arr(bf16, 2), w=arr(bf16), b=arr(bf16), out=arr(bf16, 2),
+                                  n=T.int64, eps=f32, COLS=8192)),
+    "rmsnorm": (rmsnorm, dict(x=arr(bf16, 2), w=arr(bf16), out=arr(bf16, 2), n=T.int64, eps=f32,
+                              COLS=8192)),
+    "row_stats": (row_stats, dict(x=arr(f32, 2), sums=arr(f32), maxes=arr(f32, 2), R=4, C=100)),
+    "row_sum": (row_sum, dict(x=arr(f32, 2), out=arr(f32), COLS=4096)),
+    "positions": (positions, dict(x=arr(f32, 2), amax=arr(i32), amin=arr(i32), best=arr(i32),
+                                  R=4, C=48)),
+    "outer": (outer, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=64)),
+    "transpose": (transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=32)),
+}
+
+needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+
+
+def ptx_of(name: str, target: str = "sm_90") -> str:
+    kernel_fn, specs = SPECS[name]
+    return codegen.compile_to_ptx(kernel_fn.specialize_types(specs), target).ptx
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def owners(layout: L.Layout, warps: int) -> dict:
+    """element -> the (register, lane, warp) triples holding it."""
+    held: dict = {}
+    for r, lane, warp in product(range(layout.num_regs), range(32), range(warps)):
+        coords = tuple(a + b + c for a, b, c in zip(
+            layout.register_coords(r), L._combine(layout.lanes, lane, layout.rank),
+            L._combine(layout.warps, warp, layout.rank)))
+        held.setdefault(coords, []).append((r, lane, warp))
+    return held
+
+
+@pytest.mark.parametrize("shape,warps,vec", [((1, 4096), 8, 4), ((64,), 4, 4), ((8, 64), 2, 8),
+                                             ((2, 2), 4, 4), ((16, 16), 1, 4), ((128,), 8, 4)])
+def test_blocked_layout_covers_every_element_with_vectors_and_coalesced_lanes(shape, warps, vec):
+    layout = L.blocked(shape, warps, vec)
+    held = owners(layout, warps)
+    assert sorted(held) == sorted(product(*(range(n) for n in shape)))
+    copies = {len(v) for v in held.values()}
+    assert len(copies) == 1 and copies.pop() == 32 * warps * layout.num_regs // math.prod(shape)
+    width = layout.vector_width()
+    assert width == min(vec, shape[-1])
+    if math.prod(shape) >= 32 * width:  # lane l's vector follows lane l - 1's along a row
+        assert layout.lanes[0] == L._unit(len(shape), len(shape) - 1, width)
+
+
+def test_slice_then_broadcast_moves_no_data():
+    layout = L.blocked((4, 128), 4, 4)
+    sliced = layout.sliced({1})
+    mapping = layout.register_map(sliced, {1})
+    assert mapping is not None and len(mapping) == layout.num_regs
+    held = owners(sliced, 4)
+    assert sorted(held) == [(r, 0) for r in range(4)]
+    for r in range(layout.num_regs):  # register r's row is the row of its source register
+        assert layout.register_coords(r)[0] == sliced.register_coords(mapping[r])[0]
+    assert L.blocked((4, 128), 4, 8).register_map(sliced, {1}) is None
+
+
+def test_permute_and_unit_axes_are_relabelings():
+    layout = L.blocked((8, 32), 2, 4)
+    assert layout.permuted((1, 0)).permuted((1, 0)) == layout
+    assert layout.sliced({0}).squeezed(0).unsqueezed(0) == layout.sliced({0})
+    held = owners(layout.permuted((1, 0)), 2)
+    assert sorted(held) == sorted(product(range(32), range(8)))
+
+
+def test_warp_heuristic_and_launch_block():
+    k = add.specialize_types(SPECS["add_f32"][1])
+    assert num_warps(k) == 8 and launch_block(k) == (256, 1, 1)
+    k = add.specialize_types({**SPECS["add_f32"][1], "BLOCK": 300})  # pads to 512
+    assert num_warps(k) == 2
+    k = add.specialize_types({**SPECS["add_f32"][1], "BLOCK": 8}, block=(128, 1, 1))
+    assert num_warps(k) == 4
+
+
+def test_num_warps_launch_option_is_checked():
+    with pytest.raises(LaunchError, match="power of two"):
+        add[4](np.zeros(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32),
+               BLOCK=4, num_warps=3)
+
+
+def test_num_warps_launch_option_runs_on_the_cpu_backend(rng):
+    a, b = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    out = np.full(1000, np.nan, np.float32)
+    add[vg.cdiv(1000, 256)](a, b, out, BLOCK=256, num_warps=2)
+    np.testing.assert_array_equal(out, a + b)
+
+
+# ----------------------------------------------------------------------------- PTX
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_kernel_assembles(name, target):
+    codegen.assemble(ptx_of(name, target), target)
+
+
+def test_full_tiles_move_16_bytes_per_access():
+    ptx = ptx_of("add_f32")
+    assert len(re.findall(r"ld\.global\.nc\.v4\.(b32|f32)", ptx)) == 2 * 4  # 16 per thread
+    assert len(re.findall(r"st\.global\.v4\.(b32|f32)", ptx)) == 4
+    ptx = ptx_of("add_bf16")  # 8 bfloat16 in one 16-byte vector
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 2 * 2
+
+
+def test_strided_unaligned_views_use_scalar_accesses():
+    ptx = ptx_of("block_2d")  # x is a strided view; out is contiguous and aligned
+    assert not re.search(r"ld\.global(\.nc)?\.v", ptx) and re.search(r"st\.global\.v4", ptx)
+
+
+def test_reductions_shuffle_then_share():
+    ptx = ptx_of("softmax")
+    assert ptx.count("shfl.sync.bfly") == 2 * 5
+    assert ptx.count("bar.sync") == 2 * 2
+    assert len(re.findall(r"ld\.global\.nc\.v4", ptx)) == 4
+
+
+def test_identical_input_gives_identical_ptx():
+    assert ptx_of("layernorm") == ptx_of("layernorm")
