@@ -9,7 +9,7 @@ import pytest
 
 import verdigris as vg
 from verdigris.runtime import backend
-from test_tile_codegen import (add, block_2d, elementwise, layernorm, outer, positions,
+from test_tile_codegen import (add, block_2d, elementwise, layernorm, loop_max, outer, positions,
                                rmsnorm, row_stats, row_sum, softmax, transpose)
 
 pytestmark = pytest.mark.gpu
@@ -109,6 +109,13 @@ def test_loop_carried_row_sum(rng):
     x = rng.standard_normal((40, 10_000)).astype(np.float32)
     gpu, cpu = run_both(row_sum, 40, dict(x=x, out=np.zeros(40, np.float32), COLS=4096), ("out",))
     close(gpu["out"], cpu["out"], 1e-5)
+
+
+def test_reductions_in_a_loop_reuse_shared_memory(rng):
+    x = rng.standard_normal((9, 5000)).astype(np.float32)
+    gpu, cpu = run_both(loop_max, 9, dict(x=x, out=np.zeros(9, np.float32), COLS=512), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+    np.testing.assert_array_equal(cpu["out"], x.max(1))
 
 
 def test_argmax_argmin_and_an_if_on_a_reduced_scalar(rng):

@@ -6,8 +6,8 @@ the result's. Gives: `relayout(low, value, layout, source_shape, shape) -> TileV
 - a broadcast (size-1 source axes stretch: element c reads the source at 0 there),
 - a reshape (element c reads the source element of the same row-major position).
 Guarantees: every thread writes the registers it holds (threads holding the same element
-write the same bits), a barrier, every thread reads the elements its new registers hold, a
-barrier (so the buffer can be reused at once). The buffer is row-major over the padded
+write the same bits), a barrier, every thread reads the elements its new registers hold
+(`TileLowering.shared` says when the buffer may be written again). The buffer is row-major over the padded
 source shape with each row one element longer when there are several rows of 32 or more,
 so that reading a column (a transpose) does not hit one bank 32 times.
 """
@@ -66,5 +66,5 @@ def relayout(low, value, layout, source_shape: tuple, shape: tuple):
     for r in range(layout.num_regs):
         got = b.load(element(_source_coords(b, low.coords(layout, r), source_shape, shape)), typ=slot)
         regs.append(b.trunc(got, I1) if ty == I1 else got)
-    low.barrier()
+    low.release_shared()
     return TileValue(layout, regs, value.dtype)

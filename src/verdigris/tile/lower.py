@@ -112,7 +112,9 @@ class TileLowering(_KernelLowering):
         self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
         self.warp = self.allocas.lshr(tid, ir.Constant(I32, 5), name="warp")
         self._coords: dict = {}
-        self.smem = None
+        self.smem = [None, None]  # the two shared buffers (`shared`)
+        self.turn = 0
+        self.depth = 0  # enclosing loops, ifs and inlined functions
         self.smem_bytes = 0
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
                            if isinstance(tt, X.TileType)}
@@ -163,18 +165,33 @@ class TileLowering(_KernelLowering):
     # ------------------------------------------------------------------ shared memory, sync
 
     def shared(self, nbytes: int) -> ir.Value:
-        """The shared buffer (reused by every user between barriers), at least `nbytes`."""
-        if nbytes > MAX_STATIC_SHARED:
-            raise errors.CompileError(f"a tile needs {nbytes} bytes of shared memory, more than "
-                                      f"the {MAX_STATIC_SHARED} a block has statically",
+        """A shared buffer of at least `nbytes` for one user: it writes, calls `barrier`,
+        reads, then calls `release_shared`.
+
+        Two buffers take turns, so a user in straight-line code needs no barrier after its
+        reads: the next user writes the other buffer, and the one after it is ordered
+        behind those reads by the next user's barrier. A user inside a loop, an `if` or an
+        inlined function (whose early exit may skip users, breaking the turns) ends with a
+        barrier and leaves the turn where it was."""
+        if 2 * nbytes > MAX_STATIC_SHARED:
+            raise errors.CompileError(f"a tile needs 2 x {nbytes} bytes of shared memory, more "
+                                      f"than the {MAX_STATIC_SHARED} a block has statically",
                                       hint="use smaller tiles")
-        if self.smem is None:
-            self.smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "vg.smem", addrspace=SHARED)
-            self.smem.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
-            self.smem.linkage = "internal"
-            self.smem.align = 16
+        buffer = self.smem[self.turn]
+        if buffer is None:
+            buffer = self.smem[self.turn] = ir.GlobalVariable(
+                self.module, ir.ArrayType(ir.IntType(8), 0), f"vg.smem{self.turn}", addrspace=SHARED)
+            buffer.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
+            buffer.linkage = "internal"
+            buffer.align = 16
         self.smem_bytes = max(self.smem_bytes, nbytes)
-        return self.smem
+        return buffer
+
+    def release_shared(self) -> None:
+        if self.depth:
+            self.barrier()
+        else:
+            self.turn ^= 1
 
     def barrier(self) -> None:
         self.em.call("llvm.nvvm.barrier0", ir.VoidType())
@@ -281,16 +298,32 @@ class TileLowering(_KernelLowering):
         if s.array.name not in self.kernel.writes:
             raise _error(f"store to {s.array.name!r}, which the kernel's `writes` leaves out", s)
 
-    _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store}
+    def _nested(lowering):
+        def nested(self, s) -> None:
+            self.depth += 1
+            try:
+                lowering(self, s)
+            finally:
+                self.depth -= 1
+        return nested
+
+    def _region(self, s: N.Region) -> None:
+        if s.label == "kernel":  # an exit from it ends the kernel: no later user to skip
+            return super()._region(s)
+        return TileLowering._nested(_KernelLowering._region)(self, s)
+
+    _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
+             N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
+             N.While: _nested(_KernelLowering._while), N.Region: _region}
 
     # ------------------------------------------------------------------ kernel
 
     def run(self) -> ir.Module:
         module = super().run()
-        if self.smem is not None:
-            ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)
-            self.smem.value_type = ty
-            self.smem.initializer = ir.Constant(ty, ir.Undefined)
+        ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)
+        for buffer in filter(None, self.smem):
+            buffer.value_type = ty
+            buffer.initializer = ir.Constant(ty, ir.Undefined)
         return module
 
 

@@ -187,5 +187,5 @@ def _across_warps(low, outputs: list, warp_bits: list, dt, combine) -> list:
                 read.append(got if ty == v.type else b.trunc(got, v.type))
             acc = tuple(read) if acc is None else combine(em, dt, acc, tuple(read))
         combined.append(acc)
-    low.barrier()
+    low.release_shared()
     return combined
