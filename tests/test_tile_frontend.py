@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+import located
 import verdigris as vg
 from verdigris import simt, tile
 from verdigris.frontend import walk
@@ -26,12 +27,7 @@ def compile_error(kernel, *args, **kwargs) -> vg.CompileError:
 
 
 def assert_points_at(err: vg.Error, marker: str):
-    """The message names this file, the line holding `marker`, and shows it with a caret."""
-    source = open(__file__).read().splitlines()
-    line = next(i + 1 for i, text in enumerate(source) if marker in text and "assert_points_at" not in text)
-    text = str(err)
-    assert f"{__file__}:{line}:" in text, text
-    assert marker in text and "^" in text, text
+    located.assert_points_at(err, marker, __file__)
 
 
 def nodes(kernel, cls) -> list:
