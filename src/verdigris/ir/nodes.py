@@ -89,12 +89,13 @@ class ArrayRef(Expr):
         return self.type.dtype
 
 
-SPECIAL_KINDS = ("thread_id", "block_id", "block_dim", "grid_dim")
+SPECIAL_KINDS = ("thread_id", "block_id", "block_dim", "grid_dim", "lane_id")
 
 
 @dataclass(eq=False)
 class Special(Expr):
-    """A hardware index register: kind in SPECIAL_KINDS, axis 0..2. Always int32."""
+    """A hardware index register: kind in SPECIAL_KINDS, axis 0..2 (always 0 for
+    "lane_id": the thread's lane in its warp, linear thread index % 32). Always int32."""
 
     kind: str
     axis: int
@@ -221,6 +222,28 @@ class Atomic(Expr):
     dtype: DType
 
 
+WARP_OPS = ("shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot", "any", "all")
+
+
+@dataclass(eq=False)
+class WarpOp(Expr):
+    """A warp collective over all 32 lanes of the calling thread's warp (full mask): every
+    lane of the warp must reach it together (the safety checker proves the branch around it
+    warp-uniform).
+
+    shfl_*: `value` (any scalar dtype; the result has its dtype) read from another lane:
+    shfl_down from lane + `lane`, shfl_up from lane - `lane`, shfl_xor from lane ^ `lane`,
+    shfl_idx from lane `lane`; a source lane outside 0..31 gives the lane its own value
+    (CUDA's semantics). `lane` is int32. ballot: uint32 with bit k set where lane k's bool
+    `value` holds; any/all: bool over the warp's lanes. `lane` is None for those three.
+    """
+
+    op: str
+    value: Expr
+    lane: Optional[Expr]
+    dtype: DType
+
+
 # ----------------------------------------------------------------------------- statements
 
 
@@ -297,9 +320,24 @@ class Exit(Stmt):
 
 @dataclass(eq=False)
 class LocalAlloc(Stmt):
-    """Declares a `local.array` (per thread, static shape); contents start undefined."""
+    """Declares a `local.array` (per thread) or a `shared.array` (one per block), as
+    `array.type.space` says; contents start undefined. Static arrays have
+    `array.type.shape`; the dynamic shared array (sized by the launch's `shared_bytes`) has
+    shape None and ndim 1."""
 
     array: ArrayRef
+
+
+BARRIER_SCOPES = ("block", "warp")
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    """`simt.barrier()` (scope "block": every thread of the block waits for all the others,
+    and their shared and global writes before it are visible to all after it) or
+    `simt.syncwarp()` (scope "warp": the same for the 32 lanes of the warp)."""
+
+    scope: str
 
 
 @dataclass(eq=False)
