@@ -25,9 +25,16 @@ Guarantees:
   operand reads memory or calls a math function it runs behind a branch, otherwise
   (cheap and load-free) both are computed and a `select` picks.
 - Locals and local arrays are allocas in the entry block (mem2reg/SROA remove them).
+  Shared arrays are `addrspace(3)` globals, one per `LocalAlloc` (so one per block, the
+  same memory wherever in the body it is declared), 16-byte aligned; the dynamic one is
+  the module's `extern` shared array, whose extent is `%dynamic_smem_size` (the launch's
+  `shared_bytes`) divided by the element size. Barriers, shuffles and votes: `warp`.
   `For` follows Python's `range`: bounds and step evaluated once, the direction from the
   step's sign (known when the step is a constant), no iteration for step 0, and no
-  wrap-around past the last element of the range.
+  wrap-around past the last element of the range. A `For` with constant bounds, at most
+  `MAX_UNROLL` iterations and a warp operation in its body is unrolled here, its counter a
+  constant in each copy, so that shuffle arguments such as `16 >> k` are constants and
+  take PTX's own shuffle modes (`warp`).
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations
@@ -37,18 +44,22 @@ from dataclasses import dataclass, fields
 from math import prod
 from types import MappingProxyType
 
+import numpy as np
 from llvmlite import ir
 
 from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
+from ..cpu import ops
 from ..types import DType
-from . import arith, atomics, casts, checks, mathlib, nvptx
+from . import arith, atomics, casts, checks, mathlib, nvptx, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .emitter import Emitter
 
+MAX_UNROLL = 32
 GLOBAL = 1  # NVPTX address space of global memory
+SHARED = 3  # NVPTX address space of shared memory
 _SREG = {"thread_id": "tid", "block_id": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
 
 
@@ -68,6 +79,12 @@ class _Array:
     strides: list
 
 
+def _static_array(dt: DType, storage: ir.Value, shape: tuple) -> _Array:
+    """A row-major array of static `shape` at `storage`."""
+    strides = [ir.Constant(I64, prod(shape[k + 1:])) for k in range(len(shape))]
+    return _Array(dt, storage, [ir.Constant(I64, n) for n in shape], strides)
+
+
 def entry_symbol(name: str) -> str:
     """The kernel's PTX symbol: PTX identifiers are ASCII, and `_` alone is not one."""
     symbol = "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_u{ord(c):04x}" for c in name)
@@ -81,6 +98,18 @@ def _children(e: N.Expr):
             yield value
         elif isinstance(value, tuple):
             yield from (v for v in value if isinstance(v, N.Expr))
+
+
+def _escapes(body: list) -> bool:
+    """Whether a `break` or `continue` in `body` leaves the loop whose body it is."""
+    for s in body:
+        if isinstance(s, (N.Break, N.Continue)):
+            return True
+        nested = [s.then, s.orelse] if isinstance(s, N.If) else \
+            [s.body] if isinstance(s, (N.Region, N.Unsafe)) else []
+        if any(_escapes(b) for b in nested):
+            return True
+    return False
 
 
 def _needs_branch(e: N.Expr) -> bool:
@@ -119,7 +148,11 @@ class _KernelLowering:
         self.kernel_id = checks.kernel_id(kernel)
         self.faults = self.fn.args[-1]
         self.faults.name = checks.FAULT_PARAM
+        self.entry = Emitter(self.module, self.allocas)  # code that dominates the whole body
+        self._warp_mask = None  # this thread's warp's existing lanes, made on first use
+        self.unrolled: dict[str, int] = {}  # counters of loops being unrolled -> their value
         self._bind_params(abi)
+        self._declare_shared()
 
     # ------------------------------------------------------------------ parameters
 
@@ -148,6 +181,32 @@ class _KernelLowering:
             self.slots[name] = self._alloca(reg_type(dtype), name)
             if name in self.params:  # a scalar parameter the body assigns to
                 self.b.store(self.params.pop(name), self.slots[name])
+
+    def _declare_shared(self) -> None:
+        """Every shared array of the body, as a module global (see the module docstring)."""
+        from ..frontend import walk
+
+        for node in walk(self.kernel.body):
+            if isinstance(node, N.LocalAlloc) and node.array.type.space == "shared":
+                ref, ty = node.array, mem_type(node.array.dtype)
+                shape = ref.type.shape
+                storage = ir.GlobalVariable(self.module, ir.ArrayType(ty, prod(shape) if shape else 0),
+                                            "vg_" + re.sub(r"\W", "_", ref.name), addrspace=SHARED)
+                storage.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
+                storage.align = 16
+                if shape is None:
+                    storage.linkage = "external"
+                    self.arrays[ref.name] = _Array(ref.dtype, storage, [self._dynamic_extent(ref.dtype)],
+                                                   [ir.Constant(I64, 1)])
+                else:
+                    storage.linkage = "internal"
+                    self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
+
+    def _dynamic_extent(self, dt: DType) -> ir.Value:
+        """Elements of `dt` in the launch's dynamic shared memory."""
+        read = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %dynamic_smem_size;", "=r")
+        nbytes = self.entry.b.zext(self.entry.b.call(read, []), I64)
+        return self.entry.b.udiv(nbytes, ir.Constant(I64, dt.itemsize))
 
     def _mark_pointer(self, arg: ir.Argument, param: N.Param) -> None:
         arg.attributes = _PointerAttributes()
@@ -277,6 +336,8 @@ class _KernelLowering:
         return make_const(e.dtype, e.value)
 
     def _var(self, e: N.Var) -> ir.Value:
+        if e.name in self.unrolled:
+            return make_const(e.dtype, self.unrolled[e.name])
         if e.name in self.slots:
             return self.b.load(self.slots[e.name], typ=reg_type(e.dtype), name=e.name)
         if e.name in self.params:
@@ -284,7 +345,42 @@ class _KernelLowering:
         raise _error(f"unknown variable {e.name!r}", e)
 
     def _special(self, e: N.Special) -> ir.Value:
+        if e.kind == "lane_id":
+            return warp.lane_id(self.em)
         return self.em.call(f"llvm.nvvm.read.ptx.sreg.{_SREG[e.kind]}.{'xyz'[e.axis]}", I32)
+
+    def _member_mask(self) -> ir.Value:
+        if self._warp_mask is None:
+            self._warp_mask = warp.member_mask(self.entry, self.kernel.block)
+        return self._warp_mask
+
+    def _warp_op(self, e: N.WarpOp) -> ir.Value:
+        value = self.expr(e.value)
+        if e.lane is None:
+            return warp.vote(self.em, e.op, value, self._member_mask())
+        lane = self._fold(e.lane)
+        lane = self.expr(e.lane) if lane is None else make_const(e.lane.dtype, lane)
+        return warp.shuffle(self.em, e.op, value, lane, self._member_mask())
+
+    def _fold(self, e: N.Expr) -> int | None:
+        """The value of an integer expression of constants and unrolled loop counters
+        (computed with the cpu backend's operators, so with the IR's semantics), or None."""
+        if isinstance(e, N.Const):
+            return e.value if e.dtype.is_int else None
+        if isinstance(e, N.Var):
+            return self.unrolled.get(e.name)
+        if not isinstance(e, (N.Binary, N.Unary, N.Cast)) or not e.dtype.is_int:
+            return None
+        operands = [self._fold(c) for c in _children(e)]
+        if None in operands:
+            return None
+        source = e.value.dtype if isinstance(e, N.Cast) else e.dtype
+        f = {N.Binary: lambda: ops.binary(e.op, e.dtype), N.Unary: lambda: ops.unary(e.op, e.dtype),
+             N.Cast: lambda: ops.cast(source, e.dtype)}[type(e)]()
+        if f is None:
+            return None
+        with np.errstate(all="ignore"):
+            return int(f(*(ops.constant(v, source) for v in operands)))
 
     def _unary(self, e: N.Unary) -> ir.Value:
         if not arith.supports_unary(e.op, e.dtype):
@@ -341,6 +437,7 @@ class _KernelLowering:
         N.Const: _const, N.Var: _var, N.Special: _special, N.Unary: _unary, N.Binary: _binary,
         N.Compare: _compare, N.Logical: _logical, N.Select: _select, N.Cast: _cast,
         N.Load: _load, N.Shape: _shape, N.MathCall: _math, N.Atomic: _atomic,
+        N.WarpOp: _warp_op,
     }
 
     # ------------------------------------------------------------------ statements
@@ -390,7 +487,29 @@ class _KernelLowering:
             return up
         return b.or_(up, b.and_(icmp("<", step, zero), icmp(">", i, stop)))
 
+    def _unrolled_range(self, s: N.For) -> range | None:
+        """The iterations of `s` when it is unrolled (see the module docstring), else None."""
+        bounds = [self._fold(e) for e in (s.start, s.stop, s.step)]
+        if None in bounds or bounds[2] == 0 or len(range(*bounds)) > MAX_UNROLL:
+            return None
+        from ..frontend import walk
+
+        nodes = list(walk(s.body))
+        if not any(isinstance(n, N.WarpOp) for n in nodes) or _escapes(s.body) \
+                or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
+                       for n in nodes if isinstance(n, (N.Assign, N.For))):
+            return None
+        return range(*bounds)
+
     def _for(self, s: N.For) -> None:
+        iterations = self._unrolled_range(s)
+        if iterations is not None:
+            for value in iterations:
+                self.unrolled[s.var] = value
+                self.b.store(make_const(self.kernel.locals[s.var], value), self.slots[s.var])
+                self.stmts(s.body)
+            del self.unrolled[s.var]
+            return
         dt = self.kernel.locals[s.var]
         start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
         counter = self._alloca(reg_type(dt), f"{s.var}.range")
@@ -448,13 +567,12 @@ class _KernelLowering:
 
     def _local_alloc(self, s: N.LocalAlloc) -> None:
         ref = s.array
-        if ref.type.space != "local" or ref.type.shape is None:
-            raise _error(f"{ref.type.space} arrays are not supported yet", s)
+        if ref.type.space == "shared":  # declared up front (`_declare_shared`)
+            return
         shape = ref.type.shape
         storage = self._alloca(ir.ArrayType(mem_type(ref.dtype), prod(shape)), ref.name)
         storage.align = 16
-        strides = [ir.Constant(I64, prod(shape[k + 1:])) for k in range(len(shape))]
-        self.arrays[ref.name] = _Array(ref.dtype, storage, [ir.Constant(I64, n) for n in shape], strides)
+        self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
 
     _STMT = {
         N.Assign: _assign, N.Store: _store, N.If: _if, N.For: _for, N.While: _while,
@@ -462,6 +580,7 @@ class _KernelLowering:
         N.Continue: lambda self, s: self.b.branch(self._loop_target(s, 0)),
         N.Region: _region, N.Exit: _exit, N.LocalAlloc: _local_alloc,
         N.Unsafe: lambda self, s: self.stmts(s.body),
+        N.Barrier: lambda self, s: warp.barrier(self.em, s.scope, self._member_mask()),
     }
 
     # ------------------------------------------------------------------ kernel

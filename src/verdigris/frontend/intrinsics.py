@@ -15,7 +15,7 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from . import tiles
-from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, typed
+from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -48,19 +48,92 @@ def _global_id(tr, args, kwargs, loc):
     return N.Binary(loc, "add", product, reg("thread_id"), T.int64)
 
 
-def _local_array(tr, args, kwargs, loc):
-    shape = kwargs.get("shape", args[0] if args else None)
-    dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+def _static_shape(shape, what: str, loc: Loc) -> tuple:
+    """A constant shape (an int or a tuple of ints) as a tuple of positive ints."""
     shape = shape.value if isinstance(shape, Static) else None
     shape = (shape,) if isinstance(shape, int) else shape
     if isinstance(shape, tuple):  # a tuple expression holds Static items
         shape = tuple(s.value if isinstance(s, Static) else s for s in shape)
-    if not isinstance(shape, tuple) or not all(isinstance(s, int) and s > 0 for s in shape):
-        raise CompileError("local.array(shape, dtype) needs a constant shape of positive ints",
-                           loc, hint="make the size a vg.constexpr parameter")
+    if not isinstance(shape, tuple) or not shape or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape):
+        raise CompileError(f"{what} needs a constant shape of positive ints", loc,
+                           hint="make the size a vg.constexpr parameter")
+    return shape
+
+
+def _dtype_arg(dtype, what: str, loc: Loc) -> T.DType:
     if not isinstance(dtype, Static) or not isinstance(dtype.value, T.DType):
-        raise CompileError("local.array(shape, dtype) needs a dtype such as vg.float32", loc)
-    return tr.local_array(shape, dtype.value, loc)
+        raise CompileError(f"{what} needs a dtype such as vg.float32", loc)
+    return dtype.value
+
+
+def _array(space: str):
+    """`local.array(shape, dtype)` and `shared.array(shape, dtype)`."""
+    what = f"{space}.array(shape, dtype)"
+
+    def handler(tr, args, kwargs, loc):
+        if len(args) + len(kwargs) != 2 or set(kwargs) - {"shape", "dtype"}:
+            raise CompileError(f"{what} takes a shape and a dtype", loc)
+        shape = _static_shape(kwargs.get("shape", args[0] if args else None), what, loc)
+        dtype = _dtype_arg(kwargs.get("dtype", args[1] if len(args) > 1 else None), what, loc)
+        return tr.local_array(shape, dtype, loc, space)
+
+    return handler
+
+
+def _dynamic_shared(tr, args, kwargs, loc):
+    what = "shared.dynamic(dtype)"
+    if len(args) + len(kwargs) != 1 or set(kwargs) - {"dtype"}:
+        raise CompileError(f"{what} takes one dtype", loc,
+                           hint="its size comes from the launch: k[grid, block](..., shared_bytes=n)")
+    return tr.dynamic_shared(_dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc), loc)
+
+
+def _barrier(scope: str):
+    def handler(tr, args, kwargs, loc):
+        if args or kwargs:
+            raise CompileError(f"{'barrier' if scope == 'block' else 'syncwarp'}() takes no "
+                               "arguments", loc)
+        tr.emit(N.Barrier(loc, scope))
+        return Static(None)
+
+    return handler
+
+
+def _lane_id(tr, args, kwargs, loc):
+    if args or kwargs:
+        raise CompileError("lane_id() takes no arguments", loc)
+    return N.Special(loc, "lane_id", 0, T.int32)
+
+
+def _warp(op: str):
+    """Shuffles (`shfl_*(value, lane)`, any scalar) and votes (`ballot/any_/all_(pred)`)."""
+    shuffle = op.startswith("shfl")
+    label = op if shuffle else f"{op}_" if op in ("any", "all") else op
+    usage = f"{label}(value, {'delta' if op in ('shfl_down', 'shfl_up') else 'lane'})" \
+        if shuffle else f"{label}(predicate)"
+
+    def handler(tr, args, kwargs, loc):
+        if len(args) != (2 if shuffle else 1) or kwargs:
+            raise CompileError(f"{usage} takes {2 if shuffle else 1} positional argument"
+                               f"{'s' if shuffle else ''}", loc)
+        if tiles.is_tile(args[0]) or isinstance(args[0], N.ArrayRef):
+            raise CompileError(f"{label}() exchanges one scalar per lane, not "
+                               f"{'an array' if isinstance(args[0], N.ArrayRef) else 'a tile'}",
+                               loc, hint="index the array, or use tile operations in a tile kernel")
+        if not shuffle:
+            return N.WarpOp(loc, op, truth(args[0], loc), None,
+                            T.uint32 if op == "ballot" else T.bool_)
+        value, lane = typed(args[0], loc), args[1]
+        if is_number(lane) and isinstance(lane.value, int) and not isinstance(lane.value, bool):
+            lane = typed(lane, loc, T.int32)
+        elif isinstance(lane, N.Expr) and not tiles.is_tile(lane) and lane.dtype.is_int:
+            lane = cast(lane, T.int32, loc)
+        else:
+            raise CompileError(f"the second argument of {usage} must be an integer", loc)
+        return N.WarpOp(loc, op, value, lane, value.dtype)
+
+    return handler
 
 
 def _math(name):
@@ -175,7 +248,13 @@ HANDLERS = {
     "simt.block_dim": _special("block_dim"),
     "simt.grid_dim": _special("grid_dim"),
     "simt.global_id": _global_id,
-    "simt.local.array": _local_array,
+    "simt.lane_id": _lane_id,
+    "simt.local.array": _array("local"),
+    "simt.shared.array": _array("shared"),
+    "simt.shared.dynamic": _dynamic_shared,
+    "simt.barrier": _barrier("block"),
+    "simt.syncwarp": _barrier("warp"),
+    **{f"simt.{op}": _warp(op) for op in N.WARP_OPS},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),
     "builtin.float": _conversion(T.float32, "float"),
@@ -194,8 +273,6 @@ HANDLERS["math.max"] = HANDLERS["builtin.max"]
 
 
 def _bool(args, loc):
-    from .typing import truth
-
     if len(args) != 1:
         raise CompileError("bool() takes one argument", loc)
     return truth(args[0], loc)

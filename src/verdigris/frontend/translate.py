@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import types as pytypes
 from dataclasses import dataclass, field
 
@@ -41,6 +42,8 @@ class Unit:
     counter: itertools.count = field(default_factory=itertools.count)
     unsafe: list = field(default_factory=list)
     call_stack: list = field(default_factory=list)
+    shared_bytes: int = 0  # static shared memory allocated so far
+    dynamic_shared: object = None  # the ArrayRef of `shared.dynamic`, once called
 
 
 BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -50,6 +53,7 @@ CMP_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq
            ast.NotEq: "ne"}
 UNARY_OPS = {ast.USub: "neg", ast.Not: "not", ast.Invert: "invert", ast.UAdd: "pos"}
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
+MAX_STATIC_SHARED = 48 * 1024  # bytes of shared arrays a kernel may declare (CUDA's limit)
 
 TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the other track
     "simt": "tile kernels say what a block does to whole tiles: tile.bid(axis) for the block "
@@ -394,6 +398,10 @@ class Translator:
         elif not (isinstance(value, Static) and value.value is None):
             items = value.value if isinstance(value, Static) and isinstance(value.value, tuple) \
                 else (value,)
+            if any(isinstance(item, N.ArrayRef) for item in items):
+                raise CompileError(f"{self.src.name}() returns an array: helpers return numbers",
+                                   loc, hint="allocate the array in the kernel (or the caller) "
+                                   "and pass it to the helper, which writes into it")
             self.returns.append(len(items))
             for k, item in enumerate(items):
                 self.set_var(f"{self.prefix}return{k}", item, loc)
@@ -602,7 +610,9 @@ class Translator:
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             self.unsupported(node, "*args and **kwargs in calls")
         args = [self.expr(a) for a in node.args]
-        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        # A string literal is a value only as a keyword argument (input_precision="tf32").
+        kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
+                  isinstance(k.value.value, str) else self.expr(k.value) for k in node.keywords}
         fn = callee.value if isinstance(callee, Static) else None
         if fn is None:
             raise CompileError("this value cannot be called", loc)
@@ -633,10 +643,33 @@ class Translator:
 
     # ------------------------------------------------------------------ local arrays, calls
 
-    def local_array(self, shape: tuple, dtype: T.DType, loc: Loc) -> N.ArrayRef:
-        ref = N.ArrayRef(loc, self.fresh("local"), N.ArrayType(dtype, len(shape), "local",
-                                                               shape=shape))
+    def local_array(self, shape: tuple, dtype: T.DType, loc: Loc, space: str = "local") -> N.ArrayRef:
+        """A `local.array` (per thread) or a static `shared.array` (one per block)."""
+        if space == "shared":
+            size = dtype.itemsize * math.prod(shape)
+            self.unit.shared_bytes += -self.unit.shared_bytes % 16 + size  # 16-byte aligned
+            if self.unit.shared_bytes > MAX_STATIC_SHARED:
+                raise CompileError(f"this kernel's shared arrays need {self.unit.shared_bytes} "
+                                   f"bytes, more than the {MAX_STATIC_SHARED} a block may "
+                                   "declare statically", loc, hint="use simt.shared.dynamic("
+                                   "dtype) with shared_bytes= at the launch for more")
+        ref = N.ArrayRef(loc, self.fresh(space), N.ArrayType(dtype, len(shape), space,
+                                                             shape=shape))
         self.emit(N.LocalAlloc(loc, ref))
+        return ref
+
+    def dynamic_shared(self, dtype: T.DType, loc: Loc) -> N.ArrayRef:
+        """The block's dynamic shared memory as a 1-d array (one per kernel: every call of
+        `shared.dynamic` means the same memory, so they must agree on the dtype)."""
+        ref = self.unit.dynamic_shared
+        if ref is None:
+            ref = self.unit.dynamic_shared = N.ArrayRef(
+                loc, "shared.dynamic", N.ArrayType(dtype, 1, "shared"))
+            self.emit(N.LocalAlloc(loc, ref))
+        elif ref.dtype is not dtype:
+            raise CompileError(f"shared.dynamic({dtype.name}) after shared.dynamic("
+                               f"{ref.dtype.name}): a kernel has one dynamic shared array",
+                               loc, hint="use one dtype, and carve parts of it by offset")
         return ref
 
     def inline(self, fn: lang.func, args, kwargs, loc: Loc):

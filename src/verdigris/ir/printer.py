@@ -39,6 +39,8 @@ _TILE_EXPRS = {
     X.Reshape: lambda e: f"reshape:{_tile(e)}({format_expr(e.value)})",
     X.Permute: lambda e: f"permute{e.perm}:{_tile(e)}({format_expr(e.value)})",
     X.Rand: lambda e: f"rand:{_tile(e)}({format_expr(e.seed)}, {format_expr(e.offsets)})",
+    X.TileDot: lambda e: f"dot.{e.precision}:{_tile(e)}({format_expr(e.a)}, {format_expr(e.b)}"
+                         + (f", acc={format_expr(e.acc)})" if e.acc is not None else ")"),
 }
 
 _TILE_STMTS = {  # `@[...]` is a tile index, `[...]` element index tiles
@@ -82,6 +84,9 @@ def format_expr(e: N.Expr) -> str:
             return f"atomic_{e.op}({e.array.name}[{index}], {', '.join(map(format_expr, operands))})"
         case N.MathCall():
             return f"{e.func}:{e.dtype.short}({', '.join(map(format_expr, e.args))})"
+        case N.WarpOp():
+            operands = [e.value] + ([e.lane] if e.lane is not None else [])
+            return f"{e.op}:{e.dtype.short}({', '.join(map(format_expr, operands))})"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 
@@ -112,7 +117,11 @@ def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
         case N.Exit():
             return [f"{indent}exit {s.label}{at}"]
         case N.LocalAlloc():
-            return [f"{indent}{s.array.name} = alloc {s.array.type}{at}"]
+            kind = s.array.type if s.array.type.shape is not None \
+                else f"{s.array.type.space} {s.array.dtype.name}[dynamic]"
+            return [f"{indent}{s.array.name} = alloc {kind}{at}"]
+        case N.Barrier():
+            return [f"{indent}{'barrier' if s.scope == 'block' else 'syncwarp'}(){at}"]
         case N.Unsafe():
             return [f"{indent}unsafe:{at}"] + _block(s.body, inner)
     raise TypeError(f"cannot print {type(s).__name__}")
