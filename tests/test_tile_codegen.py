@@ -132,6 +132,47 @@ def transpose(x, out, B: vg.constexpr):
     tile.store(out, index=(j, i), tile=tile.load(x, index=(i, j), shape=(B, B)).T)
 
 
+@tile.kernel
+def cumsum_2d(x, out, R: vg.constexpr, C: vg.constexpr, AXIS: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i, 0), tile=tile.cumsum(tile.load(x, index=(i, 0), shape=(R, C)), AXIS))
+
+
+@tile.kernel
+def rand_tile(out, seed, R: vg.constexpr, C: vg.constexpr):
+    i = tile.bid(0)
+    offsets = (tile.arange(R).reshape((R, 1)) + i * R) * out.shape[1] + tile.arange(C)
+    tile.store(out, index=(i, 0), tile=tile.rand(seed, offsets))
+
+
+@tile.kernel
+def permute_gather(x, idx, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    j = tile.load(idx, index=(i,), shape=(BLOCK,), padding=-1)
+    tile.store(out, index=(i,), tile=tile.gather(x, j, padding=-5) * 2)
+
+
+@tile.kernel
+def scatter_rows(x, idx, out, R: vg.constexpr, C: vg.constexpr):
+    i = tile.bid(0)
+    rows = tile.load(idx, index=(i,), shape=(R,)).reshape((R, 1))
+    cols = tile.arange(C).reshape((1, C))
+    with vg.unsafe():  # idx is a permutation: the rows are distinct
+        tile.scatter(out, (rows, cols), tile.load(x, index=(i, 0), shape=(R, C)))
+
+
+@tile.kernel
+def histogram(x, counts, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    tile.scatter_add(counts, tile.load(x, index=(i,), shape=(BLOCK,)), tile.full((BLOCK,), 1, vg.int32))
+
+
+@tile.kernel
+def split_sum(x, out, R: vg.constexpr, C: vg.constexpr):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.atomic_add(out, (i,), tile.sum(tile.load(x, index=(i, j), shape=(R, C)), axis=1))
+
+
 def arr(dtype, ndim=1, contiguous=True, aligned=True):
     return ArrayType(dtype, ndim, "global", contiguous, aligned)
 
@@ -155,6 +196,14 @@ SPECS = {
                                   R=4, C=48)),
     "outer": (outer, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=64)),
     "transpose": (transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=32)),
+    "cumsum_rows": (cumsum_2d, dict(x=arr(f32, 2), out=arr(f32, 2), R=4, C=1024, AXIS=1)),
+    "cumsum_cols": (cumsum_2d, dict(x=arr(i32, 2), out=arr(i32, 2), R=64, C=48, AXIS=0)),
+    "cumsum_bf16": (cumsum_2d, dict(x=arr(bf16, 2), out=arr(bf16, 2), R=2, C=300, AXIS=1)),
+    "rand": (rand_tile, dict(out=arr(f32, 2), seed=T.int64, R=8, C=128)),
+    "gather": (permute_gather, dict(x=arr(f32), idx=arr(T.int64), out=arr(f32), BLOCK=256)),
+    "scatter": (scatter_rows, dict(x=arr(f32, 2), idx=arr(i32), out=arr(f32, 2), R=4, C=64)),
+    "scatter_add": (histogram, dict(x=arr(i32), counts=arr(i32), BLOCK=300)),
+    "atomic_add": (split_sum, dict(x=arr(f32, 2), out=arr(f32), R=4, C=256)),
 }
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")

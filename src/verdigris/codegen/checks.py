@@ -2,9 +2,9 @@
 
 Takes: a specialized `ir.Kernel` (with `facts["in_bounds"]` from `safety.bounds`, the ids
 of accesses proven in bounds). Gives:
-- `sites(kernel)`: every Load, Store and Atomic of the body, in a fixed (walk) order; a
-  fault names its access by its position here, so the host can find its `Loc` again
-  without the compiled code (`runtime.faults` keeps the table per kernel id).
+- `sites(kernel)`: every Load, Store, Atomic and tile Scatter of the body, in a fixed
+  (walk) order; a fault names its access by its position here, so the host can find its
+  `Loc` again without the compiled code (`runtime.faults` keeps the table per kernel id).
 - `checked_sites(kernel)`: the positions of the accesses that carry a check (all but the
   proven ones), a deterministic fingerprint of what the compiled code checks (cache keys).
 - `kernel_id(kernel)`: a 31-bit number baked into the kernel's fault path, the CRC of its
@@ -25,6 +25,7 @@ from __future__ import annotations
 import zlib
 
 from ..ir import nodes as N
+from ..ir import tiles as X
 from ..ir.printer import format_kernel
 
 FAULT_PARAM = "vg.faults"
@@ -37,7 +38,7 @@ RECORD_EXTENT = RECORD_INDEX + RECORD_DIMS
 RECORD_WORDS = RECORD_EXTENT + RECORD_DIMS
 BLOCK_WORDS = 2  # the device block: claim, record address
 
-ACCESS_NODES = (N.Load, N.Store, N.Atomic)
+ACCESS_NODES = (N.Load, N.Store, N.Atomic, X.Scatter)
 
 
 def sites(kernel: N.Kernel) -> list:

@@ -40,7 +40,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType
-from . import convert, memory, reduce
+from . import convert, indexed, memory, random, reduce, scan
 from .layout import WARP_SIZE, Layout, blocked, padded
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -267,6 +267,9 @@ class TileLowering(_KernelLowering):
         X.TileVar: _tile_var, X.Splat: _splat, X.Arange: _arange, X.TileMap: _tile_map,
         X.Broadcast: _broadcast, X.Reshape: _reshape, X.Permute: _permute,
         X.TileReduce: _tile_reduce,
+        X.TileScan: lambda self, e, want: scan.scan(self, e),
+        X.Rand: lambda self, e, want: random.rand(self, e, want),
+        X.Gather: lambda self, e, want: indexed.gather(self, e, want),
         X.TileLoad: lambda self, e, want: memory.load(self, e, want or self.default(e.shape)),
     }
 
@@ -312,7 +315,12 @@ class TileLowering(_KernelLowering):
             return super()._region(s)
         return TileLowering._nested(_KernelLowering._region)(self, s)
 
+    def _tile_atomic_add(self, s: X.TileAtomicAdd) -> None:
+        self._writable(s)
+        memory.store(self, s, self.tile(s.value, self.default(s.value.shape)), atomic=True)
+
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
+             X.TileAtomicAdd: _tile_atomic_add, X.Scatter: lambda self, s: indexed.scatter(self, s),
              N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
              N.While: _nested(_KernelLowering._while), N.Region: _region}
 

@@ -1,7 +1,9 @@
 """Tile loads and stores: `TileLoad` and `TileStore` in any layout, vectorized where it can.
 
 Takes: the `TileLowering`, the node, and the layout the registers are in. Gives:
-`load(low, node, layout) -> TileValue`, `store(low, node, value)`.
+`load(low, node, layout) -> TileValue`, `store(low, node, value, atomic=False)` (the
+atomic form is `TileAtomicAdd`), and `guarded(low, condition, perform, ...)`, the branch
+around one masked access that `indexed` uses too.
 
 Guarantees (`ir.tiles`): element `index[k] * shape[k] + c` along axis k; elements outside
 the array (or past the tile's own shape, when it is padded to a power of two) are never
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..codegen import atomics
 from ..codegen.dtypes import I1, I32, I64, mem_type, to_mem, to_reg
 
 
@@ -80,13 +83,14 @@ class _Access:
             ok = b.and_(ok, b.icmp_unsigned("==", rem, ir.Constant(I64, 0)))
         return ok
 
-    def paths(self, fast, slow, name: str) -> list:
-        """Run `fast(width)` for full tiles and `slow()` for edge tiles; phi their results."""
+    def paths(self, fast, slow, name: str, vectors: bool = True) -> list:
+        """Run `fast(width)` for full tiles and `slow()` for edge tiles; phi their results.
+        `width` is 1 unless `vectors` and the access can move vectors."""
         low, b = self.low, self.b
         full = self.full()
         if full is None:
             return slow()
-        width = self.vector()
+        width = self.vector() if vectors else 1
         if width > 1:
             full = b.and_(full, self.vector_ok(width))
         fast_bb, slow_bb, end_bb = (low._block(f"{name}.{n}") for n in ("full", "edge", "end"))
@@ -125,26 +129,16 @@ def load(low, node, layout):
         return regs
 
     def slow() -> list:
-        regs = []
-        for r in range(layout.num_regs):
-            inside = access.inside(r)
-            read_bb, end_bb = low._block("load.in"), low._block("load.next")
-            before = b.block
-            b.cbranch(inside, read_bb, end_bb)
-            b.position_at_end(read_bb)
-            value = to_reg(b, dtype, b.load(access.pointer(r), typ=mem, align=dtype.itemsize))
-            b.branch(end_bb)
-            b.position_at_end(end_bb)
-            phi = b.phi(value.type)
-            phi.add_incoming(value, read_bb)
-            phi.add_incoming(padding, before)
-            regs.append(phi)
-        return regs
+        return [guarded(low, access.inside(r), lambda r=r: to_reg(b, dtype, b.load(
+            access.pointer(r), typ=mem, align=dtype.itemsize)), "load", padding)
+            for r in range(layout.num_regs)]
 
     return TileValue(layout, access.paths(fast, slow, "load"), dtype)
 
 
-def store(low, node, value) -> None:
+def store(low, node, value, atomic: bool = False) -> None:
+    """A `TileStore`, or with `atomic` a `TileAtomicAdd` (one atomic add per element: an
+    `atomicrmw fadd`/`add` whose result is unused, which NVPTX emits as `red.global.add`)."""
     layout = value.layout
     b, dtype = low.b, node.array.dtype
     owner = low.is_owner(layout)
@@ -153,12 +147,19 @@ def store(low, node, value) -> None:
         b.cbranch(owner, write_bb, end_bb)
         b.position_at_end(write_bb)
     access = _Access(low, node, layout, node.value.shape)
-    words = [to_mem(b, dtype, r) for r in value.regs]
+    if atomic:
+        def write(r: int) -> None:
+            atomics.atomic(low.em, "add", dtype, access.pointer(r), value.regs[r], None)
+    else:
+        words = [to_mem(b, dtype, r) for r in value.regs]
+
+        def write(r: int) -> None:
+            b.store(words[r], access.pointer(r), align=dtype.itemsize)
 
     def fast(width: int) -> list:
         for r0 in range(0, layout.num_regs, width):
             if width == 1:
-                b.store(words[r0], access.pointer(r0), align=dtype.itemsize)
+                write(r0)
                 continue
             vec = ir.Constant(ir.VectorType(mem_type(dtype), width), ir.Undefined)
             for j in range(width):
@@ -168,15 +169,30 @@ def store(low, node, value) -> None:
 
     def slow() -> list:
         for r in range(layout.num_regs):
-            write_bb, next_bb = low._block("store.in"), low._block("store.next")
-            b.cbranch(access.inside(r), write_bb, next_bb)
-            b.position_at_end(write_bb)
-            b.store(words[r], access.pointer(r), align=dtype.itemsize)
-            b.branch(next_bb)
-            b.position_at_end(next_bb)
+            guarded(low, access.inside(r), lambda r=r: write(r), "store")
         return []
 
-    access.paths(fast, slow, "store")
+    access.paths(fast, slow, "store", vectors=not atomic)
     if owner is not None:
         b.branch(end_bb)
         b.position_at_end(end_bb)
+
+
+def guarded(low, condition: ir.Value, perform, name: str, otherwise: ir.Value | None = None):
+    """`perform()` only where `condition` holds (a branch around it); its value where it
+    ran, else `otherwise` (None: `perform` gives no value)."""
+    b = low.b
+    then_bb, end_bb = low._block(f"{name}.in"), low._block(f"{name}.next")
+    before = b.block
+    b.cbranch(condition, then_bb, end_bb)
+    b.position_at_end(then_bb)
+    value = perform()
+    then_end = b.block
+    b.branch(end_bb)
+    b.position_at_end(end_bb)
+    if otherwise is None:
+        return None
+    phi = b.phi(value.type)
+    phi.add_incoming(value, then_end)
+    phi.add_incoming(otherwise, before)
+    return phi

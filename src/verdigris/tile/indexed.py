@@ -1,0 +1,89 @@
+"""`Gather` and `Scatter` on the GPU: one access per element, at indices computed in the
+kernel.
+
+Takes: the `TileLowering` and the node (and for a gather, the layout wanted). Gives:
+`gather(low, node, want) -> TileValue`, `scatter(low, node)`.
+
+Guarantees (`ir.tiles`, the cpu backend):
+- gather: an element whose index is outside the array (negative included: indices are
+  compared unsigned) is not read and takes `padding`.
+- scatter: only the elements of the tile's logical shape are written (not its padding),
+  each by one thread (the first of those holding it); the plain form stores, the atomic
+  form (`scatter_add`) adds with one `atomicrmw` per element (`red.global.add`). An index
+  outside the array is a bounds fault, as a SIMT store's: the element is skipped, the
+  first fault of the launch is recorded, and the host raises `BoundsError` (VG302) at the
+  next synchronization; scatters the bounds proofs cover carry no check.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .. import errors
+from ..codegen import atomics
+from ..codegen.dtypes import I1, I32, mem_type, to_mem, to_reg
+from ..frontend.typing import ATOMIC_DTYPES
+from .memory import guarded
+
+
+def _inside(b, index: list, extents: list) -> ir.Value:
+    inside = ir.Constant(I1, True)
+    for i, extent in zip(index, extents):
+        inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
+    return inside
+
+
+def gather(low, node, want):
+    from .lower import TileValue
+
+    b, dtype = low.b, node.array.dtype
+    layout = want or low.default(node.shape)
+    indices = [low.tile(i, layout) for i in node.indices]
+    view = low._view(node.array, node)
+    padding = low.expr(node.padding)
+    regs = []
+    for r in range(layout.num_regs):
+        index = [i.regs[r] for i in indices]
+        regs.append(guarded(low, _inside(b, index, view.shape), lambda index=index: to_reg(b, dtype, b.load(
+            low._element(view, index), typ=mem_type(dtype), align=dtype.itemsize)), "gather", padding))
+    return TileValue(layout, regs, dtype)
+
+
+def scatter(low, node) -> None:
+    low._writable(node)
+    b, dtype = low.b, node.array.dtype
+    layout = low.default(node.value.shape)
+    value = low.tile(node.value, layout)
+    indices = [low.tile(i, layout) for i in node.indices]
+    view = low._view(node.array, node)
+    owner = low.is_owner(layout)
+    padded = [k for k, (n, p) in enumerate(zip(node.value.shape, layout.shape)) if n != p]
+    checked = id(node) not in low.proven
+    if node.atomic and dtype.name not in ATOMIC_DTYPES:
+        raise errors.CompileError(f"tile.scatter_add() is not available for {dtype.name} arrays",
+                                  node.loc, hint="atomics take " + ", ".join(ATOMIC_DTYPES))
+
+    def write(reg: ir.Value, index: list) -> None:
+        ptr = low._element(view, index)
+        if node.atomic:
+            atomics.atomic(low.em, "add", dtype, ptr, reg, None)
+        else:
+            b.store(to_mem(b, dtype, reg), ptr, align=dtype.itemsize)
+
+    def element(r: int) -> None:
+        index = [i.regs[r] for i in indices]
+        if not checked:
+            return write(value.regs[r], index)
+        inside = low.em.call("llvm.expect.i1", I1, _inside(b, index, view.shape), ir.Constant(I1, True))
+        guarded(low, inside, lambda: write(value.regs[r], index), "scatter")
+        guarded(low, b.not_(inside), lambda: low._record_fault(low.site_of[id(node)], index, view.shape),
+                "scatter.fault")
+
+    for r in range(layout.num_regs):
+        mine = ir.Constant(I1, True) if owner is None else owner
+        coords = low.coords(layout, r) if padded else []
+        for k in padded:  # the padding of a shape that is not a power of two
+            mine = b.and_(mine, b.icmp_unsigned("<", coords[k], ir.Constant(I32, node.value.shape[k])))
+        if owner is None and not padded:
+            element(r)
+        else:
+            guarded(low, mine, lambda r=r: element(r), "scatter.mine")
