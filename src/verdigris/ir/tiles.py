@@ -17,6 +17,9 @@ Guarantees the frontend establishes (and both backends rely on):
   `index[k] * shape[k] + j` along axis k. Elements outside the array are never read
   (they take `padding`) and never written (edge tiles are masked).
 - `Kernel.locals` maps a tile variable's name to a `TileType`.
+- `TileDot` operands are 2-D with one inner size K (`a` is (M, K), `b` is (K, N)), of one
+  dtype from `DOT_INPUTS` (fp8 may mix its two formats); the accumulator has the result's
+  dtype (`DOT_INPUTS[a.dtype]`) and shape (M, N).
 
 Elementwise semantics are those of `ir.nodes` for the same op name (integer wrap, floor
 div/mod, saturating casts, IEEE min/max of libdevice).
@@ -174,6 +177,31 @@ class Rand(TileExpr):
 
     seed: Expr
     offsets: TileExpr
+    dtype: DType
+    shape: tuple
+
+
+# Matrix products: operand dtype name -> accumulator dtype name. "ieee" computes in the
+# accumulator's precision; "tf32" (float32 operands only, opt-in) first rounds each operand
+# to tf32 (10 mantissa bits, to nearest with ties away from zero, as `cvt.rna.tf32.f32`).
+DOT_INPUTS = {"float16": "float32", "bfloat16": "float32", "float8_e4m3fn": "float32",
+              "float8_e5m2": "float32", "float32": "float32", "float64": "float64"}
+DOT_PRECISIONS = ("ieee", "tf32")
+
+
+@dataclass(eq=False)
+class TileDot(TileExpr):
+    """`tile.mma(a, b, acc)` (`acc + a @ b`) and `tile.dot(a, b)` (`acc` None: zeros).
+
+    Every product a[m, k] * b[k, n] is exact in the accumulator's precision (the operands are
+    narrower), and the sum over k is accumulated there, in an order left to the backend;
+    `acc` is added once. With `precision` "tf32" the float32 operands are first rounded
+    to tf32."""
+
+    a: TileExpr
+    b: TileExpr
+    acc: Optional[TileExpr]
+    precision: str
     dtype: DType
     shape: tuple
 
