@@ -5,10 +5,16 @@ median of timed repetitions), cold compile (fresh process, empty cache), first c
 a warm disk cache (fresh process), and host launch overhead per call beside a raw
 `cuLaunchKernel` through cuda-bindings. Run: `PYTHONPATH=src python bench/vector_add.py`.
 With `--json FILE` it also writes the figures.
+
+It also registers its cases with `verdigris bench` (see verdigris.benchsuite): the SIMT
+vector add against torch, Triton and CuPy over sizes 2^20..2^28, host launch overhead
+against a raw `cuLaunchKernel`, and first-call times (cold and with a warm disk cache)
+beside Triton's and CuPy's.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -21,6 +27,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
+if SRC not in sys.path:
+    sys.path.insert(0, SRC)
+from verdigris.benchsuite import ROOFLINE, case, checked, has  # noqa: E402
 
 KERNEL_SOURCE = '''
 import verdigris as vg
@@ -46,6 +55,14 @@ def vector_add_ilp(a, b, out, PER_THREAD: vg.constexpr):
 '''
 
 
+CUPY_ADD_SOURCE = r'''
+extern "C" __global__ void add(const float* a, const float* b, float* out, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+'''
+
+
 def _write_kernel_module(directory: str) -> str:
     path = os.path.join(directory, "vadd_kernel.py")
     with open(path, "w") as f:
@@ -67,6 +84,18 @@ def first_call_ms(kernel_dir: str, cache_dir: str, which: str) -> float:
             torch.cuda.synchronize()
         """
         env = {"VERDIGRIS_CACHE_DIR": cache_dir}
+    elif which == "cupy":
+        body = f"""
+            import torch, cupy
+            a = torch.rand(1 << 20, device="cuda"); b = torch.rand_like(a); out = torch.empty_like(a)
+            a, b, out = (cupy.asarray(t) for t in (a, b, out))
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            add = cupy.RawKernel({CUPY_ADD_SOURCE!r}, "add")
+            add((a.size // 256,), (256,), (a, b, out, cupy.int64(a.size)))
+            torch.cuda.synchronize()
+        """
+        env = {"CUPY_CACHE_DIR": cache_dir}
     else:
         body = """
             import torch, triton, triton.language as tl
@@ -242,6 +271,115 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"card": card, "n": n, "throughput_tbs": rows, "launch_us": launch,
                        "first_call_ms": compile_ms}, f, indent=2)
+
+
+# ----------------------------------------------------------------- `verdigris bench` cases
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels():
+    """(the directory of the kernel module, the module): written and imported once."""
+    work = tempfile.mkdtemp(prefix="vg-bench-")
+    _write_kernel_module(work)
+    sys.path.insert(0, work)
+    import vadd_kernel
+
+    return work, vadd_kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_add():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+    return add_kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_add():
+    import cupy
+
+    return cupy.RawKernel(CUPY_ADD_SOURCE, "add")
+
+
+@case("vector add (SIMT) f32", kind="memory", sizes=[1 << k for k in (20, 22, 24, 26, 28)],
+      quick=[1 << 26], work=lambda n: 3 * 4 * n, requires=["torch"])
+def bench_vector_add(n):
+    import torch
+
+    import verdigris as vg
+
+    _, kernels = _kernels()
+    a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    out = torch.empty_like(a)
+    want = a + b
+
+    def ours(per_thread):
+        if per_thread == 1:
+            return lambda: kernels.vector_add[vg.cdiv(n, 256), 256](a, b, out)
+        return lambda: kernels.vector_add_ilp[vg.cdiv(n, 256 * per_thread), 256](
+            a, b, out, PER_THREAD=per_thread)
+
+    impls = {"verdigris": {f"{p} per thread, block 256": checked(ours(p), out, want, 1e-7)
+                           for p in (1, 4, 8)},
+             "torch": checked(lambda: torch.add(a, b, out=out), out, want, 1e-7)}
+    if has("triton"):
+        add = _triton_add()
+        impls["triton"] = checked(lambda: add[(vg.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024),
+                                  out, want, 1e-7)
+    if has("cupy"):
+        import cupy
+
+        ca, cb, cout = (cupy.asarray(t) for t in (a, b, out))  # views, no copies
+        impls["cupy"] = checked(lambda: cupy.add(ca, cb, out=cout), out, want, 1e-7)
+    return impls
+
+
+@case("launch overhead", kind="launch", sizes=[256], requires=["torch"],
+      size_label=lambda n: f"add of {n} f32")
+def bench_launch(n):
+    import torch
+
+    _, kernels = _kernels()
+    a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    out = torch.empty_like(a)
+    impls = {ROOFLINE: raw_launcher(kernels.vector_add, a, b, out),
+             "verdigris": lambda: kernels.vector_add[1, 256](a, b, out),
+             "torch": lambda: torch.add(a, b, out=out)}
+    if has("triton"):
+        add = _triton_add()
+        impls["triton"] = lambda: add[(1,)](a, b, out, n, BLOCK=1024)
+    if has("cupy"):
+        import cupy
+
+        add = _cupy_add()
+        args = (*(cupy.asarray(t) for t in (a, b, out)), cupy.int64(n))  # views, no copies
+        impls["cupy"] = lambda: add((1,), (256,), args)
+    return impls
+
+
+@case("first call of a vector add", kind="compile", sizes=["cold", "warm disk cache"],
+      quick=["cold"], requires=["torch"], size_label=str)
+def bench_first_call(which_cache):
+    work, _ = _kernels()
+    peers = ["verdigris"] + [p for p in ("triton", "cupy") if has(p)]
+
+    def first_call(peer):
+        def measure():
+            cache = tempfile.mkdtemp(prefix=f"{peer}-cache-")
+            if which_cache != "cold":
+                first_call_ms(work, cache, peer)  # fills the cache
+            return first_call_ms(work, cache, peer)
+
+        return measure
+
+    return {peer: first_call(peer) for peer in peers}
 
 
 if __name__ == "__main__":

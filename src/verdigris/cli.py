@@ -1,4 +1,4 @@
-"""The `verdigris` command: demo, compile, check, explain, doctor.
+"""The `verdigris` command: demo, compile, check, explain, doctor, bench.
 
 Takes: command-line arguments. Gives: `main(argv) -> exit status`. Guarantees: user
 mistakes (a missing file, an unknown kernel, a bad signature, a kernel that does not
@@ -285,6 +285,18 @@ def _version() -> str:
     return __version__
 
 
+# ------------------------------------------------------------------------- bench
+
+
+def cmd_bench(args) -> int:
+    from .benchsuite.command import BenchUsageError, run_bench
+
+    try:
+        return run_bench(args)
+    except BenchUsageError as err:
+        raise UsageError(str(err)) from None
+
+
 # ------------------------------------------------------------------------- main
 
 
@@ -319,6 +331,28 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(run=cmd_explain)
     doctor = sub.add_parser("doctor", help="GPU, driver, toolchain and versions")
     doctor.set_defaults(run=cmd_doctor)
+    bench = sub.add_parser(
+        "bench", help="benchmark the suite of bench/ on this GPU beside the installed peers "
+                      "(torch, Triton, CuPy, cuTile): a table, JSON and PNG plots",
+        description="Runs every case registered by the scripts of bench/ on the current GPU, "
+                    "each beside the installed peers, prints a table (achieved TB/s, TFLOP/s, "
+                    "us or ms; ratios to the best peer and to the measured roofline) and "
+                    "writes results.json, index.md and PNG plots. Exit status: 0 measured, "
+                    "2 usage error, 3 no GPU here (nothing was run), 130 interrupted.")
+    bench.add_argument("--filter", metavar="REGEX",
+                       help="only the cases whose name matches (case-insensitive), or whose "
+                            "kind or plot is exactly it, e.g. 'softmax|norm' or 'memory'")
+    bench.add_argument("--quick", action="store_true",
+                       help="one size per case and shorter timing (about a minute)")
+    bench.add_argument("--out", metavar="DIR", help="where to write the results (default: "
+                                                    "docs/bench/DATE-CARD/ of the checkout)")
+    bench.add_argument("--list", action="store_true",
+                       help="list the cases and sizes and the installed peers; run nothing")
+    bench.add_argument("--bench-dir", metavar="DIR",
+                       help="the directory of bench scripts (default: ./bench)")
+    bench.add_argument("--plain-progress", action="store_true",
+                       help="a plain progress line instead of tqdm's bar")
+    bench.set_defaults(run=cmd_bench)
     return parser
 
 

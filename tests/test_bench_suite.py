@@ -1,0 +1,400 @@
+"""`verdigris bench`'s plumbing, without a GPU: discovery of the cases that bench scripts
+register, --filter, the table, JSON and Markdown from a fake timer, the plots (where
+matplotlib is installed), the progress bar and the message on a machine without a GPU."""
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from verdigris.benchsuite import ROOFLINE, Impl, case, checked, command, plots, registry
+from verdigris.benchsuite.progress import bar
+from verdigris.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def clean_registry():
+    """Each test starts with no cases and leaves none behind."""
+    saved = dict(registry.REGISTRY)
+    modules = set(sys.modules)
+    registry.REGISTRY.clear()
+    yield
+    registry.REGISTRY.clear()
+    registry.REGISTRY.update(saved)
+    for name in set(sys.modules) - modules:
+        if name.startswith("_verdigris_bench_"):
+            del sys.modules[name]
+
+
+class Fake:
+    """A stand-in for a kernel launch: the fake timer reads how long it 'takes'."""
+
+    def __init__(self, seconds=None, value=None, fail=None):
+        self.seconds, self.value, self.fail, self.calls = seconds, value, fail, 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.fail:
+            raise self.fail
+        return self.value
+
+
+class FakeTimer:
+    def synchronize(self):
+        pass
+
+    def device_seconds(self, fn):
+        fn()
+        return fn.seconds
+
+    def host_us_per_call(self, fn):
+        fn()
+        return fn.seconds * 1e6
+
+
+def fake_env(copy_tbs=4.0, dense_tflops=1000.0):
+    def measure(memory, compute):
+        return {"copy_tbs": copy_tbs if memory else None,
+                "dense_tflops": dense_tflops if compute else None,
+                "dense_tflops_source": "a test figure", "cublas_bf16_tflops": None}
+
+    return command.Environment("Fake GPU 9000", FakeTimer(), measure, {"arch": "sm_90"})
+
+
+SCRIPT = '''
+"""A bench script as helpers write them: cases registered at import, main() standalone."""
+from verdigris.benchsuite import ROOFLINE, Impl, case
+
+GB = 1e9
+
+
+@case("copy-ish add", kind="memory", sizes=[1 << 20, 1 << 22], quick=[1 << 20],
+      work=lambda n: 12 * n)
+def add(n):
+    from test_bench_suite import Fake
+    return {{"verdigris": {{"BLOCK=1024": Fake(12 * n / (3.0e12)), "BLOCK=4096": Fake(12 * n / (3.6e12))}},
+             "torch": Fake(12 * n / (3.2e12)), "triton": Fake(12 * n / (4.0e12))}}
+
+
+@case("gemm bf16", kind="compute", sizes=[4096], work=lambda n: 2 * n**3, plot="gemm")
+def gemm(n):
+    from test_bench_suite import Fake
+    return {{"verdigris": Fake(2 * n**3 / 700e12), "torch": Fake(2 * n**3 / 730e12)}}
+
+
+@case("launch", kind="launch", sizes=[256], size_label=lambda n: f"{{n}} elements")
+def launch(n):
+    from test_bench_suite import Fake
+    return {{ROOFLINE: Fake(5e-6), "verdigris": Fake(6e-6), "torch": Fake(8e-6), "triton": Fake(20e-6)}}
+
+
+@case("first call", kind="compile", sizes=["cold"], size_label=str)
+def first_call(which):
+    from test_bench_suite import Fake
+    return {{"verdigris": Fake(value=60.0), "triton": Fake(value=1300.0)}}
+
+
+@case("broken", kind="memory", sizes=[1], work=lambda n: 1.0)
+def broken(n):
+    from test_bench_suite import Fake
+    return {{"verdigris": Impl(Fake(1.0), check=lambda: "relative error 1.0e+00 > 1e-05"),
+             "torch": Fake(1.0, fail=RuntimeError("out of memory\\nsecond line")),
+             "triton": Fake(1e-12)}}
+
+
+@case("needs a peer", kind="launch", sizes=[1], requires=["{missing}"])
+def needs(n):
+    raise AssertionError("never set up")
+
+
+@case("setup fails", kind="launch", sizes=[1])
+def setup_fails(n):
+    raise ValueError("no such size")
+
+
+if __name__ == "__main__":
+    print("standalone")
+'''
+
+
+def bench_dir(tmp_path, missing="cutile"):
+    directory = tmp_path / "bench"
+    directory.mkdir()
+    (directory / "cases.py").write_text(SCRIPT.format(missing=missing))
+    (directory / "needs_module.py").write_text("import no_such_module_for_vg_tests\n")
+    (directory / "_helper.py").write_text("raise AssertionError('private scripts are not run')\n")
+    return directory
+
+
+def run_cli(capsys, monkeypatch, *argv, env=None):
+    monkeypatch.setattr(command, "gpu_environment", lambda quick: (env, "a test machine")
+                        if env is None else (env, None))
+    status = main(["bench", "--plain-progress", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# ----------------------------------------------------------------------------- registration
+
+
+def test_discovery_imports_scripts_and_reports_the_ones_it_cannot(tmp_path):
+    problems = registry.discover(bench_dir(tmp_path))
+    assert problems == {"needs_module.py": "needs no_such_module_for_vg_tests, which is not "
+                                           "installed"}
+    assert list(registry.REGISTRY) == ["copy-ish add", "gemm bf16", "launch", "first call",
+                                       "broken", "needs a peer", "setup fails"]
+    add = registry.REGISTRY["copy-ish add"]
+    assert add.kind == "memory" and add.unit == "TB/s" and add.sizes == (1 << 20, 1 << 22)
+    assert add.quick_sizes == (1 << 20,)
+    assert registry.REGISTRY["gemm bf16"].quick_sizes == (4096,)  # default: the largest
+    assert Path(add.source).name == "cases.py"
+
+
+def test_a_script_imported_twice_replaces_its_cases(tmp_path):
+    directory = bench_dir(tmp_path)
+    registry.discover(directory)
+    for name in [n for n in sys.modules if n.startswith("_verdigris_bench_")]:
+        del sys.modules[name]
+    registry.discover(directory)
+    assert len(registry.REGISTRY) == 7
+
+
+def test_the_same_name_from_two_files_is_refused(tmp_path):
+    directory = bench_dir(tmp_path)
+    (directory / "copy.py").write_text(
+        "from verdigris.benchsuite import case\n"
+        "@case('launch', kind='launch', sizes=[1])\ndef other(n):\n    return {}\n")
+    problems = registry.discover(directory)
+    assert "registered by both" in problems["copy.py"] and "give one a new name" in problems["copy.py"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="speed", sizes=[1]), "kind must be one of memory, compute, launch, compile"),
+    (dict(kind="memory", sizes=[1]), "needs work="),
+    (dict(kind="launch", sizes=[]), "at least one size"),
+])
+def test_bad_registrations_say_what_is_wrong(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        case("x", **kwargs)
+
+
+def test_size_labels():
+    label = registry.default_size_label
+    assert [label(1 << 28), label(1 << 16), label(4096), label(1000), label((4096, 1 << 20))] == \
+        ["2^28", "2^16", "4096", "1000", "4096x1048576"]
+
+
+def test_filter_is_a_regex_on_names_or_a_kind(tmp_path):
+    registry.discover(bench_dir(tmp_path))
+    names = lambda pattern: [c.name for c in registry.select(pattern)]  # noqa: E731
+    assert names("ADD|gemm") == ["copy-ish add", "gemm bf16"]
+    assert names("compute") == ["gemm bf16"]
+    assert names("launch") == ["launch", "needs a peer", "setup fails"]
+    assert names("gemm") == ["gemm bf16"]  # the plot group
+    assert len(names(None)) == 7
+    with pytest.raises(ValueError, match="not a regular expression"):
+        registry.select("(")
+
+
+def test_the_real_bench_scripts_register_or_only_lack_a_peer():
+    problems = registry.discover(ROOT / "bench")
+    assert all(why.startswith("needs ") for why in problems.values()), problems
+    assert registry.REGISTRY, "bench/ registers no case"
+    for c in registry.REGISTRY.values():
+        assert Path(c.source).parent == ROOT / "bench"
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_without_a_gpu_it_says_so_and_runs_nothing(capsys, monkeypatch, tmp_path):
+    directory = bench_dir(tmp_path)
+    status, out, err = run_cli(capsys, monkeypatch, "--bench-dir", str(directory))
+    assert status == command.NO_GPU == 3
+    assert "no NVIDIA GPU here (a test machine)" in err and "nothing was run" in err
+    assert out == "" and not registry.REGISTRY  # the scripts were not even imported
+
+
+def test_on_this_machine_without_a_gpu(capsys):
+    from verdigris.runtime import driver
+
+    if driver.is_available():
+        pytest.skip("this machine has a GPU")
+    status = main(["bench", "--bench-dir", str(ROOT / "bench")])
+    _, err = capsys.readouterr()
+    assert status == 3 and "verdigris bench: no NVIDIA GPU here (" in err
+
+
+def test_list_works_without_a_gpu(capsys, monkeypatch, tmp_path):
+    status, out, _ = run_cli(capsys, monkeypatch, "--bench-dir", str(bench_dir(tmp_path)),
+                             "--list", "--quick")
+    assert status == 0
+    assert re.search(r"^copy-ish add +memory +2\^20  \(cases\.py\)$", out, re.M), out
+    assert "7 case(s), 7 size(s) to measure" in out
+    assert "note: bench/needs_module.py not loaded: needs no_such_module_for_vg_tests" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--filter", "nothing-like-this"], "no benchmark case matches --filter 'nothing-like-this'"),
+    (["--filter", "("], "is not a regular expression"),
+])
+def test_usage_errors(capsys, monkeypatch, tmp_path, argv, message):
+    status, _, err = run_cli(capsys, monkeypatch, "--bench-dir", str(bench_dir(tmp_path)),
+                             *argv, env=fake_env())
+    assert status == 2 and message in err
+
+
+def test_a_missing_bench_dir_is_a_usage_error(capsys, monkeypatch, tmp_path):
+    status, _, err = run_cli(capsys, monkeypatch, "--bench-dir", str(tmp_path / "nope"))
+    assert status == 2 and "no such directory" in err
+
+
+def full_run(capsys, monkeypatch, tmp_path, *argv):
+    out_dir = tmp_path / "results"
+    status, out, err = run_cli(capsys, monkeypatch, "--bench-dir", str(bench_dir(tmp_path)),
+                               "--out", str(out_dir), *argv, env=fake_env())
+    return status, out, err, out_dir
+
+
+def table_row(out, case, size):
+    """The cells after the size in the table's row for `case` at `size`."""
+    line = next(line for line in out.splitlines() if line.startswith(f"{case} ")
+                and f" {size} " in line)
+    return line.split(f" {size} ", 1)[1].split()
+
+
+def test_a_run_prints_the_table_with_ratios(capsys, monkeypatch, tmp_path):
+    status, out, err, _ = full_run(capsys, monkeypatch, tmp_path)
+    assert status == 0, err
+    assert "verdigris bench: Fake GPU 9000" in out
+    assert "memory roofline: device copy 4.00 TB/s" in out
+    assert "compute roofline: 1000 TFLOP/s (a test figure)" in out
+    header = next(line for line in out.splitlines() if line.startswith("case "))
+    assert header.split()[:7] == ["case", "size", "unit", "verdigris", "torch", "triton", "roofline"]
+    # ours: best of 3.0 and 3.6 TB/s; the best peer is Triton's 4.0; the copy is 4.0
+    assert table_row(out, "copy-ish add", "2^22") == [
+        "TB/s", "3.60", "3.20", "4.00", "-", "0.900", "0.900", "BLOCK=4096"]
+    assert table_row(out, "gemm bf16", "4096") == ["TFLOP/s", "700", "730", "-", "-", "0.959",
+                                                   "0.700"]
+    # times: theirs / ours, and the raw launch is the roofline
+    assert table_row(out, "launch", "256 elements") == ["us/call", "6.00", "8.00", "20.00",
+                                                        "5.00", "1.333", "0.833"]
+    assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-"]
+
+
+def test_failures_are_notes_and_never_figures(capsys, monkeypatch, tmp_path):
+    status, out, _, _ = full_run(capsys, monkeypatch, tmp_path)
+    assert status == 0
+    assert table_row(out, "broken", "1") == ["TB/s", "WRONG", "error", "1.00", "-",
+                                             "-", "-"]
+    notes = out[out.index("notes:"):]
+    assert "broken 1 verdigris: wrong: relative error 1.0e+00 > 1e-05" in notes
+    assert "broken 1 torch: RuntimeError: out of memory\n" in notes  # first line only
+    assert "needs a peer: skipped (needs cutile, not installed)" in notes
+    assert "setup fails 1: setup: ValueError: no such size" in notes
+
+
+def test_a_run_writes_json_markdown_and_the_table(capsys, monkeypatch, tmp_path):
+    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path, "--filter", "add|launch")
+    assert status == 0
+    data = json.loads((out_dir / "results.json").read_text())
+    assert data["meta"]["card"] == "Fake GPU 9000" and data["meta"]["arch"] == "sm_90"
+    assert data["meta"]["filter"] == "add|launch" and data["meta"]["quick"] is False
+    assert [c["name"] for c in data["cases"]] == ["copy-ish add", "launch", "needs a peer", "setup fails"]
+    assert data["ceilings"]["copy_tbs"] == 4.0 and data["ceilings"]["dense_tflops"] is None
+    row = next(r for r in data["rows"] if r["case"] == "copy-ish add" and r["size"] == "2^20")
+    assert row["values"]["verdigris"] == pytest.approx(3.6)
+    assert row["configs"]["verdigris"] == "BLOCK=4096" and row["best_peer"] == "triton"
+    assert row["vs_best_peer"] == pytest.approx(0.9) and row["vs_roofline"] == pytest.approx(0.9)
+    assert len([m for m in data["measurements"] if m["case"] == "copy-ish add"]) == 8
+    markdown = (out_dir / "index.md").read_text()
+    assert markdown.startswith("# verdigris bench: Fake GPU 9000, ")
+    assert "| copy-ish add | 2^20 | TB/s | 3.60 | 3.20 | 4.00 |" in markdown
+    assert (out_dir / "table.txt").read_text() in out
+    assert f"wrote {out_dir / 'results.json'}" in out
+
+
+def test_quick_runs_the_quick_sizes(capsys, monkeypatch, tmp_path):
+    status, out, err, out_dir = full_run(capsys, monkeypatch, tmp_path, "--quick", "--filter", "add")
+    assert status == 0
+    sizes = {m["size"] for m in json.loads((out_dir / "results.json").read_text())["measurements"]}
+    assert sizes == {"2^20"}
+    assert "(quick)" in out
+    assert re.findall(r"\] (\d+)/(\d+) ", err)[-1] == ("2", "2")  # the rooflines, one size
+
+
+def test_the_default_out_dir_is_under_docs_with_date_and_card(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "bench").mkdir()
+    path = command.default_out_dir(tmp_path / "bench", "2026-12-01", "NVIDIA H200", False)
+    assert path == (tmp_path / "docs" / "bench" / "2026-12-01-nvidia-h200").resolve()
+    quick = command.default_out_dir(tmp_path / "bench", "2026-12-01", "NVIDIA H200", True)
+    assert quick.name == "2026-12-01-nvidia-h200-quick"
+
+
+def test_an_interrupted_run_keeps_what_it_measured(capsys, monkeypatch, tmp_path):
+    directory = bench_dir(tmp_path)
+    (directory / "stop.py").write_text(textwrap.dedent('''
+        from verdigris.benchsuite import case
+
+        @case("zz interrupted", kind="compile", sizes=["cold"], size_label=str)
+        def stop(size):
+            raise KeyboardInterrupt
+    '''))
+    out_dir = tmp_path / "out"
+    status, out, _ = run_cli(capsys, monkeypatch, "--bench-dir", str(directory), "--out",
+                             str(out_dir), "--filter", "add|interrupted", env=fake_env())
+    assert status == 130
+    data = json.loads((out_dir / "results.json").read_text())
+    assert data["meta"]["interrupted"] is True
+    assert {m["case"] for m in data["measurements"]} == {"copy-ish add"}
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+def test_checked_poisons_runs_and_compares():
+    import numpy as np
+
+    rng = np.random.default_rng()
+    want = rng.random(100)
+    out = np.zeros(100, np.float32)
+    good = checked(lambda: np.copyto(out, want, casting="unsafe"), out, want, 1e-6)
+    assert good.check() is None
+    lazy = checked(lambda: None, out, want, 1e-6)  # writes nothing: the poison shows
+    assert "relative error nan" in lazy.check()
+    counts = np.zeros(8, np.int32)
+    assert "relative error" in checked(lambda: None, counts, np.arange(1, 9)).check()
+
+
+def test_the_plain_progress_bar_counts_steps(tmp_path):
+    log = tmp_path / "log"
+    with open(log, "w") as stream, bar(3, stream, plain=True) as progress:
+        for label in ("a", "b", "c"):
+            progress.step(label)
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("[") and lines[0].endswith("] 1/3 a")
+    assert lines[-1] == "[" + "#" * 24 + "] 3/3 c"
+
+
+def test_plots_from_a_run(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path)
+    assert status == 0
+    names = sorted(p.name for p in out_dir.glob("*.png"))
+    assert names == ["compile.png", "gemm.png", "launch.png", "memory.png"]
+    for path in out_dir.glob("*.png"):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    assert "![memory](memory.png)" in (out_dir / "index.md").read_text()
+    assert "memory.png" in out
+
+
+def test_without_matplotlib_the_run_says_how_to_get_plots(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(plots, "available", lambda: False)
+    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path)
+    assert status == 0 and not list(out_dir.glob("*.png"))
+    assert "pip install 'verdigris[bench]'" in out
