@@ -67,6 +67,7 @@ class Specialization:
     # they have none. A launch where they fail runs the fully checked kernel.
     bounds_guard: object = None
     binder: object = None  # (values, infos, fault block) -> ABI-ordered values (launch_cuda)
+    key: tuple = ()  # the specialization key it was built for (`KernelFunction.spec_key`)
 
     def write_loc(self, name: str) -> Loc:
         from ..frontend import WRITE_NODES, walk
@@ -132,7 +133,7 @@ class KernelFunction:
     def bind(self, args: tuple, kwargs: dict) -> list:
         """Arguments in parameter order, defaults filled in; LaunchError if they don't fit."""
         params = self.params
-        if not kwargs and len(args) == len(params):
+        if not kwargs and len(args) == len(params) and not any(a is _MISSING for a in args):
             return args
         if len(args) > len(params):
             raise LaunchError(f"{self.__name__} takes {len(params)} arguments "
@@ -168,9 +169,11 @@ class KernelFunction:
     def spec_key(self, values: list, infos: list, block: tuple | None,
                  grid: tuple | None = None) -> tuple:
         """What a compiled form depends on: the block shape, the grid axes with one block
-        (the race proofs use both), then one entry per argument."""
+        (the race proofs use both; axis 0 only for tile kernels, where one block storing a
+        fixed tile is a common, race-free launch), then one entry per argument."""
         key = [block, None if grid is None else
-               (1,) * (grid[1] == 1) + (2,) * (grid[2] == 1)]
+               (0,) * (grid[0] == 1 and self.track == "tile") + (1,) * (grid[1] == 1)
+               + (2,) * (grid[2] == 1)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
                 key.append(("c", _hashable(v, p.name, self.__name__)))
@@ -205,7 +208,7 @@ class KernelFunction:
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
-                bounds_guard=safety.bounds.launch_guard(kernel, names))
+                bounds_guard=safety.bounds.launch_guard(kernel, names), key=key)
             self._specializations[key] = spec
         return spec
 
@@ -229,7 +232,9 @@ class KernelFunction:
 
     # ---------------------------------------------------------------- launching
 
-    def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None) -> None:
+    def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None):
+        """The general launch path; on the cuda backend it returns the `launch_cuda.Plan`
+        it followed (what a generated launcher repeats), on the cpu backend None."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         spec = self.specialization(self.spec_key(values, infos, block, grid))
@@ -243,7 +248,7 @@ class KernelFunction:
                 from ..tile.lower import launch_block
 
                 block = launch_block(spec.kernel)
-            launch_cuda.launch(self, spec, grid, block, values, infos, stream)
+            return launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
         """Refuse a launch where an array the kernel writes shares memory with another

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..ir import nodes as N
-from . import bounds, diagnose, fastpath, solver
+from . import bounds, diagnose, fastpath, solver, tilerace
 from .codes import CODES
 from .symbolic import MAX_AXIS_THREADS, execute
 
@@ -56,11 +56,12 @@ class Analysis:
 
 def analyze(kernel: N.Kernel, timeout_ms: int = TIMEOUT_MS) -> Analysis:
     start = time.perf_counter()
-    if kernel.track != "simt":
+    check_pairs = _PAIR_CHECKS.get(kernel.track)
+    if check_pairs is None:
         return Analysis(facts={"race_free": None})
     analysis = Analysis()
     try:
-        _check_pairs(kernel, analysis, timeout_ms)
+        check_pairs(kernel, analysis, timeout_ms)
     except Exception as exc:  # a construct the model lacks: refuse rather than pass
         analysis.errors.append(SafetyError(
             f"{CODES['VG205'].title}: the race checker could not model this kernel "
@@ -112,3 +113,6 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                     reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
                     analysis.errors.append(diagnose.unproven_error(a, b, reason))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+
+
+_PAIR_CHECKS = {"simt": _check_pairs, "tile": tilerace.check_pairs}  # track -> its race rules

@@ -1,0 +1,309 @@
+"""Symbolic execution of a tile kernel for one generic block, at element level.
+
+Takes: a specialized tile-track `ir.Kernel`. Gives: `execute(kernel) -> Trace`: every
+global-memory access of one symbolic block as a `TileAccess` (the `symbolic.Access` fields,
+with element indices, plus the tile the access covers), and the `Space` of atoms they are
+written in. `safety.tilerace` asks the race questions of these accesses.
+
+The model is `symbolic`'s (its executor runs the scalar code, the control flow, loops as one
+arbitrary iteration, `vg.unsafe()`), with a block as the thread:
+- The space has a block of one thread, so the ids that tell two "threads" apart are the
+  block ids `bid0@`, `bid1@`, `bid2@`; axes 1 and 2 whose `bid` the kernel never reads have
+  one block (the launch guarantees it: each specialization knows which grid axes are 1).
+- A tile value is an integer polynomial over *lane* atoms `lane{axis}x{extent}@`, the
+  position of an element along each axis of the value's shape, in [0, extent) (an axis of
+  extent 1 has no lane: position 0). `arange(n)` is lane 0; a splat is its scalar; a
+  broadcast keeps its value (a stretched axis had extent 1); `permute` and `reshape` map
+  lanes (a reshape that moves elements between axes, through floor division and modulo of
+  the flat position). Integer elementwise ops are the scalar ops of `symbolic` applied to
+  these polynomials (wrap-around included: a narrow result that may leave its dtype is an
+  unknown). Loaded, gathered, reduced, scanned or multiplied (`dot`) integer tiles are
+  unknowns that depend on their lanes: an atom whose definition mentions a lane is copied
+  afresh when lanes are mapped, so `u.T` is not `u`. Boolean tiles are formulas; float
+  tiles are not modelled.
+- A tile access at tile index `i` of shape `S` touches the elements `i[k]*S[k] + lane_k`;
+  the race query's `0 <= element < array.shape` is exactly the masking of edge tiles. A
+  gather or scatter touches its index tiles' values; a scalar load or store is a tile of
+  one element.
+- Each access keeps a `View` where one is known: tile indices and a tile shape such that
+  every element it touches lies in that tile. Loads, stores, atomic adds and scalar accesses
+  have one; a gather or scatter has one when its index along each axis is `E*t + lane`
+  (lane of extent E, `t` free of lanes) or free of lanes (extent 1). Two views of one shape
+  share an element only if their tile indices are equal: the fast path asks that.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import types as T
+from ..frontend import walk
+from ..ir import nodes as N
+from ..ir import tiles as X
+from .solver import _depends
+from .symbolic import _INT_OPS, _STMT, FALSE, Access, Atom, Poly, Space, Trace, _Thread, dtype_range
+
+LANE = "lane"  # the atom kind of an element's position along one axis of a tile
+
+
+@dataclass(frozen=True)
+class View:
+    """The tile at `tiles` (one Poly per array axis) of `shape` holds every element an
+    access touches; `lanes[k]` is the lane atom indexing axis k within it (None: extent 1)."""
+
+    tiles: tuple
+    shape: tuple
+    lanes: tuple
+
+
+@dataclass
+class TileAccess(Access):
+    op: str = ""  # "load", "store", "atomic_add", "gather", "scatter"; "" for a scalar access
+    shape: tuple = ()  # the tile's shape (() for a scalar access)
+    view: View | None = None
+    lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
+
+
+@dataclass(eq=False)
+class _Given(N.Expr):
+    """A value already computed, as an operand of a scalar node (to reuse scalar rules)."""
+
+    value: object
+    dtype: T.DType
+
+
+def execute(kernel: N.Kernel) -> Trace:
+    used = {(n.kind, n.axis) for n in walk(kernel.body) if isinstance(n, N.Special)}
+    unit_grid = kernel.unit_grid_axes if kernel.unit_grid_axes is not None else \
+        tuple(a for a in (1, 2) if ("block_id", a) not in used)
+    space = Space((1, 1, 1), unit_grid, ())
+    run = _Block(kernel, space)
+    run.block(kernel.body)
+    return Trace(space, run.accesses)
+
+
+def lane_atoms(space: Space, shape: tuple) -> tuple:
+    """The lane atom names of a tile shape, one per axis of extent > 1."""
+    return tuple(n for p in (lane(space, k, e) for k, e in enumerate(shape)) for n in p.atoms())
+
+
+def lane(space: Space, axis: int, extent: int) -> Poly:
+    if extent == 1:
+        return Poly.const(0)
+    return space.add(Atom(f"{LANE}{axis}x{extent}@", LANE, 0, extent - 1,
+                          label=f"the position along axis {axis}"))
+
+
+# scalar IR node that computes a TileMap's op, given its operands
+_AS_SCALAR = {
+    **{op: lambda e, a: N.Binary(e.loc, e.op, *a, e.dtype) for op in N.BINARY_OPS},
+    **{op: lambda e, a: N.Compare(e.loc, e.op, *a, e.dtype) for op in N.COMPARE_OPS},
+    **{op: lambda e, a: N.Unary(e.loc, e.op, *a, e.dtype) for op in N.UNARY_OPS},
+    **{op: lambda e, a: N.MathCall(e.loc, e.op, tuple(a), e.dtype) for op in N.MATH_FUNCS},
+    "cast": lambda e, a: N.Cast(e.loc, a[0], e.dtype),
+    "where": lambda e, a: N.Select(e.loc, *a, e.dtype),
+}
+
+
+class _Block(_Thread):
+    """`symbolic`'s executor, with the tile nodes."""
+
+    def eval(self, e: N.Expr):
+        handler = _TILE_EXPR.get(type(e))
+        return handler(self, e) if handler is not None else super().eval(e)
+
+    def block(self, stmts) -> None:
+        for s in stmts:
+            if self.pc == FALSE:
+                return
+            (_TILE_STMT.get(type(s)) or _STMT[type(s)])(self, s)
+
+    # ---------------------------------------------------------------- values
+
+    def lanes(self, shape: tuple) -> tuple:
+        return tuple(lane(self.space, k, e) for k, e in enumerate(shape))
+
+    def unknown(self, dtype, label: str = ""):
+        """An unknown value; of a tile type, one that depends on the tile's lanes."""
+        if not isinstance(dtype, X.TileType):
+            return super().unknown(dtype, label)
+        if not dtype.dtype.is_int:
+            return super().unknown(dtype.dtype, label)
+        lo, hi = dtype_range(dtype.dtype)
+        lanes = tuple(p for p in self.lanes(dtype.shape) if p.atoms())
+        return self.space.fresh("unknown", lo, hi, lanes, label)
+
+    def ite(self, cond, a, b, dtype):
+        return super().ite(cond, a, b, dtype.dtype if isinstance(dtype, X.TileType) else dtype)
+
+    def remap(self, value, mapping: dict):
+        """`value` with lane atoms replaced (`mapping`: name -> Poly); atoms defined in terms
+        of a replaced lane are copied with their definitions mapped."""
+        copies: dict = {}
+
+        def atom(name: str) -> Poly:
+            if name in mapping:
+                return mapping[name]
+            if name not in copies:
+                old = self.space.atoms[name]
+                parts = tuple(sub(p) for p in old.definition)
+                copies[name] = Poly.atom(name) if parts == old.definition else \
+                    self.space.fresh(old.kind, old.lo, old.hi, parts, old.label)
+            return copies[name]
+
+        def poly(p: Poly) -> Poly:
+            result = Poly({})
+            for mono, coef in p.terms.items():
+                term = Poly.const(coef)
+                for name in mono:
+                    term = term * atom(name)
+                result = result + term
+            return result
+
+        def sub(x):
+            if isinstance(x, Poly):
+                return poly(x)
+            if x[0] == "cmp":
+                return ("cmp", x[1], poly(x[2]))
+            if x[0] in ("and", "or", "not"):
+                return (x[0], *(sub(f) for f in x[1:]))
+            return x  # true, false, a bool atom (unknown bools stay one per tile)
+        return None if value is None else sub(value)
+
+    # ---------------------------------------------------------------- tile expressions
+
+    def t_var(self, e: X.TileVar):
+        return self.env[e.name] if e.name in self.env else self.unknown(e.type, e.name)
+
+    def t_map(self, e: X.TileMap):
+        make = _AS_SCALAR.get(e.op)
+        if make is None:  # sigmoid: a float
+            return self.unknown(e.type, e.op)
+        return self.eval(make(e, [_Given(a.loc, self.eval(a), a.dtype) for a in e.args]))
+
+    def t_given(self, e: _Given):
+        return e.value
+
+    def t_splat(self, e: X.Splat):
+        return self.eval(e.value)
+
+    def t_broadcast(self, e: X.Broadcast):
+        return self.eval(e.value)  # a stretched axis has extent 1 in the value: no lane there
+
+    def t_arange(self, e: X.Arange):
+        return lane(self.space, 0, e.shape[0])
+
+    def t_permute(self, e: X.Permute):
+        value, src = self.eval(e.value), e.value.shape
+        mapping = {name: lane(self.space, k, e.shape[k])
+                   for k, p in enumerate(e.perm) for name in lane(self.space, p, src[p]).atoms()}
+        return self.remap(value, mapping)
+
+    def t_reshape(self, e: X.Reshape):
+        value, src, dst = self.eval(e.value), e.value.shape, e.shape
+        kept_src = [(k, n) for k, n in enumerate(src) if n != 1]
+        kept_dst = [(k, n) for k, n in enumerate(dst) if n != 1]
+        if [n for _, n in kept_src] == [n for _, n in kept_dst]:  # size-1 axes come or go
+            mapping = {f"{LANE}{k}x{n}@": lane(self.space, j, n)
+                       for (k, n), (j, _) in zip(kept_src, kept_dst)}
+        else:  # elements move between axes: through the flat (row-major) position
+            flat = Poly({})
+            for k, n in enumerate(dst):
+                flat = flat * Poly.const(n) + lane(self.space, k, n)
+            mapping, stride = {}, 1
+            for k, n in reversed(kept_src):
+                over = _INT_OPS["floordiv"](self, flat, Poly.const(stride), T.int64)
+                mapping[f"{LANE}{k}x{n}@"] = _INT_OPS["mod"](self, over, Poly.const(n), T.int64)
+                stride *= n
+        return self.remap(value, mapping)
+
+    def t_load(self, e: X.TileLoad):
+        self.eval(e.padding)
+        self.tile_access(e.array, "read", e.index, e.shape, e.loc, "load")
+        return self.unknown(e.type, f"{e.array.name}[...]")
+
+    def t_gather(self, e: X.Gather):
+        indices = tuple(self.eval(i) for i in e.indices)
+        self.eval(e.padding)
+        self.element_access(e.array, "read", indices, e.shape, e.loc, "gather")
+        return self.unknown(e.type, f"{e.array.name}[...]")
+
+    def t_opaque(self, e):
+        """A reduction, scan, matrix product or random tile: its operands are evaluated
+        (their accesses recorded); its value is an unknown of its type."""
+        for operand in vars(e).values():
+            if isinstance(operand, N.Expr):
+                self.eval(operand)
+        return self.unknown(e.type, f"a tile.{getattr(e, 'op', type(e).__name__.lower())}")
+
+    # ---------------------------------------------------------------- accesses
+
+    def access(self, array: N.ArrayRef, kind: str, indices, loc) -> None:
+        """A scalar Load, Store or Atomic: a tile of one element."""
+        polys = tuple(self.eval(i) for i in indices)
+        ones = (1,) * len(polys)
+        self.record(array, kind, polys, loc, "", (), View(polys, ones, (None,) * len(polys)))
+
+    def tile_access(self, array: N.ArrayRef, kind: str, index, shape: tuple, loc, op: str) -> None:
+        tiles = tuple(self.eval(i) for i in index)
+        lanes = self.lanes(shape)
+        elements = tuple(t * Poly.const(n) + p for t, n, p in zip(tiles, shape, lanes))
+        view = View(tiles, shape, tuple(next(iter(p.atoms()), None) for p in lanes))
+        self.record(array, kind, elements, loc, op, shape, view)
+
+    def element_access(self, array: N.ArrayRef, kind: str, indices, shape: tuple, loc, op) -> None:
+        self.record(array, kind, indices, loc, op, shape, self.view_of(indices))
+
+    def view_of(self, indices: tuple):
+        """The view of element indices `E*t + lane` (or free of lanes) per axis, or None."""
+        tiles, shape, lanes = [], [], []
+        for p in indices:
+            moving = {m: c for m, c in p.terms.items() if any(self.is_lane(n) for n in m)}
+            rest = p - Poly(moving)
+            if any(self.is_lane(n) for n in _depends(rest, self.space)) or len(moving) > 1:
+                return None
+            (mono, coef), = moving.items() if moving else (((), 1),)
+            if coef != 1 or len(mono) > 1:
+                return None
+            extent = self.space.atoms[mono[0]].hi + 1 if mono else 1
+            if any(c % extent for c in rest.terms.values()):
+                return None
+            tiles.append(Poly({m: c // extent for m, c in rest.terms.items()}))
+            shape.append(extent)
+            lanes.append(mono[0] if mono else None)
+        return View(tuple(tiles), tuple(shape), tuple(lanes))
+
+    def is_lane(self, name: str) -> bool:
+        return self.space.atoms[name].kind == LANE
+
+    def record(self, array, kind, elements, loc, op, shape, view) -> None:
+        if array.type.space == "global" and self.pc != FALSE:
+            self.accesses.append(TileAccess(array.name, kind, elements, self.pc, loc,
+                                            self.unsafe > 0, op, shape, view,
+                                            lane_atoms(self.space, shape)))
+
+    # ---------------------------------------------------------------- tile statements
+
+    def s_tile_store(self, s: X.TileStore):
+        self.eval(s.value)
+        self.tile_access(s.array, "write", s.index, s.value.shape, s.loc, "store")
+
+    def s_tile_atomic_add(self, s: X.TileAtomicAdd):
+        self.eval(s.value)
+        self.tile_access(s.array, "atomic", s.index, s.value.shape, s.loc, "atomic_add")
+
+    def s_scatter(self, s: X.Scatter):
+        indices = tuple(self.eval(i) for i in s.indices)
+        self.eval(s.value)
+        self.element_access(s.array, "atomic" if s.atomic else "write", indices,
+                            s.value.shape, s.loc, "scatter")
+
+
+_TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t_given,
+              X.Splat: _Block.t_splat, X.Broadcast: _Block.t_broadcast,
+              X.Arange: _Block.t_arange, X.Permute: _Block.t_permute,
+              X.Reshape: _Block.t_reshape, X.TileLoad: _Block.t_load,
+              X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
+              X.TileScan: _Block.t_opaque, X.TileDot: _Block.t_opaque, X.Rand: _Block.t_opaque}
+
+_TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomicAdd: _Block.s_tile_atomic_add,
+              X.Scatter: _Block.s_scatter}
