@@ -1,0 +1,313 @@
+"""The static race checker on tile kernels: the tile safety suite (`tile_pairs.PAIRS`), the
+shapes it must accept, and what a proof costs.
+
+Every racy kernel is refused at its launch, before memory is touched, with its code, at the
+line marked `# race`, naming two blocks and the element they meet on; every fixed twin is
+accepted and computes its reference on the cpu backend.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import time
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import safety, tile
+
+from .tile_pairs import PAIRS
+
+IDS = [p.name for p in PAIRS]
+BLOCK = r"block (\d+|\(\d+(, \d+)+\))"
+
+
+def fresh(kernel):
+    """The same kernel with an empty specialization cache (each test proves afresh)."""
+    from verdigris.runtime.dispatch import KernelFunction
+
+    return KernelFunction(kernel.fn, kernel.track)
+
+
+def marked_line(kernel) -> int:
+    lines, first = inspect.getsourcelines(kernel.fn)
+    (offset,) = [k for k, line in enumerate(lines) if line.rstrip().endswith("# race")]
+    return first + offset
+
+
+def _dims(grid) -> tuple:
+    dims = grid if isinstance(grid, tuple) else (grid,)
+    return tuple(dims) + (1,) * (3 - len(dims))
+
+
+def analyze(kernel, *args, grid=None, **kwargs):
+    """The analysis of the specialization a launch over `grid` gets (no grid: any grid)."""
+    k = fresh(kernel)
+    values = k.bind(args, kwargs)
+    key = k.spec_key(values, k.describe_args(values), None, None if grid is None else _dims(grid))
+    return safety.analyze(k.build(key))
+
+
+def test_the_suite_covers_the_issue_and_names_are_unique():
+    assert len(PAIRS) >= 12 and len(set(IDS)) == len(IDS)
+    assert {p.code for p in PAIRS} == {"VG202", "VG203", "VG204", "VG205"}
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=IDS)
+def test_racy_tile_kernel_is_refused_before_memory_is_touched(pair, rng):
+    grid, args, kwargs = pair.make(rng)
+    before = [a.copy() for a in args]
+    with pytest.raises(vg.SafetyError) as info:
+        fresh(pair.racy)[grid](*args, **kwargs)
+    err = info.value
+    assert err.code == pair.code, str(err)
+    for was, now in zip(before, args):
+        np.testing.assert_array_equal(now, was)
+    text = str(err)
+    assert err.loc.file.endswith("tile_pairs.py") and err.loc.line == marked_line(pair.racy), text
+    assert re.search(r"\n    .*# race\n    *\^", text), text  # the user's line with a caret
+    assert "hint:" in text
+    blocks = re.findall(BLOCK, text)
+    assert len(blocks) >= 1 + (" from tile elements " not in text), text
+    assert re.search(r"\w+\[-?\d+(, -?\d+)*\]", text), text  # the element
+    if pair.code == "VG205":
+        assert "which the checker cannot see" in text, text
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=IDS)
+def test_fixed_tile_kernel_is_accepted_and_right(pair, rng):
+    grid, args, kwargs = pair.make(rng)
+    want = pair.reference(tuple(a.copy() for a in args))
+    kernel = fresh(pair.fixed)
+    result = analyze(pair.fixed, *args, grid=grid, **kwargs)
+    assert not result.errors, result.errors[0]
+    kernel[grid](*args, **kwargs)
+    for position, expected in want.items():
+        np.testing.assert_allclose(args[position], expected, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+@tile.kernel
+def store_tile_zero(x, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.load(x, index=(tile.bid(0),), shape=(B,)))
+
+
+def test_message_names_two_blocks_the_element_and_the_tile():
+    x = np.zeros(100, np.float32)
+    err = analyze(store_tile_zero, x, x, B=16).errors[0]
+    m = re.search(r"block (\d+) and block (\d+) both write out\[(\d+)\] \(both store the tile "
+                  r"at index \(0,\) of shape \(16,\)\) \(with (.*)\)", err.message)
+    assert m, err.message
+    b1, b2, element = map(int, m.groups()[:3])
+    assert b1 != b2 and 0 <= element < 16
+    assert "out.shape[0] = " in m.group(4) and "a grid of" in m.group(4)
+    assert err.loc.line == store_tile_zero.fn.__code__.co_firstlineno + 2
+
+
+@tile.kernel
+def overlapping_shapes(x, out):
+    i = tile.bid(0)
+    tile.store(out, index=(i,), tile=tile.load(x, index=(i,), shape=(12,)))
+    tile.store(out, index=(i,), tile=tile.load(x, index=(i,), shape=(8,)))
+
+
+def test_tiles_of_different_shapes_meet_on_the_elements_they_share():
+    x = np.zeros(100, np.float32)
+    (err,) = analyze(overlapping_shapes, x, x).errors
+    m = re.search(r"block (\d+) and block (\d+) both write out\[(\d+)\] \(block \d+ stores the "
+                  r"tile at index \((\d+),\) of shape \((\d+),\) and block \d+ stores the tile at "
+                  r"index \((\d+),\) of shape \((\d+),\)\)", err.message)
+    assert m, err.message
+    b1, b2, element, t1, s1, t2, s2 = map(int, m.groups())
+    assert b1 != b2 and t1 == b1 and t2 == b2  # each block stores at its own index...
+    assert t1 * s1 <= element < (t1 + 1) * s1 and t2 * s2 <= element < (t2 + 1) * s2  # ...meeting
+
+
+@tile.kernel
+def one_block_fixed_tile(x, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.load(x, index=(0,), shape=(B,)) * 2.0)
+
+
+def test_a_fixed_tile_is_fine_with_one_block_and_refused_with_more():
+    x, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    k = fresh(one_block_fixed_tile)
+    k[1](x, out, B=16)
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(vg.SafetyError) as info:
+        k[2](x, out, B=16)
+    assert info.value.code == "VG202"
+    assert re.search(r"block [01] and block [01] both write out\[\d+\]", info.value.message)
+
+
+@tile.kernel
+def own_tile_ignores_axis_1(x, out, B: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i,), tile=tile.load(out, index=(i,), shape=(B,)) + 1.0)
+
+
+def test_blocks_along_an_axis_the_kernel_ignores_repeat_its_work():
+    x = np.zeros(64, np.float32)
+    assert not analyze(own_tile_ignores_axis_1, x, x, grid=(4, 1), B=16).errors
+    errors = analyze(own_tile_ignores_axis_1, x, x, grid=(4, 2), B=16).errors
+    assert [e.code for e in errors] == ["VG202", "VG203"]  # two stores, a load and a store
+    assert re.search(r"block \(\d+, 1\)", errors[0].message), errors[0].message
+
+
+# ----------------------------------------------------------------------------- accepted shapes
+
+
+@tile.kernel
+def in_place_own_tile(x, B: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,))
+    tile.store(x, index=(i,), tile=t - tile.max(t))
+
+
+@tile.kernel
+def rows_in_chunks(x, out, C: vg.constexpr):
+    r = tile.bid(0)
+    for c in range((x.shape[1] + C - 1) // C):
+        t = tile.load(x, index=(r, c), shape=(1, C))
+        tile.store(out, index=(r, c), tile=t * 2.0)
+
+
+@tile.kernel
+def persistent_2d(x, out, BR: vg.constexpr, BC: vg.constexpr):
+    cols = (x.shape[1] + BC - 1) // BC
+    for t in range(tile.bid(0), (x.shape[0] + BR - 1) // BR * cols, tile.num_blocks(0)):
+        r, c = t // cols, t % cols
+        tile.store(out, index=(r, c), tile=tile.load(x, index=(r, c), shape=(BR, BC)))
+
+
+@tile.kernel
+def transpose_3d_grid(x, out, B: vg.constexpr):
+    i, j, k = tile.bid(0), tile.bid(1), tile.bid(2)
+    t = tile.load(x, index=(k, i, j), shape=(1, B, B))
+    tile.store(out, index=(k, j, i), tile=t.permute((0, 2, 1)))
+
+
+@tile.kernel
+def halves_of_own_tile(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    tile.store(out, index=(2 * i,), tile=tile.load(x, index=(2 * i + 1,), shape=(B,)))
+    tile.store(out, index=(2 * i + 1,), tile=tile.load(x, index=(2 * i,), shape=(B,)))
+
+
+@tile.kernel
+def scatter_reshaped(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    where = (i * 4 * B + tile.arange(4 * B)).reshape((4, B)).T.reshape((4 * B,))
+    tile.scatter(out, where, tile.load(x, index=(i,), shape=(4 * B,)))
+
+
+@tile.kernel
+def histogram_atomic(idx, counts, B: vg.constexpr):
+    where = tile.load(idx, index=(tile.bid(0),), shape=(B,))
+    tile.scatter_add(counts, where, tile.full((B,), 1, vg.int32))
+
+
+@tile.kernel
+def only_block_zero_writes_total(x, total, B: vg.constexpr):
+    s = tile.sum(tile.load(x, index=(tile.bid(0),), shape=(B,)))
+    if tile.bid(0) == 0:
+        total[0] = s
+
+
+@tile.kernel
+def racy_but_unsafe(x, out, B: vg.constexpr):
+    with vg.unsafe():
+        tile.store(out, index=(0,), tile=tile.load(x, index=(tile.bid(0),), shape=(B,)))
+
+
+F32 = np.zeros(64, np.float32)
+M32 = np.zeros((8, 8), np.float32)
+
+
+@pytest.mark.parametrize("kernel,args,kwargs", [
+    (in_place_own_tile, (F32,), {"B": 16}),
+    (rows_in_chunks, (M32, M32), {"C": 3}),
+    (persistent_2d, (M32, M32), {"BR": 3, "BC": 5}),
+    (transpose_3d_grid, (np.zeros((2, 8, 8), np.float32),) * 2, {"B": 4}),
+    (halves_of_own_tile, (F32, F32), {"B": 10}),
+    (scatter_reshaped, (F32, F32), {"B": 6}),
+    (histogram_atomic, (np.zeros(64, np.int64), np.zeros(8, np.int32)), {"B": 16}),
+    (only_block_zero_writes_total, (F32, F32), {"B": 16}),
+    (racy_but_unsafe, (F32, F32), {"B": 16}),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_accepted_with_symbolic_sizes(kernel, args, kwargs):
+    result = analyze(kernel, *args, **kwargs)
+    assert not result.errors, result.errors[0]
+    assert result.facts["race_free"]
+    assert result.seconds < 0.5  # all of these are fast-path or small solver proofs
+
+
+def test_accesses_inside_unsafe_are_exempt_and_counted():
+    assert analyze(racy_but_unsafe, F32, F32, B=16).facts["unsafe_accesses"] == 2
+
+
+def test_store_index_of_int32_products_is_refused_with_a_hint():
+    """`2 * bid` in int32 may wrap past 2**31 on a grid that large: the checker does not
+    assume it cannot (the SIMT rule), and says how to compute the index in int64."""
+
+    @tile.kernel
+    def doubled(x, out, B: vg.constexpr):
+        i = tile.bid(0)
+        tile.store(out, index=(2 * i,), tile=tile.load(x, index=(2 * i,), shape=(B,)))
+
+    (err,) = analyze(doubled, F32, F32, B=8).errors
+    assert err.code == "VG205" and "a wrapped integer" in err.message
+    assert "int(tile.bid(0))" in err.hint
+
+
+# ----------------------------------------------------------------------------- cost
+
+
+def _tile_kernels():
+    """Every tile kernel of the tile tests and examples, with arguments to specialize on."""
+    import importlib
+
+    seen = []
+    for pair in PAIRS:
+        grid, args, kwargs = pair.make(np.random.default_rng(0))
+        seen.append((pair.fixed, args, kwargs, grid))
+    examples = importlib.import_module("verdigris.examples")
+    for name in getattr(examples, "TILE_EXAMPLES", ()):
+        module = importlib.import_module(f"verdigris.examples.{name}")
+        seen.append((module, None, None, None))
+    return seen
+
+
+def test_proof_time_per_specialization_is_small(capsys):
+    from verdigris.runtime.dispatch import KernelFunction
+
+    rows = []
+    original = KernelFunction.specialization
+
+    def timed(self, key):
+        known = key in self._specializations
+        spec = original(self, key)
+        if not known and self.track == "tile":
+            start = time.perf_counter()
+            result = safety.analyze(spec.kernel)
+            rows.append((self.__name__, time.perf_counter() - start, result))
+        return spec
+
+    KernelFunction.specialization = timed
+    try:
+        for kernel, args, kwargs, grid in _tile_kernels():
+            if args is None:  # an example module: it checks itself
+                assert all(r.ok for r in kernel.check(np.random.default_rng()))
+            else:
+                fresh(kernel)[grid](*args, **kwargs)
+    finally:
+        KernelFunction.specialization = original
+    assert rows and all(not r.errors for _, _, r in rows)
+    fast = [r.seconds for _, _, r in rows if not r.solver_queries]
+    assert max(fast) < 0.02, max(fast)  # fast-path proofs: well under a millisecond or two
+    with capsys.disabled():
+        print("\ntile proof time per specialization (analysis, solver queries):")
+        for name, _, result in rows:
+            print(f"  {name:28s} {result.seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
