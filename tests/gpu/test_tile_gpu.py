@@ -9,8 +9,9 @@ import pytest
 
 import verdigris as vg
 from verdigris.runtime import backend
-from test_tile_codegen import (add, block_2d, elementwise, layernorm, loop_max, outer, positions,
-                               rmsnorm, row_stats, row_sum, softmax, transpose)
+from test_tile_codegen import (add, block_2d, cumsum_2d, elementwise, histogram, layernorm,
+                               loop_max, outer, permute_gather, positions, rand_tile, rmsnorm,
+                               row_stats, row_sum, scatter_rows, softmax, split_sum, transpose)
 
 pytestmark = pytest.mark.gpu
 
@@ -139,3 +140,72 @@ def test_broadcast_through_shared_memory_and_transpose(rng):
     gpu, cpu = run_both(transpose, (vg.cdiv(100, 32), vg.cdiv(70, 32)),
                         dict(x=x, out=np.zeros((70, 100), np.float32), B=32), ("out",))
     np.testing.assert_array_equal(gpu["out"], cpu["out"])
+
+
+@pytest.mark.parametrize("rows,cols,r,c,axis", [(8, 4096, 4, 1024, 1), (100, 48, 64, 48, 0),
+                                                (7, 300, 2, 300, 1), (40, 40, 16, 16, 0)])
+def test_cumsum_integers_bit_for_bit(rng, rows, cols, r, c, axis):
+    x = rng.integers(-1000, 1000, (rows, cols)).astype(np.int32)
+    gpu, cpu = run_both(cumsum_2d, vg.cdiv(rows, r), dict(x=x, out=x.copy(), R=r, C=c, AXIS=axis), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+
+
+@pytest.mark.parametrize("r,c,axis", [(4, 1024, 1), (64, 32, 0), (1, 4096, 1)])
+def test_cumsum_float32(rng, r, c, axis):
+    x = rng.standard_normal((2 * r, c)).astype(np.float32)
+    gpu, cpu = run_both(cumsum_2d, 2, dict(x=x, out=x.copy(), R=r, C=c, AXIS=axis), ("out",))
+    scale = np.cumsum(np.abs(x.astype(np.float64)).reshape(2, r, c), axis + 1).reshape(x.shape)
+    assert np.all(np.abs(gpu["out"] - np.cumsum(x.astype(np.float64).reshape(2, r, c), axis + 1)
+                         .reshape(x.shape)) <= 2e-6 * scale)
+
+
+def test_cumsum_bfloat16_rounds_once(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = rng.standard_normal((6, 300)).astype(ml_dtypes.bfloat16)
+    gpu, cpu = run_both(cumsum_2d, 3, dict(x=x, out=x.copy(), R=2, C=300, AXIS=1), ("out",))
+    close(gpu["out"], cpu["out"], 1e-2)
+
+
+def test_rand_is_identical_on_both_backends():
+    out = np.zeros((50, 200), np.float32)
+    for seed in (0, 7, -3, 2**40 + 5):
+        gpu, cpu = run_both(rand_tile, vg.cdiv(50, 8), dict(out=out, seed=seed, R=8, C=128), ("out",))
+        np.testing.assert_array_equal(gpu["out"].view(np.uint32), cpu["out"].view(np.uint32))
+
+
+def test_gather_with_indices_outside_takes_padding(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    idx = rng.integers(-50, 1100, 3000).astype(np.int64)
+    gpu, cpu = run_both(permute_gather, vg.cdiv(3000, 256),
+                        dict(x=x, idx=idx, out=np.zeros(3000, np.float32), BLOCK=256), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+
+
+def test_scatter_of_permuted_rows_and_scatter_add(rng):
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    idx = rng.permutation(64).astype(np.int32)
+    gpu, cpu = run_both(scatter_rows, 16, dict(x=x, idx=idx, out=x.copy(), R=4, C=64), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+    values = rng.integers(0, 37, 10_000).astype(np.int32)
+    gpu, cpu = run_both(histogram, vg.cdiv(10_000, 300),
+                        dict(x=values, counts=np.zeros(37, np.int32), BLOCK=300), ("counts",))
+    np.testing.assert_array_equal(gpu["counts"], cpu["counts"])
+
+
+def test_scatter_outside_the_array_is_a_bounds_error(rng):
+    values = rng.integers(0, 37, 600).astype(np.int32)
+    values[123] = 40
+    backend.set_backend("cuda")
+    counts = vg.asarray(np.zeros(37, np.int32))
+    histogram[2](vg.asarray(values), counts, BLOCK=300)
+    with pytest.raises(vg.BoundsError, match=r"counts\[40\] with shape \(37,\) in kernel histogram"):
+        vg.synchronize()
+    expected = np.bincount(np.delete(values, 123), minlength=37)  # the faulting element is skipped
+    np.testing.assert_array_equal(counts.numpy(), expected)
+
+
+def test_atomic_add_of_partial_sums(rng):
+    x = rng.standard_normal((12, 1000)).astype(np.float32)
+    gpu, cpu = run_both(split_sum, (3, vg.cdiv(1000, 256)),
+                        dict(x=x, out=np.zeros(12, np.float32), R=4, C=256), ("out",))
+    close(gpu["out"], cpu["out"], 1e-5)

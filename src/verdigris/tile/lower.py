@@ -16,6 +16,11 @@ stores are in `memory` (16-byte vectors, masks only on edge tiles), reductions i
 branch is block-uniform and barriers inside them are safe. Tile variables live in one
 alloca per register (the variable's default layout), which mem2reg promotes.
 
+Register pressure and latency: elementwise results and the elements of loaded vectors are
+`Lazy` (computed where first used), so a chain of elementwise ops is emitted register by
+register and a loaded bfloat16 pair stays in one 32-bit word until its use; and the loads
+of one statement are issued together, before its arithmetic (`prefetch`).
+
 The warp count (`num_warps`): `kernel.block` when the launch gave `num_warps=` (the
 block is then part of the specialization); otherwise the largest tile's padded element
 count / (32 lanes * 8 elements per thread), clamped to 1..8 (a power of two, as padded
@@ -40,7 +45,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType
-from . import convert, indexed, memory, random, reduce, scan
+from . import convert, indexed, memory, prefetch, random, reduce, scan
 from .layout import WARP_SIZE, Layout, blocked, padded
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -51,11 +56,40 @@ MAX_STATIC_SHARED = 48 * 1024
 
 @dataclass
 class TileValue:
-    """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype)."""
+    """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype),
+    or, in what `TileLowering.tile(..., lazy=True)` gives, a `Lazy` that computes it."""
 
     layout: Layout
     regs: list
     dtype: DType
+
+
+class Lazy:
+    """A register computed where it is first used, once (`get`). Elementwise results and
+    loaded vectors' elements are lazy, so a chain of elementwise ops runs register by
+    register (each value dies soon after it is made, and a load's bfloat16 pair stays
+    packed in 32 bits until its use) instead of op by op over the whole tile. Only
+    straight-line consumers take lazy registers, so the first use dominates the others."""
+
+    __slots__ = ("make", "value")
+
+    def __init__(self, make):
+        self.make, self.value = make, None
+
+    def get(self) -> ir.Value:
+        if self.value is None:
+            self.value = self.make()
+        return self.value
+
+
+def forced(reg) -> ir.Value:
+    return reg.get() if isinstance(reg, Lazy) else reg
+
+
+def _forced_all(value: TileValue) -> TileValue:
+    if not any(isinstance(r, Lazy) for r in value.regs):
+        return value
+    return TileValue(value.layout, [forced(r) for r in value.regs], value.dtype)
 
 
 def _tile_nodes(kernel: N.Kernel):
@@ -116,6 +150,7 @@ class TileLowering(_KernelLowering):
         self.turn = 0
         self.depth = 0  # enclosing loops, ifs and inlined functions
         self.smem_bytes = 0
+        self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
                            if isinstance(tt, X.TileType)}
 
@@ -198,15 +233,18 @@ class TileLowering(_KernelLowering):
 
     # ------------------------------------------------------------------ tile expressions
 
-    def tile(self, e: X.TileExpr, want: Layout | None = None) -> TileValue:
-        """`e` in registers; in layout `want` when given."""
-        lowering = self._TILE.get(type(e))
-        if lowering is None:
-            raise _error(f"{type(e).__name__} tiles cannot be compiled for the GPU yet", e)
-        value = lowering(self, e, want)
+    def tile(self, e: X.TileExpr, want: Layout | None = None, lazy: bool = False) -> TileValue:
+        """`e` in registers; in layout `want` when given. With `lazy`, registers may be
+        `Lazy` (for straight-line consumers, which force each where they use it)."""
+        value = self.ready.pop(id(e), None) if isinstance(e, X.TileLoad) else None
+        if value is None or value.layout != (want or self.default(e.shape)):
+            lowering = self._TILE.get(type(e))
+            if lowering is None:
+                raise _error(f"{type(e).__name__} tiles cannot be compiled for the GPU yet", e)
+            value = lowering(self, e, want)
         if want is not None and value.layout != want:
-            value = convert.relayout(self, value, want, e.shape, e.shape)
-        return value
+            value = convert.relayout(self, _forced_all(value), want, e.shape, e.shape)
+        return value if lazy else _forced_all(value)
 
     def _tile_var(self, e: X.TileVar, want) -> TileValue:
         layout, slots = self.tile_slots[e.name]
@@ -226,27 +264,28 @@ class TileLowering(_KernelLowering):
         order = sorted(range(len(e.args)), key=lambda i: isinstance(e.args[i], X.Splat))
         values: dict = {}
         for i in order:
-            values[i] = self.tile(e.args[i], want)
+            values[i] = self.tile(e.args[i], want, lazy=True)
             want = values[i].layout
         args = [values[i] for i in range(len(e.args))]
         operand = e.args[1 if e.op == "where" else 0].dtype
         apply = _elementwise(e, operand)
-        regs = [apply(self.em, [a.regs[r] for a in args]) for r in range(want.num_regs)]
+        regs = [Lazy(lambda r=r: apply(self.em, [forced(a.regs[r]) for a in args])) for r in range(want.num_regs)]
         return TileValue(want, regs, e.dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
-        source = self.tile(e.value)
+        source = self.tile(e.value, lazy=True)
         layout = want or self.default(e.shape)
         stretched = {k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}
         mapping = layout.register_map(source.layout, stretched)
         if mapping is None:
-            return convert.relayout(self, source, layout, e.value.shape, e.shape)
+            return convert.relayout(self, _forced_all(source), layout, e.value.shape, e.shape)
         return TileValue(layout, [source.regs[m] for m in mapping], e.dtype)
 
     def _reshape(self, e: X.Reshape, want) -> TileValue:
-        source = self.tile(e.value)
+        source = self.tile(e.value, lazy=True)
         if [n for n in e.value.shape if n != 1] != [n for n in e.shape if n != 1]:
-            return convert.relayout(self, source, want or self.default(e.shape), e.value.shape, e.shape)
+            return convert.relayout(self, _forced_all(source), want or self.default(e.shape), e.value.shape,
+                                    e.shape)
         layout = source.layout
         for axis in reversed(range(len(e.value.shape))):
             if e.value.shape[axis] == 1:
@@ -257,7 +296,7 @@ class TileLowering(_KernelLowering):
         return TileValue(layout, source.regs, e.dtype)
 
     def _permute(self, e: X.Permute, want) -> TileValue:
-        source = self.tile(e.value)
+        source = self.tile(e.value, lazy=True)
         return TileValue(source.layout.permuted(e.perm), source.regs, e.dtype)
 
     def _tile_reduce(self, e: X.TileReduce, want) -> TileValue:
@@ -286,16 +325,24 @@ class TileLowering(_KernelLowering):
         layout = self.default(tt.shape)
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
+    def _statement_tile(self, e: X.TileExpr, layout: Layout) -> TileValue:
+        """A statement's tile operand in `layout`, its loads issued first (`prefetch`)."""
+        prefetch.prefetch(self, e, layout)
+        try:
+            return self.tile(e, layout)
+        finally:
+            self.ready.clear()  # later statements may sit in blocks these do not dominate
+
     def _assign(self, s: N.Assign) -> None:
         if s.name not in self.tile_slots:
             return super()._assign(s)
         layout, slots = self.tile_slots[s.name]
-        for reg, slot in zip(self.tile(s.value, layout).regs, slots):
+        for reg, slot in zip(self._statement_tile(s.value, layout).regs, slots):
             self.b.store(reg, slot)
 
     def _tile_store(self, s: X.TileStore) -> None:
         self._writable(s)
-        memory.store(self, s, self.tile(s.value, self.default(s.value.shape)))
+        memory.store(self, s, self._statement_tile(s.value, self.default(s.value.shape)))
 
     def _writable(self, s) -> None:
         if s.array.name not in self.kernel.writes:
@@ -317,7 +364,7 @@ class TileLowering(_KernelLowering):
 
     def _tile_atomic_add(self, s: X.TileAtomicAdd) -> None:
         self._writable(s)
-        memory.store(self, s, self.tile(s.value, self.default(s.value.shape)), atomic=True)
+        memory.store(self, s, self._statement_tile(s.value, self.default(s.value.shape)), atomic=True)
 
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
              X.TileAtomicAdd: _tile_atomic_add, X.Scatter: lambda self, s: indexed.scatter(self, s),

@@ -59,10 +59,13 @@ class _Access:
                 inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
         return inside
 
-    def full(self) -> ir.Value | None:
-        """Whether the whole tile is inside the array (block-uniform); None: never known."""
-        if tuple(self.shape) != self.layout.shape:
-            return None
+    @property
+    def can_be_full(self) -> bool:
+        """False when the tile is padded (its shape is not a power of two): always masked."""
+        return tuple(self.shape) == self.layout.shape
+
+    def full(self) -> ir.Value:
+        """Whether the whole tile is inside the array (block-uniform)."""
         b, full = self.b, ir.Constant(I1, True)
         for i, n, extent in zip(self.index, self.shape, self.view.shape):
             tiles = b.lshr(extent, ir.Constant(I64, n.bit_length() - 1))
@@ -83,57 +86,130 @@ class _Access:
             ok = b.and_(ok, b.icmp_unsigned("==", rem, ir.Constant(I64, 0)))
         return ok
 
-    def paths(self, fast, slow, name: str, vectors: bool = True) -> list:
-        """Run `fast(width)` for full tiles and `slow()` for edge tiles; phi their results.
-        `width` is 1 unless `vectors` and the access can move vectors."""
-        low, b = self.low, self.b
-        full = self.full()
-        if full is None:
-            return slow()
-        width = self.vector() if vectors else 1
+
+def _paths(low, accesses: list, fast, slow, name: str, vectors: bool = True) -> list:
+    """Run `fast(widths)` when every access is a full tile and `slow(widths)` otherwise, behind
+    one block-uniform branch; phi their results. `widths[k]` is access k's vector width (1
+    unless `vectors` and the access can move vectors). Every access must `can_be_full`."""
+    b = low.b
+    widths = [a.vector() if vectors else 1 for a in accesses]
+    full = ir.Constant(I1, True)
+    for access, width in zip(accesses, widths):
+        full = b.and_(full, access.full())
         if width > 1:
-            full = b.and_(full, self.vector_ok(width))
-        fast_bb, slow_bb, end_bb = (low._block(f"{name}.{n}") for n in ("full", "edge", "end"))
-        b.cbranch(low.em.call("llvm.expect.i1", I1, full, ir.Constant(I1, True)), fast_bb, slow_bb)
-        arms = []
-        for bb, arm in ((fast_bb, lambda: fast(width)), (slow_bb, slow)):
-            b.position_at_end(bb)
-            values = arm()
-            arms.append((values, b.block))
-            b.branch(end_bb)
-        b.position_at_end(end_bb)
-        merged = []
-        for k in range(len(arms[0][0] or ())):
-            phi = b.phi(arms[0][0][k].type)
-            for values, bb in arms:
-                phi.add_incoming(values[k], bb)
-            merged.append(phi)
-        return merged
+            full = b.and_(full, access.vector_ok(width))
+    fast_bb, slow_bb, end_bb = (low._block(f"{name}.{n}") for n in ("full", "edge", "end"))
+    b.cbranch(low.em.call("llvm.expect.i1", I1, full, ir.Constant(I1, True)), fast_bb, slow_bb)
+    arms = []
+    for bb, arm in ((fast_bb, fast), (slow_bb, slow)):
+        b.position_at_end(bb)
+        values = arm(widths)
+        arms.append((values, b.block))
+        b.branch(end_bb)
+    b.position_at_end(end_bb)
+    merged = []
+    for k in range(len(arms[0][0] or ())):
+        phi = b.phi(arms[0][0][k].type)
+        for values, bb in arms:
+            phi.add_incoming(values[k], bb)
+        merged.append(phi)
+    return merged
 
 
 def load(low, node, layout):
-    from .lower import TileValue
+    return load_group(low, [(node, layout)])[0]
 
-    access = _Access(low, node, layout, node.shape)
-    b, dtype, mem = low.b, node.array.dtype, mem_type(node.array.dtype)
-    padding = low.expr(node.padding)
 
-    def fast(width: int) -> list:
-        regs = []
-        for r0 in range(0, layout.num_regs, width):
-            if width == 1:
-                regs.append(to_reg(b, dtype, b.load(access.pointer(r0), typ=mem, align=dtype.itemsize)))
-                continue
-            vec = b.load(access.pointer(r0), typ=ir.VectorType(mem, width), align=width * dtype.itemsize)
-            regs.extend(to_reg(b, dtype, b.extract_element(vec, ir.Constant(I32, j))) for j in range(width))
-        return regs
+def load_group(low, items: list) -> list:
+    """The `TileLoad`s of `items` ((node, layout) pairs) as TileValues. The loads whose
+    tiles can be full share one full/edge branch, and on full tiles every one of their
+    vectors is loaded before any is converted or used, so their latencies overlap.
 
-    def slow() -> list:
-        return [guarded(low, access.inside(r), lambda r=r: to_reg(b, dtype, b.load(
-            access.pointer(r), typ=mem, align=dtype.itemsize)), "load", padding)
-            for r in range(layout.num_regs)]
+    Both paths give words (`_Words`): narrow elements stay packed, two bfloat16 in one
+    32-bit register, up to the merge and beyond; each register is unpacked and converted
+    where it is first used (`Lazy`), so a loaded tile holds half the registers until then.
+    """
+    from .lower import Lazy, TileValue
 
-    return TileValue(layout, access.paths(fast, slow, "load"), dtype)
+    b = low.b
+    accesses = [_Access(low, node, layout, node.shape) for node, layout in items]
+    paddings = [low.expr(node.padding) for node, _ in items]
+
+    def slow(k: int, width: int = 1) -> list:
+        """Access k element by element (padding where outside), packed into words."""
+        access = accesses[k]
+        words = _Words(access.dtype, width)
+        padding = to_mem(b, access.dtype, paddings[k])
+
+        def element(r: int) -> ir.Value:
+            return guarded(low, access.inside(r), lambda: b.load(
+                access.pointer(r), typ=mem_type(access.dtype), align=access.dtype.itemsize), "load", padding)
+        return [words.pack(b, [element(r) for r in range(r0, r0 + words.per_word)])
+                for r0 in range(0, access.layout.num_regs, words.per_word)]
+
+    grouped = [k for k, a in enumerate(accesses) if a.can_be_full]
+    packing = {k: _Words(accesses[k].dtype, 1) for k in range(len(accesses))}
+    merged = {k: slow(k) for k in range(len(accesses)) if k not in grouped}
+    if grouped:
+        def fast(widths: list) -> list:
+            packing.update((k, _Words(accesses[k].dtype, width)) for k, width in zip(grouped, widths))
+            return [word for k in grouped for r0 in range(0, accesses[k].layout.num_regs, packing[k].width)
+                    for word in packing[k].load(b, accesses[k], r0)]
+
+        words = _paths(low, [accesses[k] for k in grouped], fast,
+                       lambda widths: [w for k, width in zip(grouped, widths) for w in slow(k, width)], "load")
+        for k in grouped:
+            count = accesses[k].layout.num_regs // packing[k].per_word
+            merged[k], words = words[:count], words[count:]
+    return [TileValue(layout, [Lazy(lambda word=word, j=j, words=packing[k], dtype=node.dtype:
+                                    to_reg(b, dtype, words.unpack(b, word, j)))
+                               for word in merged[k] for j in range(packing[k].per_word)], node.dtype)
+            for k, (node, layout) in enumerate(items)]
+
+
+class _Words:
+    """How `width` consecutive elements of `dtype` travel from a load to their first use:
+    as one vector load of 32-bit words (64-bit for 8-byte dtypes) when `width > 1`, each
+    word holding `per_word` elements; when `width` is 1, element by element."""
+
+    def __init__(self, dtype, width: int):
+        self.dtype, self.width = dtype, width
+        self.bits = 8 * dtype.itemsize
+        self.word = ir.IntType(max(32, self.bits)) if width > 1 else None
+        self.per_word = self.word.width // self.bits if width > 1 else 1
+
+    def load(self, b, access, r0: int) -> list:
+        """The words of registers r0 .. r0 + width - 1 (one vector load)."""
+        if self.word is None:
+            return [b.load(access.pointer(r0), typ=mem_type(self.dtype), align=self.dtype.itemsize)]
+        count = self.width // self.per_word
+        vec = b.load(access.pointer(r0), typ=ir.VectorType(self.word, count), align=self.width * self.dtype.itemsize)
+        return [b.extract_element(vec, ir.Constant(I32, j)) for j in range(count)]
+
+    def pack(self, b, elements: list) -> ir.Value:
+        """Elements in memory form -> one word (integer shifts and ors, which the compiler
+        keeps as they are: the word stays one register)."""
+        if self.word is None:
+            return elements[0]
+        word = None
+        for j, e in enumerate(elements):
+            bits = b.zext(_as_int(b, e, self.bits), self.word) if self.bits < self.word.width else _as_int(b, e, self.bits)
+            bits = b.shl(bits, ir.Constant(self.word, j * self.bits)) if j else bits
+            word = bits if word is None else b.or_(word, bits)
+        return word
+
+    def unpack(self, b, word: ir.Value, j: int) -> ir.Value:
+        """Element j of `word`, in memory form."""
+        if self.word is None:
+            return word
+        bits = b.lshr(word, ir.Constant(self.word, j * self.bits)) if j else word
+        bits = b.trunc(bits, ir.IntType(self.bits)) if self.bits < self.word.width else bits
+        ty = mem_type(self.dtype)
+        return bits if isinstance(ty, ir.IntType) else b.bitcast(bits, ty)
+
+
+def _as_int(b, value: ir.Value, bits: int) -> ir.Value:
+    return value if isinstance(value.type, ir.IntType) else b.bitcast(value, ir.IntType(bits))
 
 
 def store(low, node, value, atomic: bool = False) -> None:
@@ -167,12 +243,15 @@ def store(low, node, value, atomic: bool = False) -> None:
             b.store(vec, access.pointer(r0), align=width * dtype.itemsize)
         return []
 
-    def slow() -> list:
+    def slow(widths=None) -> list:
         for r in range(layout.num_regs):
             guarded(low, access.inside(r), lambda r=r: write(r), "store")
         return []
 
-    access.paths(fast, slow, "store", vectors=not atomic)
+    if not access.can_be_full:
+        slow()
+    else:
+        _paths(low, [access], lambda widths: fast(widths[0]), slow, "store", vectors=not atomic)
     if owner is not None:
         b.branch(end_bb)
         b.position_at_end(end_bb)

@@ -1,0 +1,63 @@
+"""Issuing a statement's tile loads together, before any of its arithmetic.
+
+Takes: the `TileLowering`, a statement's tile expression and the layout the statement
+stores it in. Gives: `prefetch(low, e, want)`, which lowers the `TileLoad`s of `e` through
+`memory.load_group` (one full/edge branch, every vector issued before any is used) and
+leaves them in `low.ready` (node id -> TileValue), where `TileLowering.tile` takes them.
+
+Why: lowered where the expression reaches them, two loads of one statement (LayerNorm's
+`xc * rstd * w + b`) each sit behind their own full/edge branch, and the arithmetic on the
+first, between the two, waits for its data before the second is even issued: two memory
+latencies in a row instead of one.
+
+How: the layout each load will be lowered in is predicted by following
+`TileLowering.tile`'s choices (`natural`: the layout an expression gets when nothing is
+wanted of it). Guarantees: only where loads are issued changes, within one statement,
+whose tile expressions have no side effects; a load whose layout was mispredicted is
+lowered again where it is reached, and the unused prefetch is dead code LLVM removes.
+"""
+from __future__ import annotations
+
+from ..ir import tiles as X
+from . import memory
+
+
+def natural(low, e):
+    """The layout `low.tile(e)` gives `e` when no layout is wanted (None: not predicted)."""
+    kind = type(e)
+    if kind in (X.TileLoad, X.Splat, X.Arange, X.Broadcast, X.Gather):
+        return low.default(e.shape)
+    if kind is X.TileVar:
+        return low.tile_slots[e.name][0]
+    if kind is X.TileMap:
+        first = next((a for a in e.args if not isinstance(a, X.Splat)), None)
+        return low.default(e.shape) if first is None else natural(low, first)
+    if kind is X.Permute:
+        source = natural(low, e.value)
+        return None if source is None else source.permuted(e.perm)
+    if kind in (X.TileScan, X.Rand):
+        return natural(low, e.value if kind is X.TileScan else e.offsets)
+    return None
+
+
+def _loads(low, e, want, found: list) -> None:
+    """(load, layout) for the loads of `e` reached with `e` wanted in `want`."""
+    kind = type(e)
+    if kind is X.TileLoad:
+        found.append((e, want or low.default(e.shape)))
+    elif kind in (X.TileMap, X.Rand, X.Gather):
+        layout = want or natural(low, e)
+        if layout is not None:
+            for child in {X.TileMap: lambda: e.args, X.Rand: lambda: (e.offsets,),
+                          X.Gather: lambda: e.indices}[kind]():
+                _loads(low, child, layout, found)
+    elif kind in (X.Broadcast, X.Reshape, X.Permute, X.TileReduce, X.TileScan):
+        _loads(low, e.value, None, found)  # lowered with no layout wanted
+
+
+def prefetch(low, e, want) -> None:
+    found: list = []
+    _loads(low, e, want, found)
+    if len(found) > 1:
+        values = memory.load_group(low, found)
+        low.ready.update((id(node), value) for (node, _), value in zip(found, values))
