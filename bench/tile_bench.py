@@ -7,6 +7,9 @@ ones `tests/test_tile_codegen.py` defines (and the GPU tests check); for each ca
 table shows our best configuration (BLOCK or num_warps, all listed after it), each
 checked against torch first. Times: `triton.testing.do_bench` medians.
 Run: `PYTHONPATH=src python3 bench/tile_bench.py [--json FILE]`.
+
+The same cases, over a range of sizes, are registered with `verdigris bench` (see the end
+of this file and verdigris.benchsuite).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 import verdigris as vg  # noqa: E402
+from verdigris.benchsuite import Impl, case, checked, relative_error  # noqa: E402
 from test_tile_codegen import add, layernorm, rmsnorm, row_sum, softmax  # noqa: E402
 
 EPS = 1e-5
@@ -180,6 +184,108 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_tbs": copy_tbs, "rows": rows}, f, indent=1)
+
+
+# ----------------------------------------------------------------- `verdigris bench` cases
+# Ours in each configuration main() tries (the suite keeps the best), torch and Triton.
+
+
+def _rows_x_cols(size) -> str:
+    return f"{size[0]}x{size[1]}"
+
+
+def _returns(fn, want, rtol) -> Impl:
+    """A peer that returns its result (torch.softmax, F.layer_norm): timed as it is."""
+    def check():
+        err = relative_error(fn(), want)
+        return None if err <= rtol else f"relative error {err:.2e} > {rtol:.0e}"
+
+    return Impl(fn, check)
+
+
+def _add_case(dtype):
+    def setup(n):
+        a, b = (torch.randn(n, device="cuda", dtype=dtype) for _ in range(2))
+        out = torch.empty_like(a)
+        want = a + b
+        return {
+            "verdigris": {f"BLOCK={blk}": checked(
+                lambda blk=blk: add[vg.cdiv(n, blk)](a, b, out, BLOCK=blk), out, want, 1e-6)
+                for blk in (1024, 4096)},
+            "torch": checked(lambda: torch.add(a, b, out=out), out, want, 1e-6),
+            "triton": checked(lambda: tr_add[(triton.cdiv(n, 4096),)](
+                a, b, out, n, BLOCK=4096, num_warps=8), out, want, 1e-6)}
+
+    return setup
+
+
+for _dtype, _name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+    case(f"vector add (tile) {_name}", kind="memory", sizes=[1 << k for k in (20, 22, 24, 26, 28)],
+         quick=[1 << 26], work=lambda n, d=_dtype: 3 * n * d.itemsize)(_add_case(_dtype))
+
+
+@case("softmax f32", kind="memory", sizes=[(m, 4096) for m in (1024, 4096, 16384, 32768)],
+      quick=[(32768, 4096)], work=lambda s: 2 * 4 * s[0] * s[1], size_label=_rows_x_cols)
+def bench_softmax(size):
+    m, k = size
+    x = torch.randn(m, k, device="cuda")
+    out = torch.empty_like(x)
+    want = torch.softmax(x.double(), -1)
+    return {"verdigris": {f"{w} warps": checked(
+                lambda w=w: softmax[m](x, out, COLS=k, num_warps=w), out, want, 1e-5)
+                for w in (4, 8)},
+            "torch": _returns(lambda: torch.softmax(x, -1), want, 1e-5),
+            "triton": checked(lambda: tr_softmax[(m,)](x, out, k, k, BLOCK=k, num_warps=8),
+                              out, want, 1e-5)}
+
+
+def _norm_inputs(size):
+    m, k = size
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w, b = (torch.randn(k, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    return m, k, x, w, b, torch.empty_like(x)
+
+
+@case("LayerNorm bf16", kind="memory", sizes=[(m, 8192) for m in (2048, 8192, 16384)],
+      quick=[(16384, 8192)], work=lambda s: 2 * 2 * s[0] * s[1], size_label=_rows_x_cols)
+def bench_layernorm(size):
+    m, k, x, w, b, out = _norm_inputs(size)
+    want = F.layer_norm(x.float(), (k,), w.float(), b.float(), EPS)
+    return {"verdigris": {f"{nw} warps": checked(
+                lambda nw=nw: layernorm[m](x, w, b, out, k, EPS, COLS=k, num_warps=nw),
+                out, want, 1e-2) for nw in (4, 8)},
+            "torch": _returns(lambda: F.layer_norm(x, (k,), w, b, EPS), want, 1e-2),
+            "triton": checked(lambda: tr_layernorm[(m,)](x, w, b, out, k, k, EPS, BLOCK=k,
+                                                         num_warps=8), out, want, 1e-2)}
+
+
+@case("RMSNorm bf16", kind="memory", sizes=[(m, 8192) for m in (2048, 8192, 16384)],
+      quick=[(16384, 8192)], work=lambda s: 2 * 2 * s[0] * s[1], size_label=_rows_x_cols)
+def bench_rmsnorm(size):
+    m, k, x, w, _, out = _norm_inputs(size)
+    want = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS) * w.float()
+    return {"verdigris": {f"{nw} warps": checked(
+                lambda nw=nw: rmsnorm[m](x, w, out, k, EPS, COLS=k, num_warps=nw),
+                out, want, 1e-2) for nw in (4, 8)},
+            "torch": _returns(lambda: F.rms_norm(x, (k,), w, EPS), want, 1e-2),
+            "triton": checked(lambda: tr_rmsnorm[(m,)](x, w, out, k, k, EPS, BLOCK=k,
+                                                       num_warps=8), out, want, 1e-2)}
+
+
+@case("row sum f32", kind="memory", sizes=[(m, 16384) for m in (2048, 8192, 16384)],
+      quick=[(16384, 16384)], work=lambda s: 4 * s[0] * s[1] + 4 * s[0],
+      size_label=_rows_x_cols)
+def bench_row_sum(size):
+    m, k = size
+    x = torch.randn(m, k, device="cuda")
+    out = torch.empty(m, device="cuda")
+    want = x.double().sum(1)
+    return {"verdigris": {f"COLS=4096, {nw} warps": checked(
+                lambda nw=nw: row_sum[m](x, out, COLS=4096, num_warps=nw), out, want, 1e-5)
+                for nw in (4, 8)},
+            "torch": checked(lambda: torch.sum(x, 1, out=out), out, want, 1e-5),
+            "triton": checked(lambda: tr_row_sum[(m,)](x, out, k, k, BLOCK=4096, num_warps=8),
+                              out, want, 1e-5)}
 
 
 if __name__ == "__main__":
