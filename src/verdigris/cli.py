@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import platform
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def cmd_demo(args) -> int:
     all_ok = True
     for name in examples.SIMT_EXAMPLES:
         module = importlib.import_module(f"{examples.__name__}.{name}")
-        print(f"{name}: {module.__doc__.strip().splitlines()[0]}")
+        summary = " ".join(module.__doc__.split("\n\n")[0].split()).removeprefix(f"{name}: ")
+        print(textwrap.fill(f"{name}: {summary}", 92, subsequent_indent="  "))
         start = time.perf_counter()
         ok = examples.report(module.check(rng))
         print(f"  ({(time.perf_counter() - start) * 1e3:.0f} ms including compilation)\n")
