@@ -380,8 +380,8 @@ class Kernel:
     facts: dict = field(default_factory=dict)  # proven facts from safety, for lowering
     block: Optional[tuple] = None  # (x, y, z) threads per block, when specialized on it;
     # then every `block_dim(axis)` in the body is already the constant block[axis].
-    unit_grid_axes: Optional[tuple] = None  # grid axes (of 1, 2) launched with one block,
-    # when specialized on it (launches are); None: unknown.
+    unit_grid_axes: Optional[tuple] = None  # grid axes launched with one block (of 1, 2;
+    # tile kernels: also 0), when specialized on it (launches are); None: unknown.
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

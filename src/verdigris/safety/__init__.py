@@ -1,4 +1,4 @@
-"""The static race checker (SIMT track, global memory).
+"""The static race checker (global memory; SIMT and tile tracks).
 
 Takes: a specialized `ir.Kernel`. Gives:
 - `analyze(kernel) -> Analysis`: every finding as a `SafetyError` (`.code`, `.loc` at the
@@ -15,7 +15,8 @@ never race with atomics; an atomic and a plain access that may meet is VG204. A 
 checker cannot decide is VG205, never a pass: a solver timeout, or a collision that needs
 values the checker cannot see (indices computed from loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are
 neither proven nor reported. Each pair of accesses goes to `fastpath` first, then to
-`solver`.
+`solver`. Tile kernels follow the same rule with a block as the thread (`tilerace`, on
+the accesses `tiles` maps to elements); other tracks get `race_free: None`.
 
 Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions the proof
 assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one

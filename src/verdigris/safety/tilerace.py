@@ -19,8 +19,9 @@ distinct blocks must not touch one element of a global array with at least one p
   `with vg.unsafe():` are neither proven nor reported.
 Each pair goes first to the fast path: views (see `tiles`) of one shape, whose tile indices
 `fastpath.disjoint` proves distinct for distinct blocks (and, for a scatter against itself,
-whose lanes index distinct axes); else `solver.collide` on the element indices decides it
-and gives the counterexample.
+whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
+a 2-D grid of tiles) counts as the one index `t` there. Else `solver.collide` on the
+element indices decides it and gives the counterexample.
 """
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def check_pairs(kernel, analysis, timeout_ms: int) -> None:
                 elif outcome.status == "sat":
                     analysis.errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
-                    reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
+                    reason = (f"the solver gave up ({outcome.reason or 'unknown'}, limit "
+                              f"{timeout_ms} ms)")
                     analysis.errors.append(_unproven_error(a, b, reason))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
@@ -231,7 +233,8 @@ def _race_error(code: str, a: TileAccess, b: TileAccess, outcome) -> SafetyError
 
 
 def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome) -> SafetyError:
-    where = f"; the other access is at line {other.loc.line}" if other.loc.line != at.loc.line else ""
+    line = other.loc.line
+    where = f"; the other access is at line {line}" if line != at.loc.line else ""
     message = f"{CODES[code].title}: {what} ({_situation(outcome)}){where}"
     return SafetyError(message, at.loc, HINTS[code].format(array=at.array), code)
 
@@ -247,7 +250,8 @@ def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
     else:
         example = f"{b1} {_VERBS[a.kind]} {element} and {b2} {_VERBS[b.kind]} it"
     example += f" if those values allow ({_situation(outcome)})"
-    reason = f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot see; {example}"
+    reason = (f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot "
+              f"see; {example}")
     return _unproven_error(a, b, reason)
 
 

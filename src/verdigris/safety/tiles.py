@@ -107,6 +107,8 @@ _AS_SCALAR = {
 class _Block(_Thread):
     """`symbolic`'s executor, with the tile nodes."""
 
+    elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
+
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
         return handler(self, e) if handler is not None else super().eval(e)
@@ -123,9 +125,12 @@ class _Block(_Thread):
         return tuple(lane(self.space, k, e) for k, e in enumerate(shape))
 
     def unknown(self, dtype, label: str = ""):
-        """An unknown value; of a tile type, one that depends on the tile's lanes."""
+        """An unknown value; of a tile type (or made by an elementwise op of a tile: a
+        wrapped sum, a bit operation), one that depends on the tile's lanes."""
         if not isinstance(dtype, X.TileType):
-            return super().unknown(dtype, label)
+            if self.elementwise is None:
+                return super().unknown(dtype, label)
+            dtype = X.TileType(dtype, self.elementwise)
         if not dtype.dtype.is_int:
             return super().unknown(dtype.dtype, label)
         lo, hi = dtype_range(dtype.dtype)
@@ -178,7 +183,12 @@ class _Block(_Thread):
         make = _AS_SCALAR.get(e.op)
         if make is None:  # sigmoid: a float
             return self.unknown(e.type, e.op)
-        return self.eval(make(e, [_Given(a.loc, self.eval(a), a.dtype) for a in e.args]))
+        operands = [_Given(a.loc, self.eval(a), a.dtype) for a in e.args]
+        outer, self.elementwise = self.elementwise, e.shape
+        try:
+            return self.eval(make(e, operands))
+        finally:
+            self.elementwise = outer
 
     def t_given(self, e: _Given):
         return e.value
