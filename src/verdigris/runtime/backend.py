@@ -14,6 +14,12 @@ from ..errors import BackendError
 
 BACKENDS = ("cuda", "cpu")
 _chosen: str | None = None
+_on_switch: list = []  # called after set_backend (cached launchers belong to one backend)
+
+
+def on_switch(callback) -> None:
+    """Call `callback()` after every `set_backend`."""
+    _on_switch.append(callback)
 
 
 def set_backend(name: str) -> None:
@@ -24,6 +30,8 @@ def set_backend(name: str) -> None:
     if name == "cuda":
         _require_cuda()
     _chosen = name
+    for callback in _on_switch:
+        callback()
 
 
 def current() -> str:

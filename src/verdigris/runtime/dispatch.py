@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,7 +89,10 @@ class KernelFunction:
         self.options = options
         self._params: tuple[ParamInfo, ...] | None = None
         self._specializations: dict = {}
-        self._launches: dict = {}  # (grid, block) as written -> Launch
+        # (grid, block) as written -> what `k[grid, block]` gives: that configuration's
+        # `Launch`, or the generated launcher at the head of its chain (`fastpath`)
+        self._launches: dict = {}
+        _KERNELS.add(self)
 
     def __repr__(self) -> str:
         return f"<verdigris {self.track} kernel {self.__name__}>"
@@ -103,7 +107,7 @@ class KernelFunction:
             self._params = signature(self.fn)
         return self._params
 
-    def __getitem__(self, config) -> "Launch":
+    def __getitem__(self, config):
         launch = self._launches.get(config)
         if launch is None:
             if len(self._launches) >= MAX_CACHED_CONFIGS:
@@ -111,10 +115,9 @@ class KernelFunction:
             launch = self._launches[config] = self._make_launch(config)
         return launch
 
-    def _make_launch(self, config) -> "Launch":
-        if self.track != "simt":
-            config = (config, None)
-        elif not (isinstance(config, tuple) and len(config) == 2):
+    def _make_launch(self, key) -> "Launch":
+        config = (key, None) if self.track != "simt" else key
+        if not (isinstance(config, tuple) and len(config) == 2):
             raise LaunchError(f"{self.__name__}: a SIMT launch needs a grid and a block: "
                               f"{self.__name__}[grid, block](...)")
         grid = _dims(config[0], "grid", self.__name__)
@@ -126,7 +129,7 @@ class KernelFunction:
         if block is not None and block[0] * block[1] * block[2] > MAX_BLOCK_THREADS:
             raise LaunchError(f"{self.__name__}: a block of {block} has more than "
                               f"{MAX_BLOCK_THREADS} threads")
-        return Launch(self, grid, block)
+        return Launch(self, grid, block, key)
 
     # ---------------------------------------------------------------- specialization
 
@@ -306,16 +309,43 @@ class KernelFunction:
 
 class Launch:
     """`k[grid, block]`: call it with the kernel's arguments (and `stream=`; tile kernels
-    also take `num_warps=`, which overrides the lowering's choice of warps per block)."""
+    also take `num_warps=`, which overrides the lowering's choice of warps per block).
 
-    __slots__ = ("kernel", "grid", "block")
+    `general` is the general launch path; on the cuda backend each of its launches puts a
+    generated launcher for the arguments' kinds (`fastpath`) at the head of the
+    configuration, which `k[grid, block]` then returns. Calling a `Launch` kept from before
+    goes to that head too."""
 
-    def __init__(self, kernel: KernelFunction, grid: tuple, block: tuple | None):
-        self.kernel, self.grid, self.block = kernel, grid, block
+    __slots__ = ("kernel", "grid", "block", "config")
 
-    def __call__(self, *args, stream=None, num_warps=None, **kwargs) -> None:
+    def __init__(self, kernel: KernelFunction, grid: tuple, block: tuple | None, config=None):
+        self.kernel, self.grid, self.block, self.config = kernel, grid, block, config
+
+    def __call__(self, *args, **kwargs) -> None:
+        head = self.kernel._launches.get(self.config, self)
+        (self.general if head is self else head)(*args, **kwargs)
+
+    def general(self, *args, stream=None, num_warps=None, **kwargs) -> None:
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
-        self.kernel.launch(self.grid, block, args, kwargs, stream)
+        plan = self.kernel.launch(self.grid, block, args, kwargs, stream)
+        if plan is not None and self.config is not None:
+            from . import fastpath
+
+            fastpath.install(self, plan, num_warps)
+
+
+def _forget_launchers() -> None:
+    """After a backend switch: configurations start again from their `Launch`."""
+    from . import fastpath
+
+    for kernel in list(_KERNELS):
+        for head in kernel._launches.values():
+            fastpath.retire(head)
+        kernel._launches.clear()
+
+
+_KERNELS = weakref.WeakSet()  # every KernelFunction, for _forget_launchers
+backend.on_switch(_forget_launchers)
 
 
 def _warps_block(kernel: KernelFunction, num_warps) -> tuple:

@@ -1,9 +1,10 @@
 """The CUDA driver, reached through NVIDIA's cuda-bindings, loaded lazily.
 
 Takes: device ordinals. Gives: `api()` (the `cuda.bindings.driver` module), `check(ret)`,
-`is_available()`, `device_count()`, `context(device)` / `activate(device)` (the device's
-*primary* context, the one PyTorch, CuPy and the runtime API share), `properties(device)`,
-`synchronize(device)`.
+`is_available()`, `device_count()`, `context(device)` (the device's *primary* context, the
+one PyTorch, CuPy and the runtime API share, retained on first use), `on_device(device)`
+(a `with` block in that context, which leaves the thread's current context as it found
+it), `activate(device)`, `is_current(device)`, `properties(device)`, `synchronize(device)`.
 
 Guarantees:
 - Importing this module never touches the driver; `is_available()` never raises (False
@@ -16,6 +17,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -134,11 +136,14 @@ def context(device: int = 0):
     return ctx
 
 
-def activate(device: int = 0):
-    """Make `device`'s primary context current on this thread (one query when it already is).
+def is_current(device: int) -> bool:
+    """Whether `device`'s primary context is this thread's current context."""
+    current = check(api().cuCtxGetCurrent(), "cuCtxGetCurrent")
+    return current is not None and int(current) == int(context(device))
 
-    Called by allocation, copies and module loads; not on the launch path.
-    """
+
+def activate(device: int = 0):
+    """Make `device`'s primary context current on this thread (one query when it already is)."""
     ctx = context(device)
     drv = _api
     current = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
@@ -147,13 +152,34 @@ def activate(device: int = 0):
     return ctx
 
 
+@contextlib.contextmanager
+def on_device(device: int = 0):
+    """Run the body in `device`'s primary context, then give the thread back the context it
+    had (so torch and CuPy keep their current device). A thread that had none keeps this
+    one, as the CUDA runtime does on a thread's first call."""
+    ctx = context(device)
+    drv = _api
+    current = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if current is not None and int(current) == int(ctx):
+        yield ctx
+    elif current is None or not int(current):
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        yield ctx
+    else:
+        check(drv.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        try:
+            yield ctx
+        finally:
+            check(drv.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
+
 def synchronize(device: int = 0) -> None:
     """Wait for all work on `device`; raises KernelError if a kernel faulted, BoundsError if
     one recorded an out-of-bounds access (`faults`)."""
     from . import faults
 
-    activate(device)
-    check(_api.cuCtxSynchronize(), "cuCtxSynchronize")
+    with on_device(device):
+        check(_api.cuCtxSynchronize(), "cuCtxSynchronize")
     faults.raise_pending(device)
 
 

@@ -7,6 +7,8 @@ Takes: device ordinals; compiled kernels' fault tables (`register`). Gives:
   record itself in pinned host memory mapped into the device's address space.
 - `register(kernel_id, name, sites)`: what a fault of that kernel needs to be reported
   (its name, and per access site its `Loc` and array name).
+- `flag_view(device)`, `FLAG`: the record as a memoryview of words, and the index of the
+  word that says a fault is waiting (what generated launchers test).
 - `raise_pending(device)`: if a kernel on `device` recorded a fault, clear the block and
   raise `BoundsError` ("out of bounds: out[1024] with shape (1024,) in kernel axpy, block
   (4, 0, 0) thread (0, 0, 0)", the access's line with a caret, code VG302), the same
@@ -42,8 +44,12 @@ class _FaultBlock:
 
 
 def _allocate(device: int) -> _FaultBlock:
+    with driver.on_device(device):
+        return _allocate_here(device)
+
+
+def _allocate_here(device: int) -> _FaultBlock:
     drv = driver.api()
-    driver.activate(device)
     nbytes = checks.RECORD_WORDS * 8
     flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
     host = int(driver.check(drv.cuMemHostAlloc(nbytes, flags), "cuMemHostAlloc"))
@@ -65,6 +71,17 @@ def block_address(device: int) -> int:
     return block.device_ptr
 
 
+FLAG = checks.RECORD_FLAG
+
+
+def flag_view(device: int) -> memoryview:
+    """The device's fault record as int64 words, for launchers: `view[FLAG]` is nonzero
+    when a fault waits to be raised (`raise_pending`). A memoryview reads faster than the
+    ctypes array."""
+    block_address(device)
+    return memoryview(_blocks[device].record).cast("B").cast("q")
+
+
 def register(kernel_id: int, name: str, sites: list) -> None:
     _kernels[kernel_id] = (name, sites)
 
@@ -80,8 +97,8 @@ def raise_pending(device: int) -> None:
 
 def _clear(device: int, block: _FaultBlock) -> None:
     drv = driver.api()
-    driver.activate(device)
-    driver.check(drv.cuMemsetD32(block.device_ptr, 0, 2), "cuMemsetD32")  # the claim word
+    with driver.on_device(device):
+        driver.check(drv.cuMemsetD32(block.device_ptr, 0, 2), "cuMemsetD32")  # the claim word
     ctypes.memset(block.host_ptr, 0, checks.RECORD_WORDS * 8)
 
 

@@ -1,8 +1,9 @@
 """What an array argument is: pointer, shape, strides, dtype, device, for any array library.
 
 Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | None` (None:
-not an array) and `byte_extent(info) -> (lo, hi)`, the half-open byte range a view can
-touch, which the launch-time alias check compares.
+not an array), `extractor(type)` (the per-type function `describe` uses), and
+`byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
+byte range a view can touch, which the launch-time alias check compares.
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -70,16 +71,20 @@ _ITEMSIZE = {d: d.itemsize for d in T.ALL}  # a dict lookup beats the DType prop
 
 def byte_extent(info: ArrayInfo) -> tuple:
     """The half-open byte range [lo, hi) the view can touch; (ptr, ptr) when it is empty."""
-    ptr, shape, itemsize = info.ptr, info.shape, _ITEMSIZE[info.dtype]
+    return span(info.ptr, info.shape, info.strides, _ITEMSIZE[info.dtype])
+
+
+def span(ptr: int, shape, strides, itemsize: int) -> tuple:
+    """`byte_extent` of a view given by its parts (strides in elements)."""
     if len(shape) == 1:  # the common case, without the loop
-        extent, stride = shape[0], info.strides[0]
+        extent, stride = shape[0], strides[0]
         if extent == 0:
             return (ptr, ptr)
         if stride >= 0:
             return (ptr, ptr + ((extent - 1) * stride + 1) * itemsize)
         return (ptr + (extent - 1) * stride * itemsize, ptr + itemsize)
     lo = hi = 0
-    for extent, stride in zip(shape, info.strides):
+    for extent, stride in zip(shape, strides):
         if extent == 0:
             return (ptr, ptr)
         if stride > 0:
@@ -96,6 +101,14 @@ def describe(obj) -> ArrayInfo | None:
     except KeyError:
         extract = _EXTRACTORS[type(obj)] = _choose_extractor(type(obj))
     return extract(obj)
+
+
+def extractor(tp):
+    """The function `describe` uses for objects of type `tp` (chosen once per type)."""
+    extract = _EXTRACTORS.get(tp)
+    if extract is None:
+        extract = _EXTRACTORS[tp] = _choose_extractor(tp)
+    return extract
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from dataclasses import dataclass
 
 from ..errors import LaunchError
 from .. import types as T
@@ -34,6 +35,8 @@ PTX_TARGETS = ((9, 0, "sm_90"), (8, 9, "sm_89"), (8, 0, "sm_80"))
 
 
 def ptx_target(cc: tuple) -> str:
+    if tuple(cc) == (9, 0):  # Hopper's own instructions (wgmma, setmaxnreg) need sm_90a,
+        return "sm_90a"      # whose code runs on compute capability 9.0 alone
     for major, minor, target in PTX_TARGETS:
         if cc >= (major, minor):
             return target
@@ -45,20 +48,42 @@ def ptx_target(cc: tuple) -> str:
 FAULT_PARAM = AbiParam("vg.faults", "ptr", -1, T.uint64)
 
 
-def launch(kernel_fn, spec, grid, block, values, infos, stream) -> None:
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """What one launch did, for `fastpath` to repeat: the specialization, the device, the
+    compiled variant (`checked`: the one with every access checked), the 3-D grid and
+    block, whether a torch tensor chose the stream, and the arguments it was made for."""
+
+    spec: object
+    device: int
+    compiled: CudaKernel
+    checked: bool
+    grid: tuple
+    block: tuple
+    torch_args: bool
+    values: tuple
+    infos: list
+
+    @property
+    def key(self) -> tuple:
+        return self.spec.key
+
+
+def launch(kernel_fn, spec, grid, block, values, infos, stream) -> Plan:
     device = _device_of(kernel_fn, spec, infos)
     faults.raise_pending(device)
-    variant = device if spec.bounds_guard is None or spec.bounds_guard(values, infos, grid, block) \
-        else (device, "checked")
+    checked = spec.bounds_guard is not None and not spec.bounds_guard(values, infos, grid, block)
+    variant = (device, "checked") if checked else device
     compiled = spec.compiled.get(variant)
     if compiled is None:
-        compiled = spec.compiled[variant] = _compile(spec, device, checked=variant != device)
+        compiled = spec.compiled[variant] = _compile(spec, device, checked=checked)
     binder = spec.binder
     if binder is None:
         binder = spec.binder = abi_binder(spec.abi_slots)
     abi_values = binder(values, infos, faults.block_address(device))
     torch_args = any(_is_torch(type(values[i])) for i in spec.array_slots)
     compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
+    return Plan(spec, device, compiled, checked, grid, block, torch_args, tuple(values), infos)
 
 
 _TORCH_TYPES: dict = {}  # argument type -> whether it is a torch tensor
@@ -112,7 +137,7 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     spec.kernel.facts["noalias"] = True
     kernel = dataclasses.replace(spec.kernel, facts={**spec.kernel.facts, "in_bounds": frozenset()}) \
         if checked else spec.kernel
-    arch = f"sm_{props.cc[0]}{props.cc[1]}"
+    arch = target if target.endswith("a") else f"sm_{props.cc[0]}{props.cc[1]}"
     key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
                     f"{target}->{arch}")
     image = cache.get(key)
@@ -131,5 +156,7 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
         print(f"verdigris: {spec.kernel.name} for {arch} from the disk cache")
     faults.register(checks.kernel_id(kernel), kernel.name,
                     [(n.loc, n.array.name) for n in checks.sites(kernel)])
-    return CudaKernel(CudaModule(image, device), codegen.entry_symbol(kernel.name),
-                      abi_params(kernel) + [FAULT_PARAM])
+    from .tensormap import cuda_kernel  # tile matrix products: shared memory, TMA maps
+
+    return cuda_kernel(kernel, target, CudaModule(image, device), codegen.entry_symbol(kernel.name),
+                       abi_params(kernel) + [FAULT_PARAM])

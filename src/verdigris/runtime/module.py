@@ -16,7 +16,9 @@ Guarantees:
   nearest even from a float). A value that does not fit its slot raises LaunchError naming
   the parameter.
 - A launch the driver refuses raises LaunchError naming grid, block and the limits; a
-  fault that a previous kernel left behind raises KernelError.
+  fault that a previous kernel left behind raises KernelError. A launch from a thread whose
+  current context belongs to another device (or that has none) is retried once in the
+  kernel's device context, and the thread's current context is left as it was.
 """
 from __future__ import annotations
 
@@ -61,35 +63,45 @@ _TO_BITS = {  # scalars stored as raw bits: DType name -> (dtype -> (value -> in
 }
 
 
+def scalar_converter(dtype: T.DType):
+    """value -> the int whose bits a scalar of `dtype` is passed as, or None when the packer
+    takes the value itself."""
+    to_bits = _TO_BITS.get(dtype.name)
+    return None if to_bits is None else to_bits(dtype)
+
+
 class ArgPacker:
-    """The argument layout of one specialization; `pack(values)` returns a `void**` address."""
+    """The argument layout of one specialization; `pack(values)` returns a `void**` address.
+
+    `new_buffers()` makes one thread's memory: a buffer whose first 8*n bytes are the slots
+    (`pack_into(buffer, 0, *values)` fills them) and whose rest is the `void*` array
+    pointing at them, and that array's address. The buffer keeps both alive."""
 
     def __init__(self, abi: list):
         self.abi = list(abi)
-        self._pack_into = struct.Struct("=" + "".join(
+        self.pack_into = struct.Struct("=" + "".join(
             f"{_FORMAT[p.dtype.name]}{_SLOT - p.dtype.itemsize}x" if p.dtype.itemsize < _SLOT
             else _FORMAT[p.dtype.name] for p in self.abi)).pack_into
-        self._converters = [(i, _TO_BITS[p.dtype.name](p.dtype)) for i, p in enumerate(self.abi)
+        self._converters = [(i, scalar_converter(p.dtype)) for i, p in enumerate(self.abi)
                             if p.dtype.name in _TO_BITS]
         self._local = threading.local()  # a launch on another thread must not see our bytes
         self.pack = self._pack_converted if self._converters else self._pack
 
-    def _buffers(self):
-        """This thread's slots and the address of its pointer array (made once per thread)."""
+    def new_buffers(self) -> tuple:
         n = max(len(self.abi), 1)
-        slots = (ctypes.c_char * (n * _SLOT))()
-        base = ctypes.addressof(slots)
-        pointers = (ctypes.c_void_p * n)(*(base + i * _SLOT for i in range(n)))
-        self._local.buffers = buffers = (slots, ctypes.addressof(pointers), pointers)
-        return buffers
+        buffer = (ctypes.c_char * (2 * n * _SLOT))()
+        base = ctypes.addressof(buffer)
+        pointers = (ctypes.c_void_p * n).from_buffer(buffer, n * _SLOT)
+        pointers[:] = [base + i * _SLOT for i in range(n)]
+        return buffer, ctypes.addressof(pointers)
 
     def _pack(self, values) -> int:
         try:
-            slots, address, _ = self._local.buffers
+            slots, address = self._local.buffers
         except AttributeError:
-            slots, address, _ = self._buffers()
+            slots, address = self._local.buffers = self.new_buffers()
         try:
-            self._pack_into(slots, 0, *values)
+            self.pack_into(slots, 0, *values)
         except struct.error:
             raise self._explain(values) from None
         return address
@@ -121,13 +133,13 @@ class CudaModule:
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated
         self.device = device
-        driver.activate(device)
         drv = driver.api()
         error_log = bytearray(_JIT_LOG_BYTES)
         option = drv.CUjit_option
-        err, handle = drv.cuModuleLoadDataEx(
-            image, 2, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
-            [error_log, _JIT_LOG_BYTES])
+        with driver.on_device(device):
+            err, handle = drv.cuModuleLoadDataEx(
+                image, 2, [option.CU_JIT_ERROR_LOG_BUFFER,
+                           option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES], [error_log, _JIT_LOG_BYTES])
         if err:
             log = error_log.split(b"\0", 1)[0].decode(errors="replace").strip()
             raise BackendError(f"the driver could not load the module: "
@@ -148,7 +160,7 @@ class CudaKernel:
         self.device = module.device
         self.function = module.function(name)
         self.packer = ArgPacker(abi)
-        self._launch = driver.api().cuLaunchKernel
+        self.raw_launch = driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:
@@ -157,10 +169,10 @@ class CudaKernel:
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
         params = self.packer.pack(values)
-        (err,) = self._launch(self.function, grid[0], grid[1], grid[2], block[0], block[1],
-                              block[2], shared_bytes, stream, params, 0)
+        (err,) = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1],
+                                 block[2], shared_bytes, stream, params, 0)
         if err:
-            self._launch_failed(err, grid, block, values, stream, shared_bytes)
+            self.launch_failed(err, grid, block, params, stream, shared_bytes)
 
     def attribute(self, name: str) -> int:
         """A CU_FUNC_ATTRIBUTE_ value, e.g. attribute('NUM_REGS')."""
@@ -180,12 +192,15 @@ class CudaKernel:
                      "cuFuncSetAttribute")
         self._shared_opt_in = shared_bytes
 
-    def _launch_failed(self, err, grid, block, values, stream, shared_bytes):
+    def launch_failed(self, err, grid, block, params: int, stream, shared_bytes) -> None:
+        """After cuLaunchKernel returned `err` for packed `params`: a launch from a thread
+        whose current context is another device's (or none) is retried in this kernel's
+        device context; any other refusal raises LaunchError or BackendError."""
         name = driver.error_name(err)
-        if name == "CUDA_ERROR_INVALID_CONTEXT":  # a new thread with no current context
-            driver.activate(self.device)
-            params = self.packer.pack(values)
-            (err,) = self._launch(self.function, *grid, *block, shared_bytes, stream, params, 0)
+        if name in _WRONG_CONTEXT and not driver.is_current(self.device):
+            with driver.on_device(self.device):
+                (err,) = self.raw_launch(self.function, *grid, *block, shared_bytes, stream,
+                                         params, 0)
             if not err:
                 return
             name = driver.error_name(err)
@@ -197,3 +212,8 @@ class CudaKernel:
                 f"this kernel allows {self.attribute('MAX_THREADS_PER_BLOCK')} threads per "
                 f"block and uses {self.attribute('NUM_REGS')} registers per thread")
         driver.check((err,), f"cuLaunchKernel({self.name})")
+
+
+# What the driver answers a launch from a context other than the function's.
+_WRONG_CONTEXT = ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
+                  "CUDA_ERROR_CONTEXT_IS_DESTROYED")

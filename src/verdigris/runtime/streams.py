@@ -55,16 +55,22 @@ def _to_int(value) -> int:
 _torch_current_raw_stream = None
 
 
-def torch_current(device: int) -> int:
-    """PyTorch's current stream on `device` (torch is imported: a tensor was passed)."""
+def torch_current_function():
+    """`device -> raw handle` of PyTorch's current stream (torch is imported: a tensor was
+    passed). The private C entry point avoids building a Stream object (~1 µs); Triton
+    uses it too."""
     global _torch_current_raw_stream
     if _torch_current_raw_stream is None:
         torch = sys.modules["torch"]
-        # The private C entry point avoids building a Stream object (~1 µs); Triton uses it.
         _torch_current_raw_stream = getattr(
             torch._C, "_cuda_getCurrentRawStream",
             lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _torch_current_raw_stream(device)
+    return _torch_current_raw_stream
+
+
+def torch_current(device: int) -> int:
+    """PyTorch's current stream on `device`."""
+    return torch_current_function()(device)
 
 
 def resolve(stream, device: int, torch_args: bool) -> int:

@@ -239,4 +239,6 @@ def launch_guard(kernel: N.Kernel, names: list):
         terms = [" * ".join([str(c)] + [_atom_source(a, slots) for a in m]) for m, c in sorted(poly.terms.items())]
         checks.append(f"({' + '.join(terms)}) <= 0")
     source = f"lambda values, infos, grid, block: {' and '.join(checks)}"
-    return eval(source, {"int": int})  # noqa: S307 -- built above from the kernel's own atoms
+    guard = eval(source, {"int": int})  # noqa: S307 -- built above from the kernel's own atoms
+    guard.condition = " and ".join(checks)  # runtime.fastpath inlines it into launchers
+    return guard

@@ -1,0 +1,330 @@
+"""Generated launchers: the cuda backend's launch hot path.
+
+Takes: a launch that has just gone through the general path (`dispatch.Launch.general`,
+then `launch_cuda.launch`), described by its `launch_cuda.Plan` (specialization, device,
+compiled variant, block, what the bounds guard said, the argument values and their
+`ArrayInfo`s). Gives: `install(launch, plan, num_warps)`, which puts a generated launcher
+at the head of the configuration's chain (`kernel._launches[config]`, what
+`k[grid, block]` returns), and `retire(launcher)`.
+
+A launcher is Python source written for one (specialization, argument kinds, device) and
+compiled once: a function with the kernel's own parameters (user defaults kept) plus
+`stream=` and `num_warps=`, so Python binds the arguments in C. Per launch it checks,
+argument by argument, everything the general path decided from: the exact type; for
+arrays dtype, rank, unit inner stride and 16-byte alignment (the specialization key) and
+the device; for scalars the type, for constexprs the value. Then the bounds proofs'
+preconditions (`spec.bounds_guard`) and the alias check (byte range of each written array
+against every other array, and a written view against itself). Then it packs the ABI
+values with one `struct.pack_into` into this thread's preallocated slots and calls
+`cuLaunchKernel` once, with the address of a prebuilt `void*` array.
+
+Guarantees:
+- A launcher launches what the general path would for the same call, or hands the call
+  unchanged to the launcher installed before it, and at the end of the chain to the general
+  path (which raises the error, or installs another launcher). One licence: an array whose
+  strides differ from C order only on axes of extent 1 (no index moves along them) may use
+  a C-contiguous array's launcher.
+- A launch allocates nothing but what the array libraries hand back (torch's shape tuple)
+  and the driver call's result tuple.
+- At most MAX_CHAIN launchers per configuration; installing one more starts a new chain.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import threading
+from inspect import Parameter
+
+from . import faults, interop, streams
+from .interop import span
+
+MAX_CHAIN = 8
+_EMPTY = Parameter.empty
+
+
+class _Miss(Exception):
+    """A check failed: the call goes down the chain."""
+
+
+# What a failed check can raise besides _Miss: unpacking a shape of another rank
+# (ValueError), comparing values of unexpected types (TypeError).
+_MISSES = (_Miss, ValueError, TypeError, AttributeError, IndexError)
+_RESERVED = {"stream", "num_warps"}
+
+# Per array kind, the expressions of its facts; `{a}` is the argument, `{i}` its index.
+_KINDS = {
+    interop._torch: dict(
+        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.get_device() != _DEV",
+        ptr="{a}.data_ptr()", shape="{a}.shape", strides="{a}.stride()",
+        contiguous="not {a}.is_contiguous()", library_dtype=True),
+    interop._cupy: dict(
+        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.data.device_id != _DEV",
+        ptr="{a}.data.ptr", shape="{a}.shape",
+        strides="_element_strides({a}.strides, {size})",
+        contiguous="{a}.strides != ({c_bytes})", library_dtype=True),
+    interop._vg_array: dict(
+        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.device != _DEV",
+        ptr="{a}.ptr", shape="{a}.shape", strides="{a}.strides",
+        contiguous="{a}.strides != ({c_elements})", library_dtype=False),
+}
+# Any other array type: its `interop` extractor makes an ArrayInfo, checked like a vg.Array.
+_GENERIC = dict(_KINDS[interop._vg_array],
+                check="{a} is None or {a}.dtype is not _dt{i} or {a}.device != _DEV")
+
+
+
+
+def retire(launcher) -> None:
+    """Make `launcher` and the launchers below it miss from now on (a backend switch:
+    someone may still hold one)."""
+    while getattr(launcher, "kinds", None) is not None:
+        launcher.__globals__["_off"] = True
+        launcher = launcher.fallback
+
+
+def install(launch, plan, num_warps) -> None:
+    """Put a launcher for this call's argument kinds at the head of `launch`'s
+    configuration (unless the chain already has one for them)."""
+    kernel = launch.kernel
+    names = [p.name for p in kernel.params]
+    if any(n in _RESERVED or n.startswith("_vg") for n in names):
+        return  # a generated signature could not use these names as they are
+    values, infos = plan.values, plan.infos
+    kinds = (plan.compiled, num_warps, plan.checked, plan.torch_args,
+             tuple((type(v), getattr(v, "dtype", None)) for v in values))
+    head = kernel._launches.get(launch.config)
+    link = head
+    while getattr(link, "kinds", None) is not None:
+        if link.kinds == kinds:
+            return
+        link = link.fallback
+    depth = getattr(head, "depth", 0)
+    fallback = head if 0 < depth < MAX_CHAIN else launch.general
+    writer = _Writer(names, num_warps)
+    _body(writer, kernel, plan, values, infos)
+    launcher = writer.build(kernel, fallback)
+    launcher.kernel, launcher.grid, launcher.block = kernel, launch.grid, launch.block
+    launcher.config, launcher.general, launcher.fallback = launch.config, launch.general, fallback
+    launcher.kinds = kinds
+    launcher.depth = depth + 1 if fallback is head else 1
+    if kernel._launches.get(launch.config) is head:
+        kernel._launches[launch.config] = launcher
+
+
+class _Writer:
+    """The launcher's source: checks (a miss goes down the chain), then the launch."""
+
+    def __init__(self, names: list, num_warps):
+        self.names = names
+        self.checks: list[str] = []
+        self.launch: list[str] = []
+        self.env: dict = dict(__name__=__name__, _off=False, _Miss=_Miss, _MISSES=_MISSES, _span=span,
+                              _overlaps=_overlaps,
+                              _element_strides=interop._element_strides,
+                              _handle=streams.handle, _struct_error=struct.error)
+        options = "_off or _vg_more or _vg_named or "
+        self.check(options + ("num_warps is not None" if num_warps is None
+                              else f"num_warps != {num_warps!r}"))
+
+    def check(self, failed: str) -> None:
+        self.checks.append(f"if {failed}: raise _Miss")
+
+    def build(self, kernel, fallback):
+        from .dispatch import _MISSING
+
+        defaults = []
+        for i, p in enumerate(kernel.params):
+            if p.default is not _EMPTY:
+                self.env[f"_d{i}"] = p.default
+                defaults.append(f"{p.name}=_d{i}")
+            else:
+                defaults.append(f"{p.name}=_vg_M")
+        self.env.update(_vg_M=_MISSING, _vg_next=fallback)
+        passed = "".join(n + ", " for n in self.names)
+        down = (f"return _vg_next({passed}*_vg_more, stream=stream, num_warps=num_warps, "
+                "**_vg_named)")
+        lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None, num_warps=None, "
+                 "**_vg_named):", "    try:"]
+        lines += ["        " + c for c in self.checks]
+        lines += ["    except _MISSES:", "        " + down]
+        lines += ["    " + line.replace("{down}", down) for line in self.launch]
+        self.source = "\n".join(lines) + "\n"
+        namespace: dict = {}
+        exec(compile(self.source, f"<verdigris launcher: {kernel.__name__}>", "exec"),
+             self.env, namespace)
+        launcher = namespace["launch"]
+        launcher.source = self.source
+        return launcher
+
+
+def _body(w: _Writer, kernel, plan, values, infos) -> None:
+    spec = plan.spec
+    w.env["_DEV"] = plan.device
+    facts: dict = {}  # array argument index -> _Facts
+    for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
+        if entry[0] == "c":
+            w.env[f"_c{i}"] = entry[1]
+            w.check(f"{name} is not _c{i} and {name} != _c{i}")
+        elif entry[0] == "s":
+            w.env[f"_ty{i}"] = type(value)
+            w.check(f"type({name}) is not _ty{i}")
+        else:
+            facts[i] = _array(w, i, name, value, info, entry)
+    if spec.bounds_guard is not None:
+        condition = _inline_guard(spec.bounds_guard, w.names, facts, plan)
+        w.check(f"({condition})" if plan.checked else f"not ({condition})")
+    _alias_check(w, spec, facts)
+    _stream(w, plan)
+    _launch(w, plan, _abi_values(w, spec, facts))
+
+
+_GUARD_ATOMS = re.compile(r"infos\[(\d+)\]\.shape\[(\d+)\]|values\[(\d+)\]|(grid|block)\[(\d)\]")
+
+
+def _inline_guard(guard, names: list, facts: dict, plan) -> str:
+    """The bounds guard's condition (`safety.bounds.launch_guard`) over the launcher's own
+    variables: shapes it has read, parameters, and the constant grid and block."""
+    def atom(m):
+        if m.group(1) is not None:
+            return facts[int(m.group(1))].shapes[int(m.group(2))]
+        if m.group(3) is not None:
+            return names[int(m.group(3))]
+        return str((plan.grid if m.group(4) == "grid" else plan.block)[int(m.group(5))])
+
+    return _GUARD_ATOMS.sub(atom, guard.condition)
+
+
+class _Facts:
+    """Source expressions of one array argument's pointer, shape and strides."""
+
+    def __init__(self, subject, ptr, shapes, strides, itemsize, contiguous):
+        self.subject, self.ptr, self.shapes, self.strides = subject, ptr, shapes, strides
+        self.itemsize, self.contiguous = itemsize, contiguous
+
+
+def _items(names: list) -> str:
+    return "".join(n + ", " for n in names)
+
+
+def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
+    _, _, ndim, unit, aligned = entry
+    extractor = interop.extractor(type(value))
+    kind, subject = _KINDS.get(extractor), name
+    w.env[f"_ty{i}"] = type(value)
+    if kind is None:  # any other array type: extract an ArrayInfo, then check that
+        kind, subject = _GENERIC, f"x{i}"
+        w.env[f"_ex{i}"] = extractor
+        w.check(f"type({name}) is not _ty{i}")
+        w.checks.append(f"{subject} = _ex{i}({name})")
+    # torch and CuPy dtypes are the libraries' own objects; the others, verdigris DTypes
+    w.env[f"_dt{i}"] = value.dtype if kind["library_dtype"] else info.dtype
+    size = info.dtype.itemsize
+    shapes = [f"n{i}_{k}" for k in range(ndim)]
+    fmt = dict(a=subject, i=i, size=size, c_bytes=_items(_c_strides(shapes, size)),
+               c_elements=_items(_c_strides(shapes, 1)))
+    w.check(kind["check"].format(**fmt))
+    ptr = f"p{i}"
+    w.checks.append(f"{ptr} = {kind['ptr'].format(**fmt)}")
+    if ndim:
+        w.checks.append(f"{_items(shapes)}= {kind['shape'].format(**fmt)}")
+    else:
+        w.check(f"len({kind['shape'].format(**fmt)})")
+    contiguous = tuple(info.strides) == interop._c_strides(tuple(info.shape))
+    if contiguous:
+        w.check(kind["contiguous"].format(**fmt))
+        strides = _c_strides(shapes, 1)
+    else:
+        strides = [f"t{i}_{k}" for k in range(ndim)]
+        w.checks.append(f"{_items(strides)}= {kind['strides'].format(**fmt)}")
+        w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
+    w.check(f"{'' if aligned else 'not '}{ptr} & 15")
+    return _Facts(subject, ptr, shapes, strides, size, contiguous)
+
+
+def _c_strides(shapes: list, size: int) -> list:
+    """Source of the C-order strides of these shape names, times `size`."""
+    out = []
+    for k in range(len(shapes)):
+        factors = shapes[k + 1:] + ([str(size)] if size != 1 else [])
+        out.append(" * ".join(factors) or "1")
+    return out
+
+
+def _alias_check(w: _Writer, spec, facts: dict) -> None:
+    """The byte range of each written array against every other array's (an empty range
+    overlaps nothing), and a written strided view against itself."""
+    if not spec.written_slots:
+        return
+    for i, f in facts.items():
+        if f.contiguous:
+            count = " * ".join(f.shapes + [str(f.itemsize)])
+            w.checks.append(f"lo{i} = {f.ptr}; hi{i} = {f.ptr} + {count}")
+        else:
+            w.checks.append(f"lo{i}, hi{i} = _span({f.ptr}, ({_items(f.shapes)}), "
+                            f"({_items(f.strides)}), {f.itemsize})")
+    for wi in spec.written_slots:
+        f = facts[wi]
+        if not f.contiguous:
+            w.check(f"_overlaps(({_items(f.shapes)}), ({_items(f.strides)}))")
+        others = " or ".join(f"(lo{o} < hi{wi} and lo{wi} < hi{o} and lo{o} < hi{o})"
+                             for o in facts if o != wi)
+        if others:
+            w.check(f"lo{wi} < hi{wi} and ({others})")
+
+
+def _stream(w: _Writer, plan) -> None:
+    default = "0"
+    if plan.torch_args:
+        w.env["_torch_stream"] = streams.torch_current_function()
+        default = "_torch_stream(_DEV)"
+    w.checks.append(f"h = {default} if stream is None else stream if type(stream) is int "
+                    "else _handle(stream)")
+
+
+def _abi_values(w: _Writer, spec, facts: dict) -> list:
+    """The ABI values in order, as source (scalars stored as raw bits are converted)."""
+    from .module import scalar_converter
+
+    out = []
+    for index, role, axis in spec.abi_slots:
+        if role == "scalar":
+            name = w.names[index]
+            convert = scalar_converter(spec.kernel.param(name).dtype)
+            if convert is not None:
+                w.env[f"_cv{index}"] = convert
+                name = f"_cv{index}({name})"
+            out.append(name)
+        else:
+            f = facts[index]
+            out.append(f.ptr if role == "ptr" else f.shapes[axis] if role == "shape"
+                       else f.strides[axis])
+    return out
+
+
+def _launch(w: _Writer, plan, abi: list) -> None:
+    compiled = plan.compiled
+    w.env.update(_local=threading.local(), _buffers=compiled.packer.new_buffers,
+                 _pack_into=compiled.packer.pack_into, _cu_launch=compiled.raw_launch,
+                 _F=compiled.function, _record=faults.flag_view(plan.device),
+                 _FLAG=faults.FLAG, _pending=faults.raise_pending,
+                 _failed=compiled.launch_failed, _fault_block=faults.block_address(plan.device))
+    g, b = plan.grid, plan.block
+    w.launch += [
+        "try:", "    slots, address = _local.buffers",
+        "except AttributeError:", "    slots, address = _local.buffers = _buffers()",
+        "if _record[_FLAG]: _pending(_DEV)",
+        "try:", f"    _pack_into(slots, 0, {_items(abi)}_fault_block)",
+        "except _struct_error:", "    {down}",
+        f"err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, h, "
+        "address, 0)",
+        f"if err: _failed(err, {tuple(g)}, {tuple(b)}, address, h, 0)",
+    ]
+
+
+def _overlaps(shape: tuple, strides: tuple) -> bool:
+    """Whether a view reaches one element by two indices (`dispatch._layout_overlaps`)."""
+    from .dispatch import _layout_overlaps
+
+    if len(shape) == 1:
+        return shape[0] > 1 and strides[0] == 0
+    return _layout_overlaps(shape, strides)

@@ -1,0 +1,78 @@
+"""A fake CUDA driver (fakecuda.c) for testing and profiling the host side without a GPU.
+
+Takes: nothing (needs a C compiler, `cc`). Gives: `library_dir()` (a folder holding the
+built `libcuda.so.1`, or None without a compiler), `environment(devices=1)` (the environment
+a subprocess needs to load it instead of the real driver), `run(code, devices=1)` (runs
+Python code in such a subprocess and returns its CompletedProcess), and, inside such a
+process, `last_launch(nparams)` (what the last cuLaunchKernel got, with its first
+`nparams` argument slots read as 8-byte words: the launch's packed buffers outlive it).
+
+The driver must be chosen before cuda-bindings loads it, hence a subprocess per test.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("fakecuda.c")
+ROOT = SOURCE.parent.parent.parent
+
+
+def library_dir() -> str | None:
+    """Builds the fake driver once per source version; None when no C compiler exists."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir(), f"verdigris-fakecuda-{digest}")
+    library = folder / "libcuda.so.1"
+    if not library.exists():
+        folder.mkdir(exist_ok=True)
+        partial = folder / f".libcuda.{os.getpid()}.so"
+        subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(partial), str(SOURCE),
+                        "-ldl"], check=True, capture_output=True)
+        os.replace(partial, library)
+    return str(folder)
+
+
+def environment(devices: int = 1, **extra) -> dict:
+    folder = library_dir()
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{folder}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "VGFAKE_DEVICES": str(devices), "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}",
+           "VERDIGRIS_BACKEND": "cuda", **extra}
+    env.pop("VERDIGRIS_CACHE_DIR", None)
+    env["VERDIGRIS_CACHE_DIR"] = extra.get("VERDIGRIS_CACHE_DIR") or tempfile.mkdtemp(
+        prefix="vg-fake-cache-")
+    return env
+
+
+def run(code: str, devices: int = 1, timeout: float = 120, **extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=environment(devices, **extra), timeout=timeout, cwd=str(ROOT))
+
+
+class Launch(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_longlong), ("function", ctypes.c_void_p),
+                ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p), ("device", ctypes.c_int),
+                ("params", ctypes.POINTER(ctypes.c_void_p))]
+
+
+def _library():
+    return ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+
+
+def last_launch(nparams: int = 0) -> Launch:
+    lib = _library()
+    lib.vgfake_last_launch.restype = ctypes.POINTER(Launch)
+    lib.vgfake_function_name.restype = ctypes.c_char_p
+    launch = Launch.from_buffer_copy(lib.vgfake_last_launch().contents)
+    launch.name = lib.vgfake_function_name(ctypes.c_void_p(launch.function)).decode()
+    launch.slots = [ctypes.c_uint64.from_address(launch.params[i]).value for i in range(nparams)]
+    return launch

@@ -1,0 +1,36 @@
+"""Kernels for the launch-path tests that run on the fake driver (tests/test_runtime_launch.py)
+and for bench/runtime.py: one of three arrays and a scalar, one of sixteen arguments, a
+strided 2-D copy, and a tile kernel with a constexpr."""
+import verdigris as vg
+from verdigris import simt, tile
+
+
+@simt.kernel
+def axpy(alpha, x, y, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = alpha * x[i] + y[i]
+
+
+@simt.kernel
+def sixteen(a0, a1, a2, a3, a4, a5, a6, a7, s0, s1, s2, s3, s4, s5, s6, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = (a0[i] + a1[i] + a2[i] + a3[i] + a4[i] + a5[i] + a6[i] + a7[i]
+                  + s0 + s1 + s2 + s3 + s4 + s5 + s6)
+
+
+@simt.kernel
+def copy2d(src, dst):
+    r = simt.global_id(1)
+    c = simt.global_id(0)
+    if r < dst.shape[0] and c < dst.shape[1]:
+        dst[r, c] = src[r, c]
+
+
+@tile.kernel
+def add(a, b, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    x = tile.load(a, index=(i,), shape=(BLOCK,))
+    y = tile.load(b, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=x + y)

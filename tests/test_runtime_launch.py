@@ -1,0 +1,217 @@
+"""The cuda launch path without a GPU: each test runs a script in a subprocess whose CUDA
+driver is tests/fakecuda (launches record their arguments instead of running), and checks
+that generated launchers (runtime.fastpath) pack exactly what the general path packs,
+hand every call they cannot take to it, and keep contexts, streams and threads right."""
+import json
+import textwrap
+
+import pytest
+
+from tests import fakecuda
+
+pytest.importorskip("cuda.bindings.driver")
+pytestmark = pytest.mark.skipif(fakecuda.library_dir() is None, reason="needs a C compiler")
+
+PRELUDE = """
+import json, threading
+import numpy as np
+import verdigris as vg
+from verdigris.runtime import dispatch, driver
+from tests.fakecuda import last_launch
+from tests.fakecuda.kernels import add, axpy, copy2d, sixteen
+
+general_calls = [0]
+_general = dispatch.KernelFunction.launch
+
+def counting(self, *args, **kwargs):
+    general_calls[0] += 1
+    return _general(self, *args, **kwargs)
+
+dispatch.KernelFunction.launch = counting
+NPARAMS = {"axpy": 8, "sixteen": 26, "copy2d": 10, "add": 7}
+
+def record():
+    launch = last_launch()
+    launch = last_launch(NPARAMS[launch.name])
+    return dict(count=launch.count, name=launch.name, function=launch.function,
+                grid=list(launch.grid), block=list(launch.block), stream=launch.stream or 0,
+                device=launch.device, slots=[int(v) for v in launch.slots])
+
+def f32(*shape, device=0):
+    return vg.asarray(np.random.default_rng().standard_normal(shape).astype(np.float32),
+                      device=device)
+
+out = {}
+"""
+
+
+def run(body: str, devices: int = 1) -> dict:
+    done = fakecuda.run(PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n",
+                        devices=devices)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_launchers_pack_what_the_general_path_packs():
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    ins = [f32(1000) for _ in range(8)]
+    src, dst = f32(64, 64), f32(32, 32)
+    launches = {
+        "axpy": lambda: axpy[4, 256](2.5, x, y, o),
+        "sixteen": lambda: sixteen[4, 256](*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, o),
+        "copy2d": lambda: copy2d[(4, 4), (8, 8)](src[::2, 1::2], dst),
+        "add": lambda: add[8](x, y, o, BLOCK=128),
+        "add_positional": lambda: add[8](x, y, o, 128),
+    }
+    for name, launch in launches.items():
+        before = general_calls[0]
+        launch()
+        first = record()
+        launch()
+        second = record()
+        out[name] = dict(first=first, second=second, general=general_calls[0] - before)
+    """)
+    for name, r in got.items():
+        assert r["general"] == (1 if name != "add_positional" else 0), name
+        assert r["second"]["count"] == r["first"]["count"] + 1
+        assert {k: v for k, v in r["second"].items() if k != "count"} == \
+               {k: v for k, v in r["first"].items() if k != "count"}, name
+
+
+def test_each_changed_fact_goes_to_the_general_path():
+    got = run("""
+    n = 1000
+    x, y, o = f32(n), f32(n), f32(n)
+    def attempt(label, *args, **kwargs):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](*args, **kwargs)
+            result = "ok"
+        except vg.Error as err:
+            result = f"{type(err).__name__}: {err.message}"
+        out[label] = dict(result=result, general=general_calls[0] - before, launch=record())
+    attempt("first", 2.0, x, y, o)
+    attempt("fast", 2.0, x, y, o)
+    attempt("float64", 2.0, vg.asarray(np.ones(n)), vg.asarray(np.ones(n)), vg.empty(n, vg.f64))
+    attempt("host array", 2.0, np.ones(n, np.float32), y, o)
+    attempt("misaligned view", 2.0, x[1:], y[1:], o[1:])
+    attempt("strided view", 2.0, x[::2], y[::2], o[::2])
+    attempt("alias", 2.0, x, y, x)
+    attempt("overlap", 2.0, x[:600], y, x[500:])
+    attempt("empty output inside an input", 2.0, x, y, x[10:10])
+    attempt("int scalar", 2, x, y, o)
+    attempt("too many", 2.0, x, y, o, o)
+    attempt("missing", 2.0, x, y)
+    attempt("keywords", alpha=2.0, x=x, y=y, out=o)
+    attempt("unknown keyword", 2.0, x, y, o, z=1)
+    stream = int(driver.check(driver.api().cuStreamCreate(0)))
+    attempt("int stream", 2.0, x, y, o, stream=stream)
+    attempt("CUstream", 2.0, x, y, o, stream=driver.api().CUstream(stream))
+    out["stream"] = stream
+    attempt("too large", 2**70, x, y, o)
+    attempt("fast again", 2.0, x, y, o)
+    """)
+    assert got["first"]["general"] == 1 and got["fast"]["general"] == 0
+    assert got["fast again"]["general"] == 0 and got["fast again"]["result"] == "ok"
+    for label in ("float64", "misaligned view", "strided view", "int scalar"):
+        assert got[label]["result"] == "ok" and got[label]["general"] == 1, label
+    for label in ("keywords", "int stream", "CUstream"):  # the same launcher takes these
+        assert got[label]["result"] == "ok" and got[label]["general"] == 0, label
+    assert got["int stream"]["launch"]["stream"] == got["stream"]
+    assert got["CUstream"]["launch"]["stream"] == got["stream"]
+    assert got["keywords"]["launch"]["slots"] == got["fast"]["launch"]["slots"]
+    assert got["host array"]["result"].startswith("LaunchError") and "host memory" in \
+        got["host array"]["result"]
+    for label in ("alias", "overlap"):
+        assert got[label]["result"].startswith("AliasError"), label
+    assert got["empty output inside an input"]["result"] == "ok"
+    assert "takes 4 arguments" in got["too many"]["result"]
+    assert "missing its argument 'out'" in got["missing"]["result"]
+    assert "has no parameter 'z'" in got["unknown keyword"]["result"]
+    assert got["too large"]["result"].startswith("LaunchError")
+    assert got["misaligned view"]["launch"]["slots"][1] % 16 == 4
+
+
+def test_a_second_specialization_joins_the_chain():
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    d = [vg.asarray(np.ones(1000)) for _ in range(3)]
+    for args in ((2.0, x, y, o), (2.0, *d), (2.0, x, y, o), (2.0, *d)):
+        axpy[4, 256](*args)
+    before = general_calls[0]
+    for _ in range(3):
+        axpy[4, 256](2.0, x, y, o)
+        axpy[4, 256](2.0, *d)
+    out["general"] = general_calls[0] - before
+    out["depth"] = axpy[4, 256].depth
+    """)
+    assert got == {"general": 0, "depth": 2}
+
+
+def test_bounds_preconditions_choose_the_checked_variant():
+    got = run("""
+    x, y, o, short = f32(1000), f32(1000), f32(1000), f32(10)
+    axpy[4, 256](2.0, x, y, o)
+    axpy[4, 256](2.0, x, y, o)
+    out["proven"] = record()["function"]
+    axpy[4, 256](2.0, short, y, o)
+    out["checked"] = record()["function"]
+    axpy[4, 256](2.0, short, y, o)
+    out["checked again"] = record()["function"]
+    axpy[4, 256](2.0, x, y, o)
+    out["proven again"] = record()["function"]
+    """)
+    assert got["proven"] == got["proven again"] != got["checked"] == got["checked again"]
+
+
+def test_devices_and_contexts():
+    got = run("""
+    x0, y0, o0 = f32(1000), f32(1000), f32(1000)
+    x1, y1, o1 = f32(1000, device=1), f32(1000, device=1), f32(1000, device=1)
+    api = driver.api()
+    api.cuCtxSetCurrent(driver.context(0))
+    for _ in range(2):
+        axpy[4, 256](2.0, x1, y1, o1)
+        out.setdefault("device1", []).append(record()["device"])
+        axpy[4, 256](2.0, x0, y0, o0)
+        out.setdefault("device0", []).append(record()["device"])
+    out["current after"] = int(api.cuCtxGetCurrent()[1]) == int(driver.context(0))
+    try:
+        axpy[4, 256](2.0, x0, y1, o0)
+    except vg.LaunchError as err:
+        out["mixed"] = err.message
+    """, devices=2)
+    assert got["device1"] == [1, 1] and got["device0"] == [0, 0]
+    assert got["current after"]
+    assert "different GPUs" in got["mixed"] and "'y'" in got["mixed"]
+
+
+def test_other_threads_get_their_own_slots():
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    axpy[4, 256](2.0, x, y, o)
+    def work():
+        axpy[4, 256](3.0, x, y, o)
+        out["slots"] = record()["slots"][:8]
+    thread = threading.Thread(target=work)
+    thread.start(); thread.join()
+    axpy[4, 256](3.0, x, y, o)
+    out["main"] = record()["slots"][:8]
+    """)
+    assert got["slots"] == got["main"]
+
+
+def test_a_backend_switch_retires_launchers():
+    got = run("""
+    x, y, o = f32(64), f32(64), f32(64)
+    axpy[1, 64](2.0, x, y, o)
+    held = axpy[1, 64]
+    vg.set_backend("cpu")
+    hx, hy, ho = np.ones(64, np.float32), np.ones(64, np.float32), np.zeros(64, np.float32)
+    count = record()["count"]
+    held(2.0, hx, hy, ho)
+    out["cpu result"] = float(ho.sum())
+    out["launched on the gpu"] = record()["count"] - count
+    """)
+    assert got == {"cpu result": 64 * 3.0, "launched on the gpu": 0}
