@@ -222,6 +222,31 @@ def racy_but_unsafe(x, out, B: vg.constexpr):
         tile.store(out, index=(0,), tile=tile.load(x, index=(tile.bid(0),), shape=(B,)))
 
 
+@tile.kernel
+def divmod_of_bid(x, out, BR: vg.constexpr):
+    t = int(tile.bid(0))
+    tile.store(out, index=(t % 3, t // 3), tile=tile.load(x, index=(t // 3, t % 3), shape=(BR, BR)))
+
+
+@tile.kernel
+def divmod_unlike_divisors(x, out, BR: vg.constexpr):
+    t = int(tile.bid(0))
+    tile.store(out, index=(t // 3, t % 2), tile=tile.load(x, index=(t // 3, t % 3), shape=(BR, BR)))
+
+
+@tile.kernel
+def divmod_in_place_swapped(x, BR: vg.constexpr):
+    t = int(tile.bid(0))
+    tile.store(x, index=(t % 3, t // 3), tile=tile.load(x, index=(t // 3, t % 3), shape=(BR, BR)))
+
+
+@tile.kernel
+def scatter_reshaped_halved(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    where = (i * 4 * B + tile.arange(4 * B)).reshape((4, B)).T.reshape((4 * B,)) // 2
+    tile.scatter(out, where, tile.load(x, index=(i,), shape=(4 * B,)))
+
+
 F32 = np.zeros(64, np.float32)
 M32 = np.zeros((8, 8), np.float32)
 
@@ -233,6 +258,7 @@ M32 = np.zeros((8, 8), np.float32)
     (transpose_3d_grid, (np.zeros((2, 8, 8), np.float32),) * 2, {"B": 4}),
     (halves_of_own_tile, (F32, F32), {"B": 10}),
     (scatter_reshaped, (F32, F32), {"B": 6}),
+    (divmod_of_bid, (M32, M32), {"BR": 2}),
     (histogram_atomic, (np.zeros(64, np.int64), np.zeros(8, np.int32)), {"B": 16}),
     (only_block_zero_writes_total, (F32, F32), {"B": 16}),
     (racy_but_unsafe, (F32, F32), {"B": 16}),
@@ -242,6 +268,17 @@ def test_accepted_with_symbolic_sizes(kernel, args, kwargs):
     assert not result.errors, result.errors[0]
     assert result.facts["race_free"]
     assert result.seconds < 0.5  # all of these are fast-path or small solver proofs
+
+
+@pytest.mark.parametrize("kernel,args,kwargs,code,words", [
+    (divmod_unlike_divisors, (M32, M32), {"BR": 2}, "VG202", "both write out["),
+    (divmod_in_place_swapped, (M32,), {"BR": 2}, "VG203", "while block"),
+    (scatter_reshaped_halved, (F32, F32), {"B": 6}, "VG202", "from tile elements"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_refused_index_maps(kernel, args, kwargs, code, words):
+    errors = analyze(kernel, *args, **kwargs).errors
+    assert [e.code for e in errors] == [code], errors
+    assert words in errors[0].message, errors[0].message
 
 
 def test_accesses_inside_unsafe_are_exempt_and_counted():
