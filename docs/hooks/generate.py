@@ -192,7 +192,8 @@ def _api_block(match: re.Match) -> str:
         value = module
         for part in name.split("."):
             value = getattr(value, part)
-        docs[name] = " ".join((value.__doc__ or "").split()).replace("|", "\\|")
+        text = " ".join((value.__doc__ or "").split())
+        docs[name] = text.replace("|", "\\|").replace("[", "\\[")  # not links, not cells
     rows = [f"| `{prefix}.{name}` | {doc} |" for name, doc in docs.items()]
     return block + ("| name | what it does |\n|---|---|\n" + "\n".join(rows) + "\n"
                     if rows else "")
