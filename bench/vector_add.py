@@ -159,7 +159,7 @@ def raw_launcher(vector_add, a, b, out):
 
     vector_add[1, 256](a, b, out)
     spec = next(iter(vector_add._specializations.values()))
-    kernel = spec.compiled[0]
+    kernel = next(iter(spec.compiled.values()))  # keyed by device or variant
     n = a.numel()
     args = [describe(t).ptr for t in (a, b, out)]
     # ABI: a.ptr, a.shape0, b.ptr, b.shape0, out.ptr, out.shape0 (unit strides are not passed)
