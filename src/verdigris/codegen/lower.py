@@ -131,7 +131,8 @@ class _KernelLowering:
             "llvm.module.flags", self.module.add_metadata([ir.Constant(I32, 4), "nvvm-reflect-ftz", ir.Constant(I32, 0)]))
         abi = abi_params(kernel)
         fault_block = ir.PointerType(addrspace=GLOBAL)
-        fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi] + [fault_block])
+        fnty = ir.FunctionType(ir.VoidType(), [self._abi_type(p) for p in abi] + [fault_block]
+                               + self.extra_params())
         self.fn = ir.Function(self.module, fnty, entry_symbol(kernel.name))
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -146,7 +147,7 @@ class _KernelLowering:
         self.proven = kernel.facts.get("in_bounds", frozenset())
         self.site_of = {id(n): i for i, n in enumerate(checks.sites(kernel))}
         self.kernel_id = checks.kernel_id(kernel)
-        self.faults = self.fn.args[-1]
+        self.faults = self.fn.args[len(abi)]
         self.faults.name = checks.FAULT_PARAM
         self.entry = Emitter(self.module, self.allocas)  # code that dominates the whole body
         self._warp_mask = None  # this thread's warp's existing lanes, made on first use
@@ -155,6 +156,11 @@ class _KernelLowering:
         self._declare_shared()
 
     # ------------------------------------------------------------------ parameters
+
+    def extra_params(self) -> list:
+        """Types of the parameters after the fault block: none, unless a track adds its own
+        (the tile track's TMA descriptors)."""
+        return []
 
     @staticmethod
     def _abi_type(p) -> ir.Type:

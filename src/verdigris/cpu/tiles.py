@@ -34,6 +34,11 @@ so results equal the SIMT interpreter's bit for bit):
   largest/smallest value as int32 (the row-major position over all axes when `axis` is
   None); NaN counts as the smallest value for argmax and the largest for argmin.
 - `Rand`: `philox.uniform` (Philox-4x32-10; the exact mapping is in that module).
+- `TileDot`: the operands in the accumulator's precision (float32, or float64 for float64
+  tiles; exact, as the operands are narrower or equal), rounded to tf32 first under
+  precision "tf32" (to nearest, ties away from zero: `cvt.rna.tf32.f32`), multiplied by
+  NumPy's matmul in that precision, then `acc` added once. The GPU sums over k in another
+  order, so float results differ in the last bits.
 
 Races (the dynamic cross-check of the static tile checker): every access inside the array
 goes to shadow memory (`shadow.Shadow`, with one thread per block), which raises VG202 when
@@ -281,6 +286,16 @@ _REDUCTIONS = {
 _SCANS = {"cumsum": _accumulating(np.cumsum)}
 
 
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to tf32's 10 mantissa bits, ties away from zero (NaN kept)."""
+    bits = (x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(np.isnan(x), x, bits.view(np.float32))
+
+
+# TileDot precision -> the operands' rounding, on arrays already in the accumulator's dtype
+_DOT_ROUNDING = {"ieee": lambda x: x, "tf32": _tf32}
+
+
 # ----------------------------------------------------------------------------- compiler
 
 
@@ -465,13 +480,24 @@ class _Compiler:
         seed, offsets = self.expr(node.seed), self.expr(node.offsets)
         return lambda bl: philox.uniform(seed(bl), offsets(bl))
 
+    def _tile_dot(self, node):
+        a, b = self.expr(node.a), self.expr(node.b)
+        acc = None if node.acc is None else self.expr(node.acc)
+        wide, rounding = node.dtype.np, _DOT_ROUNDING[node.precision]
+
+        def dot(bl):
+            product = np.matmul(rounding(np.asarray(a(bl), wide)), rounding(np.asarray(b(bl), wide)))
+            return product if acc is None else np.asarray(acc(bl), wide) + product
+        return dot
+
     _EXPR = {ir.Const: _const, ir.Var: _var, t.TileVar: _var, ir.Special: _special, ir.Unary: _unary,
              ir.Binary: _binary, ir.Compare: _binary, ir.Logical: _logical,
              ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
              ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,
              t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
              t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
-             t.Reshape: _reshape, t.Permute: _permute, t.Rand: _rand}
+             t.Reshape: _reshape, t.Permute: _permute, t.Rand: _rand,
+             t.TileDot: _tile_dot}
 
     # ------------------------------------------------------------------ statements
 

@@ -62,6 +62,10 @@ _DOCS = {
     "permute": "permute(t, axes): axes reordered; result axis k is t's axis axes[k].",
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
+    "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "
+           "cores; a (M, K), b (K, N) of float16, bfloat16 or fp8 (float32 acc), float32 (exact; "
+           "tf32 with allow_tf32=True or input_precision='tf32') or float64.",
+    "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
 }
 for _name, _doc in _DOCS.items():
     globals()[_name] = device_only(f"tile.{_name}", _doc)

@@ -440,4 +440,7 @@ def _elementwise(e: X.TileMap, operand: DType):
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:
-    return TileLowering(kernel, target).run()
+    from . import matmul  # kernels with matrix products: tensor cores, staged operands
+
+    lowering = matmul.MmaLowering if matmul.has_dots(kernel) else TileLowering
+    return lowering(kernel, target).run()

@@ -1,0 +1,135 @@
+"""Matrix products on tensor cores: GEMM (bfloat16, float16, fp8), batched GEMM, and GEMM
+with a fused bias + GELU epilogue, written as what one block does to its output tile.
+
+Each block computes one BM x BN tile of C, accumulating A's row panel times B's column
+panel BK at a time in float32 (`tile.mma`); the epilogue runs on the accumulator's
+registers and stores once. On sm_90a the K loop streams A and B tiles through the copy
+engine (TMA) into swizzled shared memory, several stages ahead, feeding wgmma; on sm_80+
+the operands go through shared memory to ldmatrix + mma.sync.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import verdigris as vg
+from verdigris import tile
+from verdigris.examples import Result
+from verdigris.types import from_name
+
+SQRT_HALF = 1 / math.sqrt(2)
+
+
+@tile.kernel
+def gemm(a, b, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """c = a @ b: a (M, K), b (K, N), c (M, N), any float dtypes tile.mma takes."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range((a.shape[1] + BK - 1) // BK):
+        x = tile.load(a, index=(i, k), shape=(BM, BK))
+        y = tile.load(b, index=(k, j), shape=(BK, BN))
+        acc = tile.mma(x, y, acc)
+    tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
+
+
+@tile.kernel
+def gemm_nt(a, bt, c, scale, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """c = scale * (a @ bt.T): bt (N, K) is B stored K-major (a weight matrix, or the
+    layout fp8 products read); `scale` multiplies once, in the epilogue."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range((a.shape[1] + BK - 1) // BK):
+        acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK)),
+                       tile.load(bt, index=(j, k), shape=(BN, BK)).T, acc)
+    tile.store(c, index=(i, j), tile=(acc * scale).astype(c.dtype))
+
+
+@tile.kernel
+def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """c = gelu(a @ b + bias) (the erf form), fused: the product never leaves registers."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range((a.shape[1] + BK - 1) // BK):
+        x = tile.load(a, index=(i, k), shape=(BM, BK))
+        y = tile.load(b, index=(k, j), shape=(BK, BN))
+        acc = tile.mma(x, y, acc)
+    h = acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(vg.float32)
+    g = 0.5 * h * (1.0 + tile.erf(h * SQRT_HALF))
+    tile.store(c, index=(i, j), tile=g.astype(c.dtype))
+
+
+@tile.kernel
+def batched_gemm(a, b, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """c[z] = a[z] @ b[z] for a (Z, M, K), b (Z, K, N): grid axis 2 is the batch."""
+    i, j, z = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range((a.shape[2] + BK - 1) // BK):
+        x = tile.load(a, index=(z, i, k), shape=(1, BM, BK)).reshape((BM, BK))
+        y = tile.load(b, index=(z, k, j), shape=(1, BK, BN)).reshape((BK, BN))
+        acc = tile.mma(x, y, acc)
+    tile.store(c, index=(z, i, j), tile=acc.astype(c.dtype).reshape((1, BM, BN)))
+
+
+def _gelu(x):
+    from math import erf
+
+    return 0.5 * x * (1 + np.vectorize(erf)(x * SQRT_HALF))
+
+
+def available(dtype_name: str) -> bool:
+    """Whether NumPy can hold this dtype (bfloat16 and fp8 need the ml_dtypes package)."""
+    return from_name(dtype_name).np.name == dtype_name
+
+
+def _narrow(rng, shape, dtype_name: str, scale: float = 1.0):
+    """Random values of a float dtype, and their float64."""
+    values = (rng.standard_normal(shape) * scale).astype(np.float32).astype(from_name(dtype_name).np)
+    return values, values.astype(np.float64)
+
+
+def run(kernel, grid, *args, **constexprs):
+    """Launch on the current backend (arrays copied to the GPU and back on cuda)."""
+    on_gpu = vg.current_backend() == "cuda"
+    moved = [vg.asarray(x) if on_gpu and isinstance(x, np.ndarray) else x for x in args]
+    kernel[grid](*moved, **constexprs)
+    return [m.numpy() if on_gpu and hasattr(m, "numpy") else m for m in moved]
+
+
+def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:
+    m, n, k = sizes
+    bm, bn, bk = tiles
+    grid = (vg.cdiv(m, bm), vg.cdiv(n, bn))
+    results = []
+    for name in [d for d in ("float16", "bfloat16") if available(d)]:
+        a, a64 = _narrow(rng, (m, k), name)
+        b, b64 = _narrow(rng, (k, n), name)
+        c = np.full((m, n), np.nan, np.float32)
+        c = run(gemm, grid, a, b, c, BM=bm, BN=bn, BK=bk)[2]
+        results.append(Result(f"gemm {name} {m}x{n}x{k}", c, a64 @ b64, 1e-5))
+    half = "bfloat16" if available("bfloat16") else "float16"
+    a, a64 = _narrow(rng, (m, k), half)
+    b, b64 = _narrow(rng, (k, n), half)
+    bias, bias64 = _narrow(rng, (1, n), half)
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm_bias_gelu, grid, a, b, bias, c, BM=bm, BN=bn, BK=bk)[3]
+    results.append(Result(f"gemm + bias + gelu {half}", c, _gelu(a64 @ b64 + bias64), 1e-5))
+    if available("float8_e4m3fn"):
+        a, a64 = _narrow(rng, (m, k), "float8_e4m3fn")
+        bt, bt64 = _narrow(rng, (n, k), "float8_e4m3fn")
+        c = np.full((m, n), np.nan, np.float32)
+        c = run(gemm_nt, grid, a, bt, c, 0.5, BM=bm, BN=bn, BK=bk)[2]
+        results.append(Result("gemm fp8 e4m3 (B K-major), scaled", c, 0.5 * (a64 @ bt64.T), 1e-5))
+    z = 3
+    a, a64 = _narrow(rng, (z, m, k), "float16")
+    b, b64 = _narrow(rng, (z, k, n), "float16")
+    c = np.full((z, m, n), np.nan, np.float32)
+    c = run(batched_gemm, (*grid, z), a, b, c, BM=bm, BN=bn, BK=bk)[2]
+    results.append(Result(f"batched gemm float16 x{z}", c, a64 @ b64, 1e-5))
+    return results
+
+
+if __name__ == "__main__":
+    from verdigris.examples import report
+
+    raise SystemExit(0 if report(check(np.random.default_rng())) else 1)

@@ -1,0 +1,131 @@
+"""Where tensor cores leave a product: the accumulator layouts of `mma.sync` and `wgmma`.
+
+Takes: a padded result shape (M, N) and the block's warp count. Gives `Layout`s (the linear
+layouts of `layout`, so everything else of the tile lowering reads them: elementwise ops,
+reductions, broadcasts, stores, conversions) and the geometry the engines need:
+- `SyncGeometry` (mma.sync m16n8): warps split M in 16-row slices first (each warp then
+  owns whole rows, so row reductions stay inside a warp), the warps left over split N (at
+  least 16 columns each); every warp holds `m_tiles` x `n_tiles` 16x8 tiles, four float32
+  registers each: register 4*(j + n_tiles*i) + (2h + e) is row 16*i*WM + 8h + lane/4 (+ the
+  warp's row), column 8j + 2*(lane%4) + e (+ the warp's column).
+- `GroupGeometry` (wgmma m64nN): warpgroups of 4 warps split M in 64-row blocks (N when M
+  is 64), each warp of a group owning 16 rows of each block; per instruction N is at most
+  256. Register order within one instruction is wgmma's (d[4j + 2h + e] as above).
+Guarantees: every element of the padded shape is held by exactly one (register, lane,
+warp) up to warps left over (zero bases: they hold copies).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .layout import Layout
+
+
+def _log2(n: int) -> int:
+    return n.bit_length() - 1
+
+
+LANES = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
+
+
+@dataclass(frozen=True)
+class SyncGeometry:
+    m: int
+    n: int
+    warps: int
+
+    @property
+    def warps_m(self) -> int:
+        return min(self.warps, self.m // 16)
+
+    @property
+    def warps_n(self) -> int:
+        return max(1, min(self.warps // self.warps_m, self.n // 16))
+
+    @property
+    def warp_rows(self) -> int:
+        return self.m // self.warps_m
+
+    @property
+    def warp_cols(self) -> int:
+        return self.n // self.warps_n
+
+    @property
+    def m_tiles(self) -> int:
+        return self.warp_rows // 16
+
+    @property
+    def n_tiles(self) -> int:
+        return self.warp_cols // 8
+
+    def layout(self) -> Layout:
+        wm, wn = self.warps_m, self.warps_n
+        regs = [(0, 1), (8, 0)] + [(0, 8 << b) for b in range(_log2(self.n_tiles))] \
+            + [(16 * wm << b, 0) for b in range(_log2(self.m_tiles))]
+        warps = [(16 << b, 0) for b in range(_log2(wm))] \
+            + [(0, self.warp_cols << b) for b in range(_log2(wn))]
+        warps += [(0, 0)] * (_log2(self.warps) - len(warps))
+        return Layout((self.m, self.n), tuple(regs), LANES, tuple(warps))
+
+
+def sync_fits(m: int, n: int, k: int, k_step: int) -> bool:
+    return m >= 16 and n >= 16 and k >= k_step
+
+
+@dataclass(frozen=True)
+class GroupGeometry:
+    m: int
+    n: int
+    warps: int
+
+    @property
+    def groups(self) -> int:
+        return self.warps // 4
+
+    @property
+    def groups_m(self) -> int:
+        return min(self.groups, self.m // 64)
+
+    @property
+    def groups_n(self) -> int:
+        return self.groups // self.groups_m
+
+    @property
+    def group_rows(self) -> int:
+        return self.m // self.groups_m
+
+    @property
+    def group_cols(self) -> int:
+        return self.n // self.groups_n
+
+    @property
+    def inst_n(self) -> int:
+        return min(self.group_cols, 256)
+
+    @property
+    def n_blocks(self) -> int:
+        return self.group_cols // self.inst_n
+
+    @property
+    def m_blocks(self) -> int:
+        return self.group_rows // 64
+
+    def layout(self) -> Layout:
+        regs = [(0, 1), (8, 0)] + [(0, 8 << b) for b in range(_log2(self.inst_n // 8))] \
+            + [(0, self.inst_n << b) for b in range(_log2(self.n_blocks))] \
+            + [(64 << b, 0) for b in range(_log2(self.m_blocks))]
+        warps = [(16, 0), (32, 0)] + [(self.group_rows << b, 0) for b in range(_log2(self.groups_m))] \
+            + [(0, self.group_cols << b) for b in range(_log2(self.groups_n))]
+        return Layout((self.m, self.n), tuple(regs), LANES, tuple(warps))
+
+
+def group_fits(m: int, n: int, k: int, k_step: int, warps: int) -> bool:
+    """Whether wgmma can carry an (m x k) @ (k x n) product on `warps` warps: whole
+    warpgroups, 64-row blocks, and each group's columns 64 or more when N is split (a
+    group's instructions then start on a swizzle panel) and a multiple of 256 above 256."""
+    if warps < 4 or warps % 4 or m < 64 or k < k_step or n < 16:
+        return False
+    g = GroupGeometry(m, n, warps)
+    if g.groups_n > 1 and g.group_cols < 64:
+        return False
+    return g.group_cols % g.inst_n == 0

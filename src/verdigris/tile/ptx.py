@@ -1,0 +1,163 @@
+"""Inline PTX for what LLVM has no intrinsic for: tensor-core, async-copy and mbarrier ops.
+
+Takes: an `Emitter` (module + builder) and LLVM values. Gives one function per instruction
+family: `ldmatrix`, `mma_sync`, `wgmma` (+ `wgmma_fence`, `wgmma_commit`, `wgmma_wait`),
+`mbarrier_init`/`arrive`/`arrive_expect_tx`/`wait`, `tma_load_2d`, `fence_proxy_async`,
+`fence_mbarrier_init`, `cvt_tf32`, `pack_half2`, `shared_address`.
+
+Guarantees: every instruction that reads or writes memory, or synchronizes, is emitted as
+`asm sideeffect` with a memory clobber, so LLVM neither drops, merges nor moves memory
+accesses across it. Shared-memory operands are 32-bit shared-window addresses ("r").
+Identical calls give identical assembly text (the PTX stays deterministic).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..codegen.dtypes import FLOAT, I1, I32, I64
+
+SHARED = 3
+
+
+def _asm(em, ret: ir.Type, text: str, constraints: str, args: list, side_effect: bool = True):
+    fn = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), text, constraints,
+                      side_effect=side_effect)
+    return em.b.call(fn, args)
+
+
+def _fields(em, value, n: int) -> list:
+    return [em.b.extract_value(value, i) for i in range(n)]
+
+
+def shared_address(b, pointer: ir.Value) -> ir.Value:
+    """The 32-bit shared-window address of a `ptr addrspace(3)` (an i32 is one already)."""
+    return pointer if pointer.type == I32 else b.trunc(b.ptrtoint(pointer, I64), I32)
+
+
+# ----------------------------------------------------------------------------- mma.sync
+
+
+def ldmatrix(em, address: ir.Value, trans: bool) -> list:
+    """`ldmatrix.x4` (b16): four 8x8 matrices, lanes 8i..8i+7 giving matrix i's row
+    addresses; returns the four 32-bit registers of this lane."""
+    text = f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
+    out = _asm(em, ir.LiteralStructType([I32] * 4), text, "=r,=r,=r,=r,r,~{memory}", [address])
+    return _fields(em, out, 4)
+
+
+# (operand dtype name) -> (shape, PTX type of A and B, A registers, B registers)
+MMA_SYNC = {
+    "bfloat16": ("m16n8k16", "bf16", 4, 2),
+    "float16": ("m16n8k16", "f16", 4, 2),
+    "tf32": ("m16n8k8", "tf32", 4, 2),
+}
+
+
+def mma_sync(em, kind: str, a: list, b: list, c: list) -> list:
+    """`mma.sync.aligned.<shape>.row.col.f32.<t>.<t>.f32`: the 4 f32 accumulators of
+    `c + a @ b` for one 16x8 tile."""
+    shape, ptx_type, na, nb = MMA_SYNC[kind]
+    d = "{$0,$1,$2,$3}"
+    regs = lambda first, n: "{" + ",".join(f"${first + i}" for i in range(n)) + "}"  # noqa: E731
+    text = (f"mma.sync.aligned.{shape}.row.col.f32.{ptx_type}.{ptx_type}.f32 {d}, "
+            f"{regs(4, na)}, {regs(4 + na, nb)}, {regs(4 + na + nb, 4)};")
+    constraints = ",".join(["=f"] * 4 + ["r"] * (na + nb) + [str(i) for i in range(4)])
+    out = _asm(em, ir.LiteralStructType([FLOAT] * 4), text, constraints, a + b + c,
+               side_effect=False)
+    return _fields(em, out, 4)
+
+
+def cvt_tf32(em, x: ir.Value) -> ir.Value:
+    """float32 -> tf32 bits (round to nearest, ties away from zero), as a b32 register."""
+    return _asm(em, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False)
+
+
+def pack_half2(em, lo: ir.Value, hi: ir.Value, ptx_type: str) -> ir.Value:
+    """Two float32 values (exactly representable) as one f16x2 / bf16x2 register."""
+    return _asm(em, I32, f"cvt.rn.{ptx_type}x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
+                side_effect=False)
+
+
+# ----------------------------------------------------------------------------- wgmma
+
+
+def wgmma_fence(em) -> None:
+    _asm(em, ir.VoidType(), "wgmma.fence.sync.aligned;", "~{memory}", [])
+
+
+def wgmma_commit(em) -> None:
+    _asm(em, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [])
+
+
+def wgmma_wait(em, pending: int) -> None:
+    _asm(em, ir.VoidType(), f"wgmma.wait_group.sync.aligned {pending};", "~{memory}", [])
+
+
+# operand dtype name -> (k per instruction, PTX type); transposes exist for 16-bit types only
+WGMMA = {"bfloat16": (16, "bf16"), "float16": (16, "f16"), "float8_e4m3fn": (32, "e4m3"),
+         "float8_e5m2": (32, "e5m2"), "tf32": (8, "tf32")}
+
+
+def wgmma(em, a_type: str, b_type: str, n: int, acc: list, desc_a: ir.Value, desc_b: ir.Value,
+          accumulate: ir.Value, trans_a: int, trans_b: int) -> list:
+    """`wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<a>.<b>` from two shared-memory
+    descriptors: the n/2 accumulator registers of this thread after `acc + A @ B` (or
+    `A @ B` when `accumulate` is false). Completes only at `wgmma_wait`."""
+    k, pa = WGMMA[a_type]
+    _, pb = WGMMA[b_type]
+    count = len(acc)
+    d = "{" + ",".join(f"${i}" for i in range(count)) + "}"
+    transposes = f", {trans_a}, {trans_b}" if k == 16 else ""
+    text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 2}, 0;\n"
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{pa}.{pb} {d}, ${count}, "
+            f"${count + 1}, p, 1, 1{transposes};\n}}")
+    constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
+    out = _asm(em, ir.LiteralStructType([FLOAT] * count), text, constraints + ",~{memory}",
+               [desc_a, desc_b, em.b.zext(accumulate, I32) if accumulate.type == I1 else accumulate]
+               + acc)
+    return _fields(em, out, count)
+
+
+# ----------------------------------------------------------------------------- mbarrier, TMA
+
+
+def mbarrier_init(em, bar: ir.Value, count: int) -> None:
+    _asm(em, ir.VoidType(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+         [bar, ir.Constant(I32, count)])
+
+
+def fence_mbarrier_init(em) -> None:
+    """Makes mbarrier initializations visible to the async proxy (the copy engine)."""
+    _asm(em, ir.VoidType(), "fence.mbarrier_init.release.cluster;", "~{memory}", [])
+
+
+def fence_proxy_async(em) -> None:
+    """Orders this thread's ordinary shared-memory writes before later async-proxy reads
+    (wgmma, TMA) once a barrier follows."""
+    _asm(em, ir.VoidType(), "fence.proxy.async.shared::cta;", "~{memory}", [])
+
+
+def mbarrier_arrive(em, bar: ir.Value) -> None:
+    _asm(em, ir.VoidType(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", [bar])
+
+
+def mbarrier_arrive_expect_tx(em, bar: ir.Value, nbytes: int) -> None:
+    _asm(em, ir.VoidType(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+         "r,r,~{memory}", [bar, ir.Constant(I32, nbytes)])
+
+
+def mbarrier_wait(em, bar: ir.Value, parity: ir.Value) -> None:
+    """Spin until the phase of `bar` with parity `parity` (0 or 1, i32) has completed."""
+    text = ("{\n.reg .pred done;\nvg_wait_${:uid}:\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+            "@!done bra vg_wait_${:uid};\n}")
+    _asm(em, ir.VoidType(), text, "r,r,~{memory}", [bar, parity])
+
+
+def tma_load_2d(em, dst: ir.Value, tensor_map: ir.Value, column: ir.Value, row: ir.Value,
+                bar: ir.Value) -> None:
+    """`cp.async.bulk.tensor.2d` of the box at element (row, column) of the tensor map's
+    array into shared memory at `dst`, completing `nbytes` of transaction on `bar`."""
+    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[$0], [$1, {$2, $3}], [$4];")
+    _asm(em, ir.VoidType(), text, "r,l,r,r,r,~{memory}", [dst, tensor_map, column, row, bar])

@@ -1,0 +1,303 @@
+"""tile.mma / tile.dot: the cpu backend against float64 NumPy, the errors at the user's line,
+the accumulator layouts and the shared-memory operand format, and the PTX of every
+example on sm_80 (ldmatrix + mma.sync) and sm_90a (TMA + mbarrier + wgmma), assembled by
+ptxas. `tests/gpu/test_tile_mma.py` runs the same kernels on the GPU."""
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import codegen, tile
+from verdigris import types as T
+from verdigris.errors import CompileError
+from verdigris.examples import report, tile_attention, tile_gemm
+from verdigris.examples.tile_gemm import available, batched_gemm, gemm, gemm_bias_gelu, gemm_nt
+from verdigris.ir import ArrayType
+from verdigris.tile import matmul, operand
+from verdigris.tile.mma_layout import GroupGeometry, SyncGeometry
+
+from located import assert_points_at
+
+needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+
+
+@tile.kernel
+def dot_any(a, b, c, TA: vg.constexpr, TB: vg.constexpr, TF32: vg.constexpr,
+            M: vg.constexpr, N: vg.constexpr, K: vg.constexpr):
+    """One block: c = a @ b with the operands stored transposed when TA / TB."""
+    x = tile.load(a, index=(0, 0), shape=(K, M) if TA else (M, K))
+    y = tile.load(b, index=(0, 0), shape=(N, K) if TB else (K, N))
+    tile.store(c, index=(0, 0), tile=tile.dot(x.T if TA else x, y.T if TB else y, allow_tf32=TF32))
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    bits = (x.astype(np.float32).view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return bits.view(np.float32).astype(np.float64)
+
+
+# ----------------------------------------------------------------------------- cpu backend
+
+
+def test_examples_on_the_cpu_backend(rng):
+    assert report(tile_gemm.check(rng))
+    assert report(tile_attention.check(rng))
+
+
+@pytest.mark.parametrize("ta,tb", list(product([False, True], repeat=2)))
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_dot_transposes_and_dtypes(rng, ta, tb, dtype):
+    m, n, k = 24, 40, 56
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    c = np.full((m, n), np.nan, T.from_name(T.promote(T.from_name(dtype), T.float32).name).np)
+    dot_any[1](a, b, c, TA=ta, TB=tb, TF32=False, M=m, N=n, K=k)
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    tolerance = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(c, want, rtol=tolerance, atol=tolerance * np.abs(want).max())
+
+
+def test_tf32_rounds_the_operands_to_nearest_ties_away(rng):
+    m, n, k = 16, 16, 64
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c, exact = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+    dot_any[1](a, b, c, TA=False, TB=False, TF32=True, M=m, N=n, K=k)
+    dot_any[1](a, b, exact, TA=False, TB=False, TF32=False, M=m, N=n, K=k)
+    want = _tf32(a) @ _tf32(b)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert np.abs(c - exact).max() > 1e-4 * np.abs(want).max()  # tf32 is not float32
+
+
+@pytest.mark.parametrize("sizes,tiles", [((200, 136, 272), (64, 64, 32)),
+                                         ((33, 17, 5), (32, 16, 16)),
+                                         ((64, 64, 64), (64, 64, 64)),
+                                         ((100, 90, 70), (48, 40, 24))])
+def test_gemm_edge_tiles_and_odd_tile_shapes(rng, sizes, tiles):
+    m, n, k = sizes
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    bm, bn, bk = tiles
+    gemm[vg.cdiv(m, bm), vg.cdiv(n, bn)](a, b, c, BM=bm, BN=bn, BK=bk)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.skipif(not available("float8_e5m2"), reason="fp8 arrays need ml_dtypes")
+def test_fp8_mixes_its_two_formats(rng):
+    m, n, k = 32, 48, 64
+    a = rng.standard_normal((m, k)).astype(np.float32).astype(T.float8_e4m3fn.np)
+    bt = rng.standard_normal((n, k)).astype(np.float32).astype(T.float8_e5m2.np)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_nt[vg.cdiv(m, 32), vg.cdiv(n, 16)](a, bt, c, 2.0, BM=32, BN=16, BK=32)
+    want = 2.0 * a.astype(np.float64) @ bt.astype(np.float64).T
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@tile.kernel
+def k_mismatch(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 32))
+    y = tile.load(b, index=(0, 0), shape=(16, 16))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, y))  # MARK-k
+
+
+@tile.kernel
+def mixed_dtypes(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 16))
+    y = tile.load(b, index=(0, 0), shape=(16, 16))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, y))  # MARK-mixed
+
+
+@tile.kernel
+def int_operands(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 16))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, x))  # MARK-int
+
+
+@tile.kernel
+def too_large(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(256, 16))
+    y = tile.load(b, index=(0, 0), shape=(16, 256))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, y))  # MARK-large
+
+
+@tile.kernel
+def half_accumulator(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 16))
+    acc = tile.zeros((16, 16), vg.float16)
+    tile.store(c, index=(0, 0), tile=tile.mma(x, x, acc))  # MARK-acc
+
+
+@tile.kernel
+def vector_operand(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 16))
+    v = tile.load(b, index=(0, 0), shape=(1, 16)).reshape((16,))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, v).reshape((16, 1)))  # MARK-rank
+
+
+@tile.kernel
+def bad_precision(a, b, c):
+    x = tile.load(a, index=(0, 0), shape=(16, 16))
+    tile.store(c, index=(0, 0), tile=tile.dot(x, x, input_precision="tf64"))  # MARK-prec
+
+
+def _f(d):
+    return ArrayType(d, 2, "global", True, True)
+
+
+@pytest.mark.parametrize("kernel,dtypes,marker,words", [
+    (k_mismatch, (T.float16, T.float16), "MARK-k", "inner sizes 32 and 16 differ"),
+    (mixed_dtypes, (T.float16, T.float32), "MARK-mixed", "both operands need one dtype"),
+    (int_operands, (T.int32, T.int32), "MARK-int", "does not multiply int32"),
+    (too_large, (T.float16, T.float16), "MARK-large", "more than a block holds in registers"),
+    (half_accumulator, (T.float16, T.float16), "MARK-acc", "accumulates float16 products in float32"),
+    (vector_operand, (T.float16, T.float16), "MARK-rank", "multiplies 2-d tiles"),
+    (bad_precision, (T.float32, T.float32), "MARK-prec", "input_precision must be one of"),
+])
+def test_errors_point_at_the_product(kernel, dtypes, marker, words):
+    with pytest.raises(CompileError) as err:
+        kernel.specialize_types(dict(a=_f(dtypes[0]), b=_f(dtypes[1]), c=_f(T.float32)))
+    assert words in str(err.value)
+    assert_points_at(err.value, marker, __file__)
+
+
+# ----------------------------------------------------------------------------- layouts, format
+
+
+def _elements(layout) -> list:
+    """(register, lane, warp) -> element coordinates, for every combination."""
+    out = []
+    for r, lane, warp in product(range(layout.num_regs), range(32), range(1 << len(layout.warps))):
+        c = list(layout.register_coords(r))
+        for bits, bases in ((lane, layout.lanes), (warp, layout.warps)):
+            for i, basis in enumerate(bases):
+                if bits >> i & 1:
+                    c = [x + y for x, y in zip(c, basis)]
+        out.append(tuple(c))
+    return out
+
+
+@pytest.mark.parametrize("geometry", [SyncGeometry(128, 128, 8), SyncGeometry(64, 256, 4),
+                                      SyncGeometry(16, 64, 8), GroupGeometry(128, 256, 8),
+                                      GroupGeometry(64, 128, 8), GroupGeometry(256, 128, 8),
+                                      GroupGeometry(128, 512, 8)])
+def test_accumulator_layouts_cover_every_element(geometry):
+    layout = geometry.layout()
+    held = _elements(layout)
+    m, n = layout.shape
+    assert set(held) == set(product(range(m), range(n)))
+    copies = (1 << len(layout.warps)) * 32 * layout.num_regs // (m * n)
+    assert all(held.count(e) == copies for e in [(0, 0), (m - 1, n - 1), (m // 2, 3)])
+
+
+def test_wgmma_layout_is_the_fragment_of_the_instruction():
+    """d[4j + 2h + e] of thread t of warp w: row 16w + 8h + t/4, column 8j + 2(t%4) + e."""
+    layout = GroupGeometry(64, 32, 4).layout()
+    for r, lane, warp in product(range(16), range(32), range(4)):
+        j, h, e = r // 4, r >> 1 & 1, r & 1
+        c = list(layout.register_coords(r))
+        for bits, bases in ((lane, layout.lanes), (warp, layout.warps)):
+            for i, basis in enumerate(bases):
+                if bits >> i & 1:
+                    c = [x + y for x, y in zip(c, basis)]
+        assert tuple(c) == (16 * warp + 8 * h + lane // 4, 8 * j + 2 * (lane % 4) + e)
+
+
+@pytest.mark.parametrize("rows,cols,size", [(64, 64, 2), (128, 32, 2), (64, 256, 2),
+                                            (32, 128, 1), (16, 8, 4), (64, 16, 2)])
+def test_swizzled_format_is_a_permutation_of_16_byte_chunks(rows, cols, size):
+    stored = operand.Stored(rows, cols, size)
+    offsets = [stored.offset(r, c) for r in range(rows) for c in range(cols)]
+    assert sorted(offsets) == list(range(0, rows * cols * size, size))
+    chunk = 16 // size
+    for r, c in product(range(rows), range(0, cols, chunk)):  # a chunk stays contiguous
+        assert [stored.offset(r, c + i) for i in range(min(chunk, cols))] == \
+            list(range(stored.offset(r, c), stored.offset(r, c) + min(chunk, cols) * size, size))
+    if stored.panel_bytes >= 32 and rows >= 8:  # 8 rows at one column: 8 bank groups
+        groups = {stored.offset(r, 0) // 16 % 8 for r in range(8)}
+        assert len(groups) == 8
+
+
+# ----------------------------------------------------------------------------- PTX
+
+
+def _a(dtype, ndim=2):
+    return ArrayType(dtype, ndim, "global", True, True)
+
+
+PTX_CASES = {
+    "gemm_bf16": (gemm, dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.bfloat16), BM=128, BN=256, BK=64)),
+    "gemm_f16_small": (gemm, dict(a=_a(T.float16), b=_a(T.float16), c=_a(T.float32), BM=64, BN=64, BK=32)),
+    "gemm_nt_fp8": (gemm_nt, dict(a=_a(T.float8_e4m3fn), bt=_a(T.float8_e4m3fn), c=_a(T.bfloat16),
+                                  scale=T.float32, BM=128, BN=128, BK=128)),
+    "gemm_bias_gelu": (gemm_bias_gelu, dict(a=_a(T.bfloat16), b=_a(T.bfloat16), bias=_a(T.bfloat16),
+                                            c=_a(T.bfloat16), BM=128, BN=128, BK=64)),
+    "batched": (batched_gemm, dict(a=_a(T.float16, 3), b=_a(T.float16, 3), c=_a(T.float16, 3),
+                                   BM=64, BN=64, BK=32)),
+    "dot_tf32": (dot_any, dict(a=_a(T.float32), b=_a(T.float32), c=_a(T.float32), TA=False, TB=True,
+                               TF32=True, M=64, N=64, K=32)),
+    "dot_f32": (dot_any, dict(a=_a(T.float32), b=_a(T.float32), c=_a(T.float32), TA=True, TB=False,
+                              TF32=False, M=32, N=32, K=16)),
+    **{f"attention_d{d}_{'causal' if c else 'full'}": (tile_attention.attention, dict(
+        q=_a(T.bfloat16, 3), k=_a(T.bfloat16, 3), v=_a(T.bfloat16, 3), o=_a(T.bfloat16, 3),
+        scale=T.float32, CAUSAL=c, BM=128, BN=64, D=d)) for d in (64, 128) for c in (False, True)},
+}
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", sorted(PTX_CASES))
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_every_product_assembles(name, target):
+    kernel, specs = PTX_CASES[name]
+    ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx
+    codegen.assemble(ptx, target)
+
+
+def _ptx(name, target):
+    kernel, specs = PTX_CASES[name]
+    return codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx
+
+
+@needs_ptxas
+def test_sm90a_gemm_streams_through_tma_into_wgmma():
+    ptx = _ptx("gemm_bf16", "sm_90a")
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    assert "mbarrier.try_wait.parity" in ptx and "wgmma.wait_group.sync.aligned 1" in ptx
+    assert ptx.count(".param .align 64 .b8") == 2  # the two tensor maps, by value
+    codegen.assemble(ptx, "sm_90a")
+    kernel = gemm.specialize_types(PTX_CASES["gemm_bf16"][1])
+    plan = matmul.plan(kernel, "sm_90a")
+    (pipe,) = plan.pipelines.values()
+    assert pipe.stages == 4 and plan.dynamic_shared <= matmul.MAX_DYNAMIC_SHARED
+    assert [m.box for m in plan.tensor_maps] == [(128, 64), (64, 64)]
+
+
+@needs_ptxas
+def test_sm80_uses_ldmatrix_and_mma_sync():
+    ptx = _ptx("gemm_bf16", "sm_80")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx  # B is N-major
+    assert "wgmma" not in ptx and "cp.async.bulk" not in ptx
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in _ptx("dot_tf32", "sm_80")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in _ptx("gemm_nt_fp8", "sm_80")
+    assert "fma.rn.f32" in _ptx("dot_f32", "sm_80")
+
+
+def test_engines_follow_shapes_dtypes_and_target():
+    def engines(name, target):
+        kernel, specs = PTX_CASES[name]
+        return sorted({d.engine for d in matmul.plan(kernel.specialize_types(specs), target).dots.values()})
+    assert engines("gemm_bf16", "sm_90a") == ["wgmma"]
+    assert engines("gemm_bf16", "sm_90") == ["mma.sync"]
+    assert engines("dot_f32", "sm_90a") == ["fma"]
+    assert engines("gemm_nt_fp8", "sm_90a") == ["wgmma"]
+    assert engines("attention_d128_causal", "sm_90a") == ["wgmma"]
