@@ -20,11 +20,22 @@ from dataclasses import dataclass, field
 
 from ..ir.abi import AbiParam, abi_params
 from ..ir.nodes import Kernel
-from . import libdevice, nvptx
-from .lower import entry_symbol, lower
 from .nvptx import TARGETS
 from .ptxas import assemble, disassemble, ptxas_available, ptxas_path
 from .toolkit import find_libdevice as libdevice_path
+
+# The lowering and LLVM load on first use: importing `codegen.checks` (the runtime does,
+# at every launch) or a cached kernel's launch need neither.
+_LAZY = {"entry_symbol": "lower", "lower": "lower", "libdevice": None, "nvptx": None}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(f"{__name__}.{_LAZY[name] or name}")
+    return module if _LAZY[name] is None else getattr(module, name)
 
 __all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "entry_symbol", "assemble",
            "disassemble", "ptxas_available", "ptxas_path", "libdevice_path"]
@@ -46,14 +57,21 @@ def _lower(kernel: Kernel, target: str):
         from ..tile.lower import lower as lower_tiles
 
         return lower_tiles(kernel, target)
+    from .lower import lower
+
     return lower(kernel, target)
 
 
 def lower_to_llvm(kernel: Kernel, target: str) -> str:
+    from . import nvptx
+
     return str(nvptx.parse(str(_lower(kernel, target))))
 
 
 def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
+    from . import libdevice, nvptx
+    from .lower import entry_symbol
+
     timings = {}
     start = time.perf_counter()
 

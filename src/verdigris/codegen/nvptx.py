@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import functools
 
-import llvmlite.binding as llvm
-
 from ..errors import CompileError
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -23,7 +21,9 @@ TARGETS = {"sm_80": "+ptx80", "sm_89": "+ptx80", "sm_90": "+ptx80", "sm_90a": "+
 
 
 @functools.cache
-def _initialize() -> llvm.Target:
+def _initialize():
+    import llvmlite.binding as llvm
+
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     llvm.set_option("verdigris", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
@@ -31,7 +31,7 @@ def _initialize() -> llvm.Target:
 
 
 @functools.cache
-def target_machine(target: str) -> llvm.TargetMachine:
+def target_machine(target: str):
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; the targets are {', '.join(TARGETS)}")
     return _initialize().create_target_machine(cpu=target, features=TARGETS[target], opt=3)
@@ -41,18 +41,23 @@ def data_layout(target: str) -> str:
     return str(target_machine(target).target_data)
 
 
-def parse(text: str) -> llvm.ModuleRef:
+def parse(text: str):
+    """A verified llvmlite `ModuleRef` of `text`."""
     _initialize()
+    import llvmlite.binding as llvm
+
     module = llvm.parse_assembly(text)
     module.verify()
     return module
 
 
-def optimize(module: llvm.ModuleRef, target: str) -> None:
+def optimize(module, target: str) -> None:
+    import llvmlite.binding as llvm
+
     # A fresh pass builder per module: its analysis caches are keyed by IR addresses.
     builder = llvm.create_pass_builder(target_machine(target), llvm.create_pipeline_tuning_options(speed_level=3))
     builder.getModulePassManager().run(module, builder)
 
 
-def emit_ptx(module: llvm.ModuleRef, target: str) -> str:
+def emit_ptx(module, target: str) -> str:
     return target_machine(target).emit_assembly(module)

@@ -7,5 +7,14 @@ Guarantees: the same semantics as the compiled kernels, as `ir.nodes` and `ir.ti
 define them; every launch runs under shadow memory (`shadow`), which raises `SafetyError`
 at the first race it observes.
 """
-from .simt import Access, run_simt  # noqa: F401
-from .tiles import run_tile  # noqa: F401
+# Loaded on first use: the code generator imports `cpu.ops` (the shared scalar semantics),
+# and that must not pull in the interpreters and shadow memory.
+_LAZY = {"Access": "simt", "run_simt": "simt", "run_tile": "tiles"}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

@@ -27,6 +27,8 @@ Guarantees:
 - A launch allocates nothing but what the array libraries hand back (torch's shape tuple)
   and the driver call's result tuple.
 - At most MAX_CHAIN launchers per configuration; installing one more starts a new chain.
+- Kernels whose `CudaKernel` subclass launches differently (`runtime.tensormap`) keep
+  the general path.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from inspect import Parameter
 
 from . import faults, interop, streams
 from .interop import span
+from .module import CudaKernel
 
 MAX_CHAIN = 8
 _EMPTY = Parameter.empty
@@ -89,6 +92,8 @@ def install(launch, plan, num_warps) -> None:
     names = [p.name for p in kernel.params]
     if any(n in _RESERVED or n.startswith("_vg") for n in names):
         return  # a generated signature could not use these names as they are
+    if type(plan.compiled).launch is not CudaKernel.launch:
+        return  # a kernel whose launches add more (tensor maps, shared memory) than ABI values
     values, infos = plan.values, plan.infos
     kinds = (plan.compiled, num_warps, plan.checked, plan.torch_args,
              tuple((type(v), getattr(v, "dtype", None)) for v in values))
