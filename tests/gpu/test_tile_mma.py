@@ -1,0 +1,55 @@
+"""tile.mma / tile.dot on the GPU against float64 NumPy: every example (GEMM in bfloat16,
+float16 and fp8, batched, bias + GELU, flash attention causal and not, head dims 64 and
+128), edge tiles, transposed operands, tf32 and float32, on the device's own target
+(sm_90a on an H100/H200: TMA + wgmma) and on sm_80 code (ldmatrix + mma.sync)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris.examples import report, tile_attention, tile_gemm
+from verdigris.examples.tile_gemm import _narrow, gemm, gemm_nt, run
+from verdigris.runtime import launch_cuda
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(params=["native", "sm_80"])
+def target(request, monkeypatch):
+    if request.param == "sm_80":
+        monkeypatch.setattr(launch_cuda, "ptx_target", lambda cc: "sm_80")
+    return request.param
+
+
+def test_examples(rng, target):
+    assert report(tile_gemm.check(rng))
+    assert report(tile_attention.check(rng, dims=(64, 128), seq=300, tiles=(128, 64)))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("sizes", [(1024, 1024, 1024), (1000, 776, 328), (130, 260, 72)])
+@pytest.mark.parametrize("tiles", [(128, 256, 64), (128, 128, 64), (64, 64, 32)])
+def test_gemm(rng, target, dtype, sizes, tiles):
+    m, n, k = sizes
+    bm, bn, bk = tiles
+    a, a64 = _narrow(rng, (m, k), dtype)
+    b, b64 = _narrow(rng, (k, n), dtype)
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, b, c, BM=bm, BN=bn, BK=bk)[2]
+    want = a64 @ b64
+    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
+
+
+@pytest.mark.parametrize("tiles", [(128, 256, 128), (128, 128, 128)])
+def test_gemm_fp8(rng, target, tiles):
+    m, n, k = 512, 768, 1024
+    bm, bn, bk = tiles
+    a, a64 = _narrow(rng, (m, k), "float8_e4m3fn")
+    bt, bt64 = _narrow(rng, (n, k), "float8_e4m3fn")
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm_nt, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, bt, c, 0.25, BM=bm, BN=bn, BK=bk)[2]
+    want = 0.25 * a64 @ bt64.T
+    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * 4
