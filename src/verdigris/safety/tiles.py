@@ -19,8 +19,8 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   these polynomials (wrap-around included: a narrow result that may leave its dtype is an
   unknown). Loaded, gathered, reduced, scanned or multiplied (`dot`) integer tiles are
   unknowns that depend on their lanes: an atom whose definition mentions a lane is copied
-  afresh when lanes are mapped, so `u.T` is not `u`. Boolean tiles are formulas; float
-  tiles are not modelled.
+  afresh when lanes are mapped, so `u.T` is not `u` (masks of float comparisons likewise).
+  Boolean tiles are formulas; float tiles are not modelled.
 - A tile access at tile index `i` of shape `S` touches the elements `i[k]*S[k] + lane_k`;
   the race query's `0 <= element < array.shape` is exactly the masking of edge tiles. A
   gather or scatter touches its index tiles' values; a scalar load or store is a tile of
@@ -131,11 +131,20 @@ class _Block(_Thread):
             if self.elementwise is None:
                 return super().unknown(dtype, label)
             dtype = X.TileType(dtype, self.elementwise)
-        if not dtype.dtype.is_int:
-            return super().unknown(dtype.dtype, label)
-        lo, hi = dtype_range(dtype.dtype)
         lanes = tuple(p for p in self.lanes(dtype.shape) if p.atoms())
+        if dtype.dtype.is_bool:
+            return self.lane_bool(lanes, label)
+        if not dtype.dtype.is_int:
+            return None
+        lo, hi = dtype_range(dtype.dtype)
         return self.space.fresh("unknown", lo, hi, lanes, label)
+
+    def lane_bool(self, lanes: tuple, label: str) -> tuple:
+        """An unknown boolean of each element: its definition names the lanes (the solver
+        ignores it; `remap` copies the atom when they change)."""
+        formula = self.space.fresh_bool(label)
+        self.space.atoms[formula[1]].definition = lanes
+        return formula
 
     def ite(self, cond, a, b, dtype):
         return super().ite(cond, a, b, dtype.dtype if isinstance(dtype, X.TileType) else dtype)
@@ -155,6 +164,14 @@ class _Block(_Thread):
                     self.space.fresh(old.kind, old.lo, old.hi, parts, old.label)
             return copies[name]
 
+        def boolean(name: str) -> tuple:
+            if name not in copies:
+                old = self.space.atoms[name]
+                parts = tuple(sub(p) for p in old.definition)
+                copies[name] = ("bool", name) if parts == old.definition else \
+                    self.lane_bool(parts, old.label)
+            return copies[name]
+
         def poly(p: Poly) -> Poly:
             result = Poly({})
             for mono, coef in p.terms.items():
@@ -171,7 +188,7 @@ class _Block(_Thread):
                 return ("cmp", x[1], poly(x[2]))
             if x[0] in ("and", "or", "not"):
                 return (x[0], *(sub(f) for f in x[1:]))
-            return x  # true, false, a bool atom (unknown bools stay one per tile)
+            return boolean(x[1]) if x[0] == "bool" else x  # or true, false
         return None if value is None else sub(value)
 
     # ---------------------------------------------------------------- tile expressions
@@ -184,6 +201,8 @@ class _Block(_Thread):
         if make is None:  # sigmoid: a float
             return self.unknown(e.type, e.op)
         operands = [_Given(a.loc, self.eval(a), a.dtype) for a in e.args]
+        if e.op in N.COMPARE_OPS and e.args[0].dtype.is_float:  # a mask of the values
+            return self.unknown(e.type, "a float comparison")
         outer, self.elementwise = self.elementwise, e.shape
         try:
             return self.eval(make(e, operands))
