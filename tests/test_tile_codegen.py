@@ -1,8 +1,8 @@
 """The tile track's GPU lowering without a GPU: layouts (which thread holds which element),
-PTX for every kernel below on sm_80 and sm_90a, assembled by ptxas, and the shape of that
-PTX (16-byte coalesced loads and stores on full tiles, shuffles and barriers in
-reductions). `tests/gpu/test_tile_gpu.py` runs these same kernels on the GPU against the
-cpu backend.
+PTX for every kernel below (and the examples' kernels it imports) on sm_80 and sm_90a,
+assembled by ptxas, and the shape of that PTX (16-byte coalesced loads and stores on full
+tiles, shuffles and barriers in reductions, loads issued together, registers).
+`tests/gpu/test_tile_gpu.py` runs these same kernels on the GPU against the cpu backend.
 """
 from __future__ import annotations
 
@@ -19,16 +19,15 @@ from verdigris import types as T
 from verdigris.errors import LaunchError
 from verdigris.ir import ArrayType
 from verdigris.tile import layout as L
+from verdigris.examples.tile_layernorm import layernorm
+from verdigris.examples.tile_rmsnorm import rmsnorm
+from verdigris.examples.tile_row_reduce import row_sum
+from verdigris.examples.tile_softmax import softmax
+from verdigris.examples.tile_transpose import transpose
+from verdigris.examples.tile_vector_add import add
 from verdigris.tile.lower import launch_block, num_warps
 
 # ----------------------------------------------------------------------------- kernels
-
-
-@tile.kernel
-def add(a, b, out, BLOCK: vg.constexpr):
-    i = tile.bid(0)
-    tile.store(out, index=(i,), tile=tile.load(a, index=(i,), shape=(BLOCK,))
-               + tile.load(b, index=(i,), shape=(BLOCK,)))
 
 
 @tile.kernel
@@ -50,50 +49,12 @@ def block_2d(x, out, R: vg.constexpr, C: vg.constexpr):
 
 
 @tile.kernel
-def softmax(x, out, COLS: vg.constexpr):
-    r = tile.bid(0)
-    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf)
-    e = tile.exp(t - tile.max(t))
-    tile.store(out, index=(r, 0), tile=e / tile.sum(e))
-
-
-@tile.kernel
-def layernorm(x, w, b, out, n, eps, COLS: vg.constexpr):
-    r = tile.bid(0)
-    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
-    mean = tile.sum(t) / n
-    xc = tile.where(tile.arange(COLS) < n, t - mean, 0.0)
-    rstd = tile.rsqrt(tile.sum(xc * xc) / n + eps)
-    y = xc * rstd * tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32) \
-        + tile.load(b, index=(0,), shape=(COLS,)).astype(vg.float32)
-    tile.store(out, index=(r, 0), tile=y.astype(out.dtype))
-
-
-@tile.kernel
-def rmsnorm(x, w, out, n, eps, COLS: vg.constexpr):
-    r = tile.bid(0)
-    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
-    rstd = tile.rsqrt(tile.sum(t * t) / n + eps)
-    y = t * rstd * tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32)
-    tile.store(out, index=(r, 0), tile=y.astype(out.dtype))
-
-
-@tile.kernel
 def row_stats(x, sums, maxes, R: vg.constexpr, C: vg.constexpr):
     i = tile.bid(0)
     t = tile.load(x, index=(i, 0), shape=(R, C), padding=0)
     tile.store(sums, index=(i,), tile=tile.sum(t, axis=1))
     centered = t - tile.max(t, axis=1, keepdims=True)
     tile.store(maxes, index=(i, 0), tile=centered)
-
-
-@tile.kernel
-def row_sum(x, out, COLS: vg.constexpr):
-    r = tile.bid(0)
-    acc = tile.zeros((1, COLS), vg.float32)
-    for c in range((x.shape[1] + COLS - 1) // COLS):
-        acc += tile.load(x, index=(r, c), shape=(1, COLS))
-    tile.store(out, index=(r,), tile=acc.sum(1))
 
 
 @tile.kernel
@@ -124,12 +85,6 @@ def outer(x, y, out, M: vg.constexpr, N: vg.constexpr):
     col = tile.load(x, index=(i,), shape=(M,)).reshape((M, 1))
     row = tile.load(y, index=(0,), shape=(N,))
     tile.store(out, index=(i, 0), tile=col * row + tile.arange(N))
-
-
-@tile.kernel
-def transpose(x, out, B: vg.constexpr):
-    i, j = tile.bid(0), tile.bid(1)
-    tile.store(out, index=(j, i), tile=tile.load(x, index=(i, j), shape=(B, B)).T)
 
 
 @tile.kernel
@@ -317,3 +272,34 @@ def test_reductions_shuffle_then_share():
 
 def test_identical_input_gives_identical_ptx():
     assert ptx_of("layernorm") == ptx_of("layernorm")
+
+
+def registers(name: str, target: str = "sm_90a") -> int:
+    """Registers per thread ptxas gives the kernel (ptxas -v)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx_of(name, target))
+        f.flush()
+        done = subprocess.run([codegen.ptxas_path(), f"-arch={target}", "-v", f.name, "-o", "/dev/null"],
+                              capture_output=True, text=True, check=True)
+    return int(re.search(r"Used (\d+) registers", done.stderr).group(1))
+
+
+def test_the_loads_of_one_statement_are_issued_together():
+    """LayerNorm's `xc * rstd * w + b`: both weight vectors' loads before any of them is used
+    (one memory latency, not two in a row)."""
+    ptx = ptx_of("layernorm")
+    tail = ptx[ptx.rindex("bar.sync"):]
+    first_use = tail.index("cvt.f32.bf16")
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", tail[:first_use])) == 2 * 4
+
+
+@needs_ptxas
+def test_register_budgets_keep_three_or_four_blocks_per_multiprocessor():
+    """8 warps per block: 85 registers fit three blocks on an SM, 64 four. Narrow loads stay
+    packed until used and elementwise chains run register by register."""
+    assert registers("layernorm") <= 85
+    assert registers("rmsnorm") <= 64
+    assert registers("add_bf16") <= 40

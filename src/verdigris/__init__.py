@@ -62,6 +62,16 @@ def from_dlpack(obj):
     return arrays.from_dlpack(obj)
 
 
+def autotune(configs, key, *, timer=None):
+    """Decorator over a kernel: time `configs` (dicts of constexpr values, and `num_warps`
+    for tile kernels) once per value of the `key` parameters on the GPU, keep the fastest
+    (also on disk), and launch with it; on the cpu backend the first config. See
+    `verdigris.runtime.autotune`."""
+    from .runtime.autotune import autotune as _autotune
+
+    return _autotune(configs, key, timer=timer)
+
+
 def synchronize(device: int = 0) -> None:
     """Wait for all work on `device` (no-op on the cpu backend)."""
     if current_backend() == "cuda":

@@ -42,7 +42,7 @@ def cmd_demo(args) -> int:
         backend.set_backend(args.backend)
     print(f"verdigris demo on the {backend.current()} backend\n")
     all_ok = True
-    for name in examples.SIMT_EXAMPLES:
+    for name in examples.TILE_EXAMPLES + examples.SIMT_EXAMPLES:
         module = importlib.import_module(f"{examples.__name__}.{name}")
         summary = " ".join(module.__doc__.split("\n\n")[0].split()).removeprefix(f"{name}: ")
         print(textwrap.fill(f"{name}: {summary}", 92, subsequent_indent="  "))

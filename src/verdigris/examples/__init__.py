@@ -6,12 +6,16 @@ float64 reference. `verdigris demo` and the tests run them all.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 SIMT_EXAMPLES = ("axpy", "strided_2d", "grid_stride", "mandelbrot", "helpers_math",
                  "dot_unrolled")
+TILE_EXAMPLES = ("tile_vector_add", "tile_bias_gelu", "tile_softmax", "tile_layernorm",
+                 "tile_rmsnorm", "tile_row_reduce", "tile_cumsum", "tile_transpose",
+                 "tile_dropout")
 
 
 @dataclass
@@ -22,9 +26,10 @@ class Result:
     rtol: float
     absolute: bool = False  # compare plain differences, not relative to the reference
 
-    @property
+    @functools.cached_property
     def error(self) -> float:
-        """Largest difference, relative to the reference's largest magnitude."""
+        """Largest difference, relative to the reference's largest magnitude (computed once:
+        `report` asks for it twice)."""
         got, want = self.got.astype(np.float64), self.want.astype(np.float64)
         if got.shape != want.shape or not np.isfinite(got).all():
             return float("inf")
