@@ -1,34 +1,48 @@
 """Tile kernels on the GPU beside torch and Triton, in one run: achieved TB/s and ratios.
 
-Cases (issue 4's): vector add 2^28 float32 and bfloat16, softmax 32768x4096 float32,
-LayerNorm and RMSNorm forward 16384x8192 bfloat16, row sum 16384x16384 float32; and the
-device-to-device copy bandwidth (bytes read + written) as the ceiling. Our kernels are the
-ones `tests/test_tile_codegen.py` defines (and the GPU tests check); for each case the
-table shows our best configuration (BLOCK or num_warps, all listed after it), each
-checked against torch first. Times: `triton.testing.do_bench` medians.
-Run: `PYTHONPATH=src python3 bench/tile_bench.py [--json FILE]`.
-
-The same cases, over a range of sizes, are registered with `verdigris bench` (see the end
-of this file and verdigris.benchsuite).
+Cases (issue 4's): vector add 2^28 float32 and bfloat16; softmax 32768x4096 float32 and
+16384x16384 bfloat16; LayerNorm and RMSNorm forward 16384x8192 bfloat16; row sum
+16384x16384 float32 and transpose 16384x16384 float32 against the device-to-device copy
+bandwidth (bytes read + written, measured here). Our kernels are the examples'
+(`verdigris.examples.tile_*`), which the tests check on both backends; each case times
+several configurations (BLOCK, num_warps, a variant), each checked against a float64
+reference first, and shows the best with all of them after it. Triton gets the best of
+its configurations too. Times: `triton.testing.do_bench` medians.
+Run: `PYTHONPATH=src python3 bench/tile_bench.py [--json FILE] [--cases softmax,layernorm,...]`.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
-import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-import verdigris as vg  # noqa: E402
-from verdigris.benchsuite import Impl, case, checked, relative_error  # noqa: E402
-from test_tile_codegen import add, layernorm, rmsnorm, row_sum, softmax  # noqa: E402
+import verdigris as vg
+from verdigris import tile
+from verdigris.examples.tile_layernorm import layernorm
+from verdigris.examples.tile_rmsnorm import rmsnorm
+from verdigris.examples.tile_row_reduce import row_sum
+from verdigris.examples.tile_softmax import softmax, softmax_online
+from verdigris.examples.tile_transpose import transpose
+from verdigris.examples.tile_vector_add import add
 
 EPS = 1e-5
+
+
+@tile.kernel
+def layernorm_weights_first(x, w, b, out, n, eps, COLS: vg.constexpr):
+    """The example's LayerNorm with the weight and bias loaded before the reductions."""
+    r = tile.bid(0)
+    wt = tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32)
+    bt = tile.load(b, index=(0,), shape=(COLS,)).astype(vg.float32)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
+    mean = tile.sum(t) / n
+    xc = tile.where(tile.arange(COLS) < n, t - mean, 0.0)
+    rstd = tile.rsqrt(tile.sum(xc * xc) / n + eps)
+    tile.store(out, index=(r, 0), tile=(xc * rstd * wt + bt).astype(out.dtype))
 
 
 @triton.jit
@@ -42,9 +56,9 @@ def tr_add(a, b, out, n, BLOCK: tl.constexpr):
 def tr_softmax(x, out, stride, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    t = tl.load(x + row * stride + cols, mask=cols < n, other=-float("inf"))
+    t = tl.load(x + row * stride + cols, mask=cols < n, other=-float("inf")).to(tl.float32)
     e = tl.exp(t - tl.max(t, 0))
-    tl.store(out + row * stride + cols, e / tl.sum(e, 0), mask=cols < n)
+    tl.store(out + row * stride + cols, (e / tl.sum(e, 0)).to(out.dtype.element_ty), mask=cols < n)
 
 
 @triton.jit
@@ -67,7 +81,8 @@ def tr_rmsnorm(x, w, out, stride, n, eps, BLOCK: tl.constexpr):
     mask = cols < n
     t = tl.load(x + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
     rstd = 1 / tl.sqrt(tl.sum(t * t, 0) / n + eps)
-    tl.store(out + row * stride + cols, (t * rstd * tl.load(w + cols, mask=mask).to(tl.float32)).to(out.dtype.element_ty), mask=mask)
+    y = t * rstd * tl.load(w + cols, mask=mask).to(tl.float32)
+    tl.store(out + row * stride + cols, y.to(out.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -80,8 +95,17 @@ def tr_row_sum(x, out, stride, n, BLOCK: tl.constexpr):
     tl.store(out + row, tl.sum(acc, 0))
 
 
+@triton.jit
+def tr_transpose(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    t = tl.load(x + rm[:, None] * N + rn[None, :], mask=mask)
+    tl.store(out + rn[:, None] * M + rm[None, :], tl.trans(t), mask=tl.trans(mask))
+
+
 def bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e-3
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
 
 
 def rel_err(got, want) -> float:
@@ -89,8 +113,8 @@ def rel_err(got, want) -> float:
     return float((got - want).norm() / want.norm())
 
 
-def ours_best(name, launches: dict, out, want, tol):
-    """Time every configuration; check each first. Returns (best seconds, {config: s})."""
+def best_of(name, launches: dict, out, want, tol):
+    """Time every configuration, each checked first. Returns (best seconds, {config: s})."""
     times = {}
     for config, launch in launches.items():
         out.fill_(float("nan"))
@@ -98,194 +122,142 @@ def ours_best(name, launches: dict, out, want, tol):
         torch.cuda.synchronize()
         err = rel_err(out, want)
         if not err <= tol:
-            print(f"  {name} {config}: WRONG (relative error {err:.2e})")
+            print(f"  {name} {config}: WRONG (relative error {err:.2e})", flush=True)
             continue
         times[config] = bench(launch)
     return min(times.values()) if times else float("nan"), times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    dev = "cuda"
-    rows = []
+class Table:
+    def __init__(self, copy_tbs: float):
+        self.copy_tbs, self.rows = copy_tbs, []
 
-    src = torch.rand(1 << 28, device=dev)
-    dst = torch.empty_like(src)
-    copy_s = bench(lambda: dst.copy_(src))
-    copy_tbs = 2 * src.numel() * 4 / copy_s / 1e12
-    del src, dst
+    def add(self, case, nbytes, ours: tuple, torch_s, triton: tuple):
+        (ours_s, ours_all), (triton_s, triton_all) = ours, triton
+        tbs = lambda s: nbytes / s / 1e12  # noqa: E731
+        row = dict(case=case, ours_tbs=tbs(ours_s), torch_tbs=tbs(torch_s), triton_tbs=tbs(triton_s),
+                   vs_torch=torch_s / ours_s, vs_triton=triton_s / ours_s, vs_copy=tbs(ours_s) / self.copy_tbs,
+                   configs={str(k): round(tbs(v), 3) for k, v in ours_all.items()},
+                   triton_configs={str(k): round(tbs(v), 3) for k, v in triton_all.items()})
+        self.rows.append(row)
+        print(f"{case:30} ours {row['ours_tbs']:.2f} TB/s  torch {row['torch_tbs']:.2f}  triton "
+              f"{row['triton_tbs']:.2f}  /triton {row['vs_triton']:.3f}  {row['configs']}", flush=True)
 
-    def row(case, nbytes, ours, ours_all, torch_s, triton_s):
-        rows.append(dict(case=case, ours_tbs=nbytes / ours / 1e12, torch_tbs=nbytes / torch_s / 1e12,
-                         triton_tbs=nbytes / triton_s / 1e12, vs_torch=torch_s / ours,
-                         vs_triton=triton_s / ours, vs_copy=nbytes / ours / 1e12 / copy_tbs,
-                         configs={str(k): round(nbytes / v / 1e12, 3) for k, v in ours_all.items()}))
 
+def case_vector_add(table, dev):
     n = 1 << 28
     for dtype in (torch.float32, torch.bfloat16):
         a, b = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype)
         out = torch.empty_like(a)
         want = a + b
-        launches = {blk: (lambda blk=blk: add[vg.cdiv(n, blk)](a, b, out, BLOCK=blk))
-                    for blk in (1024, 2048, 4096, 8192)}
-        best, all_ = ours_best("add", launches, out, want, 0)
-        t_torch = bench(lambda: torch.add(a, b, out=out))
-        t_triton = bench(lambda: tr_add[(triton.cdiv(n, 4096),)](a, b, out, n, BLOCK=4096, num_warps=8))
-        row(f"vector add 2^28 {str(dtype)[6:]}", 3 * n * a.element_size(), best, all_, t_torch, t_triton)
+        configs = [(1024, None), (2048, None), (4096, None), (8192, None), (4096, 4)]
+        launches = {(blk, nw): (lambda blk=blk, nw=nw: add[vg.cdiv(n, blk)](
+            a, b, out, BLOCK=blk, **({"num_warps": nw} if nw else {}))) for blk, nw in configs}
+        ours = best_of("add", launches, out, want, 0)
+        theirs = best_of("triton add", {(blk, nw): (lambda blk=blk, nw=nw: tr_add[(triton.cdiv(n, blk),)](
+            a, b, out, n, BLOCK=blk, num_warps=nw)) for blk, nw in ((1024, 4), (4096, 8))}, out, want, 0)
+        table.add(f"vector add 2^28 {str(dtype)[6:]}", 3 * n * a.element_size(), ours,
+                  bench(lambda: torch.add(a, b, out=out)), theirs)
         del a, b, out, want
 
-    m, k = 32768, 4096
-    x = torch.randn(m, k, device=dev)
-    out = torch.empty_like(x)
-    want = torch.softmax(x.double(), -1)
-    launches = {w: (lambda w=w: softmax[m](x, out, COLS=k, num_warps=w)) for w in (4, 8, 16)}
-    best, all_ = ours_best("softmax", launches, out, want, 1e-5)
-    row("softmax 32768x4096 f32", 2 * x.numel() * 4, best, all_, bench(lambda: torch.softmax(x, -1)),
-        bench(lambda: tr_softmax[(m,)](x, out, k, k, BLOCK=k, num_warps=8)))
-    del x, out, want
 
+def case_softmax(table, dev):
+    for (m, k, dtype, warps) in ((32768, 4096, torch.float32, (4, 8, 16)),
+                                 (16384, 16384, torch.bfloat16, (8, 16, 32))):
+        x = torch.randn(m, k, device=dev, dtype=dtype)
+        out = torch.empty_like(x)
+        want = torch.softmax(x.double(), -1)
+        tol = 1e-5 if dtype == torch.float32 else 1e-2
+        launches = {w: (lambda w=w: softmax[m](x, out, COLS=k, num_warps=w)) for w in warps}
+        launches.update({("online", blk, w): (lambda blk=blk, w=w: softmax_online[m](x, out, BLOCK=blk, num_warps=w))
+                         for blk, w in ((4096, 8),)})
+        ours = best_of("softmax", launches, out, want, tol)
+        theirs = best_of("triton softmax", {w: (lambda w=w: tr_softmax[(m,)](x, out, k, k, BLOCK=k, num_warps=w))
+                                            for w in warps}, out, want, tol)
+        table.add(f"softmax {m}x{k} {str(dtype)[6:]}", 2 * x.numel() * x.element_size(), ours,
+                  bench(lambda: torch.softmax(x, -1)), theirs)
+        del x, out, want
+
+
+def case_norms(table, dev):
     m, k = 16384, 8192
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w, b = torch.randn(k, device=dev, dtype=torch.bfloat16), torch.randn(k, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(x)
     want = F.layer_norm(x.float(), (k,), w.float(), b.float(), EPS)
     launches = {nw: (lambda nw=nw: layernorm[m](x, w, b, out, k, EPS, COLS=k, num_warps=nw)) for nw in (4, 8, 16)}
-    best, all_ = ours_best("layernorm", launches, out, want, 1e-2)
-    row("LayerNorm 16384x8192 bf16", 2 * x.numel() * 2, best, all_,
-        bench(lambda: F.layer_norm(x, (k,), w, b, EPS)),
-        bench(lambda: tr_layernorm[(m,)](x, w, b, out, k, k, EPS, BLOCK=k, num_warps=8)))
+    launches.update({("weights first", nw): (lambda nw=nw: layernorm_weights_first[m](
+        x, w, b, out, k, EPS, COLS=k, num_warps=nw)) for nw in (8, 16)})
+    ours = best_of("layernorm", launches, out, want, 1e-2)
+    theirs = best_of("triton layernorm", {nw: (lambda nw=nw: tr_layernorm[(m,)](
+        x, w, b, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (4, 8, 16)}, out, want, 1e-2)
+    table.add("LayerNorm 16384x8192 bf16", 2 * x.numel() * 2, ours,
+              bench(lambda: F.layer_norm(x, (k,), w, b, EPS)), theirs)
     want = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS) * w.float()
     launches = {nw: (lambda nw=nw: rmsnorm[m](x, w, out, k, EPS, COLS=k, num_warps=nw)) for nw in (4, 8, 16)}
-    best, all_ = ours_best("rmsnorm", launches, out, want, 1e-2)
-    row("RMSNorm 16384x8192 bf16", 2 * x.numel() * 2, best, all_,
-        bench(lambda: F.rms_norm(x, (k,), w, EPS)),
-        bench(lambda: tr_rmsnorm[(m,)](x, w, out, k, k, EPS, BLOCK=k, num_warps=8)))
-    del x, w, b, out, want
+    ours = best_of("rmsnorm", launches, out, want, 1e-2)
+    theirs = best_of("triton rmsnorm", {nw: (lambda nw=nw: tr_rmsnorm[(m,)](
+        x, w, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (4, 8, 16)}, out, want, 1e-2)
+    table.add("RMSNorm 16384x8192 bf16", 2 * x.numel() * 2, ours,
+              bench(lambda: F.rms_norm(x, (k,), w, EPS)), theirs)
 
+
+def case_row_sum(table, dev):
     m = k = 16384
     x = torch.randn(m, k, device=dev)
     out = torch.empty(m, device=dev)
     want = x.double().sum(1)
     launches = {(cols, nw): (lambda cols=cols, nw=nw: row_sum[m](x, out, COLS=cols, num_warps=nw))
-                for cols in (2048, 4096) for nw in (4, 8)}
-    best, all_ = ours_best("row sum", launches, out, want, 1e-5)
-    row("row sum 16384x16384 f32", x.numel() * 4 + m * 4, best, all_, bench(lambda: torch.sum(x, 1, out=out)),
-        bench(lambda: tr_row_sum[(m,)](x, out, k, k, BLOCK=4096, num_warps=8)))
+                for cols, nw in ((2048, 4), (4096, 4), (4096, 8), (8192, 8))}
+    ours = best_of("row sum", launches, out, want, 1e-5)
+    theirs = best_of("triton row sum", {(blk, nw): (lambda blk=blk, nw=nw: tr_row_sum[(m,)](
+        x, out, k, k, BLOCK=blk, num_warps=nw)) for blk, nw in ((4096, 8), (2048, 4))}, out, want, 1e-5)
+    table.add("row sum 16384x16384 f32", x.numel() * 4 + m * 4, ours, bench(lambda: torch.sum(x, 1, out=out)), theirs)
+
+
+def case_transpose(table, dev):
+    m = n = 16384
+    x = torch.randn(m, n, device=dev)
+    out = torch.empty(n, m, device=dev)
+    want = x.t()
+    launches = {(blk, nw): (lambda blk=blk, nw=nw: transpose[vg.cdiv(m, blk), vg.cdiv(n, blk)](
+        x, out, B=blk, num_warps=nw)) for blk, nw in ((32, 4), (32, 8), (64, 4), (64, 8), (64, 16))}
+    ours = best_of("transpose", launches, out, want, 0)
+    theirs = best_of("triton transpose", {(blk, nw): (lambda blk=blk, nw=nw: tr_transpose[
+        (triton.cdiv(m, blk), triton.cdiv(n, blk))](x, out, m, n, BM=blk, BN=blk, num_warps=nw))
+        for blk, nw in ((64, 4), (64, 8), (32, 4))}, out, want, 0)
+    table.add("transpose 16384x16384 f32", 2 * x.numel() * 4, ours, bench(lambda: out.copy_(x.t())), theirs)
+
+
+CASES = {"add": case_vector_add, "softmax": case_softmax, "norms": case_norms, "row_sum": case_row_sum,
+         "transpose": case_transpose}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    parser.add_argument("--cases", default=",".join(CASES))
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda"
+    src = torch.rand(1 << 28, device=dev)
+    dst = torch.empty_like(src)
+    copy_tbs = 2 * src.numel() * 4 / bench(lambda: dst.copy_(src)) / 1e12
+    del src, dst
+    table = Table(copy_tbs)
+    for name in args.cases.split(","):
+        CASES[name](table, dev)
+        torch.cuda.empty_cache()
 
     print(f"\ndevice copy: {copy_tbs:.2f} TB/s (read + write); torch {torch.__version__}, "
           f"triton {triton.__version__}, {torch.cuda.get_device_name()}")
-    print(f"{'case':28} {'ours':>7} {'torch':>7} {'triton':>7} {'/torch':>7} {'/triton':>8} {'/copy':>6}  configs (TB/s)")
-    for r in rows:
-        print(f"{r['case']:28} {r['ours_tbs']:7.2f} {r['torch_tbs']:7.2f} {r['triton_tbs']:7.2f} "
-              f"{r['vs_torch']:7.3f} {r['vs_triton']:8.3f} {r['vs_copy']:6.3f}  {r['configs']}")
+    print(f"{'case':30} {'ours':>7} {'torch':>7} {'triton':>7} {'/torch':>7} {'/triton':>8} {'/copy':>6}  configs (TB/s)")
+    for r in table.rows:
+        print(f"{r['case']:30} {r['ours_tbs']:7.2f} {r['torch_tbs']:7.2f} {r['triton_tbs']:7.2f} "
+              f"{r['vs_torch']:7.3f} {r['vs_triton']:8.3f} {r['vs_copy']:6.3f}  {r['configs']}  triton {r['triton_configs']}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_tbs": copy_tbs, "rows": rows}, f, indent=1)
-
-
-# ----------------------------------------------------------------- `verdigris bench` cases
-# Ours in each configuration main() tries (the suite keeps the best), torch and Triton.
-
-
-def _rows_x_cols(size) -> str:
-    return f"{size[0]}x{size[1]}"
-
-
-def _returns(fn, want, rtol) -> Impl:
-    """A peer that returns its result (torch.softmax, F.layer_norm): timed as it is."""
-    def check():
-        err = relative_error(fn(), want)
-        return None if err <= rtol else f"relative error {err:.2e} > {rtol:.0e}"
-
-    return Impl(fn, check)
-
-
-def _add_case(dtype):
-    def setup(n):
-        a, b = (torch.randn(n, device="cuda", dtype=dtype) for _ in range(2))
-        out = torch.empty_like(a)
-        want = a + b
-        return {
-            "verdigris": {f"BLOCK={blk}": checked(
-                lambda blk=blk: add[vg.cdiv(n, blk)](a, b, out, BLOCK=blk), out, want, 1e-6)
-                for blk in (1024, 4096)},
-            "torch": checked(lambda: torch.add(a, b, out=out), out, want, 1e-6),
-            "triton": checked(lambda: tr_add[(triton.cdiv(n, 4096),)](
-                a, b, out, n, BLOCK=4096, num_warps=8), out, want, 1e-6)}
-
-    return setup
-
-
-for _dtype, _name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
-    case(f"vector add (tile) {_name}", kind="memory", sizes=[1 << k for k in (20, 22, 24, 26, 28)],
-         quick=[1 << 26], work=lambda n, d=_dtype: 3 * n * d.itemsize)(_add_case(_dtype))
-
-
-@case("softmax f32", kind="memory", sizes=[(m, 4096) for m in (1024, 4096, 16384, 32768)],
-      quick=[(32768, 4096)], work=lambda s: 2 * 4 * s[0] * s[1], size_label=_rows_x_cols)
-def bench_softmax(size):
-    m, k = size
-    x = torch.randn(m, k, device="cuda")
-    out = torch.empty_like(x)
-    want = torch.softmax(x.double(), -1)
-    return {"verdigris": {f"{w} warps": checked(
-                lambda w=w: softmax[m](x, out, COLS=k, num_warps=w), out, want, 1e-5)
-                for w in (4, 8)},
-            "torch": _returns(lambda: torch.softmax(x, -1), want, 1e-5),
-            "triton": checked(lambda: tr_softmax[(m,)](x, out, k, k, BLOCK=k, num_warps=8),
-                              out, want, 1e-5)}
-
-
-def _norm_inputs(size):
-    m, k = size
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w, b = (torch.randn(k, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    return m, k, x, w, b, torch.empty_like(x)
-
-
-@case("LayerNorm bf16", kind="memory", sizes=[(m, 8192) for m in (2048, 8192, 16384)],
-      quick=[(16384, 8192)], work=lambda s: 2 * 2 * s[0] * s[1], size_label=_rows_x_cols)
-def bench_layernorm(size):
-    m, k, x, w, b, out = _norm_inputs(size)
-    want = F.layer_norm(x.float(), (k,), w.float(), b.float(), EPS)
-    return {"verdigris": {f"{nw} warps": checked(
-                lambda nw=nw: layernorm[m](x, w, b, out, k, EPS, COLS=k, num_warps=nw),
-                out, want, 1e-2) for nw in (4, 8)},
-            "torch": _returns(lambda: F.layer_norm(x, (k,), w, b, EPS), want, 1e-2),
-            "triton": checked(lambda: tr_layernorm[(m,)](x, w, b, out, k, k, EPS, BLOCK=k,
-                                                         num_warps=8), out, want, 1e-2)}
-
-
-@case("RMSNorm bf16", kind="memory", sizes=[(m, 8192) for m in (2048, 8192, 16384)],
-      quick=[(16384, 8192)], work=lambda s: 2 * 2 * s[0] * s[1], size_label=_rows_x_cols)
-def bench_rmsnorm(size):
-    m, k, x, w, _, out = _norm_inputs(size)
-    want = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS) * w.float()
-    return {"verdigris": {f"{nw} warps": checked(
-                lambda nw=nw: rmsnorm[m](x, w, out, k, EPS, COLS=k, num_warps=nw),
-                out, want, 1e-2) for nw in (4, 8)},
-            "torch": _returns(lambda: F.rms_norm(x, (k,), w, EPS), want, 1e-2),
-            "triton": checked(lambda: tr_rmsnorm[(m,)](x, w, out, k, k, EPS, BLOCK=k,
-                                                       num_warps=8), out, want, 1e-2)}
-
-
-@case("row sum f32", kind="memory", sizes=[(m, 16384) for m in (2048, 8192, 16384)],
-      quick=[(16384, 16384)], work=lambda s: 4 * s[0] * s[1] + 4 * s[0],
-      size_label=_rows_x_cols)
-def bench_row_sum(size):
-    m, k = size
-    x = torch.randn(m, k, device="cuda")
-    out = torch.empty(m, device="cuda")
-    want = x.double().sum(1)
-    return {"verdigris": {f"COLS=4096, {nw} warps": checked(
-                lambda nw=nw: row_sum[m](x, out, COLS=4096, num_warps=nw), out, want, 1e-5)
-                for nw in (4, 8)},
-            "torch": checked(lambda: torch.sum(x, 1, out=out), out, want, 1e-5),
-            "triton": checked(lambda: tr_row_sum[(m,)](x, out, k, k, BLOCK=4096, num_warps=8),
-                              out, want, 1e-5)}
+            json.dump({"copy_tbs": copy_tbs, "rows": table.rows}, f, indent=1)
 
 
 if __name__ == "__main__":
