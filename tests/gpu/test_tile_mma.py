@@ -52,4 +52,7 @@ def test_gemm_fp8(rng, target, tiles):
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm_nt, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, bt, c, 0.25, BM=bm, BN=bn, BK=bk)[2]
     want = 0.25 * a64 @ bt64.T
-    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * 4
+    # wgmma adds fp8 products in the tensor cores' own narrower accumulator (about 2e-3
+    # relative at K = 1024, as measured); mma.sync (sm_80 code) adds them in float32.
+    error = np.linalg.norm(c - want) / np.linalg.norm(want)
+    assert error <= (5e-3 if target == "native" else 1e-6), error

@@ -49,6 +49,8 @@ class MatmulKernel(CudaKernel):
         # per map: the ABI positions of its array's pointer, shapes and strides
         self.slots = [self._slots(abi, m.param) for m in self.maps]
         self._cache: dict = {}
+        if self.shared and self.shared + self.attribute("SHARED_SIZE_BYTES") > 48 * 1024:
+            self._opt_in_shared(self.shared)  # static + dynamic past 48 KiB needs the opt-in
 
     @staticmethod
     def _slots(abi: list, param: str) -> tuple:

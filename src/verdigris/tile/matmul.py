@@ -81,6 +81,10 @@ class Plan:
         return self.staging_offset + self.staging_bytes
 
 
+def _store_bytes(s: X.TileStore) -> int:
+    return prod(padded(s.value.shape)) * s.array.dtype.itemsize
+
+
 def _walk(kernel):
     from ..frontend import walk
 
@@ -152,7 +156,9 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     streamed = {id(d) for p in result.pipelines.values() for d in p.dots}
     sizes = [_staging_bytes(node, result.dots[id(node)]) for node in _walk(kernel)
              if isinstance(node, X.TileDot) and id(node) not in streamed]
-    result.staging_bytes = max(sizes, default=0)
+    # Stores go through shared memory from offset 0 (`MmaLowering._through_shared`).
+    stores = [_store_bytes(n) for n in _walk(kernel) if isinstance(n, X.TileStore)]
+    result.staging_bytes = max(max(sizes, default=0), max(stores, default=0) - result.staging_offset)
     if result.dynamic_shared > MAX_DYNAMIC_SHARED:
         raise CompileError(f"the matrix products of {kernel.name} need {result.dynamic_shared} "
                            f"bytes of shared memory, more than a block has "
@@ -236,10 +242,50 @@ class MmaLowering(TileLowering):
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
     def _tile_store(self, s: X.TileStore) -> None:
-        """Tiles are stored from the layout they are in: a product's registers go out where
-        the product left them (no conversion through the small static buffers)."""
+        """A tile in a product's layout (2 consecutive elements per thread) goes to the
+        default layout through dynamic shared memory first, so that the global stores are
+        16-byte vectors, coalesced; other tiles are stored from the layout they are in."""
         self._writable(s)
-        memory.store(self, s, self.tile(s.value))
+        value = self.tile(s.value)
+        default = self.default(s.value.shape)
+        if value.layout != default and value.layout.vector_width() < default.vector_width() \
+                and _store_bytes(s) <= self.plan.dynamic_shared:
+            value = self._through_shared(value, default, s.array.dtype)
+        memory.store(self, s, value)
+
+    def _through_shared(self, value: TileValue, layout: Layout, dtype) -> TileValue:
+        """`value` in `layout`, through the swizzled format at the start of dynamic shared
+        memory (free between products: every user of it ends with a barrier, and a streamed
+        loop's last stage is read before its end; the barrier first covers other warps)."""
+        from ..codegen.dtypes import mem_type, to_mem, to_reg
+
+        b = self.b
+        shape = value.layout.shape
+        stored = operand.Stored(prod(shape[:-1]), shape[-1], dtype.itemsize)
+        base = self.shared_dynamic(0)
+
+        def pointer(coords):
+            row = _c(0)
+            for c, n in zip(coords[:-1], shape[:-1]):
+                row = b.add(b.mul(row, _c(n)), c)
+            offset = stored.chunk_offset(b, row, coords[-1])
+            return b.gep(base, [b.zext(offset, I64)], inbounds=True, source_etype=I8)
+
+        self.barrier()
+        width = value.layout.vector_width()
+        for r0 in range(0, value.layout.num_regs, width):
+            for j in range(width):
+                word = to_mem(b, dtype, value.regs[r0 + j])
+                b.store(word, pointer(self.coords(value.layout, r0 + j)), align=dtype.itemsize)
+        self.barrier()
+        width = min(layout.vector_width(), 16 // dtype.itemsize)
+        vector = ir.VectorType(mem_type(dtype), width)
+        regs = []
+        for r0 in range(0, layout.num_regs, width):
+            got = b.load(pointer(self.coords(layout, r0)), typ=vector, align=width * dtype.itemsize)
+            regs += [to_reg(b, dtype, b.extract_element(got, _c(j))) for j in range(width)]
+        self.barrier()
+        return TileValue(layout, regs, value.dtype)
 
     def shared_dynamic(self, offset: int) -> ir.Value:
         """A pointer `offset` bytes into the kernel's dynamic shared memory."""
@@ -399,7 +445,7 @@ def _wgmma(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored, b
     a_bits, b_bits = a_stored.descriptor_bits(a_kmajor), b_stored.descriptor_bits(b_kmajor)
     k_total = a_stored.cols if a_kmajor else a_stored.rows
     count = g.inst_n // 2
-    regs = list(acc)
+    regs = ptx.pin(em, list(acc))
     one = ir.Constant(I32, 1)
     ptx.wgmma_fence(em)
     for ks in range(k_total // k_step):
@@ -415,8 +461,10 @@ def _wgmma(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored, b
                     em, dot.kind, dot.kind, g.inst_n, regs[first:first + count], desc_a, desc_b, one,
                     int(not a_kmajor), int(not b_kmajor))
     ptx.wgmma_commit(em)
-    ptx.wgmma_wait(em, low.pending)
-    return regs
+    if low.pending:  # a streamed loop: its end waits for the rest (`pipeline`)
+        ptx.wgmma_wait(em, low.pending)
+        return regs
+    return ptx.wgmma_wait(em, 0, regs)
 
 
 def _start(b, stored: operand.Stored, k_major: bool, mn0: ir.Value, k0: int, size: int) -> ir.Value:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I32, I64
+from ..codegen.dtypes import FLOAT, I32, I64
 from ..ir import nodes as N
 from ..ir import tiles as X
 from . import operand, ptx
@@ -76,6 +76,11 @@ class Pipeline:
     @property
     def dots(self) -> tuple:
         return (self.dot,)
+
+    @property
+    def accumulator(self) -> str:
+        """The variable the loop accumulates into."""
+        return self.loop.body[-1].name
 
     @property
     def stage_bytes_used(self) -> int:
@@ -277,7 +282,10 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
     i.add_incoming(b.add(i, _c(1)), b.block)
     b.branch(header)
     b.position_at_end(done)
-    ptx.wgmma_wait(em, 0)
+    _, slots = low.tile_slots[p.accumulator]
+    acc = ptx.wgmma_wait(em, 0, [b.load(slot, typ=FLOAT) for slot in slots])
+    for value, slot in zip(acc, slots):
+        b.store(value, slot)
     # Python leaves the loop variable at its last value.
     _if(low, b.icmp_signed(">", trips, _c(0)), lambda: set_var(b.sub(trips, _c(1))))
 

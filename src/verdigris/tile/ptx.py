@@ -81,6 +81,16 @@ def pack_half2(em, lo: ir.Value, hi: ir.Value, ptx_type: str) -> ir.Value:
 # ----------------------------------------------------------------------------- wgmma
 
 
+def pin(em, values: list) -> list:
+    """`values` in registers here: an empty side-effecting asm that outputs them, so no
+    later instruction materializes them (a constant's `mov` after `wgmma.fence` would make
+    ptxas serialize every wgmma of the kernel)."""
+    count = len(values)
+    constraints = ",".join(["=f"] * count + [str(i) for i in range(count)])
+    out = _asm(em, ir.LiteralStructType([FLOAT] * count), "", constraints, values)
+    return _fields(em, out, count)
+
+
 def wgmma_fence(em) -> None:
     _asm(em, ir.VoidType(), "wgmma.fence.sync.aligned;", "~{memory}", [])
 
@@ -89,8 +99,17 @@ def wgmma_commit(em) -> None:
     _asm(em, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [])
 
 
-def wgmma_wait(em, pending: int) -> None:
-    _asm(em, ir.VoidType(), f"wgmma.wait_group.sync.aligned {pending};", "~{memory}", [])
+def wgmma_wait(em, pending: int, accumulators: list = ()) -> list:
+    """`wgmma.wait_group pending`; the accumulators of the completed products pass through
+    it, so no instruction reading them can be moved above the wait."""
+    text = f"wgmma.wait_group.sync.aligned {pending};"
+    if not accumulators:
+        _asm(em, ir.VoidType(), text, "~{memory}", [])
+        return []
+    count = len(accumulators)
+    constraints = ",".join(["=f"] * count + [str(i) for i in range(count)]) + ",~{memory}"
+    out = _asm(em, ir.LiteralStructType([FLOAT] * count), text, constraints, list(accumulators))
+    return _fields(em, out, count)
 
 
 # operand dtype name -> (k per instruction, PTX type); transposes exist for 16-bit types only
