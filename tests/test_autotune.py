@@ -153,3 +153,35 @@ def test_bad_configs_and_keys_are_refused(configs, key, message):
 def test_autotune_decorates_kernels_only():
     with pytest.raises(LaunchError, match="decorates a kernel"):
         vg.autotune(configs=[{}], key=[])(lambda x: x)
+
+
+def test_cuda_path_on_the_fake_driver(tmp_path):
+    """The GPU path without a GPU (tests/fakecuda: launches are recorded, not run): CUDA-event
+    timing of every config, the written arrays copied and put back, one line, the winner
+    launched, then taken from the disk cache by the next process."""
+    fakecuda = pytest.importorskip("tests.fakecuda")
+    if fakecuda.library_dir() is None:
+        pytest.skip("needs a C compiler")
+    code = """
+import numpy as np
+import verdigris as vg
+from tests.fakecuda import last_launch
+from tests.fakecuda.kernels import add
+tuned = vg.autotune(configs=[{"BLOCK": 256}, {"BLOCK": 1024, "num_warps": 2}], key=["a"])(add)
+a = vg.asarray(np.arange(5000, dtype=np.float32))
+out = vg.asarray(np.zeros(5000, np.float32))
+tuned[lambda meta: vg.cdiv(meta["a"].shape[0], meta["BLOCK"])](a, a, out)
+launch = last_launch()
+print("LAUNCH", launch.grid[0], launch.block[0])
+print("OUT", float(out.numpy()[1]))
+"""
+    first = fakecuda.run(code, VERDIGRIS_CACHE_DIR=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "verdigris: autotuned add for a=(5000,)" in first.stderr and "BLOCK=1024 num_warps=2" in first.stderr
+    grid, block = map(int, first.stdout.split("LAUNCH")[1].split()[:2])
+    winner = first.stderr.split("-> ")[1].split()[0]  # the fake's timings are wall-clock noise
+    assert (grid, block) == {"BLOCK=256": (20, 32), "BLOCK=1024": (5, 64)}[winner]
+    assert "OUT 0.0" in first.stdout  # put back after timing (the fake driver runs nothing)
+    second = fakecuda.run(code, VERDIGRIS_CACHE_DIR=str(tmp_path))
+    assert second.returncode == 0, second.stderr
+    assert "autotuned" not in second.stderr and second.stdout.split("LAUNCH")[1].split()[0] == str(grid)

@@ -136,6 +136,8 @@ f32, bf16, f16, i32 = T.float32, T.bfloat16, T.float16, T.int32
 SPECS = {
     "add_f32": (add, dict(a=arr(f32), b=arr(f32), out=arr(f32), BLOCK=4096)),
     "add_bf16": (add, dict(a=arr(bf16), b=arr(bf16), out=arr(bf16), BLOCK=4096)),
+    "add_i8_pairs": (add, dict(a=arr(T.int8), b=arr(T.int8), out=arr(T.int8), BLOCK=64)),  # 2 per thread
+    "add_f64": (add, dict(a=arr(T.float64), b=arr(T.float64), out=arr(T.float64), BLOCK=512)),
     "elementwise": (elementwise, dict(x=arr(f32), y=arr(f32), out=arr(f32), flags=arr(i32),
                                       scale=f32, BLOCK=300)),
     "block_2d": (block_2d, dict(x=arr(f16, 2, False, False), out=arr(f16, 2), R=8, C=64)),

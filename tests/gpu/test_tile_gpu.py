@@ -39,8 +39,8 @@ def close(got, want, rtol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.nanmax(np.abs(want)))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
-@pytest.mark.parametrize("n,block", [(1 << 20, 4096), (100_003, 1024), (77, 128)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int8, np.float64])
+@pytest.mark.parametrize("n,block", [(1 << 20, 4096), (100_003, 1024), (77, 128), (1000, 64)])
 def test_vector_add_is_bitwise(rng, dtype, n, block):
     a, b = ((rng.standard_normal(n) * 100).astype(dtype) for _ in range(2))
     gpu, cpu = run_both(add, vg.cdiv(n, block), dict(a=a, b=b, out=a.copy(), BLOCK=block), ("out",))

@@ -169,13 +169,13 @@ def load_group(low, items: list) -> list:
 
 class _Words:
     """How `width` consecutive elements of `dtype` travel from a load to their first use:
-    as one vector load of 32-bit words (64-bit for 8-byte dtypes) when `width > 1`, each
-    word holding `per_word` elements; when `width` is 1, element by element."""
+    as one vector load of words of up to 32 bits (64 for 8-byte dtypes) when `width > 1`,
+    each word holding `per_word` elements; when `width` is 1, element by element."""
 
     def __init__(self, dtype, width: int):
         self.dtype, self.width = dtype, width
         self.bits = 8 * dtype.itemsize
-        self.word = ir.IntType(max(32, self.bits)) if width > 1 else None
+        self.word = ir.IntType(max(self.bits, min(32, self.bits * width))) if width > 1 else None
         self.per_word = self.word.width // self.bits if width > 1 else 1
 
     def load(self, b, access, r0: int) -> list:
