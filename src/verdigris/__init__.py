@@ -80,6 +80,14 @@ def synchronize(device: int = 0) -> None:
         driver.synchronize(device)
 
 
+def load_bundle(path):
+    """The kernel in a bundle file (`kernel.compile_aot(...).save(path)` or `verdigris compile
+    --emit bundle`), launched like the kernel it came from, without the compiler."""
+    from .runtime.bundle import load_bundle
+
+    return load_bundle(path)
+
+
 def __getattr__(name):
     if name == "Array":  # imported lazily: it pulls in the driver bindings
         from .runtime.arrays import Array

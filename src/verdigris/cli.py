@@ -20,7 +20,7 @@ from pathlib import Path
 from . import types as T
 from .errors import Error
 
-EMITS = ("ir", "llvm", "llvm-opt", "ptx", "sass")
+EMITS = ("ir", "llvm", "llvm-opt", "ptx", "sass", "bundle")
 TARGETS = ("sm_80", "sm_89", "sm_90", "sm_90a")
 
 
@@ -171,21 +171,26 @@ def cmd_compile(args) -> int:
         params = ", ".join(p.name + (" (constexpr)" if p.constexpr else "") for p in kernel.params)
         raise UsageError(f"give the argument types with --sig, one per parameter: {params}; "
                          "e.g. --sig 'f32, f32[::1], f32[::1], f32[::1]'")
-    start = time.perf_counter()
     block = tuple(int(b) for b in args.block.split(",")) if args.block else None
+    if args.emit == "bundle":
+        return _compile_bundle(kernel, args, block)
+    target = (args.target or ["sm_90"])[-1]
+    if target == "ptx":
+        raise UsageError("--target ptx is for bundles (--emit bundle)")
+    start = time.perf_counter()
     ir = kernel.specialize_types(parse_signature(kernel, args.sig), block)
     timings = {"frontend": time.perf_counter() - start}
     if args.emit == "ir":
         output = format_kernel(ir)
     elif args.emit == "llvm":
-        output = codegen.lower_to_llvm(ir, args.target)
+        output = codegen.lower_to_llvm(ir, target)
     else:
-        compiled = codegen.compile_to_ptx(ir, args.target)
+        compiled = codegen.compile_to_ptx(ir, target)
         timings.update(compiled.timings)
         output = compiled.llvm_ir if args.emit == "llvm-opt" else compiled.ptx
         if args.emit == "sass":
             start = time.perf_counter()
-            output = codegen.disassemble(codegen.assemble(compiled.ptx, args.target))
+            output = codegen.disassemble(codegen.assemble(compiled.ptx, target))
             timings["ptxas+disassemble"] = time.perf_counter() - start
     if args.out:
         Path(args.out).write_text(output)
@@ -194,6 +199,30 @@ def cmd_compile(args) -> int:
     if args.time:
         for stage, seconds in timings.items():
             print(f"{stage:>20}: {seconds * 1e3:8.2f} ms", file=sys.stderr)
+    return 0
+
+
+def _compile_bundle(kernel, args, block) -> int:
+    """`--emit bundle`: the kernel compiled for --sig (several signatures: separate them
+    with ';') and each --target, written to --out for `vg.load_bundle`."""
+    if not args.out:
+        raise UsageError("--emit bundle writes a file: give it with --out, e.g. --out k.vgb")
+    if kernel.track == "simt" and block is None:
+        raise UsageError("a SIMT kernel is compiled for its block: give --block, e.g. 256")
+    grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
+    signatures = [sig for sig in args.sig.split(";") if sig.strip()]
+    for sig in signatures:
+        parse_signature(kernel, sig)  # a usage error before anything compiles
+    start = time.perf_counter()
+    bundle = kernel.compile_aot(signatures, block=block, grid=grid,
+                                targets=tuple(args.target or ["sm_90"]))
+    bundle.save(args.out)
+    if args.time:
+        print(f"{'bundle':>20}: {(time.perf_counter() - start) * 1e3:8.2f} ms "
+              f"({len(signatures)} signature(s) x {len(args.target or ['sm_90'])} target(s))",
+              file=sys.stderr)
+    print(f"wrote {args.out}: {kernel.__name__}, {len(bundle.manifest['specializations'])} "
+          f"specialization(s), {len(bundle.images)} image(s)")
     return 0
 
 
@@ -318,8 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--emit", choices=EMITS, default="ptx")
     comp.add_argument("--block", help="specialize for this block shape, e.g. 256 or 16,16 "
                                       "(as a launch does)")
-    comp.add_argument("--target", choices=TARGETS, default="sm_90")
-    comp.add_argument("--out", help="write to this file instead of stdout")
+    comp.add_argument("--target", choices=TARGETS + ("ptx",), action="append",
+                      help="the GPU architecture (default sm_90); for --emit bundle, give it "
+                           "once per target ('ptx': PTX the driver compiles at load)")
+    comp.add_argument("--grid", help="--emit bundle: a grid the kernel will be launched with "
+                                     "(which axes have one block), e.g. 1024 or 64,64")
+    comp.add_argument("--out", help="write to this file instead of stdout (a bundle: "
+                                    "vg.load_bundle loads it)")
     comp.add_argument("--time", action="store_true", help="print stage timings on stderr")
     comp.set_defaults(run=cmd_compile)
     check = sub.add_parser("check", help="find kernels and launch sites in source files, "

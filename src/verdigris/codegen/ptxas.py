@@ -3,12 +3,15 @@
 Takes: PTX text and the GPU architecture to assemble for (`sm_86`: any ptxas knows; PTX
 for a `TARGETS` target assembles for that architecture and, without an `a` suffix, later
 ones), or a cubin. Gives: `ptxas_path()`, `ptxas_available()`, `assemble(ptx, arch) ->
-bytes` and `disassemble(cubin) -> str`. Guarantees: the tools are looked up once
-(`toolkit`); a missing tool raises `BackendError` saying what to install; PTX that ptxas
-rejects raises `CompileError` with ptxas's message (a compiler bug, never the user's).
+bytes` (the ptxas program), `nvjitlink_available()` and `link(ptx, arch) -> bytes` (the
+same through the nvJitLink library, in this process), and `disassemble(cubin) -> str`.
+Guarantees: the tools are looked up once (`toolkit`); a missing tool raises `BackendError`
+saying what to install; PTX that ptxas or nvJitLink rejects raises `CompileError` with its
+message (a compiler bug, never the user's).
 """
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -49,6 +52,42 @@ def assemble(ptx: str, arch: str) -> bytes:
         source.write_text(ptx)
         _run([ptxas, f"-arch={arch}", "-o", str(cubin), str(source)], CompileError)
         return cubin.read_bytes()
+
+
+@functools.cache
+def nvjitlink_available() -> bool:
+    """Whether NVIDIA's nvJitLink library (the `nvidia-nvjitlink` wheel, or a toolkit's)
+    can be loaded: PTX -> cubin in this process, without starting ptxas."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        nvjitlink.version()
+    except Exception:  # no cuda-bindings, or no library: cuda-pathfinder raises its own
+        return False
+    return True
+
+
+def link(ptx: str, arch: str) -> bytes:
+    """The cubin nvJitLink makes of `ptx` for `arch` (what `assemble` gives, in process)."""
+    from cuda.bindings import nvjitlink
+
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise CompileError(f"{arch!r} is not a GPU architecture (such as sm_90)")
+    data = ptx.encode()
+    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        try:
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            raise CompileError(f"nvJitLink failed:\n{log.rstrip(bytes(1)).decode()}") from None
+        cubin = bytes(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return cubin
+    finally:
+        nvjitlink.destroy(handle)
 
 
 def disassemble(cubin: bytes) -> str:

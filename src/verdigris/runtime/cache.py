@@ -8,8 +8,9 @@ Where: `$VERDIGRIS_CACHE_DIR` if set, else `$XDG_CACHE_HOME/verdigris`, else
 `~/.cache/verdigris`; one file per key.
 
 Guarantees:
-- The key is the SHA-256 of source, `repr(spec_key)`, target, and the verdigris and
-  llvmlite versions, so a new compiler never reads an old compiler's output.
+- The key is the SHA-256 of source, `repr(spec_key)`, target, and a fingerprint of the
+  compiler (verdigris's source files and llvmlite's library: path, size, mtime), so a new
+  or edited compiler never reads an older one's output.
 - Writes are atomic (a private temporary file, then `os.replace`): a reader sees a whole
   entry or none, also with several processes writing the same key.
 - The cache never breaks compilation: an unreadable or unwritable directory reads as a
@@ -33,15 +34,26 @@ def cache_dir() -> str:
 
 @functools.cache
 def _compiler_versions() -> str:
-    from importlib import metadata
+    """verdigris's source files and llvmlite's library, by name, size and mtime: a changed
+    compiler (an edited checkout too) never reads an older one's output. Imports nothing."""
+    import importlib.util
 
-    import llvmlite
+    entries = []
+    for folder, _, files in os.walk(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+        entries += _stamps(folder, [f for f in files if f.endswith(".py")])
+    spec = importlib.util.find_spec("llvmlite")
+    if spec is not None and spec.submodule_search_locations:
+        binding = os.path.join(next(iter(spec.submodule_search_locations)), "binding")
+        entries += _stamps(binding, [f for f in os.listdir(binding) if "llvmlite" in f])
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
 
-    try:
-        verdigris = metadata.version("verdigris")
-    except metadata.PackageNotFoundError:  # running from a source tree
-        verdigris = "source"
-    return f"verdigris {verdigris}; llvmlite {llvmlite.__version__}"
+
+def _stamps(folder: str, names: list) -> list:
+    out = []
+    for name in names:
+        stat = os.stat(os.path.join(folder, name))
+        out.append(f"{folder}/{name} {stat.st_size} {stat.st_mtime_ns}")
+    return out
 
 
 def key(source: str, spec_key, target: str) -> str:

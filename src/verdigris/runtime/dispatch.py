@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -69,8 +70,17 @@ class Specialization:
     bounds_guard: object = None
     binder: object = None  # (values, infos, fault block) -> ABI-ordered values (launch_cuda)
     key: tuple = ()  # the specialization key it was built for (`KernelFunction.spec_key`)
+    timings: dict = field(default_factory=dict)  # stage -> seconds (frontend, safety)
+    # What a bundle's specialization (runtime.bundle) has in place of its IR: the loader of
+    # its images, (spec, device, checked=) -> CudaKernel; the launch block of a tile kernel;
+    # the line that writes each array.
+    load: object = None
+    launch_block: tuple | None = None
+    write_locs: dict | None = None
 
     def write_loc(self, name: str) -> Loc:
+        if self.write_locs is not None:
+            return self.write_locs.get(name)
         from ..frontend import WRITE_NODES, walk
 
         return next((n.loc for n in walk(self.kernel.body)
@@ -174,9 +184,7 @@ class KernelFunction:
         """What a compiled form depends on: the block shape, the grid axes with one block
         (the race proofs use both; axis 0 only for tile kernels, where one block storing a
         fixed tile is a common, race-free launch), then one entry per argument."""
-        key = [block, None if grid is None else
-               (0,) * (grid[0] == 1 and self.track == "tile") + (1,) * (grid[1] == 1)
-               + (2,) * (grid[2] == 1)]
+        key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
                 key.append(("c", _hashable(v, p.name, self.__name__)))
@@ -186,6 +194,20 @@ class KernelFunction:
             else:
                 key.append(("s", _scalar_dtype(v, p.name, self.__name__).name))
         return tuple(key)
+
+    def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
+        """The grid axes launched with one block, as specialization keys hold them."""
+        return None if grid is None else (
+            (0,) * (grid[0] == 1 and self.track == "tile") + (1,) * (grid[1] == 1)
+            + (2,) * (grid[2] == 1))
+
+    def compile_aot(self, signatures, *, block=None, grid=None, targets=("sm_90",)):
+        """A `runtime.bundle.Bundle` of this kernel compiled for `signatures` (one or a list,
+        as `verdigris compile --sig` writes them, or dicts of parameter -> type) and
+        `targets`; `vg.load_bundle` launches it later without the compiler."""
+        from .bundle import compile_aot
+
+        return compile_aot(self, signatures, block=block, grid=grid, targets=targets)
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
@@ -202,16 +224,20 @@ class KernelFunction:
     def specialization(self, key: tuple) -> Specialization:
         spec = self._specializations.get(key)
         if spec is None:
+            start = time.perf_counter()
             kernel = self.build(key)
-            from .. import safety
+            built = time.perf_counter()
+            from . import proofs
 
-            safety.check(kernel)  # once per specialization, never on the launch path
             names = [p.name for p in self.params]
+            # once per specialization (the disk cache keeps the verdict), never per launch
+            bounds_guard = proofs.check(kernel, key, names)
             arrays = tuple(i for i, k in enumerate(key[2:]) if k[0] == "a")
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
-                bounds_guard=safety.bounds.launch_guard(kernel, names), key=key)
+                bounds_guard=bounds_guard, key=key,
+                timings={"frontend": built - start, "safety": time.perf_counter() - built})
             self._specializations[key] = spec
         return spec
 
@@ -248,9 +274,11 @@ class KernelFunction:
             from . import launch_cuda
 
             if block is None:  # a tile kernel: the block its lowering chose
-                from ..tile.lower import launch_block
+                block = spec.launch_block
+                if block is None:
+                    from ..tile.lower import launch_block
 
-                block = launch_block(spec.kernel)
+                    block = spec.launch_block = launch_block(spec.kernel)
             return launch_cuda.launch(self, spec, grid, block, values, infos, stream)
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:

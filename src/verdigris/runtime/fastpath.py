@@ -180,7 +180,7 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         w.check(f"({condition})" if plan.checked else f"not ({condition})")
     _alias_check(w, spec, facts)
     _stream(w, plan)
-    _launch(w, plan, _abi_values(w, spec, facts))
+    _launch(w, plan, _abi_values(w, plan, facts))
 
 
 _GUARD_ATOMS = re.compile(r"infos\[(\d+)\]\.shape\[(\d+)\]|values\[(\d+)\]|(grid|block)\[(\d)\]")
@@ -286,15 +286,15 @@ def _stream(w: _Writer, plan) -> None:
                     "else _handle(stream)")
 
 
-def _abi_values(w: _Writer, spec, facts: dict) -> list:
+def _abi_values(w: _Writer, plan, facts: dict) -> list:
     """The ABI values in order, as source (scalars stored as raw bits are converted)."""
     from .module import scalar_converter
 
     out = []
-    for index, role, axis in spec.abi_slots:
+    for (index, role, axis), param in zip(plan.spec.abi_slots, plan.compiled.packer.abi):
         if role == "scalar":
             name = w.names[index]
-            convert = scalar_converter(spec.kernel.param(name).dtype)
+            convert = scalar_converter(param.dtype)
             if convert is not None:
                 w.env[f"_cv{index}"] = convert
                 name = f"_cv{index}({name})"

@@ -5,8 +5,11 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
 - Every array argument is device memory of one GPU; a host array or a mix of devices is a
   `LaunchError` that says how to fix it.
 - A specialization is compiled once per device: PTX from the code generator, assembled to a
-  cubin by ptxas where present (else the driver JIT-compiles the PTX), both kept in the disk
-  cache under a key of the IR's text, the target and the compiler versions.
+  cubin by the first of `assemblers()` (nvJitLink in process, ptxas, the driver's JIT;
+  `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
+  target and the compiler's fingerprint. `VERDIGRIS_LOG=compile` prints each compile's
+  stages (frontend, safety, lower, libdevice, optimize, emit, assembly, load) on stderr;
+  the loaded kernel keeps them in `.timings`.
 - `kernel.facts["noalias"]` is set because every launch passes the alias check first.
 - Bounds: every kernel takes one hidden argument after its ABI parameters, the device's
   fault block (`faults`, `codegen.checks`). A fault an earlier kernel recorded is raised
@@ -19,16 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from dataclasses import dataclass
 
-from ..errors import LaunchError
+from ..errors import BackendError, LaunchError
 from .. import types as T
 from ..ir import abi_params
 from ..ir.abi import AbiParam
 from ..ir.printer import format_kernel
 from . import cache, driver, faults, streams
-from .module import CudaKernel, CudaModule
+from .module import CudaKernel, CudaModule, jit_cubin
 
 # The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
 PTX_TARGETS = ((9, 0, "sm_90"), (8, 9, "sm_89"), (8, 0, "sm_80"))
@@ -75,8 +79,8 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream) -> Plan:
     checked = spec.bounds_guard is not None and not spec.bounds_guard(values, infos, grid, block)
     variant = (device, "checked") if checked else device
     compiled = spec.compiled.get(variant)
-    if compiled is None:
-        compiled = spec.compiled[variant] = _compile(spec, device, checked=checked)
+    if compiled is None:  # compile it, or load it from a bundle (`runtime.bundle`)
+        compiled = spec.compiled[variant] = (spec.load or _compile)(spec, device, checked=checked)
     binder = spec.binder
     if binder is None:
         binder = spec.binder = abi_binder(spec.abi_slots)
@@ -129,34 +133,100 @@ def _raise_device(kernel_fn, info, i: int, device) -> None:
 def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     """`checked`: the variant with every access checked, for launches that break the
     preconditions of the bounds proofs."""
-    from .. import codegen
     from ..codegen import checks
 
     props = driver.properties(device)
     target = ptx_target(props.cc)
-    spec.kernel.facts["noalias"] = True
-    kernel = dataclasses.replace(spec.kernel, facts={**spec.kernel.facts, "in_bounds": frozenset()}) \
-        if checked else spec.kernel
     arch = target if target.endswith("a") else f"sm_{props.cc[0]}{props.cc[1]}"
-    key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
-                    f"{target}->{arch}")
-    image = cache.get(key)
-    log = os.environ.get("VERDIGRIS_LOG", "") == "compile"
-    if image is None:
-        start = time.perf_counter()
-        compiled = codegen.compile_to_ptx(kernel, target)
-        image = codegen.assemble(compiled.ptx, arch) if codegen.ptxas_available() \
-            else compiled.ptx.encode()
-        cache.put(key, image)
-        if log:
-            stages = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in compiled.timings.items())
-            print(f"verdigris: compiled {spec.kernel.name} for {arch} in "
-                  f"{(time.perf_counter() - start) * 1e3:.1f} ms ({stages} ms)")
-    elif log:
-        print(f"verdigris: {spec.kernel.name} for {arch} from the disk cache")
+    kernel, image, timings = build_image(spec, target, arch, checked, device)
     faults.register(checks.kernel_id(kernel), kernel.name,
                     [(n.loc, n.array.name) for n in checks.sites(kernel)])
     from .tensormap import cuda_kernel  # tile matrix products: shared memory, TMA maps
 
-    return cuda_kernel(kernel, target, CudaModule(image, device), codegen.entry_symbol(kernel.name),
-                       abi_params(kernel) + [FAULT_PARAM])
+    start = time.perf_counter()
+    loaded = cuda_kernel(kernel, target, CudaModule(image, device), _entry_symbol(kernel.name),
+                         abi_params(kernel) + [FAULT_PARAM])
+    timings["load"] = time.perf_counter() - start
+    loaded.timings = timings
+    if os.environ.get("VERDIGRIS_LOG", "") == "compile":
+        print(f"verdigris: {spec.kernel.name}{' (checked)' if checked else ''} for {arch} in "
+              f"{sum(timings.values()) * 1e3:.1f} ms: "
+              + ", ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in timings.items()),
+              file=sys.stderr)
+    return loaded
+
+
+def build_image(spec, target: str, arch: str, checked: bool, device: int | None = None):
+    """(the kernel variant, its cubin for `arch` from PTX for `target`, stage timings), from
+    the disk cache or the compiler. Without a `device` (ahead of time) the driver's JIT is
+    not a route: with neither nvJitLink nor ptxas, or for `arch` "ptx", the image is the PTX
+    text itself."""
+    from .. import codegen
+    from ..codegen import checks
+
+    spec.kernel.facts["noalias"] = True  # every launch passes the alias check first
+    kernel = dataclasses.replace(spec.kernel, facts={**spec.kernel.facts, "in_bounds": frozenset()}) \
+        if checked else spec.kernel
+    key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
+                    f"{target}->{arch}")
+    timings = dict(spec.timings)  # frontend and safety, from dispatch
+    start = time.perf_counter()
+    image = cache.get(key)
+    if image is None:
+        compiled = codegen.compile_to_ptx(kernel, target)
+        timings.update(compiled.timings)
+        start = time.perf_counter()
+        assembler, image = assemble(compiled.ptx, arch, device)
+        if assembler != "ptx":
+            cache.put(key, image)
+        timings[assembler] = time.perf_counter() - start
+    else:
+        timings["disk cache"] = time.perf_counter() - start
+    return kernel, image, timings
+
+
+def _entry_symbol(name: str) -> str:
+    """`codegen.entry_symbol(name)`; a plain ASCII identifier is its own symbol, which spares
+    a cached kernel's launch the import of the lowering."""
+    if name.isascii() and name.isidentifier() and name != "_":
+        return name
+    from .. import codegen
+
+    return codegen.entry_symbol(name)
+
+
+def assemblers() -> list:
+    """The PTX -> cubin routes present, fastest first (`VERDIGRIS_ASSEMBLER` names one):
+    the nvJitLink library in this process, the ptxas program, the driver's JIT."""
+    from .. import codegen
+    from ..codegen import ptxas
+
+    present = {"nvjitlink": ptxas.nvjitlink_available, "ptxas": codegen.ptxas_available,
+               "driver": lambda: True}
+    chosen = os.environ.get("VERDIGRIS_ASSEMBLER", "")
+    if chosen:
+        if chosen not in present:
+            raise BackendError(f"VERDIGRIS_ASSEMBLER={chosen!r}: choose one of "
+                               f"{', '.join(present)}")
+        return [chosen]
+    return [name for name in ASSEMBLER_ORDER if present[name]()]
+
+
+ASSEMBLER_ORDER = ("nvjitlink", "ptxas", "driver")
+
+
+def assemble(ptx: str, arch: str, device: int | None) -> tuple:
+    """(route, cubin) for `ptx`, by the first route of `assemblers()` (without a device,
+    the first but the driver's; ("ptx", the PTX) when none is left)."""
+    from .. import codegen
+    from ..codegen import ptxas
+
+    routes = [r for r in assemblers() if device is not None or r != "driver"]
+    route = routes[0] if routes and arch != "ptx" else "ptx"
+    if route == "ptx":
+        return route, ptx.encode()
+    if route == "nvjitlink":
+        return route, ptxas.link(ptx, arch)
+    if route == "ptxas":
+        return route, codegen.assemble(ptx, arch)
+    return route, jit_cubin(ptx, device)

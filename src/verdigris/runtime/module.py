@@ -2,7 +2,8 @@
 
 Takes: a PTX text or cubin image, an entry name, the kernel's ABI (`ir.abi.abi_params`).
 Gives: `CudaModule(image, device)`, `CudaKernel(module, name, abi)` with
-`launch(grid, block, values, stream=0, shared_bytes=0)`, and `ArgPacker(abi)`.
+`launch(grid, block, values, stream=0, shared_bytes=0)`, `ArgPacker(abi)`, and
+`jit_cubin(ptx, device)` (the driver's JIT compiler, as a cubin).
 
 Guarantees:
 - The module is loaded in the device's primary context; a PTX error from the driver's JIT
@@ -122,6 +123,31 @@ class ArgPacker:
                 return LaunchError(f"argument {p.symbol} = {value!r} does not fit "
                                    f"{p.dtype.name}")
         return LaunchError("the arguments could not be packed")
+
+
+def jit_cubin(ptx: str, device: int = 0) -> bytes:
+    """The cubin the driver's JIT compiler makes of `ptx` for `device` (cuLink*): what
+    ptxas would give, without a toolkit. Raises BackendError with the JIT's log."""
+    drv = driver.api()
+    data = ptx.encode() + b"\0"
+    error_log = bytearray(_JIT_LOG_BYTES)
+    option = drv.CUjit_option
+    with driver.on_device(device):
+        state = driver.check(drv.cuLinkCreate(
+            2, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+            [error_log, _JIT_LOG_BYTES]), "cuLinkCreate")
+        try:
+            (err,) = drv.cuLinkAddData(state, drv.CUjitInputType.CU_JIT_INPUT_PTX, data,
+                                       len(data), b"kernel.ptx", 0, None, None)
+            if not err:
+                err, address, size = drv.cuLinkComplete(state)
+            if err:
+                log = error_log.split(b"\0", 1)[0].decode(errors="replace").strip()
+                raise BackendError(f"the driver could not compile the PTX: "
+                                   f"{driver.error_name(err)}" + (f"\n{log}" if log else ""))
+            return ctypes.string_at(int(address), size)
+        finally:
+            drv.cuLinkDestroy(state)
 
 
 class CudaModule:

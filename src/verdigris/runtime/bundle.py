@@ -1,0 +1,301 @@
+"""Ahead-of-time bundles: a kernel's compiled specializations in one file, launched later
+without the compiler.
+
+Takes: a kernel, argument types (signatures as `verdigris compile --sig` writes them, e.g.
+"f32, f32[::1], f32[::1], f32[::1]", or dicts of parameter -> `ArrayType`, `DType` or
+constexpr value), the block (SIMT kernels), a representative grid (which axes have one
+block: the race proofs use it; default, many blocks along x only) and targets (`sm_80`,
+`sm_89`, `sm_90`, `sm_90a`, and "ptx": PTX for sm_80 that the driver compiles at load, for
+GPUs newer than every cubin). Gives: `compile_aot(kernel, signatures, block=, grid=,
+targets=) -> Bundle` (also `KernelFunction.compile_aot`), `Bundle.save(path)`,
+`Bundle.merge(other)`, and `load_bundle(path) -> BundleKernel`, launched as
+`k[grid, block](...)` like the kernel it came from (also `vg.load_bundle`).
+
+A bundle file is b"VGBUNDLE1\\n", the manifest's length (8 bytes, little-endian), the
+manifest (JSON), then the images; the manifest gives each image's offset and size. Per
+specialization it holds the key (as `repr`), the ABI, which arguments are arrays and which
+are written, the bounds proofs' launch condition, the entry symbol, the fault table (each
+access's file, line, column, function and array), the line that writes each array, a tile
+kernel's launch block, and per target the image of the proven variant and, when the proofs
+have launch conditions, of the fully checked one.
+
+Guarantees:
+- Loading and launching import neither llvmlite nor the code generator nor the checker; a
+  launch does what a compiled kernel's does (argument checks, alias check, bounds guard and
+  checked variant, bounds faults reported with their line, generated launchers).
+- Arguments that match no specialization of the bundle raise LaunchError naming what the
+  launch asked for and what the bundle holds; a GPU with no usable image (a cubin runs on
+  its own architecture and later minor versions of it, an `a` target on its own only, PTX
+  on any later one) raises LaunchError naming the GPU's architecture and the targets.
+- Tile kernels with matrix products (tensor maps) cannot be bundled yet: CompileError.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import struct
+
+from .. import types as T
+from ..errors import CompileError, LaunchError, Loc
+from ..ir.abi import AbiParam
+from .dispatch import KernelFunction, Specialization, _KERNELS, _dims
+
+MAGIC = b"VGBUNDLE1\n"
+PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
+
+
+class Bundle:
+    """A manifest and its images, as `compile_aot` makes them and `save` writes them."""
+
+    def __init__(self, manifest: dict, images: list):
+        self.manifest, self.images = manifest, images
+
+    def save(self, path) -> None:
+        header, blobs, offset = json.loads(json.dumps(self.manifest)), [], 0
+        for entry in header["specializations"]:
+            for variants in entry["images"].values():
+                for variant, index in variants.items():
+                    data = self.images[index]
+                    variants[variant] = [offset, len(data)]
+                    blobs.append(data)
+                    offset += len(data)
+        text = json.dumps(header, indent=1).encode()
+        with open(path, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(text)) + text)
+            for blob in blobs:
+                f.write(blob)
+
+    def merge(self, other: "Bundle") -> "Bundle":
+        """One bundle with the specializations of both (of the same kernel)."""
+        if other.manifest["name"] != self.manifest["name"]:
+            raise CompileError(f"cannot merge bundles of {self.manifest['name']!r} and "
+                               f"{other.manifest['name']!r}")
+        shift = len(self.images)
+        entries = json.loads(json.dumps(other.manifest["specializations"]))
+        for entry in entries:
+            for variants in entry["images"].values():
+                for variant in variants:
+                    variants[variant] += shift
+        manifest = dict(self.manifest, specializations=self.manifest["specializations"] + entries)
+        return Bundle(manifest, self.images + other.images)
+
+
+# ----------------------------------------------------------------------------- compiling
+
+
+def compile_aot(kernel: KernelFunction, signatures, *, block=None, grid=None,
+                targets=("sm_90",)) -> Bundle:
+    from ..codegen import TARGETS
+
+    for target in targets:
+        if target not in TARGETS and target != "ptx":
+            raise CompileError(f"unknown target {target!r}; the targets are "
+                               f"{', '.join([*TARGETS, 'ptx'])}")
+    if kernel.track == "simt" and block is None:
+        raise CompileError(f"{kernel.__name__}: a SIMT kernel is compiled for its block: "
+                           "pass block=, as in k[grid, block]")
+    block = None if block is None else _dims(block, "block", kernel.__name__)
+    grid = _dims(grid if grid is not None else 2, "grid", kernel.__name__)
+    if isinstance(signatures, (str, dict)):
+        signatures = [signatures]
+    bundle = Bundle({"format": 1, "name": kernel.__name__, "track": kernel.track,
+                     "params": [[p.name, p.constexpr] for p in kernel.params],
+                     "specializations": []}, [])
+    for signature in signatures:
+        key = (block, kernel.unit_grid_axes(grid), *_key_entries(kernel, signature))
+        bundle.manifest["specializations"].append(
+            _entry(kernel, kernel.specialization(key), targets, bundle.images))
+    return bundle
+
+
+def _key_entries(kernel: KernelFunction, signature) -> list:
+    from ..ir.nodes import ArrayType
+
+    if isinstance(signature, str):
+        from ..cli import UsageError, parse_signature
+
+        try:
+            signature = parse_signature(kernel, signature)
+        except UsageError as err:
+            raise CompileError(f"{kernel.__name__}: {err}") from None
+    out = []
+    for p in kernel.params:
+        if p.name not in signature:
+            raise CompileError(f"{kernel.__name__}: the signature gives no type for {p.name!r}")
+        spec = signature[p.name]
+        if p.constexpr:
+            out.append(("c", spec))
+        elif isinstance(spec, ArrayType):
+            out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
+                        bool(spec.aligned16)))
+        else:
+            out.append(("s", T.from_any(spec).name))
+    return out
+
+
+def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
+    from ..codegen import checks
+    from .launch_cuda import FAULT_PARAM, _entry_symbol, build_image
+
+    ir = spec.kernel
+    launch_block = spec.launch_block
+    if kernel.track == "tile":
+        from ..tile import matmul
+        from ..tile.lower import launch_block as tile_block
+
+        if matmul.has_dots(ir):
+            raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
+                               "be bundled yet (their launches encode tensor maps)")
+        launch_block = tile_block(ir)
+    variants = [False] + ([True] if spec.bounds_guard is not None else [])
+    entry_images = {}
+    for target in targets:
+        ptx_target, arch = (PTX_FOR_ANY, "ptx") if target == "ptx" else (target, target)
+        entry_images[arch] = {}
+        for checked in variants:
+            _, image, _ = build_image(spec, ptx_target, arch, checked)
+            entry_images[arch]["checked" if checked else "proven"] = len(images)
+            images.append(image)
+    from ..ir import abi_params
+
+    names = [p.name for p in kernel.params]
+    return {
+        "key": repr(spec.key),
+        "abi": [[a.param, a.role, a.axis, a.dtype.name] for a in abi_params(ir) + [FAULT_PARAM]],
+        "array_slots": list(spec.array_slots), "written_slots": list(spec.written_slots),
+        "abi_slots": [list(s) for s in spec.abi_slots],
+        "guard": None if spec.bounds_guard is None else spec.bounds_guard.condition,
+        "entry": _entry_symbol(ir.name), "kernel_id": checks.kernel_id(ir),
+        "sites": [[*_loc(n.loc), n.array.name] for n in checks.sites(ir)],
+        "writes": {names[i]: _loc(spec.write_loc(names[i])) for i in spec.written_slots},
+        "launch_block": None if launch_block is None else list(launch_block),
+        "images": entry_images,
+    }
+
+
+def _loc(loc: Loc | None) -> list | None:
+    return None if loc is None else [loc.file, loc.line, loc.col, loc.function]
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_bundle(path) -> "BundleKernel":
+    """The kernel in a bundle file, ready to launch on the cuda backend."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(MAGIC):
+        raise LaunchError(f"{path} is not a verdigris bundle")
+    (length,) = struct.unpack_from("<Q", data, len(MAGIC))
+    start = len(MAGIC) + 8
+    manifest = json.loads(data[start:start + length])
+    return BundleKernel(manifest, memoryview(data)[start + length:])
+
+
+class BundleKernel(KernelFunction):
+    """A bundle's kernel: `k[grid, block](*args)` as for the kernel it was compiled from."""
+
+    def __init__(self, manifest: dict, blob):
+        from ..frontend import ParamInfo
+
+        self.__name__ = self.__qualname__ = manifest["name"]
+        self.__doc__ = f"The bundled kernel {manifest['name']}."
+        self.fn = None
+        self.track = manifest["track"]
+        self.options = {}
+        self._params = tuple(ParamInfo(name, constexpr) for name, constexpr in manifest["params"])
+        self._specializations: dict = {}
+        self._launches: dict = {}
+        self._entries = {ast.literal_eval(e["key"]): e for e in manifest["specializations"]}
+        self._blob = blob
+        _KERNELS.add(self)
+
+    def __repr__(self) -> str:
+        return f"<verdigris bundled {self.track} kernel {self.__name__}>"
+
+    def specialization(self, key: tuple) -> Specialization:
+        spec = self._specializations.get(key)
+        if spec is None:
+            entry = self._entries.get(key)
+            if entry is None:
+                raise LaunchError(
+                    f"{self.__name__}: the bundle has no specialization for this launch "
+                    f"({_describe_key(self, key)}); it has: "
+                    + "; ".join(_describe_key(self, k) for k in self._entries),
+                    hint="compile the bundle for these argument types too")
+            from . import proofs
+
+            spec = self._specializations[key] = Specialization(
+                None, tuple(entry["array_slots"]), tuple(entry["written_slots"]),
+                tuple(tuple(s) for s in entry["abi_slots"]),
+                bounds_guard=proofs.guard(entry["guard"]), key=key, load=self._loader(entry),
+                launch_block=None if entry["launch_block"] is None else tuple(entry["launch_block"]),
+                write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()})
+        return spec
+
+    def build(self, key: tuple):
+        raise CompileError(f"{self.__name__} comes from a bundle: it holds compiled code only")
+
+    def launch_cpu(self, spec, grid, block, values, infos) -> None:
+        raise LaunchError(f"{self.__name__} comes from a bundle, which runs on the cuda "
+                          "backend only", hint="vg.set_backend('cuda')")
+
+    def _loader(self, entry: dict):
+        def load(spec, device: int, checked: bool = False):
+            from . import driver, faults
+            from .module import CudaKernel, CudaModule
+
+            cc = driver.properties(device).cc
+            image = self._image(entry, cc, "checked" if checked else "proven")
+            faults.register(entry["kernel_id"], self.__name__,
+                            [(_unloc(site[:4]), site[4]) for site in entry["sites"]])
+            abi = [AbiParam(param, role, axis, T.from_name(dtype))
+                   for param, role, axis, dtype in entry["abi"]]
+            return CudaKernel(CudaModule(bytes(image), device), entry["entry"], abi)
+
+        return load
+
+    def _image(self, entry: dict, cc: tuple, variant: str):
+        images = entry["images"]
+        own = f"sm_{cc[0]}{cc[1]}"
+        usable = [arch for arch in images if arch != "ptx" and _runs_on(arch, cc)]
+        if usable:  # the closest cubin (its own architecture, else the newest older minor)
+            best = min(usable, key=lambda a: (a != f"{own}a", a != own, -int(a[3:].rstrip("af"))))
+            return self._slice(images[best][variant])
+        if "ptx" in images:
+            return self._slice(images["ptx"][variant])
+        raise LaunchError(f"{self.__name__}: the bundle has no image for this GPU ({own}); it "
+                          f"was compiled for {', '.join(images)}",
+                          hint="compile it for this architecture too, or with target 'ptx'")
+
+    def _slice(self, where: list):
+        offset, size = where
+        return self._blob[offset:offset + size]
+
+
+def _runs_on(arch: str, cc: tuple) -> bool:
+    """Whether a cubin for `arch` (sm_XY or sm_XYa) runs on compute capability `cc`."""
+    digits = arch[3:].rstrip("af")
+    major, minor = int(digits[:-1]), int(digits[-1])
+    if arch.endswith(("a", "f")):
+        return (major, minor) == tuple(cc)
+    return major == cc[0] and minor <= cc[1]
+
+
+def _unloc(fields) -> Loc | None:
+    return None if fields is None else Loc(*fields)
+
+
+def _describe_key(kernel: KernelFunction, key: tuple) -> str:
+    parts = []
+    for p, entry in zip(kernel.params, key[2:]):
+        if entry[0] == "c":
+            parts.append(f"{p.name}={entry[1]!r}")
+        elif entry[0] == "s":
+            parts.append(f"{p.name}: {entry[1]}")
+        else:
+            _, dtype, ndim, unit, aligned = entry
+            axes = ", ".join([":"] * (ndim - 1) + (["::1"] if unit else [":"])) if ndim else ""
+            parts.append(f"{p.name}: {dtype}[{axes}]" + ("" if aligned else " unaligned"))
+    block = "" if key[0] is None else f" block {key[0]}"
+    return ", ".join(parts) + block
