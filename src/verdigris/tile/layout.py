@@ -16,8 +16,8 @@ broadcast), and `owner_bits` names those bits so stores and atomics happen once.
   register group is one contiguous, coalesced stretch of a row.
 - `sliced(axes)`: the layout of a reduction's result (axes kept with extent 1): their
   components vanish, registers along them merge, lanes and warps along them broadcast.
-- `squeezed(axis)`/`unsqueezed(axis)`/`permuted(perm)`: unit-axis reshapes and
-  transposes, which move no data.
+- `squeezed(axis)`/`unsqueezed(axis)`/`permuted(perm)` (and `unit_reshaped`, for a whole
+  reshape that only adds or drops unit axes): relabellings, which move no data.
 - `register_map(source)`: for a broadcast from `source` (this layout sliced on the
   stretched axes), the source register of each register; None when data must move.
 
@@ -139,6 +139,18 @@ def _combine(bases: tuple, bits: int, rank: int) -> tuple:
         if bits >> i & 1:
             coords = [c + b for c, b in zip(coords, basis)]
     return tuple(coords)
+
+
+def unit_reshaped(layout: Layout, shape: tuple, new_shape: tuple) -> Layout:
+    """`layout` of a tile of `shape` relabelled for `new_shape`, which has the same extents
+    but for unit axes (no data moves)."""
+    for axis in reversed(range(len(shape))):
+        if shape[axis] == 1:
+            layout = layout.squeezed(axis)
+    for axis, n in enumerate(new_shape):
+        if n == 1:
+            layout = layout.unsqueezed(axis)
+    return layout
 
 
 def blocked(shape: tuple, num_warps: int, vec: int) -> Layout:

@@ -46,7 +46,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType
 from . import convert, indexed, memory, prefetch, random, reduce, scan
-from .layout import WARP_SIZE, Layout, blocked, padded
+from .layout import WARP_SIZE, Layout, blocked, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
@@ -273,27 +273,22 @@ class TileLowering(_KernelLowering):
         return TileValue(want, regs, e.dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
-        source = self.tile(e.value, lazy=True)
+        # The source in the result's layout sliced on the stretched axes: every thread then
+        # holds the source elements of its own result elements (a bias row loaded straight
+        # into the lanes that use it, not moved there through shared memory).
         layout = want or self.default(e.shape)
         stretched = {k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}
-        mapping = layout.register_map(source.layout, stretched)
-        if mapping is None:
-            return convert.relayout(self, _forced_all(source), layout, e.value.shape, e.shape)
-        return TileValue(layout, [source.regs[m] for m in mapping], e.dtype)
+        source = self.tile(e.value, layout.sliced(stretched), lazy=True)
+        return TileValue(layout, [source.regs[m] for m in layout.register_map(source.layout, stretched)], e.dtype)
 
     def _reshape(self, e: X.Reshape, want) -> TileValue:
-        source = self.tile(e.value, lazy=True)
         if [n for n in e.value.shape if n != 1] != [n for n in e.shape if n != 1]:
-            return convert.relayout(self, _forced_all(source), want or self.default(e.shape), e.value.shape,
-                                    e.shape)
-        layout = source.layout
-        for axis in reversed(range(len(e.value.shape))):
-            if e.value.shape[axis] == 1:
-                layout = layout.squeezed(axis)
-        for axis, n in enumerate(e.shape):
-            if n == 1:
-                layout = layout.unsqueezed(axis)
-        return TileValue(layout, source.regs, e.dtype)
+            source = _forced_all(self.tile(e.value))
+            return convert.relayout(self, source, want or self.default(e.shape), e.value.shape, e.shape)
+        # Only unit axes come or go: the same registers, relabelled (and `want` passed on).
+        source = self.tile(e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape),
+                           lazy=True)
+        return TileValue(unit_reshaped(source.layout, e.value.shape, e.shape), source.regs, e.dtype)
 
     def _permute(self, e: X.Permute, want) -> TileValue:
         source = self.tile(e.value, lazy=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..ir import tiles as X
 from . import memory
+from .layout import unit_reshaped
 
 
 def natural(low, e):
@@ -27,6 +28,9 @@ def natural(low, e):
     kind = type(e)
     if kind in (X.TileLoad, X.Splat, X.Arange, X.Broadcast, X.Gather):
         return low.default(e.shape)
+    if kind is X.Reshape and [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]:
+        source = natural(low, e.value)
+        return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
     if kind is X.TileVar:
         return low.tile_slots[e.name][0]
     if kind is X.TileMap:
@@ -51,7 +55,13 @@ def _loads(low, e, want, found: list) -> None:
             for child in {X.TileMap: lambda: e.args, X.Rand: lambda: (e.offsets,),
                           X.Gather: lambda: e.indices}[kind]():
                 _loads(low, child, layout, found)
-    elif kind in (X.Broadcast, X.Reshape, X.Permute, X.TileReduce, X.TileScan):
+    elif kind is X.Broadcast:
+        layout = want or low.default(e.shape)
+        _loads(low, e.value, layout.sliced({k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}),
+               found)
+    elif kind is X.Reshape and [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]:
+        _loads(low, e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape), found)
+    elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan):
         _loads(low, e.value, None, found)  # lowered with no layout wanted
 
 

@@ -1,0 +1,171 @@
+"""Runs the tile lowering's LLVM IR on the host CPU, one thread after another, so that the
+GPU code path itself (vector and masked loads, stores, atomics, gathers, scatters and their
+bounds faults, Philox) is checked without a GPU.
+
+Takes: a tile kernel, a grid, NumPy arguments (and `num_warps=`, `dtypes=` for arrays of raw
+bfloat16 bits). Gives: `run(kernel, grid, **arguments)`, which specializes the kernel for the arguments, lowers it with
+`tile.lower.lower` (the code the GPU would get, before LLVM's NVPTX back end), retargets
+the IR to the host (address spaces dropped, the special registers read from globals the
+harness sets, libdevice's `__nv_*` functions mapped to the C library, atomics' device
+scope dropped), JIT-compiles it with llvmlite's MCJIT and calls it once per (block, thread)
+on the arrays in place. Returns the fault record's words when a bounds fault was recorded,
+else None.
+
+Limits: threads run one after another, so code that cooperates across threads (barriers,
+shared memory, shuffles: reductions, scans, layout conversions) is refused with
+`Unsupported`; `block_emulator` covers those parts.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+
+import numpy as np
+
+from verdigris import types as T
+from verdigris.codegen import checks
+from verdigris.codegen.dtypes import NARROW_FORMATS, round_to_format
+from verdigris.ir import ArrayType, abi_params
+
+
+class Unsupported(Exception):
+    pass
+
+
+_SREGS = [f"{r}.{a}" for r in ("tid", "ctaid", "ntid", "nctaid") for a in "xyz"]
+_LIBM = {"rsqrtf": None, "rsqrt": None}  # __nv_ names with no C library twin (defined below)
+
+
+def _narrow_bits(name: str):
+    """x -> the 16 bits of x rounded to float16/bfloat16 (once, from x's own precision),
+    returned as the float whose low bits they are: half and bfloat travel in the low 16 bits
+    of an SSE register on x86-64."""
+    def convert(x):
+        value = np.float32(round_to_format(x, *NARROW_FORMATS[name]))
+        bits = value.astype(np.float16).view(np.uint16) if name == "float16" else value.view(np.uint32) >> 16
+        return float(np.uint32(bits).view(np.float32))
+    return convert
+
+
+def _widen(x):
+    return float(np.array([x], np.float32).view(np.uint32).astype(np.uint16).view(np.float16)[0])
+
+
+@functools.cache
+def _llvm():
+    """llvmlite with the host target, and the compiler-rt conversions MCJIT cannot find."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    callbacks = [("__extendhfsf2", ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)(_widen))]
+    for suffix, name in (("hf", "float16"), ("bf", "bfloat16")):
+        for source, ctype in (("sf", ctypes.c_float), ("df", ctypes.c_double)):
+            callbacks.append((f"__trunc{source}{suffix}2",
+                              ctypes.CFUNCTYPE(ctypes.c_float, ctype)(_narrow_bits(name))))
+    for name, callback in callbacks:
+        llvm.add_symbol(name, ctypes.cast(callback, ctypes.c_void_p).value)
+    _llvm.keep = callbacks  # the callbacks must outlive every JIT-compiled kernel
+    return llvm
+
+
+def _host_ir(text: str) -> str:
+    if re.search(r"llvm\.nvvm\.(barrier|shfl|bar\.)|addrspace\(3\)", text):
+        raise Unsupported("the kernel cooperates across threads (barriers, shared memory, shuffles)")
+    text = re.sub(r'@"([A-Za-z_.][\w.]*)"', r"@\1", text)  # llvmlite quotes names with dots
+    text = re.sub(r'^target (triple|datalayout) = .*$', "", text, flags=re.M)
+    text = re.sub(r"\s*addrspace\(\d+\)", "", text)
+    text = text.replace("ptx_kernel ", "").replace('syncscope("device") ', "")
+    extra = []
+    for sreg in _SREGS:
+        name = sreg.replace(".", "_")
+        text = re.sub(rf"^declare .*@llvm\.nvvm\.read\.ptx\.sreg\.{re.escape(sreg)}\(\).*$", "", text, flags=re.M)
+        text = text.replace(f"@llvm.nvvm.read.ptx.sreg.{sreg}()", f"@vgh_{name}()")
+        extra.append(f"@vgh_g_{name} = global i32 0\n"
+                     f"define i32 @vgh_{name}() {{\n  %v = load i32, ptr @vgh_g_{name}\n  ret i32 %v\n}}")
+    for ret, name, params in re.findall(r"^declare (\w+) @__nv_(\w+)\(([^)]*)\)", text, flags=re.M):
+        text = re.sub(rf"^declare .*@__nv_{name}\(.*$", "", text, flags=re.M)
+        args = [p.split()[0] for p in params.split(",") if p.strip()]
+        formals = ", ".join(f"{t} %a{i}" for i, t in enumerate(args))
+        actuals = ", ".join(f"{t} %a{i}" for i, t in enumerate(args))
+        if name in _LIBM:  # 1 / sqrt
+            body = (f"  %s = call {ret} @sqrt{'f' if ret == 'float' else ''}({actuals})\n"
+                    f"  %r = fdiv {ret} 1.0, %s\n  ret {ret} %r")
+            extra.append(f"declare {ret} @sqrt{'f' if ret == 'float' else ''}({', '.join(args)})")
+        else:
+            body = f"  %r = call {ret} @{name}({actuals})\n  ret {ret} %r"
+            extra.append(f"declare {ret} @{name}({', '.join(args)})")
+        extra.append(f"define {ret} @__nv_{name}({formals}) {{\n{body}\n}}")
+    leftover = re.search(r"@llvm\.nvvm\.[\w.]+", text)
+    if leftover:
+        raise Unsupported(f"NVPTX intrinsic {leftover.group()}")
+    return text + "\n" + "\n".join(dict.fromkeys(extra)) + "\n"
+
+
+_CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+           "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
+           "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
+           "float64": ctypes.c_double, "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16}
+
+
+def _spec(value, dtype=None):
+    if isinstance(value, np.ndarray):
+        dtype = dtype or T.from_numpy(value.dtype)
+        return ArrayType(dtype, value.ndim, "global", value.ndim > 0 and value.strides[-1] == value.itemsize,
+                         value.ctypes.data % 16 == 0)
+    if isinstance(value, np.generic):
+        return T.from_name(value.dtype.name)
+    return T.of_python_scalar(value)
+
+
+def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = None, **arguments):
+    """`dtypes`: the DType of arrays passed as raw bits (bfloat16 as uint16)."""
+    from verdigris.tile.lower import launch_block, lower
+
+    llvm = _llvm()
+    constexprs = {p.name for p in kernel_fn.params if p.constexpr}
+    dtypes = dtypes or {}
+    specs = {name: (v if name in constexprs else _spec(v, dtypes.get(name))) for name, v in arguments.items()}
+    kernel = kernel_fn.specialize_types(specs, block=None if num_warps is None else (32 * num_warps, 1, 1))
+    module = llvm.parse_assembly(_host_ir(str(lower(kernel, "sm_90"))))
+    module.verify()
+    machine = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    from verdigris.codegen.lower import entry_symbol
+
+    abi = abi_params(kernel)
+    values, types = [], []
+    for p in abi:
+        value = arguments[p.param]
+        if p.role == "ptr":
+            values.append(value.ctypes.data)
+            types.append(ctypes.c_void_p)
+        elif p.role in ("shape", "stride"):
+            values.append(value.shape[p.axis] if p.role == "shape" else value.strides[p.axis] // value.itemsize)
+            types.append(ctypes.c_int64)
+        else:
+            types.append(_CTYPES[p.dtype.name])
+            values.append(np.asarray(value, p.dtype.np).item() if p.dtype.name not in ("float16", "bfloat16")
+                          else int(np.asarray(value, p.dtype.np).view(np.uint16)))
+    record = np.zeros(checks.RECORD_WORDS, np.int64)
+    fault_block = np.array([0, record.ctypes.data], np.int64)
+    function = ctypes.CFUNCTYPE(None, *types, ctypes.c_void_p)(
+        engine.get_function_address(entry_symbol(kernel.name)))
+    sreg = {name: ctypes.c_int32.from_address(engine.get_global_value_address(f"vgh_g_{name.replace('.', '_')}"))
+            for name in _SREGS}
+    grid = tuple(grid) if isinstance(grid, tuple) else (grid,)
+    grid = grid + (1,) * (3 - len(grid))
+    threads = launch_block(kernel)[0]
+    for axis, n in zip("xyz", grid):
+        sreg[f"nctaid.{axis}"].value = n
+    sreg["ntid.x"].value, sreg["ntid.y"].value, sreg["ntid.z"].value = threads, 1, 1
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                sreg["ctaid.x"].value, sreg["ctaid.y"].value, sreg["ctaid.z"].value = x, y, z
+                for t in range(threads):
+                    sreg["tid.x"].value = t
+                    function(*values, fault_block.ctypes.data)
+    return record.tolist() if record[checks.RECORD_FLAG] else None

@@ -1,0 +1,154 @@
+"""The tile lowering's GPU code, run on the host CPU (`host_jit`: the same LLVM IR, one
+thread after another), against the cpu backend on the same inputs: vector and masked loads
+of every width and dtype (a statement's loads grouped behind one branch, narrow elements
+packed in words), stores, edge tiles, strided views, gathers, scatters and their bounds
+faults, atomic adds, Philox. Kernels that cooperate across threads are the emulator's
+(`test_tile_emulated.py`) and the GPU's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import host_jit
+import verdigris as vg
+from verdigris import tile
+from verdigris import types as T
+from verdigris.codegen import checks
+from verdigris.examples.tile_bias_gelu import bias_gelu
+from verdigris.examples.tile_dropout import dropout
+from verdigris.examples.tile_vector_add import add
+from verdigris.runtime import backend
+from test_tile_codegen import block_2d, elementwise, histogram, permute_gather
+
+
+@tile.kernel
+def fused(a, b, c, out, BLOCK: vg.constexpr):
+    """Three loads of one statement (grouped), two of them of a padded-or-not shape."""
+    i = tile.bid(0)
+    tile.store(out, index=(i,), tile=tile.load(a, index=(i,), shape=(BLOCK,)) * 2
+               + tile.load(b, index=(i,), shape=(BLOCK,), padding=1).astype(out.dtype)
+               - tile.load(c, index=(i,), shape=(BLOCK,)).astype(out.dtype))
+
+
+@tile.kernel
+def fold(x, out, BLOCK: vg.constexpr):
+    """Blocks i and i + 4, ... add their tiles into tile i % 4 of `out`."""
+    i = tile.bid(0)
+    tile.atomic_add(out, (i % 4,), tile.load(x, index=(i,), shape=(BLOCK,)))
+
+
+def on_cpu(kernel, grid, **arguments) -> dict:
+    """The cpu backend's outputs for the same launch (arrays copied first)."""
+    copies = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in arguments.items()}
+    backend.set_backend("cpu")
+    kernel[grid](**copies)
+    return copies
+
+
+def both(kernel, grid, **arguments) -> tuple:
+    want = on_cpu(kernel, grid, **arguments)
+    assert host_jit.run(kernel, grid, **arguments) is None
+    return arguments, want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8, np.int64, np.float64, np.bool_])
+@pytest.mark.parametrize("n,block", [(10_000, 1024), (77, 128), (1000, 64), (4096, 4096), (33, 8)])
+def test_vector_add_bit_for_bit(rng, dtype, n, block):
+    a, b = ((rng.standard_normal(n) * 50).astype(dtype) for _ in range(2))
+    got, want = both(add, vg.cdiv(n, block), a=a, b=b, out=np.full(n, 3, dtype), BLOCK=block)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def test_bfloat16_pairs_stay_packed_and_round_once(rng):
+    n = 3 * 4096 + 5
+    a, b = (bfloat16_bits(rng.standard_normal(n)) for _ in range(2))
+    out = np.zeros(n, np.uint16)
+    widen = lambda bits: (bits.astype(np.uint32) << 16).view(np.float32)  # noqa: E731
+    host_jit.run(add, vg.cdiv(n, 4096), dtypes={k: T.bfloat16 for k in "a b out".split()}, a=a, b=b, out=out,
+                 BLOCK=4096)
+    np.testing.assert_array_equal(out, bfloat16_bits(widen(a) + widen(b)))
+
+
+@pytest.mark.parametrize("n,block,warps", [(5000, 1024, None), (300, 256, 2), (4096, 512, 4)])
+def test_a_statements_grouped_loads(rng, n, block, warps):
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float16)
+    c = rng.integers(-9, 9, n).astype(np.int8)
+    args = dict(a=a, b=b, c=c, out=np.full(n, np.nan, np.float32), BLOCK=block)
+    want = on_cpu(fused, vg.cdiv(n, block), **args)
+    assert host_jit.run(fused, vg.cdiv(n, block), num_warps=warps, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])
+
+
+def test_elementwise_ops_match(rng):
+    n = 5000
+    x, y = (rng.standard_normal(n).astype(np.float32) * 4 for _ in range(2))
+    got, want = both(elementwise, vg.cdiv(n, 300), x=x, y=y, out=np.zeros(n, np.float32),
+                     flags=np.zeros(n, np.int32), scale=np.float32(0.5), BLOCK=300)
+    np.testing.assert_array_equal(got["flags"], want["flags"])
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-6, atol=1e-6)  # the C library's expf
+
+
+def test_strided_views_with_edge_tiles(rng):
+    big = rng.standard_normal((70, 300)).astype(np.float16)
+    got, want = both(block_2d, (vg.cdiv(35, 8), vg.cdiv(299, 64)), x=big[::2, 1:],
+                     out=np.zeros((35, 299), np.float16), R=8, C=64)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_bias_gelu_example(rng):
+    x = rng.standard_normal((30, 700)).astype(np.float32)
+    bias = rng.standard_normal(700).astype(np.float32)
+    got, want = both(bias_gelu, (vg.cdiv(30, 8), vg.cdiv(700, 256)), x=x, bias=bias,
+                     out=np.zeros((30, 700), np.float32), R=8, C=256)
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-6, atol=1e-6)
+
+
+def test_dropout_masks_are_philox_bit_for_bit(rng):
+    n = 20_000
+    x = rng.standard_normal(n).astype(np.float32)
+    got, want = both(dropout, vg.cdiv(n, 2048), x=x, out=np.zeros(n, np.float32), seed=12345,
+                     p=np.float32(0.3), BLOCK=2048)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_gather_with_indices_outside_takes_padding(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    idx = rng.integers(-50, 1100, 3000).astype(np.int64)
+    got, want = both(permute_gather, vg.cdiv(3000, 256), x=x, idx=idx, out=np.zeros(3000, np.float32),
+                     BLOCK=256)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_scatter_add_of_a_padded_tile(rng):
+    values = rng.integers(0, 37, 10_000).astype(np.int32)
+    got, want = both(histogram, vg.cdiv(10_000, 300), x=values, counts=np.zeros(37, np.int32), BLOCK=300)
+    np.testing.assert_array_equal(got["counts"], want["counts"])
+
+
+def test_scatter_outside_the_array_records_a_fault_and_skips_the_element(rng):
+    values = rng.integers(0, 37, 600).astype(np.int32)
+    values[123] = 40
+    counts = np.zeros(37, np.int32)
+    record = host_jit.run(histogram, 2, x=values, counts=counts, BLOCK=300)
+    assert record is not None
+    assert record[checks.RECORD_INDEX] == 40 and record[checks.RECORD_EXTENT] == 37
+    np.testing.assert_array_equal(counts, np.bincount(np.delete(values, 123), minlength=37))
+
+
+def test_atomic_add_of_whole_tiles(rng):
+    x = rng.standard_normal(16 * 256 - 7).astype(np.float32)
+    got, want = both(fold, 16, x=x, out=np.zeros(4 * 256, np.float32), BLOCK=256)
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-6, atol=1e-6)
+
+
+def test_cooperating_kernels_are_refused():
+    from verdigris.examples.tile_transpose import transpose
+
+    with pytest.raises(host_jit.Unsupported, match="cooperates"):
+        host_jit.run(transpose, (1, 1), x=np.zeros((32, 32), np.float32), out=np.zeros((32, 32), np.float32), B=32)
