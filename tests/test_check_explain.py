@@ -223,6 +223,47 @@ def main(out, block):
     assert status == 0 and "2 kernels not checked" in out
 
 
+def test_constexprs_come_from_the_defaults_of_the_launching_function(capsys, tmp_path):
+    source = HEADER + """
+
+@simt.kernel
+def strided(out, STEP: vg.constexpr):
+    i = simt.global_id(0)
+    if i * STEP < out.shape[0]:
+        out[i * STEP] = 1.0
+
+
+def main(out, step=0):
+    strided[4, 256](out, STEP=step)
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    # with the default STEP = 0 every thread writes out[0]
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:\d+:\d+: VG202 ", out, re.M), out
+    path, status, out, _ = check_source(capsys, tmp_path, source.replace("step=0", "step=1"))
+    assert status == 0 and "1 kernel and 1 launch checked" in out, out
+
+
+def test_a_tile_kernel_storing_one_tile_from_every_block_is_refused(capsys, tmp_path):
+    source = HEADER + """from verdigris import tile
+
+
+@tile.kernel
+def fill(x, out, BLOCK: vg.constexpr = 64):
+    t = tile.load(x, index=(tile.bid(0),), shape=(BLOCK,))
+    tile.store(out, index=(0,), tile=t)
+
+
+def main(x, out):
+    fill[vg.cdiv(x.shape[0], 64)](x, out)
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    line = line_of(source, "tile.store(out")
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202 ", out, re.M), out
+    fixed = source.replace("index=(0,), tile=t", "index=(tile.bid(0),), tile=t")
+    path, status, out, _ = check_source(capsys, tmp_path, fixed)
+    assert status == 0 and "not checked" not in out, out
+
+
 def test_constexprs_and_blocks_come_from_literal_launches(capsys, tmp_path):
     source = HEADER + """
 BLOCK = 64

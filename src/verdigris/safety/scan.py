@@ -201,9 +201,10 @@ def scope_nodes(body):
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def scope_values(body, outer: dict, params=()) -> dict:
+def scope_values(body, outer: dict, params=(), defaults=None) -> dict:
     """Name -> possible values, for names of this scope bound exactly once, to something
-    `possible_values` understands (an assignment, or a for loop over a literal tuple)."""
+    `possible_values` understands (an assignment, or a for loop over a literal tuple), and
+    for parameters never rebound, their `defaults` (name -> values)."""
     stores: dict = {}
     definitions = []
     for node in scope_nodes(body):
@@ -222,6 +223,7 @@ def scope_values(body, outer: dict, params=()) -> dict:
                 and isinstance(node.iter, (ast.Tuple, ast.List)):
             definitions.append((node.target.id, node.iter, True))
     values = {k: v for k, v in outer.items() if k not in stores and k not in params}
+    values.update((k, v) for k, v in (defaults or {}).items() if k not in stores)
     for name, value, loops in definitions:
         if stores.get(name) != 1:
             continue
@@ -312,6 +314,11 @@ INT_CALLS = {"global_id", "thread_id", "block_id", "block_dim", "grid_dim", "lan
 INT_ONLY_OPS = (ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr,
                 ast.BitXor, ast.Invert)
 ARRAY_ATTRS = {"shape", "strides", "ndim", "dtype", "size"}
+# tile operations whose first argument is an array -> the keyword (or position) of the
+# tuple whose length is the array's rank
+TILE_ARRAY_CALLS = {"load": ("index", 1), "store": ("index", 1), "atomic_add": ("index", 1),
+                    "gather": ("indices", 1), "scatter": ("indices", 1),
+                    "scatter_add": ("indices", 1)}
 
 
 @dataclass
@@ -384,6 +391,8 @@ def _index_positions(tree):
             yield from node.args
         elif isinstance(node, ast.Call) and (_callee(node) or "").startswith("atomic_"):
             yield from node.args[1:2]
+        elif isinstance(node, ast.Call) and _callee(node) == "rand":
+            yield from node.args[:1]  # the seed
 
 
 def param_usage(fn, seen=frozenset()) -> dict:
@@ -431,9 +440,15 @@ def param_usage(fn, seen=frozenset()) -> dict:
 def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
     name = _callee(node)
     first = node.args[0] if node.args else None
-    if (name == "len" or (name or "").startswith("atomic_")) \
+    if (name == "len" or (name or "").startswith("atomic_") or name in TILE_ARRAY_CALLS) \
             and isinstance(first, ast.Name) and first.id in usage:
         usage[first.id].array = True
+        if name in TILE_ARRAY_CALLS:
+            keyword, position = TILE_ARRAY_CALLS[name]
+            index = next((k.value for k in node.keywords if k.arg == keyword),
+                         node.args[position] if len(node.args) > position else None)
+            if isinstance(index, ast.Tuple):
+                usage[first.id].rank = max(usage[first.id].rank, len(index.elts))
     if not isinstance(node.func, ast.Name):
         return
     found, helper = src.lookup(node.func.id)
@@ -534,11 +549,21 @@ def candidate_launches(tree):
             and isinstance(n.func, ast.Subscript) and _root_name(n.func.value)]
 
 
+def _default_values(args: ast.arguments, scope: dict) -> dict:
+    """Parameter name -> (its literal default,): the value a launch inside the function
+    sees when the caller leaves the parameter out (callers are not followed)."""
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    found = {a.arg: possible_values(d, scope) for a, d in pairs}
+    return {name: value for name, value in found.items() if value is not None}
+
+
 def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
     sites = []
 
-    def visit(body, outer: dict, params=()):
-        values = scope_values(body, outer, params)
+    def visit(body, outer: dict, params=(), defaults=None):
+        values = scope_values(body, outer, params, defaults or {})
         for node in scope_nodes(body):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
                 kernel = _resolve(node.func.value, namespace)
@@ -547,7 +572,7 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 a = node.args
                 visit(node.body, values, {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
-                      | {x.arg for x in (a.vararg, a.kwarg) if x})
+                      | {x.arg for x in (a.vararg, a.kwarg) if x}, _default_values(a, values))
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, values)
 
@@ -605,12 +630,14 @@ class FileCheck:
                                    "a decorator argument that check does not run)")
             return
         mine = [s for s in sites if s.kernel is kernel]
-        configs = [c for s in mine for c in s.configs()] or \
-            ([] if mine else default_configs(kernel))
+        configs = [c for s in mine for c in s.configs()] or default_configs(kernel)
         if not configs:
-            missing = [p.name for p in kernel.params if p.constexpr]
+            missing = [p.name for p in kernel.params
+                       if p.constexpr and p.default is inspect.Parameter.empty]
             self.not_checked(node, "no literal value for constexpr "
-                                   + ", ".join(repr(m) for m in missing) + " at its launches")
+                                   + ", ".join(repr(m) for m in missing) + " at its launches "
+                                   f"and no default (give it one, e.g. `{missing[0]}: "
+                                   "vg.constexpr = 64`, to have it checked)")
             return
         built, failures = [], []
         for block, constexprs in dict.fromkeys((b, tuple(c.items())) for b, c in configs):
