@@ -23,6 +23,17 @@ def check(rng, n=100_003):
     return [Result(f"axpy on {n:,} float32", np.asarray(out), want, 1e-6)]
 
 
+def aliased() -> vg.AliasError:
+    """The error a launch gets that passes one array as both input and output; the kernel
+    never runs. (To update an array in place, write a kernel that takes it once.)"""
+    x = vg.asarray(np.arange(1024, dtype=np.float32))
+    try:
+        axpy[4, 256](2.0, x, x, x)
+    except vg.AliasError as err:
+        return err
+    raise AssertionError("the aliased launch was accepted")
+
+
 if __name__ == "__main__":
     from verdigris.examples import report
 

@@ -46,11 +46,15 @@ def _dims(value, what: str, name: str) -> tuple:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
+def _is_machinery(module: str) -> bool:
+    """verdigris's own modules; its examples are user code (their launches are named)."""
+    return module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples")
+
+
 def _call_site() -> Loc | None:
-    """The first frame outside verdigris: where the user launched the kernel."""
+    """The first frame outside verdigris's machinery: where the user launched the kernel."""
     frame = sys._getframe(1)
-    package = __name__.partition(".")[0]
-    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == package:
+    while frame is not None and _is_machinery(frame.f_globals.get("__name__", "")):
         frame = frame.f_back
     return None if frame is None else Loc(frame.f_code.co_filename, frame.f_lineno, 0,
                                           frame.f_code.co_name)
@@ -314,7 +318,7 @@ class KernelFunction:
             f"{self.__name__} writes {names[w]!r}, which {how} {names[j]!r}: the result would "
             f"depend on the order threads run in" + (f" (launched at {site})" if site else ""),
             spec.write_loc(names[w]), code="VG201",
-            hint=f"pass a separate output array for {names[w]!r} (e.g. vg.empty_like)")
+            hint=f"pass a separate output array for {names[w]!r} (e.g. vg.empty_like), or, to update it in place, a kernel that takes it once")
 
     def launch_cpu(self, spec: Specialization, grid, block, values, infos) -> None:
         from .. import cpu

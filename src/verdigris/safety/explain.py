@@ -71,7 +71,8 @@ EXPLANATIONS = {
         message="""kernel.py:5:9: VG201: axpy writes 'out', which is the same memory as
             'x': the result would depend on the order threads run in (launched at
             kernel.py:10)""",
-        hint="pass a separate output array for 'out' (e.g. vg.empty_like)",
+        hint="pass a separate output array for 'out' (e.g. vg.empty_like), or, to update it in "
+             "place, a kernel that takes it once",
         fixed=_snippet("""
             @simt.kernel
             def axpy(alpha, x, y, out):

@@ -709,4 +709,4 @@ class FileCheck:
             "VG201", site.loc(site.arguments()[other]),
             f"{name} writes {written!r}, which {how} {other!r}{views}: the result would "
             f"depend on the order threads run in (written at {store})",
-            f"pass a separate output array for {written!r} (e.g. vg.empty_like)"))
+            f"pass a separate output array for {written!r} (e.g. vg.empty_like), or, to update it in place, a kernel that takes it once"))
