@@ -305,3 +305,17 @@ def test_register_budgets_keep_three_or_four_blocks_per_multiprocessor():
     assert registers("layernorm") <= 85
     assert registers("rmsnorm") <= 64
     assert registers("add_bf16") <= 40
+
+
+def test_too_much_shared_memory_is_a_located_compile_error():
+    """A 128x128 float32 transpose needs 66 KiB in one trip through shared memory: static
+    shared memory (48 KiB, two buffers) cannot hold it; the error points at the line."""
+    from verdigris.errors import CompileError
+
+    with pytest.raises(CompileError, match="moves 66048 bytes through shared memory") as info:
+        ptx_of_spec(transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=128))
+    assert info.value.loc is not None and info.value.loc.file.endswith("tile_transpose.py")
+
+
+def ptx_of_spec(kernel_fn, specs, target: str = "sm_90") -> str:
+    return codegen.compile_to_ptx(kernel_fn.specialize_types(specs), target).ptx

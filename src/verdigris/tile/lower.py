@@ -151,6 +151,7 @@ class TileLowering(_KernelLowering):
         self.depth = 0  # enclosing loops, ifs and inlined functions
         self.smem_bytes = 0
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
+        self.site = kernel.loc  # the tile expression being lowered
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
                            if isinstance(tt, X.TileType)}
 
@@ -208,10 +209,12 @@ class TileLowering(_KernelLowering):
         behind those reads by the next user's barrier. A user inside a loop, an `if` or an
         inlined function (whose early exit may skip users, breaking the turns) ends with a
         barrier and leaves the turn where it was."""
-        if 2 * nbytes > MAX_STATIC_SHARED:
-            raise errors.CompileError(f"a tile needs 2 x {nbytes} bytes of shared memory, more "
-                                      f"than the {MAX_STATIC_SHARED} a block has statically",
-                                      hint="use smaller tiles")
+        if 2 * nbytes > MAX_STATIC_SHARED:  # dynamic shared memory is the matrix products' only
+            raise errors.CompileError(
+                f"this tile operation moves {nbytes} bytes through shared memory, and tile "
+                f"code gets two such buffers within the {MAX_STATIC_SHARED // 1024} KiB a block "
+                "has without dynamic shared memory", self.site,
+                hint="use a smaller tile here (or split it: a loop over parts of the tile)")
         buffer = self.smem[self.turn]
         if buffer is None:
             buffer = self.smem[self.turn] = ir.GlobalVariable(
@@ -237,6 +240,7 @@ class TileLowering(_KernelLowering):
         """`e` in registers; in layout `want` when given. With `lazy`, registers may be
         `Lazy` (for straight-line consumers, which force each where they use it)."""
         value = self.ready.pop(id(e), None) if isinstance(e, X.TileLoad) else None
+        self.site = e.loc  # where a shared-memory error points
         if value is None or value.layout != (want or self.default(e.shape)):
             lowering = self._TILE.get(type(e))
             if lowering is None:
