@@ -20,8 +20,8 @@ from verdigris.examples.tile_gemm import _narrow, available, run
 
 
 @tile.kernel
-def attention(q, k, v, o, scale, CAUSAL: vg.constexpr, BM: vg.constexpr, BN: vg.constexpr,
-              D: vg.constexpr):
+def attention(q, k, v, o, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
+              BN: vg.constexpr = 64, D: vg.constexpr = 64):
     m_block, bh = tile.bid(0), tile.bid(1)
     seq = q.shape[1]
     qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))

@@ -22,7 +22,8 @@ SQRT_HALF = 1 / math.sqrt(2)
 
 
 @tile.kernel
-def gemm(a, b, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+def gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+         BK: vg.constexpr = 64):
     """c = a @ b: a (M, K), b (K, N), c (M, N), any float dtypes tile.mma takes."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), vg.float32)
@@ -34,7 +35,8 @@ def gemm(a, b, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
 
 
 @tile.kernel
-def gemm_nt(a, bt, c, scale, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+def gemm_nt(a, bt, c, scale, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+         BK: vg.constexpr = 64):
     """c = scale * (a @ bt.T): bt (N, K) is B stored K-major (a weight matrix, or the
     layout fp8 products read); `scale` multiplies once, in the epilogue."""
     i, j = tile.bid(0), tile.bid(1)
@@ -46,7 +48,8 @@ def gemm_nt(a, bt, c, scale, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexp
 
 
 @tile.kernel
-def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+         BK: vg.constexpr = 64):
     """c = gelu(a @ b + bias) (the erf form), fused: the product never leaves registers."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), vg.float32)
@@ -55,12 +58,13 @@ def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.con
         y = tile.load(b, index=(k, j), shape=(BK, BN))
         acc = tile.mma(x, y, acc)
     h = acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(vg.float32)
-    g = 0.5 * h * (1.0 + tile.erf(h * SQRT_HALF))
+    g = 0.5 * h * (1.0 + tile.erf(h * 0.7071067811865476))  # erf(h / sqrt(2))
     tile.store(c, index=(i, j), tile=g.astype(c.dtype))
 
 
 @tile.kernel
-def batched_gemm(a, b, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+def batched_gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+         BK: vg.constexpr = 64):
     """c[z] = a[z] @ b[z] for a (Z, M, K), b (Z, K, N): grid axis 2 is the batch."""
     i, j, z = tile.bid(0), tile.bid(1), tile.bid(2)
     acc = tile.zeros((BM, BN), vg.float32)
