@@ -1,191 +1,163 @@
-"""Runtime probe for the lent GPU: runs the runtime's tests, then measures host-side launch
-overhead of `CudaKernel.launch` against raw `cuLaunchKernel` through cuda-bindings.
+"""Where first-call time goes, on the lent GPU: imports, the compiler's stages, and the three
+PTX -> cubin routes (ptxas, nvJitLink, the driver's JIT) side by side.
 
-Run from the repository root: `PYTHONPATH=src python3 bench/probe_runtime.py [--no-tests]`.
-Each variant launches the same tiny axpy kernel (1024 elements) in batches of BATCH calls;
-batches of all variants are interleaved, the device is synchronized between batches (not
-timed), and the median over ROUNDS batches of the per-launch time is reported in µs.
-Writes the numbers as JSON to $OUT/probe_runtime.json when $OUT is set.
+Prints, for vector add, softmax (tile) and GEMM (tile, when the matmul lowering exists):
+the stages of `codegen.compile_to_ptx` at O3 and at lower LLVM optimization levels (with
+the PTX size, a proxy for what O3 buys), then the time of each PTX -> cubin route (first use
+in the process and again); the import time of each heavy module in a fresh process; and
+the versions that decide which fast paths exist (cuda-bindings and its `_v2` driver API).
+Run: `PYTHONPATH=src python3 bench/probe_runtime.py [--json FILE]`.
 """
-import ctypes
+from __future__ import annotations
+
+import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
-import timeit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-ROUNDS, BATCH = 400, 50
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "bench")]
+
+IMPORTS = ("numpy", "verdigris", "cuda.bindings.driver", "llvmlite.binding",
+           "verdigris.frontend", "verdigris.safety", "verdigris.codegen.lower",
+           "verdigris.tile.lower", "torch")
 
 
-def run_tests() -> int:
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                            "tests/test_runtime.py", "tests/gpu/test_runtime_gpu.py"], cwd=ROOT)
+def import_times() -> dict:
+    script = ("import time, importlib; out = {}\n"
+              f"for name in {IMPORTS!r}:\n"
+              "    t = time.perf_counter()\n"
+              "    try:\n        importlib.import_module(name)\n"
+              "    except Exception as e:\n        out[name] = repr(e); continue\n"
+              "    out[name] = round((time.perf_counter() - t) * 1e3, 2)\n"
+              "print(out)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")))
+    return eval(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"error": done.stderr[-300:]}
 
 
-def launch_variants():
-    import numpy as np
-    from cuda.bindings import driver as drv
+def kernels():
+    """(name, kernel, specialized IR) for each kernel of bench/runtime.py that builds here."""
+    import tempfile
 
-    from tests.gpu.test_runtime_gpu import axpy_kernel, axpy_values
-    from verdigris.runtime import arrays, driver, streams
-    from verdigris.runtime.interop import describe
+    import runtime as bench
 
-    rng = np.random.default_rng()
-    kernel = axpy_kernel()
-    n = 1024
-    x, y = (arrays.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
-    out = arrays.asarray(np.full(n, np.nan, np.float32))
-    values = axpy_values(2.0, x, y, out)
-    grid, block = (n // 128, 1, 1), (128, 1, 1)
-    gx, bx = grid[0], block[0]
-    func, launch = kernel.function, drv.cuLaunchKernel
-    prepacked = kernel.packer.pack(values)  # the raw floor: arguments already in place
-    stream_object = drv.CUstream(0)
-    ctypes_types = (ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+    work = tempfile.mkdtemp()
+    ours = bench._module(work, "vg_runtime_kernels", bench.OURS)
+    todo = [("vector_add", ours.vector_add, ((256, 1, 1), (1, 2), ("a", "float32", 1, True, True),
+                                             ("a", "float32", 1, True, True),
+                                             ("a", "float32", 1, True, True))),
+            ("softmax", ours.softmax, (None, (1, 2), ("a", "float32", 2, True, True),
+                                       ("a", "float32", 2, True, True), ("c", 4096))),
+            ("gemm", ours.gemm, (None, (2,), *[("a", "bfloat16", 2, True, True)] * 3,
+                                 ("c", 128), ("c", 128), ("c", 64)))]
+    out = []
+    for name, kernel, key in todo:
+        try:
+            spec = kernel.specialization(key)
+            spec.kernel.facts["noalias"] = True
+            out.append((name, spec.kernel))
+        except Exception as exc:  # the tile matmul may not exist yet
+            print(f"{name}: not built ({type(exc).__name__}: {exc})"[:200])
+    return out
 
-    for ret in (launch(func, gx, 1, 1, bx, 1, 1, 0, 0, prepacked, 0),
-                launch(func, gx, 1, 1, bx, 1, 1, 0, stream_object, prepacked, 0),
-                launch(func, gx, 1, 1, bx, 1, 1, 0, 0, (values, ctypes_types), 0)):
-        driver.check(ret, "cuLaunchKernel")
-    driver.synchronize()
 
-    def raw_prepacked(k):
-        for _ in range(k):
-            launch(func, gx, 1, 1, bx, 1, 1, 0, 0, prepacked, 0)
+def stages(ir) -> dict:
+    """compile_to_ptx's stages at O3, then optimize + emit at O2, O1, O0 (ms, PTX bytes)."""
+    import llvmlite.binding as llvm
 
-    def raw_prepacked_custream(k):
-        for _ in range(k):
-            launch(func, gx, 1, 1, bx, 1, 1, 0, stream_object, prepacked, 0)
+    from verdigris import codegen
+    from verdigris.codegen import libdevice, nvptx
+    from verdigris.runtime.launch_cuda import ptx_target
 
-    def raw_tuple_form(k):
-        for _ in range(k):
-            launch(func, gx, 1, 1, bx, 1, 1, 0, 0, (values, ctypes_types), 0)
+    target = ptx_target((9, 0))
+    compiled = codegen.compile_to_ptx(ir, target)
+    out = {"O3": {k: round(v * 1e3, 2) for k, v in compiled.timings.items()},
+           "O3 ptx bytes": len(compiled.ptx), "ptx": compiled.ptx, "target": target}
+    lowered = str(codegen._lower(ir, target))
+    for level in (2, 1, 0):
+        module = nvptx.parse(lowered)
+        libdevice.link(module)
+        t = time.perf_counter()
+        builder = llvm.create_pass_builder(nvptx.target_machine(target),
+                                           llvm.create_pipeline_tuning_options(speed_level=level))
+        builder.getModulePassManager().run(module, builder)
+        t1 = time.perf_counter()
+        ptx = nvptx.emit_ptx(module, target)
+        t2 = time.perf_counter()
+        out[f"O{level}"] = {"optimize": round((t1 - t) * 1e3, 2), "emit": round((t2 - t1) * 1e3, 2),
+                            "ptx bytes": len(ptx)}
+    return out
 
-    def vg_launch(k):
-        for _ in range(k):
-            kernel.launch(grid, block, values, 0)
 
-    def vg_describe_and_launch(k):  # what a dispatcher adds: describe 3 arrays, flatten
-        for _ in range(k):
-            a, b, c = describe(x), describe(y), describe(out)
-            kernel.launch(grid, block, (2.0, a.ptr, a.shape[0], b.ptr, b.shape[0], c.ptr,
-                                        c.shape[0]), streams.resolve(None, 0, False))
+def routes(ptx: str, arch: str) -> dict:
+    from verdigris.codegen import ptxas
+    from verdigris.runtime.module import jit_cubin
 
-    variants = {f.__name__: f for f in (raw_prepacked, raw_prepacked_custream, raw_tuple_form,
-                                        vg_launch, vg_describe_and_launch)}
+    todo = {"ptxas": lambda: ptxas.assemble(ptx, arch) if ptxas.ptxas_available() else None,
+            "nvjitlink": lambda: ptxas.link(ptx, arch) if ptxas.nvjitlink_available() else None,
+            "driver": lambda: jit_cubin(ptx, 0)}
+    out = {}
+    for name, run in todo.items():
+        times = []
+        for _ in range(2):
+            t = time.perf_counter()
+            try:
+                result = run()
+            except Exception as exc:
+                out[name] = f"{type(exc).__name__}: {exc}"[:160]
+                break
+            if result is None:
+                out[name] = "absent"
+                break
+            times.append(round((time.perf_counter() - t) * 1e3, 2))
+        else:
+            out[name] = {"first": times[0], "again": times[1]}
+    return out
+
+
+def versions() -> dict:
+    out = {}
+    for name in ("cuda.bindings", "cupy", "triton", "torch", "llvmlite", "jax"):
+        try:
+            module = __import__(name, fromlist=["__version__"])
+            out[name] = getattr(module, "__version__", "?")
+        except Exception as exc:
+            out[name] = f"absent ({type(exc).__name__})"
     try:
-        import torch
+        from cuda.bindings._v2 import driver  # noqa: F401
 
-        tx, ty, tout = (torch.randn(n, device="cuda") for _ in range(3))
-
-        def torch_add(k):
-            for _ in range(k):
-                torch.add(tx, ty, out=tout)
-
-        def vg_launch_torch_stream(k):
-            for _ in range(k):
-                kernel.launch(grid, block, values, streams.resolve(None, 0, True))
-
-        variants.update(torch_add=torch_add, vg_launch_torch_stream=vg_launch_torch_stream)
+        out["cuda.bindings._v2"] = True
     except ImportError:
-        pass
-
-    samples = {name: [] for name in variants}
-    for round_ in range(ROUNDS):
-        names = list(variants)
-        names = names[round_ % len(names):] + names[:round_ % len(names)]
-        for name in names:
-            t0 = time.perf_counter_ns()
-            variants[name](BATCH)
-            samples[name].append((time.perf_counter_ns() - t0) / BATCH / 1000)
-            driver.synchronize()
-    result = {name: {"median_us": statistics.median(v),
-                     "p10_us": sorted(v)[len(v) // 10], "p90_us": sorted(v)[9 * len(v) // 10]}
-              for name, v in samples.items()}
-    got = out.numpy()
-    want = 2.0 * x.numpy().astype(np.float64) + y.numpy()
-    result["axpy_rel_error"] = float(np.linalg.norm(got - want) / np.linalg.norm(want))
-    return result
+        out["cuda.bindings._v2"] = False
+    return out
 
 
-def host_costs():
-    """ns per call of the launch path's pieces."""
-    import numpy as np
-
-    from verdigris.runtime import arrays, driver, streams
-    from verdigris.runtime.interop import byte_extent, describe
-    from tests.gpu.test_runtime_gpu import axpy_kernel
-
-    a = arrays.zeros(1024)
-    a2 = arrays.zeros((64, 64))[:, ::2]
-    host = np.zeros(1024, np.float32)
-    env = {"describe": describe, "byte_extent": byte_extent, "a": a, "a2": a2, "host": host,
-           "streams": streams, "drv": driver.api(), "packer": axpy_kernel().packer,
-           "values": (2.0, 1 << 32, 1024, 2 << 32, 1024, 3 << 32, 1024)}
-    stmts = {
-        "describe(vg.Array)": "describe(a)",
-        "describe(numpy)": "describe(host)",
-        "byte_extent(1-D)": "byte_extent(a)",
-        "byte_extent(2-D view)": "byte_extent(a2)",
-        "ArgPacker.pack(7 args)": "packer.pack(values)",
-        "streams.resolve(default)": "streams.resolve(None, 0, False)",
-        "cuCtxGetCurrent": "drv.cuCtxGetCurrent()",
-    }
-    try:
-        import torch
-
-        env.update(t=torch.zeros(1024, device="cuda"), torch=torch)
-        stmts.update({"describe(torch)": "describe(t)",
-                      **{f"torch {attr}": f"t.{attr}" for attr in (
-                          "data_ptr()", "shape", "stride()", "dtype", "is_cuda", "get_device()")},
-                      "streams.resolve(torch current)": "streams.resolve(None, 0, True)",
-                      "torch.cuda.current_stream().cuda_stream":
-                          "torch.cuda.current_stream().cuda_stream"})
-    except ImportError:
-        pass
-    try:
-        import cupy
-
-        env["c"] = cupy.zeros(1024, cupy.float32)
-        stmts["describe(cupy)"] = "describe(c)"
-        stmts.update({f"cupy {attr}": f"c.{attr}" for attr in (
-            "data.ptr", "data.device_id", "device.id", "shape", "strides", "dtype")})
-        stmts["cupy __cuda_array_interface__"] = "c.__cuda_array_interface__"
-    except ImportError:
-        pass
-    number = 20000
-    return {label: min(timeit.repeat(stmt, globals=env, number=number, repeat=5)) / number * 1e9
-            for label, stmt in stmts.items()}
-
-
-def main():
-    status = 0 if "--no-tests" in sys.argv else run_tests()
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    args = parser.parse_args()
     from verdigris.runtime import driver
 
+    result = {"versions": versions(), "imports ms": import_times(), "kernels": {}}
+    print("versions:", result["versions"])
+    print("imports (ms, fresh process, in this order):", result["imports ms"])
     props = driver.properties(0)
-    print(f"\ndevice: {props.name} {props.arch}, {props.multiprocessors} SMs; "
-          f"python {sys.version.split()[0]}")
-    launches = launch_variants()
-    costs = host_costs()
-    floor = launches["raw_prepacked"]["median_us"]
-    print(f"\nper-launch host time, median of {ROUNDS} batches of {BATCH} (µs):")
-    for name, r in launches.items():
-        if isinstance(r, dict):
-            print(f"  {name:28s} {r['median_us']:6.2f}  (p10 {r['p10_us']:.2f}, "
-                  f"p90 {r['p90_us']:.2f})  {r['median_us'] / floor:5.2f}x raw_prepacked")
-    print(f"  axpy result rel. error: {launches['axpy_rel_error']:.2e}")
-    print("\nhost cost of launch-path pieces (ns per call, best of 5):")
-    for label, ns in costs.items():
-        print(f"  {label:40s} {ns:8.0f}")
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "probe_runtime.json"), "w") as f:
-            json.dump({"launch": launches, "host_ns": costs, "device": props.name}, f, indent=1)
-    sys.exit(status)
+    arch = f"sm_{props.cc[0]}{props.cc[1]}"
+    for name, ir in kernels():
+        s = stages(ir)
+        route_arch = s["target"] if s["target"].endswith("a") else arch
+        r = routes(s.pop("ptx"), route_arch)
+        result["kernels"][name] = {"stages": s, "routes": r}
+        print(f"\n{name}: O3 stages (ms) {s['O3']}, PTX {s['O3 ptx bytes']} bytes")
+        for level in (2, 1, 0):
+            print(f"  O{level}: {s[f'O{level}']}")
+        print(f"  PTX -> cubin for {route_arch} (ms): {r}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

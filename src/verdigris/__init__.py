@@ -72,12 +72,18 @@ def autotune(configs, key, *, timer=None):
     return _autotune(configs, key, timer=timer)
 
 
-def synchronize(device: int = 0) -> None:
-    """Wait for all work on `device` (no-op on the cpu backend)."""
+def synchronize(device: int = 0, *, stream=None) -> None:
+    """Wait for all work on `device`, or only for the work on `stream` (a torch, CuPy,
+    cuda.core or numba stream, or a raw handle); no-op on the cpu backend. Raises
+    `BoundsError` for an out-of-bounds access a kernel recorded."""
     if current_backend() == "cuda":
-        from .runtime import driver
+        from .runtime import driver, faults, streams
 
-        driver.synchronize(device)
+        if stream is None:
+            driver.synchronize(device)
+        else:
+            streams.synchronize_stream(stream)
+            faults.raise_pending(device)
 
 
 def load_bundle(path):
@@ -93,4 +99,12 @@ def __getattr__(name):
         from .runtime.arrays import Array
 
         return Array
+    if name == "Event":
+        from .runtime.streams import Event
+
+        return Event
+    if name == "torch_op":
+        from .runtime.torch_ops import torch_op
+
+        return torch_op
     raise AttributeError(f"module 'verdigris' has no attribute {name!r}")

@@ -12,8 +12,10 @@ Guarantees:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -358,12 +360,31 @@ class Launch:
         (self.general if head is self else head)(*args, **kwargs)
 
     def general(self, *args, stream=None, num_warps=None, **kwargs) -> None:
+        if _skipping.depth:  # tracing a torch op with fake tensors (`runtime.torch_ops`)
+            return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
         plan = self.kernel.launch(self.grid, block, args, kwargs, stream)
         if plan is not None and self.config is not None:
             from . import fastpath
 
             fastpath.install(self, plan, num_warps)
+
+
+class _Skipping(threading.local):
+    depth = 0
+
+
+_skipping = _Skipping()
+
+
+@contextlib.contextmanager
+def skipping_launches():
+    """Launches on this thread do nothing inside the block (`runtime.torch_ops`)."""
+    _skipping.depth += 1
+    try:
+        yield
+    finally:
+        _skipping.depth -= 1
 
 
 def _forget_launchers() -> None:

@@ -223,7 +223,7 @@ class CudaKernel:
         whose current context is another device's (or none) is retried in this kernel's
         device context; any other refusal raises LaunchError or BackendError."""
         name = driver.error_name(err)
-        if name in _WRONG_CONTEXT and not driver.is_current(self.device):
+        if not driver.is_current(self.device):  # the driver's answer to that varies
             with driver.on_device(self.device):
                 (err,) = self.raw_launch(self.function, *grid, *block, shared_bytes, stream,
                                          params, 0)
@@ -239,7 +239,3 @@ class CudaKernel:
                 f"block and uses {self.attribute('NUM_REGS')} registers per thread")
         driver.check((err,), f"cuLaunchKernel({self.name})")
 
-
-# What the driver answers a launch from a context other than the function's.
-_WRONG_CONTEXT = ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
-                  "CUDA_ERROR_CONTEXT_IS_DESTROYED")

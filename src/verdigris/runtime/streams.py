@@ -3,7 +3,8 @@
 Takes: the launch's `stream=` (None, an int handle, a `CUstream`, a `torch.cuda.Stream`, a
 CuPy or numba stream, a `cuda.core` stream: anything with `__cuda_stream__`, `.cuda_stream`,
 `.ptr` or `.handle`), and whether any argument is a torch tensor. Gives: `resolve(stream,
-device, torch_args) -> int`, the raw CUstream handle, and `handle(stream) -> int`.
+device, torch_args) -> int`, the raw CUstream handle, `handle(stream) -> int`,
+`synchronize_stream(stream)`, and `Event` (`vg.Event`: record, wait, synchronize, timing).
 
 Rules, in order:
 1. an explicit `stream=` wins;
@@ -80,3 +81,73 @@ def resolve(stream, device: int, torch_args: bool) -> int:
     if torch_args:
         return torch_current(device)
     return DEFAULT_STREAM
+
+
+class Event:
+    """A CUDA event on `device`, for ordering and timing work on streams.
+
+    `record(stream=None)` enqueues it (any stream `handle` understands; None: the legacy
+    default stream, or, when given a torch tensor's stream, that one); `synchronize()` waits
+    for it; `query()` says whether it has happened; `wait(stream)` makes later work on
+    `stream` wait for it; `start.elapsed_time(end)` is the milliseconds between two
+    recorded events (both made with `timing=True`, the default). Events can be recorded
+    inside stream capture (they become graph nodes)."""
+
+    def __init__(self, device: int = 0, timing: bool = True):
+        from . import driver
+
+        drv = driver.api()
+        flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
+            drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.device = device
+        with driver.on_device(device):
+            self.handle = driver.check(drv.cuEventCreate(flags), "cuEventCreate")
+
+    def record(self, stream=None) -> "Event":
+        from . import driver
+
+        driver.check(driver.api().cuEventRecord(self.handle, handle(stream)), "cuEventRecord")
+        return self
+
+    def synchronize(self) -> None:
+        from . import driver
+
+        driver.check(driver.api().cuEventSynchronize(self.handle), "cuEventSynchronize")
+
+    def query(self) -> bool:
+        from . import driver
+
+        (err,) = driver.api().cuEventQuery(self.handle)
+        if driver.error_name(err) == "CUDA_ERROR_NOT_READY":
+            return False
+        driver.check((err,), "cuEventQuery")
+        return True
+
+    def wait(self, stream=None) -> None:
+        from . import driver
+
+        driver.check(driver.api().cuStreamWaitEvent(handle(stream), self.handle, 0),
+                     "cuStreamWaitEvent")
+
+    def elapsed_time(self, end: "Event") -> float:
+        """Milliseconds from this event to `end` (waits for `end`)."""
+        from . import driver
+
+        end.synchronize()
+        return driver.check(driver.api().cuEventElapsedTime(self.handle, end.handle),
+                            "cuEventElapsedTime")
+
+    def __del__(self):
+        try:
+            from . import driver
+
+            driver.api().cuEventDestroy(self.handle)
+        except Exception:  # at interpreter exit the driver may already be gone
+            pass
+
+
+def synchronize_stream(stream) -> None:
+    """Wait for the work on `stream` (any stream `handle` understands)."""
+    from . import driver
+
+    driver.check(driver.api().cuStreamSynchronize(handle(stream)), "cuStreamSynchronize")

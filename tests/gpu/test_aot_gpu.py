@@ -1,0 +1,58 @@
+"""A bundle compiled ahead of time runs on the GPU in a process that cannot import llvmlite:
+right results for a SIMT and a tile kernel, the checked variant when the proofs' launch
+condition fails, and a bounds fault reported with its line."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.fakecuda.kernels import add, axpy
+
+pytestmark = pytest.mark.gpu
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_a_bundle_runs_without_the_compiler(tmp_path):
+    axpy.compile_aot("f32, f32[::1], f32[::1], f32[::1]", block=256,
+                     targets=["sm_90", "ptx"]).save(tmp_path / "axpy.vgb")
+    add.compile_aot("f32[::1], f32[::1], f32[::1], 1024", targets=["sm_90a", "sm_90"]
+                    ).save(tmp_path / "add.vgb")
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.modules["llvmlite"] = None
+        import numpy as np
+        import verdigris as vg
+        rng = np.random.default_rng()
+        n = 100_003
+        xh, yh = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        x, y = vg.asarray(xh), vg.asarray(yh)
+        out = vg.asarray(np.full(n, np.nan, np.float32))
+        k = vg.load_bundle({str(tmp_path / "axpy.vgb")!r})
+        k[vg.cdiv(n, 256), 256](2.0, x, y, out)
+        want = 2.0 * xh.astype(np.float64) + yh
+        result = dict(axpy=float(np.abs(out.numpy() - want).max() / np.abs(want).max()))
+        a = vg.load_bundle({str(tmp_path / "add.vgb")!r})
+        out2 = vg.asarray(np.full(n, np.nan, np.float32))
+        a[vg.cdiv(n, 1024)](x, y, out2, BLOCK=1024)
+        want2 = xh.astype(np.float64) + yh
+        result["add"] = float(np.abs(out2.numpy() - want2).max() / np.abs(want2).max())
+        try:  # x shorter than out: the checked variant reports the read past x's end
+            k[vg.cdiv(n, 256), 256](2.0, x[:1000], y, out)
+            vg.synchronize()
+        except vg.BoundsError as err:
+            result["fault"] = str(err)
+        result["compiler"] = sorted(m for m in sys.modules if m.startswith(("llvmlite.",
+                                    "verdigris.codegen.lower", "verdigris.safety")))
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["axpy"] < 1e-6 and got["add"] < 1e-6 and got["compiler"] == []
+    assert "out of bounds: x[" in got["fault"] and "with shape (1000,)" in got["fault"]
+    assert "alpha * x[i] + y[i]" in got["fault"]
