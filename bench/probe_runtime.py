@@ -20,6 +20,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "bench")]
 
+LEVELS = (2, 1)  # LLVM optimization levels timed beside O3
 IMPORTS = ("numpy", "verdigris", "cuda.bindings.driver", "llvmlite.binding",
            "verdigris.frontend", "verdigris.safety", "verdigris.codegen.lower",
            "verdigris.tile.lower", "torch")
@@ -65,7 +66,7 @@ def kernels():
 
 
 def stages(ir) -> dict:
-    """compile_to_ptx's stages at O3, then optimize + emit at O2, O1, O0 (ms, PTX bytes)."""
+    """compile_to_ptx's stages at O3, then optimize + emit at each of LEVELS (ms, PTX bytes)."""
     import llvmlite.binding as llvm
 
     from verdigris import codegen
@@ -77,7 +78,7 @@ def stages(ir) -> dict:
     out = {"O3": {k: round(v * 1e3, 2) for k, v in compiled.timings.items()},
            "O3 ptx bytes": len(compiled.ptx), "ptx": compiled.ptx, "target": target}
     lowered = str(codegen._lower(ir, target))
-    for level in (2, 1, 0):
+    for level in LEVELS:
         module = nvptx.parse(lowered)
         libdevice.link(module)
         t = time.perf_counter()
@@ -152,7 +153,7 @@ def main() -> None:
         r = routes(s.pop("ptx"), route_arch)
         result["kernels"][name] = {"stages": s, "routes": r}
         print(f"\n{name}: O3 stages (ms) {s['O3']}, PTX {s['O3 ptx bytes']} bytes")
-        for level in (2, 1, 0):
+        for level in LEVELS:
             print(f"  O{level}: {s[f'O{level}']}")
         print(f"  PTX -> cubin for {route_arch} (ms): {r}")
     if args.json:
