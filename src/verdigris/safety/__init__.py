@@ -8,14 +8,19 @@ Takes: a specialized `ir.Kernel`. Gives:
 - `check(kernel) -> Analysis`: `analyze`, then raise the first finding, else store the facts
   in `kernel.facts`. The dispatcher calls it once per specialization (cached with it).
 
-The rule (GPUVerify's two-thread reduction): there are no barriers yet, so all threads of a
-launch are unordered; they race iff two distinct threads may touch the same element of one
-global array with at least one plain write (VG202 write/write, VG203 read/write). Atomics
-never race with atomics; an atomic and a plain access that may meet is VG204. A pair the
-checker cannot decide is VG205, never a pass: a solver timeout, or a collision that needs
-values the checker cannot see (indices computed from loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are
-neither proven nor reported. Each pair of accesses goes to `fastpath` first, then to
-`solver`. Tile kernels follow the same rule with a block as the thread (`tilerace`, on
+The rule (GPUVerify's two-thread reduction): two distinct threads that nothing orders race
+iff they may touch the same element of one global array with at least one plain write
+(VG202 write/write, VG203 read/write). Threads of different blocks are never ordered;
+threads of one block are ordered by barrier(), lanes of one warp also by syncwarp()
+(`order`, `barriers`). Atomics never race with atomics; an atomic and a plain access that
+may meet is VG204. A pair the checker cannot decide is VG205, never a pass: a solver
+timeout, or a collision that needs values the checker cannot see (indices computed from
+loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are neither proven
+nor reported. Each pair of accesses goes to `fastpath` first, then to
+`solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
+warp operation reached by all of them together: VG210, VG214) and `shared` (races in
+shared memory between barriers: VG211, VG212, VG204; reads of what nothing wrote: VG213).
+Tile kernels follow the same rule with a block as the thread (`tilerace`, on
 the accesses `tiles` maps to elements); other tracks get `race_free: None`.
 
 Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions the proof
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..ir import nodes as N
-from . import bounds, diagnose, fastpath, solver, tilerace
+from . import bounds, diagnose, diverge, fastpath, shared, solver, tilerace
 from .codes import CODES
 from .symbolic import MAX_AXIS_THREADS, execute
 
@@ -92,7 +97,7 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                           unsafe_accesses=sum(a.unsafe for a in trace.accesses))
     by_array: dict = {}
     for access in trace.accesses:
-        if not access.unsafe:
+        if not access.unsafe and access.memory == "global":
             by_array.setdefault(access.array, []).append(access)
     fast = 0
     for accesses in by_array.values():
@@ -113,6 +118,14 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                 elif outcome.status == "unknown":
                     reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
                     analysis.errors.append(diagnose.unproven_error(a, b, reason))
+    if trace.checkpoints or space.static_shapes:  # threads of a block work together
+        errors, queries = diverge.check(trace, timeout_ms)
+        analysis.errors += errors
+        analysis.solver_queries += queries
+        for tally in (shared.check_pairs(trace, timeout_ms), shared.check_reads(trace, timeout_ms)):
+            analysis.errors += tally.errors
+            analysis.solver_queries += tally.queries
+            fast += tally.fast
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 

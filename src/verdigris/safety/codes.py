@@ -25,6 +25,7 @@ CODES = {c.code: c for c in (
     Code("VG211", "threads of one block access the same shared element between two barriers"),
     Code("VG212", "warp-synchronous shared memory accesses without syncwarp()"),
     Code("VG213", "shared memory is read before anything wrote it"),
+    Code("VG214", "a warp operation may be reached by some lanes of a warp and not others"),
     Code("VG301", "an index is out of bounds on every launch (proven while compiling)"),
     Code("VG302", "an index was out of bounds while the kernel ran"),
 )}

@@ -4,7 +4,10 @@ Takes: the code, the two accesses (from `symbolic`), and the solver's `Outcome`.
 `race_error(...)` and `unproven_error(...)`: a `SafetyError` at the user's line of one of
 the accesses, naming two concrete threads, the element they meet on and the sizes that
 make it happen, e.g. "thread (block 1, thread 0) and thread (block 0, thread 127) both
-write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint.
+write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint; shared
+arrays by the name the user gave them. Also `divergence_error` (a barrier or warp operation
+that one thread reaches and another does not, and the condition that splits them) and
+`uninitialized_error` (a shared element read before anything wrote it).
 """
 from __future__ import annotations
 
@@ -23,7 +26,26 @@ HINTS = {
     "VG205": "restructure the index arithmetic (a guard such as `if c < W:` or an index "
              "built from simt.global_id), use an atomic, or wrap the access in "
              "`with vg.unsafe():`",
+    "VG210": "move simt.barrier() out of the condition, so that every thread of the block "
+             "reaches it (guard only the memory accesses), or make the condition the same for "
+             "the whole block (built from block ids, scalar arguments, constexprs or loop "
+             "counters)",
+    "VG211": "put simt.barrier() between the write and the other threads' accesses (in a "
+             "loop, also one at the end of the body, before the next iteration's writes)",
+    "VG212": "put simt.syncwarp() between the write and the other lane's access, or exchange "
+             "the values in registers with simt.shfl_down / simt.shfl_xor",
+    "VG213": "write every element the block reads before the barrier() that precedes the "
+             "read (e.g. store a neutral value where the input runs out)",
+    "VG214": "let all 32 lanes of the warp reach it (compute the value under the condition, "
+             "call it outside), or make the condition the same for the whole warp (e.g. built "
+             "from simt.thread_id(0) // 32)",
+    "VG204 shared": "make every access to {array} between two barriers atomic, or separate "
+                    "the atomics from the plain accesses with simt.barrier()",
 }
+
+# what follows the two threads of a block race, per code
+_UNORDERED = {"VG211": "with no barrier() between them",
+              "VG212": "two lanes of one warp with no syncwarp() between them"}
 
 
 def thread_name(ids: dict) -> str:
@@ -51,13 +73,18 @@ def situation(outcome) -> str:
     return "with " + ", ".join(parts)
 
 
+def name(a: Access) -> str:
+    """The array's name in the user's source."""
+    return getattr(a, "label", "") or a.array
+
+
 def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
     """`a` ran on the first thread of the counterexample, `b` on the second."""
     t1, t2 = (thread_name(ids) for ids in outcome.threads)
-    element = f"{a.array}[{', '.join(map(str, outcome.element))}]"
-    if code == "VG202":
+    element = f"{name(a)}[{', '.join(map(str, outcome.element))}]"
+    if a.kind == b.kind == "write":
         what, loc, other = f"{t1} and {t2} both write {element}", a.loc, b.loc
-    elif code == "VG203":
+    elif "atomic" not in (a.kind, b.kind):
         (w, tw), (r, tr) = ((a, t1), (b, t2)) if a.kind == "write" else ((b, t2), (a, t1))
         what, loc, other = f"{tw} writes {element} while {tr} reads it", r.loc, w.loc
     else:
@@ -66,8 +93,33 @@ def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
         what = f"{tm} updates {element} atomically while {tp} {verb} it without an atomic"
         loc, other = p.loc, m.loc
     where = f"; the other access is at line {other.line}" if other.line != loc.line else ""
+    shared = getattr(a, "memory", "global") == "shared"
+    if code in _UNORDERED:
+        what = f"{what}, {_UNORDERED[code]}"
+    elif shared:
+        what = f"{what} between the same two barriers"
     message = f"{CODES[code].title}: {what} ({situation(outcome)}){where}"
-    return SafetyError(message, loc, HINTS[code].format(array=a.array), code)
+    hint = HINTS["VG204 shared" if code == "VG204" and shared else code]
+    return SafetyError(message, loc, hint.format(array=name(a)), code)
+
+
+def divergence_error(code: str, subject: str, loc, condition, outcome) -> SafetyError:
+    """`subject` (e.g. "barrier()") at `loc` is reached by the first thread of `outcome`
+    and not by the second; `condition`: (its source text, Loc) that splits them, or None."""
+    t1, t2 = (thread_name(ids) for ids in outcome.threads)
+    group = "threads of one block" if code == "VG210" else "lanes of one warp"
+    under = f"under `{condition[0]}` (line {condition[1].line})" if condition else "under a condition"
+    message = (f"{CODES[code].title}: {subject} is {under}, which differs between {group}: "
+               f"{t1} reaches it and {t2} does not ({situation(outcome)})")
+    return SafetyError(message, loc, HINTS[code], code)
+
+
+def uninitialized_error(r: Access, outcome) -> SafetyError:
+    """The read `r` (on the thread of `outcome`) of an element nothing wrote before it."""
+    element = f"{name(r)}[{', '.join(map(str, outcome.element))}]"
+    message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} reads {element}, "
+               f"which no thread of its block writes before ({situation(outcome)})")
+    return SafetyError(message, r.loc, HINTS["VG213"], "VG213")
 
 
 def data_error(a: Access, b: Access, outcome) -> SafetyError:

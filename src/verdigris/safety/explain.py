@@ -268,8 +268,9 @@ EXPLANATIONS = {
                     out[simt.block_id(0)] = total
             """),
         message="""kernel.py:8:9: VG210: a barrier may be reached by some threads of a block
-            and not others: it is under the condition i < x.shape[0], which differs between
-            threads""",
+            and not others: barrier() is under `i < x.shape[0]` (line 6), which differs
+            between threads of one block: thread (block 0, thread 0) reaches it and thread
+            (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 2 threads)""",
         fixed=_snippet("""
             @simt.kernel
             def block_sum(x, out):
@@ -302,8 +303,9 @@ EXPLANATIONS = {
                 out[i] = tile[255 - t]  # written by another thread, no barrier between
             """),
         message="""kernel.py:7:14: VG211: threads of one block access the same shared
-            element between two barriers: thread (block 0, thread 0) reads tile[255],
-            which thread (block 0, thread 255) writes""",
+            element between two barriers: thread (block 0, thread 0) writes tile[0] while
+            thread (block 0, thread 255) reads it, with no barrier() between them (with 1
+            block of 256 threads); the other access is at line 6""",
         fixed=_snippet("""
             @simt.kernel
             def reverse_blocks(x, out):
@@ -334,7 +336,9 @@ EXPLANATIONS = {
                     out[i] = buf[(lane + 1) % 32]  # lanes are not in lock step
             """),
         message="""kernel.py:8:18: VG212: warp-synchronous shared memory accesses without
-            syncwarp(): lane 0 reads buf[1], which lane 1 writes""",
+            syncwarp(): thread (block 0, thread 1) writes buf[1] while thread (block 0,
+            thread 0) reads it, two lanes of one warp with no syncwarp() between them (with
+            1 block of 2 threads); the other access is at line 7""",
         fixed=_snippet("""
             @simt.kernel
             def rotate_warp(x, out):
@@ -350,7 +354,9 @@ EXPLANATIONS = {
     "VG213": Explanation(
         rule="""A kernel must not read a shared memory element that no thread of the block
             wrote before the read (shared memory starts with whatever the previous block
-            on that multiprocessor left there).""",
+            on that multiprocessor left there). The checker refuses it where the block
+            shape is known and the read is certain; the cpu backend reports the others
+            when they happen.""",
         why="""Uninitialised shared memory holds garbage that differs between runs and
             GPUs; reading it is the shared-memory form of an uninitialised variable,
             and it often hides behind a guard that writes only part of a tile.""",
@@ -364,9 +370,15 @@ EXPLANATIONS = {
                     tile[t] = x[i]  # only half the tile is written
                 simt.barrier()
                 out[i] = tile[t]
+
+
+            x = vg.asarray(np.ones(1024, np.float32))
+            out = vg.empty_like(x)
+            copy_through_shared[4, 256](x, out)
             """),
         message="""kernel.py:9:14: VG213: shared memory is read before anything wrote it:
-            thread (block 0, thread 128) reads tile[128], which no thread writes""",
+            thread (block 0, thread 128) reads tile[128], which no thread of its block
+            writes before (with 1 block of 256 threads)""",
         fixed=_snippet("""
             @simt.kernel
             def copy_through_shared(x, out):
@@ -376,6 +388,58 @@ EXPLANATIONS = {
                 tile[t] = x[i]
                 simt.barrier()
                 out[i] = tile[t]
+
+
+            x = vg.asarray(np.ones(1024, np.float32))
+            out = vg.empty_like(x)
+            copy_through_shared[4, 256](x, out)
+            """),
+    ),
+    "VG214": Explanation(
+        rule="""A warp shuffle, vote (ballot, any_, all_) or syncwarp() must be reached by
+            all 32 lanes of the warp together: it may not sit under a condition that
+            differs between lanes of one warp (a bounds guard, a lane index, data), nor
+            inside a loop whose trip count does. Conditions the same for a whole warp
+            (warp index, block index, arguments) are fine.""",
+        why="""These operations exchange values between the lanes named in their mask (all
+            32): a lane that never arrives leaves the others waiting, or hands them an
+            undefined value. The sum comes out wrong only for some inputs, typically at
+            the end of the array.""",
+        racy=_snippet("""
+            @simt.kernel
+            def warp_sums(x, out):
+                i = simt.global_id(0)
+                v = x[i] if i < x.shape[0] else 0.0
+                if i < x.shape[0]:
+                    for k in range(5):
+                        v += simt.shfl_down(v, 16 >> k)  # lanes past the end never get here
+                if simt.lane_id() == 0:
+                    out[i // 32] = v
+
+
+            x = vg.asarray(np.ones(1000, np.float32))
+            out = vg.empty(32, vg.float32)
+            warp_sums[4, 256](x, out)
+            """),
+        message="""kernel.py:7:18: VG214: a warp operation may be reached by some lanes of a
+            warp and not others: shfl_down() is under `i < x.shape[0]` (line 5), which
+            differs between lanes of one warp: thread (block 0, thread 0) reaches it and
+            thread (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 256
+            threads)""",
+        fixed=_snippet("""
+            @simt.kernel
+            def warp_sums(x, out):
+                i = simt.global_id(0)
+                v = x[i] if i < x.shape[0] else 0.0  # lanes past the end add zeros
+                for k in range(5):
+                    v += simt.shfl_down(v, 16 >> k)
+                if simt.lane_id() == 0:
+                    out[i // 32] = v
+
+
+            x = vg.asarray(np.ones(1000, np.float32))
+            out = vg.empty(32, vg.float32)
+            warp_sums[4, 256](x, out)
             """),
     ),
     "VG301": Explanation(

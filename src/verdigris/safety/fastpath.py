@@ -26,7 +26,9 @@ import math
 from .symbolic import Access, Poly, Space
 
 
-def disjoint(a: Access, b: Access, space: Space) -> bool:
+def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
+    """`ids`: the thread ids that tell the two threads apart (default: all of them; the
+    thread ids only, for two threads of one block)."""
     if len(a.indices) != len(b.indices):
         return False
     covered = set()
@@ -42,7 +44,7 @@ def disjoint(a: Access, b: Access, space: Space) -> bool:
         if digits is None:
             return False
         covered |= digits
-    return set(space.identity()) <= covered
+    return set(space.identity() if ids is None else ids) <= covered
 
 
 def expand(p: Poly, space: Space) -> Poly:

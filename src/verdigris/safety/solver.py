@@ -13,15 +13,18 @@ milliseconds, and a satisfying assignment is exactly the counterexample users ne
 imported lazily: kernels the fast path proves never load it.
 
 Query: thread 1 reaches `a`, thread 2 reaches `b` (each path condition, with its own copy of
-every per-thread atom), (block, thread) ids differ, all indices are equal and in bounds (an
-out-of-bounds access faults instead of touching memory), plus each atom's interval and
-definition, and the launch-domain constraints.
+every per-thread atom), all indices are equal and in bounds (an out-of-bounds access faults
+instead of touching memory), nothing orders the two threads (`order.unordered`: distinct
+threads of different blocks, or of one block after the same barrier), plus each atom's
+interval and definition, and the launch-domain constraints.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .symbolic import INF, Access, Poly, Space, formula_atoms, per_thread, rename_formula
+from . import order
+from .algebra import INF, Poly, Space, formula_atoms, per_thread, rename_formula
+from .symbolic import Access
 
 COPIES = ("1", "2")
 SMALL_TIMEOUT_MS = 200
@@ -39,7 +42,8 @@ class Outcome:
     reason: str = ""
 
 
-def collide(a: Access, b: Access, space: Space, timeout_ms: int) -> Outcome:
+def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = False) -> Outcome:
+    """`apart`: only threads of different warps (see `order.unordered`)."""
     import z3
 
     enc = _Encoder(space, z3)
@@ -47,14 +51,13 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int) -> Outcome:
     ib = [enc.poly(p.rename("2")) for p in b.indices]
     shapes = [enc.poly(space.shape(a.array, d)) for d in range(len(ia))]
     ids = space.identity()
-    facts = [enc.formula(rename_formula(a.pc, "1")), enc.formula(rename_formula(b.pc, "2")),
-             z3.Or([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in ids])
-             if ids else z3.BoolVal(False)]
+    facts = [enc.formula(rename_formula(a.pc, "1")), enc.formula(rename_formula(b.pc, "2"))]
     facts += [x == y for x, y in zip(ia, ib)]
     facts += [z3.And(0 <= x, x < s) for x, s in zip(ia, shapes)]
     for copy in COPIES:
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
+    facts.append(order.unordered(enc, a, b, space, apart))
     solver = z3.Solver()
     solver.set("timeout", timeout_ms)
     solver.add(*facts, *enc.side)

@@ -1,16 +1,20 @@
 """Symbolic execution of a SIMT kernel's structured IR for one generic thread.
 
 Takes: a specialized `ir.Kernel` (SIMT track). Gives: `execute(kernel) -> Trace`: every
-global-memory access (array, kind, index polynomials, path condition, loc, whether inside
-`vg.unsafe()`) of one symbolic thread, plus the `Space` of atoms they are written in.
+global and shared memory access of one symbolic thread (an `Ordered` access: array, kind,
+index polynomials, path condition, loc, whether inside `vg.unsafe()`, its memory, and its
+place in the block's order: the barriers it may come after, program order, the loops around
+it), the `Checkpoint`s every thread of a block or a warp must reach together (barriers, warp
+operations, exits from loops that contain them), where each condition comes from, and the
+`Space` of atoms all of it is written in. The algebra (polynomials, formulas, atoms, the
+launch space) is `algebra`'s; its names are re-exported here.
 
 The model (sound over-approximation of what a thread can do):
-- Integer values are `Poly`s: sums of integer multiples of products of *atoms*. Atoms are
-  thread ids (`tid0@`, `bid0@`: the `@` marks a per-thread atom, renamed `@1`/`@2` for the
-  two threads of a race query), launch sizes and scalar parameters shared by all threads
-  (`gdim0`, `bdim0`, `shape:out:0`, `param:n`), and per-thread unknowns. Every atom carries an
-  interval; some carry a definition (if-then-else, floor div/mod, loop variable) that the
-  solver adds as a constraint.
+- Integer values are `Poly`s over atoms: thread ids (`tid0@`, `bid0@`: the `@` marks a
+  per-thread atom, renamed `@1`/`@2` for the two threads of a query), launch sizes and
+  scalar parameters shared by all threads (`gdim0`, `bdim0`, `shape:out:0`, `param:n`), and
+  per-thread unknowns. Every atom carries an interval; some carry a definition (if-then-else,
+  floor div/mod, loop variable) that the solver adds as a constraint.
 - Straight-line locals are substituted. Loads from memory, float->int casts and bit
   operations the model does not follow are fresh unknowns in their dtype's range. A
   narrow (<= 32-bit) integer result whose interval may leave its dtype's range is also an
@@ -19,304 +23,39 @@ The model (sound over-approximation of what a thread can do):
 - Loops are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
   counter k >= 0 under the loop condition. `break`/`continue`/`exit` end the path;
-  `exit` contributes its path and values where its region ends.
+  `exit` contributes its path and values where its region ends. Where paths join, a value
+  is an if-then-else on the condition of the path taken since they parted.
 - Launch shape: `tid(a) in [0, block_dim(a))`, `bid(a) in [0, grid_dim(a))`; block_dim is the
   constant the kernel was specialized on, else a symbol in [1, 1024]. Axes 1 and 2 whose
   `block_id` the kernel never reads are assumed to have one block (`unit_grid_axes`; the same
   for `thread_id` and an unspecialized block: `unit_block_axes`), and along each axis
   grid_dim*block_dim < 2**31: the launch must guarantee both (they are in the facts).
-Booleans are formulas: tuples ("true",), ("false",), ("cmp", op, poly) meaning `poly op 0`
-with op in lt/le/eq/ne, ("and", ...), ("or", ...), ("not", f), ("bool", atom). Floats are
-not modelled (None).
+- Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
+  gets a trip count T (a block-uniform atom, with k < T in the body).
+- Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
+  track uniformity (`uniform`): unknowns get the scope their inputs have, floats are
+  `Opaque(scope)` instead of None, and a loop runs its body again, with weaker scopes for
+  the variables it carries, until the scopes it assumed at entry hold at the back edge.
+Booleans are formulas (see `algebra`).
 """
 from __future__ import annotations
 
+import ast
+import linecache
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
+from . import barriers, invariants
+from .algebra import (AXES, FALSE, INF, MAX_AXIS_THREADS, MAX_BLOCK, MAX_ELEMENTS,  # noqa: F401
+                      MAX_GRID, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
+                      formula_atoms, neg, per_thread, rename_formula)
+from .uniform import Opaque, Scopes, at_least, cap, join, meet
 
-INF = math.inf
-MAX_BLOCK = 1024
-MAX_AXIS_THREADS = 2**31 - 1  # launch guarantee: grid_dim(a) * block_dim(a) <= this
-MAX_GRID = (2**31 - 1, 65535, 65535)
-MAX_ELEMENTS = 2**62
-AXES = "xyz"
-
-
-# ----------------------------------------------------------------------------- polynomials
-
-
-class Poly:
-    """An integer polynomial: {monomial (sorted tuple of atom names): coefficient}."""
-
-    __slots__ = ("terms",)
-
-    def __init__(self, terms: dict):
-        self.terms = terms  # no zero coefficients
-
-    @classmethod
-    def const(cls, value: int) -> "Poly":
-        return cls({(): value} if value else {})
-
-    @classmethod
-    def atom(cls, name: str) -> "Poly":
-        return cls({(name,): 1})
-
-    def __add__(self, other: "Poly") -> "Poly":
-        terms = dict(self.terms)
-        for mono, coef in other.terms.items():
-            total = terms.get(mono, 0) + coef
-            if total:
-                terms[mono] = total
-            else:
-                terms.pop(mono, None)
-        return Poly(terms)
-
-    def __neg__(self) -> "Poly":
-        return Poly({m: -c for m, c in self.terms.items()})
-
-    def __sub__(self, other: "Poly") -> "Poly":
-        return self + (-other)
-
-    def __mul__(self, other: "Poly") -> "Poly":
-        result = Poly({})
-        for m1, c1 in self.terms.items():
-            result = result + Poly({tuple(sorted(m1 + m2)): c1 * c2 for m2, c2 in other.terms.items()})
-        return result
-
-    @property
-    def value(self):
-        """The constant this polynomial is, or None."""
-        if any(self.terms.keys() - {()}):
-            return None
-        return self.terms.get((), 0)
-
-    def atoms(self) -> set:
-        return {a for mono in self.terms for a in mono}
-
-    def rename(self, suffix: str) -> "Poly":
-        return Poly({tuple(sorted(per_thread(a, suffix) for a in m)): c for m, c in self.terms.items()})
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Poly) and self.terms == other.terms
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self.terms.items()))
-
-    def __repr__(self) -> str:
-        parts = [("*".join([str(c)] * (c != 1 or not m) + list(m))) for m, c in sorted(self.terms.items())]
-        return " + ".join(parts) or "0"
-
-
-def per_thread(name: str, suffix: str) -> str:
-    """The atom `name` of thread `suffix` ("1", "2"); shared atoms are unchanged."""
-    return name + suffix if name.endswith("@") else name
-
-
-# ----------------------------------------------------------------------------- formulas
-
-TRUE, FALSE = ("true",), ("false",)
-_NEGATED = {"lt": ("le", -1), "le": ("lt", -1), "gt": ("lt", -1), "ge": ("le", -1)}
-
-
-def compare(op: str, lhs: Poly, rhs: Poly) -> tuple:
-    """`lhs op rhs` as ("cmp", op, poly) with op in lt/le/eq/ne (gt/ge flipped)."""
-    poly = lhs - rhs
-    if op in ("gt", "ge"):
-        op, poly = ("lt" if op == "gt" else "le"), -poly
-    value = poly.value
-    if value is not None:
-        holds = {"lt": value < 0, "le": value <= 0, "eq": value == 0, "ne": value != 0}[op]
-        return TRUE if holds else FALSE
-    return ("cmp", op, poly)
-
-
-def conj(*parts) -> tuple:
-    items = []
-    for p in parts:
-        if p == FALSE:
-            return FALSE
-        if p != TRUE:
-            items.extend(p[1:] if p[0] == "and" else (p,))
-    return TRUE if not items else items[0] if len(items) == 1 else ("and", *items)
-
-
-def disj(*parts) -> tuple:
-    items = []
-    for p in parts:
-        if p == TRUE:
-            return TRUE
-        if p != FALSE:
-            items.extend(p[1:] if p[0] == "or" else (p,))
-    return FALSE if not items else items[0] if len(items) == 1 else ("or", *items)
-
-
-def neg(f: tuple) -> tuple:
-    if f in (TRUE, FALSE):
-        return FALSE if f == TRUE else TRUE
-    return f[1] if f[0] == "not" else ("not", f)
-
-
-def formula_atoms(f: tuple, into: set) -> set:
-    tag = f[0]
-    if tag == "cmp":
-        into |= f[2].atoms()
-    elif tag == "bool":
-        into.add(f[1])
-    elif tag in ("and", "or", "not"):
-        for sub in f[1:]:
-            formula_atoms(sub, into)
-    return into
-
-
-def rename_formula(f: tuple, suffix: str) -> tuple:
-    tag = f[0]
-    if tag == "cmp":
-        return ("cmp", f[1], f[2].rename(suffix))
-    if tag == "bool":
-        return ("bool", per_thread(f[1], suffix))
-    if tag in ("and", "or", "not"):
-        return (tag, *(rename_formula(sub, suffix) for sub in f[1:]))
-    return f
-
-
-# ----------------------------------------------------------------------------- atoms
-
-
-@dataclass
-class Atom:
-    name: str
-    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar bool
-    lo: float = -INF
-    hi: float = INF
-    definition: tuple = ()  # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step)
-    label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
-
-
-def _mul(a, b):
-    return 0 if a == 0 or b == 0 else a * b
-
-
-def _imul(x: tuple, y: tuple) -> tuple:
-    products = [_mul(a, b) for a in x for b in y]
-    return min(products), max(products)
-
-
-@dataclass
-class Space:
-    """The atoms of one analysis, and the launch-domain constraints between them."""
-
-    block: tuple | None  # the specialized block shape, or None
-    unit_grid_axes: tuple
-    unit_block_axes: tuple
-    atoms: dict = field(default_factory=dict)
-    domain: list = field(default_factory=list)  # per-thread formulas (with @ atoms)
-    uniform_domain: list = field(default_factory=list)
-    counter: int = 0
-
-    def add(self, atom: Atom) -> Poly:
-        self.atoms.setdefault(atom.name, atom)
-        return Poly.atom(atom.name)
-
-    def fresh(self, kind: str, lo=-INF, hi=INF, definition=(), label="") -> Poly:
-        self.counter += 1
-        return self.add(Atom(f"{kind}{self.counter}@", kind, lo, hi, definition, label))
-
-    def fresh_bool(self, label="") -> tuple:
-        self.counter += 1
-        name = f"b{self.counter}@"
-        self.atoms[name] = Atom(name, "bool", label=label)
-        return ("bool", name)
-
-    def interval(self, p: Poly) -> tuple:
-        lo = hi = 0
-        for mono, coef in p.terms.items():
-            m = (coef, coef)
-            for name in _merge_axis_products(mono):
-                m = _imul(m, self.bounds(name))
-            lo, hi = lo + m[0], hi + m[1]
-        return lo, hi
-
-    def bounds(self, name) -> tuple:
-        if isinstance(name, tuple):  # gdim(a) * bdim(a): at most MAX_AXIS_THREADS
-            return 1, MAX_AXIS_THREADS
-        atom = self.atoms[name]
-        return atom.lo, atom.hi
-
-    def shape(self, array: str, axis: int) -> Poly:
-        return self.add(Atom(f"shape:{array}:{axis}", "shape", 0, MAX_ELEMENTS,
-                             label=f"{array}.shape[{axis}]"))
-
-    # ------------------------------------------------------------ launch registers
-
-    def register(self, kind: str, axis: int) -> Poly:
-        block = None if self.block is None else self.block[axis]
-        if kind == "block_dim":
-            if block is not None or axis in self.unit_block_axes:
-                return Poly.const(block or 1)
-            return self.add(Atom(f"bdim{axis}", "size", 1, MAX_BLOCK, label=f"block_dim({axis})"))
-        if kind == "grid_dim":
-            if axis in self.unit_grid_axes:
-                return Poly.const(1)
-            top = MAX_GRID[axis] if block is None else min(MAX_GRID[axis], MAX_AXIS_THREADS // block)
-            name = f"gdim{axis}"
-            if name not in self.atoms:
-                self.add(Atom(name, "size", 1, top, label=f"grid_dim({axis})"))
-                bdim = self.register("block_dim", axis)
-                self.uniform_domain.append(compare("le", Poly.atom(name) * bdim, Poly.const(MAX_AXIS_THREADS)))
-            return Poly.atom(name)
-        if kind == "thread_id":
-            extent = self.register("block_dim", axis)
-            if extent.value == 1:
-                return Poly.const(0)
-            name = f"tid{axis}@"
-            if name not in self.atoms:
-                self.add(Atom(name, "thread", 0, (extent.value or MAX_BLOCK) - 1, label=f"thread_id({axis})"))
-                self.domain.append(compare("lt", Poly.atom(name), extent))
-            return Poly.atom(name)
-        # block_id
-        extent = self.register("grid_dim", axis)
-        if extent.value == 1:
-            return Poly.const(0)
-        name = f"bid{axis}@"
-        if name not in self.atoms:
-            self.add(Atom(name, "thread", 0, self.atoms[f"gdim{axis}"].hi - 1, label=f"block_id({axis})"))
-            self.domain.append(compare("lt", Poly.atom(name), extent))
-        return Poly.atom(name)
-
-    def identity(self) -> list:
-        """The per-thread id atoms that tell two threads apart (tid before bid, by axis)."""
-        for axis in range(3):
-            for kind in ("thread_id", "block_id"):
-                self.register(kind, axis)
-        return [n for kind in ("tid", "bid") for n in (f"{kind}{a}@" for a in range(3)) if n in self.atoms]
-
-
-def _merge_axis_products(mono: tuple) -> list:
-    """Factors of a monomial, with each gdim(a)*bdim(a) pair as one bounded factor."""
-    factors = list(mono)
-    for axis in range(3):
-        g, b = f"gdim{axis}", f"bdim{axis}"
-        while g in factors and b in factors:
-            factors.remove(g)
-            factors.remove(b)
-            factors.append((g, b))
-    return factors
-
-
-def dtype_range(dtype: T.DType) -> tuple:
-    """The values of an integer dtype; 64-bit types are modelled without wrap-around."""
-    if dtype.bits == 64:
-        return (0 if not dtype.is_signed else -INF), INF
-    if dtype.is_signed:
-        return -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
-    return 0, 2**dtype.bits - 1
-
-
-# ----------------------------------------------------------------------------- accesses
+# ----------------------------------------------------------------------------- results
 
 
 @dataclass
@@ -330,24 +69,74 @@ class Access:
 
 
 @dataclass
+class Ordered(Access):
+    """An access with its memory and its place in the order of the block's threads."""
+
+    memory: str = "global"  # "global" | "shared"
+    epochs: dict = field(default_factory=lambda: barriers.START)  # kind -> barriers.Alt tuple
+    seq: int = 0  # program order
+    loops: tuple = ()  # the counters of the loops around it, outermost first
+    exact: bool = True  # no loop around it can be left early (break, return)
+    label: str = ""  # the array's name in the user's source
+
+
+@dataclass
+class Checkpoint:
+    """A point every thread of a block (scope "block") or warp ("warp") must reach together."""
+
+    what: str  # "barrier()", "syncwarp()", "shfl_down()", ..., "break", "return"
+    scope: str
+    pc: tuple
+    loc: Loc
+    loops: tuple  # the counters of the loops around it
+
+
+@dataclass
 class Trace:
     space: Space
     accesses: list
+    checkpoints: list = field(default_factory=list)
+    origins: dict = field(default_factory=dict)  # condition formula -> the Loc it comes from
+
+
+class Path(NamedTuple):
+    pc: tuple
+    env: dict
+    epochs: dict
+
+
+@dataclass
+class _Frame:
+    """A loop or a region around the statement being executed."""
+
+    label: str  # a region's label, or "" for a loop
+    counter: str = ""  # a loop's counter atom
+    needs: str = ""  # "block"/"warp": who must leave the loop together ("" : anyone may)
+    exact: bool = True
+    breaks: list = field(default_factory=list)  # of Path
+    continues: list = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- executor
 
 
 def execute(kernel: N.Kernel) -> Trace:
-    used = {(n.kind, n.axis) for n in _walk(kernel.body) if isinstance(n, N.Special)}
+    nodes = list(_walk(kernel.body))
+    used = {(n.kind, n.axis) for n in nodes if isinstance(n, N.Special)}
     unit_grid = kernel.unit_grid_axes if kernel.unit_grid_axes is not None else \
         tuple(a for a in (1, 2) if ("block_id", a) not in used)
     unit_block = () if kernel.block is not None else \
         tuple(a for a in (1, 2) if ("thread_id", a) not in used)
     space = Space(kernel.block, unit_grid, unit_block)
+    space.static_shapes = {n.name: n.type.shape for n in nodes
+                           if isinstance(n, N.ArrayRef) and n.type.space == "shared"}
+    space.barriers = frozenset(n.scope for n in nodes if isinstance(n, N.Barrier))
     run = _Thread(kernel, space)
     run.block(kernel.body)
-    return Trace(space, run.accesses)
+    for access in run.accesses:
+        access.epochs = {kind: barriers.resolve(alts, kind, run.loop_ends, space)
+                         for kind, alts in access.epochs.items()}
+    return Trace(space, run.accesses, run.checkpoints, run.origins)
 
 
 def _walk(stmts):
@@ -356,15 +145,89 @@ def _walk(stmts):
     return walk(stmts)
 
 
+def cooperative(nodes) -> bool:
+    """Whether threads of a block work together (so uniformity matters)."""
+    return any(isinstance(n, (N.Barrier, N.WarpOp)) or (isinstance(n, N.Special) and n.kind == "lane_id")
+               or (isinstance(n, N.ArrayRef) and n.type.space == "shared") for n in nodes)
+
+
+def _declared_names(nodes) -> dict:
+    """The user's name of each shared array (`buf = simt.shared.array(...)`), by IR name."""
+    names = {}
+    for n in nodes:
+        if isinstance(n, N.LocalAlloc) and n.array.type.space == "shared":
+            text = linecache.getline(n.loc.file, n.loc.line).strip()
+            try:
+                tree = ast.parse(text).body[0] if text else None
+            except SyntaxError:
+                tree = None
+            if isinstance(tree, ast.Assign) and isinstance(tree.targets[0], ast.Name):
+                names[n.array.name] = tree.targets[0].id
+    return names
+
+
+_WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "shfl_xor()",
+               "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()"}
+
+
+def _loop_info(body) -> tuple:
+    """(epoch kinds the body's barriers change, who must leave the loop together ("block",
+    "warp" or ""), whether it has no early exit, the variables it assigns)."""
+    nodes = list(_walk(body))
+    scopes = {n.scope for n in nodes if isinstance(n, N.Barrier)}
+    kinds = frozenset(("block", "warp") if "block" in scopes else ("warp",) if scopes else ())
+    needs = "block" if "block" in scopes else "warp" if scopes or any(
+        isinstance(n, N.WarpOp) for n in nodes) else ""
+    assigned = tuple(n.name if isinstance(n, N.Assign) else n.var
+                     for n in nodes if isinstance(n, (N.Assign, N.For)))
+    return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned
+
+
+def _since(pc: tuple, base: tuple):
+    """`pc` without the conjuncts of `base` it starts with, or None if it does not."""
+    if pc == base or base == TRUE:
+        return TRUE if pc == base else pc
+    items = base[1:] if base[0] == "and" else (base,)
+    return conj(*pc[1 + len(items):]) if pc[0] == "and" and pc[1:1 + len(items)] == items else None
+
+
+def relative(pc: tuple, base: tuple) -> tuple:
+    """The condition of the path `pc` since it parted from others at `base` (else all of it)."""
+    rest = _since(pc, base)
+    return pc if rest is None else rest
+
+
+def joined(a: tuple, b: tuple, base: tuple) -> tuple:
+    """The path condition where paths `a` and `b`, parted at `base`, meet again
+    (`if c:` and its else meet at `base`)."""
+    ra, rb = _since(a, base), _since(b, base)
+    if ra is None or rb is None:
+        return disj(a, b)
+    return base if ra == neg(rb) else conj(base, disj(ra, rb))
+
+
 class _Thread:
     def __init__(self, kernel: N.Kernel, space: Space):
         self.kernel, self.space = kernel, space
         self.params = {p.name: p for p in kernel.params}
         self.env: dict = {}
         self.pc = TRUE
+        self.epochs = barriers.START
         self.exits: dict = {}
         self.unsafe = 0
         self.accesses: list = []
+        nodes = list(_walk(kernel.body))
+        self.cooperative = cooperative(nodes)
+        self.scopes = Scopes(space)
+        self.names = _declared_names(nodes)
+        # loads from arrays written inside `vg.unsafe()` may race: never uniform
+        self.racy_arrays = {n.array.name for u in nodes if isinstance(u, N.Unsafe)
+                            for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))}
+        self.checkpoints: list = []
+        self.origins: dict = {}
+        self.frames: list = []
+        self.loop_ends: dict = {}  # counter -> barriers.Loop
+        self.seq = 0
 
     # ---------------------------------------------------------------- values
 
@@ -374,13 +237,31 @@ class _Thread:
         if dtype.is_int:
             lo, hi = dtype_range(dtype)
             return self.space.fresh("unknown", lo, hi, label=label)
-        return None
+        return self.floating(None)
+
+    def scoped(self, dtype: T.DType, label: str, *inputs, scope: str = ""):
+        """An unknown that is as uniform as `inputs` (or `scope`), for a cooperative kernel."""
+        value = self.unknown(dtype, label)
+        if not self.cooperative:
+            return value
+        scope = cap(meet(scope or "launch", *map(self.scopes.of, inputs)))
+        if scope == "thread":
+            return value
+        if isinstance(value, Poly) or (isinstance(value, tuple) and value[0] == "bool"):
+            name = next(iter(value.atoms())) if isinstance(value, Poly) else value[1]
+            self.space.scopes[name] = (scope, self.counters())
+            return value
+        return Opaque(scope)
+
+    def floating(self, *inputs):
+        """A float computed from `inputs` (None outside cooperative kernels)."""
+        return Opaque(meet(*map(self.scopes.of, inputs))) if self.cooperative else None
 
     def fit(self, p: Poly, dtype: T.DType) -> Poly:
         """`p` if its value surely fits `dtype`, else an unknown (it may have wrapped)."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        return p if rlo <= lo and hi <= rhi else self.unknown(dtype, "a wrapped integer")
+        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, "a wrapped integer", p)
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
@@ -389,13 +270,16 @@ class _Thread:
             return b
         if dtype.is_bool:
             return disj(conj(cond, a), conj(neg(cond), b))
-        if a is None or b is None or not dtype.is_int:
-            return None
+        if not isinstance(a, Poly) or not isinstance(b, Poly) or not dtype.is_int:
+            return self.floating(cond, a, b)
         (alo, ahi), (blo, bhi) = self.space.interval(a), self.space.interval(b)
         return self.space.fresh("ite", min(alo, blo), max(ahi, bhi), (cond, a, b))
 
     def as_bool(self, value, dtype: T.DType) -> tuple:
         return value if dtype.is_bool else compare("ne", value, Poly.const(0))
+
+    def counters(self) -> tuple:
+        return tuple(f.counter for f in self.frames if f.counter)
 
     # ---------------------------------------------------------------- expressions
 
@@ -405,7 +289,7 @@ class _Thread:
     def e_const(self, e: N.Const):
         if e.dtype.is_bool:
             return TRUE if e.value else FALSE
-        return Poly.const(int(e.value)) if e.dtype.is_int else None
+        return Poly.const(int(e.value)) if e.dtype.is_int else self.floating()
 
     def e_var(self, e: N.Var):
         if e.name in self.env:
@@ -418,7 +302,7 @@ class _Thread:
             self.space.atoms.setdefault(name, Atom(name, "bool", label=e.name))
             return ("bool", name)
         if not e.dtype.is_int:
-            return None
+            return self.floating()
         lo, hi = dtype_range(e.dtype)
         return self.space.add(Atom(name, "param", lo, hi, label=e.name))
 
@@ -432,8 +316,8 @@ class _Thread:
         v = self.eval(e.operand)
         if e.op == "not":
             return neg(v)
-        if v is None or not e.dtype.is_int:
-            return None
+        if not isinstance(v, Poly) or not e.dtype.is_int:
+            return self.floating(v)
         return self.fit(-v if e.op == "neg" else -v - Poly.const(1), e.dtype)
 
     def e_binary(self, e: N.Binary):
@@ -441,11 +325,11 @@ class _Thread:
         if e.dtype.is_bool:  # and/or/xor on bools
             table = {"and": lambda: conj(a, b), "or": lambda: disj(a, b),
                      "xor": lambda: disj(conj(a, neg(b)), conj(neg(a), b))}
-            return table[e.op]() if e.op in table else self.unknown(e.dtype)
-        if not e.dtype.is_int or a is None or b is None:
-            return None
+            return table[e.op]() if e.op in table else self.scoped(e.dtype, "", a, b)
+        if not e.dtype.is_int or not isinstance(a, Poly) or not isinstance(b, Poly):
+            return self.floating(a, b)
         handler = _INT_OPS.get(e.op)
-        return handler(self, a, b, e.dtype) if handler else self.unknown(e.dtype, f"`{e.op}`")
+        return handler(self, a, b, e.dtype) if handler else self.scoped(e.dtype, f"`{e.op}`", a, b)
 
     def e_compare(self, e: N.Compare):
         a, b = self.eval(e.lhs), self.eval(e.rhs)
@@ -455,7 +339,7 @@ class _Thread:
         if dtype.is_bool and e.op in ("eq", "ne"):
             same = disj(conj(a, b), conj(neg(a), neg(b)))
             return same if e.op == "eq" else neg(same)
-        return self.space.fresh_bool("a float comparison")
+        return self.scoped(T.bool_, "a float comparison", a, b)
 
     def e_logical(self, e: N.Logical):
         a = self.eval(e.lhs)
@@ -478,18 +362,19 @@ class _Thread:
     def e_cast(self, e: N.Cast):
         v, src = self.eval(e.value), e.value.dtype
         if e.dtype.is_bool:
-            return self.as_bool(v, src) if not src.is_float else self.unknown(e.dtype)
+            return self.as_bool(v, src) if not src.is_float else self.scoped(e.dtype, "", v)
         if not e.dtype.is_int:
-            return None
+            return self.floating(v)
         if src.is_bool:
             return self.ite(v, Poly.const(1), Poly.const(0), e.dtype)
         if src.is_int:
             return self.fit(v, e.dtype)
-        return self.unknown(e.dtype, "a float converted to an integer")
+        return self.scoped(e.dtype, "a float converted to an integer", v)
 
     def e_load(self, e: N.Load):
-        self.access(e.array, "read", e.indices, e.loc)
-        return self.unknown(e.dtype, f"{e.array.name}[...]")
+        indices = self.access(e.array, "read", e.indices, e.loc) or ()  # (subclasses give None)
+        racy = e.array.name in self.racy_arrays
+        return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if racy else "")
 
     def e_atomic(self, e: N.Atomic):
         self.access(e.array, "atomic", e.indices, e.loc)
@@ -500,17 +385,70 @@ class _Thread:
 
     def e_math(self, e: N.MathCall):
         args = [self.eval(a) for a in e.args]
-        if e.dtype.is_int and e.func in ("abs", "min", "max") and None not in args:
+        if e.dtype.is_int and e.func in ("abs", "min", "max") and all(isinstance(a, Poly) for a in args):
             a = args[0]
             b = -a if e.func == "abs" else args[1]
             first = compare("ge" if e.func in ("abs", "max") else "le", a, b)
             return self.ite(first, a, b, e.dtype)
-        return self.unknown(e.dtype, e.func) if e.dtype.is_bool else None
+        return self.scoped(e.dtype, e.func, *args) if e.dtype.is_bool else self.floating(*args)
 
-    def access(self, array: N.ArrayRef, kind: str, indices, loc: Loc) -> None:
+    def e_warp(self, e: N.WarpOp):
+        value = self.eval(e.value)
+        lane = None if e.lane is None else self.eval(e.lane)
+        self.checkpoint(_WARP_CALLS[e.op], "warp", e.loc)
+        # the same for the whole warp: votes, a value read from one lane; else as uniform as
+        # the value (a vote of a predicate, a shuffle of a value, the same on every lane)
+        voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp"))
+        scope = "warp" if voted else join(meet(self.scopes.of(value), "block"),
+                                           "warp" if e.op in ("any", "all") else "thread")
+        return self.scoped(e.dtype, _WARP_CALLS[e.op], scope=scope)
+
+    def access(self, array: N.ArrayRef, kind: str, indices, loc: Loc) -> tuple:
         polys = tuple(self.eval(i) for i in indices)
-        if array.type.space == "global" and self.pc != FALSE:
-            self.accesses.append(Access(array.name, kind, polys, self.pc, loc, self.unsafe > 0))
+        memory = array.type.space
+        if memory != "local" and self.pc != FALSE:
+            self.seq += 1
+            self.accesses.append(Ordered(
+                array.name, kind, polys, self.pc, loc, self.unsafe > 0, memory, self.epochs,
+                self.seq, self.counters(), all(f.exact for f in self.frames),
+                self.names.get(array.name, array.name)))
+        return polys
+
+    def checkpoint(self, what: str, scope: str, loc: Loc) -> None:
+        if self.pc != FALSE:
+            self.checkpoints.append(Checkpoint(what, scope, self.pc, loc, self.counters()))
+
+    def origin(self, cond: tuple, loc: Loc) -> None:
+        """Remember where a condition (and its parts, and their negations) comes from."""
+        for part in (cond, *(cond[1:] if cond[0] in ("and", "or") else ())):
+            for f in (part, neg(part)):
+                self.origins.setdefault(f, loc)
+
+    # ---------------------------------------------------------------- paths
+
+    def path(self) -> Path:
+        return Path(self.pc, self.env, self.epochs)
+
+    def resume(self, p: Path, cond: tuple) -> None:
+        self.pc, self.env, self.epochs = conj(p.pc, cond), dict(p.env), p.epochs
+
+    def join(self, others: list, base: tuple = TRUE) -> None:
+        """Continue from this path or any of `others` (which parted from it where the path
+        condition was `base`): values and epochs by which was taken."""
+        live = [p for p in others if p.pc != FALSE]
+        if self.pc == FALSE and live:
+            self.pc, self.env, self.epochs = live.pop()
+        for p in live:
+            taken, mine = relative(p.pc, base), relative(self.pc, base)
+            merged = {}
+            for name in p.env.keys() | self.env.keys():
+                a, b = p.env.get(name), self.env.get(name)
+                if name not in self.env or name not in p.env:
+                    merged[name] = a if name in p.env else b
+                else:
+                    merged[name] = self.ite(taken, a, b, self.kernel.locals.get(name, T.int64))
+            self.epochs = barriers.merge(taken, p.epochs, mine, self.epochs)
+            self.pc, self.env = joined(p.pc, self.pc, base), merged
 
     # ---------------------------------------------------------------- statements
 
@@ -529,72 +467,148 @@ class _Thread:
 
     def s_if(self, s: N.If):
         c = self.eval(s.cond)
-        start_pc, start_env = self.pc, self.env
-        self.pc, self.env = conj(start_pc, c), dict(start_env)
+        self.origin(c, s.cond.loc)
+        start = self.path()
+        self.resume(start, c)
         self.block(s.then)
-        then_pc, then_env = self.pc, self.env
-        self.pc, self.env = conj(start_pc, neg(c)), dict(start_env)
+        then = self.path()
+        self.resume(start, neg(c))
         self.block(s.orelse)
-        self.join([(then_pc, then_env)])
+        self.join([then], start.pc)
 
-    def join(self, others: list) -> None:
-        """Continue from this path or any of `others` (pc, env): values by which was taken."""
-        live = [(pc, env) for pc, env in others if pc != FALSE]
-        if self.pc == FALSE and live:
-            self.pc, self.env = live.pop()
-        for pc, env in live:
-            merged = {}
-            for name in env.keys() | self.env.keys():
-                a, b = env.get(name), self.env.get(name)
-                if name not in self.env or name not in env:
-                    merged[name] = a if name in env else b
-                else:
-                    merged[name] = self.ite(pc, a, b, self.kernel.locals.get(name, T.int64))
-            self.pc, self.env = disj(pc, self.pc), merged
+    def s_barrier(self, s: N.Barrier):
+        self.checkpoint("barrier()" if s.scope == "block" else "syncwarp()", s.scope, s.loc)
+        iters = tuple(Poly.atom(c) for c in self.counters())
+        self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 
-    def havoc(self, body) -> None:
-        for node in _walk(body):
-            name = node.name if isinstance(node, N.Assign) else node.var if isinstance(node, N.For) else None
-            if name is not None:
-                self.env[name] = self.unknown(self.kernel.locals[name], name)
+    def havoc(self, names, assumed: dict) -> set:
+        """Fresh values for `names` (`assumed`: name -> `invariants.Assumed`); their atoms."""
+        atoms = set()
+        for name in names:
+            value = self.scoped(self.kernel.locals[name], name, scope=assumed[name].scope)
+            if isinstance(value, Poly):
+                atom = self.space.atoms[next(iter(value.atoms()))]
+                atom.lo, atom.hi = max(atom.lo, assumed[name].lo), min(atom.hi, assumed[name].hi)
+                atoms.add(atom.name)
+            self.env[name] = value
+        return atoms
 
-    def loop(self, body, enter: tuple) -> None:
-        saved = self.pc
-        self.pc = conj(saved, enter)
-        self.block(body)
-        self.pc = saved
-        self.havoc(body)
+    def mark(self) -> tuple:
+        return len(self.accesses), len(self.checkpoints), {k: len(v) for k, v in self.exits.items()}
+
+    def rollback(self, mark: tuple) -> None:
+        del self.accesses[mark[0]:]
+        del self.checkpoints[mark[1]:]
+        for label, count in mark[2].items():
+            del self.exits[label][count:]
+
+    def loop(self, body, enter, label: str, carried: tuple = ()) -> None:
+        """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
+        its condition) until what it assumes of the variables it carries holds at the back
+        edge (`invariants`; cooperative kernels only), then continue after the loop."""
+        kinds, needs, exact, assigned = _loop_info(body)
+        outer = self.path()
+        names = tuple(dict.fromkeys(carried + assigned))
+        dtypes = {n: self.kernel.locals[n] for n in names}
+        start = {n: invariants.entry(outer.env.get(n), n in outer.env, dtypes[n], self.scopes, self.space)
+                 for n in names} if self.cooperative else {n: invariants.Assumed("thread") for n in names}
+        assumed = start
+        while True:
+            mark = self.mark()
+            counter = next(iter(self.space.fresh("counter", 0, INF, label=label).atoms()))
+            frame = _Frame("", counter, needs, exact)
+            self.frames.append(frame)
+            self.env = dict(outer.env)
+            fresh = self.havoc(names, assumed)
+            cond = enter(Poly.atom(counter))
+            invariants.refine(cond, fresh, self.space)
+            trips = None
+            if kinds:
+                trips = self.space.fresh("trips", 0, INF, label=f"the trip count of {label}")
+                self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
+                cond = conj(cond, compare("lt", Poly.atom(counter), trips))
+            self.pc = base = conj(outer.pc, cond)
+            self.epochs = barriers.iteration(outer.epochs, kinds, counter)
+            self.block(body)
+            self.frames.pop()
+            self.join(frame.continues, base)
+            back = self.path()
+            if not self.cooperative:
+                break
+            found = {n: invariants.widen(assumed[n], back.env.get(n), dtypes[n], start[n], self.scopes,
+                                         self.space) for n in names}
+            if found == assumed:
+                break
+            self.rollback(mark)
+            assumed = found
+        if kinds:
+            self.loop_ends[counter] = barriers.Loop(len(self.counters()), outer.epochs, back.epochs)
+        leaving = meet(self.scopes.of(cond), *(self.scopes.of(relative(b.pc, base)) for b in frame.breaks))
+        self.pc, self.env = outer.pc, dict(outer.env)
+        if kinds:
+            self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks])
+        self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
+                                              [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
+                           for n in names})
 
     def s_for(self, s: N.For):
         start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
-        self.havoc(s.body)
         dtype = self.kernel.locals[s.var]
-        k = self.space.fresh("counter", 0, INF, label=f"an iteration of the loop over {s.var}")
         (slo, shi), (tlo, thi), (plo, phi) = map(self.space.interval, (start, stop, step))
         rlo, rhi = dtype_range(dtype)
         lo, hi = (slo, thi - 1) if plo >= 1 else (tlo + 1, shi) if phi <= -1 else (rlo, rhi)
-        var = self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), s.var)
-        up, down = compare("lt", var, stop), compare("gt", var, stop)
-        enter = up if plo >= 1 else down if phi <= -1 else disj(
-            conj(compare("gt", step, Poly.const(0)), up), conj(compare("lt", step, Poly.const(0)), down))
-        self.env[s.var] = var
-        self.loop(s.body, enter)
-        self.env[s.var] = self.unknown(dtype, s.var)
+
+        def enter(k: Poly) -> tuple:
+            var = self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), s.var)
+            self.env[s.var] = var
+            up, down = compare("lt", var, stop), compare("gt", var, stop)
+            cond = up if plo >= 1 else down if phi <= -1 else disj(
+                conj(compare("gt", step, Poly.const(0)), up), conj(compare("lt", step, Poly.const(0)), down))
+            self.origin(cond, s.loc)
+            return cond
+
+        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,))
 
     def s_while(self, s: N.While):
-        self.havoc(s.body)
-        self.loop(s.body, self.eval(s.cond))
+        def enter(k: Poly) -> tuple:
+            cond = self.eval(s.cond)
+            self.origin(cond, s.cond.loc)
+            return cond
 
-    def s_stop(self, s):  # break / continue: this iteration's path ends
+        self.loop(s.body, enter, "an iteration of the while loop")
+
+    def innermost_loop(self) -> _Frame:
+        return next(f for f in reversed(self.frames) if f.counter)
+
+    def s_break(self, s: N.Break):
+        frame = self.innermost_loop()
+        if frame.needs:
+            self.checkpoint("break", frame.needs, s.loc)
+        frame.breaks.append(self.path())
+        self.pc = FALSE
+
+    def s_continue(self, s: N.Continue):
+        self.innermost_loop().continues.append(self.path())
         self.pc = FALSE
 
     def s_region(self, s: N.Region):
+        base = self.pc
         self.exits[s.label] = []
+        self.frames.append(_Frame(s.label))
         self.block(s.body)
-        self.join(self.exits.pop(s.label))
+        self.frames.pop()
+        self.join(self.exits.pop(s.label), base)
 
     def s_exit(self, s: N.Exit):
-        self.exits[s.label].append((self.pc, dict(self.env)))
+        crossed = []
+        for f in reversed(self.frames):
+            if f.label == s.label:
+                break
+            crossed.append(f.needs)
+        needs = "block" if "block" in crossed else "warp" if "warp" in crossed else ""
+        if needs:
+            self.checkpoint("return", needs, s.loc)
+        self.exits[s.label].append(self.path())
         self.pc = FALSE
 
     def s_unsafe(self, s: N.Unsafe):
@@ -636,7 +650,7 @@ def _shift(direction: str):
     def handler(t, a, b, dtype):
         amount = b.value
         if amount is None or not 0 <= amount < dtype.bits:
-            return t.unknown(dtype, "a shift")
+            return t.scoped(dtype, "a shift", a, b)
         if direction == "lshift":
             return t.fit(a * Poly.const(2**amount), dtype)
         return _divmod("floordiv")(t, a, Poly.const(2**amount), dtype)
@@ -648,7 +662,7 @@ def _bitand(t, a, b, dtype):
     other = a if b.value is not None else b
     if mask is not None and mask >= 0 and (mask + 1) & mask == 0 and t.space.interval(other)[0] >= 0:
         return _divmod("mod")(t, other, Poly.const(mask + 1), dtype)
-    return t.unknown(dtype, "a bitwise and")
+    return t.scoped(dtype, "a bitwise and", a, b)
 
 
 _INT_OPS = {"add": _add, "sub": _sub, "mul": _mul_op, "floordiv": _divmod("floordiv"),
@@ -659,9 +673,10 @@ _EXPR = {N.Const: _Thread.e_const, N.Var: _Thread.e_var, N.Special: _Thread.e_sp
          N.Shape: _Thread.e_shape, N.Unary: _Thread.e_unary, N.Binary: _Thread.e_binary,
          N.Compare: _Thread.e_compare, N.Logical: _Thread.e_logical, N.Select: _Thread.e_select,
          N.Cast: _Thread.e_cast, N.Load: _Thread.e_load, N.Atomic: _Thread.e_atomic,
-         N.MathCall: _Thread.e_math}
+         N.MathCall: _Thread.e_math, N.WarpOp: _Thread.e_warp}
 
 _STMT = {N.Assign: _Thread.s_assign, N.Store: _Thread.s_store, N.If: _Thread.s_if,
-         N.For: _Thread.s_for, N.While: _Thread.s_while, N.Break: _Thread.s_stop,
-         N.Continue: _Thread.s_stop, N.Region: _Thread.s_region, N.Exit: _Thread.s_exit,
-         N.Unsafe: _Thread.s_unsafe, N.LocalAlloc: _Thread.s_nothing}
+         N.For: _Thread.s_for, N.While: _Thread.s_while, N.Break: _Thread.s_break,
+         N.Continue: _Thread.s_continue, N.Region: _Thread.s_region, N.Exit: _Thread.s_exit,
+         N.Unsafe: _Thread.s_unsafe, N.LocalAlloc: _Thread.s_nothing,
+         N.Barrier: _Thread.s_barrier}

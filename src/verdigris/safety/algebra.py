@@ -1,0 +1,336 @@
+"""The algebra of the race checker: integer polynomials over atoms, formulas, and the
+`Space` of atoms one analysis works in.
+
+Takes: nothing. Gives: `Poly` (sums of integer multiples of products of atoms, with
+`substitute`), formulas (tuples: ("true",), ("false",), ("cmp", op, poly) meaning `poly op 0`
+with op in lt/le/eq/ne, ("and", ...), ("or", ...), ("not", f), ("bool", atom)) and their
+constructors, `Atom` and `Space`: every atom's kind, interval, definition and label, the
+launch-domain constraints, the launch registers (`register`), static shapes of shared
+arrays, and for atoms that are equal across threads of a warp or block, their *scope* (see
+`uniform`).
+
+Atom names: a per-thread atom ends with `@` (thread and block ids, unknowns, loop counters;
+renamed `@1`/`@2` for the two threads of a query); the others are shared by every thread of
+the launch (`gdim0`, `bdim0`, `shape:out:0`, `param:n`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .. import types as T
+
+INF = math.inf
+MAX_BLOCK = 1024
+MAX_AXIS_THREADS = 2**31 - 1  # launch guarantee: grid_dim(a) * block_dim(a) <= this
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_ELEMENTS = 2**62
+AXES = "xyz"
+
+
+# ----------------------------------------------------------------------------- polynomials
+
+
+class Poly:
+    """An integer polynomial: {monomial (sorted tuple of atom names): coefficient}."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict):
+        self.terms = terms  # no zero coefficients
+
+    @classmethod
+    def const(cls, value: int) -> "Poly":
+        return cls({(): value} if value else {})
+
+    @classmethod
+    def atom(cls, name: str) -> "Poly":
+        return cls({(name,): 1})
+
+    def __add__(self, other: "Poly") -> "Poly":
+        terms = dict(self.terms)
+        for mono, coef in other.terms.items():
+            total = terms.get(mono, 0) + coef
+            if total:
+                terms[mono] = total
+            else:
+                terms.pop(mono, None)
+        return Poly(terms)
+
+    def __neg__(self) -> "Poly":
+        return Poly({m: -c for m, c in self.terms.items()})
+
+    def __sub__(self, other: "Poly") -> "Poly":
+        return self + (-other)
+
+    def __mul__(self, other: "Poly") -> "Poly":
+        result = Poly({})
+        for m1, c1 in self.terms.items():
+            result = result + Poly({tuple(sorted(m1 + m2)): c1 * c2 for m2, c2 in other.terms.items()})
+        return result
+
+    @property
+    def value(self):
+        """The constant this polynomial is, or None."""
+        if any(self.terms.keys() - {()}):
+            return None
+        return self.terms.get((), 0)
+
+    def atoms(self) -> set:
+        return {a for mono in self.terms for a in mono}
+
+    def substitute(self, mapping: dict) -> "Poly":
+        """This polynomial with the atoms named in `mapping` replaced by its polynomials."""
+        result = Poly({})
+        for mono, coef in self.terms.items():
+            term = Poly.const(coef)
+            for name in mono:
+                term = term * mapping.get(name, Poly.atom(name))
+            result = result + term
+        return result
+
+    def rename(self, suffix: str) -> "Poly":
+        return Poly({tuple(sorted(per_thread(a, suffix) for a in m)): c for m, c in self.terms.items()})
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Poly) and self.terms == other.terms
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.terms.items()))
+
+    def __repr__(self) -> str:
+        parts = [("*".join([str(c)] * (c != 1 or not m) + list(m))) for m, c in sorted(self.terms.items())]
+        return " + ".join(parts) or "0"
+
+
+def per_thread(name: str, suffix: str) -> str:
+    """The atom `name` of thread `suffix` ("1", "2"); shared atoms are unchanged."""
+    return name + suffix if name.endswith("@") else name
+
+
+# ----------------------------------------------------------------------------- formulas
+
+TRUE, FALSE = ("true",), ("false",)
+_NEGATED = {"lt": ("le", -1), "le": ("lt", -1), "gt": ("lt", -1), "ge": ("le", -1)}
+
+
+def compare(op: str, lhs: Poly, rhs: Poly) -> tuple:
+    """`lhs op rhs` as ("cmp", op, poly) with op in lt/le/eq/ne (gt/ge flipped)."""
+    poly = lhs - rhs
+    if op in ("gt", "ge"):
+        op, poly = ("lt" if op == "gt" else "le"), -poly
+    value = poly.value
+    if value is not None:
+        holds = {"lt": value < 0, "le": value <= 0, "eq": value == 0, "ne": value != 0}[op]
+        return TRUE if holds else FALSE
+    return ("cmp", op, poly)
+
+
+def conj(*parts) -> tuple:
+    items = []
+    for p in parts:
+        if p == FALSE:
+            return FALSE
+        if p != TRUE:
+            items.extend(p[1:] if p[0] == "and" else (p,))
+    return TRUE if not items else items[0] if len(items) == 1 else ("and", *items)
+
+
+def disj(*parts) -> tuple:
+    items = []
+    for p in parts:
+        if p == TRUE:
+            return TRUE
+        if p != FALSE:
+            items.extend(p[1:] if p[0] == "or" else (p,))
+    return FALSE if not items else items[0] if len(items) == 1 else ("or", *items)
+
+
+def neg(f: tuple) -> tuple:
+    if f in (TRUE, FALSE):
+        return FALSE if f == TRUE else TRUE
+    return f[1] if f[0] == "not" else ("not", f)
+
+
+def formula_atoms(f: tuple, into: set) -> set:
+    tag = f[0]
+    if tag == "cmp":
+        into |= f[2].atoms()
+    elif tag == "bool":
+        into.add(f[1])
+    elif tag in ("and", "or", "not"):
+        for sub in f[1:]:
+            formula_atoms(sub, into)
+    return into
+
+
+def rename_formula(f: tuple, suffix: str) -> tuple:
+    tag = f[0]
+    if tag == "cmp":
+        return ("cmp", f[1], f[2].rename(suffix))
+    if tag == "bool":
+        return ("bool", per_thread(f[1], suffix))
+    if tag in ("and", "or", "not"):
+        return (tag, *(rename_formula(sub, suffix) for sub in f[1:]))
+    return f
+
+
+# ----------------------------------------------------------------------------- atoms
+
+
+@dataclass
+class Atom:
+    name: str
+    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar bool
+    lo: float = -INF
+    hi: float = INF
+    definition: tuple = ()  # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step)
+    label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
+
+
+def _mul(a, b):
+    return 0 if a == 0 or b == 0 else a * b
+
+
+def _imul(x: tuple, y: tuple) -> tuple:
+    products = [_mul(a, b) for a in x for b in y]
+    return min(products), max(products)
+
+
+@dataclass
+class Space:
+    """The atoms of one analysis, and the launch-domain constraints between them."""
+
+    block: tuple | None  # the specialized block shape, or None
+    unit_grid_axes: tuple
+    unit_block_axes: tuple
+    atoms: dict = field(default_factory=dict)
+    domain: list = field(default_factory=list)  # per-thread formulas (with @ atoms)
+    uniform_domain: list = field(default_factory=list)
+    counter: int = 0
+    static_shapes: dict = field(default_factory=dict)  # shared array -> shape (None: dynamic)
+    scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
+    barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
+
+    def add(self, atom: Atom) -> Poly:
+        self.atoms.setdefault(atom.name, atom)
+        return Poly.atom(atom.name)
+
+    def fresh(self, kind: str, lo=-INF, hi=INF, definition=(), label="") -> Poly:
+        self.counter += 1
+        return self.add(Atom(f"{kind}{self.counter}@", kind, lo, hi, definition, label))
+
+    def fresh_bool(self, label="") -> tuple:
+        self.counter += 1
+        name = f"b{self.counter}@"
+        self.atoms[name] = Atom(name, "bool", label=label)
+        return ("bool", name)
+
+    def interval(self, p: Poly) -> tuple:
+        lo = hi = 0
+        for mono, coef in p.terms.items():
+            m = (coef, coef)
+            for name in _merge_axis_products(mono):
+                m = _imul(m, self.bounds(name))
+            lo, hi = lo + m[0], hi + m[1]
+        return lo, hi
+
+    def bounds(self, name) -> tuple:
+        if isinstance(name, tuple):  # gdim(a) * bdim(a): at most MAX_AXIS_THREADS
+            return 1, MAX_AXIS_THREADS
+        atom = self.atoms[name]
+        return atom.lo, atom.hi
+
+    def shape(self, array: str, axis: int) -> Poly:
+        static = self.static_shapes.get(array)
+        if static is not None:
+            return Poly.const(static[axis])
+        return self.add(Atom(f"shape:{array}:{axis}", "shape", 0, MAX_ELEMENTS,
+                             label=f"{array}.shape[{axis}]"))
+
+    # ------------------------------------------------------------ launch registers
+
+    def register(self, kind: str, axis: int) -> Poly:
+        if kind == "lane_id":
+            return self.warp_position("lane@", "mod", 31, "lane_id()")
+        block = None if self.block is None else self.block[axis]
+        if kind == "block_dim":
+            if block is not None or axis in self.unit_block_axes:
+                return Poly.const(block or 1)
+            return self.add(Atom(f"bdim{axis}", "size", 1, MAX_BLOCK, label=f"block_dim({axis})"))
+        if kind == "grid_dim":
+            if axis in self.unit_grid_axes:
+                return Poly.const(1)
+            top = MAX_GRID[axis] if block is None else min(MAX_GRID[axis], MAX_AXIS_THREADS // block)
+            name = f"gdim{axis}"
+            if name not in self.atoms:
+                self.add(Atom(name, "size", 1, top, label=f"grid_dim({axis})"))
+                bdim = self.register("block_dim", axis)
+                self.uniform_domain.append(compare("le", Poly.atom(name) * bdim, Poly.const(MAX_AXIS_THREADS)))
+            return Poly.atom(name)
+        if kind == "thread_id":
+            extent = self.register("block_dim", axis)
+            if extent.value == 1:
+                return Poly.const(0)
+            name = f"tid{axis}@"
+            if name not in self.atoms:
+                self.add(Atom(name, "thread", 0, (extent.value or MAX_BLOCK) - 1, label=f"thread_id({axis})"))
+                self.domain.append(compare("lt", Poly.atom(name), extent))
+            return Poly.atom(name)
+        # block_id
+        extent = self.register("grid_dim", axis)
+        if extent.value == 1:
+            return Poly.const(0)
+        name = f"bid{axis}@"
+        if name not in self.atoms:
+            self.add(Atom(name, "thread", 0, self.atoms[f"gdim{axis}"].hi - 1, label=f"block_id({axis})"))
+            self.domain.append(compare("lt", Poly.atom(name), extent))
+        return Poly.atom(name)
+
+    def linear(self) -> Poly:
+        """The thread's linear index in its block (x fastest), as warps are formed."""
+        index, stride = Poly({}), Poly.const(1)
+        for axis in range(3):
+            index = index + stride * self.register("thread_id", axis)
+            stride = stride * self.register("block_dim", axis)
+        return index
+
+    def warp(self) -> Poly:
+        """The index of the thread's warp in its block (the same for its 32 lanes)."""
+        return self.warp_position("warp@", "floordiv", MAX_BLOCK // 32 - 1, "the warp")
+
+    def warp_position(self, name: str, kind: str, top: int, label: str) -> Poly:
+        if name not in self.atoms:
+            self.add(Atom(name, kind, 0, top, (self.linear(), Poly.const(32)), label))
+            if kind == "floordiv":
+                self.scopes[name] = ("warp", ())
+        return Poly.atom(name)
+
+    def identity(self) -> list:
+        """The per-thread id atoms that tell two threads apart (tid before bid, by axis)."""
+        for axis in range(3):
+            for kind in ("thread_id", "block_id"):
+                self.register(kind, axis)
+        return [n for kind in ("tid", "bid") for n in (f"{kind}{a}@" for a in range(3)) if n in self.atoms]
+
+
+def _merge_axis_products(mono: tuple) -> list:
+    """Factors of a monomial, with each gdim(a)*bdim(a) pair as one bounded factor."""
+    factors = list(mono)
+    for axis in range(3):
+        g, b = f"gdim{axis}", f"bdim{axis}"
+        while g in factors and b in factors:
+            factors.remove(g)
+            factors.remove(b)
+            factors.append((g, b))
+    return factors
+
+
+def dtype_range(dtype: T.DType) -> tuple:
+    """The values of an integer dtype; 64-bit types are modelled without wrap-around."""
+    if dtype.bits == 64:
+        return (0 if not dtype.is_signed else -INF), INF
+    if dtype.is_signed:
+        return -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
+    return 0, 2**dtype.bits - 1
+

@@ -1,0 +1,135 @@
+"""Barrier intervals: which barrier each access may come after, for the two-thread queries.
+
+Takes: what the executor (`symbolic`) sees along a path: the barriers it passes, the paths
+it joins, the loops it enters and leaves. Gives: *epochs*, per kind ("block": barrier(),
+"warp": barrier() and syncwarp()), a tuple of `Alt`s: the barrier this thread passed last,
+with the iteration of each loop around that barrier and the condition under which it was
+that one; `resolve` turns them into plain alternatives once the whole kernel has run.
+
+Why it is enough (GPUVerify's barrier intervals): once every barrier is proven uniform
+(`diverge`), all threads of a block pass the same sequence of barrier instances, so two of
+their accesses may run concurrently iff both come after the same barrier instance: the same
+`Alt.barrier` at equal `iters` (with both conditions holding). Threads of one warp are also
+ordered by syncwarp(), so their question uses the "warp" epochs.
+
+Loops: in a loop that contains a barrier the executor runs one arbitrary iteration k.
+Its first iteration starts where the loop was entered (the epochs at entry, under k == 0);
+a later one where iteration k - 1 ended: the placeholder `Alt(("back", k), (k - 1,))`,
+resolved at the end to the barriers that may end an iteration, at that iteration (or at any
+earlier one, and the loop's entry, where an iteration may pass no barrier at all). After the
+loop (trip count T, a block-uniform atom with k < T): the entry if T == 0, else the end of
+iteration T - 1, or the barrier before a `break` in it. Conditions that mention values of
+one iteration are dropped when carried to another one (a sound over-approximation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .algebra import INF, TRUE, Poly, compare, conj, disj
+
+KINDS = ("block", "warp")
+
+
+@dataclass(frozen=True)
+class Alt:
+    barrier: object  # "start", a Barrier node's id, or ("back", counter name)
+    iters: tuple  # Polys: the iteration of each loop around it; for "back", (index,)
+    cond: tuple = TRUE
+
+
+START = {kind: (Alt("start", ()),) for kind in KINDS}
+
+
+def passed(epochs: dict, scope: str, barrier, iters: tuple) -> dict:
+    """The epochs after passing `barrier` (scope "block" or "warp") at iteration `iters`."""
+    here = (Alt(barrier, iters),)
+    return {"block": here if scope == "block" else epochs["block"], "warp": here}
+
+
+def merge(cond_a: tuple, a: dict, cond_b: tuple, b: dict) -> dict:
+    """The epochs where the paths `a` (taken under `cond_a`) and `b` join."""
+    return {kind: a[kind] if a[kind] == b[kind] else
+            _union(_guard(a[kind], cond_a) + _guard(b[kind], cond_b)) for kind in KINDS}
+
+
+def iteration(epochs: dict, kinds: frozenset, counter: str) -> dict:
+    """The epochs at the start of iteration k (`counter`) of a loop whose body passes
+    barriers of `kinds`."""
+    k = Poly.atom(counter)
+    out = dict(epochs)
+    for kind in kinds:
+        back = Alt(("back", counter), (k - Poly.const(1),), compare("ge", k, Poly.const(1)))
+        out[kind] = _guard(epochs[kind], compare("eq", k, Poly.const(0))) + (back,)
+    return out
+
+
+def after(epochs: dict, kinds: frozenset, counter: str, trips: Poly, breaks: list) -> dict:
+    """The epochs after a loop (`epochs`: at its entry; `breaks`: the epochs of its
+    `break`s, in terms of iteration k)."""
+    out = dict(epochs)
+    last = trips - Poly.const(1)
+    for kind in kinds:
+        never = _guard(epochs[kind], compare("eq", trips, Poly.const(0)))
+        ended = (Alt(("back", counter), (last,), compare("ge", trips, Poly.const(1))),)
+        broke = tuple(Alt(x.barrier, tuple(p.substitute({counter: last}) for p in x.iters))
+                      for b in breaks for x in b[kind])
+        out[kind] = _union(never + ended + broke)
+    return out
+
+
+def _guard(alts: tuple, cond: tuple) -> tuple:
+    return tuple(Alt(x.barrier, x.iters, conj(x.cond, cond)) for x in alts)
+
+
+def _union(alts) -> tuple:
+    """One alternative per (barrier, iteration), their conditions or-ed."""
+    merged: dict = {}
+    for x in alts:
+        key = (x.barrier, x.iters)
+        merged[key] = disj(merged[key], x.cond) if key in merged else x.cond
+    return tuple(Alt(b, i, c) for (b, i), c in merged.items())
+
+
+def is_back(x: Alt) -> bool:
+    return isinstance(x.barrier, tuple)
+
+
+@dataclass
+class Loop:
+    """What `resolve` needs of a loop that passes barriers."""
+
+    depth: int  # the number of loops around it (its counter's position in `iters`)
+    entry: dict  # epochs where the loop was entered
+    end: dict  # epochs where an iteration ends (the end of the body, or a `continue`)
+
+
+def resolve(alts: tuple, kind: str, loops: dict, space, active: frozenset = frozenset()) -> tuple:
+    """`alts` with every ("back", k) placeholder replaced by the barriers that may end
+    iteration `index` of that loop (`loops`: counter name -> `Loop`). Placeholders of the
+    loops in `active` (being resolved further up) are kept."""
+    out = []
+    for x in alts:
+        if not is_back(x) or x.barrier[1] in active:
+            out.append(x)
+            continue
+        counter, index = x.barrier[1], x.iters[0]
+        loop = loops[counter]
+        ends = resolve(loop.end[kind], kind, loops, space, active | {counter})
+        mine = Poly.atom(counter)
+        real = [y for y in ends if not is_back(y) and y.barrier != "start"
+                and len(y.iters) > loop.depth and y.iters[loop.depth] == mine]
+        exists = compare("ge", index, Poly.const(0))
+        at, facts = index, (exists,)
+        if len(real) < len(ends):  # an iteration may pass no barrier: any earlier one ended it
+            at = space.fresh("counter", 0, INF, label="an earlier iteration")
+            facts = (exists, compare("le", at, index))
+            out.extend(resolve(_guard(loop.entry[kind], conj(x.cond, exists)), kind, loops,
+                               space, active))
+        for y in real:
+            mapping = {counter: at}
+            for p in y.iters[loop.depth + 1:]:  # inner loops: their iteration then is unknown
+                for name in p.atoms():
+                    mapping.setdefault(name, space.fresh("counter", 0, INF, label="an iteration"))
+            out.append(Alt(y.barrier, tuple(p.substitute(mapping) for p in y.iters),
+                           conj(x.cond, *facts)))
+    return _union(out)

@@ -1,0 +1,124 @@
+"""Barrier divergence: every thread of a block reaches each barrier() together, every lane
+of a warp each syncwarp(), shuffle and vote.
+
+Takes: a `symbolic.Trace` (its `Checkpoint`s: barriers, warp operations, and `break`s and
+`return`s that leave loops containing them, each with its path condition and the loops
+around it). Gives: `check(trace, timeout_ms) -> (errors, solver queries)`: a `SafetyError`
+VG210 (block) or VG214 (warp) for each checkpoint two threads of one block (or warp) may
+disagree on: one reaches it, the other does not, at the same iteration of the loops around
+it. The error names both threads, and the condition that splits them, at its source line.
+
+How: a path condition that is uniform by its atoms (`uniform.Scopes`: only sizes,
+parameters, block ids, uniform loads and loop counters) passes without a solver; otherwise
+z3 looks for two threads of one block (one warp) at equal loop counters, with the facts of
+uniformity between them, where the condition holds for one and not the other. A timeout
+is a refusal too, with the reason.
+"""
+from __future__ import annotations
+
+import linecache
+import re
+
+from ..errors import SafetyError
+from . import diagnose
+from .algebra import per_thread, rename_formula
+from .codes import CODES
+from .solver import COPIES, SMALL_TIMEOUT_MS, Outcome, _Encoder
+from .uniform import Scopes, at_least, equalities
+
+CODE = {"block": "VG210", "warp": "VG214"}
+
+
+def check(trace, timeout_ms: int) -> tuple:
+    scopes = Scopes(trace.space)
+    errors, queries, seen = [], 0, set()
+    for point in trace.checkpoints:
+        if at_least(scopes.of(point.pc), point.scope) or (point.loc, point.scope) in seen:
+            continue
+        queries += 1
+        error = _split(point, trace, timeout_ms)
+        if error is not None:
+            seen.add((point.loc, point.scope))
+            errors.append(error)
+    return errors, queries
+
+
+def _split(point, trace, timeout_ms: int):
+    import z3
+
+    space = trace.space
+    enc = _Encoder(space, z3)
+    reach = [enc.formula(rename_formula(point.pc, c)) for c in COPIES]
+    facts = [reach[0], z3.Not(reach[1])]
+    for copy in COPIES:
+        facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
+    facts += [enc.formula(f) for f in space.uniform_domain]
+    ids = space.identity()
+    facts += [enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
+    facts.append(z3.Or([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2"))
+                        for n in ids if n.startswith("tid")]))
+    facts += [enc.atom(per_thread(k, "1")) == enc.atom(per_thread(k, "2")) for k in point.loops]
+    together = None
+    if point.scope == "warp":
+        warp = space.warp()
+        together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
+        facts.append(together)
+    facts += equalities(enc, space, together)
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*facts, *enc.side)
+    result = solver.check()
+    if result == z3.unsat:
+        return None
+    code = CODE[point.scope]
+    if result != z3.sat:
+        reason = f"the solver gave up ({solver.reason_unknown() or 'unknown'}, limit {timeout_ms} ms)"
+        return SafetyError(f"{CODES[code].title}: could not prove that {_subject(point)} is reached "
+                           f"by all of them together: {reason}", point.loc, diagnose.HINTS[code], code)
+    model = solver.model()
+    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
+    solver.add(*enc.small())
+    if solver.check() == z3.sat:
+        model = solver.model()
+
+    def value(term) -> int:
+        return model.eval(term, model_completion=True).as_long()
+
+    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
+    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
+             if space.atoms[n].kind in ("shape", "param")}
+    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
+                   for kind in ("grid_dim", "block_dim"))
+    culprit = _culprit(point.pc, trace.origins, enc, model)
+    outcome = Outcome("sat", threads, (), sizes, launch)
+    return diagnose.divergence_error(code, _subject(point), point.loc, culprit and _condition(culprit), outcome)
+
+
+def _subject(point) -> str:
+    if point.what in ("break", "return"):
+        barrier = "barrier()" if point.scope == "block" else "syncwarp() or a warp operation"
+        return f"this `{point.what}` (it leaves a loop with {barrier} inside)"
+    return point.what
+
+
+def _culprit(f: tuple, origins: dict, enc, model):
+    """The Loc of a part of `f` (with a known origin) that the two threads disagree on."""
+    z3 = enc.z3
+    if f in origins:
+        one, two = (z3.is_true(model.eval(enc.formula(rename_formula(f, c)), model_completion=True))
+                    for c in COPIES)
+        if one != two:
+            return origins[f]
+    if f[0] in ("and", "or", "not"):
+        for part in f[1:]:
+            found = _culprit(part, origins, enc, model)
+            if found is not None:
+                return found
+    return None
+
+
+def _condition(loc) -> tuple:
+    """(the condition's source text, loc): `i < n` for `if i < n:`, else the statement."""
+    text = linecache.getline(loc.file, loc.line).strip()
+    match = re.match(r"(?:if|elif|while)\s+(.*?)\s*:\s*(#.*)?$", text)
+    return (match.group(1) if match else text.rstrip(":")), loc

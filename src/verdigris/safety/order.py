@@ -1,0 +1,70 @@
+"""Whether two threads' accesses may run at the same time: the ordering part of a race query.
+
+Takes: a z3 encoder (`solver._Encoder`) over two copies of the thread ("1" and "2"), two
+accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Space`. Gives:
+- `unordered(enc, a, b, space, apart=False)`: a z3 formula that holds when thread 1 at `a`
+  and thread 2 at `b` are distinct threads that nothing orders:
+  - threads of different blocks are never ordered (global memory only: each block has its
+    own shared memory);
+  - threads of one block are ordered by barrier() (when they come after different barrier
+    instances, see `barriers`), threads of one warp also by syncwarp(); between two threads
+    of one block the facts of uniformity hold (`uniform.equalities`).
+  `apart=True` asks only about threads of different warps.
+- `may_meet(a, b)`: False when the two accesses of one block cannot come after the same
+  barrier (no solver needed), e.g. a write before a barrier and a read after it.
+- `warp_of(ids, block)`: the warp of a thread of a counterexample.
+"""
+from __future__ import annotations
+
+from . import barriers
+from .algebra import per_thread, rename_formula
+from .uniform import equalities
+
+
+def _epochs(access, kind: str) -> tuple:
+    return getattr(access, "epochs", barriers.START)[kind]
+
+
+def may_meet(a, b) -> bool:
+    """Whether `a` and `b` may come after one barrier (block barriers order warps too)."""
+    mine = {x.barrier for x in _epochs(a, "block")}
+    return any(y.barrier in mine for y in _epochs(b, "block"))
+
+
+def _same_epoch(enc, a, b, kind: str):
+    z3 = enc.z3
+    options = []
+    for x in _epochs(a, kind):
+        for y in _epochs(b, kind):
+            if x.barrier != y.barrier or len(x.iters) != len(y.iters):
+                continue
+            options.append(z3.And(
+                enc.formula(rename_formula(x.cond, "1")), enc.formula(rename_formula(y.cond, "2")),
+                *[enc.poly(p.rename("1")) == enc.poly(q.rename("2")) for p, q in zip(x.iters, y.iters)]))
+    return z3.Or(options) if options else z3.BoolVal(False)
+
+
+def unordered(enc, a, b, space, apart: bool = False):
+    z3 = enc.z3
+    pairs = {n: (enc.atom(per_thread(n, "1")), enc.atom(per_thread(n, "2"))) for n in space.identity()}
+    if not space.barriers and getattr(a, "memory", "global") == "global" and not apart:
+        return z3.Or([x != y for x, y in pairs.values()]) if pairs else z3.BoolVal(False)
+    differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
+    warp = space.warp()
+    together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
+    when = _same_epoch(enc, a, b, "block")
+    if "warp" in space.barriers:
+        when = z3.If(together, _same_epoch(enc, a, b, "warp"), when)
+    inside = [z3.Not(z3.Or(differ["bid"])), z3.Or(differ["tid"]), when]
+    if apart:
+        inside.append(z3.Not(together))
+    inside_block = z3.And(*inside, *equalities(enc, space, together))
+    if getattr(a, "memory", "global") == "shared":
+        return inside_block
+    return z3.Or(z3.Or(differ["bid"]), inside_block)
+
+
+def warp_of(ids: dict, block: tuple) -> int:
+    """The warp of the thread with ids {"tid0@": ..., ...} in a block of shape `block`."""
+    x, y, z = (ids.get(f"tid{axis}@", 0) for axis in range(3))
+    return (x + block[0] * (y + block[1] * z)) // 32

@@ -1,0 +1,215 @@
+"""Shared memory: races between the threads of a block, and reads of what nothing wrote.
+
+Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs). Gives:
+- `check_pairs(trace, timeout_ms) -> Tally`: for each pair of accesses of one shared array
+  (outside `vg.unsafe()`) with a plain write, or an atomic and a plain access: two distinct
+  threads of one block touching one element after the same barrier is VG211 (VG212 when
+  only lanes of one warp can, with no syncwarp() between them; VG204 for an atomic and a
+  plain access); a pair the solver cannot decide, or whose collision needs values the
+  checker cannot see, is VG205. Atomics never race with atomics.
+- `check_reads(trace, timeout_ms) -> Tally`: VG213 for a plain read of an element that no
+  thread of the block writes before it (earlier in the program, or in an earlier iteration
+  of a loop around both). Only where it is certain: the block shape is known (how many
+  threads write depends on it), the read's index and path do not depend on loaded or
+  havocked values, and no loop around it can be left early. The rest is left to the cpu
+  backend, which sees every read.
+
+How, per pair: `order.may_meet` (some barrier both may come after), then `fastpath`
+(the index determines the thread), then `solver.collide` with the block's order. Per read:
+a write every thread of the block makes (unconditionally, wherever the read runs) whose
+index `tid` covers the array along each axis proves it written; else z3 looks for a read
+element that, for every thread of the block and every write before the read, is not the
+written one (a quantified query, with a short timeout; unknown is no finding).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import diagnose, fastpath, order, solver
+from .algebra import Poly, formula_atoms, per_thread, rename_formula
+from .solver import SMALL_TIMEOUT_MS, Outcome, _depends, _Encoder
+from .uniform import Scopes, at_least
+
+CODE_OF_KINDS = {("write", "write"): "VG211", ("read", "write"): "VG211",
+                 ("atomic", "read"): "VG204", ("atomic", "write"): "VG204"}
+READ_TIMEOUT_MS = 1000  # a VG213 proof that takes longer is left to the cpu backend
+_UNSEEN = ("unknown", "bool")  # atoms for values the checker cannot see
+
+
+@dataclass
+class Tally:
+    errors: list = field(default_factory=list)
+    fast: int = 0
+    queries: int = 0
+
+
+def by_array(trace) -> dict:
+    groups: dict = {}
+    for access in trace.accesses:
+        if access.memory == "shared":
+            groups.setdefault(access.array, []).append(access)
+    return groups
+
+
+def check_pairs(trace, timeout_ms: int) -> Tally:
+    space, tally = trace.space, Tally()
+    tids = [n for n in space.identity() if n.startswith("tid")]
+    for accesses in by_array(trace).values():
+        checked = [a for a in accesses if not a.unsafe]
+        for i, a in enumerate(checked):
+            for b in checked[i:]:
+                code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
+                if code is None:
+                    continue
+                if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids):
+                    tally.fast += 1
+                    continue
+                tally.queries += 1
+                error = _pair(code, a, b, space, timeout_ms, tally)
+                if error is not None:
+                    tally.errors.append(error)
+    return tally
+
+
+def _pair(code: str, a, b, space, timeout_ms: int, tally: Tally):
+    outcome = solver.collide(a, b, space, timeout_ms)
+    if outcome.status == "unsat":
+        return None
+    if outcome.status == "unknown":
+        reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
+        return diagnose.unproven_error(a, b, reason)
+    if outcome.unknowns:
+        return diagnose.data_error(a, b, outcome)
+    block = outcome.launch[1]
+    if code == "VG211" and order.warp_of(outcome.threads[0], block) == order.warp_of(outcome.threads[1], block):
+        tally.queries += 1
+        apart = solver.collide(a, b, space, timeout_ms, apart=True)  # threads of two warps?
+        outcome, code = (apart, code) if apart.status == "sat" else (outcome, "VG212")
+    return diagnose.race_error(code, a, b, outcome)
+
+
+# ----------------------------------------------------------------------------- VG213
+
+
+def check_reads(trace, timeout_ms: int) -> Tally:
+    space, tally = trace.space, Tally()
+    if space.block is None:
+        return tally
+    scopes = Scopes(space)
+    for accesses in by_array(trace).values():
+        writes = [w for w in accesses if w.kind in ("write", "atomic")]
+        for r in accesses:
+            if r.kind != "read" or r.unsafe or not r.exact or _unseen(r, space):
+                continue
+            before = [w for w in writes if w.seq < r.seq or set(w.loops) & set(r.loops)]
+            if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in before):
+                tally.fast += 1
+                continue
+            tally.queries += 1
+            outcome = _never_written(r, before, space, min(timeout_ms, READ_TIMEOUT_MS))
+            if outcome is not None:
+                tally.errors.append(diagnose.uninitialized_error(r, outcome))
+    return tally
+
+
+def _unseen(r, space) -> bool:
+    """Whether the read's element or reachability depends on values the checker cannot see."""
+    atoms = set().union(*(_depends(p, space) for p in r.indices))
+    atoms |= _depends_formula(r.pc, space)
+    return any(space.atoms[n].kind in _UNSEEN for n in atoms)
+
+
+def _depends_formula(f: tuple, space) -> set:
+    return set().union(*(_depends(Poly.atom(n), space) for n in formula_atoms(f, set())))
+
+
+def _covers(w, r, space, scopes) -> bool:
+    """Whether every thread of the block made `w` wherever `r` runs, together writing every
+    element of the array: `w` indexes axis d by thread_id(a) with block_dim(a) >= shape[d],
+    and its path condition is uniform and part of `r`'s."""
+    mine = set(_conjuncts(r.pc))
+    if not all(p in mine and at_least(scopes.of(p), "block") for p in _conjuncts(w.pc)):
+        return False
+    for axis, index in enumerate(w.indices):
+        (mono, coef), = index.terms.items() if len(index.terms) == 1 else (((), 0),)
+        if coef != 1 or len(mono) != 1 or not mono[0].startswith("tid"):
+            return False
+        extent = space.shape(w.array, axis).value
+        if extent is None or space.block[int(mono[0][3])] < extent:
+            return False
+    return True
+
+
+def _own(w, r, space) -> bool:
+    """Whether the thread making `r` wrote the same element at `w` before, wherever `r`
+    runs: the same index and a part of `r`'s path condition, once loop variables are
+    `start + k*step` and the counters of the loops around `w` only are those around `r` only
+    (`for b in range(t, n, B): buf[b] = ...` then `... = buf[b]` in a loop of the same range)."""
+    if w.seq > r.seq:
+        return False
+    mine = [k for k in w.loops if k not in r.loops]
+    theirs = [k for k in r.loops if k not in w.loops]
+    if len(mine) != len(theirs):
+        return False
+    rename = {k: Poly.atom(j) for k, j in zip(mine, theirs)}
+    same = [fastpath.expand(p, space).substitute(rename) == fastpath.expand(q, space)
+            for p, q in zip(w.indices, r.indices)]
+    if not all(same):
+        return False
+    parts = {_expand_formula(f, space, {}) for f in _conjuncts(r.pc)}
+    return all(_expand_formula(f, space, rename) in parts for f in _conjuncts(w.pc))
+
+
+def _conjuncts(pc: tuple) -> tuple:
+    return pc[1:] if pc[0] == "and" else () if pc == ("true",) else (pc,)
+
+
+def _expand_formula(f: tuple, space, rename: dict) -> tuple:
+    if f[0] == "cmp":
+        return ("cmp", f[1], fastpath.expand(f[2], space).substitute(rename))
+    if f[0] in ("and", "or", "not"):
+        return (f[0], *(_expand_formula(g, space, rename) for g in f[1:]))
+    return f
+
+
+def _never_written(r, writes: list, space, timeout_ms: int):
+    """A thread and an element it reads at `r` that no thread of its block writes at any of
+    `writes`, or None (none, or not found in time)."""
+    import z3
+
+    enc = _Encoder(space, z3)
+    element = [enc.poly(p.rename("2")) for p in r.indices]
+    facts = [enc.formula(rename_formula(r.pc, "2"))]
+    facts += [z3.And(0 <= x, x < enc.poly(space.shape(r.array, d))) for d, x in enumerate(element)]
+    facts += [enc.formula(rename_formula(f, "2")) for f in space.domain]
+    facts += [enc.formula(f) for f in space.uniform_domain]
+    ids = space.identity()
+    for w in writes:
+        inner = _Encoder(space, z3)  # its own side conditions: they belong under the quantifier
+        hit = [inner.formula(rename_formula(w.pc, "1"))]
+        hit += [inner.poly(p.rename("1")) == x for p, x in zip(w.indices, element)]
+        hit += [inner.formula(rename_formula(f, "1")) for f in space.domain]
+        hit += [inner.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
+        bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
+        never = z3.Not(z3.And(*hit, *inner.side))
+        facts.append(z3.ForAll(bound, never) if bound else never)
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.add(*facts, *enc.side)
+    if s.check() != z3.sat:
+        return None
+    model = s.model()
+    s.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
+    s.add(*enc.small())
+    if s.check() == z3.sat:
+        model = s.model()
+
+    def value(term) -> int:
+        return model.eval(term, model_completion=True).as_long()
+
+    thread = {n: value(enc.atom(per_thread(n, "2"))) for n in ids}
+    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
+             if space.atoms[n].kind in ("shape", "param")}
+    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
+                   for kind in ("grid_dim", "block_dim"))
+    return Outcome("sat", (thread,), tuple(value(x) for x in element), sizes, launch)
