@@ -101,5 +101,11 @@ class BoundsError(KernelError):
     """An index out of bounds, naming kernel, line, block, thread, index and shape."""
 
 
+class DivergenceError(KernelError, SafetyError):
+    """While a kernel ran: a barrier (or a warp's shuffle, vote or syncwarp) reached by some
+    threads of the block (warp) and not others. Observed at run time, so a KernelError; the
+    safety rule VG210 it breaks, so also a SafetyError, as the static checker reports it."""
+
+
 class BackendError(Error):
     """The chosen backend is unavailable (no driver, no GPU) or failed outside a kernel."""

@@ -32,9 +32,12 @@ Guarantees:
   `For` follows Python's `range`: bounds and step evaluated once, the direction from the
   step's sign (known when the step is a constant), no iteration for step 0, and no
   wrap-around past the last element of the range. A `For` with constant bounds, at most
-  `MAX_UNROLL` iterations and a warp operation in its body is unrolled here, its counter a
-  constant in each copy, so that shuffle arguments such as `16 >> k` are constants and
-  take PTX's own shuffle modes (`warp`).
+  `MAX_UNROLL` iterations, and in its body a warp operation, a local array indexed by its
+  counter, or a loop unrolled for these reasons, is unrolled here, its counter a constant
+  in each copy: shuffle arguments such as `16 >> k` are then constants and take PTX's own
+  shuffle modes (`warp`), and local arrays are indexed by constants, which keeps them in
+  registers; a register-blocked loop nest becomes straight-line code that ptxas schedules
+  as a whole (LLVM's unroller stops short of that).
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations
@@ -100,6 +103,14 @@ def _children(e: N.Expr):
             yield from (v for v in value if isinstance(v, N.Expr))
 
 
+def _indexes_local_by(node, var: str) -> bool:
+    """Whether `node` is an access to a local array with `var` in an index."""
+    from ..frontend import walk
+
+    return isinstance(node, (N.Load, N.Store)) and node.array.type.space == "local" and any(
+        isinstance(n, N.Var) and n.name == var for i in node.indices for n in walk([i]))
+
+
 def _escapes(body: list) -> bool:
     """Whether a `break` or `continue` in `body` leaves the loop whose body it is."""
     for s in body:
@@ -112,9 +123,9 @@ def _escapes(body: list) -> bool:
     return False
 
 
-def _needs_branch(e: N.Expr) -> bool:
+def needs_branch(e: N.Expr) -> bool:
     """Whether evaluating `e` where its result is unused could fault or cost much."""
-    return isinstance(e, (N.Load, N.MathCall)) or any(_needs_branch(c) for c in _children(e))
+    return isinstance(e, (N.Load, N.MathCall)) or any(needs_branch(c) for c in _children(e))
 
 
 def _error(message: str, node) -> errors.CompileError:
@@ -192,21 +203,23 @@ class _KernelLowering:
         """Every shared array of the body, as a module global (see the module docstring)."""
         from ..frontend import walk
 
-        for node in walk(self.kernel.body):
-            if isinstance(node, N.LocalAlloc) and node.array.type.space == "shared":
-                ref, ty = node.array, mem_type(node.array.dtype)
-                shape = ref.type.shape
-                storage = ir.GlobalVariable(self.module, ir.ArrayType(ty, prod(shape) if shape else 0),
-                                            "vg_" + re.sub(r"\W", "_", ref.name), addrspace=SHARED)
-                storage.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
-                storage.align = 16
-                if shape is None:
-                    storage.linkage = "external"
-                    self.arrays[ref.name] = _Array(ref.dtype, storage, [self._dynamic_extent(ref.dtype)],
-                                                   [ir.Constant(I64, 1)])
-                else:
-                    storage.linkage = "internal"
-                    self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
+        allocs = [n for n in walk(self.kernel.body)
+                  if isinstance(n, N.LocalAlloc) and n.array.type.space == "shared"]
+        for k, node in enumerate(allocs):
+            ref, ty = node.array, mem_type(node.array.dtype)
+            shape = ref.type.shape
+            symbol = f"vg_shared{k}_{re.sub(r'[^A-Za-z0-9_]', '_', ref.name)}"  # a PTX identifier
+            storage = ir.GlobalVariable(self.module, ir.ArrayType(ty, prod(shape) if shape else 0),
+                                        symbol, addrspace=SHARED)
+            storage.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
+            storage.align = 16
+            if shape is None:
+                storage.linkage = "external"
+                self.arrays[ref.name] = _Array(ref.dtype, storage, [self._dynamic_extent(ref.dtype)],
+                                               [ir.Constant(I64, 1)])
+            else:
+                storage.linkage = "internal"
+                self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
 
     def _dynamic_extent(self, dt: DType) -> ir.Value:
         """Elements of `dt` in the launch's dynamic shared memory."""
@@ -312,9 +325,9 @@ class _KernelLowering:
         b.branch(done_bb)
         b.position_at_end(done_bb)
 
-    def _lazy(self, cond: ir.Value, then, orelse, needs_branch: bool, name: str) -> ir.Value:
-        """`then() if cond else orelse()`, computing only the taken arm when `needs_branch`."""
-        if not needs_branch:
+    def _lazy(self, cond: ir.Value, then, orelse, branch: bool, name: str) -> ir.Value:
+        """`then() if cond else orelse()`, computing only the taken arm when `branch`."""
+        if not branch:
             return self.b.select(cond, then(), orelse())
         then_bb, else_bb, end_bb = self._block(f"{name}.then"), self._block(f"{name}.else"), self._block(f"{name}.end")
         self.b.cbranch(cond, then_bb, else_bb)
@@ -405,12 +418,12 @@ class _KernelLowering:
         lhs = self.expr(e.lhs)
         rhs = lambda: self.expr(e.rhs)  # noqa: E731
         if e.op == "and":
-            return self._lazy(lhs, rhs, lambda: lhs, _needs_branch(e.rhs), "and")
-        return self._lazy(lhs, lambda: lhs, rhs, _needs_branch(e.rhs), "or")
+            return self._lazy(lhs, rhs, lambda: lhs, needs_branch(e.rhs), "and")
+        return self._lazy(lhs, lambda: lhs, rhs, needs_branch(e.rhs), "or")
 
     def _select(self, e: N.Select) -> ir.Value:
-        needs_branch = _needs_branch(e.a) or _needs_branch(e.b)
-        return self._lazy(self.expr(e.cond), lambda: self.expr(e.a), lambda: self.expr(e.b), needs_branch, "select")
+        branch = needs_branch(e.a) or needs_branch(e.b)
+        return self._lazy(self.expr(e.cond), lambda: self.expr(e.a), lambda: self.expr(e.b), branch, "select")
 
     def _cast(self, e: N.Cast) -> ir.Value:
         return casts.cast(self.em, self.expr(e.value), e.value.dtype, e.dtype)
@@ -501,11 +514,17 @@ class _KernelLowering:
         from ..frontend import walk
 
         nodes = list(walk(s.body))
-        if not any(isinstance(n, N.WarpOp) for n in nodes) or _escapes(s.body) \
-                or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
-                       for n in nodes if isinstance(n, (N.Assign, N.For))):
+        if _escapes(s.body) or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
+                                   for n in nodes if isinstance(n, (N.Assign, N.For))):
             return None
-        return range(*bounds)
+        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) for n in nodes):
+            return range(*bounds)
+        self.unrolled[s.var] = bounds[0]  # as the inner loops would see it
+        try:
+            inner = any(isinstance(n, N.For) and self._unrolled_range(n) is not None for n in nodes)
+        finally:
+            del self.unrolled[s.var]
+        return range(*bounds) if inner else None
 
     def _for(self, s: N.For) -> None:
         iterations = self._unrolled_range(s)

@@ -3,8 +3,10 @@
 Takes: a kernel, a grid and a block (up to three ints each), and the arguments: NumPy
 arrays, which the kernel reads and writes in place through any view, and scalars.
 Gives: `run_simt`, which runs the kernel to completion or raises `BoundsError` (an index
-out of bounds) or `SafetyError` (a race that shadow memory observed, see `shadow`);
-`Access`, what an observer of memory accesses sees (the seam where shadow memory hooks in).
+out of bounds), `SafetyError` (a race or a read of unwritten shared memory that shadow
+memory observed, see `shadow`) or `DivergenceError` (a barrier or warp collective reached
+by part of a block or warp, see `warp`); `Access` (from `memory`), what an observer of
+memory accesses sees.
 
 How: the IR is compiled once per kernel into Python closures. Whole blocks run together as
 one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order). A
@@ -12,16 +14,14 @@ statement takes the mask of lanes executing it and returns the mask of lanes tha
 through to the next one; lanes that `break`, `continue` or `exit` wait in their loop's or
 region's slot and rejoin where the IR says. Expressions are evaluated on all lanes (masked
 lanes compute don't-cares), except where laziness is the meaning: the right operand of
-`and`/`or`, the arms of a select, and memory, which only active lanes touch.
+`and`/`or`, the arms of a select, and memory, which only active lanes touch. Lock step is
+what makes barriers and warps faithful: a statement finishes on every lane of a block
+before the next starts, so a barrier is a point all of them pass together (or a
+`DivergenceError`) and a shuffle finds every lane's value computed; a block's shared
+arrays live for the chunk, one copy per block.
 
-Guarantees: the semantics of `ir.nodes` (through `ops`); no access reaches memory before
-every active lane's index has been checked on every axis (0 <= index < extent), and a
-violation raises `BoundsError` naming the kernel, array, index, shape and the first
-offending lane's block and thread. Atomics of one step take effect in lane order (see
-`atomics`). When several lanes store to one element in one step (a race that shadow memory
-reports, unless inside `with vg.unsafe():`), the last lane (highest block, then highest
-thread) wins: NumPy assigns repeated fancy indices in order (observed, not promised by its
-documentation).
+Guarantees: the semantics of `ir.nodes` (through `ops`, `memory`, `atomics`, `warp`):
+accesses are bounds checked and observed before they touch memory (`memory`).
 """
 from __future__ import annotations
 
@@ -33,155 +33,17 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import ir
-from ..errors import BoundsError, CompileError, LaunchError, Loc
-from . import atomics, ops
+from ..errors import CompileError, LaunchError
+from . import atomics, memory, ops, warp
+from .memory import Access, Site
+from .memory import Memory as _Memory  # the name cpu/tiles imports
 from .shadow import Shadow
 
 CHUNK_LANES = 1 << 16
-
-
-@dataclass(frozen=True, eq=False)
-class Access:
-    """One Load, Store or Atomic as shadow memory sees it: one entry per active lane."""
-
-    array: str
-    space: str  # "global" | "local" (a local array's elements are the lane's own)
-    flat: np.ndarray  # int64 row-major element index into the array
-    block: np.ndarray  # int64 linear block id (x fastest)
-    thread: np.ndarray  # int64 linear thread id within the block (x fastest)
-    is_write: bool  # a Store or an Atomic
-    loc: Loc
-    atomic: bool = False
-    unsafe: bool = False  # inside `with vg.unsafe():`
+MAX_SHARED_BYTES = 227 * 1024  # shared memory of one block on the largest GPUs (sm_90)
 
 
 Observer = Callable[[Access], None]
-
-
-# ----------------------------------------------------------------------------- memory
-
-
-@dataclass(eq=False)
-class _Memory:
-    """An array as the interpreter indexes it."""
-
-    name: str
-    space: str
-    data: np.ndarray  # the user's array (a bits view for bf16/fp8), or locals (lanes, *shape)
-    shape: tuple  # the kernel's view of the extents (Python ints)
-    decode: Callable  # elements -> register form
-    encode: Callable  # register form -> elements
-    per_lane: bool = False
-
-    @classmethod
-    def of_argument(cls, kernel: ir.Kernel, param: ir.Param, value) -> "_Memory":
-        dtype = param.type.dtype
-        if not isinstance(value, np.ndarray):
-            raise LaunchError(f"kernel {kernel.name}: argument {param.name!r} must be a NumPy "
-                              f"array on the cpu backend, not {type(value).__name__}", param.loc)
-        if value.ndim != param.type.ndim or not ops.accepts_array_dtype(dtype, value.dtype):
-            raise LaunchError(f"kernel {kernel.name}: argument {param.name!r} is a {value.ndim}-d "
-                              f"{value.dtype} array; the kernel was specialized for "
-                              f"{param.type.ndim}-d {dtype.name}", param.loc)
-        if param.name in kernel.writes and not value.flags.writeable:
-            raise LaunchError(f"kernel {kernel.name} writes {param.name!r}, "
-                              "but that array is read-only", param.loc)
-        bits, decode, encode = ops.memory_codec(dtype)
-        data = value if bits is None else value.view(bits)
-        # A 0-d array is indexed as its one-element 1-d view (indices: [0]).
-        return cls(param.name, "global", data.reshape(1) if data.ndim == 0 else data,
-                   value.shape or (1,), decode, encode)
-
-    @classmethod
-    def local(cls, ref: ir.ArrayRef, lanes: int) -> "_Memory":
-        shape = tuple(ref.type.shape) or (1,)  # a 0-d local: see of_argument
-        data = np.zeros((lanes, *shape), ops.register_dtype(ref.dtype))
-        return cls(ref.name, "local", data, shape, ops.identity, ops.identity, per_lane=True)
-
-
-@dataclass(frozen=True)
-class _Site:
-    """A Load, Store or Atomic of the kernel: what its `Access`es say besides the lanes."""
-
-    loc: Loc
-    is_write: bool
-    atomic: bool
-    unsafe: bool
-
-
-def _access(fr: "_Frame", mem: _Memory, indices: list, mask: np.ndarray, site: _Site):
-    """The one gate of every access: checks bounds and tells the observer. Gives the index
-    of each lane (one int64 array per axis of `mem.data`), or None when no lane is active."""
-    index = [np.broadcast_to(np.asarray(i, np.int64), (fr.lanes,)) for i in indices]
-    if not mask.any():
-        return None
-    _check_bounds(fr, mem, index, mask, site.loc)
-    fr.observer(_observed(fr, mem, index, mask, site))
-    if mem.per_lane:
-        index.insert(0, fr.lane)
-    return index
-
-
-def _load(fr, mem, indices, mask, site):
-    index = _access(fr, mem, indices, mask, site)
-    if index is None:
-        return np.zeros(fr.lanes, mem.data.dtype)
-    if not mask.all():  # masked lanes read element 0, which exists: some lane is in bounds
-        index = [np.where(mask, i, 0) for i in index]
-    return mem.data[tuple(index)]
-
-
-def _store(fr, mem, indices, mask, site, stored):
-    index = _access(fr, mem, indices, mask, site)
-    if index is None:
-        return
-    value = np.broadcast_to(stored, (fr.lanes,))
-    if mask.all():
-        mem.data[tuple(index)] = value
-    else:
-        mem.data[tuple(i[mask] for i in index)] = value[mask]
-
-
-def _atomic(fr, mem, indices, mask, site, scan, value, compare, register_dtype):
-    """Each active lane's old value; masked lanes get zeros."""
-    old = np.zeros(fr.lanes, register_dtype)
-    index = _access(fr, mem, indices, mask, site)
-    if index is None:
-        return old
-
-    def active(v):
-        return np.broadcast_to(np.asarray(v, register_dtype), (fr.lanes,))[mask]
-
-    old[mask] = atomics.perform(scan, mem.data, tuple(i[mask] for i in index), active(value),
-                                None if compare is None else active(compare),
-                                mem.decode, mem.encode)
-    return old
-
-
-def _check_bounds(fr, mem, index, mask, loc):
-    outside = np.zeros(fr.lanes, bool)
-    for i, extent in zip(index, mem.shape):
-        outside |= i.view(np.uint64) >= np.uint64(extent)  # negative -> huge: outside too
-    outside &= mask
-    if outside.any():
-        lane = int(outside.argmax())
-        at = [int(i[lane]) for i in index]
-        block = tuple(int(b[lane]) for b in fr.block_id)
-        thread = tuple(int(t[lane]) for t in fr.thread_id)
-        raise BoundsError(
-            f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} "
-            f"in kernel {fr.kernel_name}, block {block} thread {thread}", loc,
-            hint="a negative index is out of bounds: indices never wrap around"
-            if min(at) < 0 else "", code="VG302")
-
-
-def _observed(fr, mem, index, mask, site) -> Access:
-    active = (lambda lanes: lanes) if mask.all() else (lambda lanes: lanes[mask])
-    flat = active(index[0])
-    for i, extent in zip(index[1:], mem.shape[1:]):
-        flat = flat * extent + active(i)
-    return Access(mem.name, mem.space, flat, active(fr.lane_block), active(fr.lane_thread),
-                  site.is_write, site.loc, site.atomic, site.unsafe)
 
 
 # ----------------------------------------------------------------------------- frames
@@ -197,6 +59,8 @@ class _Frame:
         self.observer = launch.observer
         self.env = dict(launch.scalars)  # variable -> register-form value (lanes or scalar)
         self.memory = dict(launch.memory)  # array name -> _Memory; locals join per chunk
+        self.memory.update({ref.name: _Memory.shared(ref, n_blocks, shape)
+                            for ref, shape in launch.shared})
         self.slots = [None] * launch.n_slots  # parked lanes of loops and regions
         self.lane = launch.lane[:lanes]
         self.lane_thread = launch.lane_thread[:lanes]
@@ -208,6 +72,19 @@ class _Frame:
                          (self.lane_block // (gx * gy)).astype(np.int32)]
         self.block_dim = launch.block_dim
         self.grid_dim = launch.grid_dim
+        self.block_slot = self.lane // launch.threads  # the lane's block within the chunk
+        self.warps = warp.Warps(lanes, launch.threads, self.lane_thread)
+        self.lane_id = [self.warps.lane_id]
+        self.lane_warp = self.warps.of_lane
+        # Barrier epochs per block and per warp, where shadow memory needs them.
+        self.block_epoch = np.zeros(n_blocks, np.int64) if launch.epochs else None
+        self.warp_epoch = np.zeros(len(self.warps.starts), np.int64) if launch.epochs else None
+
+    def describe(self, lane: int) -> str:
+        """'block (bx, by, bz) thread (tx, ty, tz)' of a lane, for messages."""
+        block = tuple(int(b[lane]) for b in self.block_id)
+        thread = tuple(int(t[lane]) for t in self.thread_id)
+        return f"block {block} thread {thread}"
 
 
 @dataclass
@@ -221,6 +98,8 @@ class _Launch:
     scalars: dict
     observer: Observer
     n_slots: int
+    shared: list  # (ArrayRef, shape) of each shared array
+    epochs: bool  # whether accesses carry barrier epochs (the kernel has barriers or shared memory)
 
     def __post_init__(self):
         self.threads, self.n_blocks = prod(self.block), prod(self.grid)
@@ -282,10 +161,12 @@ class _Compiler:
         self.regions: list = []  # (label, slot) of enclosing regions
         self.n_slots = 0
         self.unsafe = False  # compiling the body of a `with vg.unsafe():`
+        self.shared: list = []  # the ArrayRefs of the kernel's shared arrays
+        self.barriers = False  # whether the kernel has barriers
 
-    def program(self):
+    def program(self) -> "_Program":
         body, _ = self.block(self.kernel.body)
-        return body, self.n_slots
+        return _Program(body, self.n_slots, tuple(self.shared), self.barriers)
 
     def _slot(self) -> int:
         self.n_slots += 1
@@ -328,30 +209,44 @@ class _Compiler:
         lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
         return lambda fr, mask: f(lhs(fr, mask), rhs(fr, mask))
 
+    def _lazy(self, node):
+        """A lazily evaluated operand: f(frame, mask of all lanes, lanes that need it)."""
+        f = self.expr(node)
+        if warp.evaluated_by_all(node):
+            return lambda fr, mask, lanes: f(fr, mask)
+        return lambda fr, mask, lanes: f(fr, lanes)
+
     def _logical(self, node):
-        lhs, rhs, is_and = self.expr(node.lhs), self.expr(node.rhs), node.op == "and"
+        lhs, rhs, is_and = self.expr(node.lhs), self._lazy(node.rhs), node.op == "and"
 
         def logical(fr, mask):
             a = lhs(fr, mask)
             undecided = mask & (a if is_and else ~a)  # lanes where the rhs decides
             if not undecided.any():
                 return a
-            b = rhs(fr, undecided)
+            b = rhs(fr, mask, undecided)
             return a & b if is_and else a | b
         return logical
 
     def _select(self, node):
-        cond, a, b = self.expr(node.cond), self.expr(node.a), self.expr(node.b)
+        cond, a, b = self.expr(node.cond), self._lazy(node.a), self._lazy(node.b)
 
         def select(fr, mask):
             c = cond(fr, mask)
             lanes_a, lanes_b = mask & c, mask & ~c
             if not lanes_b.any():
-                return a(fr, lanes_a)
+                return a(fr, mask, lanes_a)
             if not lanes_a.any():
-                return b(fr, lanes_b)
-            return np.where(c, a(fr, lanes_a), b(fr, lanes_b))
+                return b(fr, mask, lanes_b)
+            return np.where(c, a(fr, mask, lanes_a), b(fr, mask, lanes_b))
         return select
+
+    def _warp_op(self, node):
+        op, loc, value = node.op, node.loc, self.expr(node.value)
+        if node.lane is None:
+            return lambda fr, mask: warp.vote(fr, op, value(fr, mask), mask, loc)
+        lane = self.expr(node.lane)
+        return lambda fr, mask: warp.shuffle(fr, op, value(fr, mask), lane(fr, mask), mask, loc)
 
     def _cast(self, node):
         f = ops.cast(node.value.dtype, node.dtype)
@@ -369,15 +264,15 @@ class _Compiler:
             return [lambda fr, mask: np.int64(0)]
         return [self.expr(i) for i in indices]
 
-    def _site(self, node, is_write=False, atomic=False) -> _Site:
-        return _Site(node.loc, is_write, atomic, self.unsafe)
+    def _site(self, node, is_write=False, atomic=False) -> Site:
+        return Site(node.loc, is_write, atomic, self.unsafe)
 
     def _load(self, node):
         name, site, index = node.array.name, self._site(node), self._indices(node.indices)
 
         def load(fr, mask):
             mem = fr.memory[name]
-            return mem.decode(_load(fr, mem, [i(fr, mask) for i in index], mask, site))
+            return mem.decode(memory.load(fr, mem, [i(fr, mask) for i in index], mask, site))
         return load
 
     def _atomic(self, node):
@@ -392,7 +287,7 @@ class _Compiler:
         def atomic(fr, mask):
             indices = [i(fr, mask) for i in index]  # Python order: index, compare, value
             expected = None if compare is None else compare(fr, mask)
-            return _atomic(fr, fr.memory[name], indices, mask, site, scan, value(fr, mask),
+            return memory.atomic(fr, fr.memory[name], indices, mask, site, scan, value(fr, mask),
                            expected, register_dtype)
         return atomic
 
@@ -403,7 +298,7 @@ class _Compiler:
     _EXPR = {ir.Const: _const, ir.Var: _var, ir.Special: _special, ir.Unary: _unary,
              ir.Binary: _binary, ir.Compare: _compare, ir.Logical: _logical,
              ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
-             ir.Shape: _shape, ir.Atomic: _atomic}
+             ir.Shape: _shape, ir.Atomic: _atomic, ir.WarpOp: _warp_op}
 
     # ------------------------------------------------------------------ statements
 
@@ -439,7 +334,7 @@ class _Compiler:
         def store(fr, mask):
             mem = fr.memory[name]
             stored = mem.encode(value(fr, mask))  # Python order: the value, then the target
-            _store(fr, mem, [i(fr, mask) for i in index], mask, site, stored)
+            memory.store(fr, mem, [i(fr, mask) for i in index], mask, site, stored)
             return mask
         return store, frozenset()
 
@@ -538,12 +433,24 @@ class _Compiler:
 
     def _local_alloc(self, node):
         ref = node.array
+        if ref.type.space == "shared":  # made with the frame: one per block, from the start
+            self.shared.append(ref)
+            return (lambda fr, mask: mask), frozenset()
 
         def alloc(fr, mask):
             if ref.name not in fr.memory:  # contents are undefined: one buffer per chunk
                 fr.memory[ref.name] = _Memory.local(ref, fr.lanes)
             return mask
         return alloc, frozenset()
+
+    def _barrier(self, node):
+        scope, loc = node.scope, node.loc
+        self.barriers = True
+
+        def run_barrier(fr, mask):
+            warp.barrier(fr, scope, mask, loc)
+            return mask
+        return run_barrier, frozenset()
 
     def _unsafe(self, node):
         enclosing, self.unsafe = self.unsafe, True
@@ -554,13 +461,35 @@ class _Compiler:
 
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
-             ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe}
+             ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe,
+             ir.Barrier: _barrier}
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, tuple]" = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class _Program:
+    """A compiled kernel: its body and what launches must prepare for it."""
+
+    body: Callable
+    n_slots: int
+    shared: tuple  # ArrayRefs of its shared arrays
+    barriers: bool
+
+    def shared_shapes(self, shared_bytes: int, name: str) -> list:
+        """(ArrayRef, shape) of each shared array; LaunchError past a block's shared memory."""
+        shapes = [(ref, ref.type.shape or (shared_bytes // ref.dtype.itemsize,))
+                  for ref in self.shared]
+        total = sum(-(-ref.dtype.itemsize * prod(shape) // 16) * 16 for ref, shape in shapes
+                    if ref.type.shape is not None) + shared_bytes
+        if total > MAX_SHARED_BYTES:
+            raise LaunchError(f"kernel {name}: {total} bytes of shared memory per block, more "
+                              f"than the {MAX_SHARED_BYTES} the largest GPUs have")
+        return shapes
 
 
-def _program(kernel: ir.Kernel):
+_PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, _Program]" = weakref.WeakKeyDictionary()
+
+
+def _program(kernel: ir.Kernel) -> _Program:
     program = _PROGRAMS.get(kernel)
     if program is None:
         program = _PROGRAMS[kernel] = _Compiler(kernel).program()
@@ -595,25 +524,30 @@ def launch_arguments(kernel: ir.Kernel, args: dict) -> tuple:
     return memory, scalars
 
 
-def run_simt(kernel: ir.Kernel, grid, block, args: dict, *,
+def run_simt(kernel: ir.Kernel, grid, block, args: dict, *, shared_bytes: int = 0,
              observer: Optional[Observer] = None) -> None:
     """Run `kernel` over `grid` x `block` threads; arrays in `args` are written in place.
 
     `args` maps every non-constexpr parameter to a NumPy array (any strides; bfloat16/fp8
-    as ml_dtypes arrays or raw uint16/uint8 bits) or a scalar. Shadow memory checks every
-    access for races (`SafetyError`). `observer`, if given, is called with an `Access` for
-    every load, store and atomic, before shadow memory checks it and before memory is
-    touched.
+    as ml_dtypes arrays or raw uint16/uint8 bits) or a scalar. `shared_bytes` sizes the
+    dynamic shared array (`shared.dynamic`). Shadow memory checks every access for races
+    (`SafetyError`). `observer`, if given, is called with an `Access` for every load, store
+    and atomic, before shadow memory checks it and before memory is touched.
     """
-    body, n_slots = _program(kernel)
+    program = _program(kernel)
     memory, scalars = launch_arguments(kernel, args)
     grid, block = _dims(grid), _dims(block)
     if prod(grid) == 0 or prod(block) == 0:
         return
-    shadow = Shadow(grid, block, {name: mem.shape for name, mem in memory.items()})
-    launch = _Launch(kernel.name, grid, block, memory, scalars,
-                     shadow if observer is None else _both(observer, shadow), n_slots)
+    shared = program.shared_shapes(shared_bytes, kernel.name)
+    epochs = program.barriers or bool(shared)
+    launch = _Launch(kernel.name, grid, block, memory, scalars, None, program.n_slots, shared,
+                     epochs)
+    shadow = Shadow(grid, block, {name: mem.shape for name, mem in memory.items()},
+                    {ref.name: shape for ref, shape in shared}, launch.blocks_per_chunk,
+                    ordered=program.barriers)
+    launch.observer = shadow if observer is None else _both(observer, shadow)
     with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
         for first in range(0, launch.n_blocks, launch.blocks_per_chunk):
             fr = _Frame(launch, first, min(launch.blocks_per_chunk, launch.n_blocks - first))
-            body(fr, np.ones(fr.lanes, bool))
+            program.body(fr, np.ones(fr.lanes, bool))

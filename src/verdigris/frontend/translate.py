@@ -44,6 +44,8 @@ class Unit:
     call_stack: list = field(default_factory=list)
     shared_bytes: int = 0  # static shared memory allocated so far
     dynamic_shared: object = None  # the ArrayRef of `shared.dynamic`, once called
+    unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
+    array_names: set = field(default_factory=set)  # names given to local/shared arrays
 
 
 BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -80,6 +82,11 @@ UNSUPPORTED_HINTS = {
     ast.JoinedStr: "kernels cannot format strings",
     ast.Assert: "kernels cannot assert; check the condition with `if` and return early",
 }
+
+
+def _is_constexpr(annotation) -> bool:
+    return isinstance(annotation, Static) and (annotation.value is lang.constexpr
+                                               or isinstance(annotation.value, lang.constexpr))
 
 
 class Translator:
@@ -177,6 +184,8 @@ class Translator:
 
     def bind(self, name: str, value, node) -> None:
         loc = self.loc(node)
+        if isinstance(value, N.ArrayRef) and id(value) in self.unit.unnamed:
+            self.name_array(value, name)
         if isinstance(value, N.ArrayRef) or (isinstance(value, Static) and not is_number(value)):
             current = self.scope.get(name)
             if isinstance(current, tuple) or (self.nesting and current is not None
@@ -260,6 +269,9 @@ class Translator:
             self.unsupported(node, "a declaration without a value")
         value = self.expr(node.value)
         annotation = self.expr(node.annotation)
+        if _is_constexpr(annotation) and isinstance(node.target, ast.Name):
+            self.bind_constant(node.target.id, value, node.target)
+            return
         if isinstance(annotation, Static) and isinstance(annotation.value, T.DType):
             value = typed(value, self.loc(node), annotation.value) if is_number(value) \
                 else cast(typed(value, self.loc(node)), annotation.value, self.loc(node))
@@ -655,8 +667,35 @@ class Translator:
                                    "dtype) with shared_bytes= at the launch for more")
         ref = N.ArrayRef(loc, self.fresh(space), N.ArrayType(dtype, len(shape), space,
                                                              shape=shape))
+        self.unit.unnamed.add(id(ref))
         self.emit(N.LocalAlloc(loc, ref))
         return ref
+
+    def bind_constant(self, name: str, value, node) -> None:
+        """`NAME: vg.constexpr = value` (and a helper parameter so annotated): the name is
+        the compile-time number itself, as if the value were written in its place, so it
+        can size arrays and unroll loops."""
+        loc = self.loc(node)
+        if not is_number(value):
+            raise CompileError(f"{name!r} is declared vg.constexpr, but its value is not known "
+                               "while compiling", loc, hint="compute it from literals, "
+                               "vg.constexpr parameters and the shapes of local and shared arrays")
+        if isinstance(self.scope.get(name), tuple):
+            raise CompileError(f"{name!r} is a variable; a vg.constexpr name cannot be one too",
+                               loc, hint="use another name")
+        self.scope[name] = value
+
+    def name_array(self, ref: N.ArrayRef, name: str) -> None:
+        """A local or shared array takes the name of the variable it is first bound to (for
+        messages), made unique: `tile`, or `helper.3.tile` inside an inlined helper."""
+        self.unit.unnamed.discard(id(ref))
+        taken = self.unit.array_names | {v.name for v in self.scope.values()
+                                         if isinstance(v, N.ArrayRef)}
+        unique = self.prefix + name
+        while unique in taken:
+            unique = f"{self.prefix}{name}.{next(self.unit.counter)}"
+        ref.name = unique
+        self.unit.array_names.add(unique)
 
     def dynamic_shared(self, dtype: T.DType, loc: Loc) -> N.ArrayRef:
         """The block's dynamic shared memory as a 1-d array (one per kernel: every call of
@@ -665,6 +704,7 @@ class Translator:
         if ref is None:
             ref = self.unit.dynamic_shared = N.ArrayRef(
                 loc, "shared.dynamic", N.ArrayType(dtype, 1, "shared"))
+            self.unit.unnamed.add(id(ref))
             self.emit(N.LocalAlloc(loc, ref))
         elif ref.dtype is not dtype:
             raise CompileError(f"shared.dynamic({dtype.name}) after shared.dynamic("
@@ -697,7 +737,11 @@ class Translator:
             value = bound.get(name, defaults.get(name))
             if value is None:
                 raise CompileError(f"{src.name}() is missing argument {name!r}", loc)
-            inner.bind(name, value, next(a for a in spec.posonlyargs + spec.args if a.arg == name))
+            arg = next(a for a in spec.posonlyargs + spec.args if a.arg == name)
+            if arg.annotation is not None and _is_constexpr(inner.expr(arg.annotation)):
+                inner.bind_constant(name, value, arg)
+            else:
+                inner.bind(name, value, arg)
         self.unit.call_stack.append(fn)
         try:
             inner.body(src.tree.body)

@@ -1,0 +1,148 @@
+"""Warps and barriers in the SIMT interpreter: shuffles, votes, `barrier()`, `syncwarp()`.
+
+Takes: a frame of the interpreter (whole blocks in lock step, one lane per thread, its
+`Warps`), the mask of lanes executing the operation, and register values of every lane.
+Gives: `Warps` (the warp structure of a chunk: which lanes form each warp), `shuffle`,
+`vote`, `barrier`, and `evaluated_by_all` (which lazily evaluated operands the compiled
+code computes on every lane, so the interpreter must too).
+
+Guarantees: the semantics of `ir.nodes.WarpOp` and `ir.nodes.Barrier`. A warp is 32
+consecutive threads of a block in linear order (the last warp of a block whose size is not
+a multiple of 32 has fewer lanes, and the lanes it lacks take no part). Every lane of a
+warp reaches a shuffle, vote or syncwarp() together, and every thread of a block reaches a
+barrier() together: a collective reached by some and not others raises `DivergenceError`
+(VG210) at the user's line, naming a thread that arrived and one that did not (returned,
+left the loop, or is on another path), before anything else happens. A shuffle whose
+source lane is in 0..31 but past the end of a partial warp raises `KernelError` (on a GPU
+it reads an undefined value). After a barrier, the epoch of every block that passed it and
+of each of its warps grows by one; after a syncwarp, its warp's epoch (shadow memory orders
+accesses by these epochs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DivergenceError, KernelError
+from ..ir import nodes as N
+
+WARP_SIZE = 32
+
+# op -> the source lane (in 0..31 to read another lane) from the lane and the argument
+_SOURCES = {
+    "shfl_down": lambda lane, arg: lane + arg,
+    "shfl_up": lambda lane, arg: lane - arg,
+    "shfl_xor": lambda lane, arg: lane ^ arg,
+    "shfl_idx": lambda lane, arg: arg,
+}
+_VOTES = {"any": np.logical_or, "all": np.logical_and}
+_NAMES = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "shfl_xor()",
+          "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()",
+          "warp": "syncwarp()", "block": "barrier()"}
+
+
+class Warps:
+    """The warps of a chunk of `lanes` lanes: whole blocks of `threads` threads each."""
+
+    def __init__(self, lanes: int, threads: int, lane_thread: np.ndarray):
+        self.threads = threads
+        self.lane_id = (lane_thread % WARP_SIZE).astype(np.int32)
+        per_block = -(-threads // WARP_SIZE)
+        self.per_block = per_block
+        self.of_lane = (np.arange(lanes) // threads) * per_block + lane_thread // WARP_SIZE
+        self.starts = np.flatnonzero(self.lane_id == 0)  # first lane of each warp
+        self.sizes = np.diff(np.append(self.starts, lanes))
+        self.first_lane = self.starts[self.of_lane]  # of each lane's warp
+        self.size_of_lane = self.sizes[self.of_lane]
+
+    def per_warp(self, values: np.ndarray, ufunc) -> np.ndarray:
+        """`ufunc` reduced over each warp's lanes, given back to every lane."""
+        return np.repeat(ufunc.reduceat(values, self.starts), self.sizes)
+
+
+def _check_warps(fr, mask: np.ndarray, what: str, loc) -> None:
+    if mask.all():
+        return
+    warps = fr.warps
+    arrived = np.add.reduceat(mask.astype(np.int32), warps.starts)
+    split = (arrived > 0) & (arrived < warps.sizes)
+    if split.any():
+        start, size = warps.starts[int(split.argmax())], warps.sizes[int(split.argmax())]
+        lanes = mask[start:start + size]
+        came, missed = start + int(lanes.argmax()), start + int((~lanes).argmax())
+        raise DivergenceError(
+            f"warp divergence: {fr.describe(came)} (lane {warps.lane_id[came]}) reached "
+            f"{_NAMES[what]}, but lane {warps.lane_id[missed]} of its warp "
+            f"({fr.describe(missed)}) did not (observed while running on the cpu backend)", loc,
+            hint="all lanes of a warp must reach a shuffle, vote or syncwarp() together: call "
+                 "it outside the lane-dependent branch and use the result inside", code="VG210")
+
+
+def _check_blocks(fr, mask: np.ndarray, loc) -> np.ndarray:
+    """The blocks (of the chunk) whose threads all arrived; raises if some arrived partly."""
+    arrived = mask.reshape(-1, fr.warps.threads)
+    whole, some = arrived.all(axis=1), arrived.any(axis=1)
+    split = some & ~whole
+    if split.any():
+        block = int(split.argmax())
+        row = arrived[block]
+        base = block * fr.warps.threads
+        came, missed = base + int(row.argmax()), base + int((~row).argmax())
+        raise DivergenceError(
+            f"barrier divergence: {fr.describe(came)} reached barrier(), but "
+            f"{fr.describe(missed)} of the same block did not (it returned, left a loop or "
+            "took another branch; observed while running on the cpu backend)", loc,
+            hint="every thread of a block must reach barrier(): keep it out of conditions and "
+                 "loops that differ between threads (guard the memory accesses instead)",
+            code="VG210")
+    return whole
+
+
+def shuffle(fr, op: str, value, arg, mask: np.ndarray, loc) -> np.ndarray:
+    _check_warps(fr, mask, op, loc)
+    warps = fr.warps
+    value = np.broadcast_to(value, (fr.lanes,))
+    source = _SOURCES[op](warps.lane_id.astype(np.int64),
+                          np.broadcast_to(np.asarray(arg, np.int64), (fr.lanes,)))
+    inside = (source >= 0) & (source < WARP_SIZE)
+    missing = inside & (source >= warps.size_of_lane) & mask
+    if missing.any():
+        lane = int(missing.argmax())
+        raise KernelError(
+            f"{fr.describe(lane)} reads lane {source[lane]} of its warp with {_NAMES[op]}, but "
+            f"that warp has only {warps.size_of_lane[lane]} lanes (blocks of {warps.threads} "
+            "threads)", loc, hint="use blocks of a multiple of 32 threads, or keep the source "
+                                  "lane inside the warp")
+    return value[np.where(inside, warps.first_lane + source, fr.lane)]
+
+
+def vote(fr, op: str, pred, mask: np.ndarray, loc) -> np.ndarray:
+    _check_warps(fr, mask, op, loc)
+    warps = fr.warps
+    pred = np.broadcast_to(np.asarray(pred, bool), (fr.lanes,))
+    if op == "ballot":
+        bits = pred.astype(np.uint32) << warps.lane_id.astype(np.uint32)
+        return warps.per_warp(bits, np.bitwise_or)
+    return warps.per_warp(pred, _VOTES[op])
+
+
+def barrier(fr, scope: str, mask: np.ndarray, loc) -> None:
+    if scope == "warp":
+        _check_warps(fr, mask, scope, loc)
+        if fr.warp_epoch is not None:
+            fr.warp_epoch[np.unique(fr.warps.of_lane[mask])] += 1
+        return
+    passed = _check_blocks(fr, mask, loc)
+    if fr.block_epoch is not None:
+        fr.block_epoch[passed] += 1
+        fr.warp_epoch.reshape(-1, fr.warps.per_block)[passed] += 1
+
+
+def evaluated_by_all(e: N.Expr) -> bool:
+    """Whether the compiled code computes `e`, an operand evaluated lazily (a select's arm,
+    the right side of `and`/`or`), on every lane rather than behind a branch: when it holds
+    a warp collective and nothing that needs a branch (`codegen.lower.needs_branch`). Then
+    the interpreter evaluates it on every lane too, so the collective sees the whole warp."""
+    from ..codegen.lower import needs_branch
+    from ..frontend import walk
+
+    return any(isinstance(n, N.WarpOp) for n in walk([e])) and not needs_branch(e)
