@@ -1,6 +1,7 @@
-"""Runs the tile lowering's LLVM IR on the host CPU, one thread after another, so that the
-GPU code path itself (vector and masked loads, stores, atomics, gathers, scatters and their
-bounds faults, Philox) is checked without a GPU.
+"""Runs the tile lowering's LLVM IR on the host CPU, so that the GPU code path itself
+(vector and masked loads, stores, atomics, gathers, scatters and their bounds faults,
+Philox, and with cooperating threads reductions, scans and layout conversions through
+shared memory) is checked without a GPU.
 
 Takes: a tile kernel, a grid, NumPy arguments (and `num_warps=`, `dtypes=` for arrays of raw
 bfloat16 bits). Gives: `run(kernel, grid, **arguments)`, which specializes the kernel for the arguments, lowers it with
@@ -11,15 +12,19 @@ scope dropped), JIT-compiles it with llvmlite's MCJIT and calls it once per (blo
 on the arrays in place. Returns the fault record's words when a bounds fault was recorded,
 else None.
 
-Limits: threads run one after another, so code that cooperates across threads (barriers,
-shared memory, shuffles: reductions, scans, layout conversions) is refused with
-`Unsupported`; `block_emulator` covers those parts.
+Threads of a kernel without barriers or shuffles run one after another. Otherwise each
+thread of a block is an OS thread (the JIT-compiled code runs without the GIL):
+`bar.sync` is a `threading.Barrier` of the block, `shfl.sync.bfly` an exchange through a
+slot per thread between two barriers of the warp, shared memory the module's globals
+(blocks run one after another). Small blocks (one or two warps) keep that quick.
+`Unsupported` is raised for any other NVPTX intrinsic.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import re
+import threading
 
 import numpy as np
 
@@ -64,24 +69,36 @@ def _llvm():
         for source, ctype in (("sf", ctypes.c_float), ("df", ctypes.c_double)):
             callbacks.append((f"__trunc{source}{suffix}2",
                               ctypes.CFUNCTYPE(ctypes.c_float, ctype)(_narrow_bits(name))))
+    callbacks += _callbacks()
     for name, callback in callbacks:
         llvm.add_symbol(name, ctypes.cast(callback, ctypes.c_void_p).value)
     _llvm.keep = callbacks  # the callbacks must outlive every JIT-compiled kernel
     return llvm
 
 
-def _host_ir(text: str) -> str:
-    if re.search(r"llvm\.nvvm\.(barrier|shfl|bar\.)|addrspace\(3\)", text):
-        raise Unsupported("the kernel cooperates across threads (barriers, shared memory, shuffles)")
+_COOPERATION = {"llvm.nvvm.barrier0": "vgh_barrier", "llvm.nvvm.shfl.sync.bfly.i32": "vgh_shfl_i32",
+                "llvm.nvvm.shfl.sync.bfly.f32": "vgh_shfl_f32"}
+
+
+def _host_ir(text: str) -> tuple:
+    """(host IR, whether the threads cooperate)."""
     text = re.sub(r'@"([A-Za-z_.][\w.]*)"', r"@\1", text)  # llvmlite quotes names with dots
     text = re.sub(r'^target (triple|datalayout) = .*$', "", text, flags=re.M)
     text = re.sub(r"\s*addrspace\(\d+\)", "", text)
     text = text.replace("ptx_kernel ", "").replace('syncscope("device") ', "")
+    cooperates = False
+    for intrinsic, callback in _COOPERATION.items():
+        if f"@{intrinsic}(" in text:
+            cooperates = True
+            text = text.replace(f"@{intrinsic}(", f"@{callback}(")
     extra = []
     for sreg in _SREGS:
         name = sreg.replace(".", "_")
         text = re.sub(rf"^declare .*@llvm\.nvvm\.read\.ptx\.sreg\.{re.escape(sreg)}\(\).*$", "", text, flags=re.M)
         text = text.replace(f"@llvm.nvvm.read.ptx.sreg.{sreg}()", f"@vgh_{name}()")
+        if sreg.startswith("tid."):  # one per OS thread: a callback
+            extra.append(f"declare i32 @vgh_{name}()")
+            continue
         extra.append(f"@vgh_g_{name} = global i32 0\n"
                      f"define i32 @vgh_{name}() {{\n  %v = load i32, ptr @vgh_g_{name}\n  ret i32 %v\n}}")
     for ret, name, params in re.findall(r"^declare (\w+) @__nv_(\w+)\(([^)]*)\)", text, flags=re.M):
@@ -100,7 +117,43 @@ def _host_ir(text: str) -> str:
     leftover = re.search(r"@llvm\.nvvm\.[\w.]+", text)
     if leftover:
         raise Unsupported(f"NVPTX intrinsic {leftover.group()}")
-    return text + "\n" + "\n".join(dict.fromkeys(extra)) + "\n"
+    return text + "\n" + "\n".join(dict.fromkeys(extra)) + "\n", cooperates
+
+
+class _Block:
+    """The cooperation state of the block being run: its barrier, its warps' barriers, one
+    exchange slot per thread."""
+
+    def __init__(self, threads: int):
+        self.barrier = threading.Barrier(threads, timeout=120)
+        self.warps = [threading.Barrier(32, timeout=120) for _ in range(threads // 32)]
+        self.slots = [0] * threads
+
+    def shuffle(self, value, lanes: int):
+        tid = _thread.tid
+        warp = self.warps[tid // 32]
+        self.slots[tid] = value
+        warp.wait()
+        got = self.slots[(tid & ~31) | ((tid & 31) ^ lanes)]
+        warp.wait()  # nobody overwrites a slot before its partner has read it
+        return got
+
+
+_thread = threading.local()
+
+
+def _callbacks() -> list:
+    """(symbol, ctypes callback) of what the host IR calls into Python."""
+    i32, f32 = ctypes.c_int32, ctypes.c_float
+    return [
+        ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier.wait() and None)),
+        ("vgh_shfl_i32", ctypes.CFUNCTYPE(i32, i32, i32, i32, i32)(
+            lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
+        ("vgh_shfl_f32", ctypes.CFUNCTYPE(f32, i32, f32, i32, i32)(
+            lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
+        *((f"vgh_tid_{axis}", ctypes.CFUNCTYPE(i32)(lambda axis=axis: _thread.tid if axis == "x" else 0))
+          for axis in "xyz"),
+    ]
 
 
 _CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
@@ -128,7 +181,8 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
     dtypes = dtypes or {}
     specs = {name: (v if name in constexprs else _spec(v, dtypes.get(name))) for name, v in arguments.items()}
     kernel = kernel_fn.specialize_types(specs, block=None if num_warps is None else (32 * num_warps, 1, 1))
-    module = llvm.parse_assembly(_host_ir(str(lower(kernel, "sm_90"))))
+    text, cooperates = _host_ir(str(lower(kernel, "sm_90")))
+    module = llvm.parse_assembly(text)
     module.verify()
     machine = llvm.Target.from_default_triple().create_target_machine()
     engine = llvm.create_mcjit_compiler(module, machine)
@@ -154,18 +208,41 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
     function = ctypes.CFUNCTYPE(None, *types, ctypes.c_void_p)(
         engine.get_function_address(entry_symbol(kernel.name)))
     sreg = {name: ctypes.c_int32.from_address(engine.get_global_value_address(f"vgh_g_{name.replace('.', '_')}"))
-            for name in _SREGS}
+            for name in _SREGS if not name.startswith("tid.")}
     grid = tuple(grid) if isinstance(grid, tuple) else (grid,)
     grid = grid + (1,) * (3 - len(grid))
     threads = launch_block(kernel)[0]
     for axis, n in zip("xyz", grid):
         sreg[f"nctaid.{axis}"].value = n
     sreg["ntid.x"].value, sreg["ntid.y"].value, sreg["ntid.z"].value = threads, 1, 1
+
+    def thread(block, t):
+        _thread.tid, _thread.block = t, block
+        function(*values, fault_block.ctypes.data)
+
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
                 sreg["ctaid.x"].value, sreg["ctaid.y"].value, sreg["ctaid.z"].value = x, y, z
-                for t in range(threads):
-                    sreg["tid.x"].value = t
-                    function(*values, fault_block.ctypes.data)
+                if not cooperates:
+                    for t in range(threads):
+                        thread(None, t)
+                    continue
+                block, errors = _Block(threads), []
+                workers = [threading.Thread(target=_catching(thread, errors), args=(block, t)) for t in range(threads)]
+                for w in workers:
+                    w.start()
+                for w in workers:
+                    w.join()
+                if errors:
+                    raise errors[0]
     return record.tolist() if record[checks.RECORD_FLAG] else None
+
+
+def _catching(fn, errors: list):
+    def run(*args):
+        try:
+            fn(*args)
+        except BaseException as err:  # a broken barrier: report the first failure
+            errors.append(err)
+    return run

@@ -1,9 +1,9 @@
-"""The tile lowering's GPU code, run on the host CPU (`host_jit`: the same LLVM IR, one
-thread after another), against the cpu backend on the same inputs: vector and masked loads
-of every width and dtype (a statement's loads grouped behind one branch, narrow elements
-packed in words), stores, edge tiles, strided views, gathers, scatters and their bounds
-faults, atomic adds, Philox. Kernels that cooperate across threads are the emulator's
-(`test_tile_emulated.py`) and the GPU's."""
+"""The tile lowering's GPU code, run on the host CPU (`host_jit`: the same LLVM IR, each
+thread of a block an OS thread where they cooperate), against the cpu backend on the same
+inputs: vector and masked loads of every width and dtype (a statement's loads grouped
+behind one branch, narrow elements packed in words), stores, edge tiles, strided views,
+gathers, scatters and their bounds faults, atomic adds, Philox; and reductions, scans,
+layout conversions and every example's kernels, with shuffles and barriers."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,10 +15,17 @@ from verdigris import tile
 from verdigris import types as T
 from verdigris.codegen import checks
 from verdigris.examples.tile_bias_gelu import bias_gelu
+from verdigris.examples.tile_cumsum import cumsum_rows
 from verdigris.examples.tile_dropout import dropout
+from verdigris.examples.tile_layernorm import layernorm
+from verdigris.examples.tile_rmsnorm import rmsnorm
+from verdigris.examples.tile_row_reduce import row_max, row_sum
+from verdigris.examples.tile_softmax import softmax, softmax_online
+from verdigris.examples.tile_transpose import transpose
 from verdigris.examples.tile_vector_add import add
 from verdigris.runtime import backend
-from test_tile_codegen import block_2d, elementwise, histogram, permute_gather
+from test_tile_codegen import (block_2d, cumsum_2d, elementwise, histogram, loop_max, outer, permute_gather,
+                               positions, rand_tile, row_stats, scatter_rows, split_sum)
 
 
 @tile.kernel
@@ -147,8 +154,96 @@ def test_atomic_add_of_whole_tiles(rng):
     np.testing.assert_allclose(got["out"], want["out"], rtol=1e-6, atol=1e-6)
 
 
-def test_cooperating_kernels_are_refused():
-    from verdigris.examples.tile_transpose import transpose
+# ----------------------------------------------------------------------------- cooperating threads
 
-    with pytest.raises(host_jit.Unsupported, match="cooperates"):
-        host_jit.run(transpose, (1, 1), x=np.zeros((32, 32), np.float32), out=np.zeros((32, 32), np.float32), B=32)
+
+def close(got, want, rtol):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.max(np.abs(want)))
+
+
+def test_softmax_one_pass_and_online(rng):
+    x = (3 * rng.standard_normal((5, 1000))).astype(np.float32)
+    got, want = both(softmax, 5, x=x, out=np.zeros_like(x), COLS=1000)
+    close(got["out"], want["out"], 1e-6)
+    x = (3 * rng.standard_normal((2, 5000))).astype(np.float32)
+    got, want = both(softmax_online, 2, x=x, out=np.zeros_like(x), BLOCK=1024)
+    close(got["out"], want["out"], 1e-6)
+
+
+@pytest.mark.parametrize("cols,tile_cols,warps", [(1000, 1024, None), (300, 512, 2)])
+def test_layernorm_and_rmsnorm(rng, cols, tile_cols, warps):
+    x = (rng.standard_normal((3, cols)) + 0.5).astype(np.float32)
+    w, b = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
+    args = dict(x=x, w=w, b=b, out=np.zeros_like(x), n=cols, eps=np.float32(1e-5), COLS=tile_cols)
+    want = on_cpu(layernorm, 3, **args)
+    host_jit.run(layernorm, 3, num_warps=warps, **args)
+    close(args["out"], want["out"], 1e-6)
+    args = dict(x=x, w=w, out=np.zeros_like(x), n=cols, eps=np.float32(1e-5), COLS=tile_cols)
+    want = on_cpu(rmsnorm, 3, **args)
+    host_jit.run(rmsnorm, 3, num_warps=warps, **args)
+    close(args["out"], want["out"], 1e-6)
+
+
+def test_row_reductions_in_loops(rng):
+    x = rng.standard_normal((3, 5000)).astype(np.float32)
+    got, want = both(row_sum, 3, x=x, out=np.zeros(3, np.float32), COLS=1024)
+    close(got["out"], want["out"], 1e-6)
+    got, want = both(row_max, 3, x=x, out=np.zeros(3, np.float32), COLS=1024)
+    np.testing.assert_array_equal(got["out"], want["out"])
+    got, want = both(loop_max, 3, x=x, out=np.zeros(3, np.float32), COLS=512)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_keepdims_argmax_and_an_if_on_a_reduced_scalar(rng):
+    x = rng.standard_normal((10, 100)).astype(np.float32)
+    got, want = both(row_stats, 3, x=x, sums=np.zeros(10, np.float32), maxes=x.copy(), R=4, C=100)
+    close(got["sums"], want["sums"], 1e-6)
+    np.testing.assert_array_equal(got["maxes"], want["maxes"])
+    x = rng.standard_normal((10, 48)).astype(np.float32)
+    x[3, 7] = x[3, 9] = 50
+    x[5, :] = -1
+    x[6, 2] = np.nan
+    got, want = both(positions, 3, x=x, amax=np.zeros(10, np.int32), amin=np.zeros(10, np.int32),
+                     best=np.zeros(3, np.int32), R=4, C=48)
+    for name in ("amax", "amin", "best"):
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("r,c,axis", [(4, 1024, 1), (64, 48, 0), (2, 300, 1), (16, 16, 0)])
+def test_cumsum_along_either_axis_is_exact_on_integers(rng, r, c, axis):
+    x = rng.integers(-1000, 1000, (2 * r, c)).astype(np.int32)
+    got, want = both(cumsum_2d, 2, x=x, out=np.zeros_like(x), R=r, C=c, AXIS=axis)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_cumsum_example_carries_between_tiles(rng):
+    x = rng.standard_normal((3, 3000)).astype(np.float32)
+    got, want = both(cumsum_rows, 3, x=x, out=np.zeros_like(x), COLS=1024)
+    close(got["out"], want["out"], 1e-5)
+
+
+@pytest.mark.parametrize("b,warps", [(32, None), (64, 2)])
+def test_transpose_through_shared_memory(rng, b, warps):
+    x = rng.standard_normal((100, 70)).astype(np.float32)
+    args = dict(x=x, out=np.zeros((70, 100), np.float32), B=b)
+    host_jit.run(transpose, (vg.cdiv(100, b), vg.cdiv(70, b)), num_warps=warps, **args)
+    np.testing.assert_array_equal(args["out"], x.T)
+
+
+def test_reshape_broadcast_and_rand(rng):
+    x, y = rng.standard_normal(40).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    got, want = both(outer, 3, x=x, y=y, out=np.zeros((40, 64), np.float32), M=16, N=64)
+    np.testing.assert_array_equal(got["out"], want["out"])
+    got, want = both(rand_tile, 3, out=np.zeros((20, 200), np.float32), seed=-3, R=8, C=128)
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_scatter_of_rows_and_atomic_partial_sums(rng):
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    idx = rng.permutation(16).astype(np.int32)
+    got, want = both(scatter_rows, 4, x=x, idx=idx, out=x.copy(), R=4, C=64)
+    np.testing.assert_array_equal(got["out"], want["out"])
+    x = rng.standard_normal((8, 1000)).astype(np.float32)
+    got, want = both(split_sum, (2, 4), x=x, out=np.zeros(8, np.float32), R=4, C=256)
+    close(got["out"], want["out"], 1e-5)
