@@ -82,20 +82,26 @@ def test_tree_reduction_in_a_2d_shared_array(rng):
 @simt.kernel
 def dynamic_copy(x, out):
     buf = simt.shared.dynamic(vg.int32)
-    t = simt.thread_id(0)
+    t, threads, b = simt.thread_id(0), simt.block_dim(0), simt.block_id(0)
     n = buf.shape[0]  # shared_bytes // 4
-    for k in range(t, n, simt.block_dim(0)):
-        buf[k] = x[k] + simt.block_id(0)
+    for k in range(t, n, threads):
+        buf[k] = b * 1000 + k
     simt.barrier()
-    for k in range(t, n, simt.block_dim(0)):
-        out[simt.block_id(0), k] = buf[n - 1 - k]
+    for k in range(t, out.shape[1], threads):
+        if k < n and k < x.shape[0]:
+            out[b, k] = buf[n - 1 - k] + x[k]
+
+
+def dynamic_reference(x, blocks, n, width):
+    k = np.arange(width)
+    return np.where(k < n, np.arange(blocks)[:, None] * 1000 + (n - 1 - k) + x[:width], 0)
 
 
 def test_dynamic_shared_memory_is_sized_by_the_launch(rng):
     x = rng.integers(-1000, 1000, 300).astype(np.int32)
-    out = np.zeros((2, 75), np.int32)
+    out = np.zeros((2, 90), np.int32)
     run(dynamic_copy, 2, 32, x, out, shared_bytes=75 * 4 + 3)  # a partial element is dropped
-    np.testing.assert_array_equal(out, (x[:75][::-1] + np.arange(2)[:, None]))
+    np.testing.assert_array_equal(out, dynamic_reference(x, 2, 75, 90))
 
 
 # ----------------------------------------------------------------------------- warps
@@ -629,3 +635,40 @@ def test_misuse_is_a_compile_error_at_the_line(fn, marker, message):
         values = k.bind(args, {})
         k.build(k.spec_key(values, k.describe_args(values), (32, 1, 1)))
     assert_points_at(info.value, marker, __file__)
+
+
+# ----------------------------------------------------------------------------- launches
+
+
+@pytest.mark.xfail(raises=KeyError, strict=False, reason="safety.bounds.launch_guard makes a "
+                   "launch precondition of the dynamic shared array's extent, which is no "
+                   "argument (safety/, issue 6 item 2)")
+def test_dynamic_shared_memory_through_the_launch_keyword(rng):
+    x = rng.integers(-1000, 1000, 300).astype(np.int32)
+    out = np.zeros((3, 40), np.int32)
+    dynamic_copy[3, 32](x, out, shared_bytes=40 * 4)
+    np.testing.assert_array_equal(out, dynamic_reference(x, 3, 40, 40))
+
+
+@simt.kernel
+def dynamic_extent(out):
+    buf = simt.shared.dynamic(vg.float64)
+    t = simt.thread_id(0)
+    for k in range(t, buf.shape[0], simt.block_dim(0)):
+        buf[k] = 1.0
+    simt.barrier()
+    if t == 0:
+        out[simt.block_id(0)] = buf.shape[0]
+
+
+def test_shared_bytes_is_checked_at_the_launch():
+    out = np.zeros(3, np.int64)
+    dynamic_extent[3, 32](out, shared_bytes=8 * 100 + 7)
+    np.testing.assert_array_equal(out, 100)
+    with pytest.raises(vg.LaunchError, match="uses simt.shared.dynamic, but the launch gives 0 "
+                                             "bytes"):
+        dynamic_extent[3, 32](out)
+    with pytest.raises(vg.LaunchError, match="shared_bytes must be an int >= 0"):
+        dynamic_extent[3, 32](out, shared_bytes=-8)
+    with pytest.raises(vg.LaunchError, match="more than the 232448"):
+        dynamic_extent[3, 32](out, shared_bytes=300 * 1024)

@@ -76,6 +76,7 @@ class Specialization:
     bounds_guard: object = None
     binder: object = None  # (values, infos, fault block) -> ABI-ordered values (launch_cuda)
     key: tuple = ()  # the specialization key it was built for (`KernelFunction.spec_key`)
+    dynamic_shared: int = 0  # element size of the kernel's `shared.dynamic` array; 0: none
     timings: dict = field(default_factory=dict)  # stage -> seconds (frontend, safety)
     # What a bundle's specialization (runtime.bundle) has in place of its IR: the loader of
     # its images, (spec, device, checked=) -> CudaKernel; the launch block of a tile kernel;
@@ -242,7 +243,7 @@ class KernelFunction:
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
-                bounds_guard=bounds_guard, key=key,
+                bounds_guard=bounds_guard, key=key, dynamic_shared=_dynamic_itemsize(kernel),
                 timings={"frontend": built - start, "safety": time.perf_counter() - built})
             self._specializations[key] = spec
         return spec
@@ -267,15 +268,18 @@ class KernelFunction:
 
     # ---------------------------------------------------------------- launching
 
-    def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None):
+    def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None,
+               shared_bytes: int = 0):
         """The general launch path; on the cuda backend it returns the `launch_cuda.Plan`
         it followed (what a generated launcher repeats), on the cpu backend None."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         spec = self.specialization(self.spec_key(values, infos, block, grid))
         self.check_aliasing(spec, infos)
+        if shared_bytes or spec.dynamic_shared:
+            self.check_shared_bytes(spec, shared_bytes)
         if backend.current() == "cpu":
-            self.launch_cpu(spec, grid, block, values, infos)
+            self.launch_cpu(spec, grid, block, values, infos, shared_bytes)
         else:
             from . import launch_cuda
 
@@ -285,7 +289,23 @@ class KernelFunction:
                     from ..tile.lower import launch_block
 
                     block = spec.launch_block = launch_block(spec.kernel)
-            return launch_cuda.launch(self, spec, grid, block, values, infos, stream)
+            return launch_cuda.launch(self, spec, grid, block, values, infos, stream, shared_bytes)
+
+    def check_shared_bytes(self, spec: Specialization, shared_bytes) -> None:
+        """`shared_bytes=`: an int >= 0, for SIMT kernels; at least one element for a kernel
+        that declares `simt.shared.dynamic`."""
+        if self.track != "simt":
+            raise LaunchError(f"{self.__name__}: shared_bytes= sizes simt.shared.dynamic in "
+                              "SIMT kernels; a tile kernel's shared memory is the compiler's")
+        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) \
+                or shared_bytes < 0:
+            raise LaunchError(f"{self.__name__}: shared_bytes must be an int >= 0, not "
+                              f"{shared_bytes!r}")
+        if shared_bytes < spec.dynamic_shared:
+            raise LaunchError(f"{self.__name__} uses simt.shared.dynamic, but the launch gives "
+                              f"{shared_bytes} bytes of dynamic shared memory",
+                              hint=f"{self.__name__}[grid, block](..., shared_bytes=n): n bytes, "
+                                   f"n // {spec.dynamic_shared} elements")
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
         """Refuse a launch where an array the kernel writes shares memory with another
@@ -322,7 +342,8 @@ class KernelFunction:
             spec.write_loc(names[w]), code="VG201",
             hint=f"pass a separate output array for {names[w]!r} (e.g. vg.empty_like), or, to update it in place, a kernel that takes it once")
 
-    def launch_cpu(self, spec: Specialization, grid, block, values, infos) -> None:
+    def launch_cpu(self, spec: Specialization, grid, block, values, infos,
+                   shared_bytes: int = 0) -> None:
         from .. import cpu
 
         args = {}
@@ -338,12 +359,13 @@ class KernelFunction:
         if self.track == "tile":
             cpu.run_tile(spec.kernel, grid, args)
         else:
-            cpu.run_simt(spec.kernel, grid, block, args)
+            cpu.run_simt(spec.kernel, grid, block, args, shared_bytes=int(shared_bytes))
 
 
 class Launch:
-    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`; tile kernels
-    also take `num_warps=`, which overrides the lowering's choice of warps per block).
+    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`; SIMT kernels
+    also take `shared_bytes=`, the size of their `simt.shared.dynamic` array, tile kernels
+    `num_warps=`, which overrides the lowering's choice of warps per block).
 
     `general` is the general launch path; on the cuda backend each of its launches puts a
     generated launcher for the arguments' kinds (`fastpath`) at the head of the
@@ -359,12 +381,15 @@ class Launch:
         head = self.kernel._launches.get(self.config, self)
         (self.general if head is self else head)(*args, **kwargs)
 
-    def general(self, *args, stream=None, num_warps=None, **kwargs) -> None:
+    def general(self, *args, stream=None, num_warps=None, shared_bytes=0, **kwargs) -> None:
         if _skipping.depth:  # tracing a torch op with fake tensors (`runtime.torch_ops`)
             return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
-        plan = self.kernel.launch(self.grid, block, args, kwargs, stream)
-        if plan is not None and self.config is not None:
+        plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
+        # Launches with dynamic shared memory stay on this path (generated launchers pass
+        # ABI values only).
+        if plan is not None and self.config is not None and not shared_bytes \
+                and not plan.spec.dynamic_shared:
             from . import fastpath
 
             fastpath.install(self, plan, num_warps)
@@ -399,6 +424,13 @@ def _forget_launchers() -> None:
 
 _KERNELS = weakref.WeakSet()  # every KernelFunction, for _forget_launchers
 backend.on_switch(_forget_launchers)
+
+
+def _dynamic_itemsize(kernel: N.Kernel) -> int:
+    from ..frontend import walk
+
+    return next((n.array.dtype.itemsize for n in walk(kernel.body) if isinstance(n, N.LocalAlloc)
+                 and n.array.type.space == "shared" and n.array.type.shape is None), 0)
 
 
 def _warps_block(kernel: KernelFunction, num_warps) -> tuple:

@@ -73,7 +73,7 @@ class Plan:
         return self.spec.key
 
 
-def launch(kernel_fn, spec, grid, block, values, infos, stream) -> Plan:
+def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: int = 0) -> Plan:
     device = _device_of(kernel_fn, spec, infos)
     faults.raise_pending(device)
     checked = spec.bounds_guard is not None and not spec.bounds_guard(values, infos, grid, block)
@@ -86,7 +86,8 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream) -> Plan:
         binder = spec.binder = abi_binder(spec.abi_slots)
     abi_values = binder(values, infos, faults.block_address(device))
     torch_args = any(_is_torch(type(values[i])) for i in spec.array_slots)
-    compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args))
+    compiled.launch(grid, block, abi_values, streams.resolve(stream, device, torch_args),
+                    int(shared_bytes))
     return Plan(spec, device, compiled, checked, grid, block, torch_args, tuple(values), infos)
 
 
