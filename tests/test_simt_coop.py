@@ -401,7 +401,7 @@ def test_a_shuffle_that_lanes_of_the_warp_left_is_a_divergence_error(rng):
     out = np.zeros(40, np.float32)
     with pytest.raises(DivergenceError, match=r"thread \(32, 0, 0\) \(lane 0\) reached shfl_down\(\), but lane 8") as info:
         run(early_exit_shuffle, 1, 64, x, out)
-    assert info.value.code == "VG210"
+    assert info.value.code == "VG214"
     assert_points_at(info.value, "out[i] = simt.shfl_down(x[i], 1)", __file__)
 
 

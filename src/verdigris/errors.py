@@ -104,7 +104,8 @@ class BoundsError(KernelError):
 class DivergenceError(KernelError, SafetyError):
     """While a kernel ran: a barrier (or a warp's shuffle, vote or syncwarp) reached by some
     threads of the block (warp) and not others. Observed at run time, so a KernelError; the
-    safety rule VG210 it breaks, so also a SafetyError, as the static checker reports it."""
+    safety rule it breaks (VG210, VG214 for a warp), so also a SafetyError, as the static
+    checker reports it."""
 
 
 class BackendError(Error):

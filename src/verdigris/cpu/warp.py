@@ -11,8 +11,9 @@ consecutive threads of a block in linear order (the last warp of a block whose s
 a multiple of 32 has fewer lanes, and the lanes it lacks take no part). Every lane of a
 warp reaches a shuffle, vote or syncwarp() together, and every thread of a block reaches a
 barrier() together: a collective reached by some and not others raises `DivergenceError`
-(VG210) at the user's line, naming a thread that arrived and one that did not (returned,
-left the loop, or is on another path), before anything else happens. A shuffle whose
+at the user's line (VG210 for a barrier, VG214 for a warp's shuffle, vote or syncwarp),
+naming a thread that arrived and one that did not (returned, left the loop, or is on
+another path), before anything else happens. A shuffle whose
 source lane is in 0..31 but past the end of a partial warp raises `KernelError` (on a GPU
 it reads an undefined value). After a barrier, the epoch of every block that passed it and
 of each of its warps grows by one; after a syncwarp, its warp's epoch (shadow memory orders
@@ -74,7 +75,7 @@ def _check_warps(fr, mask: np.ndarray, what: str, loc) -> None:
             f"{_NAMES[what]}, but lane {warps.lane_id[missed]} of its warp "
             f"({fr.describe(missed)}) did not (observed while running on the cpu backend)", loc,
             hint="all lanes of a warp must reach a shuffle, vote or syncwarp() together: call "
-                 "it outside the lane-dependent branch and use the result inside", code="VG210")
+                 "it outside the lane-dependent branch and use the result inside", code="VG214")
 
 
 def _check_blocks(fr, mask: np.ndarray, loc) -> np.ndarray:
