@@ -284,6 +284,7 @@ class Space:
         name = f"bid{axis}@"
         if name not in self.atoms:
             self.add(Atom(name, "thread", 0, self.atoms[f"gdim{axis}"].hi - 1, label=f"block_id({axis})"))
+            self.scopes[name] = ("block", ())
             self.domain.append(compare("lt", Poly.atom(name), extent))
         return Poly.atom(name)
 

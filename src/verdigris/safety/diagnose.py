@@ -4,8 +4,7 @@ Takes: the code, the two accesses (from `symbolic`), and the solver's `Outcome`.
 `race_error(...)` and `unproven_error(...)`: a `SafetyError` at the user's line of one of
 the accesses, naming two concrete threads, the element they meet on and the sizes that
 make it happen, e.g. "thread (block 1, thread 0) and thread (block 0, thread 127) both
-write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint; shared
-arrays by the name the user gave them. Also `divergence_error` (a barrier or warp operation
+write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint. Also `divergence_error` (a barrier or warp operation
 that one thread reaches and another does not, and the condition that splits them) and
 `uninitialized_error` (a shared element read before anything wrote it).
 """
@@ -73,15 +72,10 @@ def situation(outcome) -> str:
     return "with " + ", ".join(parts)
 
 
-def name(a: Access) -> str:
-    """The array's name in the user's source."""
-    return getattr(a, "label", "") or a.array
-
-
 def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
     """`a` ran on the first thread of the counterexample, `b` on the second."""
     t1, t2 = (thread_name(ids) for ids in outcome.threads)
-    element = f"{name(a)}[{', '.join(map(str, outcome.element))}]"
+    element = f"{a.array}[{', '.join(map(str, outcome.element))}]"
     if a.kind == b.kind == "write":
         what, loc, other = f"{t1} and {t2} both write {element}", a.loc, b.loc
     elif "atomic" not in (a.kind, b.kind):
@@ -100,7 +94,7 @@ def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
         what = f"{what} between the same two barriers"
     message = f"{CODES[code].title}: {what} ({situation(outcome)}){where}"
     hint = HINTS["VG204 shared" if code == "VG204" and shared else code]
-    return SafetyError(message, loc, hint.format(array=name(a)), code)
+    return SafetyError(message, loc, hint.format(array=a.array), code)
 
 
 def divergence_error(code: str, subject: str, loc, condition, outcome) -> SafetyError:
@@ -116,7 +110,7 @@ def divergence_error(code: str, subject: str, loc, condition, outcome) -> Safety
 
 def uninitialized_error(r: Access, outcome) -> SafetyError:
     """The read `r` (on the thread of `outcome`) of an element nothing wrote before it."""
-    element = f"{name(r)}[{', '.join(map(str, outcome.element))}]"
+    element = f"{r.array}[{', '.join(map(str, outcome.element))}]"
     message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} reads {element}, "
                f"which no thread of its block writes before ({situation(outcome)})")
     return SafetyError(message, r.loc, HINTS["VG213"], "VG213")

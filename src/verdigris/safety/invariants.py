@@ -9,10 +9,17 @@ Takes: the values a loop's variables have where the loop is entered and at its b
   the entry value, -1, 0, 1 and the dtype's range, so the fixpoint is reached in a few
   passes);
 - `refine(cond, atoms, space)`: the havocked atoms' intervals tightened by the loop
-  condition, which holds in the body (`s < 256` bounds `s` there).
+  condition, which holds in the body (`s < 256` bounds `s` there);
+- `progression(back, current)` and `closed_form(...)`: a variable that each iteration
+  steps by a constant (`j += 2`), halves or doubles (`s //= 2`, `offset *= 2`) is, at
+  iteration k, `entry + k*d` (a loop variable) or the k-th term of its sequence (spelled
+  out while it stays in the assumed interval), instead of an unknown: then the two threads
+  of a race query at different iterations see the values they really have.
 Guarantee: an assumption that `widen` leaves unchanged holds at entry and is kept by every
 iteration, so it holds at the start of every iteration (the body runs under it), and, with
-the values at the `break`s, after the loop. This keeps narrow index arithmetic on carried
+the values at the `break`s, after the loop. A closed form is used only where the pass that
+used it found the same progression at the back edge (the step cannot wrap: `symbolic`
+turns a step that may wrap into an unknown). This keeps narrow index arithmetic on carried
 variables (`t + s` with `s //= 2`, `t - offset` with `offset *= 2` while `offset < n`) from
 looking like it could wrap.
 """
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .algebra import INF, Poly, dtype_range
+from .algebra import INF, Poly, compare, dtype_range
 from .uniform import cap, meet
 
 
@@ -28,6 +35,9 @@ class Assumed(NamedTuple):
     scope: str
     lo: float = -INF
     hi: float = INF
+    form: tuple = ()  # a progression (see `progression`): iteration k's value in closed form
+
+MAX_TERMS = 64  # values of a geometric progression spelled out
 
 
 def entry(value, known: bool, dtype, scopes, space) -> Assumed:
@@ -85,3 +95,50 @@ def refine(cond: tuple, atoms: set, space) -> None:
             atom.hi = min(atom.hi, -d - strict)
         else:  # -h + d < 0 (or <= 0)
             atom.lo = max(atom.lo, d + strict)
+
+
+def progression(back, current, space) -> tuple:
+    """How the back-edge value follows from the value at the iteration's start: ("add", d)
+    with d constant or the same for the whole launch, ("mul", c) or ("div", c) (floor
+    division) with c >= 2 constant; () if none of these."""
+    if not isinstance(back, Poly) or not isinstance(current, Poly) or not current.terms:
+        return ()
+    step = back - current
+    if not any(name.endswith("@") for name in step.atoms()):
+        return ("add", step)
+    mono, coef = next(iter(current.terms.items()))
+    ratio = back.terms.get(mono, 0) // coef
+    if ratio >= 2 and back == current * Poly.const(ratio):
+        return ("mul", ratio)
+    if len(back.terms) == 1:
+        (mono, coef), = back.terms.items()
+        atom = space.atoms[mono[0]] if len(mono) == 1 and coef == 1 else None
+        divisor = atom.definition[1].value if atom is not None and atom.kind == "floordiv" else None
+        if divisor is not None and divisor >= 2 and atom.definition[0] == current:
+            return ("div", divisor)
+    return ()
+
+
+def closed_form(form: tuple, entry, k: Poly, lo, hi, space, label: str):
+    """Iteration k's value of a variable entering the loop as `entry`, or None."""
+    if not isinstance(entry, Poly):
+        return None
+    if form[0] == "add":
+        return space.fresh("loopvar", lo, hi, (entry, k, form[1]), label)
+    v = entry.value
+    if v is None:
+        return None
+    terms = []
+    while lo <= v <= hi and len(terms) < MAX_TERMS:
+        terms.append(v)
+        v = v // form[1] if form[0] == "div" else v * form[1]
+        if v == terms[-1]:
+            break
+    if not terms:
+        return None
+    # past the last term the value leaves the invariant's interval: no such iteration starts
+    value = Poly.const(terms[-1])
+    for i in reversed(range(len(terms) - 1)):
+        value = space.fresh("ite", min(terms[i:]), max(terms[i:]),
+                            (compare("eq", k, Poly.const(i)), Poly.const(terms[i]), value))
+    return value

@@ -56,10 +56,11 @@ def check_pairs(trace, timeout_ms: int) -> Tally:
     tids = [n for n in space.identity() if n.startswith("tid")]
     for accesses in by_array(trace).values():
         checked = [a for a in accesses if not a.unsafe]
+        reported = set()  # lines with a finding already: one finding per line is enough
         for i, a in enumerate(checked):
             for b in checked[i:]:
                 code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
-                if code is None:
+                if code is None or _flagged(a, b).loc.line in reported:
                     continue
                 if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids):
                     tally.fast += 1
@@ -68,7 +69,17 @@ def check_pairs(trace, timeout_ms: int) -> Tally:
                 error = _pair(code, a, b, space, timeout_ms, tally)
                 if error is not None:
                     tally.errors.append(error)
+                    reported.add(error.loc.line)
     return tally
+
+
+def _flagged(a, b):
+    """The access a finding about `a` and `b` points at (as `diagnose.race_error` does)."""
+    if a.kind == b.kind == "write":
+        return a
+    if "atomic" in (a.kind, b.kind):
+        return a if a.kind != "atomic" else b
+    return a if a.kind == "read" else b
 
 
 def _pair(code: str, a, b, space, timeout_ms: int, tally: Tally):

@@ -40,8 +40,6 @@ Booleans are formulas (see `algebra`).
 """
 from __future__ import annotations
 
-import ast
-import linecache
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -77,7 +75,6 @@ class Ordered(Access):
     seq: int = 0  # program order
     loops: tuple = ()  # the counters of the loops around it, outermost first
     exact: bool = True  # no loop around it can be left early (break, return)
-    label: str = ""  # the array's name in the user's source
 
 
 @dataclass
@@ -151,21 +148,6 @@ def cooperative(nodes) -> bool:
                or (isinstance(n, N.ArrayRef) and n.type.space == "shared") for n in nodes)
 
 
-def _declared_names(nodes) -> dict:
-    """The user's name of each shared array (`buf = simt.shared.array(...)`), by IR name."""
-    names = {}
-    for n in nodes:
-        if isinstance(n, N.LocalAlloc) and n.array.type.space == "shared":
-            text = linecache.getline(n.loc.file, n.loc.line).strip()
-            try:
-                tree = ast.parse(text).body[0] if text else None
-            except SyntaxError:
-                tree = None
-            if isinstance(tree, ast.Assign) and isinstance(tree.targets[0], ast.Name):
-                names[n.array.name] = tree.targets[0].id
-    return names
-
-
 _WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "shfl_xor()",
                "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()"}
 
@@ -219,7 +201,6 @@ class _Thread:
         nodes = list(_walk(kernel.body))
         self.cooperative = cooperative(nodes)
         self.scopes = Scopes(space)
-        self.names = _declared_names(nodes)
         # loads from arrays written inside `vg.unsafe()` may race: never uniform
         self.racy_arrays = {n.array.name for u in nodes if isinstance(u, N.Unsafe)
                             for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))}
@@ -410,8 +391,7 @@ class _Thread:
             self.seq += 1
             self.accesses.append(Ordered(
                 array.name, kind, polys, self.pc, loc, self.unsafe > 0, memory, self.epochs,
-                self.seq, self.counters(), all(f.exact for f in self.frames),
-                self.names.get(array.name, array.name)))
+                self.seq, self.counters(), all(f.exact for f in self.frames)))
         return polys
 
     def checkpoint(self, what: str, scope: str, loc: Loc) -> None:
@@ -481,15 +461,22 @@ class _Thread:
         iters = tuple(Poly.atom(c) for c in self.counters())
         self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 
-    def havoc(self, names, assumed: dict) -> set:
-        """Fresh values for `names` (`assumed`: name -> `invariants.Assumed`); their atoms."""
+    def havoc(self, names, assumed: dict, entry: dict = None, k: Poly = None) -> set:
+        """Values for `names` (`assumed`: name -> `invariants.Assumed`) at iteration `k` of a
+        loop entered with `entry` (a closed form where one is assumed), else fresh ones;
+        gives their atoms."""
         atoms = set()
         for name in names:
-            value = self.scoped(self.kernel.locals[name], name, scope=assumed[name].scope)
+            a, dtype = assumed[name], self.kernel.locals[name]
+            value = None if not a.form or k is None else invariants.closed_form(
+                a.form, entry.get(name), k, a.lo, a.hi, self.space, name)
+            if value is None:
+                value = self.scoped(dtype, name, scope=a.scope)
+                if isinstance(value, Poly):
+                    atom = self.space.atoms[next(iter(value.atoms()))]
+                    atom.lo, atom.hi = max(atom.lo, a.lo), min(atom.hi, a.hi)
             if isinstance(value, Poly):
-                atom = self.space.atoms[next(iter(value.atoms()))]
-                atom.lo, atom.hi = max(atom.lo, assumed[name].lo), min(atom.hi, assumed[name].hi)
-                atoms.add(atom.name)
+                atoms |= value.atoms()
             self.env[name] = value
         return atoms
 
@@ -512,14 +499,15 @@ class _Thread:
         dtypes = {n: self.kernel.locals[n] for n in names}
         start = {n: invariants.entry(outer.env.get(n), n in outer.env, dtypes[n], self.scopes, self.space)
                  for n in names} if self.cooperative else {n: invariants.Assumed("thread") for n in names}
-        assumed = start
+        assumed, dropped = start, set()
         while True:
             mark = self.mark()
             counter = next(iter(self.space.fresh("counter", 0, INF, label=label).atoms()))
             frame = _Frame("", counter, needs, exact)
             self.frames.append(frame)
             self.env = dict(outer.env)
-            fresh = self.havoc(names, assumed)
+            fresh = self.havoc(names, assumed, outer.env, Poly.atom(counter))
+            current = {n: self.env[n] for n in names}
             cond = enter(Poly.atom(counter))
             invariants.refine(cond, fresh, self.space)
             trips = None
@@ -535,8 +523,15 @@ class _Thread:
             back = self.path()
             if not self.cooperative:
                 break
-            found = {n: invariants.widen(assumed[n], back.env.get(n), dtypes[n], start[n], self.scopes,
-                                         self.space) for n in names}
+            found = {}
+            for n in names:
+                form = invariants.progression(back.env.get(n), current[n], self.space)
+                if assumed[n].form and form != assumed[n].form or n in dropped:
+                    form = ()
+                    dropped.add(n)  # it did not hold: never tried again (no oscillation)
+                widened = invariants.widen(assumed[n], back.env.get(n), dtypes[n], start[n], self.scopes,
+                                           self.space)
+                found[n] = widened._replace(form=form if n in outer.env else ())
             if found == assumed:
                 break
             self.rollback(mark)

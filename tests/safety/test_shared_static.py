@@ -1,0 +1,385 @@
+"""The static checker on threads that work together (tests/safety/shared_pairs.py), and its
+rules one by one: which conditions around barriers and warp operations are uniform, how
+barriers order shared and global memory, loops whose iterations cross barriers, shared
+atomics, reads of unwritten shared memory, and the proof cost.
+
+Every racy kernel of `SHARED_PAIRS` is refused at its launch with its code, at the line
+marked `# refused here`, before memory is touched; every fixed twin is accepted and
+computes its reference on the cpu backend.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import time
+
+import numpy as np
+import pytest
+
+import verdigris as vg
+from verdigris import safety, simt
+
+from .shared_pairs import SHARED_PAIRS
+from .test_static import fresh
+
+IDS = [p.name for p in SHARED_PAIRS]
+THREAD = r"thread \(block [^)]*\)?, thread [^)]*\)?\)"
+
+
+def marked_line(kernel) -> int:
+    lines, first = inspect.getsourcelines(kernel.fn)
+    return next(first + n for n, text in enumerate(lines) if "# refused here" in text)
+
+
+def analyze(kernel, *args, block=(64, 1, 1), **kwargs):
+    k = fresh(kernel)
+    values = k.bind(args, kwargs)
+    return safety.analyze(k.build(k.spec_key(values, k.describe_args(values), block)))
+
+
+def test_the_suite_covers_every_cooperation_code():
+    assert {p.code for p in SHARED_PAIRS} >= {"VG204", "VG210", "VG211", "VG212", "VG213", "VG214"}
+    assert len(set(IDS)) == len(IDS) >= 15
+
+
+@pytest.mark.parametrize("pair", SHARED_PAIRS, ids=IDS)
+def test_racy_kernel_is_refused_at_its_line_before_memory_is_touched(pair, rng):
+    grid, block, args, kwargs = pair.make(rng)
+    before = [a.copy() for a in args]
+    with pytest.raises(vg.SafetyError) as info:
+        fresh(pair.racy)[grid, block](*args, **kwargs)
+    err = info.value
+    assert (err.code, err.loc.line) == (pair.code, marked_line(pair.racy)), str(err)
+    for was, now in zip(before, args):
+        np.testing.assert_array_equal(now, was)
+    text = str(err)
+    assert re.search(r"\n    .*\n    *\^", text) and "hint:" in text, text
+    threads = re.findall(THREAD, text)
+    assert len(threads) == (1 if pair.code == "VG213" else 2), text
+    if pair.code not in ("VG210", "VG214"):
+        assert re.search(r"\w+\[\d+(, \d+)*\]", text), text  # the element
+    assert all(re.search(r"block 0\b|block \(0, 0\)", t) for t in threads), text  # one block
+
+
+@pytest.mark.parametrize("pair", SHARED_PAIRS, ids=IDS)
+def test_fixed_kernel_is_accepted_and_right(pair, rng):
+    grid, block, args, kwargs = pair.make(rng)
+    want = pair.reference(tuple(a.copy() for a in args))
+    kernel = fresh(pair.fixed)
+    block3 = tuple(block) + (1,) * (3 - len(block))
+    analysis = analyze(pair.fixed, *args, block=block3, **kwargs)
+    assert not analysis.errors, analysis.errors[0]
+    kernel[grid, block](*args, **kwargs)
+    for position, expected in want.items():
+        np.testing.assert_allclose(args[position], expected, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- uniformity
+
+
+@simt.kernel
+def uniform_conditions(x, out, n, scale, FLAG: vg.constexpr):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    if FLAG:  # a constexpr
+        simt.barrier()
+    if n > 3 and scale > 0.5:  # scalar arguments, int and float
+        simt.barrier()
+    if simt.block_id(0) % 2 == 0:  # the block's id
+        simt.barrier()
+    if simt.block_dim(0) >= 64:
+        simt.barrier()
+    for k in range(n):  # a loop over a uniform bound, and its counter
+        if k % 2 == 1:
+            simt.barrier()
+    if x[simt.block_id(0)] > 0.0:  # a value loaded at the same index by the whole block
+        simt.barrier()
+    simt.barrier()
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def early_return_of_idle_threads(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    i = simt.global_id(0)
+    if i >= x.shape[0]:
+        return
+    buf[simt.thread_id(0)] = x[i]
+    simt.barrier()  # the returned threads never arrive
+    out[i] = buf[simt.thread_id(0)]
+
+
+@simt.kernel
+def early_return_of_idle_blocks(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    if simt.block_id(0) * 64 >= x.shape[0]:
+        return  # the whole block leaves: fine
+    i = simt.global_id(0)
+    buf[simt.thread_id(0)] = x[i] if i < x.shape[0] else vg.float32(0)
+    simt.barrier()
+    if i < x.shape[0]:
+        out[i] = buf[63 - simt.thread_id(0)]
+
+
+@simt.kernel
+def break_by_one_thread(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for k in range(4):
+        buf[t] = v
+        simt.barrier()
+        v = buf[63 - t]
+        simt.barrier()
+        if v > 100.0:
+            break  # threads leave the loop at different iterations
+    out[i] = v
+
+
+@simt.kernel
+def barrier_per_thread_loop(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    for k in range(t % 3):  # the trip count differs between threads
+        simt.barrier()
+    out[i] = buf[t]
+
+
+F32 = np.zeros(256, np.float32)
+
+
+def test_block_uniform_conditions_around_barriers_are_accepted():
+    for flag in (True, False):
+        result = analyze(uniform_conditions, F32, F32, 5, 1.0, FLAG=flag)
+        assert not result.errors, result.errors[0]
+    result = analyze(early_return_of_idle_blocks, F32, F32)
+    assert not result.errors, result.errors[0]
+
+
+@pytest.mark.parametrize("kernel, where", [
+    (early_return_of_idle_threads, "simt.barrier()  # the returned threads never arrive"),
+    (break_by_one_thread, "break  # threads leave the loop at different iterations"),
+    (barrier_per_thread_loop, "simt.barrier()"),
+])
+def test_thread_dependent_paths_to_a_barrier_are_refused(kernel, where):
+    errors = analyze(kernel, F32, F32).errors
+    assert errors and errors[0].code == "VG210", errors
+    lines, first = inspect.getsourcelines(kernel.fn)
+    assert lines[errors[0].loc.line - first].strip() == where
+    assert "reaches it and" in errors[0].message
+
+
+@simt.kernel
+def warp_uniform_shuffles(x, out):
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    warp = t // 32
+    if warp == 1:  # the same for the 32 lanes of a warp
+        v = simt.shfl_xor(v, 1)
+    if simt.ballot(v > 0.0) != 0:  # a vote is the same on every lane
+        v = simt.shfl_down(v, 2)
+    if simt.any_(v > 1.0):
+        v += simt.shfl_idx(v, 0)
+    if simt.shfl_idx(v, 0) > 0.0:  # lane 0's value, on every lane
+        simt.syncwarp()
+    out[i] = v
+
+
+@simt.kernel
+def syncwarp_for_half_a_warp(x, out):
+    i = simt.global_id(0)
+    v = x[i]
+    if simt.lane_id() < 16:
+        simt.syncwarp()
+    out[i] = v
+
+
+@simt.kernel
+def shuffle_after_data_dependent_exit(x, out):
+    i = simt.global_id(0)
+    v = x[i]
+    if v < 0.0:
+        return
+    out[i] = simt.shfl_down(v, 1)
+
+
+def test_warp_operations_need_warp_uniform_conditions():
+    result = analyze(warp_uniform_shuffles, F32, F32, block=(128, 1, 1))
+    assert not result.errors, result.errors[0]
+    for kernel in (syncwarp_for_half_a_warp, shuffle_after_data_dependent_exit):
+        errors = analyze(kernel, F32, F32).errors
+        assert [e.code for e in errors] == ["VG214"], errors
+        assert "lanes of one warp" in errors[0].message
+    # a warp-uniform condition is not block-uniform: a barrier under it is refused
+    errors = analyze(warp_uniform_barrier, F32, F32, block=(128, 1, 1)).errors
+    assert [e.code for e in errors] == ["VG210"], errors
+
+
+@simt.kernel
+def warp_uniform_barrier(x, out):
+    i = simt.global_id(0)
+    if simt.thread_id(0) // 32 == 1:
+        simt.barrier()
+    out[i] = x[i]
+
+
+# ----------------------------------------------------------------------------- ordering
+
+
+@simt.kernel
+def exchange_through_global(x, out, scratch):
+    i = simt.global_id(0)
+    t = simt.thread_id(0)
+    scratch[i] = x[i] * 2
+    simt.barrier()  # orders global memory within the block too
+    out[i] = scratch[i - t + (t + 1) % 64]
+
+
+@simt.kernel
+def exchange_through_global_unordered(x, out, scratch):
+    i = simt.global_id(0)
+    t = simt.thread_id(0)
+    scratch[i] = x[i] * 2
+    out[i] = scratch[i - t + (t + 1) % 64]
+
+
+@simt.kernel
+def barrier_in_uniform_branch_of_a_loop(x, out, n):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for k in range(n):
+        buf[t] = v
+        if k % 2 == 0:
+            simt.barrier()
+            v = buf[63 - t]
+        simt.barrier()
+    out[i] = v
+
+
+@simt.kernel
+def nested_loops_with_barriers(x, out, n, m):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for a in range(n):
+        for b in range(m):
+            buf[t] = v + b
+            simt.barrier()
+            v = buf[(t + a) % 64]
+            simt.barrier()
+    out[i] = v
+
+
+@simt.kernel
+def nested_loops_missing_barrier(x, out, n, m):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for a in range(n):
+        for b in range(m):
+            buf[t] = v + b
+            simt.barrier()
+            v = buf[(t + a) % 64]
+    out[i] = v
+
+
+@simt.kernel
+def read_after_loop_meets_last_iteration(x, out, n):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    simt.barrier()
+    for k in range(n):
+        simt.barrier()
+        buf[t] = buf[t] + 1.0
+    out[i] = buf[63 - t]  # no barrier after the loop's last write
+
+
+@simt.kernel
+def shared_atomics_and_atomics(x, out):
+    counts = simt.shared.array(8, vg.int32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if t < 8:
+        counts[t] = 0
+    simt.barrier()
+    simt.atomic_add(counts, i % 8, 1)
+    simt.atomic_max(counts, (i + 3) % 8, 5)
+    simt.barrier()
+    if t < 8:
+        simt.atomic_add(out, t, counts[t])
+
+
+@simt.kernel
+def dynamic_shared_reversal(x, out):
+    buf = simt.shared.dynamic(vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    simt.barrier()
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def dynamic_shared_reversal_racy(x, out):
+    buf = simt.shared.dynamic(vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    out[i] = buf[63 - t]
+
+
+def test_barriers_order_the_threads_of_a_block():
+    assert not analyze(exchange_through_global, F32, F32, F32).errors
+    errors = analyze(exchange_through_global_unordered, F32, F32, F32).errors
+    assert [e.code for e in errors] == ["VG203"] and "scratch[" in errors[0].message
+    assert not analyze(barrier_in_uniform_branch_of_a_loop, F32, F32, 4).errors
+    assert not analyze(nested_loops_with_barriers, F32, F32, 3, 2).errors
+    errors = analyze(nested_loops_missing_barrier, F32, F32, 3, 2).errors
+    assert errors and errors[0].code == "VG211", errors  # the next iteration's store
+    errors = analyze(read_after_loop_meets_last_iteration, F32, F32, 3).errors
+    assert errors and errors[0].code == "VG211", errors
+    assert "out[i] = buf[63 - t]" in str(errors[0])
+    i32 = np.zeros(8, np.int32)
+    assert not analyze(shared_atomics_and_atomics, F32, i32).errors
+    assert not analyze(dynamic_shared_reversal, F32, F32).errors
+    errors = analyze(dynamic_shared_reversal_racy, F32, F32).errors
+    assert [e.code for e in errors] == ["VG211"], errors
+
+
+def test_a_read_of_unwritten_shared_memory_needs_a_known_block_shape():
+    """How many threads write depends on the block: without its shape, no VG213."""
+    from .shared_pairs import half_tile_written
+
+    assert [e.code for e in analyze(half_tile_written, F32, F32).errors] == ["VG213"]
+    k = fresh(half_tile_written)
+    values = k.bind((F32, F32), {})
+    assert not safety.analyze(k.build(k.spec_key(values, k.describe_args(values), None))).errors
+
+
+def test_proof_time_per_specialization_is_milliseconds(capsys):
+    """Cold (the solver already loaded), per fixed kernel of the suite."""
+    rows = []
+    for pair in SHARED_PAIRS:
+        grid, block, args, kwargs = pair.make(np.random.default_rng(0))
+        block3 = tuple(block) + (1,) * (3 - len(block))
+        start = time.perf_counter()
+        result = analyze(pair.fixed, *args, block=block3, **kwargs)
+        rows.append((pair.fixed.__name__, time.perf_counter() - start, result))
+    assert all(not r.errors for _, _, r in rows)
+    with capsys.disabled():
+        print("\nproof time per cooperating kernel (build + analysis, solver queries):")
+        for name, seconds, result in rows:
+            print(f"  {name:24s} {seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
+    assert sorted(s for _, s, _ in rows)[len(rows) // 2] < 0.05  # the median
