@@ -21,14 +21,12 @@ Run: `PYTHONPATH=src python3 bench/runtime.py [--json FILE] [--rounds N]`.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 import numpy as np
@@ -186,7 +184,6 @@ def launch_variants(work: str) -> dict:
     import torch
 
     import verdigris as vg
-    from cuda.bindings import driver as drv
 
     ours = _module(work, "vg_runtime_kernels", OURS)
     rng = np.random.default_rng()
@@ -208,36 +205,18 @@ def launch_variants(work: str) -> dict:
         variants[f"ours 16 args ({kind})"] = (
             lambda sixteen=sixteen, ins=ins, out=out:
             sixteen(*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
-    for launch in list(variants.values()):  # compile, check, and install the launchers
-        launch()
-        launch()
+    for name, launch in list(variants.items()):  # compile, check, install the launchers
+        try:
+            launch()
+            launch()
+        except Exception as exc:  # report the variant, measure the others
+            print(f"{name}: FAILED {type(exc).__name__}: {exc}"[:300])
+            del variants[name]
     vg.synchronize()
-    x, y, out = kinds["vg.Array"][0], kinds["vg.Array"][1], kinds["vg.Array"][8]
-    spec = next(iter(ours.axpy._specializations.values()))
-    compiled = next(iter(spec.compiled.values()))
-    from verdigris.runtime import faults
-
-    values = (2.0, x.ptr, N, y.ptr, N, out.ptr, N, faults.block_address(0))
-    address = compiled.packer.pack(values)  # the floor: arguments packed once, up front
-    keep = compiled.packer._local.buffers
-    function, launch = compiled.function, drv.cuLaunchKernel
-
-    def raw(keep=keep):
-        launch(function, 1, 1, 1, 256, 1, 1, 0, 0, address, 0)
-
-    variants["raw cuLaunchKernel (cuda-bindings)"] = raw
     try:
-        from cuda.bindings._v2 import driver as drv2
-
-        launch2, handle = drv2.launch_kernel, int(function)
-
-        def raw_v2(keep=keep):
-            launch2(handle, 1, 1, 1, 256, 1, 1, 0, 0, address, 0)
-
-        raw_v2()
-        variants["raw cuda.bindings._v2.launch_kernel"] = raw_v2
-    except Exception:  # absent, or another signature: only the public API is the floor
-        pass
+        variants.update(raw_variants(ours, kinds["vg.Array"]))
+    except Exception as exc:
+        print(f"raw floor: FAILED {type(exc).__name__}: {exc}"[:300])
     tx, ty, tout = kinds["torch"][0], kinds["torch"][1], kinds["torch"][8]
     variants["torch.add(out=)"] = lambda: torch.add(tx, ty, out=tout)
     if cupy is not None:
@@ -251,9 +230,56 @@ def launch_variants(work: str) -> dict:
         variants["Triton"] = lambda: tr[(1,)](tx, ty, tout, N, 2.0, BLOCK=256)
     except ImportError:
         pass
-    for launch in variants.values():
-        launch()
+    for name, launch in list(variants.items()):
+        try:
+            launch()
+        except Exception as exc:
+            print(f"{name}: FAILED {type(exc).__name__}: {exc}"[:300])
+            del variants[name]
     torch.cuda.synchronize()
+    return variants
+
+
+def raw_variants(ours, arrays) -> dict:
+    """cuLaunchKernel of our compiled axpy with its arguments packed once, up front: the
+    floor (and the same through cuda-bindings' `_v2` API where that exists)."""
+    from cuda.bindings import driver as drv
+
+    from verdigris.runtime import faults
+
+    def prepacked(kernel, values):
+        spec = next(iter(kernel._specializations.values()))
+        compiled = next(iter(spec.compiled.values()))
+        address = compiled.packer.pack(values + (faults.block_address(0),))
+        return compiled.function, address, compiled.packer._local.buffers
+
+    x, y, out = arrays[0], arrays[1], arrays[8]
+    function, address, keep = prepacked(ours.axpy, (2.0, x.ptr, N, y.ptr, N, out.ptr, N))
+    function16, address16, keep16 = prepacked(
+        ours.sixteen, tuple(v for a in arrays[:8] for v in (a.ptr, N)) +
+        (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out.ptr, N))
+    launch = drv.cuLaunchKernel
+
+    def raw(keep=keep):
+        launch(function, 1, 1, 1, 256, 1, 1, 0, 0, address, 0)
+
+    def raw16(keep=keep16):
+        launch(function16, 1, 1, 1, 256, 1, 1, 0, 0, address16, 0)
+
+    variants = {"raw cuLaunchKernel (cuda-bindings)": raw,
+                "raw cuLaunchKernel, 16-argument kernel": raw16}
+    try:
+        from cuda.bindings._v2 import driver as drv2
+
+        launch2, handle = drv2.launch_kernel, int(function)
+
+        def raw_v2(keep=keep):
+            launch2(handle, 1, 1, 1, 256, 1, 1, 0, 0, address, 0)
+
+        raw_v2()
+        variants["raw cuda.bindings._v2.launch_kernel"] = raw_v2
+    except Exception:  # absent, or another signature: only the public API is the floor
+        pass
     return variants
 
 
@@ -404,7 +430,7 @@ def first_call(who: str, which: str, work: str, cache: str) -> tuple:
                           env=env, timeout=300)
     if done.returncode:
         return None, done.stderr.strip().splitlines()[-1][:200] if done.stderr.strip() else "failed"
-    stages = [line for line in done.stderr.splitlines() if line.startswith("verdigris:")]
+    stages = [line for line in done.stdout.splitlines() if line.startswith("verdigris:")]
     return float(done.stdout.strip().splitlines()[-1]), stages
 
 
@@ -454,6 +480,9 @@ def main() -> None:
                         help="our first calls only (no Triton or CuPy compiles)")
     args = parser.parse_args()
     sys.path.insert(0, SRC)
+    # Fresh processes import with the bytecode caches a user has: write them, once.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(SRC, "verdigris")])
     import torch
 
     work = tempfile.mkdtemp(prefix="vg-runtime-bench-")
@@ -461,15 +490,21 @@ def main() -> None:
     imports = import_time()
     variants = launch_variants(work)
     launch = measure(variants, args.rounds)
-    pieces = profile_launch(work)
+    try:
+        pieces = profile_launch(work)
+    except Exception as exc:
+        print(f"profile: FAILED {type(exc).__name__}: {exc}"[:300])
+        pieces = {}
     compiles = compile_times(work, peers=not args.quick)
 
-    floor = launch["raw cuLaunchKernel (cuda-bindings)"]
+    floors = (launch.get("raw cuLaunchKernel (cuda-bindings)", float("nan")),
+              launch.get("raw cuLaunchKernel, 16-argument kernel", float("nan")))
     print(f"\nruntime overhead, {card}, {time.strftime('%Y-%m-%d')}, python "
           f"{sys.version.split()[0]}, torch {torch.__version__}")
-    print(f"\n{'launch overhead (host, per call)':<44}{'us':>8}{'vs raw':>8}")
+    print(f"\n{'launch overhead (host, per call)':<44}{'us':>8}{'vs raw':>8}  (16-argument "
+          "rows: vs the raw launch of that kernel)")
     for name, us in launch.items():
-        print(f"{name:<44}{us:8.2f}{us / floor:8.2f}")
+        print(f"{name:<44}{us:8.2f}{us / floors['16' in name]:8.2f}")
     print(f"\n{'pieces of a launch':<44}{'ns':>8}")
     for name, ns in pieces.items():
         print(f"{name:<44}{ns:8.0f}")

@@ -83,9 +83,9 @@ def link(ptx: str, arch: str) -> bytes:
             log = bytearray(nvjitlink.get_error_log_size(handle))
             nvjitlink.get_error_log(handle, log)
             raise CompileError(f"nvJitLink failed:\n{log.rstrip(bytes(1)).decode()}") from None
-        cubin = bytes(nvjitlink.get_linked_cubin_size(handle))
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
-        return cubin
+        return bytes(cubin)
     finally:
         nvjitlink.destroy(handle)
 

@@ -261,20 +261,21 @@ def _alias_check(w: _Writer, spec, facts: dict) -> None:
     if not spec.written_slots:
         return
     for i, f in facts.items():
-        if f.contiguous:
+        if f.contiguous:  # its range starts at its pointer
             count = " * ".join(f.shapes + [str(f.itemsize)])
-            w.checks.append(f"lo{i} = {f.ptr}; hi{i} = {f.ptr} + {count}")
+            w.checks.append(f"hi{i} = {f.ptr} + {count}")
         else:
             w.checks.append(f"lo{i}, hi{i} = _span({f.ptr}, ({_items(f.shapes)}), "
                             f"({_items(f.strides)}), {f.itemsize})")
+    lo = {i: f.ptr if f.contiguous else f"lo{i}" for i, f in facts.items()}
     for wi in spec.written_slots:
         f = facts[wi]
         if not f.contiguous:
             w.check(f"_overlaps(({_items(f.shapes)}), ({_items(f.strides)}))")
-        others = " or ".join(f"(lo{o} < hi{wi} and lo{wi} < hi{o} and lo{o} < hi{o})"
+        others = " or ".join(f"({lo[o]} < hi{wi} and {lo[wi]} < hi{o} and {lo[o]} < hi{o})"
                              for o in facts if o != wi)
         if others:
-            w.check(f"lo{wi} < hi{wi} and ({others})")
+            w.check(f"{lo[wi]} < hi{wi} and ({others})")
 
 
 def _stream(w: _Writer, plan) -> None:

@@ -5,11 +5,11 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
 - Every array argument is device memory of one GPU; a host array or a mix of devices is a
   `LaunchError` that says how to fix it.
 - A specialization is compiled once per device: PTX from the code generator, assembled to a
-  cubin by the first of `assemblers()` (nvJitLink in process, ptxas, the driver's JIT;
-  `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
+  cubin by the first of `assemblers()` (nvJitLink in process for small PTX, ptxas for
+  large, the driver's JIT last; `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
   target and the compiler's fingerprint. `VERDIGRIS_LOG=compile` prints each compile's
-  stages (frontend, safety, lower, libdevice, optimize, emit, assembly, load) on stderr;
-  the loaded kernel keeps them in `.timings`.
+  stages (frontend, safety, lower, libdevice, optimize, emit, assembly or disk cache, load)
+  on stdout; the loaded kernel keeps them in `.timings`.
 - `kernel.facts["noalias"]` is set because every launch passes the alias check first.
 - Bounds: every kernel takes one hidden argument after its ABI parameters, the device's
   fault block (`faults`, `codegen.checks`). A fault an earlier kernel recorded is raised
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from dataclasses import dataclass
 
@@ -150,10 +149,12 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     timings["load"] = time.perf_counter() - start
     loaded.timings = timings
     if os.environ.get("VERDIGRIS_LOG", "") == "compile":
-        print(f"verdigris: {spec.kernel.name}{' (checked)' if checked else ''} for {arch} in "
-              f"{sum(timings.values()) * 1e3:.1f} ms: "
-              + ", ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in timings.items()),
-              file=sys.stderr)
+        name = spec.kernel.name + (" (checked)" if checked else "")
+        how = f"{name} for {arch} from the disk cache" if "disk cache" in timings \
+            else f"compiled {name} for {arch}"
+        print(f"verdigris: {how} in {sum(timings.values()) * 1e3:.1f} ms ("
+              + ", ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in timings.items())
+              + " ms)")
     return loaded
 
 
@@ -196,9 +197,12 @@ def _entry_symbol(name: str) -> str:
     return codegen.entry_symbol(name)
 
 
-def assemblers() -> list:
-    """The PTX -> cubin routes present, fastest first (`VERDIGRIS_ASSEMBLER` names one):
-    the nvJitLink library in this process, the ptxas program, the driver's JIT."""
+def assemblers(ptx_size: int = 0) -> list:
+    """The PTX -> cubin routes present, in the order to try them (`VERDIGRIS_ASSEMBLER` names
+    one): nvJitLink (in this process) first for PTX under SMALL_PTX bytes, where starting
+    ptxas is most of the time; ptxas first for larger PTX, which it assembled fastest on the
+    H200 (and whose code the tile lowering was tuned against); the driver's JIT last (its
+    first use in a process costs ~100 ms)."""
     from .. import codegen
     from ..codegen import ptxas
 
@@ -210,10 +214,12 @@ def assemblers() -> list:
             raise BackendError(f"VERDIGRIS_ASSEMBLER={chosen!r}: choose one of "
                                f"{', '.join(present)}")
         return [chosen]
-    return [name for name in ASSEMBLER_ORDER if present[name]()]
+    order = ("nvjitlink", "ptxas", "driver") if ptx_size < SMALL_PTX else \
+        ("ptxas", "nvjitlink", "driver")
+    return [name for name in order if present[name]()]
 
 
-ASSEMBLER_ORDER = ("nvjitlink", "ptxas", "driver")
+SMALL_PTX = 16 * 1024
 
 
 def assemble(ptx: str, arch: str, device: int | None) -> tuple:
@@ -222,7 +228,7 @@ def assemble(ptx: str, arch: str, device: int | None) -> tuple:
     from .. import codegen
     from ..codegen import ptxas
 
-    routes = [r for r in assemblers() if device is not None or r != "driver"]
+    routes = [r for r in assemblers(len(ptx)) if device is not None or r != "driver"]
     route = routes[0] if routes and arch != "ptx" else "ptx"
     if route == "ptx":
         return route, ptx.encode()
