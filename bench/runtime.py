@@ -324,6 +324,51 @@ def profile_launch(work: str) -> dict:
             for label, stmt in pieces.items()}
 
 
+def launcher_breakdown(work: str) -> dict:
+    """ns of our generated axpy launcher, per array kind: whole, without the driver call
+    (our Python's share), and what each check line, the fault-flag read and the packing
+    cost (the launcher timed again with that line turned into `pass`)."""
+    import timeit
+
+    import torch
+
+    import verdigris as vg
+
+    ours = _module(work, "vg_runtime_kernels", OURS)
+    rng = np.random.default_rng()
+    host = [rng.standard_normal(N).astype(np.float32) for _ in range(3)]
+    kinds = {"torch": [torch.from_numpy(h).cuda() for h in host],
+             "vg.Array": [vg.asarray(h) for h in host]}
+    out = {}
+    for kind, arrays in kinds.items():
+        ours.axpy[1, 256](2.0, *arrays)
+        launcher = ours.axpy[1, 256]
+        while getattr(launcher, "kinds", None) and launcher.kinds[4][1][0] is not type(arrays[0]):
+            launcher = launcher.fallback
+        if getattr(launcher, "kinds", None) is None:
+            continue
+
+        def timed(source):
+            namespace = {}
+            exec(compile(source, "<timed launcher>", "exec"),
+                 dict(launcher.__globals__, _noop=lambda *a: (0,)), namespace)
+            f = namespace["launch"]
+            return min(timeit.repeat(lambda: f(2.0, *arrays), number=20_000, repeat=5)) / 20_000 * 1e9
+
+        source = launcher.source
+        base = source.replace("_cu_launch(_F", "_noop(_F")
+        row = {"whole launch": timed(source), "without the driver call": timed(base)}
+        lines = base.splitlines()
+        for i, line in enumerate(lines):
+            text = line.strip()
+            if text.endswith("raise _Miss") or text.startswith(("if _record", "_pack_into")):
+                pruned = lines[:i] + [line[:len(line) - len(line.lstrip())] + "pass"] + lines[i + 1:]
+                row[text[:70]] = row["without the driver call"] - timed("\n".join(pruned) + "\n")
+        out[kind] = row
+    torch.cuda.synchronize()
+    return out
+
+
 # ------------------------------------------------------------------------------- first calls
 
 FIRST_CALL = {
@@ -487,52 +532,62 @@ def main() -> None:
 
     work = tempfile.mkdtemp(prefix="vg-runtime-bench-")
     card = torch.cuda.get_device_name()
-    imports = import_time()
-    variants = launch_variants(work)
-    launch = measure(variants, args.rounds)
-    try:
-        pieces = profile_launch(work)
-    except Exception as exc:
-        print(f"profile: FAILED {type(exc).__name__}: {exc}"[:300])
-        pieces = {}
-    compiles = compile_times(work, peers=not args.quick)
+    print(f"runtime overhead, {card}, {time.strftime('%Y-%m-%d')}, python "
+          f"{sys.version.split()[0]}, torch {torch.__version__}", flush=True)
+    result = {"card": card}
+    imports = result["import"] = import_time()
+    print(f"\nimport verdigris: {imports['ms']:.1f} ms (llvmlite loaded: "
+          f"{imports['llvmlite loaded']}, cuda-bindings: {imports['cuda.bindings loaded']}, "
+          f"z3: {imports['z3 loaded']})", flush=True)
 
+    launch = result["launch_us"] = measure(launch_variants(work), args.rounds)
     floors = (launch.get("raw cuLaunchKernel (cuda-bindings)", float("nan")),
               launch.get("raw cuLaunchKernel, 16-argument kernel", float("nan")))
-    print(f"\nruntime overhead, {card}, {time.strftime('%Y-%m-%d')}, python "
-          f"{sys.version.split()[0]}, torch {torch.__version__}")
     print(f"\n{'launch overhead (host, per call)':<44}{'us':>8}{'vs raw':>8}  (16-argument "
           "rows: vs the raw launch of that kernel)")
     for name, us in launch.items():
-        print(f"{name:<44}{us:8.2f}{us / floors['16' in name]:8.2f}")
+        print(f"{name:<44}{us:8.2f}{us / floors['16' in name]:8.2f}", flush=True)
+    try:
+        pieces = result["pieces_ns"] = profile_launch(work)
+        lines = result["launcher_ns"] = launcher_breakdown(work)
+    except Exception as exc:
+        print(f"profile: FAILED {type(exc).__name__}: {exc}"[:300])
+        pieces, lines = {}, {}
     print(f"\n{'pieces of a launch':<44}{'ns':>8}")
     for name, ns in pieces.items():
         print(f"{name:<44}{ns:8.0f}")
-    print(f"\nimport verdigris: {imports['ms']:.1f} ms (llvmlite loaded: "
-          f"{imports['llvmlite loaded']}, cuda-bindings: {imports['cuda.bindings loaded']}, "
-          f"z3: {imports['z3 loaded']})")
+    for kind, row in lines.items():
+        print(f"\n{'our axpy launcher, ' + kind:<72}{'ns':>8}")
+        for name, ns in row.items():
+            print(f"  {name:<70}{ns:8.0f}", flush=True)
+    _save(args.json, result)
+
+    compiles = compile_times(work, peers=not args.quick)
+    result["first_call"] = {f"{w} {k}": r for (w, k), r in compiles.items()}
+    _save(args.json, result)
     print(f"\n{'first call in a fresh process':<44}{'cold ms':>10}{'warm ms':>10}")
     for (who, which), r in compiles.items():
-        def show(result):
-            if result is None:
-                return ""
-            ms, _ = result
-            return f"{ms:10.1f}" if ms is not None else f"{'failed':>10}"
-        print(f"{who + ' ' + which:<44}{show(r.get('cold')):>10}{show(r.get('warm')):>10}")
-    print("\nour stages (cold runs, VERDIGRIS_LOG=compile):")
+        print(f"{who + ' ' + which:<44}{_ms(r.get('cold')):>10}{_ms(r.get('warm')):>10}")
+    print("\nour stages (VERDIGRIS_LOG=compile; cold run, then warm):")
     for (who, which), r in compiles.items():
-        for result in (r.get("cold"), r.get("warm")):
-            if result and result[0] is None:
-                print(f"  {who} {which}: {result[1]}")
-            elif result and who.startswith("ours"):
-                for line in result[1]:
+        for run in (r.get("cold"), r.get("warm")):
+            if run and run[0] is None:
+                print(f"  {who} {which}: {run[1]}")
+            elif run and who.startswith("ours"):
+                for line in run[1]:
                     print(f"  {line}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"card": card, "launch_us": launch, "pieces_ns": pieces, "import": imports,
-                       "first_call": {f"{w} {k}": r for (w, k), r in compiles.items()}},
-                      f, indent=1, default=str)
 
+
+def _ms(run) -> str:
+    if run is None:
+        return ""
+    return "failed" if run[0] is None else f"{run[0]:.1f}"
+
+
+def _save(path, result) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1, default=str)
 
 if __name__ == "__main__":
     main()

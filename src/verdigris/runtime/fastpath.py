@@ -196,7 +196,14 @@ def _inline_guard(guard, names: list, facts: dict, plan) -> str:
             return names[int(m.group(3))]
         return str((plan.grid if m.group(4) == "grid" else plan.block)[int(m.group(5))])
 
-    return _GUARD_ATOMS.sub(atom, guard.condition)
+    def difference(m):  # a - b <= 0, written either way round
+        return f"{m[1]} <= {m[2]}" if m[1] is not None else f"{m[4]} <= {m[3]}"
+
+    return _DIFFERENCE.sub(difference, _GUARD_ATOMS.sub(atom, guard.condition))
+
+
+# `(1 * a + -1 * b) <= 0` and `(-1 * b + 1 * a) <= 0`, the commonest condition: `a <= b`
+_DIFFERENCE = re.compile(r"\(1 \* (\w+) \+ -1 \* (\w+)\) <= 0|\(-1 \* (\w+) \+ 1 \* (\w+)\) <= 0")
 
 
 class _Facts:
