@@ -41,8 +41,9 @@ MAX_TERMS = 64  # values of a geometric progression spelled out
 
 
 def entry(value, known: bool, dtype, scopes, space) -> Assumed:
-    """`known`: the variable has a value at entry (else it is assigned before any use)."""
-    scope = cap(scopes.of(value)) if known else "block"
+    """`known`: the variable has a value at entry (else it is assigned in the body before it
+    is read, almost always: nothing is assumed, which spares the fixpoint a pass)."""
+    scope = cap(scopes.of(value)) if known else "thread"
     if not dtype.is_int or not isinstance(value, Poly):
         return Assumed(scope, *(dtype_range(dtype) if dtype.is_int else (-INF, INF)))
     lo, hi = space.interval(value)

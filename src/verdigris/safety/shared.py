@@ -15,17 +15,20 @@ Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs).
   backend, which sees every read.
 
 How, per pair: `order.may_meet` (some barrier both may come after), then `fastpath`
-(the index determines the thread), then `solver.collide` with the block's order. Per read:
+(the index determines the thread), then `coverage.apart` (no element of two threads, by
+enumeration), then `solver.collide` with the block's order. Per read:
 a write every thread of the block makes (unconditionally, wherever the read runs) whose
-index `tid` covers the array along each axis proves it written; else z3 looks for a read
-element that, for every thread of the block and every write before the read, is not the
-written one (a quantified query, with a short timeout; unknown is no finding).
+index `tid` covers the array along each axis, or the same thread's earlier write of the
+same element, proves it written; else `coverage` enumerates the block's writes and reads;
+else z3 looks for a read element that, for every thread of the block and every write
+before the read, is not the written one (a quantified query, with a short timeout;
+unknown is no finding).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import diagnose, fastpath, order, solver
+from . import coverage, diagnose, fastpath, order, solver
 from .algebra import Poly, formula_atoms, per_thread, rename_formula
 from .solver import SMALL_TIMEOUT_MS, Outcome, _depends, _Encoder
 from .uniform import Scopes, at_least
@@ -62,7 +65,8 @@ def check_pairs(trace, timeout_ms: int) -> Tally:
                 code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
                 if code is None or _flagged(a, b).loc.line in reported:
                     continue
-                if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids):
+                if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids) \
+                        or coverage.apart(a, b, space):
                     tally.fast += 1
                     continue
                 tally.queries += 1
@@ -115,6 +119,14 @@ def check_reads(trace, timeout_ms: int) -> Tally:
             before = [w for w in writes if w.seq < r.seq or set(w.loops) & set(r.loops)]
             if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in before):
                 tally.fast += 1
+                continue
+            verdict = coverage.decide(r, before, space)
+            if verdict is not None and (verdict.covered or verdict.exact):
+                tally.fast += 1
+                if not verdict.covered:
+                    block = tuple(space.block) + (1,) * (3 - len(space.block))
+                    outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
+                    tally.errors.append(diagnose.uninitialized_error(r, outcome))
                 continue
             tally.queries += 1
             outcome = _never_written(r, before, space, min(timeout_ms, READ_TIMEOUT_MS))

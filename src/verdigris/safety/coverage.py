@@ -1,0 +1,264 @@
+"""Which shared elements the threads of one block touch, by enumeration: the fast way to
+prove shared accesses apart and to decide reads of shared memory nothing wrote (VG213),
+when the block shape is known.
+
+Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives:
+- `apart(a, b, space)`: True when no element is touched by two different threads of the
+  block at `a` and `b`, at any iterations (so they cannot race, whatever the barriers);
+- `decide(read, writes, space) -> Verdict | None` for a read and the writes that may
+  precede it: None when the accesses do not fit (an index depends on a size, a parameter,
+  a loaded value, or a loop whose range is unknown; or the points are too many), else
+  either "covered" (every element the read may touch is written), or an uncovered element
+  with a thread that reads it (`exact` when the read's whole path condition was evaluated,
+  so the read really happens).
+
+How: the points are every thread of one block (`thread_id` ranges from the block shape) and
+every iteration of the loops an access depends on (a loop counter's range from its loop
+variables: a constant step, and the intervals the executor proved); the indices and
+path conditions are evaluated over all points at once with NumPy, derived atoms (floor
+division, modulo, if-then-else, loop variables) through their definitions, with the IR's
+semantics (floor division and modulo; by zero gives 0). A path condition conjunct that
+cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
+finding that nothing wrote an element, stays sound); for the read of `decide` it makes the
+verdict not `exact`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .algebra import INF, Poly
+
+LIMIT = 1 << 18  # points per access
+
+
+class _Opaque(Exception):
+    """A value enumeration cannot give."""
+
+
+@dataclass
+class Verdict:
+    covered: bool
+    thread: dict = field(default_factory=dict)  # {"tid0@": value, ...} of a reader
+    element: tuple = ()
+    exact: bool = False
+
+
+def decide(read, writes: list, space) -> Verdict | None:
+    shape = tuple(space.shape(read.array, d).value for d in range(len(read.indices)))
+    if None in shape or math.prod(shape) > LIMIT:
+        return None
+    ranges = _counter_ranges(space)
+    try:
+        written = np.zeros(shape, bool)
+        for w in writes:
+            elements, reached, _ = _Points(space, ranges, w).elements(w)
+            inside = reached & _within(elements, shape)
+            written[tuple(e[inside] for e in elements)] = True
+        points = _Points(space, ranges, read)
+        elements, reached, exact = points.elements(read)
+    except _Opaque:
+        return None
+    inside = reached & _within(elements, shape)
+    clipped = tuple(np.where(inside, e, 0) for e in elements)
+    missing = inside & ~written[clipped]
+    if not missing.any():
+        return Verdict(True)
+    at = np.unravel_index(int(np.flatnonzero(missing)[0]), missing.shape)
+    thread = {n: int(np.broadcast_to(v, missing.shape)[at]) for n, v in points.grid.items()
+              if n.startswith("tid")}
+    return Verdict(False, thread, tuple(int(e[at]) for e in elements), exact)
+
+
+def apart(a, b, space) -> bool:
+    """Whether no element is touched by two threads of a block at `a` and `b` (at any
+    iterations, so whatever the barriers between): a proof that they do not race, or False
+    when not found (too many points, or opaque values)."""
+    shape = tuple(space.shape(a.array, d).value for d in range(len(a.indices)))
+    if None in shape or space.block is None:
+        return False
+    ranges = _counter_ranges(space)
+    cells, owners = [], []
+    try:
+        for access in (a, b):
+            points = _Points(space, ranges, access, every_thread=True)
+            elements, reached, _ = points.elements(access)
+            inside = reached & _within(elements, shape)
+            cells.append(np.ravel_multi_index(tuple(e[inside] for e in elements), shape))
+            owners.append(np.broadcast_to(points.thread(), inside.shape)[inside])
+    except _Opaque:
+        return False
+    cells, owners = np.concatenate(cells), np.concatenate(owners)
+    if not len(cells):
+        return True
+    order = np.argsort(cells, kind="stable")
+    cells, owners = cells[order], owners[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+    return bool((np.minimum.reduceat(owners, starts) == np.maximum.reduceat(owners, starts)).all())
+
+
+def _within(elements, shape):
+    return np.logical_and.reduce([(0 <= e) & (e < n) for e, n in zip(elements, shape)])
+
+
+def _counter_ranges(space) -> dict:
+    """counter -> how many iterations to enumerate: what its loop variables' intervals and
+    constant steps allow (from the lowest start), else the length of a progression spelled
+    out on it (past it, the values repeat the last one)."""
+    bounded, spelled = {}, {}
+    for atom in space.atoms.values():
+        if atom.kind == "loopvar":
+            start, k, step = atom.definition
+            counter = next(iter(k.atoms()), None)
+            first, d = space.interval(start)[0 if (step.value or 0) > 0 else 1], step.value
+            if counter is None or not d or INF in (abs(first), abs(atom.lo), abs(atom.hi)):
+                continue
+            count = max(int((atom.hi - first) // d + 1 if d > 0 else (atom.lo - first) // d + 1), 0)
+            bounded[counter] = min(bounded.get(counter, count), count)
+        elif atom.kind == "ite" and atom.definition[0][0] == "cmp" and atom.definition[0][1] == "eq":
+            k = atom.definition[0][2]  # k - i == 0, a term of a progression
+            names = [m[0] for m in k.terms if m]
+            if len(names) == 1 and space.atoms[names[0]].kind == "counter":
+                spelled[names[0]] = max(spelled.get(names[0], 0), 2 - k.terms.get((), 0))
+    return {c: n for c, n in {**spelled, **bounded}.items() if n <= LIMIT}
+
+
+def _conjuncts(pc: tuple) -> tuple:
+    return pc[1:] if pc[0] == "and" else () if pc == ("true",) else (pc,)
+
+
+class _Points:
+    """Every thread of a block and every iteration of the loops an access depends on."""
+
+    def __init__(self, space, ranges: dict, access, every_thread: bool = False):
+        """`every_thread`: a point per thread even where the access does not depend on it."""
+        self.space, self.memo = space, {}
+        countable = lambda name: name.startswith("tid") or name in ranges  # noqa: E731
+        names = set().union(*(self._free(p) for p in access.indices))
+        if every_thread:
+            names |= {n for n in space.identity() if n.startswith("tid")}
+        if not all(map(countable, names)):
+            raise _Opaque("an index")
+        self.parts = _conjuncts(access.pc)
+        for part in self.parts:  # the others cannot be evaluated: `elements` sees that
+            free = self._free_formula(part)
+            if all(map(countable, free)) and not self._opaque_formula(part):
+                names |= free
+        names = sorted(names)
+        sizes = [space.block[int(n[3])] if n.startswith("tid") else ranges[n] for n in names]
+        if math.prod(sizes) > LIMIT:
+            raise _Opaque("too many points")
+        axes = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in sizes), indexing="ij", sparse=True)
+        self.grid = dict(zip(names, axes))
+        self.shape = tuple(sizes)
+
+    def thread(self):
+        """The linear index of each point's thread in its block."""
+        index, stride = np.int64(0), 1
+        for axis in range(3):
+            index = index + stride * self.grid.get(f"tid{axis}@", np.int64(0))
+            stride *= self.space.block[axis]
+        return index
+
+    def _free(self, p: Poly) -> set:
+        """The thread ids and loop counters `p` depends on."""
+        into = set()
+        for name in p.atoms():
+            atom = self.space.atoms[name]
+            if atom.kind in _DEFINED:
+                for part in atom.definition:
+                    into |= self._free(part) if isinstance(part, Poly) else self._free_formula(part)
+            elif name.startswith("tid") or atom.kind == "counter":
+                into.add(name)
+        return into
+
+    def _opaque(self, p: Poly) -> bool:
+        """Whether `p` depends on anything but thread ids, loop counters and constants."""
+        for name in p.atoms():
+            atom = self.space.atoms[name]
+            if atom.kind in _DEFINED:
+                if any(self._opaque(x) if isinstance(x, Poly) else self._opaque_formula(x)
+                       for x in atom.definition):
+                    return True
+            elif not (name.startswith("tid") or atom.kind == "counter"):
+                return True
+        return False
+
+    def _opaque_formula(self, f: tuple) -> bool:
+        if f[0] == "cmp":
+            return self._opaque(f[2])
+        return any(map(self._opaque_formula, f[1:])) if f[0] in ("and", "or", "not") else f[0] == "bool"
+
+    def _free_formula(self, f: tuple) -> set:
+        if f[0] == "cmp":
+            return self._free(f[2])
+        return set().union(*(self._free_formula(g) for g in f[1:])) if f[0] in ("and", "or", "not") else set()
+
+    def elements(self, access):
+        """(index arrays, where the path condition holds, whether all of it was evaluated);
+        a conjunct that cannot be evaluated counts as true."""
+        indices = [np.broadcast_to(self.poly(p), self.shape) for p in access.indices]
+        reached, complete = np.ones(self.shape, bool), True
+        for part in self.parts:
+            try:
+                reached = reached & self.formula(part)
+            except _Opaque:
+                complete = False
+        return indices, reached, complete
+
+    def poly(self, p: Poly):
+        total = np.int64(0)
+        for mono, coef in p.terms.items():
+            term = np.int64(coef)
+            for name in mono:
+                term = term * self.atom(name)
+            total = total + term
+        return total
+
+    def atom(self, name: str):
+        if name in self.grid:
+            return self.grid[name]
+        if name in self.memo:
+            return self.memo[name]
+        atom = self.space.atoms[name]
+        if atom.kind not in _DEFINED:
+            raise _Opaque(name)
+        value = _DEFINED[atom.kind](self, *atom.definition)
+        self.memo[name] = value
+        return value
+
+    def formula(self, f: tuple):
+        tag = f[0]
+        if tag in ("true", "false"):
+            return np.bool_(tag == "true")
+        if tag == "cmp":
+            x = self.poly(f[2])
+            return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
+        if tag == "not":
+            return ~self.formula(f[1])
+        if tag in ("and", "or"):
+            parts = [self.formula(g) for g in f[1:]]
+            return np.logical_and.reduce(parts) if tag == "and" else np.logical_or.reduce(parts)
+        raise _Opaque(tag)
+
+
+def _floordiv(points, x, y):
+    a, b = points.poly(x), points.poly(y)
+    safe = np.where(b == 0, 1, b)
+    return np.where(b == 0, 0, np.floor_divide(a, safe))
+
+
+def _mod(points, x, y):
+    a, b = points.poly(x), points.poly(y)
+    safe = np.where(b == 0, 1, b)
+    return np.where(b == 0, 0, np.mod(a, safe))
+
+
+_DEFINED = {
+    "floordiv": _floordiv,
+    "mod": _mod,
+    "ite": lambda points, c, a, b: np.where(points.formula(c), points.poly(a), points.poly(b)),
+    "loopvar": lambda points, start, k, step: points.poly(start + k * step),
+}
