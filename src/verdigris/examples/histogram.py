@@ -20,11 +20,18 @@ def histogram(data, bins, PER_THREAD: vg.constexpr = 8):
     n = data.shape[0]
     first = int(simt.block_id(0)) * (threads * PER_THREAD) + t
     stride = int(simt.grid_dim(0)) * (threads * PER_THREAD)
+    value = simt.local.array(PER_THREAD, vg.uint8)
     for base in range(first, n, stride):
-        for k in range(PER_THREAD):  # PER_THREAD coalesced loads in flight
-            i = base + k * threads
-            if i < n:
-                simt.atomic_add(counts, int(data[i]), 1)
+        if base + (PER_THREAD - 1) * threads < n:  # a whole pass: no guards
+            for k in range(PER_THREAD):  # PER_THREAD coalesced loads in flight, then the adds
+                value[k] = data[base + k * threads]
+            for k in range(PER_THREAD):
+                simt.atomic_add(counts, int(value[k]), 1)
+        else:
+            for k in range(PER_THREAD):
+                i = base + k * threads
+                if i < n:
+                    simt.atomic_add(counts, int(data[i]), 1)
     simt.barrier()
     for b in range(t, BINS, threads):
         c = counts[b]

@@ -19,10 +19,14 @@ def block_sum(x, out, BLOCK: vg.constexpr = 256, PER_THREAD: vg.constexpr = 8):
     stride = int(simt.grid_dim(0)) * (BLOCK * PER_THREAD)
     acc = vg.float32(0)
     for base in range(first, n, stride):
-        for k in range(PER_THREAD):
-            i = base + k * BLOCK
-            if i < n:
-                acc += x[i]
+        if base + (PER_THREAD - 1) * BLOCK < n:  # a whole pass: loads with no guard
+            for k in range(PER_THREAD):
+                acc += x[base + k * BLOCK]
+        else:
+            for k in range(PER_THREAD):
+                i = base + k * BLOCK
+                if i < n:
+                    acc += x[i]
     for k in range(5):  # the warp's 32 partial sums, down to lane 0
         acc += simt.shfl_down(acc, 16 >> k)
     lane = simt.lane_id()

@@ -1,7 +1,9 @@
 """SGEMM in the SIMT track: C = A @ B in float32 with FMAs on the CUDA cores (no tensor
 cores). A block computes a BM x BN tile of C from BK-deep slices of A and B staged in
 shared memory; each thread keeps a TM x TN block of C in registers (register blocking) and
-loads the next slices into registers while it computes on the current ones."""
+loads the next slices into registers while it computes on the current ones. A thread's
+rows (columns) are two runs of TM / 2 (TN / 2), half a tile apart, so that the 16-byte
+shared-memory reads of a warp hit distinct banks."""
 import numpy as np
 
 import verdigris as vg
@@ -29,8 +31,10 @@ def sgemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.conste
     m, n, depth = c.shape[0], c.shape[1], a.shape[1]
     row0 = int(simt.block_id(1)) * BM
     col0 = int(simt.block_id(0)) * BN
-    tm = t // (BN // TN) * TM  # this thread's first row and column within the tile
-    tn = t % (BN // TN) * TN
+    HALF_M: vg.constexpr = TM // 2
+    HALF_N: vg.constexpr = TN // 2
+    tm = t // (BN // TN) * HALF_M  # where this thread's two runs of rows and columns start
+    tn = t % (BN // TN) * HALF_N
     for i in range(TM):
         for j in range(TN):
             acc[i, j] = vg.float32(0)
@@ -47,17 +51,17 @@ def sgemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.conste
             fetch_slices(a, b, a_next, b_next, row0, col0, k0 + BK, t, BM, BN, BK, THREADS)
         for kk in range(BK):
             for i in range(TM):
-                a_frag[i] = a_tile[kk, tm + i]
+                a_frag[i] = a_tile[kk, i // HALF_M * (BM // 2) + tm + i % HALF_M]
             for j in range(TN):
-                b_frag[j] = b_tile[kk, tn + j]
+                b_frag[j] = b_tile[kk, j // HALF_N * (BN // 2) + tn + j % HALF_N]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] = vg.math.fma(a_frag[i], b_frag[j], acc[i, j])
         simt.barrier()  # everyone is done with the tiles before they are overwritten
     for i in range(TM):
-        r = row0 + tm + i
+        r = row0 + i // HALF_M * (BM // 2) + tm + i % HALF_M
         for j in range(TN):
-            col = col0 + tn + j
+            col = col0 + j // HALF_N * (BN // 2) + tn + j % HALF_N
             if r < m and col < n:
                 c[r, col] = acc[i, j]
 
