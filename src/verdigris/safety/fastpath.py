@@ -15,6 +15,9 @@ The proofs, per index dimension, after loop variables are expanded to `start + k
   stores, per-thread chunks, and reversals.
 - Guarded rows: a group of low digits whose sum `D` is bounded by a guard `D < W` in both
   paths, with `W` the next multiplier, is one digit of range W (`r*W + c` with `c < W`).
+- Split digits: a floor division or modulo with a known range [0, hi] (`t // 16`, `i % 4`)
+  is a digit of extent hi + 1, and `t // c` and `t % c` together determine `t` (a thread's
+  tile of C in register-blocked SGEMM: rows from `t // 16`, columns from `t % 16`).
 - Residues: when the two indices differ by a constant `c` and every thread-dependent term's
   coefficient is a multiple of `g` with `c % g != 0`, they never meet (`out[2*i]` and
   `out[2*i + 1]`).
@@ -44,7 +47,32 @@ def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
         if digits is None:
             return False
         covered |= digits
+    for name in list(covered):  # t // c and t % c together determine t
+        part = _split_digit(name, space)
+        if part is not None and any(_split_digit(other, space) == (part[0], 1 - part[1], part[2])
+                                    for other in covered):
+            covered.add(part[0])
     return set(space.identity() if ids is None else ids) <= covered
+
+
+def _bounded_part(name: str, space: Space) -> bool:
+    """Whether `name` is a floor division or modulo with a known range [0, hi]."""
+    atom = space.atoms[name]
+    return atom.kind in ("floordiv", "mod") and atom.lo >= 0 and atom.hi != math.inf
+
+
+def _split_digit(name: str, space: Space):
+    """(thread id atom, 0 for floor division or 1 for modulo, c) for `t // c` or `t % c`
+    with a constant c > 0, else None."""
+    atom = space.atoms[name]
+    if atom.kind not in ("floordiv", "mod"):
+        return None
+    x, c = atom.definition
+    ids = list(x.terms)
+    if c.value is None or c.value < 1 or x.terms != {ids[0]: 1} or len(ids[0]) != 1 \
+            or not ids[0][0].startswith("tid"):
+        return None
+    return ids[0][0], 0 if atom.kind == "floordiv" else 1, c.value
 
 
 def expand(p: Poly, space: Space) -> Poly:
@@ -81,11 +109,11 @@ def radix(p: Poly, space: Space, guards: set):
         mine = [x for x in mono if x.endswith("@")]
         if not mine:
             continue
-        if len(mine) != 1 or mine[0] in {d for _, d, *_ in digits} \
-                or space.atoms[mine[0]].kind not in ("thread", "counter"):
+        if len(mine) != 1 or mine[0] in {d for _, d, *_ in digits} or not (
+                space.atoms[mine[0]].kind in ("thread", "counter") or _bounded_part(mine[0], space)):
             return None
         multiplier = Poly({tuple(x for x in mono if x != mine[0]): abs(coef)})
-        digits.append((multiplier, mine[0], _extent(mine[0], space), coef > 0))
+        digits.append((multiplier, mine[0], _extent(mine[0], space, guards), coef > 0))
     if not digits:
         return set()
     # |m_j| >= |m_{j-1}| * R_{j-1} >= 1 (or the guard) makes every later multiplier positive
@@ -104,10 +132,15 @@ def radix(p: Poly, space: Space, guards: set):
     return {d for _, d, _, _ in digits}
 
 
-def _extent(name: str, space: Space):
-    """The number of values a digit takes (None: unbounded)."""
+def _extent(name: str, space: Space, guards: set = frozenset()):
+    """The number of values a digit takes (None: unbounded). A loop counter k has the bound
+    a guard `a*k < b` gives it (a loop over range(0, 32, 8): 8*k < 32, four values)."""
     atom = space.atoms[name]
     if atom.kind == "counter":
-        return None
+        bounds = [-(g.terms.get((), 0)) // g.terms[(name,)] + (-(g.terms.get((), 0)) % g.terms[(name,)] > 0)
+                  for g in guards if set(g.terms) <= {(name,), ()} and g.terms.get((name,), 0) > 0]
+        return Poly.const(min(bounds)) if bounds else None
+    if _bounded_part(name, space):  # x // c or x % c, in [0, hi]
+        return Poly.const(atom.hi + 1)
     axis = int(name[3])
     return space.register("block_dim" if name.startswith("tid") else "grid_dim", axis)

@@ -508,6 +508,7 @@ class _Thread:
             self.env = dict(outer.env)
             fresh = self.havoc(names, assumed, outer.env, Poly.atom(counter))
             current = {n: self.env[n] for n in names}
+            self.epochs = barriers.iteration(outer.epochs, kinds, counter)  # (the condition's too)
             cond = enter(Poly.atom(counter))
             invariants.refine(cond, fresh, self.space)
             trips = None
@@ -516,7 +517,6 @@ class _Thread:
                 self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
-            self.epochs = barriers.iteration(outer.epochs, kinds, counter)
             self.block(body)
             self.frames.pop()
             self.join(frame.continues, base)
