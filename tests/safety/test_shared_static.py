@@ -383,3 +383,84 @@ def test_proof_time_per_specialization_is_milliseconds(capsys):
         for name, seconds, result in rows:
             print(f"  {name:24s} {seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
     assert sorted(s for _, s, _ in rows)[len(rows) // 2] < 0.05  # the median
+
+
+@simt.kernel
+def countdown_in_shared(x, out):
+    flag = simt.shared.array(1, vg.int32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if t == 0:
+        flag[0] = 3
+    simt.barrier()
+    while flag[0] > 0:  # every thread reads the same element: a block-uniform condition
+        simt.barrier()
+        if t == 0:
+            flag[0] -= 1
+        simt.barrier()
+    out[i] = x[i]
+
+
+@simt.kernel
+def countdown_in_shared_racy(x, out):
+    flag = simt.shared.array(1, vg.int32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if t == 0:
+        flag[0] = 3
+    simt.barrier()
+    while flag[0] > 0:  # the next test reads what thread 0 is writing
+        simt.barrier()
+        if t == 0:
+            flag[0] -= 1
+    out[i] = x[i]
+
+
+def test_a_condition_read_from_shared_memory_by_the_whole_block_is_uniform():
+    assert not analyze(countdown_in_shared, F32, F32).errors
+    errors = analyze(countdown_in_shared_racy, F32, F32).errors
+    assert [e.code for e in errors] == ["VG211"], errors
+    assert "while flag[0] > 0:" in str(errors[0]) and "flag[0]" in errors[0].message
+
+
+@simt.kernel
+def read_at_loaded_index(x, index, out):
+    tile = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if t < 32:
+        tile[t] = x[i]
+    simt.barrier()
+    out[i] = tile[index[i]]  # written or not: the data decide
+
+
+def test_an_unwritten_read_the_checker_cannot_see_is_left_to_the_cpu_backend(rng):
+    from .test_dynamic import run_on_cpu
+
+    x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
+    index = rng.integers(0, 32, 64).astype(np.int64)
+    assert not analyze(read_at_loaded_index, x, index, out).errors
+    read_at_loaded_index[1, 64](x, index, out)
+    np.testing.assert_array_equal(out, x[index])
+    index[5] = 40  # never written
+    with pytest.raises(vg.SafetyError) as info:
+        run_on_cpu(read_at_loaded_index, 1, 64, (x, index, out), {})
+    assert info.value.code == "VG213" and "tile[40]" in info.value.message
+
+
+@simt.kernel
+def register_tile_store(c, K: vg.constexpr):
+    t = simt.thread_id(0)
+    row0 = simt.block_id(1) * 64 + t // 16 * 4
+    col0 = simt.block_id(0) * 64 + t % 16 * 4
+    for i in range(4):
+        for j in range(4):
+            if row0 + i < c.shape[0] and col0 + j < c.shape[1]:
+                c[row0 + i, col0 + j] = K
+
+
+def test_split_thread_ids_prove_register_tiles_without_the_solver():
+    """t // 16 and t % 16 are digits that together determine t; `i` is bounded by its loop."""
+    c = np.zeros((8, 8), np.float32)
+    result = analyze(register_tile_store, c, K=1, block=(256, 1, 1))
+    assert not result.errors and result.solver_queries == 0, result.errors

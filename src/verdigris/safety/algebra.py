@@ -4,7 +4,8 @@
 Takes: nothing. Gives: `Poly` (sums of integer multiples of products of atoms, with
 `substitute`), formulas (tuples: ("true",), ("false",), ("cmp", op, poly) meaning `poly op 0`
 with op in lt/le/eq/ne, ("and", ...), ("or", ...), ("not", f), ("bool", atom)) and their
-constructors, `Atom` and `Space`: every atom's kind, interval, definition and label, the
+constructors, with `relative` and `joined` for path conditions where paths part and meet,
+`Atom` and `Space`: every atom's kind, interval, definition and label, the
 launch-domain constraints, the launch registers (`register`), static shapes of shared
 arrays, and for atoms that are equal across threads of a warp or block, their *scope* (see
 `uniform`).
@@ -173,6 +174,29 @@ def rename_formula(f: tuple, suffix: str) -> tuple:
     if tag in ("and", "or", "not"):
         return (tag, *(rename_formula(sub, suffix) for sub in f[1:]))
     return f
+
+
+def _since(pc: tuple, base: tuple):
+    """`pc` without the conjuncts of `base` it starts with, or None if it does not."""
+    if pc == base or base == TRUE:
+        return TRUE if pc == base else pc
+    items = base[1:] if base[0] == "and" else (base,)
+    return conj(*pc[1 + len(items):]) if pc[0] == "and" and pc[1:1 + len(items)] == items else None
+
+
+def relative(pc: tuple, base: tuple) -> tuple:
+    """The condition of the path `pc` since it parted from others at `base` (else all of it)."""
+    rest = _since(pc, base)
+    return pc if rest is None else rest
+
+
+def joined(a: tuple, b: tuple, base: tuple) -> tuple:
+    """The path condition where paths `a` and `b`, parted at `base`, meet again
+    (`if c:` and its else meet at `base`)."""
+    ra, rb = _since(a, base), _since(b, base)
+    if ra is None or rb is None:
+        return disj(a, b)
+    return base if ra == neg(rb) else conj(base, disj(ra, rb))
 
 
 # ----------------------------------------------------------------------------- atoms

@@ -50,51 +50,9 @@ from ..ir import nodes as N
 from . import barriers, invariants
 from .algebra import (AXES, FALSE, INF, MAX_AXIS_THREADS, MAX_BLOCK, MAX_ELEMENTS,  # noqa: F401
                       MAX_GRID, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
-                      formula_atoms, neg, per_thread, rename_formula)
+                      formula_atoms, joined, neg, per_thread, relative, rename_formula)
+from .trace import Access, Checkpoint, Ordered, Trace  # noqa: F401
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
-
-# ----------------------------------------------------------------------------- results
-
-
-@dataclass
-class Access:
-    array: str
-    kind: str  # "read" | "write" | "atomic"
-    indices: tuple  # of Poly, per-thread atoms marked with @
-    pc: tuple  # path condition (formula)
-    loc: Loc
-    unsafe: bool
-
-
-@dataclass
-class Ordered(Access):
-    """An access with its memory and its place in the order of the block's threads."""
-
-    memory: str = "global"  # "global" | "shared"
-    epochs: dict = field(default_factory=lambda: barriers.START)  # kind -> barriers.Alt tuple
-    seq: int = 0  # program order
-    loops: tuple = ()  # the counters of the loops around it, outermost first
-    exact: bool = True  # no loop around it can be left early (break, return)
-
-
-@dataclass
-class Checkpoint:
-    """A point every thread of a block (scope "block") or warp ("warp") must reach together."""
-
-    what: str  # "barrier()", "syncwarp()", "shfl_down()", ..., "break", "return"
-    scope: str
-    pc: tuple
-    loc: Loc
-    loops: tuple  # the counters of the loops around it
-
-
-@dataclass
-class Trace:
-    space: Space
-    accesses: list
-    checkpoints: list = field(default_factory=list)
-    origins: dict = field(default_factory=dict)  # condition formula -> the Loc it comes from
-
 
 class Path(NamedTuple):
     pc: tuple
@@ -163,29 +121,6 @@ def _loop_info(body) -> tuple:
     assigned = tuple(n.name if isinstance(n, N.Assign) else n.var
                      for n in nodes if isinstance(n, (N.Assign, N.For)))
     return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned
-
-
-def _since(pc: tuple, base: tuple):
-    """`pc` without the conjuncts of `base` it starts with, or None if it does not."""
-    if pc == base or base == TRUE:
-        return TRUE if pc == base else pc
-    items = base[1:] if base[0] == "and" else (base,)
-    return conj(*pc[1 + len(items):]) if pc[0] == "and" and pc[1:1 + len(items)] == items else None
-
-
-def relative(pc: tuple, base: tuple) -> tuple:
-    """The condition of the path `pc` since it parted from others at `base` (else all of it)."""
-    rest = _since(pc, base)
-    return pc if rest is None else rest
-
-
-def joined(a: tuple, b: tuple, base: tuple) -> tuple:
-    """The path condition where paths `a` and `b`, parted at `base`, meet again
-    (`if c:` and its else meet at `base`)."""
-    ra, rb = _since(a, base), _since(b, base)
-    if ra is None or rb is None:
-        return disj(a, b)
-    return base if ra == neg(rb) else conj(base, disj(ra, rb))
 
 
 class _Thread:
