@@ -8,7 +8,8 @@ atom belongs to. Gives:
   same everywhere: sizes, shapes, scalar parameters); `meet` (the weakest of some scopes),
   `join` (the strongest), `at_least(s, need)`;
 - `Scopes(space).of(value)`: the scope a value (polynomial, formula, `Opaque` float) provably
-  has, read off its atoms. Loop counters count as uniform: every uniformity question
+  has, read off its atoms (and `thread_id(0) < 32*m`, warp-uniform in blocks of whole-warp
+  rows). Loop counters count as uniform: every uniformity question
   compares two threads at the same iteration of the loops around the point it asks about;
 - `equalities(enc, space, together)`: the facts scopes give a z3 query about two threads of
   one block: an atom of scope "block" is equal for both when they are at the same iteration
@@ -92,8 +93,25 @@ class Scopes:
         if isinstance(value, Poly):
             return meet(*map(self.atom, value.atoms()))
         if isinstance(value, tuple):
+            if value[0] in ("and", "or", "not"):
+                return meet(*map(self.of, value[1:]))
+            if value[0] == "cmp" and self.warp_threshold(value):
+                return "warp"
             return meet(*map(self.atom, formula_atoms(value, set())))
         return "thread" if value is None else value.scope
+
+    def warp_threshold(self, f: tuple) -> bool:
+        """Whether `f` is `thread_id(0) < c` (or >=, <=, >) with c a multiple of 32 in a block
+        of whole-warp rows: the same for the lanes of a warp."""
+        block = self.space.block
+        sign = f[2].terms.get(("tid0@",))
+        if block is None or block[0] % 32 or sign not in (1, -1) or f[1] not in ("lt", "le") \
+                or set(f[2].terms) - {("tid0@",), ()}:
+            return False
+        c = f[2].terms.get((), 0)
+        # t + c < 0: t < -c; t + c <= 0: t < 1 - c; -t + c < 0: t >= c + 1; -t + c <= 0: t >= c
+        bound = (-c if f[1] == "lt" else 1 - c) if sign == 1 else (c + 1 if f[1] == "lt" else c)
+        return bound % 32 == 0
 
 
 def equalities(enc, space, together=None) -> list:
