@@ -340,7 +340,26 @@ def dynamic_shared_reversal_racy(x, out):
     out[i] = buf[63 - t]
 
 
+@simt.kernel
+def scan_double_buffered(x, out):  # one barrier per step: the buffers take turns
+    buf = simt.shared.array((2, 64), vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[0, t] = x[i]
+    simt.barrier()
+    cur = 0
+    offset = 1
+    while offset < 64:
+        nxt = 1 - cur
+        buf[nxt, t] = buf[cur, t] + (buf[cur, t - offset] if t >= offset else vg.float32(0))
+        simt.barrier()
+        cur = nxt
+        offset *= 2
+    out[i] = buf[cur, t]
+
+
 def test_barriers_order_the_threads_of_a_block():
+    assert not analyze(scan_double_buffered, F32, F32).errors
     assert not analyze(exchange_through_global, F32, F32, F32).errors
     errors = analyze(exchange_through_global_unordered, F32, F32, F32).errors
     assert [e.code for e in errors] == ["VG203"] and "scratch[" in errors[0].message

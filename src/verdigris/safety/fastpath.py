@@ -5,7 +5,8 @@ Takes: two accesses of one array (from `symbolic.execute`) and their `Space`. Gi
 `disjoint(a, b, space) -> bool`: True only when no two *distinct* threads can reach `a` and
 `b` at the same element; False means "not proven here" (ask the solver), never "racy".
 
-The proofs, per index dimension, after loop variables are expanded to `start + k*step`:
+The proofs, per index dimension, after loop variables are expanded to `start + k*step`
+(dimensions that fit none of them are skipped: the others may determine the thread):
 - Mixed radix: the index is `U + sum_j m_j * d_j` where `U` is the same for every thread,
   each digit `d_j` is a thread id or a loop counter in `[0, R_j)`, and, with digits ordered
   by multiplier, `|m_0| >= 1` and `|m_j| >= |m_{j-1}| * R_{j-1}` (only the last digit may be
@@ -38,15 +39,13 @@ def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
     for pa, pb in zip(a.indices, b.indices):
         pa, pb = expand(pa, space), expand(pb, space)
         gap = (pa - pb).value
-        if gap is None:
-            return False
         if gap:
             step = _thread_gcd(pa)
-            return step == 0 or gap % step != 0
-        digits = radix(pa, space, _guards(a.pc, space) & _guards(b.pc, space))
-        if digits is None:
-            return False
-        covered |= digits
+            if step == 0 or gap % step != 0:
+                return True
+        # an axis whose index is not one of these shapes tells nothing: the others may
+        digits = radix(pa, space, _guards(a.pc, space) & _guards(b.pc, space)) if gap == 0 else None
+        covered |= digits or set()
     for name in list(covered):  # t // c and t % c together determine t
         part = _split_digit(name, space)
         if part is not None and any(_split_digit(other, space) == (part[0], 1 - part[1], part[2])
