@@ -140,6 +140,16 @@ def break_by_one_thread(x, out):
 
 
 @simt.kernel
+def barrier_on_a_local_value(x, out):
+    own = simt.local.array(2, vg.int32)
+    i = simt.global_id(0)
+    own[0] = simt.thread_id(0)
+    if own[0] > 5:  # one index, but each thread's own array
+        simt.barrier()
+    out[i] = x[i]
+
+
+@simt.kernel
 def barrier_per_thread_loop(x, out):
     buf = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
@@ -165,6 +175,7 @@ def test_block_uniform_conditions_around_barriers_are_accepted():
     (early_return_of_idle_threads, "simt.barrier()  # the returned threads never arrive"),
     (break_by_one_thread, "break  # threads leave the loop at different iterations"),
     (barrier_per_thread_loop, "simt.barrier()"),
+    (barrier_on_a_local_value, "simt.barrier()"),
 ])
 def test_thread_dependent_paths_to_a_barrier_are_refused(kernel, where):
     errors = analyze(kernel, F32, F32).errors

@@ -289,8 +289,10 @@ class _Thread:
 
     def e_load(self, e: N.Load):
         indices = self.access(e.array, "read", e.indices, e.loc) or ()  # (subclasses give None)
-        racy = e.array.name in self.racy_arrays
-        return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if racy else "")
+        # one element, read by the whole block, is one value: unless each thread has its own
+        # (local arrays), or writes meant to race may change it between the reads
+        mine = e.array.type.space == "local" or e.array.name in self.racy_arrays
+        return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if mine else "")
 
     def e_atomic(self, e: N.Atomic):
         self.access(e.array, "atomic", e.indices, e.loc)
