@@ -196,15 +196,20 @@ def launch_variants(work: str) -> dict:
         kinds["cupy"] = [cupy.asarray(h) for h in host]
     except ImportError:
         cupy = None
+    from verdigris import simt
+
     variants = {}
     for kind, arrays in kinds.items():
         x, y, out = arrays[0], arrays[1], arrays[8]
         ins = arrays[:8]
-        axpy, sixteen = ours.axpy[1, 256], ours.sixteen[1, 256]
-        variants[f"ours axpy ({kind})"] = lambda axpy=axpy, x=x, y=y, out=out: axpy(2.0, x, y, out)
+        # A kernel object per kind, launched as users write it (k[grid, block](...)): one
+        # call site sees one kind of array, as in a program.
+        axpy, sixteen = simt.kernel(ours.axpy.fn), simt.kernel(ours.sixteen.fn)
+        variants[f"ours axpy ({kind})"] = (
+            lambda axpy=axpy, x=x, y=y, out=out: axpy[1, 256](2.0, x, y, out))
         variants[f"ours 16 args ({kind})"] = (
             lambda sixteen=sixteen, ins=ins, out=out:
-            sixteen(*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
+            sixteen[1, 256](*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
     for name, launch in list(variants.items()):  # compile, check, install the launchers
         try:
             launch()

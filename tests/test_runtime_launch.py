@@ -149,6 +149,18 @@ def test_a_second_specialization_joins_the_chain():
     assert got == {"general": 0, "depth": 2}
 
 
+def test_a_launch_kept_from_before_the_first_call_goes_fast():
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    held = axpy[4, 256]
+    for _ in range(3):
+        held(2.0, x, y, o)
+    out["general"] = general_calls[0]
+    out["same kind"] = x.kind is y.kind is x[::1].kind and x.kind is not x[1:].kind
+    """)
+    assert got == {"general": 1, "same kind": True}
+
+
 def test_bounds_preconditions_choose_the_checked_variant():
     got = run("""
     x, y, o, short = f32(1000), f32(1000), f32(1000), f32(10)

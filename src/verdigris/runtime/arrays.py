@@ -58,9 +58,20 @@ class _Allocation:
 class Array(ArrayInfo):
     """A view of CUDA device memory: `shape`, `dtype` (a vg DType), `strides` (elements),
     `ndim`, `size`, `nbytes`, `device` (ordinal), `ptr`. Make them with `vg.empty`,
-    `vg.zeros`, `vg.asarray` or `vg.from_dlpack`, not by calling `Array` directly."""
+    `vg.zeros`, `vg.asarray` or `vg.from_dlpack`, not by calling `Array` directly.
 
-    __slots__ = ()
+    `kind` is what a launch checks of it, computed once: (dtype, device, rank, C order,
+    unit inner stride, 16-byte aligned), one object per distinct kind (`runtime.fastpath`
+    compares it by identity)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: T.DType, device: int,
+                 readonly: bool, keepalive):
+        super().__init__(ptr, shape, strides, dtype, device, readonly, keepalive)
+        kind = (dtype, device, len(shape), tuple(strides) == _c_strides(tuple(shape)),
+                bool(strides) and strides[-1] == 1, ptr % 16 == 0)
+        self.kind = _KINDS.setdefault(kind, kind)
 
     # -- host transfer
 
@@ -172,6 +183,9 @@ class Array(ArrayInfo):
 
     def __repr__(self) -> str:
         return f"vg.Array(shape={tuple(self.shape)}, dtype={self.dtype!r}, device=cuda:{self.device})"
+
+
+_KINDS: dict = {}  # Array.kind -> itself: one object per kind
 
 
 def _copy_to_host(out: np.ndarray, src: int, nbytes: int, device: int) -> None:

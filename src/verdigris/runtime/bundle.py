@@ -169,6 +169,7 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
         "sites": [[*_loc(n.loc), n.array.name] for n in checks.sites(ir)],
         "writes": {names[i]: _loc(spec.write_loc(names[i])) for i in spec.written_slots},
         "launch_block": None if launch_block is None else list(launch_block),
+        "dynamic_shared": spec.dynamic_shared,
         "images": entry_images,
     }
 
@@ -230,7 +231,8 @@ class BundleKernel(KernelFunction):
                 tuple(tuple(s) for s in entry["abi_slots"]),
                 bounds_guard=proofs.guard(entry["guard"]), key=key, load=self._loader(entry),
                 launch_block=None if entry["launch_block"] is None else tuple(entry["launch_block"]),
-                write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()})
+                write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()},
+                dynamic_shared=entry.get("dynamic_shared", 0))
         return spec
 
     def build(self, key: tuple):

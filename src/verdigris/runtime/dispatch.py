@@ -284,11 +284,7 @@ class KernelFunction:
             from . import launch_cuda
 
             if block is None:  # a tile kernel: the block its lowering chose
-                block = spec.launch_block
-                if block is None:
-                    from ..tile.lower import launch_block
-
-                    block = spec.launch_block = launch_block(spec.kernel)
+                block = spec.launch_block or launch_cuda.tile_block(spec)
             return launch_cuda.launch(self, spec, grid, block, values, infos, stream, shared_bytes)
 
     def check_shared_bytes(self, spec: Specialization, shared_bytes) -> None:

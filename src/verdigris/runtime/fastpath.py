@@ -9,7 +9,7 @@ at the head of the configuration's chain (`kernel._launches[config]`, what
 
 A launcher is Python source written for one (specialization, argument kinds, device) and
 compiled once: a function with the kernel's own parameters (user defaults kept) plus
-`stream=` and `num_warps=`, so Python binds the arguments in C. Per launch it checks,
+`stream=` (and `num_warps=` for tile kernels), so Python binds the arguments in C. Per launch it checks,
 argument by argument, everything the general path decided from: the exact type; for
 arrays dtype, rank, unit inner stride and 16-byte alignment (the specialization key) and
 the device; for scalars the type, for constexprs the value. Then the bounds proofs'
@@ -45,13 +45,10 @@ MAX_CHAIN = 8
 _EMPTY = Parameter.empty
 
 
-class _Miss(Exception):
-    """A check failed: the call goes down the chain."""
-
-
-# What a failed check can raise besides _Miss: unpacking a shape of another rank
-# (ValueError), comparing values of unexpected types (TypeError).
-_MISSES = (_Miss, ValueError, TypeError, AttributeError, IndexError)
+# A failed check returns the call down the chain; these are what an argument of an
+# unexpected make can raise on the way (a shape of another rank: ValueError; comparing
+# values of other types: TypeError), which go down the chain too.
+_MISSES = (ValueError, TypeError, AttributeError, IndexError)
 _RESERVED = {"stream", "num_warps"}
 
 # Per array kind, the expressions of its facts; `{a}` is the argument, `{i}` its index.
@@ -70,6 +67,9 @@ _KINDS = {
         ptr="{a}.ptr", shape="{a}.shape", strides="{a}.strides",
         contiguous="{a}.strides != ({c_elements})", library_dtype=False),
 }
+# A vg.Array knows its launch kind (dtype, device, rank, C order, unit inner stride,
+# alignment: `arrays.Array.kind`), one object per kind: one identity test checks them all.
+_ARRAY = dict(_KINDS[interop._vg_array], check="type({a}) is not _ty{i} or {a}.kind is not _k{i}")
 # Any other array type: its `interop` extractor makes an ArrayInfo, checked like a vg.Array.
 _GENERIC = dict(_KINDS[interop._vg_array],
                 check="{a} is None or {a}.dtype is not _dt{i} or {a}.device != _DEV")
@@ -77,11 +77,17 @@ _GENERIC = dict(_KINDS[interop._vg_array],
 
 
 
+def _retired(*args, **kwargs):
+    return _vg_next(*args, **kwargs)  # noqa: F821 -- the retired launcher's own global
+
+
 def retire(launcher) -> None:
-    """Make `launcher` and the launchers below it miss from now on (a backend switch:
-    someone may still hold one)."""
+    """Make `launcher` and the launchers below it hand every call down the chain from now
+    on (a backend switch: someone may still hold one). Their code is swapped for a stub, so
+    launchers test nothing for it."""
     while getattr(launcher, "kinds", None) is not None:
-        launcher.__globals__["_off"] = True
+        launcher.__defaults__ = launcher.__kwdefaults__ = None
+        launcher.__code__ = _retired.__code__
         launcher = launcher.fallback
 
 
@@ -105,7 +111,7 @@ def install(launch, plan, num_warps) -> None:
         link = link.fallback
     depth = getattr(head, "depth", 0)
     fallback = head if 0 < depth < MAX_CHAIN else launch.general
-    writer = _Writer(names, num_warps)
+    writer = _Writer(names, num_warps, kernel.track == "tile")
     _body(writer, kernel, plan, values, infos)
     launcher = writer.build(kernel, fallback)
     launcher.kernel, launcher.grid, launcher.block = kernel, launch.grid, launch.block
@@ -119,20 +125,22 @@ def install(launch, plan, num_warps) -> None:
 class _Writer:
     """The launcher's source: checks (a miss goes down the chain), then the launch."""
 
-    def __init__(self, names: list, num_warps):
+    def __init__(self, names: list, num_warps, tile: bool):
         self.names = names
+        # Tile launches take num_warps=; a SIMT launch given one misses (in **_vg_named).
+        self.options = ", num_warps=None" if tile else ""
+        self.passed_options = ", num_warps=num_warps" if tile else ""
         self.checks: list[str] = []
         self.launch: list[str] = []
-        self.env: dict = dict(__name__=__name__, _off=False, _Miss=_Miss, _MISSES=_MISSES, _span=span,
-                              _overlaps=_overlaps,
-                              _element_strides=interop._element_strides,
+        self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
+                              _overlaps=_overlaps, _element_strides=interop._element_strides,
                               _handle=streams.handle, _struct_error=struct.error)
-        options = "_off or _vg_more or _vg_named or "
-        self.check(options + ("num_warps is not None" if num_warps is None
-                              else f"num_warps != {num_warps!r}"))
+        self.check("_vg_more or _vg_named" + (
+            "" if not tile else " or num_warps is not None" if num_warps is None
+            else f" or num_warps != {num_warps!r}"))
 
     def check(self, failed: str) -> None:
-        self.checks.append(f"if {failed}: raise _Miss")
+        self.checks.append(f"if {failed}: {{down}}")
 
     def build(self, kernel, fallback):
         from .dispatch import _MISSING
@@ -146,11 +154,11 @@ class _Writer:
                 defaults.append(f"{p.name}=_vg_M")
         self.env.update(_vg_M=_MISSING, _vg_next=fallback)
         passed = "".join(n + ", " for n in self.names)
-        down = (f"return _vg_next({passed}*_vg_more, stream=stream, num_warps=num_warps, "
+        down = (f"return _vg_next({passed}*_vg_more, stream=stream{self.passed_options}, "
                 "**_vg_named)")
-        lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None, num_warps=None, "
+        lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None{self.options}, "
                  "**_vg_named):", "    try:"]
-        lines += ["        " + c for c in self.checks]
+        lines += ["        " + c.replace("{down}", down) for c in self.checks]
         lines += ["    except _MISSES:", "        " + down]
         lines += ["    " + line.replace("{down}", down) for line in self.launch]
         self.source = "\n".join(lines) + "\n"
@@ -220,8 +228,10 @@ def _items(names: list) -> str:
 
 def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
     _, _, ndim, unit, aligned = entry
+    from .arrays import Array
+
     extractor = interop.extractor(type(value))
-    kind, subject = _KINDS.get(extractor), name
+    kind, subject = _ARRAY if type(value) is Array else _KINDS.get(extractor), name
     w.env[f"_ty{i}"] = type(value)
     if kind is None:  # any other array type: extract an ArrayInfo, then check that
         kind, subject = _GENERIC, f"x{i}"
@@ -242,14 +252,20 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
     else:
         w.check(f"len({kind['shape'].format(**fmt)})")
     contiguous = tuple(info.strides) == interop._c_strides(tuple(info.shape))
+    in_kind = kind is _ARRAY  # its kind holds contiguity, unit stride and alignment
+    if in_kind:
+        w.env[f"_k{i}"] = value.kind
     if contiguous:
-        w.check(kind["contiguous"].format(**fmt))
+        if not in_kind:
+            w.check(kind["contiguous"].format(**fmt))
         strides = _c_strides(shapes, 1)
     else:
         strides = [f"t{i}_{k}" for k in range(ndim)]
         w.checks.append(f"{_items(strides)}= {kind['strides'].format(**fmt)}")
-        w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
-    w.check(f"{'' if aligned else 'not '}{ptr} & 15")
+        if not in_kind:
+            w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
+    if not in_kind:
+        w.check(f"{'' if aligned else 'not '}{ptr} & 15")
     return _Facts(subject, ptr, shapes, strides, size, contiguous)
 
 

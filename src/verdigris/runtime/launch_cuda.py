@@ -5,8 +5,8 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
 - Every array argument is device memory of one GPU; a host array or a mix of devices is a
   `LaunchError` that says how to fix it.
 - A specialization is compiled once per device: PTX from the code generator, assembled to a
-  cubin by the first of `assemblers()` (nvJitLink in process for small PTX, ptxas for
-  large, the driver's JIT last; `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
+  cubin by the first of `assemblers()` (ptxas, else nvJitLink in process, else the
+  driver's JIT; `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
   target and the compiler's fingerprint. `VERDIGRIS_LOG=compile` prints each compile's
   stages (frontend, safety, lower, libdevice, optimize, emit, assembly or disk cache, load)
   on stdout; the loaded kernel keeps them in `.timings`.
@@ -187,6 +187,22 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
     return kernel, image, timings
 
 
+def tile_block(spec) -> tuple:
+    """The block a tile kernel launches with (`tile.lower.launch_block`), kept on the
+    specialization and in the disk cache: a cached kernel's launch then does not import
+    the tile lowering."""
+    key = cache.key(format_kernel(spec.kernel), ("launch block", spec.key), "any target")
+    stored = cache.get(key)
+    if stored is not None and stored.count(b",") == 2:
+        spec.launch_block = tuple(int(n) for n in stored.split(b","))
+    else:
+        from ..tile.lower import launch_block
+
+        spec.launch_block = tuple(launch_block(spec.kernel))
+        cache.put(key, ",".join(map(str, spec.launch_block)).encode())
+    return spec.launch_block
+
+
 def _entry_symbol(name: str) -> str:
     """`codegen.entry_symbol(name)`; a plain ASCII identifier is its own symbol, which spares
     a cached kernel's launch the import of the lowering."""
@@ -197,16 +213,17 @@ def _entry_symbol(name: str) -> str:
     return codegen.entry_symbol(name)
 
 
-def assemblers(ptx_size: int = 0) -> list:
+def assemblers() -> list:
     """The PTX -> cubin routes present, in the order to try them (`VERDIGRIS_ASSEMBLER` names
-    one): nvJitLink (in this process) first for PTX under SMALL_PTX bytes, where starting
-    ptxas is most of the time; ptxas first for larger PTX, which it assembled fastest on the
-    H200 (and whose code the tile lowering was tuned against); the driver's JIT last (its
-    first use in a process costs ~100 ms)."""
+    one). Measured on the H200 (bench/RESULTS.md): for one kernel in a fresh process ptxas
+    is quickest (12-16 ms for a vector add, most of it starting the program), nvJitLink's
+    first use loads a 60 MB library (19-53 ms, then ~0.2 ms for a vector add) and the
+    driver's JIT starts its compiler (~115 ms); on a large kernel all three take the same
+    time (~50 ms for the softmax). ptxas, then nvJitLink, then the driver."""
     from .. import codegen
     from ..codegen import ptxas
 
-    present = {"nvjitlink": ptxas.nvjitlink_available, "ptxas": codegen.ptxas_available,
+    present = {"ptxas": codegen.ptxas_available, "nvjitlink": ptxas.nvjitlink_available,
                "driver": lambda: True}
     chosen = os.environ.get("VERDIGRIS_ASSEMBLER", "")
     if chosen:
@@ -214,12 +231,7 @@ def assemblers(ptx_size: int = 0) -> list:
             raise BackendError(f"VERDIGRIS_ASSEMBLER={chosen!r}: choose one of "
                                f"{', '.join(present)}")
         return [chosen]
-    order = ("nvjitlink", "ptxas", "driver") if ptx_size < SMALL_PTX else \
-        ("ptxas", "nvjitlink", "driver")
-    return [name for name in order if present[name]()]
-
-
-SMALL_PTX = 16 * 1024
+    return [name for name in present if present[name]()]
 
 
 def assemble(ptx: str, arch: str, device: int | None) -> tuple:
@@ -228,7 +240,7 @@ def assemble(ptx: str, arch: str, device: int | None) -> tuple:
     from .. import codegen
     from ..codegen import ptxas
 
-    routes = [r for r in assemblers(len(ptx)) if device is not None or r != "driver"]
+    routes = [r for r in assemblers() if device is not None or r != "driver"]
     route = routes[0] if routes and arch != "ptx" else "ptx"
     if route == "ptx":
         return route, ptx.encode()
