@@ -23,7 +23,7 @@ from ..errors import SafetyError
 from . import diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
-from .solver import COPIES, SMALL_TIMEOUT_MS, Outcome, _Encoder
+from .solver import COPIES, Outcome, _Encoder, readable
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"block": "VG210", "warp": "VG214"}
@@ -75,11 +75,7 @@ def _split(point, trace, timeout_ms: int):
         reason = f"the solver gave up ({solver.reason_unknown() or 'unknown'}, limit {timeout_ms} ms)"
         return SafetyError(f"{CODES[code].title}: could not prove that {_subject(point)} is reached "
                            f"by all of them together: {reason}", point.loc, diagnose.HINTS[code], code)
-    model = solver.model()
-    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
-    solver.add(*enc.small())
-    if solver.check() == z3.sat:
-        model = solver.model()
+    model = readable(solver, enc, ids, True, timeout_ms)
 
     def value(term) -> int:
         return model.eval(term, model_completion=True).as_long()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from . import coverage, diagnose, fastpath, order, solver
 from .algebra import Poly, formula_atoms, per_thread, rename_formula
-from .solver import SMALL_TIMEOUT_MS, Outcome, _depends, _Encoder
+from .solver import Outcome, _depends, _Encoder, readable
 from .uniform import Scopes, at_least
 
 CODE_OF_KINDS = {("write", "write"): "VG211", ("read", "write"): "VG211",
@@ -221,11 +221,7 @@ def _never_written(r, writes: list, space, timeout_ms: int):
     s.add(*facts, *enc.side)
     if s.check() != z3.sat:
         return None
-    model = s.model()
-    s.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
-    s.add(*enc.small())
-    if s.check() == z3.sat:
-        model = s.model()
+    model = readable(s, enc, ids, True, timeout_ms)
 
     def value(term) -> int:
         return model.eval(term, model_completion=True).as_long()

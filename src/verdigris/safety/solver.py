@@ -66,11 +66,7 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = F
         return Outcome("unsat")
     if result != z3.sat:
         return Outcome("unknown", reason=solver.reason_unknown())
-    model = solver.model()
-    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
-    solver.add(*enc.small())  # prefer a counterexample a user can picture
-    if solver.check() == z3.sat:
-        model = solver.model()
+    model = readable(solver, enc, ids, getattr(a, "memory", "global") == "shared", timeout_ms)
 
     def value(term) -> int:
         return model.eval(term, model_completion=True).as_long()
@@ -83,6 +79,23 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = F
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
     return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)
+
+
+def readable(solver, enc, ids: list, one_block: bool, timeout_ms: int):
+    """A model of the satisfiable `solver` that a user can picture: block 0 where the two
+    threads share a block (`one_block`), small sizes and values, each where it still holds."""
+    z3 = enc.z3
+    model = solver.model()
+    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
+    first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
+    for preference in ([first_block] if one_block else []) + [enc.small()]:
+        solver.push()
+        solver.add(*preference)
+        if solver.check() == z3.sat:
+            model = solver.model()
+        else:
+            solver.pop()
+    return model
 
 
 def _depends(p: Poly, space: Space) -> set:
