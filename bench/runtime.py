@@ -142,7 +142,7 @@ CUPY = {
         // one block of 256 threads per row
         __shared__ float scratch[256];
         const float* row = x + (long long)blockIdx.x * cols;
-        float m = -INFINITY;
+        float m = __int_as_float(0xff800000);  // -inf (NVRTC has no math.h)
         for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
         scratch[threadIdx.x] = m;
         __syncthreads();
