@@ -276,6 +276,20 @@ def barrier_in_uniform_branch_of_a_loop(x, out, n):
 
 
 @simt.kernel
+def barrier_every_other_iteration(x, out, n):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for k in range(n):
+        buf[t] = v  # an odd iteration passes no barrier: this meets the reads after the last
+        if k % 2 == 0:
+            simt.barrier()
+            v = buf[63 - t]
+    out[i] = v
+
+
+@simt.kernel
 def nested_loops_with_barriers(x, out, n, m):
     buf = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
@@ -375,6 +389,8 @@ def test_barriers_order_the_threads_of_a_block():
     errors = analyze(exchange_through_global_unordered, F32, F32, F32).errors
     assert [e.code for e in errors] == ["VG203"] and "scratch[" in errors[0].message
     assert not analyze(barrier_in_uniform_branch_of_a_loop, F32, F32, 4).errors
+    errors = analyze(barrier_every_other_iteration, F32, F32, 4).errors
+    assert errors and errors[0].code == "VG211", errors
     assert not analyze(nested_loops_with_barriers, F32, F32, 3, 2).errors
     errors = analyze(nested_loops_missing_barrier, F32, F32, 3, 2).errors
     assert errors and errors[0].code == "VG211", errors  # the next iteration's store
