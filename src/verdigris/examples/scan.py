@@ -1,8 +1,11 @@
 """Inclusive scan (cumulative sum) of a large array in one pass: decoupled look-back.
 
-Block b scans tile b with warp shuffles and one shared-memory step, publishes the tile's
-sum, then its first warp looks back over the tiles before it, 32 at a time, adding their
-sums until it meets a tile that has published its inclusive prefix. A block waits only for
+Block b loads tile b, publishes the tile's sum (each thread adds its values, the warps'
+sums meet in shared memory), scans the tile with warp shuffles, then its first warp looks
+back over the tiles before it, 32 at a time, adding their sums until it meets a tile that
+has published its inclusive prefix. Publishing the sum before the scan, not after it, lets
+the blocks behind find it sooner (0.784 ms instead of 0.902 for 2^28 float32 on an H200,
+bench/RESULTS.md). A block waits only for
 blocks of lower index, which the GPU has started before it (blocks are dispatched in
 index order; CUB hands tiles out with an atomic counter instead, which the race checker
 cannot yet tell apart from a data-dependent index). Tiles talk through two arrays that are only ever
@@ -20,7 +23,7 @@ WARP = 32
 
 @simt.kernel
 def scan_tiles(x, out, aggregate, inclusive, WARPS: vg.constexpr = 8,
-               ROWS: vg.constexpr = 16):
+               ROWS: vg.constexpr = 24):
     """out = cumsum(x). Blocks of WARPS * 32 threads, one tile of WARPS * ROWS * 32 elements
     each (grid: enough tiles to cover x); aggregate and inclusive hold PENDING before the
     launch."""
@@ -32,21 +35,17 @@ def scan_tiles(x, out, aggregate, inclusive, WARPS: vg.constexpr = 8,
     warp = t // WARP
     tile = int(simt.block_id(0))
     n = x.shape[0]
-    # This warp's ROWS x 32 consecutive elements, a row per load (coalesced), each row
-    # scanned across the lanes, carrying the row totals along.
+    # This warp's ROWS x 32 consecutive elements, a row per load (coalesced).
     base = (tile * WARPS + warp) * (ROWS * WARP) + lane
-    carry = vg.float32(0)
+    mine = vg.float32(0)
     for r in range(ROWS):
         i = base + r * WARP
-        v = x[i] if i < n else vg.float32(0)
-        for k in range(5):
-            up = simt.shfl_up(v, 1 << k)
-            if lane >= 1 << k:
-                v += up
-        values[r] = v + carry
-        carry += simt.shfl_idx(v, WARP - 1)
-    if lane == WARP - 1:
-        warp_totals[warp] = carry
+        values[r] = x[i] if i < n else vg.float32(0)
+        mine += values[r]
+    for k in range(5):  # every lane: the warp's sum
+        mine += simt.shfl_xor(mine, 1 << k)
+    if lane == 0:
+        warp_totals[warp] = mine
     simt.barrier()
     before = vg.float32(0)  # the sum of the warps before this one
     total = vg.float32(0)  # the tile's sum
@@ -58,6 +57,16 @@ def scan_tiles(x, out, aggregate, inclusive, WARPS: vg.constexpr = 8,
     if t == 0:  # tile 0 too: under lock step (the cpu backend) no block may wait on a
         # tile whose only publication comes after its own look-back
         simt.atomic_exch(aggregate, tile, vg.float64(total))
+    # Each row scanned across the lanes, carrying the row totals along.
+    carry = vg.float32(0)
+    for r in range(ROWS):
+        v = values[r]
+        for k in range(5):
+            up = simt.shfl_up(v, 1 << k)
+            if lane >= 1 << k:
+                v += up
+        values[r] = v + carry
+        carry += simt.shfl_idx(v, WARP - 1)
     if warp == 0:
         prefix = look_back(aggregate, inclusive, tile, lane)
         if lane == 0:
@@ -109,7 +118,7 @@ def tiles_for(n: int, warps: int, rows: int) -> int:
     return max(1, vg.cdiv(n, warps * rows * WARP))
 
 
-def cumsum(x, out, warps: int = 8, rows: int = 16) -> None:
+def cumsum(x, out, warps: int = 8, rows: int = 24) -> None:
     """out = cumsum(x), float32 arrays of one length, on the current backend."""
     tiles = tiles_for(x.shape[0], warps, rows)
     aggregate = vg.asarray(np.full(tiles, PENDING))
@@ -121,7 +130,7 @@ def check(rng, n=1_000_003):
     from verdigris.examples import Result
 
     results = []
-    for warps, rows in ((8, 16), (4, 3)):
+    for warps, rows in ((8, 24), (4, 3)):
         x = rng.uniform(-1, 1, n).astype(np.float32)
         out = vg.asarray(np.full(n, np.nan, np.float32))
         cumsum(vg.asarray(x), out, warps, rows)
