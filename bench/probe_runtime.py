@@ -127,10 +127,10 @@ def versions() -> dict:
             out[name] = getattr(module, "__version__", "?")
         except Exception as exc:
             out[name] = f"absent ({type(exc).__name__})"
-    try:
-        from cuda.bindings._v2 import driver  # noqa: F401
+    import importlib.util
 
-        out["cuda.bindings._v2"] = True
+    try:
+        out["cuda.bindings._v2"] = importlib.util.find_spec("cuda.bindings._v2.driver") is not None
     except ImportError:
         out["cuda.bindings._v2"] = False
     return out

@@ -9,10 +9,12 @@ at the head of the configuration's chain (`kernel._launches[config]`, what
 
 A launcher is Python source written for one (specialization, argument kinds, device) and
 compiled once: a function with the kernel's own parameters (user defaults kept) plus
-`stream=` (and `num_warps=` for tile kernels), so Python binds the arguments in C. Per launch it checks,
-argument by argument, everything the general path decided from: the exact type; for
-arrays dtype, rank, unit inner stride and 16-byte alignment (the specialization key) and
-the device; for scalars the type, for constexprs the value. Then the bounds proofs'
+`stream=` (and `num_warps=` for tile kernels), so Python binds the arguments in C. Per
+launch it checks, argument by argument, everything the general path decided from: the
+exact type; for arrays dtype, rank, unit inner stride and 16-byte alignment (the
+specialization key) and the device (a `vg.Array`'s `kind` holds all of these: one identity
+test); for scalars the type, for constexprs the value. A failed check returns the call down
+the chain (no exception). Then the bounds proofs'
 preconditions (`spec.bounds_guard`) and the alias check (byte range of each written array
 against every other array, and a written view against itself). Then it packs the ABI
 values with one `struct.pack_into` into this thread's preallocated slots and calls
@@ -24,8 +26,9 @@ Guarantees:
   path (which raises the error, or installs another launcher). One licence: an array whose
   strides differ from C order only on axes of extent 1 (no index moves along them) may use
   a C-contiguous array's launcher.
-- A launch allocates nothing but what the array libraries hand back (torch's shape tuple)
-  and the driver call's result tuple.
+- A launch allocates nothing but what the array libraries hand back (torch's shape tuple),
+  the empty dict of extra keywords Python makes for the call, and the driver call's result
+  tuple.
 - At most MAX_CHAIN launchers per configuration; installing one more starts a new chain.
 - Kernels whose `CudaKernel` subclass launches differently (`runtime.tensormap`) keep
   the general path.
@@ -78,7 +81,8 @@ _GENERIC = dict(_KINDS[interop._vg_array],
 
 
 def _retired(*args, **kwargs):
-    return _vg_next(*args, **kwargs)  # noqa: F821 -- the retired launcher's own global
+    # Runs as a retired launcher's code, with that launcher's globals: its `_vg_next`.
+    return globals()["_vg_next"](*args, **kwargs)
 
 
 def retire(launcher) -> None:
