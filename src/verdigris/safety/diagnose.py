@@ -127,11 +127,12 @@ def data_error(a: Access, b: Access, outcome) -> SafetyError:
     return unproven_error(a, b, reason)
 
 
-def unproven_error(a: Access, b: Access, reason: str) -> SafetyError:
+def unproven_error(a, b, reason: str, who: str = "threads", hint: str = HINTS["VG205"]) -> SafetyError:
+    """VG205 for two accesses (of threads, or of blocks for the tile track)."""
     what = "write" if "write" in (a.kind, b.kind) else "access"
     lines = sorted({a.loc.line, b.loc.line})
     where = f" (accesses at lines {' and '.join(map(str, lines))})" if len(lines) > 1 else ""
-    message = (f"{CODES['VG205'].title}: could not prove that threads {what} distinct elements "
+    message = (f"{CODES['VG205'].title}: could not prove that {who} {what} distinct elements "
                f"of {a.array}{where}: {reason}")
     loc = next((x.loc for x in (a, b) if x.kind == "write"), a.loc)
-    return SafetyError(message, loc, HINTS["VG205"], "VG205")
+    return SafetyError(message, loc, hint, "VG205")

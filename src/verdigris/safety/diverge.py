@@ -23,7 +23,7 @@ from ..errors import SafetyError
 from . import diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
-from .solver import COPIES, Outcome, _Encoder, readable
+from .solver import COPIES, Outcome, _Encoder, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"block": "VG210", "warp": "VG214"}
@@ -76,15 +76,7 @@ def _split(point, trace, timeout_ms: int):
         return SafetyError(f"{CODES[code].title}: could not prove that {_subject(point)} is reached "
                            f"by all of them together: {reason}", point.loc, diagnose.HINTS[code], code)
     model = readable(solver, enc, ids, True, timeout_ms)
-
-    def value(term) -> int:
-        return model.eval(term, model_completion=True).as_long()
-
-    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
-    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
-             if space.atoms[n].kind in ("shape", "param")}
-    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
-                   for kind in ("grid_dim", "block_dim"))
+    _, threads, sizes, launch = situation_of(model, enc, space, ids)
     culprit = _culprit(point.pc, trace.origins, enc, model)
     outcome = Outcome("sat", threads, (), sizes, launch)
     return diagnose.divergence_error(code, _subject(point), point.loc, culprit and _condition(culprit), outcome)

@@ -42,6 +42,20 @@ class Outcome:
     reason: str = ""
 
 
+def situation_of(model, enc, space: Space, ids):
+    """From a model of the two-thread query: (value of a term, the two threads' ids, the
+    sizes it chose, its (grid, block))."""
+    def value(term) -> int:
+        return model.eval(term, model_completion=True).as_long()
+
+    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
+    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
+             if space.atoms[n].kind in ("shape", "param")}
+    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
+                   for kind in ("grid_dim", "block_dim"))
+    return value, threads, sizes, launch
+
+
 def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = False) -> Outcome:
     """`apart`: only threads of different warps (see `order.unordered`)."""
     import z3
@@ -67,15 +81,7 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = F
     if result != z3.sat:
         return Outcome("unknown", reason=solver.reason_unknown())
     model = readable(solver, enc, ids, getattr(a, "memory", "global") == "shared", timeout_ms)
-
-    def value(term) -> int:
-        return model.eval(term, model_completion=True).as_long()
-
-    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
-    sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
-             if space.atoms[n].kind in ("shape", "param")}
-    launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
-                   for kind in ("grid_dim", "block_dim"))
+    value, threads, sizes, launch = situation_of(model, enc, space, ids)
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
     return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)

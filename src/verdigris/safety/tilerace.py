@@ -31,7 +31,7 @@ import itertools
 from ..errors import SafetyError
 from . import fastpath, solver
 from .codes import CODES
-from .diagnose import _dims, _plural
+from .diagnose import _dims, _plural, unproven_error
 from .symbolic import MAX_AXIS_THREADS, Access, Poly, Space
 from .tiles import LANE, TileAccess, execute
 
@@ -85,7 +85,7 @@ def check_pairs(kernel, analysis, timeout_ms: int) -> None:
                 elif outcome.status == "unknown":
                     reason = (f"the solver gave up ({outcome.reason or 'unknown'}, limit "
                               f"{timeout_ms} ms)")
-                    analysis.errors.append(_unproven_error(a, b, reason))
+                    analysis.errors.append(unproven_error(a, b, reason, "blocks", HINTS["VG205"]))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 
@@ -252,14 +252,5 @@ def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
     example += f" if those values allow ({_situation(outcome)})"
     reason = (f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot "
               f"see; {example}")
-    return _unproven_error(a, b, reason)
+    return unproven_error(a, b, reason, "blocks", HINTS["VG205"])
 
-
-def _unproven_error(a: TileAccess, b: TileAccess, reason: str) -> SafetyError:
-    what = "write" if "write" in (a.kind, b.kind) else "access"
-    lines = sorted({a.loc.line, b.loc.line})
-    where = f" (accesses at lines {' and '.join(map(str, lines))})" if len(lines) > 1 else ""
-    message = (f"{CODES['VG205'].title}: could not prove that blocks {what} distinct elements "
-               f"of {a.array}{where}: {reason}")
-    loc = next((x.loc for x in (a, b) if x.kind == "write"), a.loc)
-    return SafetyError(message, loc, HINTS["VG205"], "VG205")
