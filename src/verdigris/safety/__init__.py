@@ -40,7 +40,8 @@ from ..errors import SafetyError
 from ..ir import nodes as N
 from . import bounds, diagnose, diverge, fastpath, shared, solver, tilerace
 from .codes import CODES
-from .symbolic import MAX_AXIS_THREADS, execute
+from .algebra import MAX_AXIS_THREADS
+from .symbolic import execute
 
 TIMEOUT_MS = 8000  # per query; slow proofs are rare, and a timeout refuses a correct kernel
 

@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..ir import nodes as N
-from .symbolic import _STMT, FALSE, Poly, _Thread, execute
+from .algebra import FALSE, Poly
+from .symbolic import _STMT, _Thread, execute
 
 Z3_TIMEOUT_MS = 200
 

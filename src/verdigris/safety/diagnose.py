@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import SafetyError
 from .codes import CODES
-from .symbolic import Access
+from .trace import Access
 
 HINTS = {
     "VG202": "give each thread its own elements (index with simt.global_id(0)), use an atomic "

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 
-from .symbolic import Access, Poly, Space
+from .algebra import Poly, Space
+from .trace import Access
 
 
 def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from . import order
 from .algebra import INF, Poly, Space, formula_atoms, per_thread, rename_formula
-from .symbolic import Access
+from .trace import Access
 
 COPIES = ("1", "2")
 SMALL_TIMEOUT_MS = 200

@@ -48,10 +48,9 @@ from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
 from . import barriers, invariants
-from .algebra import (AXES, FALSE, INF, MAX_AXIS_THREADS, MAX_BLOCK, MAX_ELEMENTS,  # noqa: F401
-                      MAX_GRID, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
-                      formula_atoms, joined, neg, per_thread, relative, rename_formula)
-from .trace import Access, Checkpoint, Ordered, Trace  # noqa: F401
+from .algebra import (FALSE, INF, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
+                      joined, neg, relative)
+from .trace import Checkpoint, Ordered, Trace
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
 
 class Path(NamedTuple):

@@ -32,7 +32,8 @@ from ..errors import SafetyError
 from . import fastpath, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error
-from .symbolic import MAX_AXIS_THREADS, Access, Poly, Space
+from .algebra import MAX_AXIS_THREADS, Poly, Space
+from .trace import Access
 from .tiles import LANE, TileAccess, execute
 
 UNIFORM_DEFINED = ("floordiv", "mod")  # kinds of atoms defined by their (Poly) parts alone

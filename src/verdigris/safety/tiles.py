@@ -40,7 +40,9 @@ from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
 from .solver import _depends
-from .symbolic import _INT_OPS, _STMT, FALSE, Access, Atom, Poly, Space, Trace, _Thread, dtype_range
+from .algebra import FALSE, Atom, Poly, Space, dtype_range
+from .symbolic import _INT_OPS, _STMT, _Thread
+from .trace import Access, Trace
 
 LANE = "lane"  # the atom kind of an element's position along one axis of a tile
 
