@@ -640,9 +640,6 @@ def test_misuse_is_a_compile_error_at_the_line(fn, marker, message):
 # ----------------------------------------------------------------------------- launches
 
 
-@pytest.mark.xfail(raises=KeyError, strict=False, reason="safety.bounds.launch_guard makes a "
-                   "launch precondition of the dynamic shared array's extent, which is no "
-                   "argument (safety/, issue 6 item 2)")
 def test_dynamic_shared_memory_through_the_launch_keyword(rng):
     x = rng.integers(-1000, 1000, 300).astype(np.int32)
     out = np.zeros((3, 40), np.int32)

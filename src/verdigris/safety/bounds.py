@@ -127,10 +127,17 @@ class _Prover:
         lo, hi = self.space.interval(need)
         if hi <= 0:
             return True
-        if lo > 0 or need.value is not None:
+        if lo > 0 or need.value is not None or not self.launch_visible(need):
             return False
         pending[need] = need
         return True
+
+    def launch_visible(self, need: Poly) -> bool:
+        """Whether a launch can evaluate `need` (see `launch_guard`): not, for instance,
+        when it holds the extent of the dynamic shared array, which no argument carries."""
+        params = {p.name for p in self.kernel.array_params}
+        return all(not atom.startswith("shape:") or atom.rsplit(":", 2)[1] in params
+                   for mono in need.terms for atom in mono)
 
     def bound(self, index: Poly, extent: Poly, pc: tuple, pending: dict) -> bool:
         """`0 <= index < extent` on every path through `pc`, perhaps under preconditions."""
