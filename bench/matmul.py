@@ -4,11 +4,12 @@ Cases (issue 5's): bf16 GEMM 4096^3 and 8192^3, fp16 GEMM 4096^3, fp8 e4m3 GEMM 
 (vs torch._scaled_mm), GEMM + bias + GELU 8192^3 bf16 (vs torch's matmul then its
 epilogue), flash attention forward (batch 4, 32 heads, seq 4096, head dim 128, bf16,
 causal and not; vs SDPA's flash backend and Triton's fused-attention tutorial kernel).
-Ours are the kernels of `verdigris.examples.tile_gemm` / `tile_attention`, over a small
-table of tile configurations (the best is shown and all are listed); every configuration
-is checked against a float32 reference (relative Frobenius error) before it is timed.
-Times: `triton.testing.do_bench` medians. Run: `PYTHONPATH=src python3 bench/matmul.py
-[--quick] [--json FILE]`.
+Ours are the kernels of `verdigris.examples.tile_gemm` / `tile_attention` under
+`vg.autotune` over a small table of tile configurations (the tuner times each once per
+shape class and keeps the winner on disk; its line on stderr lists every configuration's
+time); every configuration is first checked against a float32 reference (relative
+Frobenius error), then the tuned kernel is timed. Times: `triton.testing.do_bench`
+medians. Run: `PYTHONPATH=src python3 bench/matmul.py [--quick] [--only CASES] [--json FILE]`.
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ import verdigris as vg
 from verdigris.examples.tile_attention import attention
 from verdigris.examples.tile_gemm import gemm, gemm_bias_gelu, gemm_nt
 
-GEMM_CONFIGS = [(128, 256, 64), (128, 128, 64), (256, 128, 64)]
-FP8_CONFIGS = [(128, 256, 128), (128, 128, 128)]
-ATTENTION_CONFIGS = [(128, 64), (64, 64)]
+GEMM_CONFIGS = [dict(BM=128, BN=256, BK=64), dict(BM=256, BN=128, BK=64), dict(BM=128, BN=128, BK=64)]
+FP8_CONFIGS = [dict(BM=128, BN=256, BK=128), dict(BM=128, BN=128, BK=128)]
+ATTENTION_CONFIGS = [dict(BM=128, BN=64), dict(BM=128, BN=128)]
 
 
 # ----------------------------------------------------------------------------- Triton
@@ -127,7 +128,7 @@ def triton_attention(q, k, v, o, causal: bool):
 
 
 def bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
 
 
 def rel_error(got, want) -> float:
@@ -136,7 +137,8 @@ def rel_error(got, want) -> float:
 
 
 def run_case(rows, name, flops, reference, candidates):
-    """candidates: (label, fn, output) with fn filling output; the reference in float32."""
+    """candidates: (label, fn, output) with fn filling output; the reference in float32.
+    A label starting with "check" is only checked (ours, one configuration each)."""
     want = reference()
     entries = []
     for label, fn, out in candidates:
@@ -145,7 +147,7 @@ def run_case(rows, name, flops, reference, candidates):
             fn()
             torch.cuda.synchronize()
             err = rel_error(out, want)
-            ms = bench(fn) if err < 1e-2 else float("nan")
+            ms = bench(fn) if err < 1e-2 and not label.startswith("check") else float("nan")
         except Exception as exc:  # noqa: BLE001 - a failing configuration is reported, not fatal
             err, ms = float("nan"), float("nan")
             label = f"{label} FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
@@ -155,11 +157,15 @@ def run_case(rows, name, flops, reference, candidates):
     rows.append({"case": name, "flops": flops, "entries": entries})
 
 
-def ours_gemm(kernel, a, b, c, config, *extra):
-    bm, bn, bk = config
-    grid = (vg.cdiv(a.shape[0], bm), vg.cdiv(c.shape[1], bn))
-    return lambda: kernel[grid](a, b, *extra, c, BM=bm, BN=bn, BK=bk) if extra else \
-        kernel[grid](a, b, c, BM=bm, BN=bn, BK=bk)
+def _show(config: dict) -> str:
+    return "x".join(str(v) for v in config.values())
+
+
+def ours(kernel, configs, grid, args, key, **fixed):
+    """Candidates: each configuration checked, then the autotuned kernel (timed)."""
+    tuned = vg.autotune(configs=configs, key=key)(kernel)
+    checks = [(f"check {_show(c)}", lambda c=c: kernel[grid(c)](*args, **c, **fixed)) for c in configs]
+    return checks + [(f"ours (autotuned over {len(configs)})", lambda: tuned[grid](*args, **fixed))]
 
 
 def gemm_case(rows, dtype, n, configs):
@@ -168,7 +174,8 @@ def gemm_case(rows, dtype, n, configs):
     b = torch.randn(n, n, device="cuda", dtype=dtype)
     c = torch.empty(n, n, device="cuda", dtype=dtype)
     ref = lambda: a.float() @ b.float()  # noqa: E731
-    cands = [(f"ours {cfg}", ours_gemm(gemm, a, b, c, cfg), c) for cfg in configs]
+    grid = lambda m: (vg.cdiv(n, m["BM"]), vg.cdiv(n, m["BN"]))  # noqa: E731
+    cands = [(label, fn, c) for label, fn in ours(gemm, configs, grid, (a, b, c), ["a", "b"])]
     cands += [("torch (cuBLAS)", lambda: torch.matmul(a, b, out=c), c),
               ("Triton 128x256x64 s3 w8", lambda: triton_matmul(a, b, c), c),
               ("Triton 128x128x64 s4 w4", lambda: triton_matmul(a, b, c, 128, 128, 64, 4, 4), c)]
@@ -182,11 +189,8 @@ def fp8_case(rows, n, configs):
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     one = torch.ones((), device="cuda")
     ref = lambda: a.float() @ bt.float().T  # noqa: E731
-    cands = []
-    for bm, bn, bk in configs:
-        grid = (vg.cdiv(n, bm), vg.cdiv(n, bn))
-        cands.append((f"ours {(bm, bn, bk)}",
-                      lambda grid=grid, bm=bm, bn=bn, bk=bk: gemm_nt[grid](a, bt, c, 1.0, BM=bm, BN=bn, BK=bk), c))
+    grid = lambda m: (vg.cdiv(n, m["BM"]), vg.cdiv(n, m["BN"]))  # noqa: E731
+    cands = [(label, fn, c) for label, fn in ours(gemm_nt, configs, grid, (a, bt, c, 1.0), ["a", "bt"])]
     cands.append(("torch._scaled_mm", lambda: c.copy_(torch._scaled_mm(a, bt.T, one, one, out_dtype=torch.bfloat16)), c))
     run_case(rows, f"fp8 e4m3 GEMM {n}^3", 2 * n ** 3, ref, cands)
 
@@ -198,7 +202,8 @@ def bias_gelu_case(rows, n, configs):
     bias = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     ref = lambda: F.gelu(a.float() @ b.float() + bias.float())  # noqa: E731
-    cands = [(f"ours {cfg}", ours_gemm(gemm_bias_gelu, a, b, c, cfg, bias), c) for cfg in configs]
+    grid = lambda m: (vg.cdiv(n, m["BM"]), vg.cdiv(n, m["BN"]))  # noqa: E731
+    cands = [(label, fn, c) for label, fn in ours(gemm_bias_gelu, configs, grid, (a, b, bias, c), ["a", "b"])]
     cands.append(("torch matmul + bias + gelu", lambda: c.copy_(F.gelu(torch.matmul(a, b) + bias)), c))
     run_case(rows, f"bf16 GEMM+bias+GELU {n}^3", 2 * n ** 3, ref, cands)
 
@@ -217,11 +222,9 @@ def attention_case(rows, causal: bool, configs, batch=4, heads=32, seq=4096, dim
         return out
 
     flat = [t.view(batch * heads, seq, dim) for t in (q, k, v, o)]
-    cands = []
-    for bm, bn in configs:
-        grid = (seq // bm, batch * heads)
-        cands.append((f"ours ({bm}, {bn})", lambda grid=grid, bm=bm, bn=bn: attention[grid](
-            *flat, scale, CAUSAL=causal, BM=bm, BN=bn, D=dim), o))
+    grid = lambda m: (seq // m["BM"], batch * heads)  # noqa: E731
+    cands = [(label, fn, o) for label, fn in ours(attention, configs, grid, (*flat, scale), ["q", "k"],
+                                                  CAUSAL=causal, D=dim)]
 
     def sdpa():
         with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):

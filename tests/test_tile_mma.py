@@ -4,8 +4,14 @@ example on sm_80 (ldmatrix + mma.sync) and sm_90a (TMA + mbarrier + wgmma), asse
 ptxas. `tests/gpu/test_tile_mma.py` runs the same kernels on the GPU."""
 from __future__ import annotations
 
+import json
 import math
+import re
+import subprocess
+import tempfile
+import textwrap
 from itertools import product
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +23,8 @@ from verdigris.errors import CompileError
 from verdigris.examples import report, tile_attention, tile_gemm
 from verdigris.examples.tile_gemm import available, batched_gemm, gemm, gemm_bias_gelu, gemm_nt
 from verdigris.ir import ArrayType
-from verdigris.tile import matmul, operand
+from verdigris.ir import tiles as X
+from verdigris.tile import matmul, mma_layout, operand
 from verdigris.tile.mma_layout import GroupGeometry, SyncGeometry
 
 from located import assert_points_at
@@ -271,13 +278,108 @@ def test_sm90a_gemm_streams_through_tma_into_wgmma():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert "mbarrier.try_wait.parity" in ptx and "wgmma.wait_group.sync.aligned 1" in ptx
-    assert ptx.count(".param .align 64 .b8") == 2  # the two tensor maps, by value
+    assert ptx.count(".param .align 64 .b8") == 3  # A, B and C's tensor maps, by value
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx  # C by TMA
+    # a producer warp group (registers to the consumers), and a persistent grid
+    assert ".maxntid 384" in ptx and ".minnctapersm 1" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    assert "bar.sync 1, 256" not in ptx or "bar.sync \t0" in ptx
     codegen.assemble(ptx, "sm_90a")
     kernel = gemm.specialize_types(PTX_CASES["gemm_bf16"][1])
     plan = matmul.plan(kernel, "sm_90a")
     (pipe,) = plan.pipelines.values()
-    assert pipe.stages == 4 and plan.dynamic_shared <= matmul.MAX_DYNAMIC_SHARED
-    assert [m.box for m in plan.tensor_maps] == [(128, 64), (64, 64)]
+    assert pipe.stages == 4 and pipe.accumulating and plan.dynamic_shared <= matmul.MAX_DYNAMIC_SHARED
+    assert plan.persistent and plan.block_threads == 384 and len(plan.stores) == 1
+    assert [m.box for m in plan.tensor_maps] == [(128, 64), (64, 64), (64, 64)]
+
+
+def _ptxas_report(ptx: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp, "k.ptx")
+        source.write_text(ptx)
+        done = subprocess.run([codegen.ptxas_path(), "-arch=sm_90a", "-v", str(source), "-o",
+                               str(Path(tmp, "k.cubin"))], capture_output=True, text=True, check=True)
+    return done.stdout + done.stderr
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["gemm_bf16", "gemm_bias_gelu", "gemm_nt_fp8", "attention_d128_full",
+                                  "attention_d64_causal"])
+def test_sm90a_products_stay_asynchronous(name):
+    """ptxas neither serializes the wgmmas (C7514: an instruction touching accumulators
+    while one is in flight, e.g. on a path into the loop's final wait that skips the loop),
+    nor injects waits (C7517), nor ignores setmaxnreg (C7508), nor spills."""
+    report = _ptxas_report(_ptx(name, "sm_90a"))
+    for code in ("C7514", "C7517", "C7508"):
+        assert code not in report, report
+    assert "0 bytes spill stores" in report
+
+
+@needs_ptxas
+def test_sm90a_attention_streams_k_and_v_and_keeps_p_in_registers():
+    kernel = tile_attention.attention.specialize_types(PTX_CASES["attention_d128_causal"][1])
+    plan = matmul.plan(kernel, "sm_90a")
+    (pipe,) = plan.pipelines.values()
+    assert not pipe.accumulating and pipe.specialized and not plan.persistent
+    assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"]
+    assert [inv.node.name for inv in pipe.invariants] == ["qt"]  # staged once, before the loop
+    assert [m.box for m in plan.tensor_maps] == [(1, 64, 64), (1, 64, 64)]
+    (pv,) = [d for d in matmul._walk(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
+    assert isinstance(pv.b, X.TileVar) and pv.b.name == "vt"  # P @ V: P from registers
+    assert pv.b.name == "vt" if isinstance(pv.b, X.TileVar) else True
+    # the running max / sum and the mask's indices live where the scores are: no data moves
+    layouts = matmul._accumulators(kernel, plan)
+    scores = layouts["s"]
+    assert layouts["m_i"] == layouts["l_i"] == layouts["alpha"] == layouts["rows"] == scores.sliced({1})
+    assert layouts["cols"] == scores.sliced({0})
+    ptx = _ptx("attention_d128_causal", "sm_90a")
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx
+    assert re.search(r"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 \{[^}]*\}, "
+                     r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd\d+, p, 1, 1, 1;", ptx)  # V is N-major
+
+
+def test_register_a_fragments_are_the_accumulator_pairs():
+    product = GroupGeometry(128, 128, 8)
+    layout = mma_layout.a_layout(product, 64)
+    assert layout == GroupGeometry(128, 64, 8).layout()
+    fragments = mma_layout.a_fragments(layout, product, 64)
+    assert len(fragments) == 4  # one m block per warp group, 4 k steps of 16
+    for ks, regs in enumerate(fragments):
+        coords = [layout.register_coords(r) for r in regs]
+        # a0..a3: (row, col) +(0,0), (8,0), (0,8), (8,8), each a pair of columns
+        assert coords == [(8 * h, 16 * ks + 8 * half + e) for half in (0, 1) for h in (0, 1) for e in (0, 1)]
+    assert mma_layout.a_fragments(GroupGeometry(64, 64, 8).layout(), GroupGeometry(64, 128, 8), 64) is None
+
+
+@tile.kernel
+def k_loop_in_if(a, b, c):
+    acc = tile.zeros((128, 128), vg.float32)
+    if tile.bid(0) >= 0:
+        for k in range(a.shape[1] // 64):
+            acc = tile.mma(tile.load(a, index=(tile.bid(0), k), shape=(128, 64)),
+                           tile.load(b, index=(k, 0), shape=(64, 128)), acc)
+    tile.store(c, index=(tile.bid(0), 0), tile=acc)
+
+
+@tile.kernel
+def load_after_use(a, b, c):
+    acc = tile.zeros((128, 128), vg.float32)
+    x = tile.load(a, index=(0, 0), shape=(128, 64))
+    for k in range(a.shape[1] // 64):
+        y = tile.load(b, index=(k, 0), shape=(64, 128))
+        acc = tile.mma(x, y, acc)
+        x = tile.load(a, index=(0, k + 1), shape=(128, 64))
+    tile.store(c, index=(0, 0), tile=acc)
+
+
+def test_streaming_and_specialization_follow_the_kernel_structure():
+    specs = dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.float32))
+    plan = matmul.plan(k_loop_in_if.specialize_types(specs), "sm_90a")
+    (pipe,) = plan.pipelines.values()  # streamed, but its loop is inside an if: no producer
+    assert pipe.accumulating and plan.specialized is None and plan.block_threads is None
+    plan = matmul.plan(load_after_use.specialize_types(specs), "sm_90a")
+    (pipe,) = plan.pipelines.values()  # x holds the previous pass's tile: only y streams
+    assert [op.load.array.name for op in pipe.operands] == ["b"] and not pipe.accumulating
 
 
 @needs_ptxas
@@ -301,3 +403,63 @@ def test_engines_follow_shapes_dtypes_and_target():
     assert engines("dot_f32", "sm_90a") == ["fma"]
     assert engines("gemm_nt_fp8", "sm_90a") == ["wgmma"]
     assert engines("attention_d128_causal", "sm_90a") == ["wgmma"]
+
+
+# ----------------------------------------------------------------------------- launches
+
+
+FAKE_LAUNCH = """
+import ctypes, json
+import numpy as np
+import verdigris as vg
+from verdigris.runtime import tensormap
+from verdigris.examples.tile_gemm import gemm
+from tests.fakecuda import last_launch
+
+encoded = []
+real_encode = tensormap.encode
+
+class FakeMap:
+    def __init__(self):
+        self.bytes = (ctypes.c_char * 128)()
+    def getPtr(self):
+        return ctypes.addressof(self.bytes)
+
+def encode(spec, pointer, shape, strides):
+    real_encode.__globals__["_describable"](spec, pointer, strides, len(shape))
+    encoded.append([spec.param, list(spec.box), list(shape), list(strides)])
+    return FakeMap()
+
+tensormap.encode = encode
+out = {}
+for name, (m, n, k) in {"aligned": (1000, 776, 328), "odd_pitch": (130, 260, 72)}.items():
+    a, b = (vg.asarray(np.zeros(s, np.float16)) for s in ((m, k), (k, n)))
+    c = vg.asarray(np.zeros((m, n), np.float32))
+    encoded.clear()
+    gemm[vg.cdiv(m, 128), vg.cdiv(n, 256)](a, b, c, BM=128, BN=256, BK=64)
+    launch = last_launch(19 if len(encoded) == 3 else 13)
+    out[name] = dict(grid=list(launch.grid), block=list(launch.block), shared=launch.shared,
+                     virtual=[v & 0xFFFFFFFF for v in launch.slots[13:16]], maps=list(encoded))
+print(json.dumps(out))
+"""
+
+
+@needs_ptxas
+def test_a_specialized_gemm_launches_persistent_with_its_producer_and_maps():
+    """On the fake driver (launches recorded, not run): one block per multiprocessor (132)
+    of 8 + 4 warps, the launch's grid passed as three int32s after the ABI's 13 values,
+    and A, B, C's tensor maps; an array the copy engine cannot describe (a row of 260
+    float16, 520 bytes) runs the variant without TMA on the grid and block as launched."""
+    from tests import fakecuda
+
+    if fakecuda.library_dir() is None:
+        pytest.skip("needs a C compiler")
+    done = fakecuda.run(FAKE_LAUNCH)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    aligned, odd = got["aligned"], got["odd_pitch"]
+    assert aligned["grid"] == [min(132, 8 * 4), 1, 1] and aligned["block"] == [384, 1, 1]
+    assert aligned["virtual"] == [8, 4, 1] and aligned["shared"] > 48 * 1024
+    assert aligned["maps"] == [["a", [128, 64], [1000, 328], [328]], ["b", [64, 64], [328, 776], [776]],
+                               ["c", [64, 32], [1000, 776], [776]]]
+    assert odd["grid"] == [2, 2, 1] and odd["block"] == [256, 1, 1]

@@ -5,7 +5,9 @@ of BN, keeping a running row maximum `m`, a running denominator `l` and the unno
 output `acc` (online softmax): each new tile of scores rescales what came before by
 exp(m_old - m_new). Causal attention stops at the block's last row and masks the diagonal
 tile. q, k, v, o are (batch * heads, seq, head_dim); both products run on tensor cores,
-the second one from the probabilities in registers, rounded to the inputs' dtype.
+the second one from the probabilities in registers, rounded to the inputs' dtype. On sm_90a
+a producer warp group streams the K and V tiles by TMA several stages ahead, Q is staged
+into shared memory once, and P @ V takes P straight from the registers of Q @ K^T's result.
 """
 from __future__ import annotations
 

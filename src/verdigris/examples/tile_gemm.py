@@ -4,7 +4,10 @@ with a fused bias + GELU epilogue, written as what one block does to its output 
 Each block computes one BM x BN tile of C, accumulating A's row panel times B's column
 panel BK at a time in float32 (`tile.mma`); the epilogue runs on the accumulator's
 registers and stores once. On sm_90a the K loop streams A and B tiles through the copy
-engine (TMA) into swizzled shared memory, several stages ahead, feeding wgmma; on sm_80+
+engine (TMA) into swizzled shared memory, several stages ahead, feeding wgmma: a producer
+warp group issues the copies while the block's warp groups multiply (warp specialization),
+one block per multiprocessor walks the tiles in grouped order (a persistent grid) and C
+leaves through TMA stores, so the next tile's loads overlap this one's epilogue; on sm_80+
 the operands go through shared memory to ldmatrix + mma.sync.
 """
 from __future__ import annotations

@@ -1,23 +1,27 @@
-"""Launching tile kernels with matrix products: dynamic shared memory and TMA descriptors.
+"""Launching tile kernels with matrix products: shared memory, TMA descriptors, the grid.
 
 Takes: a compiled tile kernel, its target and ABI. Gives: `cuda_kernel(kernel, target,
 module, entry, abi)`, the `CudaKernel` to launch it with: a plain one for kernels without
 products, else a `MatmulKernel`, whose launches
 - ask for the dynamic shared memory `tile.matmul.plan` says the kernel uses (opting in past
-  48 KiB once), and
-- append one CUtensorMap per streamed operand (`tile.pipeline.TensorMap`) after the ABI
-  parameters, passed by value (`__grid_constant__`): each is encoded with
+  48 KiB once);
+- add the producer warp group of a warp-specialized kernel to the block
+  (`plan.block_threads`), and launch a persistent one (`plan.persistent`) on one block per
+  multiprocessor (at most one per tile), passing the grid the launch asked for as three
+  int32 parameters after the ABI's (`tile.specialize`);
+- append one CUtensorMap per streamed operand and per epilogue store
+  (`tile.pipeline.TensorMap`), passed by value (`__grid_constant__`): each is encoded with
   `cuTensorMapEncodeTiled` from the array's pointer, shape and strides in this launch's
-  values, and kept for the next launch with the same array.
-Guarantees: an array the copy engine cannot describe (base not 16-byte aligned, a row
-stride that is not a multiple of 16 bytes, not unit inner stride) raises LaunchError naming
-the parameter, before anything is enqueued.
+  values (2-d to 5-d), and kept for the next launch with the same array.
+Guarantees: an array the copy engine cannot describe (base not 16-byte aligned, a stride
+that is not a multiple of 16 bytes) makes the launch run a variant of the kernel compiled
+without the copy engine (once, on first need), with the same results.
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
-from ..errors import LaunchError
 from . import driver
 from .module import CudaKernel
 
@@ -29,7 +33,7 @@ def cuda_kernel(kernel, target: str, module, entry: str, abi: list) -> CudaKerne
         return CudaKernel(module, entry, abi)
     from ..tile import matmul
 
-    return MatmulKernel(module, entry, abi, matmul.plan(kernel, target))
+    return MatmulKernel(module, entry, abi, matmul.plan(kernel, target), kernel, target)
 
 
 def _has_dots(kernel) -> bool:
@@ -49,10 +53,14 @@ _SWIZZLES = {128: "CU_TENSOR_MAP_SWIZZLE_128B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
 
 
 class MatmulKernel(CudaKernel):
-    def __init__(self, module, name: str, abi: list, plan):
+    def __init__(self, module, name: str, abi: list, plan, kernel=None, target: str = ""):
         super().__init__(module, name, abi)
         self.shared = plan.dynamic_shared
         self.maps = plan.tensor_maps
+        self.threads = plan.block_threads
+        self.persistent = plan.persistent
+        self.kernel, self.target = kernel, target  # to build the variant without TMA
+        self._plain = None
         # per map: the ABI positions of its array's pointer, shapes and strides
         self.slots = [self._slots(abi, m.param) for m in self.maps]
         self._cache: dict = {}
@@ -68,16 +76,27 @@ class MatmulKernel(CudaKernel):
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:
         shared_bytes = max(shared_bytes, self.shared)
-        if not self.maps:
+        if not self.maps and not self.persistent and self.threads is None:
             return super().launch(grid, block, values, stream, shared_bytes)
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
-        maps = [self._tensor_map(m, slots, values) for m, slots in zip(self.maps, self.slots)]
+        try:
+            maps = [self._tensor_map(m, slots, values) for m, slots in zip(self.maps, self.slots)]
+        except _NotDescribable:
+            return self._without_tma().launch(grid, block, values, stream, shared_bytes)
+        extra = []
+        if self.persistent:
+            extra = [ctypes.c_int32(n) for n in grid]
+            tiles = grid[0] * grid[1] * grid[2]
+            grid = (min(tiles, driver.properties(self.device).multiprocessors), 1, 1)
+        if self.threads is not None:
+            block = (self.threads, 1, 1)
         base = self.packer.pack(values)
         n = len(self.packer.abi)
-        pointers = (ctypes.c_void_p * (n + len(maps)))()
+        pointers = (ctypes.c_void_p * (n + len(extra) + len(maps)))()
         pointers[:n] = ctypes.cast(base, ctypes.POINTER(ctypes.c_void_p))[:n]
-        pointers[n:] = [m.getPtr() for m in maps]
+        pointers[n:] = [ctypes.addressof(v) for v in extra] + [m.getPtr() for m in maps]
+        self._params = (pointers, extra)  # alive until the next launch (as `ArgPacker`'s)
         address = ctypes.addressof(pointers)
         driver.activate(self.device)
         result = driver.api().cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0],
@@ -95,25 +114,44 @@ class MatmulKernel(CudaKernel):
                                               [values[i] for i in strides])
         return found
 
+    def _without_tma(self) -> CudaKernel:
+        """The kernel compiled without the copy engine (`plan.tma` False), loaded once."""
+        if self._plain is None:
+            from .. import codegen
+            from .launch_cuda import assemble
+            from .module import CudaModule
+
+            kernel = dataclasses.replace(self.kernel, facts={**self.kernel.facts, "tma": False})
+            compiled = codegen.compile_to_ptx(kernel, self.target)
+            _, image = assemble(compiled.ptx, self.target, self.device)
+            self._plain = cuda_kernel(kernel, self.target, CudaModule(image, self.device), self.name,
+                                      self.packer.abi)
+        return self._plain
+
+
+class _NotDescribable(Exception):
+    """An array the copy engine cannot read: not 16-byte aligned, or a stride that is not a
+    multiple of 16 bytes."""
+
+
+def _describable(spec, pointer: int, strides: list, rank: int) -> None:
+    if pointer % 16 or any(s * spec.itemsize % 16 for s in strides) or len(strides) != rank - 1:
+        raise _NotDescribable(spec.param)
+
 
 def encode(spec, pointer: int, shape: list, strides: list):
-    """The CUtensorMap of a 2-d row-major array (strides in elements, the inner one 1 and
-    left out) for boxes of `spec.box` (rows, cols) swizzled as `spec.swizzle` bytes."""
+    """The CUtensorMap of a row-major array (strides in elements, the inner one 1 and left
+    out) for boxes of `spec.box` (one extent per axis, outermost first) swizzled as
+    `spec.swizzle` bytes."""
+    _describable(spec, pointer, strides, len(shape))
     drv = driver.api()
-    size = spec.itemsize
-    rows, cols = shape
-    pitch = strides[0] * size
-    if pointer % 16 or pitch % 16 or len(strides) != 1:
-        raise LaunchError(f"{spec.param!r}: the copy engine that streams matrix operands on this "
-                          "GPU needs a 16-byte aligned array whose rows start at multiples of 16 "
-                          f"bytes (pointer {pointer:#x}, row pitch {pitch} bytes)",
-                          hint="pass a contiguous array whose row length is a multiple of "
-                               f"{16 // size} elements, or pad the rows")
-    cu = drv.cuuint64_t
+    pitches = [s * spec.itemsize for s in strides]
+    cu, u32 = drv.cuuint64_t, drv.cuuint32_t
+    rank = len(shape)
     err, tensor_map = drv.cuTensorMapEncodeTiled(
-        getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), 2, pointer,
-        [cu(cols), cu(rows)], [cu(pitch)], [drv.cuuint32_t(spec.box[1]), drv.cuuint32_t(spec.box[0])],
-        [drv.cuuint32_t(1), drv.cuuint32_t(1)],
+        getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), rank, pointer,
+        [cu(n) for n in reversed(shape)], [cu(p) for p in reversed(pitches)],
+        [u32(n) for n in reversed(spec.box)], [u32(1)] * rank,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, _SWIZZLES[spec.swizzle]),
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

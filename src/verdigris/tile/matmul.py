@@ -41,9 +41,9 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
 from . import memory, operand, ptx
-from .layout import Layout, blocked, padded
+from .layout import Layout, blocked, padded, unit_reshaped
 from .lower import TileLowering, TileValue, num_warps
-from .mma_layout import GroupGeometry, SyncGeometry, group_fits, sync_fits
+from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
 SHARED = 3
 MAX_DYNAMIC_SHARED = 227 * 1024  # per block on sm_90 (sm_80: 163 KiB; checked at launch)
@@ -74,15 +74,30 @@ class DotPlan:
 
 @dataclass
 class Plan:
+    tma: bool = True  # loops may stream through the copy engine (False: a fallback build)
     dots: dict = field(default_factory=dict)  # id(TileDot) -> DotPlan
     staging_offset: int = 0
     staging_bytes: int = 0
     pipelines: dict = field(default_factory=dict)  # id(For) -> pipeline.Pipeline
     tensor_maps: list = field(default_factory=list)  # pipeline.TensorMap, kernel param order
+    specialized: object = None  # specialize.Specialized, or None
+    stores: dict = field(default_factory=dict)  # id(TileStore) -> epilogue.StoreChunks
+    register_a: dict = field(default_factory=dict)  # id(TileDot) -> layout of A in registers
+    store_buffers: int = 0  # offset of the epilogue's buffers
+    through_offset: int = 0  # where stores through shared memory go (`_through_shared`)
 
     @property
     def dynamic_shared(self) -> int:
         return self.staging_offset + self.staging_bytes
+
+    @property
+    def persistent(self) -> bool:
+        return self.specialized is not None and self.specialized.persistent
+
+    @property
+    def block_threads(self):
+        """The block a warp-specialized kernel needs (None: the lowering's usual one)."""
+        return None if self.specialized is None else self.specialized.threads
 
 
 def _store_bytes(s: X.TileStore) -> int:
@@ -125,12 +140,11 @@ def _dot_plan(node: X.TileDot, target: str, warps: int) -> DotPlan:
     return DotPlan(engine, geometry.layout(), geometry, kind, staged, forced)
 
 
-def _staging_bytes(node: X.TileDot, dot: DotPlan) -> int:
+def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
     m, k = padded(node.a.shape)
     n = padded(node.b.shape)[1]
     size = 8 if node.dtype.bits == 64 else 4 if dot.engine == "fma" else _size(dot.staged)
-    a = _align((m * k) * size)
-    return a + _align(k * n * size)
+    return _align((m * k if which == 0 else k * n) * size)
 
 
 def _size(dtype_name: str) -> int:
@@ -142,6 +156,8 @@ def _align(n: int, to: int = operand.BASE_ALIGN) -> int:
 
 
 _PLANS: dict = {}
+STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions and scans
+MIN_STAGES = {True: 3, False: 2}  # (warp-specialized) -> fewest stages worth the epilogue's buffers
 
 
 def plan(kernel: N.Kernel, target: str) -> Plan:
@@ -149,20 +165,25 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is kernel:
         return cached[1]
-    from . import pipeline
+    from . import epilogue, pipeline, specialize
 
     warps = num_warps(kernel)
-    result = Plan()
+    result = Plan(tma=kernel.facts.get("tma", True))
     for node in _walk(kernel):
         if isinstance(node, X.TileDot):
             result.dots[id(node)] = _dot_plan(node, target, warps)
-    pipeline.find(kernel, target, result)
-    streamed = {id(d) for p in result.pipelines.values() for d in p.dots}
-    sizes = [_staging_bytes(node, result.dots[id(node)]) for node in _walk(kernel)
-             if isinstance(node, X.TileDot) and id(node) not in streamed]
-    # Stores go through shared memory from offset 0 (`MmaLowering._through_shared`).
-    stores = [_store_bytes(n) for n in _walk(kernel) if isinstance(n, X.TileStore)]
-    result.staging_bytes = max(max(sizes, default=0), max(stores, default=0) - result.staging_offset)
+    found = pipeline.find(kernel, target, result)
+    result.specialized = specialize.decide(kernel, found, warps)
+    layouts = _accumulators(kernel, result)
+    result.register_a = _registers_as_a(kernel, result, layouts)
+    if result.specialized is not None:
+        maps = list(result.tensor_maps)
+        result.stores = epilogue.find(kernel, result, lambda e: _product_layout(e, result, layouts), warps)
+        if not _place(kernel, result, found, warps):  # too little room: plain stores
+            result.stores, result.tensor_maps[:] = {}, maps
+            _place(kernel, result, found, warps)
+    else:
+        _place(kernel, result, found, warps)
     if result.dynamic_shared > MAX_DYNAMIC_SHARED:
         raise CompileError(f"the matrix products of {kernel.name} need {result.dynamic_shared} "
                            f"bytes of shared memory, more than a block has "
@@ -171,28 +192,128 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     return result
 
 
+def _registers_as_a(kernel: N.Kernel, result: Plan, layouts: dict) -> dict:
+    """Products whose 16-bit A wgmma takes from registers (`mma_layout.a_layout`): where
+    the registers already are, A being an earlier product's result (a cast to A's dtype
+    is folded into the packing)."""
+    out = {}
+    for node in _walk(kernel):
+        dot = result.dots.get(id(node)) if isinstance(node, X.TileDot) else None
+        if dot is None or dot.engine != "wgmma" or dot.kind not in ("float16", "bfloat16"):
+            continue
+        wanted = a_layout(dot.geometry, padded(node.a.shape)[1])
+        if wanted is not None and _product_layout(_uncast(node.a), result, layouts) == wanted:
+            out[id(node)] = wanted
+    return out
+
+
+def _uncast(e):
+    """A float32 tile cast to a 16-bit dtype: the float32 tile (`pack_half2` rounds it)."""
+    if isinstance(e, X.TileMap) and e.op == "cast" and e.args[0].dtype.name == "float32":
+        return e.args[0]
+    return e
+
+
+def _place(kernel: N.Kernel, result: Plan, found: list, warps: int) -> bool:
+    """Lay out dynamic shared memory: the pipelines' stages and barriers, loop-invariant
+    operands, the epilogue's buffers, then the staging area (operands staged from
+    registers, and stores through shared memory). False when a warp-specialized kernel
+    would get fewer than MIN_STAGES stages."""
+    from . import epilogue, pipeline
+
+    streamed = {(id(op.dot), op.which) for p in found for op in p.operands} | \
+        {(id(inv.dot), inv.which) for p in found for inv in p.invariants}
+    streamed |= {(key, 0) for key in result.register_a}
+    staged = [_operand_bytes(node, result.dots[id(node)], 0) * ((id(node), 0) not in streamed)
+              + _operand_bytes(node, result.dots[id(node)], 1) * ((id(node), 1) not in streamed)
+              for node in _walk(kernel) if isinstance(node, X.TileDot)]
+    through = [_store_bytes(n) for n in _walk(kernel) if isinstance(n, X.TileStore) and id(n) not in result.stores]
+    invariants = sum(inv.nbytes for p in found for inv in p.invariants)
+    buffers = epilogue.buffer_bytes(result)
+    specialized = result.specialized is not None
+    staging = max(staged, default=0)
+    if specialized:  # stores through shared memory must not meet the producer's copies
+        staging = max(staging, max(through, default=0))
+    reserve = STATIC_RESERVE if any(isinstance(n, (X.TileReduce, X.TileScan)) for n in _walk(kernel)) else 0
+    free = MAX_DYNAMIC_SHARED - reserve - invariants - buffers - _align(staging) - operand.BASE_ALIGN * len(found)
+    offset = 0
+    result.pipelines = {}
+    for p in found:
+        stages = max(2, min(pipeline.MAX_STAGES, free // len(found) // p.stage_bytes))
+        if specialized and stages < MIN_STAGES[bool(result.stores)]:
+            return False
+        offset = p.place(offset, stages)
+        result.pipelines[id(p.loop)] = p
+    for p in found:
+        for inv in p.invariants:
+            inv.offset, offset = offset, offset + inv.nbytes
+    result.store_buffers, offset = offset, offset + buffers
+    result.staging_offset = offset
+    if specialized:
+        result.through_offset = offset
+        result.staging_bytes = staging
+    else:  # stores through shared memory start at 0: the stages are free after their loop
+        result.staging_bytes = max(staging, max(through, default=0) - offset)
+    return True
+
+
 def _accumulators(kernel: N.Kernel, p: Plan) -> dict:
-    """Variable name -> the layout of the product its first assignment computes (through
-    elementwise ops, whose result is in their first non-splat operand's layout)."""
+    """Variable name -> the layout its tile lives in, where the products decide one: a
+    product's own layout, carried forward through elementwise ops, reductions (sliced)
+    and unit reshapes, and backward into the variables an expression in a known layout
+    reads (a broadcast source sliced on its stretched axes). So an accumulator never moves
+    (`acc = tile.mma(a, b, acc)` in a loop), and neither do attention's running maximum and
+    sum, nor the row and column indices its mask compares: every statement's operands are
+    already where its result is."""
     found: dict = {}
     assigns = [n for n in _walk(kernel) if isinstance(n, N.Assign) and isinstance(n.value, X.TileExpr)]
-    for _ in range(3):  # a variable computed from another one's product: a few rounds
+    for _ in range(4):  # variables computed from other variables: a few rounds
         for node in assigns:
             if node.name not in found:
                 layout = _product_layout(node.value, p, found)
-                if layout is not None:
+                if layout is not None and layout.shape == padded(node.value.shape):
                     found[node.name] = layout
+        for node in assigns:
+            if node.name in found:
+                _wanted(node.value, found[node.name], found)
     return found
 
 
 def _product_layout(e, p: Plan, found: dict):
-    while isinstance(e, X.TileMap):
-        e = next((a for a in e.args if not isinstance(a, X.Splat)), None)
+    """The layout a product gives `e` (None: no product decides it)."""
+    if isinstance(e, X.TileMap):
+        return next((layout for a in e.args if not isinstance(a, X.Splat)
+                     for layout in [_product_layout(a, p, found)] if layout is not None), None)
     if isinstance(e, X.TileDot):
         return p.dots[id(e)].layout
     if isinstance(e, X.TileVar):
         return found.get(e.name)
+    if isinstance(e, X.TileReduce) and e.axis is not None:
+        source = _product_layout(e.value, p, found)
+        return None if source is None else source.sliced({e.axis}).squeezed(e.axis)
+    if isinstance(e, X.Reshape) and _unit_reshape(e):
+        source = _product_layout(e.value, p, found)
+        return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
     return None
+
+
+def _wanted(e, layout: Layout, found: dict) -> None:
+    """Variables read by `e`, lowered in `layout`, that no product placed: there too."""
+    if isinstance(e, X.TileVar):
+        if e.name not in found and layout.shape == padded(e.shape):
+            found[e.name] = layout
+    elif isinstance(e, X.TileMap):
+        for a in e.args:
+            _wanted(a, layout, found)
+    elif isinstance(e, X.Broadcast):
+        _wanted(e.value, layout.sliced({k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}),
+                found)
+    elif isinstance(e, X.Reshape) and _unit_reshape(e):
+        _wanted(e.value, unit_reshaped(layout, e.shape, e.value.shape), found)
+
+
+def _unit_reshape(e: X.Reshape) -> bool:
+    return [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]
 
 
 run_along = operand._run
@@ -205,26 +326,46 @@ class _GridConstant(ir.values.ArgumentAttributes):
                                '"nvvm.grid_constant"': False})
 
 
+def _launch_bounds(threads: int) -> ir.values.FunctionAttributes:
+    """`.maxntid threads` and `.minnctapersm 1`: the register cap `setmaxnreg` needs."""
+    names = (f'"nvvm.maxntid"="{threads}"', '"nvvm.minctasm"="1"')
+
+    class Bounds(ir.values.FunctionAttributes):
+        _known = MappingProxyType({**{k: None for k in ir.values.FunctionAttributes._known},
+                                   **{n: None for n in names}})
+    attributes = Bounds()
+    for name in names:
+        attributes.add(name)
+    return attributes
+
+
 class MmaLowering(TileLowering):
     def __init__(self, kernel: N.Kernel, target: str):
         self.plan = plan(kernel, target)
         self.accumulators = _accumulators(kernel, self.plan)
-        self.streams: dict = {}  # id(TileDot) -> (A, B) shared operands of this iteration
-        self.pending = 0  # wgmma groups left in flight after a product (a streamed loop: 1)
+        self.streams: dict = {}  # id(TileDot) -> (A, B): shared operands given, or None
+        self.pending = False  # in an accumulating streamed loop: products left in flight
         self.dsmem = None
         # Tiles reshaped from loads (3-d arrays seen as 2-d operands) keep the load's vectors.
         self.reshaped = {padded(n.shape): 16 // n.value.array.dtype.itemsize for n in _walk(kernel)
                          if isinstance(n, X.Reshape) and isinstance(n.value, X.TileLoad)}
         super().__init__(kernel, target)
         self.target = target
-        first = len(self.fn.args) - len(self.plan.tensor_maps)
+        self.stream_count = None  # running iteration count of a specialized kernel's stream
+        args = self.fn.args[len(self.fn.args) - len(self.extra_params()):]
+        self.virtual_grid = []
+        if self.plan.persistent:
+            self.virtual_grid, args = list(args[:3]), args[3:]
+            self.virtual_bid = [self._alloca(I32, f"bid.{'xyz'[k]}") for k in range(3)]
         self.tensor_map_args = []
-        for arg in self.fn.args[first:]:
+        for arg in args:
             arg.attributes = _GridConstant()
             arg.attributes.add("byval([128 x i8])")
             arg.attributes.add('"nvvm.grid_constant"')
             arg.attributes.align = 64
             self.tensor_map_args.append(self.allocas.ptrtoint(arg, I64))
+        if self.plan.specialized is not None:
+            self.fn.attributes = _launch_bounds(self.plan.specialized.threads)
 
     def default(self, shape: tuple) -> Layout:
         shape = padded(shape)
@@ -234,10 +375,38 @@ class MmaLowering(TileLowering):
         return super().default(shape)
 
     def extra_params(self) -> list:
-        """One CUtensorMap per streamed operand, by value (`__grid_constant__`)."""
-        return [ir.PointerType()] * len(self.plan.tensor_maps)
+        """The virtual grid of a persistent kernel (3 x i32), then one CUtensorMap per
+        streamed operand and epilogue store, by value (`__grid_constant__`)."""
+        grid = [I32] * 3 if self.plan.persistent else []
+        return grid + [ir.PointerType()] * len(self.plan.tensor_maps)
 
     # ------------------------------------------------------------------ hooks
+
+    def barrier(self) -> None:
+        """The computing threads' barrier: with a producer warp group, a named barrier of
+        the consumers alone."""
+        spec = self.plan.specialized
+        if spec is None:
+            return super().barrier()
+        from .specialize import CONSUMER_BARRIER
+
+        ptx.named_barrier(self.em, CONSUMER_BARRIER, 32 * spec.consumer_warps)
+
+    def _special(self, e: N.Special) -> ir.Value:
+        if self.plan.persistent and e.kind == "block_id":
+            return self.b.load(self.virtual_bid[e.axis], typ=I32)
+        if self.plan.persistent and e.kind == "grid_dim":
+            return self.virtual_grid[e.axis]
+        return super()._special(e)
+
+    _EXPR = {**TileLowering._EXPR, N.Special: _special}
+
+    def _region(self, s: N.Region) -> None:
+        if s.label == "kernel" and self.plan.specialized is not None:
+            from . import specialize
+
+            return specialize.kernel_region(self, s, self.plan.specialized)
+        return super()._region(s)
 
     def _tile_slots(self, name: str, tt: X.TileType) -> tuple:
         layout = self.accumulators.get(name)
@@ -246,27 +415,34 @@ class MmaLowering(TileLowering):
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
     def _tile_store(self, s: X.TileStore) -> None:
-        """A tile in a product's layout (2 consecutive elements per thread) goes to the
-        default layout through dynamic shared memory first, so that the global stores are
-        16-byte vectors, coalesced; other tiles are stored from the layout they are in."""
+        """A product tile goes out through the copy engine (`epilogue`), or to the default
+        layout through dynamic shared memory first, so that the global stores are 16-byte
+        vectors, coalesced; other tiles are stored from the layout they are in."""
         self._writable(s)
+        chunks = self.plan.stores.get(id(s))
+        if chunks is not None:
+            from . import epilogue
+
+            return epilogue.store(self, s, self.tile(s.value, chunks.geometry.layout()), chunks)
         value = self.tile(s.value)
         default = self.default(s.value.shape)
+        room = self.plan.dynamic_shared - self.plan.through_offset
         if value.layout != default and value.layout.vector_width() < default.vector_width() \
-                and _store_bytes(s) <= self.plan.dynamic_shared:
+                and _store_bytes(s) <= room:
             value = self._through_shared(value, default, s.array.dtype)
         memory.store(self, s, value)
 
     def _through_shared(self, value: TileValue, layout: Layout, dtype) -> TileValue:
-        """`value` in `layout`, through the swizzled format at the start of dynamic shared
-        memory (free between products: every user of it ends with a barrier, and a streamed
-        loop's last stage is read before its end; the barrier first covers other warps)."""
+        """`value` in `layout`, through the swizzled format at `plan.through_offset` of
+        dynamic shared memory (without warp specialization 0: free between products, as
+        every user of it ends with a barrier and a streamed loop's last stage is read
+        before its end; the barrier first covers other warps)."""
         from ..codegen.dtypes import mem_type, to_mem, to_reg
 
         b = self.b
         shape = value.layout.shape
         stored = operand.Stored(prod(shape[:-1]), shape[-1], dtype.itemsize)
-        base = self.shared_dynamic(0)
+        base = self.shared_dynamic(self.plan.through_offset)
 
         def pointer(coords):
             row = _c(0)
@@ -312,7 +488,7 @@ class MmaLowering(TileLowering):
         finally:
             self.depth -= 1
 
-    _STMT = {**TileLowering._STMT, N.For: _for, X.TileStore: _tile_store}
+    _STMT = {**TileLowering._STMT, N.For: _for, X.TileStore: _tile_store, N.Region: _region}
 
     # ------------------------------------------------------------------ products
 
@@ -321,17 +497,39 @@ class MmaLowering(TileLowering):
         acc = self._initial(e, dot.layout)
         if dot.engine == "fma":
             return _fma(self, e, dot, acc)
-        streamed = self.streams.get(id(e))
-        if streamed is None:
-            streamed = self._stage_operands(e, dot)
-        (a_stored, a_base, a_kmajor), (b_stored, b_base, b_kmajor) = streamed
-        engine = _wgmma if dot.engine == "wgmma" else _mma_sync
-        regs = engine(self, dot, acc.regs, a_stored, a_base, a_kmajor, b_stored, b_base, b_kmajor)
-        if id(e) not in self.streams:
+        given = list(self.streams.get(id(e), (None, None)))
+        fragments = None
+        if given[0] is None and id(e) in self.plan.register_a:
+            fragments = self._a_fragments(e, dot, self.plan.register_a[id(e)])
+        needed = [which for which in (0, 1) if given[which] is None and not (which == 0 and fragments)]
+        offset = self.plan.staging_offset
+        for which in needed:
+            node = (e.a, e.b)[which]
+            stored, base, k_major, nbytes = self.stage_operand(node, which, dot, self.tile(node), offset)
+            given[which] = (stored, base, k_major)
+            offset += nbytes
+        if needed:
+            if dot.engine == "wgmma":
+                ptx.fence_proxy_async(self.em)
+            self.barrier()
+        if dot.engine == "wgmma":
+            regs = _wgmma(self, dot, acc.regs, given[0], given[1], fragments, zero=e.acc is None)
+        else:
+            regs = _mma_sync(self, dot, acc.regs, *given[0], *given[1])
+        if needed:
             self.barrier()  # the staging area is free again
         return TileValue(dot.layout, regs, e.dtype)
 
     _TILE = {**TileLowering._TILE, X.TileDot: _tile_dot}
+
+    def _a_fragments(self, e: X.TileDot, dot: DotPlan, layout: Layout) -> list:
+        """A's registers (in `layout`, `plan.register_a`) as wgmma A fragments: per (m
+        block, k step) four words, each a packed pair."""
+        value = self.tile(_uncast(e.a), layout)
+        where = a_fragments(layout, dot.geometry, padded(e.a.shape)[1])
+        ptx_type = ptx.WGMMA[dot.kind][1]
+        return [[ptx.pack_half2(self.em, value.regs[r[2 * w]], value.regs[r[2 * w + 1]], ptx_type)
+                 for w in range(4)] for r in where]
 
     def _initial(self, e: X.TileDot, layout: Layout) -> TileValue:
         if e.acc is not None:
@@ -339,33 +537,22 @@ class MmaLowering(TileLowering):
         zero = ir.Constant(reg_type(e.dtype), 0.0)
         return TileValue(layout, [zero] * layout.num_regs, e.dtype)
 
-    def _stage_operands(self, e: X.TileDot, dot: DotPlan) -> tuple:
-        """Registers -> the staging area; a barrier (and for wgmma a proxy fence) after."""
-        staged_size = _size(dot.staged)
-        offset = self.plan.staging_offset
-        result = []
-        for which, node, forced in (("a", e.a, dot.k_major[0]), ("b", e.b, dot.k_major[1])):
-            value = self.tile(node)
-            rows, cols = padded(node.shape)
-            k_axis = 1 if which == "a" else 0
-            # Store along the axis the registers run along (16-byte stores), unless forced.
-            k_major = forced if forced is not None else \
-                run_along(value.layout, k_axis) >= run_along(value.layout, 1 - k_axis)
-            transposed = k_major != (k_axis == 1)
-            stored = operand.Stored(cols, rows, staged_size) if transposed \
-                else operand.Stored(rows, cols, staged_size)
-            base = self.shared_dynamic(offset)
-            operand.stage(self, stored, base, value, node.shape, transposed, dot.staged,
-                          tf32=dot.kind == "tf32")
-            result.append((stored, base, k_major))
-            offset += _align(stored.nbytes)
-        if dot.engine == "wgmma":
-            ptx.fence_proxy_async(self.em)
-        self.barrier()
-        return tuple(result)
-
-    def run(self) -> ir.Module:
-        return super().run()
+    def stage_operand(self, node, which: int, dot: DotPlan, value: TileValue, offset: int) -> tuple:
+        """Write operand `which` (0: A, 1: B) of a product, held in registers as `value`,
+        into shared memory at `offset`: (stored, base pointer, K-major, bytes used). Stored
+        along the axis the registers run along (16-byte stores), unless the engine forces
+        K-major. The caller fences and synchronizes."""
+        rows, cols = padded(node.shape)
+        k_axis = 1 if which == 0 else 0
+        forced = dot.k_major[which]
+        k_major = forced if forced is not None else \
+            run_along(value.layout, k_axis) >= run_along(value.layout, 1 - k_axis)
+        transposed = k_major != (k_axis == 1)
+        size = _size(dot.staged)
+        stored = operand.Stored(cols, rows, size) if transposed else operand.Stored(rows, cols, size)
+        base = self.shared_dynamic(offset)
+        operand.stage(self, stored, base, value, node.shape, transposed, dot.staged, tf32=dot.kind == "tf32")
+        return stored, base, k_major, _align(stored.nbytes)
 
 
 # ----------------------------------------------------------------------------- mma.sync
@@ -434,39 +621,56 @@ def _mma_sync(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored
 # ----------------------------------------------------------------------------- wgmma
 
 
-def _wgmma(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored, b_base, b_kmajor) -> list:
-    """wgmma over operands in shared memory: each warpgroup its m_blocks x n_blocks
-    instructions per k step; waits for completion before returning."""
+def _wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=False) -> list:
+    """wgmma over operands in shared memory (`a_given`, `b_given`: (stored, base pointer,
+    K-major)), or A from registers (`fragments`: per (m block, k step) four packed words):
+    each warpgroup its m_blocks x n_blocks instructions per k step. Waits for completion
+    before returning, except in an accumulating streamed loop (`low.pending`). `zero`: the
+    accumulator starts at zero (the first k step does not read it)."""
     b, em, g = low.b, low.em, dot.geometry
     k_step = _K_STEP["wgmma"][dot.kind]
-    size = a_stored.size
+    b_stored, b_base, b_kmajor = b_given
+    size = b_stored.size
     group = b.lshr(low.warp, _c(2))
     gm = b.and_(group, _c(g.groups_m - 1))
     gn = b.lshr(group, _c(g.groups_m.bit_length() - 1))
     row0 = b.mul(gm, _c(g.group_rows))
     col0 = b.mul(gn, _c(g.group_cols))
-    a_addr, b_addr = ptx.shared_address(b, a_base), ptx.shared_address(b, b_base)
-    a_bits, b_bits = a_stored.descriptor_bits(a_kmajor), b_stored.descriptor_bits(b_kmajor)
-    k_total = a_stored.cols if a_kmajor else a_stored.rows
+    b_addr, b_bits = ptx.shared_address(b, b_base), b_stored.descriptor_bits(b_kmajor)
+    k_total = b_stored.rows if not b_kmajor else b_stored.cols
+    steps = k_total // k_step
+    if fragments is None:
+        a_stored, a_base, a_kmajor = a_given
+        a_addr, a_bits = ptx.shared_address(b, a_base), a_stored.descriptor_bits(a_kmajor)
+        words = []
+    else:  # in registers before the fence, as the accumulators
+        words = ptx.pin(em, [w for frag in fragments for w in frag])
     count = g.inst_n // 2
     regs = ptx.pin(em, list(acc))
-    one = ir.Constant(I32, 1)
     ptx.wgmma_fence(em)
-    for ks in range(k_total // k_step):
+    for ks in range(steps):
         k0 = ks * k_step
+        accumulate = ir.Constant(I32, 0 if zero and ks == 0 else 1)
         for mb in range(g.m_blocks):
             m0 = b.add(row0, _c(64 * mb))
-            desc_a = operand.descriptor(b, b.add(a_addr, _start(b, a_stored, a_kmajor, m0, k0, size)), a_bits)
+            if fragments is None:
+                desc_a = operand.descriptor(b, b.add(a_addr, _start(b, a_stored, a_kmajor, m0, k0, size)), a_bits)
             for nb in range(g.n_blocks):
                 n0 = b.add(col0, _c(g.inst_n * nb))
                 desc_b = operand.descriptor(b, b.add(b_addr, _start(b, b_stored, b_kmajor, n0, k0, size)), b_bits)
                 first = count * (nb + g.n_blocks * mb)
-                regs[first:first + count] = ptx.wgmma(
-                    em, dot.kind, dot.kind, g.inst_n, regs[first:first + count], desc_a, desc_b, one,
-                    int(not a_kmajor), int(not b_kmajor))
+                if fragments is None:
+                    regs[first:first + count] = ptx.wgmma(
+                        em, dot.kind, dot.kind, g.inst_n, regs[first:first + count], desc_a, desc_b,
+                        accumulate, int(not a_kmajor), int(not b_kmajor))
+                else:
+                    frag = 4 * (ks + steps * mb)
+                    regs[first:first + count] = ptx.wgmma_ra(
+                        em, dot.kind, g.inst_n, regs[first:first + count], words[frag:frag + 4], desc_b,
+                        accumulate, int(not b_kmajor))
     ptx.wgmma_commit(em)
-    if low.pending:  # a streamed loop: its end waits for the rest (`pipeline`)
-        ptx.wgmma_wait(em, low.pending)
+    if low.pending:  # an accumulating streamed loop: one group in flight (`pipeline`)
+        ptx.wgmma_wait(em, 1)
         return regs
     return ptx.wgmma_wait(em, 0, regs)
 

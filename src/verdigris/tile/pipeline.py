@@ -1,27 +1,42 @@
-"""Streaming the operands of a K loop straight into shared memory: TMA + mbarrier + wgmma.
+"""Streaming a loop's matrix operands straight into shared memory: TMA + mbarriers + wgmma.
 
 Takes: a tile kernel, the target and its `matmul.Plan`. Gives:
-- `find(kernel, target, plan)`: records in `plan.pipelines` each loop it streams, and in
-  `plan.tensor_maps` the TMA descriptors the kernel then takes (after the fault block, as
-  `__grid_constant__` parameters; `runtime.tensormap` makes them at launch);
-- `lower_loop(low, loop, stream)`: the loop's code.
+- `find(kernel, target, plan) -> [Pipeline]`: the loops it can stream (the plan then sizes
+  their stages, `matmul.plan`) and the TMA descriptors they take (`plan.tensor_maps`);
+- `lower_loop(low, loop, stream)`: a streamed loop as the threads that compute run it;
+- `produce_loop(low, stream)`: the same loop as the producer warp of a warp-specialized
+  kernel runs it (`specialize`): only the copies, ahead of the consumers;
+- `init_barriers(low, stream)`.
 
-A loop is streamed (sm_90a) when its body is a matrix product accumulated into a variable
-from tiles loaded in the body and used nowhere else:
-    for k in range(start, stop, step):         # a constant positive step
-        x = tile.load(A, index=(..k..), shape=(R, C))   # or inline, or .T of it
-        y = tile.load(B, index=(..k..), shape=(R', C'))
-        acc = tile.mma(x, y, acc)              # the product runs on wgmma
-where the loads read 2-d arrays of float16/bfloat16/fp8 with unit inner stride, whole
-power-of-two tiles with padding 0 (the copy engine fills what lies outside with zeros), at
-indices that depend on nothing the body assigns. Their tiles then go global -> shared by
-the copy engine (`cp.async.bulk.tensor`), `stages` iterations ahead, each stage's arrival
-counted by a `full` mbarrier (transaction bytes) and its release by an `empty` mbarrier
-(one arrival per warp, after the warp's wgmma that read it completed); thread 0 issues the
-copies. The wgmma of iteration i stays in flight while iteration i+1's is issued
-(`wgmma.wait_group 1`), and the loop ends with every product complete. Correct by
-construction: a stage is refilled only after its `empty` phase completed, and read only
-after its `full` phase completed; phases alternate with each pass over the stages.
+A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products directly:
+    for k in range(start, stop, step):          # a constant positive step
+        x = tile.load(A, index=(..k..), shape=(R, C))   # inline too, or `.T` of it, or a
+        y = tile.load(B, index=(..k..), shape=(R', C'))  # 3-d (1, R, C) load reshaped
+        acc = tile.mma(x, y, acc)                         # to (R, C)
+A streamed load reads a 2-d or 3-d array of float16/bfloat16/fp8 with unit inner stride, a
+whole power-of-two tile with padding 0 (the copy engine fills what lies outside with
+zeros), at an index that depends on nothing the body assigns but the loop variable, and
+its tile is used once, as an operand of a product in a statement of the body itself. It
+then goes global -> shared by the copy engine (`cp.async.bulk.tensor`), up to `stages`
+iterations ahead. A product's other operand, when the body does not assign it (a loop
+invariant, e.g. attention's Q), is staged into shared memory once before the loop;
+otherwise it is staged each iteration, or taken from registers (`matmul`).
+
+Two modes:
+- accumulating (the body is the streamed loads and one `acc = tile.mma(x, y, acc)`): the
+  wgmma of iteration i stays in flight while i+1's is issued (`wgmma.wait_group 1`); the
+  stage of iteration i is released once that wait returns in iteration i+1;
+- general (anything else: softmax between two products, ...): each product completes
+  before its result is used, and a stage is released at the end of its iteration.
+
+Stages are counted by a running iteration number c (across the tiles of a persistent
+kernel): stage c % stages, parity (c / stages) & 1. A stage's `full` mbarrier completes
+when its bytes have landed (one arrival with the transaction count, then the bytes); its
+`empty` mbarrier when every computing warp has released it (lane 0 of each arrives).
+Correct by construction: a stage is refilled only after its `empty` phase completed, and
+read only after its `full` phase completed. Who copies: without warp specialization,
+thread 0 (a prologue of `stages` iterations, then each released stage refilled); with it,
+one thread of the producer warp group, which runs the same loop bounds.
 """
 from __future__ import annotations
 
@@ -35,14 +50,15 @@ from ..ir import tiles as X
 from . import operand, ptx
 from .layout import padded
 
-MAX_STAGES = 4
+MAX_STAGES = 6
 TMA_TYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 BARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
 class TensorMap:
-    """One TMA descriptor: array `param` (2-d, `dtype`) in boxes of `box` (rows, cols)."""
+    """One TMA descriptor: array `param` (`dtype`) in boxes of `box` (one extent per array
+    axis, outermost first; the last is one swizzle panel), swizzled `swizzle` bytes."""
 
     param: str
     dtype: str
@@ -53,33 +69,48 @@ class TensorMap:
 
 @dataclass
 class Streamed:
-    """One operand tile streamed from global memory."""
+    """One operand tile streamed from global memory (its load's last two axes)."""
 
     load: X.TileLoad
+    dot: X.TileDot
+    which: int  # 0: A, 1: B
     stored: operand.Stored
     k_major: bool
     map_index: int  # position in `plan.tensor_maps`
-    offset: int  # bytes into a stage
+    offset: int = 0  # bytes into a stage
+
+
+@dataclass
+class Invariant:
+    """A product operand the loop does not assign: staged once, before the loop."""
+
+    dot: X.TileDot
+    which: int
+    node: X.TileExpr
+    nbytes: int
+    offset: int = 0  # in dynamic shared memory
 
 
 @dataclass
 class Pipeline:
     loop: N.For
-    dot: X.TileDot
-    operands: tuple  # (A, B) Streamed
+    operands: tuple  # Streamed
+    invariants: tuple  # Invariant
     skipped: frozenset  # ids of body statements the stream replaces (loads into variables)
-    stages: int
+    accumulating: bool
     stage_bytes: int
-    base: int  # offset of stage 0 in dynamic shared memory
-    barriers: int  # offset of the mbarriers
+    stages: int = 0
+    base: int = 0  # offset of stage 0 in dynamic shared memory
+    barriers: int = 0  # offset of the mbarriers
+    specialized: bool = False  # a producer warp group copies (`specialize`)
 
     @property
     def dots(self) -> tuple:
-        return (self.dot,)
+        return tuple(dict.fromkeys(op.dot for op in self.operands))
 
     @property
     def accumulator(self) -> str:
-        """The variable the loop accumulates into."""
+        """The variable an accumulating loop accumulates into."""
         return self.loop.body[-1].name
 
     @property
@@ -87,107 +118,147 @@ class Pipeline:
         """The bytes the copy engine writes per stage (its transaction count)."""
         return sum(op.stored.nbytes for op in self.operands)
 
+    @property
+    def shared_bytes(self) -> int:
+        return _align(self.stages * self.stage_bytes + 2 * self.stages * BARRIER_BYTES)
 
-def _resolve(e, assigned_in_body: dict):
-    """The TileLoad an operand comes from, and whether it is transposed on the way, or None."""
-    transposed = False
-    while True:
-        if isinstance(e, X.TileVar):
-            e = assigned_in_body.get(e.name)
-            if e is None:
-                return None
-        elif isinstance(e, X.Permute) and e.perm == (1, 0):
-            transposed = not transposed
-            e = e.value
-        elif isinstance(e, X.TileLoad):
-            return e, transposed
-        else:
-            return None
+    def place(self, offset: int, stages: int) -> int:
+        """Put the stages at `offset`; the end of the stages and barriers."""
+        self.stages, self.base = stages, offset
+        self.barriers = offset + stages * self.stage_bytes
+        return offset + self.shared_bytes
+
+
+# ----------------------------------------------------------------------------- matching
 
 
 def _names(e) -> set:
     from ..frontend import walk
 
-    return {n.name for n in walk([e]) if isinstance(n, N.Var)}
+    return {n.name for n in walk([e]) if isinstance(n, (N.Var, X.TileVar))}
+
+
+def _assigned(stmts) -> set:
+    from ..frontend import walk
+
+    return {n.name for n in walk(stmts) if isinstance(n, N.Assign)} | \
+        {n.var for n in walk(stmts) if isinstance(n, N.For)}
+
+
+def _resolve(e, assigned: dict):
+    """(load, transposed, variable or None) of an operand that is a loaded tile, or None."""
+    transposed, var = False, None
+    while True:
+        if isinstance(e, X.TileVar) and var is None and e.name in assigned:
+            var, e = e.name, assigned[e.name]
+        elif isinstance(e, X.Permute) and e.perm == (1, 0):
+            transposed, e = not transposed, e.value
+        elif isinstance(e, X.Reshape) and tuple(e.value.shape) == (1, *e.shape):
+            e = e.value
+        elif isinstance(e, X.TileLoad):
+            return e, transposed, var
+        else:
+            return None
 
 
 def _streamable(load: X.TileLoad, body_names: set, loop_var: str) -> bool:
     t = load.array.type
-    return (load.array.dtype.name in TMA_TYPES and t.ndim == 2 and t.unit_inner_stride
-            and tuple(load.shape) == padded(load.shape) and isinstance(load.padding, N.Const)
-            and load.padding.value == 0 and max(load.shape) <= 256
+    shape = tuple(load.shape)
+    return (load.array.dtype.name in TMA_TYPES and t.ndim in (2, 3) and t.unit_inner_stride
+            and (t.ndim == 2 or shape[0] == 1) and shape == padded(shape)
+            and isinstance(load.padding, N.Const) and load.padding.value == 0
+            and max(shape[-2:]) <= 256
             and not any(_names(i) & (body_names - {loop_var}) for i in load.index))
 
 
-def find(kernel: N.Kernel, target: str, plan) -> None:
+def find(kernel: N.Kernel, target: str, plan) -> list:
+    """The loops to stream (unplaced: `matmul.plan` gives them stages and offsets)."""
     from ..frontend import walk
 
-    if target != "sm_90a":
-        return
+    if target != "sm_90a" or not plan.tma:
+        return []
     reads: dict = {}
     for node in walk(kernel.body):
         if isinstance(node, X.TileVar):
             reads[node.name] = reads.get(node.name, 0) + 1
-    offset = 0
+    found = []
     for loop in (n for n in walk(kernel.body) if isinstance(n, N.For)):
-        found = _match(loop, plan, reads)
-        if found is None:
-            continue
-        dot, loads, skipped = found
-        operands, stage = [], 0
-        for load, k_major in loads:
-            rows, cols = load.shape
-            size = load.array.dtype.itemsize
-            stored = operand.Stored(rows, cols, size)
-            plan.tensor_maps.append(TensorMap(load.array.name, load.array.dtype.name, size,
-                                              (rows, stored.panel_cols), stored.panel_bytes))
-            operands.append(Streamed(load, stored, k_major, len(plan.tensor_maps) - 1, stage))
-            stage += _align(stored.nbytes)
-        budget = 200 * 1024 - offset
-        stages = max(2, min(MAX_STAGES, budget // stage))
-        barriers = offset + stages * stage
-        plan.pipelines[id(loop)] = Pipeline(loop, dot, tuple(operands), skipped, stages, stage,
-                                            offset, barriers)
-        offset = _align(barriers + 2 * stages * BARRIER_BYTES)
-    plan.staging_offset = offset
+        p = _match(loop, plan, reads)
+        if p is not None:
+            found.append(p)
+    return found
+
+
+def _match(loop: N.For, plan, reads: dict):
+    from ..frontend import walk
+
+    if not (isinstance(loop.step, N.Const) and loop.step.value > 0):
+        return None
+    body = loop.body
+    nested = _assigned([s for s in body if not isinstance(s, N.Assign)])
+    where = {}  # variable assigned once, at the top of the body -> (position, value)
+    for position, s in enumerate(body):
+        if isinstance(s, N.Assign) and s.name not in nested:
+            where[s.name] = None if s.name in where else (position, s.value)
+    body_names = _assigned(body)
+    dots = [(position, n) for position, s in enumerate(body) if isinstance(s, N.Assign)
+            for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == "wgmma"]
+    streamed, invariants, skipped = [], [], set()
+    for position, dot in dots:
+        kind = plan.dots[id(dot)].kind
+        # loads assigned earlier in the body (a later one would be the next pass's tile)
+        earlier = {k: v[1] for k, v in where.items() if v is not None and v[0] < position}
+        for which, e in enumerate((dot.a, dot.b)):
+            got = _resolve(e, earlier)
+            if got is not None:
+                load, transposed, var = got
+                if var is not None and reads.get(var, 0) != 1:
+                    got = None
+                elif not _streamable(load, body_names, loop.var) or load.array.dtype.name != kind:
+                    got = None
+            if got is None:
+                if isinstance(e, X.TileVar) and e.name not in body_names:
+                    invariants.append((dot, which, e))
+                continue
+            # The stored matrix is the load's tile (its columns contiguous); K runs along
+            # its columns when A is not transposed, or B is.
+            k_major = transposed == (which == 1)
+            if not k_major and load.array.dtype.itemsize == 1:
+                continue  # fp8 wgmma reads K-major operands only
+            rows, cols = load.shape[-2:]
+            streamed.append(Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize),
+                                     k_major, -1))
+            if var is not None:
+                skipped.add(next(id(s) for s in body if isinstance(s, N.Assign) and s.name == var))
+    if not streamed:
+        return None
+    fed = {id(op.dot) for op in streamed}
+    invariants = [Invariant(dot, which, node, _stored_bytes(node, plan.dots[id(dot)]))
+                  for dot, which, node in invariants if id(dot) in fed]
+    last, dot = body[-1], dots[0][1]
+    accumulating = (len(streamed) == 2 and len(dots) == 1 and isinstance(last, N.Assign)
+                    and last.value is dot and isinstance(dot.acc, X.TileVar)
+                    and dot.acc.name == last.name and reads.get(last.name, 0) >= 1
+                    and all(id(s) in skipped for s in body[:-1]))
+    stage = 0
+    for op in streamed:
+        box = (1,) * (op.load.array.type.ndim - 2) + (op.stored.rows, op.stored.panel_cols)
+        plan.tensor_maps.append(TensorMap(op.load.array.name, op.load.array.dtype.name,
+                                          op.stored.size, box, op.stored.panel_bytes))
+        op.map_index, op.offset = len(plan.tensor_maps) - 1, stage
+        stage += _align(op.stored.nbytes)
+    return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage)
+
+
+def _stored_bytes(node: X.TileExpr, dot) -> int:
+    from .matmul import _size
+
+    rows, cols = padded(node.shape)
+    return _align(rows * cols * _size(dot.staged))
 
 
 def _align(n: int) -> int:
     return (n + operand.BASE_ALIGN - 1) // operand.BASE_ALIGN * operand.BASE_ALIGN
-
-
-def _match(loop: N.For, plan, reads: dict):
-    """(dot, [(load, k_major) of A and B], ids of skipped statements) or None."""
-    if not (isinstance(loop.step, N.Const) and loop.step.value > 0):
-        return None
-    body = loop.body
-    if not body or not all(isinstance(s, N.Assign) for s in body):
-        return None
-    last = body[-1]
-    dot = last.value
-    if not (isinstance(dot, X.TileDot) and plan.dots[id(dot)].engine == "wgmma"
-            and isinstance(dot.acc, X.TileVar) and dot.acc.name == last.name
-            and reads.get(last.name, 0) >= 1):
-        return None
-    assigned = {s.name: s.value for s in body[:-1]}
-    if any(not isinstance(v, X.TileLoad) or reads.get(name, 0) != 1 for name, v in assigned.items()):
-        return None
-    names = {s.name for s in body}
-    loads = []
-    for which, e in (("a", dot.a), ("b", dot.b)):
-        found = _resolve(e, assigned)
-        if found is None or not _streamable(found[0], names, loop.var):
-            return None
-        load, transposed = found
-        # The stored matrix is the load's tile (its columns contiguous); K runs along its
-        # columns when A is not transposed, or B is.
-        k_major = transposed == (which == "b")
-        if not k_major and load.array.dtype.itemsize == 1:
-            return None  # fp8 wgmma reads K-major operands only
-        loads.append((load, k_major))
-    if plan.dots[id(dot)].kind != loads[0][0].array.dtype.name:
-        return None
-    return dot, loads, frozenset(id(s) for s in body[:-1])
 
 
 # ----------------------------------------------------------------------------- lowering
@@ -197,97 +268,206 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
+class _Loop:
+    """A streamed loop's trip count, loop variable and barriers, as one thread lowers them."""
+
+    def __init__(self, low, p: Pipeline):
+        b = low.b
+        self.low, self.p, self.b = low, p, b
+        loop = p.loop
+        self.dt = low.kernel.locals[loop.var]
+        widen = b.sext if self.dt.is_signed else b.zext
+        self.start = widen(low.expr(loop.start), I64)
+        stop = widen(low.expr(loop.stop), I64)
+        step = self.step = loop.step.value
+        span = b.sub(stop, self.start)
+        trips = b.select(b.icmp_signed(">", span, ir.Constant(I64, 0)),
+                         b.sdiv(b.add(span, ir.Constant(I64, step - 1)), ir.Constant(I64, step)),
+                         ir.Constant(I64, 0))
+        self.trips = b.trunc(trips, I32)
+        self.full, self.empty = barrier_addresses(low, p)
+        self.stage_base = ptx.shared_address(b, low.shared_dynamic(p.base))
+
+    def set_var(self, i: ir.Value) -> None:
+        b = self.b
+        value = b.add(self.start, b.mul(b.zext(i, I64), ir.Constant(I64, self.step)))
+        b.store(b.trunc(value, ir.IntType(self.dt.bits)) if self.dt.bits < 64 else value,
+                self.low.slots[self.p.loop.var])
+
+    def stage_of(self, c: ir.Value) -> tuple:
+        """(stage, parity) of running iteration number c."""
+        stages = self.p.stages
+        return self.b.urem(c, _c(stages)), self.b.and_(self.b.udiv(c, _c(stages)), _c(1))
+
+    def produce(self, i: ir.Value, stage: ir.Value) -> None:
+        """Copy iteration i's tiles into `stage` (i32 values); one thread runs it."""
+        b, low, p = self.b, self.low, self.p
+        self.set_var(i)
+        bar = _select(b, self.full, stage)
+        ptx.mbarrier_arrive_expect_tx(low.em, bar, p.stage_bytes_used)
+        base = b.add(self.stage_base, b.mul(stage, _c(p.stage_bytes)))
+        for op in p.operands:
+            # element coordinates, innermost first: index[k] * shape[k]
+            coords = [b.trunc(b.mul(low.expr(i), ir.Constant(I64, n)), I32)
+                      for i, n in zip(op.load.index, op.load.shape)][::-1]
+            rows = op.stored.rows
+            for panel in range(op.stored.cols // op.stored.panel_cols):
+                dst = b.add(base, _c(op.offset + panel * rows * op.stored.panel_bytes))
+                moved = [b.add(coords[0], _c(panel * op.stored.panel_cols))] + coords[1:]
+                ptx.tma_load(low.em, dst, low.tensor_map_args[op.map_index], moved, bar)
+
+    def release(self, stage: ir.Value, when=None) -> None:
+        """Lane 0 of every computing warp arrives on `stage`'s empty barrier."""
+        low = self.low
+        cond = self.b.icmp_unsigned("==", low.lane, _c(0))
+        if when is not None:
+            cond = self.b.and_(cond, when)
+        _if(low, cond, lambda: ptx.mbarrier_arrive(low.em, _select(self.b, self.empty, stage)))
+
+
+def barrier_addresses(low, p: Pipeline) -> tuple:
+    b = low.b
+    full = [ptx.shared_address(b, low.shared_dynamic(p.barriers + s * BARRIER_BYTES)) for s in range(p.stages)]
+    empty = [ptx.shared_address(b, low.shared_dynamic(p.barriers + (p.stages + s) * BARRIER_BYTES))
+             for s in range(p.stages)]
+    return full, empty
+
+
+def init_barriers(low, p: Pipeline, warps: int) -> None:
+    """Thread 0: every stage's barriers (full: 1 arrival + bytes; empty: one per warp),
+    made visible to the copy engine. A block-wide barrier must follow."""
+    em = low.em
+    full, empty = barrier_addresses(low, p)
+    tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
+    _if(low, low.b.icmp_unsigned("==", tid, _c(0)),
+        lambda: ([ptx.mbarrier_init(em, bar, 1) for bar in full],
+                 [ptx.mbarrier_init(em, bar, warps) for bar in empty], ptx.fence_mbarrier_init(em)))
+
+
+def produce_loop(low, p: Pipeline) -> None:
+    """The producer's loop (one thread of a warp-specialized kernel): for each iteration,
+    wait until its stage is free, then copy into it. Its running count is
+    `low.stream_count`, the consumers' count in their own registers."""
+    s = _Loop(low, p)
+    b = low.b
+    base = b.load(low.stream_count, typ=I32)
+
+    def iteration(i):
+        stage, parity = s.stage_of(b.add(base, i))
+        # The first pass finds every stage free: parity 1 of a fresh barrier has completed.
+        ptx.mbarrier_wait(low.em, _select(b, s.empty, stage), b.xor(parity, _c(1)))
+        s.produce(i, stage)
+    _counted(low, s.trips, iteration, "produce")
+    b.store(b.add(base, s.trips), low.stream_count)
+
+
 def lower_loop(low, loop: N.For, p: Pipeline) -> None:
     b, em = low.b, low.em
-    dt = low.kernel.locals[loop.var]
-    start = b.sext(low.expr(loop.start), I64) if dt.is_signed else b.zext(low.expr(loop.start), I64)
-    stop = b.sext(low.expr(loop.stop), I64) if dt.is_signed else b.zext(low.expr(loop.stop), I64)
-    step = loop.step.value
-    span = b.sub(stop, start)
-    trips64 = b.select(b.icmp_signed(">", span, ir.Constant(I64, 0)),
-                       b.sdiv(b.add(span, ir.Constant(I64, step - 1)), ir.Constant(I64, step)),
-                       ir.Constant(I64, 0))
-    trips = b.trunc(trips64, I32)
-    tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
-    leader = b.icmp_unsigned("==", tid, _c(0))
-    stages = p.stages
-    full = [ptx.shared_address(b, low.shared_dynamic(p.barriers + s * BARRIER_BYTES)) for s in range(stages)]
-    empty = [ptx.shared_address(b, low.shared_dynamic(p.barriers + (stages + s) * BARRIER_BYTES))
-             for s in range(stages)]
-    stage_base = ptx.shared_address(b, low.shared_dynamic(p.base))
-    maps = low.tensor_map_args
+    if not p.specialized:  # every warp is past an earlier run of this loop: set up again
+        low.barrier()
+        init_barriers(low, p, low.num_warps)
+        low.barrier()
+    s = _Loop(low, p)
+    trips = s.trips
+    base = b.load(low.stream_count, typ=I32) if p.specialized else _c(0)
+    leader = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), _c(0))
+    if not p.specialized:
+        _if(low, leader, lambda: [_if(low, b.icmp_signed("<", _c(k), trips), lambda k=k: s.produce(_c(k), _c(k)))
+                                  for k in range(p.stages)])
+    streams = _stage_invariants(low, p)
+    if p.accumulating:  # opaque to LLVM: no first iteration peeled off for a constant start
+        _, slots = low.tile_slots[p.accumulator]
+        for value, slot in zip(ptx.pin(em, [b.load(slot, typ=FLOAT) for slot in slots]), slots):
+            b.store(value, slot)
 
-    def set_var(i: ir.Value) -> None:
-        value = b.add(start, b.mul(b.zext(i, I64), ir.Constant(I64, step)))
-        low.b.store(b.trunc(value, ir.IntType(dt.bits)) if dt.bits < 64 else value, low.slots[loop.var])
-
-    def produce(i: ir.Value, stage: ir.Value) -> None:
-        """Thread 0: copy iteration i's tiles into `stage` (i32 values)."""
-        set_var(i)
-        bar = _select(b, full, stage)
-        ptx.mbarrier_arrive_expect_tx(em, bar, p.stage_bytes_used)
-        base = b.add(stage_base, b.mul(stage, _c(p.stage_bytes)))
+    def iteration(i):
+        c = b.add(base, i)
+        stage, parity = s.stage_of(c)
+        ptx.mbarrier_wait(em, _select(b, s.full, stage), parity)
+        s.set_var(i)
+        given: dict = {id(d): [None, None] for d in p.dots}
+        for k, entry in streams.items():
+            given.setdefault(k[0], [None, None])[k[1]] = entry
+        stage_addr = b.add(s.stage_base, b.mul(stage, _c(p.stage_bytes)))
         for op in p.operands:
-            rows, cols = op.load.shape
-            row = b.trunc(b.mul(low.expr(op.load.index[0]), ir.Constant(I64, rows)), I32)
-            col = b.trunc(b.mul(low.expr(op.load.index[1]), ir.Constant(I64, cols)), I32)
-            for panel in range(cols // op.stored.panel_cols):
-                dst = b.add(base, _c(op.offset + panel * rows * op.stored.panel_bytes))
-                ptx.tma_load_2d(em, dst, maps[op.map_index], b.add(col, _c(panel * op.stored.panel_cols)),
-                                row, bar)
+            given[id(op.dot)][op.which] = (op.stored, b.add(stage_addr, _c(op.offset)), op.k_major)
+        low.streams.update({k: tuple(v) for k, v in given.items()})
+        low.pending = p.accumulating
+        try:
+            low.stmts([st for st in loop.body if id(st) not in p.skipped])
+        finally:
+            for k in given:
+                del low.streams[k]
+            low.pending = False
+        if p.accumulating:
+            # Iteration i-1's products are complete (wait_group 1): release its stage.
+            previous = b.sub(i, _c(1))
+            prev_stage, prev_parity = s.stage_of(b.sub(c, _c(1)))
+            has_previous = b.icmp_signed(">=", previous, _c(0))
+            s.release(prev_stage, has_previous)
+            refill, freed, freed_parity, when = b.add(previous, _c(p.stages)), prev_stage, prev_parity, has_previous
+        else:
+            s.release(stage)
+            refill, freed, freed_parity, when = b.add(i, _c(p.stages)), stage, parity, None
+        if not p.specialized:  # thread 0 refills the released stage once every warp released it
+            cond = b.and_(leader, b.icmp_signed("<", refill, trips))
+            cond = cond if when is None else b.and_(cond, when)
 
-    # Barriers: set up by thread 0, visible to the copy engine, then to every thread.
-    _if(low, leader, lambda: ([ptx.mbarrier_init(em, full[s], 1) for s in range(stages)],
-                              [ptx.mbarrier_init(em, empty[s], low.num_warps) for s in range(stages)],
-                              ptx.fence_mbarrier_init(em)))
+            def reload():
+                ptx.mbarrier_wait(em, _select(b, s.empty, freed), freed_parity)
+                s.produce(refill, freed)
+            _if(low, cond, reload)
+    if not p.accumulating:
+        _counted(low, trips, iteration, "stream")
+    else:
+        # Only the loop's exit reaches the final wait: a path from before the loop (no
+        # trips) into it makes ptxas serialize every wgmma of the kernel.
+        def run():
+            _counted(low, trips, iteration, "stream")
+            _, slots = low.tile_slots[p.accumulator]
+            acc = ptx.wgmma_wait(em, 0, [b.load(slot, typ=FLOAT) for slot in slots])
+            for value, slot in zip(acc, slots):
+                b.store(value, slot)
+            if p.specialized:  # the last stage is free for the producer's next tile
+                s.release(s.stage_of(b.add(base, b.sub(trips, _c(1))))[0])
+        _if(low, b.icmp_signed(">", trips, _c(0)), run)
+    if p.specialized:
+        b.store(b.add(base, trips), low.stream_count)
+    # Python leaves the loop variable at its last value.
+    _if(low, b.icmp_signed(">", trips, _c(0)), lambda: s.set_var(b.sub(trips, _c(1))))
+
+
+def _stage_invariants(low, p: Pipeline) -> dict:
+    """Stage the loop-invariant operands (after a barrier: an earlier pass of the code that
+    holds this loop may still read them); (id(dot), which) -> (stored, base, k_major)."""
+    if not p.invariants:
+        return {}
     low.barrier()
-    _if(low, leader, lambda: [_if(low, b.icmp_signed("<", _c(s), trips), lambda s=s: produce(_c(s), _c(s)))
-                              for s in range(stages)])
+    out = {}
+    for inv in p.invariants:
+        dot = low.plan.dots[id(inv.dot)]
+        out[(id(inv.dot), inv.which)] = low.stage_operand(inv.node, inv.which, dot, low.tile(inv.node),
+                                                          inv.offset)[:3]
+    ptx.fence_proxy_async(low.em)
+    low.barrier()
+    return out
 
-    # The loop: i from 0 to trips - 1.
+
+def _counted(low, trips: ir.Value, body, name: str) -> None:
+    """for i in range(trips): body(i) (i an i32 value)."""
+    b = low.b
     entry = b.block
-    header, body, done = low._block("stream.k"), low._block("stream.body"), low._block("stream.done")
+    header, block, done = low._block(f"{name}.k"), low._block(f"{name}.body"), low._block(f"{name}.done")
     b.branch(header)
     b.position_at_end(header)
     i = b.phi(I32)
     i.add_incoming(_c(0), entry)
-    b.cbranch(b.icmp_signed("<", i, trips), body, done)
-    b.position_at_end(body)
-    stage = b.urem(i, _c(stages))
-    parity = b.and_(b.udiv(i, _c(stages)), _c(1))
-    ptx.mbarrier_wait(em, _select(b, full, stage), parity)
-    set_var(i)
-    addresses = tuple((op.stored, b.add(stage_base, b.add(b.mul(stage, _c(p.stage_bytes)), _c(op.offset))),
-                       op.k_major) for op in p.operands)
-    low.streams[id(p.dot)] = addresses
-    low.pending = 1
-    try:
-        low.stmts([s for s in loop.body if id(s) not in p.skipped])
-    finally:
-        del low.streams[id(p.dot)]
-        low.pending = 0
-    # Iteration i-1's products are complete (wait_group 1): release its stage; thread 0
-    # refills it with iteration i-1+stages once every warp has released it.
-    previous = b.sub(i, _c(1))
-    has_previous = b.icmp_signed(">=", previous, _c(0))
-    prev_stage = b.urem(b.add(previous, _c(stages)), _c(stages))
-    lane0 = b.icmp_unsigned("==", low.lane, _c(0))
-    _if(low, b.and_(has_previous, lane0), lambda: ptx.mbarrier_arrive(em, _select(b, empty, prev_stage)))
-    refill = b.add(previous, _c(stages))
-
-    def reload():
-        ptx.mbarrier_wait(em, _select(b, empty, prev_stage), b.and_(b.udiv(previous, _c(stages)), _c(1)))
-        produce(refill, prev_stage)
-    _if(low, b.and_(b.and_(leader, has_previous), b.icmp_signed("<", refill, trips)), reload)
+    b.cbranch(b.icmp_signed("<", i, trips), block, done)
+    b.position_at_end(block)
+    body(i)
     i.add_incoming(b.add(i, _c(1)), b.block)
     b.branch(header)
     b.position_at_end(done)
-    _, slots = low.tile_slots[p.accumulator]
-    acc = ptx.wgmma_wait(em, 0, [b.load(slot, typ=FLOAT) for slot in slots])
-    for value, slot in zip(acc, slots):
-        b.store(value, slot)
-    # Python leaves the loop variable at its last value.
-    _if(low, b.icmp_signed(">", trips, _c(0)), lambda: set_var(b.sub(trips, _c(1))))
 
 
 def _select(b, addresses: list, index: ir.Value) -> ir.Value:

@@ -1,9 +1,11 @@
 """Inline PTX for what LLVM has no intrinsic for: tensor-core, async-copy and mbarrier ops.
 
 Takes: an `Emitter` (module + builder) and LLVM values. Gives one function per instruction
-family: `ldmatrix`, `mma_sync`, `wgmma` (+ `wgmma_fence`, `wgmma_commit`, `wgmma_wait`),
-`mbarrier_init`/`arrive`/`arrive_expect_tx`/`wait`, `tma_load_2d`, `fence_proxy_async`,
-`fence_mbarrier_init`, `cvt_tf32`, `pack_half2`, `shared_address`.
+family: `ldmatrix`, `mma_sync`, `wgmma` (operands in shared memory, or A in registers: `wgmma_ra`;
++ `wgmma_fence`, `wgmma_commit`, `wgmma_wait`), `mbarrier_init`/`arrive`/`arrive_expect_tx`/
+`wait`, `tma_load` and `tma_store` (1-5-d boxes; `bulk_commit`, `bulk_wait_read`),
+`fence_proxy_async`, `fence_mbarrier_init`, `named_barrier`, `setmaxnreg`, `cvt_tf32`,
+`pack_half2`, `shared_address`.
 
 Guarantees: every instruction that reads or writes memory, or synchronizes, is emitted as
 `asm sideeffect` with a memory clobber, so LLVM neither drops, merges nor moves memory
@@ -86,8 +88,9 @@ def pin(em, values: list) -> list:
     later instruction materializes them (a constant's `mov` after `wgmma.fence` would make
     ptxas serialize every wgmma of the kernel)."""
     count = len(values)
-    constraints = ",".join(["=f"] * count + [str(i) for i in range(count)])
-    out = _asm(em, ir.LiteralStructType([FLOAT] * count), "", constraints, values)
+    kinds = ["=f" if v.type == FLOAT else "=r" for v in values]
+    constraints = ",".join(kinds + [str(i) for i in range(count)])
+    out = _asm(em, ir.LiteralStructType([v.type for v in values]), "", constraints, values)
     return _fields(em, out, count)
 
 
@@ -137,6 +140,25 @@ def wgmma(em, a_type: str, b_type: str, n: int, acc: list, desc_a: ir.Value, des
     return _fields(em, out, count)
 
 
+def wgmma_ra(em, a_type: str, n: int, acc: list, a_regs: list, desc_b: ir.Value,
+             accumulate: ir.Value, trans_b: int) -> list:
+    """`wgmma.mma_async` with A in registers: `a_regs` are this thread's four 32-bit words
+    of the m64k16 A fragment (two 16-bit elements each, the layout of mma.sync's A), B from
+    a shared-memory descriptor. 16-bit types only."""
+    _, pt = WGMMA[a_type]
+    count = len(acc)
+    d = "{" + ",".join(f"${i}" for i in range(count)) + "}"
+    a = "{" + ",".join(f"${count + i}" for i in range(4)) + "}"
+    text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 5}, 0;\n"
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{pt}.{pt} {d}, {a}, ${count + 4}, "
+            f"p, 1, 1, {trans_b};\n}}")
+    constraints = ",".join(["=f"] * count + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(count)])
+    out = _asm(em, ir.LiteralStructType([FLOAT] * count), text, constraints + ",~{memory}",
+               list(a_regs) + [desc_b, em.b.zext(accumulate, I32) if accumulate.type == I1 else accumulate]
+               + acc)
+    return _fields(em, out, count)
+
+
 # ----------------------------------------------------------------------------- mbarrier, TMA
 
 
@@ -165,18 +187,65 @@ def mbarrier_arrive_expect_tx(em, bar: ir.Value, nbytes: int) -> None:
          "r,r,~{memory}", [bar, ir.Constant(I32, nbytes)])
 
 
+WAIT_LIMIT = 1 << 28  # polls of an mbarrier before a wait counts as a deadlock
+
+
 def mbarrier_wait(em, bar: ir.Value, parity: ir.Value) -> None:
-    """Spin until the phase of `bar` with parity `parity` (0 or 1, i32) has completed."""
-    text = ("{\n.reg .pred done;\nvg_wait_${:uid}:\n"
+    """Spin until the phase of `bar` with parity `parity` (0 or 1, i32) has completed. A
+    wait that polls WAIT_LIMIT times (seconds: far beyond any real wait) traps, so a
+    pipeline that can never make progress fails its launch instead of hanging the GPU."""
+    text = ("{\n.reg .pred done;\n.reg .b32 polls;\nmov.b32 polls, 0;\nvg_wait_${:uid}:\n"
             "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
-            "@!done bra vg_wait_${:uid};\n}")
+            "@done bra vg_waited_${:uid};\nadd.u32 polls, polls, 1;\n"
+            f"setp.lt.u32 done, polls, {WAIT_LIMIT};\n"
+            "@done bra vg_wait_${:uid};\ntrap;\nvg_waited_${:uid}:\n}")
     _asm(em, ir.VoidType(), text, "r,r,~{memory}", [bar, parity])
 
 
-def tma_load_2d(em, dst: ir.Value, tensor_map: ir.Value, column: ir.Value, row: ir.Value,
-                bar: ir.Value) -> None:
-    """`cp.async.bulk.tensor.2d` of the box at element (row, column) of the tensor map's
-    array into shared memory at `dst`, completing `nbytes` of transaction on `bar`."""
-    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-            "[$0], [$1, {$2, $3}], [$4];")
-    _asm(em, ir.VoidType(), text, "r,l,r,r,r,~{memory}", [dst, tensor_map, column, row, bar])
+def tma_load(em, dst: ir.Value, tensor_map: ir.Value, coords: list, bar: ir.Value) -> None:
+    """`cp.async.bulk.tensor.<n>d` of the box at element `coords` (innermost first, i32) of
+    the tensor map's array into shared memory at `dst`, completing its bytes on `bar`."""
+    n = len(coords)
+    box = ", ".join(f"${2 + i}" for i in range(n))
+    text = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{box}}}], [${2 + n}];")
+    _asm(em, ir.VoidType(), text, ",".join(["r", "l"] + ["r"] * n + ["r", "~{memory}"]),
+         [dst, tensor_map, *coords, bar])
+
+
+def tma_store(em, src: ir.Value, tensor_map: ir.Value, coords: list) -> None:
+    """`cp.async.bulk.tensor.<n>d` global <- shared: the box at `src` to element `coords`
+    (innermost first) of the tensor map's array; parts outside the array are not written.
+    Completes in this thread's bulk group (`bulk_commit`, `bulk_wait_read`)."""
+    n = len(coords)
+    box = ", ".join(f"${1 + i}" for i in range(n))
+    text = f"cp.async.bulk.tensor.{n}d.global.shared::cta.tile.bulk_group [$0, {{{box}}}], [${1 + n}];"
+    _asm(em, ir.VoidType(), text, ",".join(["l"] + ["r"] * n + ["r", "~{memory}"]),
+         [tensor_map, *coords, src])
+
+
+def bulk_commit(em) -> None:
+    _asm(em, ir.VoidType(), "cp.async.bulk.commit_group;", "~{memory}", [])
+
+
+def bulk_wait_read(em, pending: int) -> None:
+    """Until at most `pending` of this thread's bulk groups still read shared memory."""
+    _asm(em, ir.VoidType(), f"cp.async.bulk.wait_group.read {pending};", "~{memory}", [])
+
+
+# ----------------------------------------------------------------------------- warp groups
+
+
+def named_barrier(em, barrier_id, threads: int) -> None:
+    """`bar.sync id, threads`: a barrier among `threads` threads (whole warps) only; `id`
+    an int or an i32 value (uniform over each warp)."""
+    if isinstance(barrier_id, int):
+        _asm(em, ir.VoidType(), f"bar.sync {barrier_id}, {threads};", "~{memory}", [])
+    else:
+        _asm(em, ir.VoidType(), f"bar.sync $0, {threads};", "r,~{memory}", [barrier_id])
+
+
+def setmaxnreg(em, registers: int, increase: bool) -> None:
+    """`setmaxnreg.inc/dec`: this warpgroup's register budget per thread (all its warps run it)."""
+    _asm(em, ir.VoidType(), f"setmaxnreg.{'inc' if increase else 'dec'}.sync.aligned.u32 {registers};",
+         "~{memory}", [])

@@ -1,0 +1,141 @@
+"""Product tiles stored through the copy engine: TMA stores from per-warpgroup buffers.
+
+Takes: a warp-specialized kernel's plan (`matmul.plan`) and the layouts of its product
+variables. Gives: `find(kernel, plan, layout_of) -> {id(TileStore): StoreChunks}` for the
+stores it takes over (registering their TMA descriptors in `plan.tensor_maps`), and
+`store(low, node, value, chunks)`, their lowering.
+
+A store qualifies when its tile is in a wgmma accumulator layout (the product's registers,
+through the epilogue's elementwise ops) and goes to a 2-d float16/bfloat16/float32 array
+with unit inner stride, as a whole power-of-two tile. Each consumer warpgroup then writes
+its own rows, 64 rows x one 128-byte swizzle panel at a time, into one of its two
+shared-memory buffers (the swizzled format of `operand`, conflict-free for the
+accumulator's pairs), fences them for the async proxy, and one of its threads has the copy
+engine store the box (`cp.async.bulk.tensor` global <- shared; parts outside the array are
+not written). The warpgroup moves on while the copy runs: a buffer is rewritten only after
+the copy that read it is done (`cp.async.bulk.wait_group.read`: at most the copy of the
+other buffer pending, none at a store's first chunk), each step behind the warpgroup's own
+named barrier, so no other warpgroup waits. `drain` waits for every copy's reads before the
+kernel ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..codegen.dtypes import I8, I32, I64, mem_type, to_mem
+from ..ir import tiles as X
+from . import operand, ptx
+from .layout import padded
+from .mma_layout import GroupGeometry
+
+ROWS = 64  # rows per chunk: one wgmma row block
+STORE_TYPES = ("float16", "bfloat16", "float32")
+FIRST_BARRIER = 2  # named barrier ids: 0 the block's, 1 the consumers' (`specialize`)
+
+
+@dataclass(frozen=True)
+class StoreChunks:
+    geometry: GroupGeometry
+    chunk: operand.Stored  # one buffer: ROWS x one panel
+    map_index: int
+
+
+def buffer_bytes(plan) -> int:
+    """Shared memory for the stores: two buffers of the largest chunk per warpgroup."""
+    if not plan.stores:
+        return 0
+    chunk = max(c.chunk.nbytes for c in plan.stores.values())
+    return 2 * chunk * next(iter(plan.stores.values())).geometry.groups
+
+
+def find(kernel, plan, layout_of, warps: int) -> dict:
+    from ..frontend import walk
+    from .pipeline import TensorMap
+
+    found = {}
+    for node in walk(kernel.body):
+        if not isinstance(node, X.TileStore):
+            continue
+        array, shape = node.array, tuple(node.value.shape)
+        if not (array.type.ndim == 2 and array.type.unit_inner_stride and shape == padded(shape)
+                and array.dtype.name in STORE_TYPES and shape[0] % ROWS == 0):
+            continue
+        g = GroupGeometry(shape[0], shape[1], warps)
+        if layout_of(node.value) != g.layout():
+            continue
+        size = array.dtype.itemsize
+        chunk = operand.Stored(ROWS, min(g.inst_n, 128 // size), size)
+        if g.inst_n % chunk.cols:
+            continue
+        plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size, (ROWS, chunk.cols),
+                                          chunk.panel_bytes))
+        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1)
+    return found
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
+    b, em, g, chunk = low.b, low.em, chunks.geometry, chunks.chunk
+    group = b.lshr(low.warp, _c(2))
+    gm = b.and_(group, _c(g.groups_m - 1))
+    gn = b.lshr(group, _c(g.groups_m.bit_length() - 1))
+    row0 = b.add(b.trunc(b.mul(low.expr(node.index[0]), ir.Constant(I64, g.m)), I32), b.mul(gm, _c(g.group_rows)))
+    col0 = b.add(b.trunc(b.mul(low.expr(node.index[1]), ir.Constant(I64, g.n)), I32), b.mul(gn, _c(g.group_cols)))
+    region = low.shared_dynamic(low.plan.store_buffers)
+    buffers = b.gep(region, [b.zext(b.mul(group, _c(2 * chunk.nbytes)), I64)], inbounds=True, source_etype=I8)
+    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, _c(3)), _c(0)),
+                    b.icmp_unsigned("==", low.lane, _c(0)))
+    # this thread's place in its warpgroup's rows and in a chunk's columns
+    row_t = b.add(b.mul(b.and_(low.warp, _c(3)), _c(16)), b.lshr(low.lane, _c(2)))
+    col_t = b.mul(b.and_(low.lane, _c(3)), _c(2))
+    dtype = node.array.dtype
+    pair = ir.VectorType(mem_type(dtype), 2)
+    layout = value.layout
+    held = [(r, layout.register_coords(r)) for r in range(0, layout.num_regs, 2)]
+    steps = [(mb, panel) for mb in range(g.m_blocks) for panel in range(g.group_cols // chunk.cols)]
+
+    barrier_id = b.add(group, _c(FIRST_BARRIER))
+
+    def sync():
+        ptx.named_barrier(em, barrier_id, 128)
+
+    for k, (mb, panel) in enumerate(steps):
+        buffer = b.gep(buffers, [ir.Constant(I64, (k % 2) * chunk.nbytes)], inbounds=True, source_etype=I8)
+        _if(low, leader, lambda k=k: ptx.bulk_wait_read(em, 0 if k == 0 else 1))
+        sync()
+        for r, (row, col) in held:
+            row -= ROWS * mb
+            col -= panel * chunk.cols
+            if not (0 <= row < ROWS and 0 <= col < chunk.cols):
+                continue
+            offset = chunk.chunk_offset(b, b.add(row_t, _c(row)), b.add(col_t, _c(col)))
+            words = ir.Constant(pair, ir.Undefined)
+            for e in (0, 1):
+                words = b.insert_element(words, to_mem(b, dtype, value.regs[r + e]), _c(e))
+            b.store(words, b.gep(buffer, [b.zext(offset, I64)], inbounds=True, source_etype=I8),
+                    align=2 * dtype.itemsize)
+        ptx.fence_proxy_async(em)
+        sync()
+        address = ptx.shared_address(b, buffer)
+        coords = [b.add(col0, _c(panel * chunk.cols)), b.add(row0, _c(ROWS * mb))]
+        _if(low, leader, lambda address=address, coords=coords: (
+            ptx.tma_store(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
+
+
+def drain(low) -> None:
+    """Each warpgroup's storing thread: every copy has read its buffer (before exit)."""
+    b = low.b
+    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, _c(3)), _c(0)),
+                    b.icmp_unsigned("==", low.lane, _c(0)))
+    _if(low, leader, lambda: ptx.bulk_wait_read(low.em, 0))
+
+
+def _if(low, cond, then) -> None:
+    from .pipeline import _if as branch
+
+    branch(low, cond, then)

@@ -1,0 +1,186 @@
+"""Warp specialization and a persistent grid, for kernels with one streamed loop (sm_90a).
+
+Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
+- `decide(kernel, pipelines, warps) -> Specialized | None`;
+- `kernel_region(low, region, spec)`: the kernel body's code (`matmul.MmaLowering`).
+
+When: the kernel's one streamed loop is a statement of the kernel's body itself (not inside
+an `if` or another loop), no `return` comes before it, and its bounds and its streamed
+loads' indices are computed from parameters, block indices and scalars that top-level
+assignments before it compute without reading memory (the producer re-runs those).
+
+What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
+statement of the kernel, as written), and one more warp group, the producer, copies: one of
+its threads runs the streamed loop's bounds and issues each iteration's copies as soon as
+the stage it goes to is free, so loads run ahead of the products by up to `stages`
+iterations, across tiles too. Registers move to the consumers (`setmaxnreg`: the producer
+keeps PRODUCER_REGISTERS, the consumers share the rest; the kernel is compiled with
+`.maxntid` of the whole block and one block per multiprocessor). The consumers' barriers
+are named barrier 1 over their threads only (the producer never joins them).
+
+Persistent (accumulating loops: every tile costs the same): the launch starts one block
+per multiprocessor (`runtime.tensormap`); block b runs tiles b, b + blocks, ... of the
+grid the launch asked for, which the kernel takes as three extra parameters, in grouped
+order (GROUP consecutive tiles along axis 0 for each tile along axis 1, so blocks running
+together share operand panels in L2); `tile.bid` and `tile.num_blocks` read that virtual
+grid. The producer's copies for the next tile then overlap the consumers' epilogue. Loops
+of uneven work (causal attention) keep one block per tile, which the hardware balances.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..codegen.dtypes import I32
+from ..ir import nodes as N
+from ..ir import tiles as X
+from . import pipeline, ptx
+
+PRODUCER_WARPS = 4
+PRODUCER_REGISTERS = 40
+REGISTER_FILE = 65536
+GROUP = 8
+CONSUMER_BARRIER = 1
+_PURE = (N.Const, N.Var, N.Binary, N.Unary, N.Compare, N.Logical, N.Select, N.Cast, N.Shape, N.MathCall)
+
+
+@dataclass(frozen=True)
+class Specialized:
+    pipeline: pipeline.Pipeline
+    consumer_warps: int
+    persistent: bool
+    prefix: tuple  # the top-level scalar assignments before the loop the producer re-runs
+
+    @property
+    def threads(self) -> int:
+        return 32 * (self.consumer_warps + PRODUCER_WARPS)
+
+    @property
+    def register_cap(self) -> int:
+        """Registers per thread ptxas allows at entry (`.maxntid` threads, one block)."""
+        return min(255, REGISTER_FILE // self.threads) // 8 * 8
+
+    @property
+    def consumer_registers(self) -> int:
+        left = REGISTER_FILE - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS
+        return min(256, left // (32 * self.consumer_warps) // 8 * 8)
+
+
+def _pure(e) -> bool:
+    from ..frontend import walk
+
+    return all(isinstance(n, _PURE) or (isinstance(n, N.Special) and n.kind in ("block_id", "grid_dim"))
+               or isinstance(n, N.ArrayRef) for n in walk([e]))
+
+
+def _free(e) -> set:
+    from ..frontend import walk
+
+    return {n.name for n in walk([e]) if isinstance(n, N.Var)}
+
+
+def decide(kernel: N.Kernel, pipelines: list, warps: int):
+    from ..frontend import walk
+
+    if len(pipelines) != 1 or warps % 4 or len(kernel.body) != 1:
+        return None
+    region = kernel.body[0]
+    p = pipelines[0]
+    if not (isinstance(region, N.Region) and region.label == "kernel" and p.loop in region.body):
+        return None
+    before = region.body[:region.body.index(p.loop)]
+    if any(isinstance(n, N.Exit) for n in walk(before)):
+        return None
+    needed = set().union(*(_free(e) for e in (p.loop.start, p.loop.stop)),
+                         *(_free(i) for op in p.operands for i in op.load.index)) - {p.loop.var}
+    nested = {n.name for s in before if not isinstance(s, N.Assign) for n in walk([s]) if isinstance(n, N.Assign)}
+    nested |= {n.var for n in walk(before) if isinstance(n, N.For)}
+    prefix = []
+    for s in reversed(before):
+        if isinstance(s, N.Assign) and s.name in needed:
+            if isinstance(kernel.locals.get(s.name), X.TileType) or not _pure(s.value):
+                return None
+            needed |= _free(s.value)
+            prefix.append(s)
+    if needed & nested:
+        return None
+    p.specialized = True
+    return Specialized(p, warps, p.accumulating, tuple(reversed(prefix)))
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def kernel_region(low, region: N.Region, spec: Specialized) -> None:
+    """Barriers set up by the whole block, then the producer's and the consumers' roles,
+    each one branch that ends the kernel."""
+    from . import epilogue
+    from .lower import TileLowering
+
+    b, em = low.b, low.em
+    p = spec.pipeline
+    pipeline.init_barriers(low, p, spec.consumer_warps)
+    em.call("llvm.nvvm.barrier0", ir.VoidType())
+    low.stream_count = low._alloca(I32, "stream.count")
+    b.store(_c(0), low.stream_count)
+    producer, consumer = low._block("producer"), low._block("consumer")
+    b.cbranch(b.icmp_unsigned(">=", low.warp, _c(spec.consumer_warps)), producer, consumer)
+
+    b.position_at_end(producer)
+    if PRODUCER_REGISTERS < spec.register_cap:
+        ptx.setmaxnreg(em, PRODUCER_REGISTERS, increase=False)
+    tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
+
+    def produce():
+        low.stmts(list(spec.prefix))
+        pipeline.produce_loop(low, p)
+    pipeline._if(low, b.icmp_unsigned("==", tid, _c(32 * spec.consumer_warps)),
+                 lambda: _tiles(low, spec, produce))
+    b.ret_void()
+
+    b.position_at_end(consumer)
+    if spec.consumer_registers > spec.register_cap:
+        ptx.setmaxnreg(em, spec.consumer_registers, increase=True)
+    low.depth += 1  # the body runs once per tile: every shared-memory user ends with a barrier
+    try:
+        _tiles(low, spec, lambda: TileLowering._region(low, region))
+    finally:
+        low.depth -= 1
+    if low.plan.stores:
+        epilogue.drain(low)
+
+
+def _tiles(low, spec: Specialized, body) -> None:
+    """body() once per tile of this block: once, or (persistent) for tiles b, b + blocks, ...
+    with the virtual block indices set first."""
+    if not spec.persistent:
+        return body()
+    b, em = low.b, low.em
+    gx, gy, gz = low.virtual_grid
+    per_slice = b.mul(gx, gy)
+    total = b.mul(per_slice, gz)
+    first = em.call("llvm.nvvm.read.ptx.sreg.ctaid.x", I32)
+    stride = em.call("llvm.nvvm.read.ptx.sreg.nctaid.x", I32)
+    entry = b.block
+    header, block, done = low._block("tiles"), low._block("tile"), low._block("tiles.done")
+    b.branch(header)
+    b.position_at_end(header)
+    t = b.phi(I32)
+    t.add_incoming(first, entry)
+    b.cbranch(b.icmp_signed("<", t, total), block, done)
+    b.position_at_end(block)
+    z = b.udiv(t, per_slice)
+    r = b.urem(t, per_slice)
+    width = b.mul(gy, _c(GROUP))  # tiles per group: GROUP rows of axis 0, every column
+    start = b.mul(b.udiv(r, width), _c(GROUP))
+    rows = b.sub(gx, start)
+    size = b.select(b.icmp_unsigned("<", rows, _c(GROUP)), rows, _c(GROUP))
+    within = b.urem(r, width)
+    for slot, value in zip(low.virtual_bid, (b.add(start, b.urem(within, size)), b.udiv(within, size), z)):
+        b.store(value, slot)
+    body()
+    t.add_incoming(b.add(t, stride), b.block)
+    b.branch(header)
+    b.position_at_end(done)
