@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from verdigris.benchsuite import ROOFLINE, Impl, case, checked, command, plots, registry
+from verdigris.benchsuite import (ROOFLINE, Impl, case, checked, command, plots, registry,
+                                  returning)
 from verdigris.benchsuite.progress import bar
 from verdigris.cli import main
 
@@ -60,6 +61,8 @@ def fake_env(copy_tbs=4.0, dense_tflops=1000.0):
     def measure(memory, compute):
         return {"copy_tbs": copy_tbs if memory else None,
                 "dense_tflops": dense_tflops if compute else None,
+                "dense_fp8_tflops": 2 * dense_tflops if compute else None,
+                "fp32_tflops": dense_tflops / 16 if compute else None,
                 "dense_tflops_source": "a test figure", "cublas_bf16_tflops": None}
 
     return command.Environment("Fake GPU 9000", FakeTimer(), measure, {"arch": "sm_90"})
@@ -125,8 +128,11 @@ def bench_dir(tmp_path, missing="cutile"):
     directory = tmp_path / "bench"
     directory.mkdir()
     (directory / "cases.py").write_text(SCRIPT.format(missing=missing))
-    (directory / "needs_module.py").write_text("import no_such_module_for_vg_tests\n")
+    (directory / "needs_module.py").write_text("from verdigris.benchsuite import case\n"
+                                               "import no_such_module_for_vg_tests\n")
     (directory / "_helper.py").write_text("raise AssertionError('private scripts are not run')\n")
+    (directory / "standalone.py").write_text(  # registers nothing: never imported
+        "import no_such_module_either\nraise AssertionError('standalone scripts are not run')\n")
     return directory
 
 
@@ -176,6 +182,9 @@ def test_the_same_name_from_two_files_is_refused(tmp_path):
     (dict(kind="speed", sizes=[1]), "kind must be one of memory, compute, launch, compile"),
     (dict(kind="memory", sizes=[1]), "needs work="),
     (dict(kind="launch", sizes=[]), "at least one size"),
+    (dict(kind="launch", sizes=[1], roofline="copy_tbs"), "a launch case has no roofline="),
+    (dict(kind="compute", sizes=[1], work=float, roofline="tensor"),
+     "roofline must be one of copy_tbs, dense_tflops, dense_fp8_tflops, fp32_tflops, not 'tensor'"),
 ])
 def test_bad_registrations_say_what_is_wrong(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -200,12 +209,84 @@ def test_filter_is_a_regex_on_names_or_a_kind(tmp_path):
         registry.select("(")
 
 
-def test_the_real_bench_scripts_register_or_only_lack_a_peer():
+def test_a_script_borrowed_by_another_is_imported_once_and_its_main_never_runs(tmp_path):
+    directory = tmp_path / "bench"
+    directory.mkdir()
+    (directory / "peer_kernels.py").write_text(textwrap.dedent('''
+        """Standalone: registers nothing, so discovery leaves it alone."""
+        def triton_add():
+            return "their add"
+
+        if __name__ == "__main__":
+            raise AssertionError("main() ran")
+    '''))
+    (directory / "suite.py").write_text(textwrap.dedent('''
+        from pathlib import Path
+        from verdigris.benchsuite import case, load_script
+
+        PEERS = load_script(Path(__file__).with_name("peer_kernels.py"))
+
+        @case("borrowing", kind="launch", sizes=[1])
+        def borrowing(n):
+            return {"triton": PEERS.triton_add}
+    '''))
+    (directory / "broken_peer.py").write_text("import no_such_module_for_vg_tests\n")
+    assert registry.discover(directory) == {}
+    peers = registry.load_script(directory / "peer_kernels.py")
+    assert peers is sys.modules["_verdigris_bench_suite"].PEERS
+    assert registry.REGISTRY["borrowing"].setup(1) == {"triton": peers.triton_add}
+    for _ in range(2):  # a failed import is not kept: the second try fails the same way
+        with pytest.raises(ModuleNotFoundError, match="no_such_module_for_vg_tests"):
+            registry.load_script(directory / "broken_peer.py")
+    assert "_verdigris_bench_broken_peer" not in sys.modules
+
+
+# The cases of bench/suite_*.py: every case of bench/tile_bench.py, simt_coop.py, matmul.py
+# and runtime.py (issue 8: the whole suite in one run).
+SUITE_CASES = {
+    "suite_tile.py": ["vector add (tile) f32", "vector add (tile) bf16", "softmax f32",
+                      "softmax bf16", "LayerNorm bf16", "RMSNorm bf16", "row sum f32",
+                      "transpose (tile) f32"],
+    "suite_simt.py": ["sum (SIMT) f32", "histogram (SIMT) u8, 256 bins", "scan (SIMT) f32",
+                      "transpose (SIMT) f32", "SGEMM (SIMT) f32"],
+    "suite_matmul.py": ["GEMM bf16", "GEMM fp16", "GEMM fp8 e4m3", "GEMM+bias+GELU bf16",
+                        "attention fwd bf16", "attention fwd causal bf16"],
+    "suite_runtime.py": ["launch overhead, axpy (4 args)", "launch overhead, 16 args",
+                         "first call: vector add (SIMT)", "first call: softmax (tile)",
+                         "first call: GEMM 1024^3 bf16 (tile)"],
+}
+
+
+def test_the_real_bench_scripts_register_without_any_peer_installed():
     problems = registry.discover(ROOT / "bench")
-    assert all(why.startswith("needs ") for why in problems.values()), problems
-    assert registry.REGISTRY, "bench/ registers no case"
+    assert problems == {}, "a bench script must import without torch, Triton or CuPy"
+    for script, names in SUITE_CASES.items():
+        assert [c.name for c in registry.REGISTRY.values()
+                if Path(c.source).name == script] == names
     for c in registry.REGISTRY.values():
         assert Path(c.source).parent == ROOT / "bench"
+        assert set(c.quick_sizes) <= set(c.sizes), c.name
+        assert len({c.size_label(s) for s in c.sizes}) == len(c.sizes), c.name
+        if c.work is not None:
+            assert all(c.work(size) > 0 for size in c.sizes), c.name
+        if c.kind != "compile":  # first calls run in fresh processes, each peer where it is
+            assert "torch" in c.requires, f"{c.name} is set up with torch tensors"
+
+
+def test_the_suite_compares_each_product_with_its_own_peak():
+    registry.discover(ROOT / "bench")
+    rooflines = {c.name: c.roofline for c in registry.REGISTRY.values()}
+    assert rooflines["GEMM fp8 e4m3"] == "dense_fp8_tflops"
+    assert rooflines["SGEMM (SIMT) f32"] == "fp32_tflops"
+    assert rooflines["GEMM bf16"] == "dense_tflops" and rooflines["softmax f32"] == "copy_tbs"
+
+
+def test_listing_the_real_suite_here(capsys):
+    status = main(["bench", "--list", "--bench-dir", str(ROOT / "bench")])
+    out, _ = capsys.readouterr()
+    assert status == 0 and "not loaded" not in out
+    for name in (n for names in SUITE_CASES.values() for n in names):
+        assert re.search(rf"^{re.escape(name)} ", out, re.M), name
 
 
 # ----------------------------------------------------------------------------- the command
@@ -234,8 +315,12 @@ def test_list_works_without_a_gpu(capsys, monkeypatch, tmp_path):
                              "--list", "--quick")
     assert status == 0
     assert re.search(r"^copy-ish add +memory +2\^20  \(cases\.py\)$", out, re.M), out
-    assert "7 case(s), 7 size(s) to measure" in out
+    assert "7 case(s), 7 size(s) to measure (1 case(s) need peers that are not installed " \
+        "here)" in out
+    assert re.search(r"^needs a peer +launch +1  \(cases\.py\)  \[needs cutile: not installed "
+                     r"here\]$", out, re.M), out
     assert "note: bench/needs_module.py not loaded: needs no_such_module_for_vg_tests" in out
+    assert "standalone.py" not in out  # registers nothing: not imported, not reported
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -284,6 +369,36 @@ def test_a_run_prints_the_table_with_ratios(capsys, monkeypatch, tmp_path):
     assert table_row(out, "launch", "256 elements") == ["us/call", "6.00", "8.00", "20.00",
                                                         "5.00", "1.333", "0.833"]
     assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-"]
+
+
+def test_a_case_is_compared_with_the_roofline_it_names(capsys, monkeypatch, tmp_path):
+    directory = tmp_path / "bench"
+    directory.mkdir()
+    (directory / "peaks.py").write_text(textwrap.dedent('''
+        from verdigris.benchsuite import case
+
+        @case("gemm fp8", kind="compute", sizes=[4096], work=lambda n: 2 * n**3,
+              roofline="dense_fp8_tflops", plot="gemm")
+        def fp8(n):
+            from test_bench_suite import Fake
+            return {"verdigris": Fake(2 * n**3 / 1200e12), "torch": Fake(2 * n**3 / 1000e12)}
+
+        @case("sgemm", kind="compute", sizes=[4096], work=lambda n: 2 * n**3,
+              roofline="fp32_tflops", plot="gemm")
+        def sgemm(n):
+            from test_bench_suite import Fake
+            return {"verdigris": Fake(2 * n**3 / 40e12), "torch": Fake(2 * n**3 / 50e12)}
+    '''))
+    out_dir = tmp_path / "out"
+    status, out, _ = run_cli(capsys, monkeypatch, "--bench-dir", str(directory), "--out",
+                             str(out_dir), env=fake_env(dense_tflops=1000.0))
+    assert status == 0
+    assert table_row(out, "gemm fp8", "4096") == ["TFLOP/s", "1200", "1000", "1.200", "0.600"]
+    assert table_row(out, "sgemm", "4096") == ["TFLOP/s", "40", "50", "0.800", "0.640"]
+    assert "dense fp8 peak roofline: 2000 TFLOP/s (datasheet)" in out
+    assert "fp32 CUDA-core peak roofline: 62 TFLOP/s (datasheet)" in out
+    cases = json.loads((out_dir / "results.json").read_text())["cases"]
+    assert [c["roofline"] for c in cases] == ["dense_fp8_tflops", "fp32_tflops"]
 
 
 def test_failures_are_notes_and_never_figures(capsys, monkeypatch, tmp_path):
@@ -369,6 +484,22 @@ def test_checked_poisons_runs_and_compares():
     assert "relative error nan" in lazy.check()
     counts = np.zeros(8, np.int32)
     assert "relative error" in checked(lambda: None, counts, np.arange(1, 9)).check()
+
+
+def test_returning_checks_what_a_call_returns_and_start_replaces_the_poison():
+    import numpy as np
+
+    rng = np.random.default_rng()
+    want = rng.random(50)
+    assert returning(lambda: want.astype(np.float32), want, 1e-6).check() is None
+    assert "relative error" in returning(lambda: want[::-1].copy(), want, 1e-6).check()
+    total = np.zeros(1)
+
+    def add_into_total():  # a kernel that adds into its output, as a sum with atomics
+        total[0] += want.sum()
+
+    assert checked(add_into_total, total, [want.sum()], 1e-12, start=0).check() is None
+    assert "relative error nan" in checked(add_into_total, total, [want.sum()], 1e-12).check()
 
 
 def test_the_plain_progress_bar_counts_steps(tmp_path):

@@ -2,8 +2,10 @@
 
 Gives, for bench scripts: `case` (the decorator that registers a case; see `registry`),
 `Impl` (a callable with a correctness check), `checked(run, out, want, rtol)` (the usual
-check: poison the output, run once, compare with a reference) and `has(peer)` (whether
-torch, triton, cupy or cutile is installed). Importing this package imports none of them,
+check: poison the output, run once, compare with a reference), `returning(run, want,
+rtol)` (the same for a call that returns its result, e.g. `torch.softmax`), `has(peer)`
+(whether torch, triton, cupy or cutile is installed) and `load_script(path)` (another bench
+script's module, to borrow its peer kernels). Importing this package imports none of them,
 nor the GPU driver: registering is free, measuring happens in `verdigris bench`.
 
 Modules: registry (cases, discovery, filters), peers, timing, ceilings (rooflines), runner,
@@ -12,18 +14,28 @@ report (table, JSON, Markdown), plots (PNG), progress, command (the CLI entry).
 from __future__ import annotations
 
 from .peers import has
-from .registry import ROOFLINE, Impl, case
+from .registry import ROOFLINE, Impl, case, load_script
 
-__all__ = ["case", "Impl", "checked", "has", "ROOFLINE", "relative_error"]
+__all__ = ["case", "Impl", "checked", "returning", "has", "load_script", "ROOFLINE",
+           "relative_error"]
+
+
+def _is_cupy(array) -> bool:
+    return type(array).__module__.startswith("cupy")
 
 
 def relative_error(got, want) -> float:
     """||got - want|| / ||want||, in float64, for torch tensors, CuPy arrays or anything
-    NumPy can read (computed where the arrays live: no copy of a GPU array to the host)."""
+    NumPy can read (computed where the arrays live: no copy of a GPU array to the host). A
+    CuPy result is compared with a torch reference through a zero-copy torch view."""
+    if _is_cupy(got) and hasattr(want, "double"):
+        import torch
+
+        got = torch.as_tensor(got, device=want.device)
     if hasattr(got, "double"):  # torch
         got, want = got.double(), want.double()
         return float((got - want).norm() / want.norm())
-    if type(got).__module__.startswith("cupy"):
+    if _is_cupy(got):
         import cupy
 
         got, want = got.astype(cupy.float64), want.astype(cupy.float64)
@@ -37,20 +49,40 @@ def relative_error(got, want) -> float:
 POISON_INT = 90  # fits every integer dtype, unsigned 8-bit included
 
 
-def _poison(out) -> None:
+def _fill(out, value) -> None:
     if hasattr(out, "fill_"):  # torch
-        out.fill_(float("nan") if out.is_floating_point() else POISON_INT)
+        out.fill_(value)
     else:  # CuPy and NumPy
-        out.fill(float("nan") if out.dtype.kind in "fc" else POISON_INT)
+        out.fill(value)
 
 
-def checked(run, out, want, rtol: float = 1e-5) -> Impl:
+def _poison(out) -> None:
+    floating = out.is_floating_point() if hasattr(out, "fill_") else out.dtype.kind in "fc"
+    _fill(out, float("nan") if floating else POISON_INT)
+
+
+def _within(got, want, rtol: float):
+    error = relative_error(got, want)
+    return None if error <= rtol else f"relative error {error:.2e} > {rtol:.0e}"
+
+
+def checked(run, out, want, rtol: float = 1e-5, *, start=None) -> Impl:
     """`run` with a check: `out` is poisoned (NaN, or POISON_INT for integers), `run()` is called
-    once, and the relative error of `out` against `want` must be at most `rtol`."""
+    once, and the relative error of `out` against `want` must be at most `rtol`. `start`:
+    the value `out` holds before the checked call instead of the poison, for a kernel that
+    adds into its output (a sum or a histogram with atomics)."""
     def check():
-        _poison(out)
+        if start is None:
+            _poison(out)
+        else:
+            _fill(out, start)
         run()
-        error = relative_error(out, want)
-        return None if error <= rtol else f"relative error {error:.2e} > {rtol:.0e}"
+        return _within(out, want, rtol)
 
     return Impl(run, check)
+
+
+def returning(run, want, rtol: float = 1e-5) -> Impl:
+    """`run`, a call that returns its result (torch.softmax, cupy.cumsum), with a check: the
+    relative error of what one call returns against `want` must be at most `rtol`."""
+    return Impl(run, lambda: _within(run(), want, rtol))

@@ -3,32 +3,38 @@
 Takes: a timer (see `timing`), the card's name, whether compute cases are selected.
 Gives: `measure(timer, card, quick, compute)` -> {"copy_tbs": device-to-device copy
 bandwidth in TB/s (bytes read + written), "dense_tflops": the dense bf16 tensor-core peak
-in TFLOP/s and "dense_tflops_source": where it comes from, "cublas_bf16_tflops": cuBLAS
-bf16 GEMM as measured}; a figure that cannot be had here (no torch or CuPy) is None.
+in TFLOP/s and "dense_tflops_source": where it comes from, "dense_fp8_tflops" and
+"fp32_tflops": the datasheet dense fp8 tensor-core and fp32 CUDA-core peaks,
+"cublas_bf16_tflops": cuBLAS bf16 GEMM as measured}; a figure that cannot be had here (no
+torch or CuPy, a card not in `DATASHEET`, no fp8 on the card) is None.
 
-Guarantees: the compute roofline is the datasheet figure where the card is in
-`DENSE_BF16_TFLOPS`, else the measured cuBLAS GEMM (and the source says which); memory
-cases are compared with the copy that was measured, never with a datasheet bandwidth.
+Guarantees: the compute roofline is the datasheet figure where the card is in `DATASHEET`,
+else the measured cuBLAS GEMM (and the source says which); memory cases are compared with
+the copy that was measured, never with a datasheet bandwidth.
 """
 from __future__ import annotations
 
 from . import peers
 
-# Datasheet dense (no sparsity) bf16 tensor-core peak, by a fragment of the device name;
-# the first fragment that matches wins, so longer names come first.
-DENSE_BF16_TFLOPS = (
-    ("GH200", 989.4), ("H200 NVL", 835.5), ("H200", 989.4), ("H100 NVL", 835.5),
-    ("H100 PCIe", 756.5), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.1), ("L4", 121.0),
-    ("RTX 4090", 165.2),
+# Datasheet peaks in TFLOP/s, by a fragment of the device name: dense (no sparsity) bf16
+# and fp8 tensor cores (fp32 accumulation; None: no fp8), fp32 on the CUDA cores. The first
+# fragment that matches wins, so longer names come first.
+DATASHEET_COLUMNS = ("dense_tflops", "dense_fp8_tflops", "fp32_tflops")
+DATASHEET = (
+    ("GH200", 989.4, 1978.9, 67.0), ("H200 NVL", 835.5, 1670.5, 60.0),
+    ("H200", 989.4, 1978.9, 67.0), ("H100 NVL", 835.5, 1670.5, 60.0),
+    ("H100 PCIe", 756.5, 1513.0, 51.2), ("H100", 989.4, 1978.9, 67.0),
+    ("A100", 312.0, None, 19.5), ("L40S", 362.1, 733.0, 91.6), ("L4", 121.0, 242.5, 30.3),
+    ("RTX 4090", 165.2, 330.3, 82.6),
 )
 
 
-def datasheet_dense_tflops(card: str):
-    """(TFLOP/s, the fragment that matched) for a known card, else (None, None)."""
-    for fragment, tflops in DENSE_BF16_TFLOPS:
+def datasheet(card: str):
+    """({column: TFLOP/s}, the fragment that matched) for a known card, else ({}, None)."""
+    for fragment, *peaks in DATASHEET:
         if fragment in card:
-            return tflops, fragment
-    return None, None
+            return dict(zip(DATASHEET_COLUMNS, peaks)), fragment
+    return {}, None
 
 
 def copy_tbs(timer, quick: bool):
@@ -62,13 +68,13 @@ def cublas_bf16_tflops(timer, quick: bool):
 
 
 def measure(timer, card: str, quick: bool, compute: bool) -> dict:
-    ceilings = {"copy_tbs": copy_tbs(timer, quick), "cublas_bf16_tflops": None,
-                "dense_tflops": None, "dense_tflops_source": None}
+    ceilings = {"copy_tbs": copy_tbs(timer, quick), **dict.fromkeys(DATASHEET_COLUMNS),
+                "dense_tflops_source": None, "cublas_bf16_tflops": None}
     if compute:
         ceilings["cublas_bf16_tflops"] = cublas_bf16_tflops(timer, quick)
-        peak, fragment = datasheet_dense_tflops(card)
-        if peak is not None:
-            ceilings["dense_tflops"] = peak
+        peaks, fragment = datasheet(card)
+        ceilings.update(peaks)
+        if fragment is not None:
             ceilings["dense_tflops_source"] = f"datasheet dense bf16 peak of the {fragment}"
         elif ceilings["cublas_bf16_tflops"] is not None:
             ceilings["dense_tflops"] = ceilings["cublas_bf16_tflops"]

@@ -92,12 +92,20 @@ def default_out_dir(bench_dir: Path, date: str, card: str, quick: bool) -> Path:
 
 
 def _list(cases, problems, quick: bool, out) -> int:
+    lacking = 0
+    width = max(32, *(len(c.name) + 1 for c in cases))
     for case in cases:
         sizes = case.quick_sizes if quick else case.sizes
-        print(f"{case.name:32} {case.kind:8} {', '.join(map(case.size_label, sizes))}  "
-              f"({Path(case.source).name})", file=out)
-    print(f"{len(cases)} case(s), {runner.steps(cases, quick)} size(s) to measure; peers "
-          f"installed: {', '.join(f'{p} {v}' for p, v in peers.installed().items())}", file=out)
+        missing = runner.missing_peers(case)
+        lacking += bool(missing)
+        print(f"{case.name:{width}} {case.kind:8} {', '.join(map(case.size_label, sizes))}  "
+              f"({Path(case.source).name})"
+              + (f"  [needs {', '.join(missing)}: not installed here]" if missing else ""),
+              file=out)
+    print(f"{len(cases)} case(s), {runner.steps(cases, quick)} size(s) to measure"
+          + (f" ({lacking} case(s) need peers that are not installed here)" if lacking else "")
+          + f"; peers installed: {', '.join(f'{p} {v}' for p, v in peers.installed().items())}",
+          file=out)
     _print_problems(problems, out)
     return 0
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .registry import KINDS, ROOFLINE
+from .registry import KINDS, ROOFLINE, ROOFLINES
 from .report import rows
 
-CEILING_LABELS = {"copy_tbs": "device copy", "dense_tflops": "dense bf16 peak"}
 # One colour per peer in every figure (verdigris in its own colour), others from the cycle.
 COLORS = {"verdigris": "#2a9d8f", "torch": "#ee4c2c", "triton": "#5b4bc4", "cupy": "#1f77b4",
           "cutile": "#76b900", ROOFLINE: "#9a9a9a"}
@@ -48,11 +47,10 @@ def _lines(plt, group: str, cases, table, results):
             points = [(i, r.values[peer]) for i, r in enumerate(case_rows) if peer in r.values]
             ax.plot(*zip(*points), marker="o", label=peer, color=COLORS.get(peer),
                     linewidth=2.5 if peer == "verdigris" else 1.5)
-        ceiling_key = KINDS[case.kind].roofline
-        ceiling = results.ceilings.get(ceiling_key)
+        ceiling = results.ceilings.get(case.roofline)
         if ceiling:
             ax.axhline(ceiling, color="gray", linestyle="--",
-                       label=f"{CEILING_LABELS.get(ceiling_key, 'roofline')} {ceiling:.2f} {case.unit}")
+                       label=f"{ROOFLINES[case.roofline]} {ceiling:.2f} {case.unit}")
         ax.set_xticks(range(len(sizes)), sizes, rotation=30, fontsize=8)
         ax.set_title(case.name, fontsize=10)
         ax.set_ylabel(case.unit)

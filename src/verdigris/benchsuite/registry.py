@@ -1,15 +1,20 @@
 """Benchmark cases: what they measure, how they register, and how `bench/` is searched.
 
 Takes: `@case(...)`-decorated setup functions, in `bench/*.py` scripts. Gives: `KINDS` (what
-each kind of case measures, in which unit, against which roofline), `Case`, `Impl`,
-`REGISTRY` (name -> Case, in registration order), `discover(bench_dir)` (imports every
-script of a bench directory so its cases register; scripts that cannot be imported here
-are returned with the reason, never raised) and `select(pattern, cases)`.
+each kind of case measures, in which unit, against which roofline), `ROOFLINES` (the
+ceilings a case may be compared with), `Case`, `Impl`, `REGISTRY` (name -> Case, in
+registration order), `discover(bench_dir)` (imports every script of a bench directory that
+uses this package, so its cases register; scripts that cannot be imported here are
+returned with the reason, never raised), `load_script(path)` (a bench script's module, for
+a case that borrows another script's peer kernels) and `select(pattern, cases)`.
 
 Guarantees: registering needs nothing but this module (no GPU, no torch), so a script that
 registers cases still runs standalone and imports on any machine its own imports allow;
 the setup function runs only when the suite measures the case. A name registered twice
 from one file (a script imported again) replaces the first; from two files it is an error.
+Scripts that never mention `benchsuite` cannot register a case and are not imported (they
+are standalone; importing them would only cost their imports). A script is imported once
+per process, by discovery or `load_script`, whichever comes first.
 
 A case, in a bench script::
 
@@ -60,6 +65,17 @@ KINDS = {k.name: k for k in (
 )}
 
 
+# The ceilings a memory or compute case can be compared with: keys of the run's ceilings
+# (see `ceilings.measure`), with what they are, for the table and the plots.
+ROOFLINES = {
+    "copy_tbs": "device copy",
+    "dense_tflops": "dense bf16 peak",
+    "dense_fp8_tflops": "dense fp8 peak",
+    "fp32_tflops": "fp32 CUDA-core peak",
+}
+assert all(k.roofline in ROOFLINES for k in KINDS.values() if k.roofline)
+
+
 @dataclass
 class Impl:
     """One way to run a case: `run()` does one call (for `compile` cases it returns the
@@ -81,6 +97,7 @@ class Case:
     plot: str  # cases with the same plot share a figure
     source: str  # the file that registered it
     size_label: Callable[[object], str] = field(repr=False)
+    roofline: str | None = None  # a key of ROOFLINES (None: the case supplies its own)
 
     @property
     def unit(self) -> str:
@@ -100,7 +117,7 @@ def default_size_label(size) -> str:
 
 
 def case(name: str, *, kind: str, sizes, quick=None, work=None, requires=(), plot=None,
-         size_label=default_size_label):
+         size_label=default_size_label, roofline=None):
     """Register the decorated setup function as the benchmark case `name`.
 
     kind: a key of KINDS. sizes: the sizes a full run measures (ints or tuples, passed to
@@ -108,9 +125,17 @@ def case(name: str, *, kind: str, sizes, quick=None, work=None, requires=(), plo
     largest). work: bytes (memory) or floating-point operations (compute) of one call at a
     size. requires: peers the case cannot be set up without (e.g. "torch"). plot: the
     figure it is drawn in (default: its kind; e.g. "gemm" and "attention" for compute).
+    roofline: the ceiling it is compared with, a key of ROOFLINES (default: its kind's;
+    e.g. "dense_fp8_tflops" for an fp8 GEMM, "fp32_tflops" for an SGEMM on CUDA cores).
     """
     if kind not in KINDS:
         raise ValueError(f"case {name!r}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if roofline is not None and KINDS[kind].roofline is None:
+        raise ValueError(f"case {name!r}: a {kind} case has no roofline= (its setup returns "
+                         f"a {ROOFLINE!r} entry instead)")
+    if roofline is not None and roofline not in ROOFLINES:
+        raise ValueError(f"case {name!r}: roofline must be one of {', '.join(ROOFLINES)}, "
+                         f"not {roofline!r}")
     sizes = tuple(sizes)
     if not sizes:
         raise ValueError(f"case {name!r}: give at least one size")
@@ -126,34 +151,53 @@ def case(name: str, *, kind: str, sizes, quick=None, work=None, requires=(), plo
             raise ValueError(f"benchmark case {name!r} is registered by both "
                              f"{previous.source} and {source}; give one a new name")
         REGISTRY[name] = Case(name, kind, setup, sizes, tuple(quick) if quick else sizes[-1:],
-                              work, tuple(requires), plot or kind, source, size_label)
+                              work, tuple(requires), plot or kind, source, size_label,
+                              roofline or KINDS[kind].roofline)
         return setup
 
     return register
 
 
+def registers_cases(path) -> bool:
+    """Whether the script at `path` uses this package: the only way to register a case."""
+    return "benchsuite" in Path(path).read_text(errors="replace")
+
+
+def load_script(path):
+    """The module of the bench script at `path`, imported once per process (under the name
+    discovery gives it, so both share one module; its `if __name__ == "__main__":` part
+    does not run). Raises what importing it raises (e.g. ModuleNotFoundError for torch)."""
+    path = Path(path).resolve()
+    module_name = f"_verdigris_bench_{path.stem}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
 def discover(bench_dir) -> dict[str, str]:
-    """Import every `*.py` of `bench_dir` (not those starting with `_`) so that its cases
-    register. Returns {script: reason} for those that could not be imported."""
+    """Import every `*.py` of `bench_dir` that uses this package (not those starting with
+    `_`) so that its cases register. Returns {script: reason} for those that could not be
+    imported."""
     problems = {}
     bench_dir = Path(bench_dir)
     sys.path.insert(0, str(bench_dir.resolve()))
     try:
         for path in sorted(bench_dir.glob("*.py")):
-            if path.name.startswith("_"):
+            if path.name.startswith("_") or not registers_cases(path):
                 continue
-            module_name = f"_verdigris_bench_{path.stem}"
-            if module_name in sys.modules:
-                continue
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
             try:
-                spec.loader.exec_module(module)
+                load_script(path)
             except BaseException as exc:  # a script's own imports: report, go on
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                del sys.modules[module_name]
                 problems[path.name] = _reason(exc)
     finally:
         sys.path.remove(str(bench_dir.resolve()))
@@ -168,8 +212,10 @@ def _reason(exc: BaseException) -> str:
 
 def select(pattern: str | None, cases=None) -> list[Case]:
     """The cases whose name or kind matches `pattern` (a case-insensitive regular
-    expression, searched anywhere in the name; None: all), in registration order."""
-    cases = list(REGISTRY.values() if cases is None else cases)
+    expression, searched anywhere in the name; None: all), kind by kind in the order of
+    KINDS (memory, compute, launch, compile), each kind in registration order."""
+    order = list(KINDS)
+    cases = sorted(REGISTRY.values() if cases is None else cases, key=lambda c: order.index(c.kind))
     if not pattern:
         return cases
     try:

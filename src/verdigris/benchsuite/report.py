@@ -8,8 +8,9 @@ the plots) and `write(results, out_dir, plots)`.
 Guarantees: both ratios read "higher is better for verdigris": against the best other
 peer, ours / theirs for throughput and theirs / ours for times; against the roofline, the
 fraction of the ceiling reached (the copy bandwidth for memory cases, the dense bf16 peak
-for compute cases, the raw driver launch for launch cases; none for compile times). A
-figure that is missing or failed is never used in a ratio.
+for compute cases unless the case names another, e.g. the fp8 or fp32 peak; the raw driver
+launch for launch cases; none for compile times). A figure that is missing or failed is
+never used in a ratio.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .peers import PEERS
-from .registry import KINDS, ROOFLINE
+from .registry import KINDS, ROOFLINE, ROOFLINES
 
 OURS = "verdigris"
 FORMATS = {"memory": "{:.2f}", "compute": "{:.0f}", "launch": "{:.2f}", "compile": "{:.0f}"}
@@ -49,10 +50,10 @@ def rows(results) -> list:
     for case in results.cases:
         by_key.update({(case.name, m.size): None for m in results.measurements
                        if m.case == case.name})
-    kinds = {c.name: c.kind for c in results.cases}
+    cases = {c.name: c for c in results.cases}
     table = []
     for case_name, size in by_key:
-        kind = kinds[case_name]
+        kind = cases[case_name].kind
         row = Row(case_name, kind, KINDS[kind].unit, size)
         better = _better(kind)
         for m in results.measurements:
@@ -62,14 +63,13 @@ def rows(results) -> list:
                 row.errors.setdefault(m.peer, m.error or "failed")
             elif m.peer not in row.values or better(m.value, row.values[m.peer]) != row.values[m.peer]:
                 row.values[m.peer], row.configs[m.peer] = m.value, m.config
-        _ratios(row, results.ceilings)
+        _ratios(row, results.ceilings, cases[case_name].roofline)
         table.append(row)
     return table
 
 
-def _ratios(row: Row, ceilings: dict) -> None:
+def _ratios(row: Row, ceilings: dict, ceiling_key: str | None) -> None:
     higher = KINDS[row.kind].higher_is_better
-    ceiling_key = KINDS[row.kind].roofline
     row.roofline = ceilings.get(ceiling_key) if ceiling_key else row.values.get(ROOFLINE)
     others = {p: v for p, v in row.values.items() if p not in (OURS, ROOFLINE)}
     ours = row.values.get(OURS)
@@ -132,6 +132,10 @@ def _ceiling_lines(results) -> list:
     if c.get("dense_tflops"):
         lines.append(f"compute roofline: {c['dense_tflops']:.0f} TFLOP/s "
                      f"({c['dense_tflops_source']})")
+    used = {case.roofline for case in results.cases}
+    for key in ("dense_fp8_tflops", "fp32_tflops"):
+        if c.get(key) and key in used:
+            lines.append(f"{ROOFLINES[key]} roofline: {c[key]:.0f} TFLOP/s (datasheet)")
     if c.get("cublas_bf16_tflops"):
         lines.append(f"cuBLAS bf16 GEMM as measured: {c['cublas_bf16_tflops']:.0f} TFLOP/s")
     return lines
@@ -170,7 +174,8 @@ def to_json(results) -> dict:
         "ceilings": results.ceilings,
         "kinds": {k: asdict(v) for k, v in KINDS.items()},
         "cases": [{"name": c.name, "kind": c.kind, "unit": c.unit, "plot": c.plot,
-                   "source": c.source, "sizes": [c.size_label(s) for s in c.sizes]}
+                   "roofline": c.roofline, "requires": list(c.requires), "source": c.source,
+                   "sizes": [c.size_label(s) for s in c.sizes]}
                   for c in results.cases],
         "skipped": results.skipped,
         "rows": [asdict(r) for r in rows(results)],

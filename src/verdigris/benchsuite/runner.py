@@ -79,6 +79,11 @@ def _release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def missing_peers(case: Case) -> list:
+    """The peers of `case.requires` that are not installed here."""
+    return [p for p in case.requires if not peer_info.has(p)]
+
+
 def steps(cases, quick: bool) -> int:
     return sum(len(c.quick_sizes if quick else c.sizes) for c in cases)
 
@@ -87,7 +92,7 @@ def run(cases, *, timer, quick: bool, bar, results: Results | None = None) -> Re
     """Measure `cases`; with `results`, add to it (so an interrupted run keeps what it had)."""
     results = results if results is not None else Results(list(cases))
     for case in cases:
-        missing = [p for p in case.requires if not peer_info.has(p)]
+        missing = missing_peers(case)
         sizes = case.quick_sizes if quick else case.sizes
         if missing:
             results.skipped[case.name] = f"needs {', '.join(missing)}, not installed"
