@@ -1,0 +1,161 @@
+"""`verdigris bench` cases for the tile track's matrix products and flash attention.
+
+Registers (issue 5's cases, over a range of sizes; `--quick` measures the issue's sizes):
+GEMM bfloat16 (N^3, quick 4096^3 and 8192^3), float16 (quick 4096^3), fp8 e4m3 with B
+K-major (quick 8192^3; compared with the dense fp8 peak), GEMM + bias + GELU bfloat16
+(quick 8192^3), and flash attention forward, bfloat16, batch 4 x 32 heads x SEQ x head dim
+128, causal and not (quick SEQ 4096). Ours are the examples' kernels
+(`verdigris.examples.tile_gemm`, `tile_attention`) over `bench/matmul.py`'s tables of tile
+configurations, launched by its `ours_gemm`; the peers are torch (cuBLAS, `_scaled_mm`,
+SDPA's flash backend, matmul then the epilogue) and `bench/matmul.py`'s Triton kernels
+(`triton_matmul` in its two configurations, `triton_attention`: the fused-attention
+tutorial's). Every implementation is checked before it is timed: relative Frobenius error
+at most 1e-2 against a float64 product (float32 for attention, one batch at a time, as
+the script does). TFLOP/s count 2 M N K per GEMM and 4 B H S^2 D per attention (half of it
+causal).
+
+Needs torch and Triton: `bench/matmul.py`, which holds the tables and Triton's kernels,
+imports both.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from verdigris.benchsuite import case, checked, load_script, returning
+
+MATMUL = Path(__file__).with_name("matmul.py")
+RTOL = 1e-2  # bench/matmul.py's criterion; a bf16 output's own rounding is ~2e-3
+BATCH, HEADS, HEAD_DIM = 4, 32, 128
+
+
+def _matmul():
+    return load_script(MATMUL)
+
+
+def _tiles(config) -> str:
+    return "x".join(map(str, config))
+
+
+def _cube(n) -> str:
+    return f"{n}^3"
+
+
+def _gemm_case(dtype_name: str):
+    def setup(n):
+        import torch
+
+        from verdigris.examples.tile_gemm import gemm
+
+        mm = _matmul()
+        dtype = getattr(torch, dtype_name)
+        a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+        c = torch.empty(n, n, device="cuda", dtype=dtype)
+        want = a.double() @ b.double()
+        return {
+            "verdigris": {_tiles(cfg): checked(mm.ours_gemm(gemm, a, b, c, cfg), c, want, RTOL)
+                          for cfg in mm.GEMM_CONFIGS},
+            "torch": checked(lambda: torch.matmul(a, b, out=c), c, want, RTOL),
+            "triton": {  # bench/matmul.py's two: its defaults, and the smaller tile
+                "128x256x64, 3 stages, 8 warps": checked(lambda: mm.triton_matmul(a, b, c),
+                                                         c, want, RTOL),
+                "128x128x64, 4 stages, 4 warps": checked(
+                    lambda: mm.triton_matmul(a, b, c, 128, 128, 64, 4, 4), c, want, RTOL)},
+        }
+
+    return setup
+
+
+case("GEMM bf16", kind="compute", sizes=[1024, 2048, 4096, 8192], quick=[4096, 8192],
+     work=lambda n: 2 * n**3, requires=["torch", "triton"], plot="gemm",
+     size_label=_cube)(_gemm_case("bfloat16"))
+case("GEMM fp16", kind="compute", sizes=[1024, 2048, 4096], quick=[4096],
+     work=lambda n: 2 * n**3, requires=["torch", "triton"], plot="gemm",
+     size_label=_cube)(_gemm_case("float16"))
+
+
+@case("GEMM fp8 e4m3", kind="compute", sizes=[2048, 4096, 8192], quick=[8192],
+      work=lambda n: 2 * n**3, requires=["torch", "triton"], plot="gemm",
+      roofline="dense_fp8_tflops", size_label=_cube)
+def bench_gemm_fp8(n):
+    import torch
+
+    import verdigris as vg
+    from verdigris.examples.tile_gemm import gemm_nt
+
+    mm = _matmul()
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    bt = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # (N, K): B K-major
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    one = torch.ones((), device="cuda")
+    want = a.float().double() @ bt.float().double().T
+
+    def ours(bm, bn, bk):
+        grid = (vg.cdiv(n, bm), vg.cdiv(n, bn))
+        return lambda: gemm_nt[grid](a, bt, c, 1.0, BM=bm, BN=bn, BK=bk)
+
+    return {"verdigris": {_tiles(cfg): checked(ours(*cfg), c, want, RTOL)
+                          for cfg in mm.FP8_CONFIGS},
+            "torch": returning(lambda: torch._scaled_mm(a, bt.T, one, one,
+                                                        out_dtype=torch.bfloat16), want, RTOL)}
+
+
+@case("GEMM+bias+GELU bf16", kind="compute", sizes=[2048, 4096, 8192], quick=[8192],
+      work=lambda n: 2 * n**3, requires=["torch", "triton"], plot="gemm", size_label=_cube)
+def bench_gemm_bias_gelu(n):
+    import torch
+    import torch.nn.functional as F
+
+    from verdigris.examples.tile_gemm import gemm_bias_gelu
+
+    mm = _matmul()
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    bias = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    want = F.gelu(a.double() @ b.double() + bias.double())
+    return {"verdigris": {_tiles(cfg): checked(mm.ours_gemm(gemm_bias_gelu, a, b, c, cfg, bias),
+                                               c, want, RTOL) for cfg in mm.GEMM_CONFIGS},
+            "torch": returning(lambda: F.gelu(torch.matmul(a, b) + bias), want, RTOL)}
+
+
+def _attention_case(causal: bool):
+    def setup(seq):
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        from verdigris.examples.tile_attention import attention
+
+        mm = _matmul()
+        q, k, v = (torch.randn(BATCH, HEADS, seq, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        want = torch.empty(q.shape, device="cuda")
+        for i in range(BATCH):  # the float32 scores of one batch at a time
+            want[i] = F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(),
+                                                     is_causal=causal)
+        flat = [t.view(BATCH * HEADS, seq, HEAD_DIM) for t in (q, k, v, o)]
+        scale = 1 / math.sqrt(HEAD_DIM)
+
+        def ours(bm, bn):
+            return lambda: attention[seq // bm, BATCH * HEADS](*flat, scale, CAUSAL=causal,
+                                                               BM=bm, BN=bn, D=HEAD_DIM)
+
+        def sdpa():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        return {"verdigris": {f"BM={bm}, BN={bn}": checked(ours(bm, bn), o, want, RTOL)
+                              for bm, bn in mm.ATTENTION_CONFIGS},
+                "torch": returning(sdpa, want, RTOL),
+                "triton": checked(lambda: mm.triton_attention(q, k, v, o, causal), o, want,
+                                  RTOL)}
+
+    return setup
+
+
+for _causal in (False, True):
+    case(f"attention fwd{' causal' if _causal else ''} bf16", kind="compute",
+         sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
+         work=lambda s, c=_causal: 4 * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
+         size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_attention_case(_causal))

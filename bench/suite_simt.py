@@ -1,0 +1,188 @@
+"""`verdigris bench` cases for the SIMT track's cooperating kernels, beside torch and CuPy.
+
+Registers (issue 6's cases, over a range of sizes; `--quick` measures the issue's size):
+sum of float32 (2^22..2^28), histogram of uint8 into 256 bins, inclusive scan of float32,
+transpose of float32 (N x N), and SGEMM float32 on the CUDA cores (N^3, against cuBLAS
+with TF32 off, and the fp32 CUDA-core peak as its roofline). Ours are the examples'
+kernels (`verdigris.examples.reduce_sum`, `histogram`, `scan`, `transpose`, `sgemm`) in the
+configurations `bench/simt_coop.py` tries (they are written inside its case functions,
+so they are repeated here); the peers are torch's and CuPy's library calls, so nothing is
+borrowed from that script (its float4 read-only CuPy kernel, a ceiling there, is left to
+it: the suite's memory roofline is the device copy). Every implementation is checked
+before it is timed: against float64 (the sums, the scan, SGEMM) or exactly (histogram,
+transpose). Throughput counts bytes read + written per call (the histogram: bytes read).
+
+Needs torch (the cases are skipped without it); CuPy is optional.
+"""
+from __future__ import annotations
+
+from verdigris.benchsuite import case, checked, has, returning
+
+LONG = [1 << k for k in (22, 24, 26, 28)]
+SQUARES = [(s, s) for s in (4096, 8192, 16384)]
+SCAN_RTOL = 1e-4  # float32 running sums of up to 2^28 terms, each tile's prefix rounded
+
+
+def _sms() -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def _cupy_view(tensor):
+    """The same GPU memory as a CuPy array (no copy), or None without CuPy."""
+    if not has("cupy"):
+        return None
+    import cupy
+
+    return cupy.asarray(tensor)
+
+
+@case("sum (SIMT) f32", kind="memory", sizes=LONG, quick=[1 << 28], work=lambda n: 4 * n,
+      requires=["torch"])
+def bench_sum(n):
+    import torch
+
+    from verdigris.examples import reduce_sum
+
+    x = torch.rand(n, device="cuda")
+    out = torch.zeros(1, device="cuda")
+    want = x.double().sum()
+    sms = _sms()
+
+    def ours(block, per_thread, waves):
+        grid = reduce_sum.grid_for(n, block, per_thread, max_blocks=sms * waves)
+        return lambda: reduce_sum.block_sum[grid, block](x, out, BLOCK=block,
+                                                         PER_THREAD=per_thread)
+
+    impls = {"verdigris": {  # block_sum adds into out: the check starts it at zero
+                 f"block {block}, {per_thread} per thread, <= {waves} blocks per SM":
+                 checked(ours(block, per_thread, waves), out, want, 1e-5, start=0)
+                 for block, per_thread, waves in ((256, 8, 16), (512, 16, 4), (1024, 8, 2))},
+             "torch": returning(lambda: x.sum(), want, 1e-5)}
+    cx = _cupy_view(x)
+    if cx is not None:
+        impls["cupy"] = returning(lambda: cx.sum(), want, 1e-5)
+    return impls
+
+
+@case("histogram (SIMT) u8, 256 bins", kind="memory", sizes=LONG, quick=[1 << 28],
+      work=lambda n: n, requires=["torch"])
+def bench_histogram(n):
+    import torch
+
+    from verdigris.examples import histogram
+
+    data = torch.randint(0, histogram.BINS, (n,), dtype=torch.uint8, device="cuda")
+    want = torch.bincount(data, minlength=histogram.BINS)
+    bins = torch.zeros(histogram.BINS, dtype=torch.int64, device="cuda")
+    sms = _sms()
+
+    def ours(block, per_thread, waves):
+        grid = histogram.grid_for(n, block, per_thread, max_blocks=sms * waves)
+        return lambda: histogram.histogram[grid, block](data, bins, PER_THREAD=per_thread)
+
+    impls = {"verdigris": {  # histogram adds into bins: the check starts them at zero
+                 f"block {block}, {per_thread} per thread, <= {waves} blocks per SM":
+                 checked(ours(block, per_thread, waves), bins, want, 0, start=0)
+                 for block, per_thread, waves in ((256, 8, 16), (256, 16, 8), (512, 16, 4))},
+             "torch": returning(lambda: torch.bincount(data, minlength=histogram.BINS),
+                                want, 0)}
+    cdata = _cupy_view(data)
+    if cdata is not None:
+        import cupy
+
+        impls["cupy"] = returning(lambda: cupy.bincount(cdata, minlength=histogram.BINS),
+                                  want, 0)
+    return impls
+
+
+@case("scan (SIMT) f32", kind="memory", sizes=LONG, quick=[1 << 28], work=lambda n: 8 * n,
+      requires=["torch"])
+def bench_scan(n):
+    import torch
+
+    from verdigris.examples import scan
+
+    x = torch.rand(n, device="cuda") * 2 - 1
+    want = torch.cumsum(x.double(), 0)
+    out = torch.empty_like(x)
+
+    def ours(warps, rows):
+        tiles = scan.tiles_for(n, warps, rows)
+        aggregate = torch.empty(tiles, dtype=torch.float64, device="cuda")
+        inclusive = torch.empty_like(aggregate)
+
+        def run():  # the tile state's two PENDING fills are part of each call, as in use
+            aggregate.fill_(scan.PENDING)
+            inclusive.fill_(scan.PENDING)
+            scan.scan_tiles[tiles, warps * scan.WARP](x, out, aggregate, inclusive,
+                                                      WARPS=warps, ROWS=rows)
+
+        return run
+
+    impls = {"verdigris": {f"{warps} warps x {rows} rows": checked(ours(warps, rows), out,
+                                                                   want, SCAN_RTOL)
+                           for warps, rows in ((8, 24), (12, 16), (8, 16), (4, 32))},
+             "torch": returning(lambda: torch.cumsum(x, 0), want, SCAN_RTOL)}
+    cx = _cupy_view(x)
+    if cx is not None:
+        import cupy
+
+        impls["cupy"] = returning(lambda: cupy.cumsum(cx), want, SCAN_RTOL)
+    return impls
+
+
+@case("transpose (SIMT) f32", kind="memory", sizes=SQUARES, quick=[(16384, 16384)],
+      work=lambda s: 2 * 4 * s[0] * s[1], requires=["torch"])
+def bench_transpose(size):
+    import torch
+
+    import verdigris as vg
+    from verdigris.examples import transpose
+
+    rows, cols = size
+    x = torch.rand(rows, cols, device="cuda")
+    out = torch.empty(cols, rows, device="cuda")
+    want = x.t()
+
+    def ours(tile, block_rows):
+        grid = (vg.cdiv(cols, tile), vg.cdiv(rows, tile))
+        return lambda: transpose.transpose[grid, (tile, block_rows)](x, out, TILE=tile,
+                                                                     ROWS=block_rows)
+
+    impls = {"verdigris": {f"tile {tile}, block ({tile}, {block_rows})": checked(
+                 ours(tile, block_rows), out, want, 0)
+                 for tile, block_rows in ((32, 8), (64, 8), (64, 16))},
+             "torch": checked(lambda: out.copy_(x.t()), out, want, 0)}
+    cx = _cupy_view(x)
+    if cx is not None:
+        import cupy
+
+        impls["cupy"] = returning(lambda: cupy.ascontiguousarray(cx.T), want, 0)
+    return impls
+
+
+@case("SGEMM (SIMT) f32", kind="compute", sizes=[1024, 2048, 4096], quick=[4096],
+      work=lambda n: 2 * n**3, requires=["torch"], plot="gemm", roofline="fp32_tflops",
+      size_label=lambda n: f"{n}^3")
+def bench_sgemm(n):
+    import torch
+
+    from verdigris.examples import sgemm
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS on the CUDA cores, as ours
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    c = torch.empty(n, n, device="cuda")
+    want = a.double() @ b.double()
+    configs = (dict(BM=128, BN=128, BK=8, TM=8, TN=8), dict(BM=128, BN=128, BK=8, TM=8, TN=4),
+               dict(BM=128, BN=64, BK=8, TM=8, TN=4))
+    impls = {"verdigris": {"{BM}x{BN}x{BK} tiles, {TM}x{TN} per thread".format(**cfg): checked(
+                 lambda cfg=cfg: sgemm.matmul(a, b, c, cfg), c, want, 1e-5) for cfg in configs},
+             "torch": checked(lambda: torch.mm(a, b, out=c), c, want, 1e-5)}
+    ca, cb = _cupy_view(a), _cupy_view(b)
+    if ca is not None:
+        import cupy
+
+        impls["cupy"] = returning(lambda: cupy.matmul(ca, cb), want, 1e-5)
+    return impls
