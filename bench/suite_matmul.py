@@ -5,8 +5,10 @@ GEMM bfloat16 (N^3, quick 4096^3 and 8192^3), float16 (quick 4096^3), fp8 e4m3 w
 K-major (quick 8192^3; compared with the dense fp8 peak), GEMM + bias + GELU bfloat16
 (quick 8192^3), and flash attention forward, bfloat16, batch 4 x 32 heads x SEQ x head dim
 128, causal and not (quick SEQ 4096). Ours are the examples' kernels
-(`verdigris.examples.tile_gemm`, `tile_attention`) over `bench/matmul.py`'s tables of tile
-configurations, launched by its `ours_gemm`; the peers are torch (cuBLAS, `_scaled_mm`,
+(`verdigris.examples.tile_gemm`, `tile_attention`) as `bench/matmul.py`'s `ours` launches
+them: each configuration of its tables, and the kernel under `vg.autotune` over them (the
+tuner times them on its first call at each size, inside the check); the suite keeps the
+best. The peers are torch (cuBLAS, `_scaled_mm`,
 SDPA's flash backend, matmul then the epilogue) and `bench/matmul.py`'s Triton kernels
 (`triton_matmul` in its two configurations, `triton_attention`: the fused-attention
 tutorial's). Every implementation is checked before it is timed: relative Frobenius error
@@ -33,12 +35,22 @@ def _matmul():
     return load_script(MATMUL)
 
 
-def _tiles(config) -> str:
-    return "x".join(map(str, config))
-
-
 def _cube(n) -> str:
     return f"{n}^3"
+
+
+def _ours(kernel, configs, grid, args, key, out, want, **fixed) -> dict:
+    """bench/matmul.py's candidates for our kernel (each configuration, then the autotuned
+    kernel), each checked against `want` through `out`."""
+    return {label.removeprefix("ours "): checked(run, out, want, RTOL)
+            for label, run in _matmul().ours(kernel, configs, grid, args, key, **fixed)}
+
+
+def _square_grid(n):
+    """The grid of a GEMM of n x n outputs, for a configuration's BM and BN."""
+    import verdigris as vg
+
+    return lambda config: (vg.cdiv(n, config["BM"]), vg.cdiv(n, config["BN"]))
 
 
 def _gemm_case(dtype_name: str):
@@ -53,8 +65,8 @@ def _gemm_case(dtype_name: str):
         c = torch.empty(n, n, device="cuda", dtype=dtype)
         want = a.double() @ b.double()
         return {
-            "verdigris": {_tiles(cfg): checked(mm.ours_gemm(gemm, a, b, c, cfg), c, want, RTOL)
-                          for cfg in mm.GEMM_CONFIGS},
+            "verdigris": _ours(gemm, mm.GEMM_CONFIGS, _square_grid(n), (a, b, c), ["a", "b"],
+                               c, want),
             "torch": checked(lambda: torch.matmul(a, b, out=c), c, want, RTOL),
             "triton": {  # bench/matmul.py's two: its defaults, and the smaller tile
                 "128x256x64, 3 stages, 8 warps": checked(lambda: mm.triton_matmul(a, b, c),
@@ -80,7 +92,6 @@ case("GEMM fp16", kind="compute", sizes=[1024, 2048, 4096], quick=[4096],
 def bench_gemm_fp8(n):
     import torch
 
-    import verdigris as vg
     from verdigris.examples.tile_gemm import gemm_nt
 
     mm = _matmul()
@@ -89,13 +100,8 @@ def bench_gemm_fp8(n):
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     one = torch.ones((), device="cuda")
     want = a.float().double() @ bt.float().double().T
-
-    def ours(bm, bn, bk):
-        grid = (vg.cdiv(n, bm), vg.cdiv(n, bn))
-        return lambda: gemm_nt[grid](a, bt, c, 1.0, BM=bm, BN=bn, BK=bk)
-
-    return {"verdigris": {_tiles(cfg): checked(ours(*cfg), c, want, RTOL)
-                          for cfg in mm.FP8_CONFIGS},
+    return {"verdigris": _ours(gemm_nt, mm.FP8_CONFIGS, _square_grid(n), (a, bt, c, 1.0),
+                               ["a", "bt"], c, want),
             "torch": returning(lambda: torch._scaled_mm(a, bt.T, one, one,
                                                         out_dtype=torch.bfloat16), want, RTOL)}
 
@@ -113,8 +119,8 @@ def bench_gemm_bias_gelu(n):
     bias = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     want = F.gelu(a.double() @ b.double() + bias.double())
-    return {"verdigris": {_tiles(cfg): checked(mm.ours_gemm(gemm_bias_gelu, a, b, c, cfg, bias),
-                                               c, want, RTOL) for cfg in mm.GEMM_CONFIGS},
+    return {"verdigris": _ours(gemm_bias_gelu, mm.GEMM_CONFIGS, _square_grid(n),
+                               (a, b, bias, c), ["a", "b"], c, want),
             "torch": returning(lambda: F.gelu(torch.matmul(a, b) + bias), want, RTOL)}
 
 
@@ -135,18 +141,17 @@ def _attention_case(causal: bool):
             want[i] = F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(),
                                                      is_causal=causal)
         flat = [t.view(BATCH * HEADS, seq, HEAD_DIM) for t in (q, k, v, o)]
-        scale = 1 / math.sqrt(HEAD_DIM)
 
-        def ours(bm, bn):
-            return lambda: attention[seq // bm, BATCH * HEADS](*flat, scale, CAUSAL=causal,
-                                                               BM=bm, BN=bn, D=HEAD_DIM)
+        def grid(config):
+            return seq // config["BM"], BATCH * HEADS
 
         def sdpa():
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        return {"verdigris": {f"BM={bm}, BN={bn}": checked(ours(bm, bn), o, want, RTOL)
-                              for bm, bn in mm.ATTENTION_CONFIGS},
+        return {"verdigris": _ours(attention, mm.ATTENTION_CONFIGS, grid,
+                                   (*flat, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
+                                   CAUSAL=causal, D=HEAD_DIM),
                 "torch": returning(sdpa, want, RTOL),
                 "triton": checked(lambda: mm.triton_attention(q, k, v, o, causal), o, want,
                                   RTOL)}
