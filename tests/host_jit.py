@@ -114,10 +114,59 @@ def _host_ir(text: str) -> tuple:
             body = f"  %r = call {ret} @{name}({actuals})\n  ret {ret} %r"
             extra.append(f"declare {ret} @{name}({', '.join(args)})")
         extra.append(f"define {ret} @__nv_{name}({formals}) {{\n{body}\n}}")
+    text = _predicated_accesses(text, extra)
     leftover = re.search(r"@llvm\.nvvm\.[\w.]+", text)
     if leftover:
         raise Unsupported(f"NVPTX intrinsic {leftover.group()}")
     return text + "\n" + "\n".join(dict.fromkeys(extra)) + "\n", cooperates
+
+
+_ASM = re.compile(r'call (\{[^}]*\}|\w+) asm\s+(?:sideeffect\s+)?"([^"]*)",\s*"([^"]*)"\(')
+
+
+def _predicated_accesses(text: str, extra: list) -> str:
+    """The tile lowering's predicated vector accesses (`@p ld.global[.nc][.vN].bB` into
+    registers preset to the padding, `@p st.global[.vN].bB`: inline PTX) as calls of host
+    functions that branch on the predicate, and `mov.u32 $0, N` (a rolled loop's trip
+    count) as a function returning N. Any other inline assembly is `Unsupported`."""
+    made: dict = {}
+
+    def host(match) -> str:
+        ret, asm = match.group(1), match.group(2)
+        constant = re.fullmatch(r"mov\.u32 \$0, (\d+);", asm)  # a trip count hidden from LLVM
+        if constant:
+            name = made.setdefault(("mov", constant.group(1)), f"vgh_constant_{constant.group(1)}")
+            extra.append(f"define i32 @{name}() {{\n  ret i32 {constant.group(1)}\n}}")
+            return f"call i32 @{name}("
+        found = re.search(r"@\$\d+ (ld|st)\.global(?:\.nc)?(?:\.v(\d))?\.b(\d+)", asm)
+        if found is None:
+            raise Unsupported(f"inline assembly {asm!r}")
+        op, count, bits = found.group(1), int(found.group(2) or 1), found.group(3)
+        name = made.setdefault((op, count, bits), f"vgh_{op}_{count}x{bits}")
+        word, vector = f"i{bits}", f"<{count} x i{bits}>"
+        if op == "ld":
+            fields = "".join(f"  %e{j} = extractelement {vector} %v, i32 {j}\n  %s{j + 1} = insertvalue {ret} "
+                             f"%s{j}, {word} %e{j}, {j}\n" for j in range(count)) if count > 1 else ""
+            loaded = f"%s{count}" if count > 1 else "%v"
+            padded = "".join(f"  %p{j + 1} = insertvalue {ret} %p{j}, {word} %pad, {j}\n" for j in range(count)) \
+                if count > 1 else ""
+            padding = f"%p{count}" if count > 1 else "%pad"
+            extra.append(
+                f"define {ret} @{name}(i1 %c, {word} %pad, ptr %a) {{\nentry:\n"
+                + padded.replace("%p0", "undef") + f"  br i1 %c, label %load, label %done\nload:\n"
+                f"  %v = load {vector if count > 1 else word}, ptr %a, align 1\n"
+                + fields.replace("%s0", "undef") + "  br label %done\ndone:\n"
+                f"  %r = phi {ret} [{padding}, %entry], [{loaded}, %load]\n  ret {ret} %r\n}}")
+        else:
+            words = ", ".join(f"{word} %w{j}" for j in range(count))
+            build = "".join(f"  %v{j + 1} = insertelement {vector} %v{j}, {word} %w{j}, i32 {j}\n"
+                            for j in range(count)).replace("%v0", "undef")
+            extra.append(f"define void @{name}(i1 %c, ptr %a, {words}) {{\nentry:\n"
+                         f"  br i1 %c, label %store, label %done\nstore:\n{build}"
+                         f"  store {vector} %v{count}, ptr %a, align 1\n  br label %done\n"
+                         f"done:\n  ret void\n}}")
+        return f"call {ret} @{name}("
+    return _ASM.sub(host, text)
 
 
 class _Block:

@@ -18,8 +18,10 @@ alloca per register (the variable's default layout), which mem2reg promotes.
 
 Register pressure and latency: elementwise results and the elements of loaded vectors are
 `Lazy` (computed where first used), so a chain of elementwise ops is emitted register by
-register and a loaded bfloat16 pair stays in one 32-bit word until its use; and the loads
-of one statement are issued together, before its arithmetic (`prefetch`).
+register and a loaded bfloat16 pair stays in one 32-bit word until its use; the loads of
+one statement are issued together, before its arithmetic (`prefetch`); and a statement
+that loads is lowered once on each path of its loads (`memory.with_loads`), so that on the
+vector path its loads, arithmetic and store or assignment are one straight-line block.
 
 The warp count (`num_warps`): `kernel.block` when the launch gave `num_warps=` (the
 block is then part of the specialization); otherwise the largest tile's padded element
@@ -324,24 +326,48 @@ class TileLowering(_KernelLowering):
         layout = self.default(tt.shape)
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
-    def _statement_tile(self, e: X.TileExpr, layout: Layout) -> TileValue:
-        """A statement's tile operand in `layout`, its loads issued first (`prefetch`)."""
-        prefetch.prefetch(self, e, layout)
-        try:
-            return self.tile(e, layout)
-        finally:
-            self.ready.clear()  # later statements may sit in blocks these do not dominate
+    def _statement(self, e: X.TileExpr, layout: Layout, consume) -> None:
+        """`consume(value)`, `value` being a statement's tile operand `e` in `layout`.
+
+        When `e` loads tiles, the statement is lowered once on each path of its loads
+        (`memory.with_loads`): on the vector path, the loads, the arithmetic on them and
+        the statement's store or assignment are one straight-line block, which the
+        assembler schedules as a whole (loads interleaved with their uses); merging the
+        loaded words first would keep every one of them live at once. Both copies use the
+        shared buffers alike, so the turn is the same after either."""
+        found = prefetch.loads(self, e, layout)
+        if not found or not prefetch.repeatable(e):
+            prefetch.prefetch(self, found)
+            try:
+                return consume(self.tile(e, layout))
+            finally:
+                self.ready.clear()  # later statements may sit in blocks these do not dominate
+        start, ends = self.turn, set()
+
+        def lower(values: list) -> None:
+            self.turn = start
+            self.ready.update((id(node), value) for (node, _), value in zip(found, values))
+            try:
+                consume(self.tile(e, layout))
+            finally:
+                self.ready.clear()
+            ends.add(self.turn)
+        memory.with_loads(self, found, lower)
+        assert len(ends) == 1, "the two copies of a statement left the shared buffers' turn apart"
 
     def _assign(self, s: N.Assign) -> None:
         if s.name not in self.tile_slots:
             return super()._assign(s)
         layout, slots = self.tile_slots[s.name]
-        for reg, slot in zip(self._statement_tile(s.value, layout).regs, slots):
-            self.b.store(reg, slot)
+
+        def assign(value: TileValue) -> None:
+            for reg, slot in zip(value.regs, slots):
+                self.b.store(reg, slot)
+        self._statement(s.value, layout, assign)
 
     def _tile_store(self, s: X.TileStore) -> None:
         self._writable(s)
-        memory.store(self, s, self._statement_tile(s.value, self.default(s.value.shape)))
+        self._statement(s.value, self.default(s.value.shape), lambda value: memory.store(self, s, value))
 
     def _writable(self, s) -> None:
         if s.array.name not in self.kernel.writes:
@@ -363,7 +389,8 @@ class TileLowering(_KernelLowering):
 
     def _tile_atomic_add(self, s: X.TileAtomicAdd) -> None:
         self._writable(s)
-        memory.store(self, s, self._statement_tile(s.value, self.default(s.value.shape)), atomic=True)
+        self._statement(s.value, self.default(s.value.shape),
+                        lambda value: memory.store(self, s, value, atomic=True))
 
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
              X.TileAtomicAdd: _tile_atomic_add, X.Scatter: lambda self, s: indexed.scatter(self, s),

@@ -1,21 +1,34 @@
 """Tile loads and stores: `TileLoad` and `TileStore` in any layout, vectorized where it can.
 
 Takes: the `TileLowering`, the node, and the layout the registers are in. Gives:
-`load(low, node, layout) -> TileValue`, `store(low, node, value, atomic=False)` (the
-atomic form is `TileAtomicAdd`), and `guarded(low, condition, perform, ...)`, the branch
-around one masked access that `indexed` uses too.
+`load(low, node, layout) -> TileValue`, `load_group(low, items)` (a statement's loads
+together), `with_loads(low, items, then)` (a statement lowered once per path of its loads),
+`store(low, node, value, atomic=False)` (the atomic form is `TileAtomicAdd`), and
+`guarded(low, condition, perform, ...)`, the branch around one masked access that
+`indexed` uses too.
 
 Guarantees (`ir.tiles`): element `index[k] * shape[k] + c` along axis k; elements outside
 the array (or past the tile's own shape, when it is padded to a power of two) are never
-read, take `padding`, and are never written. Two paths behind one block-uniform branch:
-- full tiles (the tile's shape is its padded shape and every element is inside the array):
-  no masks; when the array has unit inner stride and a 16-byte-aligned pointer and every
-  other stride is a multiple of the vector width (checked at run time, once per access),
-  a thread's consecutive registers along the last axis move as one vector of up to 16 bytes
-  (`ld.global.nc.v4` for arrays the kernel only reads); a warp's vectors are consecutive,
-  so each access is coalesced;
-- edge tiles: one element at a time, each behind its own bounds test.
-Threads that hold the same elements (a broadcast layout) store them once: only the first.
+read, take `padding`, and are never written. A thread's consecutive registers along the
+last axis move as one vector of up to 16 bytes when the array has unit inner stride and a
+16-byte-aligned pointer (its specialization) and the tile's rows start at multiples of the
+width; a warp's vectors are consecutive, so each access is coalesced. Two paths behind one
+block-uniform branch (`llvm.expect`ed to take the first):
+- vectors, where every vector of the tile lies wholly inside the array or wholly outside
+  (`_Access.whole_vectors`: full tiles, and edge tiles whose rows start at multiples of the
+  width and whose last extent is one too): each vector is one predicated `ld.global`/
+  `st.global` in inline PTX (`.nc` for arrays the kernel only reads), its predicate its
+  first element's bounds test: no branch per vector, so a statement's loads, its arithmetic
+  and its store form one straight-line block the assembler schedules as a whole;
+- rolled, where rows or the extent split vectors: element by element, one vector's
+  elements per trip of a loop LLVM keeps rolled, the words passing through a local array.
+  The kernel's register count is that of its worst path; this one holds a vector's
+  elements, not a whole tile's (unrolled, the edge path of LayerNorm's `xc * rstd * w + b`
+  held 64 loaded elements beside `xc`: 80 registers, three blocks of 256 threads per SM
+  where 64 registers fit four).
+Accesses without vectors (and atomics) go element by element on one path, each element
+behind its own test. Threads that hold the same elements (a broadcast layout) store them
+once: only the first.
 """
 from __future__ import annotations
 
@@ -26,94 +39,179 @@ from ..codegen.dtypes import I1, I32, I64, mem_type, to_mem, to_reg
 
 
 class _Access:
-    """Addressing of one tile access: per-register element offsets and bounds tests."""
+    """Addressing of one tile access. A register's coordinates are the thread's part
+    (`bases`, i64) plus the register's part: ints for a register known at compile time
+    (`layout.register_coords`), i32 values for one chosen at run time (`vector_coords`);
+    `j` moves along the last axis, within a vector."""
 
     def __init__(self, low, node, layout, shape: tuple):
         self.low, self.b, self.layout, self.shape = low, low.b, layout, shape
         self.view = low._view(node.array, node)
-        self.dtype = node.array.dtype
-        self.type = node.array.type
+        self.name, self.dtype, self.type = node.array.name, node.array.dtype, node.array.type
         b = self.b
         self.index = [low.expr(i) for i in node.index]
         starts = [b.mul(i, ir.Constant(I64, n)) for i, n in zip(self.index, shape)]
         self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(starts)]
+        self.width = self._vector_width()
 
-    def offset(self, r: int) -> ir.Value:
+    def _vector_width(self) -> int:
+        """Registers per vector access (1: element by element): a thread's consecutive
+        registers along the last axis, up to 16 bytes, when the array has unit inner
+        stride and a 16-byte-aligned pointer and the tile's rows start at multiples of it."""
+        if not (self.type.unit_inner_stride and self.type.aligned16) or not self.shape:
+            return 1
+        width = min(self.layout.vector_width(), max(1, 16 // self.dtype.itemsize))
+        return width if self.shape[-1] % width == 0 else 1
+
+    def _plus(self, k: int, coords, j: int, base: ir.Value) -> ir.Value:
+        """`base` (i32 or i64) plus the register part of the coordinate along axis k."""
+        b, c = self.b, coords[k]
+        if k == len(coords) - 1 and j:
+            c = c + j if isinstance(c, int) else b.add(c, ir.Constant(I32, j))
+        if isinstance(c, int):
+            return b.add(base, ir.Constant(base.type, c))
+        return b.add(base, c if base.type == I32 else b.zext(c, base.type))
+
+    def pointer(self, coords, j: int = 0) -> ir.Value:
         b, offset = self.b, None
-        for base, c, stride in zip(self.bases, self.layout.register_coords(r), self.view.strides):
-            term = b.add(base, ir.Constant(I64, c))
+        for k, (base, stride) in enumerate(zip(self.bases, self.view.strides)):
+            term = self._plus(k, coords, j, base)
             term = term if stride is None else b.mul(term, stride)
             offset = term if offset is None else b.add(offset, term)
-        return ir.Constant(I64, 0) if offset is None else offset
+        offset = ir.Constant(I64, 0) if offset is None else offset
+        return b.gep(self.view.ptr, [offset], inbounds=True, source_etype=mem_type(self.dtype))
 
-    def pointer(self, r: int) -> ir.Value:
-        return self.b.gep(self.view.ptr, [self.offset(r)], inbounds=True, source_etype=mem_type(self.dtype))
-
-    def inside(self, r: int) -> ir.Value:
+    def inside(self, coords, j: int = 0) -> ir.Value:
         b, low, inside = self.b, self.low, ir.Constant(I1, True)
-        padded_shape = self.layout.shape
-        for k, (base, c, extent) in enumerate(zip(self.bases, self.layout.register_coords(r), self.view.shape)):
-            inside = b.and_(inside, b.icmp_unsigned("<", b.add(base, ir.Constant(I64, c)), extent))
-            if self.shape[k] != padded_shape[k]:
-                coord = b.add(low.thread_coord(self.layout, k), ir.Constant(I32, c))
+        for k, (base, extent) in enumerate(zip(self.bases, self.view.shape)):
+            inside = b.and_(inside, b.icmp_unsigned("<", self._plus(k, coords, j, base), extent))
+            if self.shape[k] != self.layout.shape[k]:  # past the tile's own (padded) shape
+                coord = self._plus(k, coords, j, low.thread_coord(self.layout, k))
                 inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
         return inside
 
-    @property
-    def can_be_full(self) -> bool:
-        """False when the tile is padded (its shape is not a power of two): always masked."""
-        return tuple(self.shape) == self.layout.shape
+    def at(self, r: int) -> tuple:
+        return self.layout.register_coords(r)
 
-    def full(self) -> ir.Value:
-        """Whether the whole tile is inside the array (block-uniform)."""
-        b, full = self.b, ir.Constant(I1, True)
-        for i, n, extent in zip(self.index, self.shape, self.view.shape):
-            tiles = b.lshr(extent, ir.Constant(I64, n.bit_length() - 1))
-            full = b.and_(full, b.icmp_unsigned("<", i, tiles))
-        return full
+    def vector_coords(self, v: ir.Value) -> list:
+        """The register part of the coordinates of register `v * width` (v: i32)."""
+        b = self.b
+        coords = [ir.Constant(I32, 0)] * self.layout.rank
+        skip = self.width.bit_length() - 1
+        for bit, basis in enumerate(self.layout.regs[skip:]):
+            for k, c in enumerate(basis):
+                if c:
+                    part = b.and_(b.lshr(v, ir.Constant(I32, bit)), ir.Constant(I32, 1))
+                    coords[k] = b.or_(coords[k], b.shl(part, ir.Constant(I32, c.bit_length() - 1)))
+        return coords
 
-    def vector(self) -> int:
-        """Registers per vector access (1: scalar accesses)."""
-        if not (self.type.unit_inner_stride and self.type.aligned16):
-            return 1
-        return min(self.layout.vector_width(), max(1, 16 // self.dtype.itemsize))
-
-    def vector_ok(self, width: int) -> ir.Value:
-        """Whether every row starts at a multiple of `width` elements (run time)."""
-        b, ok = self.b, ir.Constant(I1, True)
+    def whole_vectors(self) -> ir.Value:
+        """Whether every vector of this tile lies wholly inside the array or wholly outside
+        (block-uniform, run time): every row starts at a multiple of the width, and the last
+        axis's extent is a multiple of it too or the tile ends within it."""
+        b, width, ok = self.b, self.width, ir.Constant(I1, True)
+        mask = ir.Constant(I64, width - 1)
         for stride in self.view.strides[:-1]:
-            rem = b.and_(stride, ir.Constant(I64, width - 1))
-            ok = b.and_(ok, b.icmp_unsigned("==", rem, ir.Constant(I64, 0)))
-        return ok
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
+        extent = self.view.shape[-1]
+        end = b.mul(b.add(self.index[-1], ir.Constant(I64, 1)), ir.Constant(I64, self.shape[-1]))
+        whole = b.or_(b.icmp_unsigned("==", b.and_(extent, mask), ir.Constant(I64, 0)),
+                      b.icmp_unsigned("<=", end, extent))
+        return b.and_(ok, whole)
 
 
-def _paths(low, accesses: list, fast, slow, name: str, vectors: bool = True) -> list:
-    """Run `fast(widths)` when every access is a full tile and `slow(widths)` otherwise, behind
-    one block-uniform branch; phi their results. `widths[k]` is access k's vector width (1
-    unless `vectors` and the access can move vectors). Every access must `can_be_full`."""
+def _choose(low, condition: ir.Value, then, otherwise, name: str, arms=("then", "else")) -> list:
+    """`then()` where `condition` holds, else `otherwise()`, behind a branch; each gives a
+    list of values (or None), merged by phi."""
     b = low.b
-    widths = [a.vector() if vectors else 1 for a in accesses]
-    full = ir.Constant(I1, True)
-    for access, width in zip(accesses, widths):
-        full = b.and_(full, access.full())
-        if width > 1:
-            full = b.and_(full, access.vector_ok(width))
-    fast_bb, slow_bb, end_bb = (low._block(f"{name}.{n}") for n in ("full", "edge", "end"))
-    b.cbranch(low.em.call("llvm.expect.i1", I1, full, ir.Constant(I1, True)), fast_bb, slow_bb)
-    arms = []
-    for bb, arm in ((fast_bb, fast), (slow_bb, slow)):
+    then_bb, else_bb, end_bb = (low._block(f"{name}.{n}") for n in (*arms, "end"))
+    b.cbranch(condition, then_bb, else_bb)
+    results = []
+    for bb, arm in ((then_bb, then), (else_bb, otherwise)):
         b.position_at_end(bb)
-        values = arm(widths)
-        arms.append((values, b.block))
+        values = arm()
+        results.append((values, b.block))
         b.branch(end_bb)
     b.position_at_end(end_bb)
     merged = []
-    for k in range(len(arms[0][0] or ())):
-        phi = b.phi(arms[0][0][k].type)
-        for values, bb in arms:
+    for k in range(len(results[0][0] or ())):
+        phi = b.phi(results[0][0][k].type)
+        for values, bb in results:
             phi.add_incoming(values[k], bb)
         merged.append(phi)
     return merged
+
+
+def _expected(low, condition: ir.Value) -> ir.Value:
+    return low.em.call("llvm.expect.i1", I1, condition, ir.Constant(I1, True))
+
+
+def _vector_path(low, accesses: list) -> ir.Value | None:
+    """Whether the vector path may be taken: every access with vectors has whole vectors
+    only (None: no access has vectors, there is one path)."""
+    vectored = [a for a in accesses if a.width > 1]
+    if not vectored:
+        return None
+    whole = ir.Constant(I1, True)
+    for access in vectored:
+        whole = low.b.and_(whole, access.whole_vectors())
+    return _expected(low, whole)
+
+
+def _rolled_loop(low, count: int, body, name: str) -> None:
+    """`body(v)` for v = 0 .. count - 1 (i32), in a loop LLVM keeps rolled: the trip count
+    comes out of an inline-assembly `mov`, which the optimizer cannot see through."""
+    b = low.b
+    trips = b.call(ir.InlineAsm(ir.FunctionType(I32, []), f"mov.u32 $0, {count};", "=r"), [])
+    before, loop_bb, done_bb = b.block, low._block(f"{name}.loop"), low._block(f"{name}.done")
+    b.branch(loop_bb)
+    b.position_at_end(loop_bb)
+    v = b.phi(I32)
+    v.add_incoming(ir.Constant(I32, 0), before)
+    body(v)
+    following = b.add(v, ir.Constant(I32, 1))
+    v.add_incoming(following, b.block)
+    b.cbranch(b.icmp_unsigned("<", following, trips), loop_bb, done_bb)
+    b.position_at_end(done_bb)
+
+
+def _ptx_operands(words: _Words, first: int) -> tuple:
+    """(PTX bit type, register constraint, operand list) of a vector of `words.count` words,
+    numbered from `first`: `{$1, $2}` for a vector, `$1` for one word."""
+    bits, reg = {16: ("b16", "h"), 32: ("b32", "r"), 64: ("b64", "l")}[words.word.width]
+    names = ", ".join(f"${first + j}" for j in range(words.count))
+    return (f"v{words.count}.{bits}" if words.count > 1 else bits), bits, reg, \
+        (f"{{{names}}}" if words.count > 1 else names)
+
+
+def _predicated_load(low, access, coords, words: _Words, padding: ir.Value) -> list:
+    """The words of the vector at `coords`, loaded where its first element is inside the
+    array, else `padding`: one predicated `ld.global` in inline assembly, so that the whole
+    vector path stays one straight-line block (no branch per vector to split it up, and no
+    merge). `ld.global.nc` for arrays the kernel does not write (LLVM would choose it too);
+    a load of a written array is `sideeffect`, so LLVM does not move it across stores."""
+    b, count = low.b, words.count
+    kind, bits, reg, outs = _ptx_operands(words, 0)
+    read_only = access.name not in low.kernel.writes
+    text = "".join(f"mov.{bits} ${j}, ${count + 1}; " for j in range(count)) + \
+        f"@${count} ld.global{'.nc' if read_only else ''}.{kind} {outs}, [${count + 2}];"
+    ret = words.word if count == 1 else ir.LiteralStructType([words.word] * count)
+    pointer = access.pointer(coords)
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I1, words.word, pointer.type]), text,
+                       ",".join([f"={reg}"] * count + ["b", reg, "l"]), side_effect=not read_only)
+    got = b.call(asm, [access.inside(coords), padding, pointer])
+    return [got] if count == 1 else [b.extract_value(got, j) for j in range(count)]
+
+
+def _predicated_store(low, access, coords, words: _Words, packed: list) -> None:
+    """`packed` (words, as `words` packs them) stored as one vector at `coords` where its
+    first element is inside the array: a predicated `st.global` (see `_predicated_load`)."""
+    kind, _, reg, ins = _ptx_operands(words, 2)
+    pointer = access.pointer(coords)
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I1, pointer.type] + [words.word] * words.count),
+                       f"@$0 st.global.{kind} [$1], {ins};", ",".join(["b", "l"] + [reg] * words.count + ["~{memory}"]),
+                       side_effect=True)
+    low.b.call(asm, [access.inside(coords), pointer] + packed)
 
 
 def load(low, node, layout):
@@ -121,75 +219,121 @@ def load(low, node, layout):
 
 
 def load_group(low, items: list) -> list:
-    """The `TileLoad`s of `items` ((node, layout) pairs) as TileValues. The loads whose
-    tiles can be full share one full/edge branch, and on full tiles every one of their
-    vectors is loaded before any is converted or used, so their latencies overlap.
+    """The `TileLoad`s of `items` ((node, layout) pairs) as TileValues, every vector of
+    them issued before any is converted or used, so that their latencies overlap.
 
-    Both paths give words (`_Words`): narrow elements stay packed, two bfloat16 in one
-    32-bit register, up to the merge and beyond; each register is unpacked and converted
-    where it is first used (`Lazy`), so a loaded tile holds half the registers until then.
-    """
-    from .lower import Lazy, TileValue
+    Words (`_Words`) come out of both paths: narrow elements stay packed, two bfloat16 in
+    one 32-bit register, up to the merge and beyond; each register is unpacked and
+    converted where it is first used (`Lazy`), so a loaded tile holds half the registers
+    until then."""
+    from .lower import forced
 
-    b = low.b
-    accesses = [_Access(low, node, layout, node.shape) for node, layout in items]
-    paddings = [low.expr(node.padding) for node, _ in items]
+    group = _Group(low, items)
+    flat = group.paths(lambda words: [forced(w) for k in range(len(items)) for w in words[k]])
+    words = {}
+    for k, access in enumerate(group.accesses):
+        count = access.layout.num_regs // group.packing[k].per_word
+        words[k], flat = flat[:count], flat[count:]
+    return group.values(words)
 
-    def slow(k: int, width: int = 1) -> list:
-        """Access k element by element (padding where outside), packed into words."""
-        access = accesses[k]
-        words = _Words(access.dtype, width)
-        padding = to_mem(b, access.dtype, paddings[k])
 
-        def element(r: int) -> ir.Value:
-            return guarded(low, access.inside(r), lambda: b.load(
-                access.pointer(r), typ=mem_type(access.dtype), align=access.dtype.itemsize), "load", padding)
-        return [words.pack(b, [element(r) for r in range(r0, r0 + words.per_word)])
-                for r0 in range(0, access.layout.num_regs, words.per_word)]
+def with_loads(low, items: list, then) -> None:
+    """`then(values)` (the TileValues of `items`, as `load_group` gives them) once on each
+    path of the loads: the code that uses the values is emitted twice, and on the vector
+    path it shares one straight-line block with the loads, so the assembler can interleave
+    loads and arithmetic (there is no merge where every loaded word is live at once).
+    `then` must leave nothing to merge (it stores what it makes), and it must be safe to
+    lower twice (only one of the copies runs)."""
+    group = _Group(low, items)
+    group.paths(lambda words: then(group.values(words)) or [])
 
-    grouped = [k for k, a in enumerate(accesses) if a.can_be_full]
-    packing = {k: _Words(accesses[k].dtype, 1) for k in range(len(accesses))}
-    merged = {k: slow(k) for k in range(len(accesses)) if k not in grouped}
-    if grouped:
-        def fast(widths: list) -> list:
-            packing.update((k, _Words(accesses[k].dtype, width)) for k, width in zip(grouped, widths))
-            return [word for k in grouped for r0 in range(0, accesses[k].layout.num_regs, packing[k].width)
-                    for word in packing[k].load(b, accesses[k], r0)]
 
-        words = _paths(low, [accesses[k] for k in grouped], fast,
-                       lambda widths: [w for k, width in zip(grouped, widths) for w in slow(k, width)], "load")
-        for k in grouped:
-            count = accesses[k].layout.num_regs // packing[k].per_word
-            merged[k], words = words[:count], words[count:]
-    return [TileValue(layout, [Lazy(lambda word=word, j=j, words=packing[k], dtype=node.dtype:
-                                    to_reg(b, dtype, words.unpack(b, word, j)))
-                               for word in merged[k] for j in range(packing[k].per_word)], node.dtype)
-            for k, (node, layout) in enumerate(items)]
+class _Group:
+    """Loads sharing one branch between two paths (`paths`):
+    - vectors (where every vectorized access has whole vectors, `whole_vectors`, which
+      every full tile has): each vector loaded when its first element is inside the array,
+      else padding; accesses without vectors element by element, each element so;
+    - rolled (rows or extents that split vectors): a vectorized access one vector's
+      elements at a time, in a loop kept rolled through a local array, so that this rare
+      path holds few registers (the kernel's register count is its worst path's)."""
+
+    def __init__(self, low, items: list):
+        self.low, self.items = low, items
+        self.accesses = [_Access(low, node, layout, node.shape) for node, layout in items]
+        self.paddings = [to_mem(low.b, a.dtype, low.expr(node.padding)) for a, (node, _) in zip(self.accesses, items)]
+        self.packing = [_Words(a.dtype, a.width) for a in self.accesses]
+
+    def paths(self, then) -> list:
+        vectors = lambda: then({k: self.vectors(k) for k in range(len(self.items))})  # noqa: E731
+        whole = _vector_path(self.low, self.accesses)
+        if whole is None:
+            return vectors()
+        return _choose(self.low, whole, vectors, lambda: then(
+            {k: self.rolled(k) if a.width > 1 else self.vectors(k) for k, a in enumerate(self.accesses)}),
+            "load", ("vectors", "rolled"))
+
+    def vectors(self, k: int) -> list:
+        b, low, access, words = self.low.b, self.low, self.accesses[k], self.packing[k]
+        padding = words.pack(b, [self.paddings[k]] * words.per_word)
+        out = []
+        for r0 in range(0, access.layout.num_regs, words.width):
+            coords = access.at(r0)
+            if words.width == 1:
+                out.append(guarded(low, access.inside(coords), lambda coords=coords: b.load(
+                    access.pointer(coords), typ=words.word, align=access.dtype.itemsize), "load", padding))
+            else:
+                out += _predicated_load(low, access, coords, words, padding)
+        return out
+
+    def rolled(self, k: int) -> list:
+        """Access k's words, read back from the local array where each is first used."""
+        from .lower import Lazy
+
+        b, low, access, words = self.low.b, self.low, self.accesses[k], self.packing[k]
+        count = access.layout.num_regs // access.width
+        local = _local_array(low, words.word, count * words.count)
+
+        def element(coords, j: int) -> ir.Value:
+            return guarded(low, access.inside(coords, j), lambda: b.load(
+                access.pointer(coords, j), typ=mem_type(access.dtype), align=access.dtype.itemsize),
+                "load", self.paddings[k])
+
+        def vector(v: ir.Value) -> None:
+            coords = access.vector_coords(v)
+            for i in range(words.count):
+                word = words.pack(b, [element(coords, j) for j in range(i * words.per_word, (i + 1) * words.per_word)])
+                b.store(word, _slot(b, local, b.add(b.mul(v, ir.Constant(I32, words.count)), ir.Constant(I32, i))))
+        _rolled_loop(low, count, vector, "load")
+        return [Lazy(lambda i=i: b.load(_slot(b, local, ir.Constant(I32, i)), typ=words.word))
+                for i in range(count * words.count)]
+
+    def values(self, words: dict) -> list:
+        from .lower import Lazy, TileValue, forced
+
+        b = self.low.b
+        return [TileValue(layout, [Lazy(lambda word=word, j=j, packing=self.packing[k], dtype=node.dtype:
+                                        to_reg(b, dtype, packing.unpack(b, forced(word), j)))
+                                   for word in words[k] for j in range(self.packing[k].per_word)], node.dtype)
+                for k, (node, layout) in enumerate(self.items)]
 
 
 class _Words:
     """How `width` consecutive elements of `dtype` travel from a load to their first use:
-    as one vector load of words of up to 32 bits (64 for 8-byte dtypes) when `width > 1`,
-    each word holding `per_word` elements; when `width` is 1, element by element."""
+    as one vector of words of up to 32 bits (64 for 8-byte dtypes) when `width > 1`, each
+    word holding `per_word` elements; when `width` is 1, element by element (the word is
+    the element's memory type)."""
 
     def __init__(self, dtype, width: int):
         self.dtype, self.width = dtype, width
         self.bits = 8 * dtype.itemsize
-        self.word = ir.IntType(max(self.bits, min(32, self.bits * width))) if width > 1 else None
+        self.word = ir.IntType(max(self.bits, min(32, self.bits * width))) if width > 1 else mem_type(dtype)
         self.per_word = self.word.width // self.bits if width > 1 else 1
-
-    def load(self, b, access, r0: int) -> list:
-        """The words of registers r0 .. r0 + width - 1 (one vector load)."""
-        if self.word is None:
-            return [b.load(access.pointer(r0), typ=mem_type(self.dtype), align=self.dtype.itemsize)]
-        count = self.width // self.per_word
-        vec = b.load(access.pointer(r0), typ=ir.VectorType(self.word, count), align=self.width * self.dtype.itemsize)
-        return [b.extract_element(vec, ir.Constant(I32, j)) for j in range(count)]
+        self.count = width // self.per_word  # words per vector
 
     def pack(self, b, elements: list) -> ir.Value:
         """Elements in memory form -> one word (integer shifts and ors, which the compiler
         keeps as they are: the word stays one register)."""
-        if self.word is None:
+        if self.width == 1:
             return elements[0]
         word = None
         for j, e in enumerate(elements):
@@ -200,7 +344,7 @@ class _Words:
 
     def unpack(self, b, word: ir.Value, j: int) -> ir.Value:
         """Element j of `word`, in memory form."""
-        if self.word is None:
+        if self.width == 1:
             return word
         bits = b.lshr(word, ir.Constant(self.word, j * self.bits)) if j else word
         bits = b.trunc(bits, ir.IntType(self.bits)) if self.bits < self.word.width else bits
@@ -214,7 +358,11 @@ def _as_int(b, value: ir.Value, bits: int) -> ir.Value:
 
 def store(low, node, value, atomic: bool = False) -> None:
     """A `TileStore`, or with `atomic` a `TileAtomicAdd` (one atomic add per element: an
-    `atomicrmw fadd`/`add` whose result is unused, which NVPTX emits as `red.global.add`)."""
+    `atomicrmw fadd`/`add` whose result is unused, which NVPTX emits as `red.global.add`).
+    Two paths, as loads: the vector path (each vector stored where its first element is
+    inside) where the tile has whole vectors only; else the rolled path, element by element
+    from the packed words through a local array. Atomics and accesses without vectors go
+    element by element, each element behind its own test."""
     layout = value.layout
     b, dtype = low.b, node.array.dtype
     owner = low.is_owner(layout)
@@ -223,38 +371,54 @@ def store(low, node, value, atomic: bool = False) -> None:
         b.cbranch(owner, write_bb, end_bb)
         b.position_at_end(write_bb)
     access = _Access(low, node, layout, node.value.shape)
-    if atomic:
-        def write(r: int) -> None:
-            atomics.atomic(low.em, "add", dtype, access.pointer(r), value.regs[r], None)
+    if atomic or access.width == 1:
+        for r, reg in enumerate(value.regs):
+            pointer = access.pointer(access.at(r))
+            guarded(low, access.inside(access.at(r)), (lambda reg=reg, pointer=pointer: atomics.atomic(
+                low.em, "add", dtype, pointer, reg, None)) if atomic else (lambda reg=reg, pointer=pointer: b.store(
+                    to_mem(b, dtype, reg), pointer, align=dtype.itemsize)), "store")
     else:
-        words = [to_mem(b, dtype, r) for r in value.regs]
-
-        def write(r: int) -> None:
-            b.store(words[r], access.pointer(r), align=dtype.itemsize)
-
-    def fast(width: int) -> list:
-        for r0 in range(0, layout.num_regs, width):
-            if width == 1:
-                write(r0)
-                continue
-            vec = ir.Constant(ir.VectorType(mem_type(dtype), width), ir.Undefined)
-            for j in range(width):
-                vec = b.insert_element(vec, words[r0 + j], ir.Constant(I32, j))
-            b.store(vec, access.pointer(r0), align=width * dtype.itemsize)
-        return []
-
-    def slow(widths=None) -> list:
-        for r in range(layout.num_regs):
-            guarded(low, access.inside(r), lambda r=r: write(r), "store")
-        return []
-
-    if not access.can_be_full:
-        slow()
-    else:
-        _paths(low, [access], lambda widths: fast(widths[0]), slow, "store", vectors=not atomic)
+        packing = _Words(dtype, access.width)
+        words = [packing.pack(b, [to_mem(b, dtype, reg) for reg in value.regs[r:r + packing.per_word]])
+                 for r in range(0, layout.num_regs, packing.per_word)]
+        _choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
+                lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
     if owner is not None:
         b.branch(end_bb)
         b.position_at_end(end_bb)
+
+
+def _store_vectors(low, access, packing: _Words, words: list) -> None:
+    for v, r0 in enumerate(range(0, access.layout.num_regs, access.width)):
+        _predicated_store(low, access, access.at(r0), packing, words[v * packing.count:(v + 1) * packing.count])
+
+
+def _store_rolled(low, access, packing: _Words, words: list) -> None:
+    b, local = low.b, _local_array(low, packing.word, len(words))
+    for i, word in enumerate(words):
+        b.store(word, _slot(b, local, ir.Constant(I32, i)))
+
+    def vector(v: ir.Value) -> None:
+        coords = access.vector_coords(v)
+        for i in range(packing.count):
+            word = b.load(_slot(b, local, b.add(b.mul(v, ir.Constant(I32, packing.count)), ir.Constant(I32, i))),
+                          typ=packing.word)
+            for e in range(packing.per_word):
+                j = i * packing.per_word + e
+                element = packing.unpack(b, word, e)
+                guarded(low, access.inside(coords, j), lambda element=element, j=j: b.store(
+                    element, access.pointer(coords, j), align=access.dtype.itemsize), "store")
+    _rolled_loop(low, access.layout.num_regs // access.width, vector, "store")
+
+
+def _local_array(low, word: ir.Type, count: int) -> ir.Value:
+    """A local (per-thread) array of `count` words; indexed at run time, it stays in local
+    memory, out of the registers."""
+    return low._alloca(ir.ArrayType(word, count), "rolled")
+
+
+def _slot(b, local, i: ir.Value) -> ir.Value:
+    return b.gep(local, [ir.Constant(I32, 0), i], inbounds=True, source_etype=local.allocated_type)
 
 
 def guarded(low, condition: ir.Value, perform, name: str, otherwise: ir.Value | None = None):

@@ -1,13 +1,16 @@
-"""Issuing a statement's tile loads together, before any of its arithmetic.
+"""Finding a statement's tile loads, to issue them together before any of its arithmetic.
 
 Takes: the `TileLowering`, a statement's tile expression and the layout the statement
-stores it in. Gives: `prefetch(low, e, want)`, which lowers the `TileLoad`s of `e` through
-`memory.load_group` (one full/edge branch, every vector issued before any is used) and
-leaves them in `low.ready` (node id -> TileValue), where `TileLowering.tile` takes them.
+stores it in. Gives: `loads(low, e, want)`, the (TileLoad, layout) pairs lowering `e` in
+`want` reaches; `repeatable(e)`, whether `e` may be lowered twice (`TileLowering._statement`
+lowers a statement once per path of its loads, `memory.with_loads`); and `prefetch(low,
+found)`, which issues them through `memory.load_group` (one branch, every vector issued
+before any is used) and leaves them in `low.ready` (node id -> TileValue), where
+`TileLowering.tile` takes them, for statements lowered once.
 
 Why: lowered where the expression reaches them, two loads of one statement (LayerNorm's
-`xc * rstd * w + b`) each sit behind their own full/edge branch, and the arithmetic on the
-first, between the two, waits for its data before the second is even issued: two memory
+`xc * rstd * w + b`) each sit behind their own branch, and the arithmetic on the first,
+between the two, waits for its data before the second is even issued: two memory
 latencies in a row instead of one.
 
 How: the layout each load will be lowered in is predicted by following
@@ -65,9 +68,23 @@ def _loads(low, e, want, found: list) -> None:
         _loads(low, e.value, None, found)  # lowered with no layout wanted
 
 
-def prefetch(low, e, want) -> None:
+def loads(low, e, want) -> list:
+    """(load, layout) for each `TileLoad` reached lowering `e` in `want`."""
     found: list = []
     _loads(low, e, want, found)
+    return found
+
+
+def repeatable(e) -> bool:
+    """Whether `e` may be lowered twice (`TileLowering._statement`): nothing in it keeps
+    lowering state of its own (a matrix product's staged operands and pipeline do)."""
+    from ..frontend import walk
+
+    return not any(isinstance(n, X.TileDot) for n in walk([e]))
+
+
+def prefetch(low, found: list) -> None:
+    """Issue the loads `found` together (one full/edge branch) and leave them in `low.ready`."""
     if len(found) > 1:
         values = memory.load_group(low, found)
         low.ready.update((id(node), value) for (node, _), value in zip(found, values))
