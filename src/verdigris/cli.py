@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only the cases whose name matches (case-insensitive), or whose "
                             "kind or plot is exactly it, e.g. 'softmax|norm' or 'memory'")
     bench.add_argument("--quick", action="store_true",
-                       help="one size per case and shorter timing (about a minute)")
+                       help="one size per case and shorter timing (a few minutes)")
     bench.add_argument("--out", metavar="DIR", help="where to write the results (default: "
                                                     "docs/bench/DATE-CARD/ of the checkout)")
     bench.add_argument("--list", action="store_true",
