@@ -7,7 +7,8 @@ stores it takes over (registering their TMA descriptors in `plan.tensor_maps`), 
 
 A store qualifies when its tile is in a wgmma accumulator layout (the product's registers,
 through the epilogue's elementwise ops) and goes to a 2-d float16/bfloat16/float32 array
-with unit inner stride, as a whole power-of-two tile. Each consumer warpgroup then writes
+with unit inner stride, as a whole power-of-two tile, and the kernel never reads that
+array (the copy completes asynchronously). Each consumer warpgroup then writes
 its own rows, 64 rows x one 128-byte swizzle panel at a time, into one of its two
 shared-memory buffers (the swizzled format of `operand`, conflict-free for the
 accumulator's pairs), fences them for the async proxy, and one of its threads has the copy
@@ -60,7 +61,8 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
             continue
         array, shape = node.array, tuple(node.value.shape)
         if not (array.type.ndim == 2 and array.type.unit_inner_stride and shape == padded(shape)
-                and array.dtype.name in STORE_TYPES and shape[0] % ROWS == 0):
+                and array.dtype.name in STORE_TYPES and shape[0] % ROWS == 0
+                and array.name not in kernel.reads):  # the copy lands after the kernel reads
             continue
         g = GroupGeometry(shape[0], shape[1], warps)
         if layout_of(node.value) != g.layout():
