@@ -180,6 +180,11 @@ class Builder:
             ptr.memory[ptr.offset[t]:ptr.offset[t] + width] = raw[t]
 
     def load(self, ptr, typ=None, align=None):
+        if isinstance(typ, ir.VectorType):  # consecutive elements, one row per thread
+            element = typ.element
+            size = element.width // 8 if isinstance(element, ir.IntType) else np.dtype(_np(element)).itemsize
+            rows = [self.load(_Pointer(ptr.memory, ptr.offset + j * size), element).data for j in range(typ.count)]
+            return V(np.stack(rows, axis=1), typ)
         if isinstance(typ, ir.IntType):
             width = typ.width // 8
             raw = np.zeros((self.block.threads, 8), np.uint8)

@@ -1,5 +1,6 @@
 """`TileReduce` on the GPU: within each thread, across lanes by shuffles, across warps
-through shared memory.
+through shared memory (one barrier; a whole row's partials, one per warp, read back as
+broadcast vectors: `_across_warps`).
 
 Takes: the `TileLowering` and a `TileReduce` node. Gives: `reduce(low, node)`: a
 `TileValue` in the source layout sliced on the reduced axis (so a `keepdims` result
@@ -11,13 +12,15 @@ NaN loses to a number), so their identity, for padded elements, is NaN; argmax/a
 the first position (row-major over every axis for axis None) of the largest/smallest
 value, NaN counting as the smallest (argmax) or largest (argmin). Every thread holding an
 element of the result holds the same bits: lanes combine in a butterfly (`shfl.sync.bfly`,
-whose combining ops are commutative) and warps read the partials in one order.
+whose combining ops are commutative) and every thread combines the warps' partials in
+one fixed order.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
 from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, const, round_narrow
+from .convert import _itemsize
 from .layout import LANE_BITS, WARP_SIZE
 
 FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
@@ -85,7 +88,8 @@ def _shuffle(em, value: ir.Value, mask: int) -> ir.Value:
 
 
 def _slot_type(ty: ir.Type) -> ir.Type:
-    return I8 if ty == I1 else ty
+    """The type a partial travels through shared memory in: narrow integers as i32."""
+    return I32 if isinstance(ty, ir.IntType) and ty.width < 32 else ty
 
 
 def reduce(low, node):
@@ -146,7 +150,8 @@ def reduce(low, node):
     # Across warps: partials through shared memory, read back in warp order.
     warp_bits = [bit for bit, basis in enumerate(layout.warps) if any(basis[k] for k in axes)]
     if warp_bits:
-        outputs = _across_warps(low, outputs, warp_bits, dt, combine)
+        same_in_every_lane = all(any(basis[k] for k in axes) or not any(basis) for basis in layout.lanes)
+        outputs = _across_warps(low, outputs, warp_bits, dt, combine, same_in_every_lane)
 
     result = [round_narrow(b, node.dtype, part[-1]) if node.dtype.is_float else part[-1] for part in outputs]
     if node.axis is None:
@@ -154,38 +159,63 @@ def reduce(low, node):
     return TileValue(layout.sliced(axes).squeezed(node.axis), result, node.dtype)
 
 
-def _across_warps(low, outputs: list, warp_bits: list, dt, combine) -> list:
+def _across_warps(low, outputs: list, warp_bits: list, dt, combine, same_in_every_lane: bool) -> list:
+    """Each warp's partials through shared memory, one barrier; every thread then reads the
+    partials of the warps it combines with and combines them in one fixed order (a tree
+    over warp order). Where every lane of a warp holds the same partials (a reduction over
+    every lane's elements: a whole row), one copy per warp is kept, the warps' copies side
+    by side, so a thread reads them as broadcast vectors of up to 16 bytes (2 loads for 8
+    warps of float32, not 8); otherwise each lane has a slot of its own in each warp's
+    row, so that a warp's reads of one warp's partials are one conflict-free access."""
     b, em = low.b, low.em
     warps, slots = low.num_warps, len(outputs)
-    components = len(outputs[0])
-    word = 8  # bytes per slot, whatever the type: the buffer is small
-    region = warps * slots * WARP_SIZE * word
-    smem = low.shared(region * components)
+    lanes = 1 if same_in_every_lane else WARP_SIZE
+    types = [_slot_type(v.type) for v in outputs[0]]
+    sizes = [_itemsize(ty) for ty in types]
+    starts = [0]  # each component's slots, 16-byte aligned
+    for size in sizes:
+        starts.append(starts[-1] + -(-warps * slots * lanes * size // 16) * 16)
+    smem = low.shared(starts[-1])
+    reduced_mask = sum(1 << bit for bit in warp_bits)
+    # reduced warp bits 0..k-1: the warps a thread combines are consecutive slots
+    consecutive = same_in_every_lane and warp_bits == list(range(len(warp_bits)))
 
     def slot(c: int, warp: ir.Value, o: int) -> ir.Value:
-        index = b.add(b.mul(b.add(b.mul(warp, ir.Constant(I32, slots)), ir.Constant(I32, o)),
-                            ir.Constant(I32, WARP_SIZE)), low.lane)
-        byte = b.add(b.mul(index, ir.Constant(I32, word)), ir.Constant(I32, c * region))
+        if same_in_every_lane:
+            index = b.add(ir.Constant(I32, o * warps), warp)
+        else:
+            index = b.add(b.mul(b.add(b.mul(warp, ir.Constant(I32, slots)), ir.Constant(I32, o)),
+                                ir.Constant(I32, WARP_SIZE)), low.lane)
+        byte = b.add(b.mul(index, ir.Constant(I32, sizes[c])), ir.Constant(I32, starts[c]))
         return b.gep(smem, [b.zext(byte, ir.IntType(64))], inbounds=True, source_etype=I8)
 
     for o, part in enumerate(outputs):
-        for c, v in enumerate(part):
-            ty = _slot_type(v.type)
-            b.store(v if ty == v.type else b.zext(v, ty), slot(c, low.warp, o))
+        for c, (v, ty) in enumerate(zip(part, types)):
+            b.store(_widened(b, v, ty), slot(c, low.warp, o))
     low.barrier()
-    reduced_mask = sum(1 << bit for bit in warp_bits)
     mine = b.and_(low.warp, ir.Constant(I32, ~reduced_mask & 0xFFFFFFFF))
+    count = 1 << len(warp_bits)
     combined = []
     for o, part in enumerate(outputs):
-        acc = None
-        for m in range(1 << len(warp_bits)):
-            other = b.or_(mine, ir.Constant(I32, sum(1 << bit for j, bit in enumerate(warp_bits) if m >> j & 1)))
-            read = []
-            for c, v in enumerate(part):
-                ty = _slot_type(v.type)
-                got = b.load(slot(c, other, o), typ=ty)
-                read.append(got if ty == v.type else b.trunc(got, v.type))
-            acc = tuple(read) if acc is None else combine(em, dt, acc, tuple(read))
-        combined.append(acc)
+        read = [[] for _ in range(count)]  # per warp in combining order: its components
+        for c, (v, ty) in enumerate(zip(part, types)):
+            width = min(count, 16 // sizes[c]) if consecutive else 1
+            for m0 in range(0, count, width):
+                other = b.or_(mine, ir.Constant(I32, sum(1 << bit for j, bit in enumerate(warp_bits) if m0 >> j & 1)))
+                if width == 1:
+                    got = [b.load(slot(c, other, o), typ=ty)]
+                else:
+                    vector = b.load(slot(c, other, o), typ=ir.VectorType(ty, width), align=width * sizes[c])
+                    got = [b.extract_element(vector, ir.Constant(I32, j)) for j in range(width)]
+                for j, value in enumerate(got):
+                    read[m0 + j].append(value if ty == v.type else b.trunc(value, v.type))
+        group = [tuple(r) for r in read]
+        while len(group) > 1:
+            group = [combine(em, dt, group[i], group[i + 1]) for i in range(0, len(group), 2)]
+        combined.append(group[0])
     low.release_shared()
     return combined
+
+
+def _widened(b, value: ir.Value, ty: ir.Type) -> ir.Value:
+    return value if ty == value.type else b.zext(value, ty)
