@@ -35,7 +35,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..codegen import atomics
-from ..codegen.dtypes import I1, I32, I64, mem_type, to_mem, to_reg
+from ..codegen.dtypes import FLOAT, I1, I32, I64, is_narrow_float, mem_type, to_mem, to_reg
 
 
 class _Access:
@@ -311,8 +311,8 @@ class _Group:
         from .lower import Lazy, TileValue, forced
 
         b = self.low.b
-        return [TileValue(layout, [Lazy(lambda word=word, j=j, packing=self.packing[k], dtype=node.dtype:
-                                        to_reg(b, dtype, packing.unpack(b, forced(word), j)))
+        return [TileValue(layout, [Lazy(lambda word=word, j=j, packing=self.packing[k]:
+                                        packing.register(b, forced(word), j))
                                    for word in words[k] for j in range(self.packing[k].per_word)], node.dtype)
                 for k, (node, layout) in enumerate(self.items)]
 
@@ -341,6 +341,29 @@ class _Words:
             bits = b.shl(bits, ir.Constant(self.word, j * self.bits)) if j else bits
             word = bits if word is None else b.or_(word, bits)
         return word
+
+    def words(self, b, regs: list) -> list:
+        """Register values (of `dtype`'s register form) -> the words to store. Two float16
+        or bfloat16 to a word round as one pair (`cvt.rn.bf16x2.f32`: one instruction, not
+        two conversions and a permute)."""
+        if self.per_word == 2 and is_narrow_float(self.dtype):
+            pair = ir.VectorType(FLOAT, 2)
+            out = []
+            for r in range(0, len(regs), 2):
+                vector = b.insert_element(b.insert_element(ir.Constant(pair, ir.Undefined), regs[r], ir.Constant(
+                    I32, 0)), regs[r + 1], ir.Constant(I32, 1))
+                out.append(b.bitcast(b.fptrunc(vector, ir.VectorType(mem_type(self.dtype), 2)), self.word))
+            return out
+        return [self.pack(b, [to_mem(b, self.dtype, reg) for reg in regs[r:r + self.per_word]])
+                for r in range(0, len(regs), self.per_word)]
+
+    def register(self, b, word: ir.Value, j: int) -> ir.Value:
+        """Element j of `word` in register form. A bfloat16 is the top half of its float32:
+        a shift or a mask, no conversion."""
+        if self.per_word > 1 and self.dtype.name == "bfloat16":
+            bits = b.and_(word, ir.Constant(self.word, 0xFFFF0000)) if j else b.shl(word, ir.Constant(self.word, 16))
+            return b.bitcast(bits, FLOAT)
+        return to_reg(b, self.dtype, self.unpack(b, word, j))
 
     def unpack(self, b, word: ir.Value, j: int) -> ir.Value:
         """Element j of `word`, in memory form."""
@@ -379,8 +402,7 @@ def store(low, node, value, atomic: bool = False) -> None:
                     to_mem(b, dtype, reg), pointer, align=dtype.itemsize)), "store")
     else:
         packing = _Words(dtype, access.width)
-        words = [packing.pack(b, [to_mem(b, dtype, reg) for reg in value.regs[r:r + packing.per_word]])
-                 for r in range(0, layout.num_regs, packing.per_word)]
+        words = packing.words(b, value.regs)
         _choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
                 lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
     if owner is not None:
