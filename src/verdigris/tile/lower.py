@@ -46,7 +46,7 @@ from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
-from ..types import DType
+from ..types import DType, int32
 from . import convert, indexed, memory, prefetch, random, reduce, scan
 from .layout import WARP_SIZE, Layout, blocked, padded, unit_reshaped
 
@@ -266,6 +266,9 @@ class TileLowering(_KernelLowering):
         return TileValue(layout, [self.coords(layout, r)[0] for r in range(layout.num_regs)], e.dtype)
 
     def _tile_map(self, e: X.TileMap, want) -> TileValue:
+        bounded = _arange_against_scalar(e)
+        if bounded is not None:
+            return self._arange_compare(want or self.default(e.shape), *bounded, e.dtype)
         # Operands other than splats first: their layout is the result's (no data moves).
         order = sorted(range(len(e.args)), key=lambda i: isinstance(e.args[i], X.Splat))
         values: dict = {}
@@ -277,6 +280,25 @@ class TileLowering(_KernelLowering):
         apply = _elementwise(e, operand)
         regs = [Lazy(lambda r=r: apply(self.em, [forced(a.regs[r]) for a in args])) for r in range(want.num_regs)]
         return TileValue(want, regs, e.dtype)
+
+    def _arange_compare(self, layout: Layout, op: str, bound: X.Splat, dtype: DType) -> TileValue:
+        """`arange op bound` where the arange was widened to the bound's 64-bit type (the
+        masks `tile.arange(n) < n_valid`): compared in 32 bits, the bound clamped once to
+        [-1, 2**31 - 1] (the same answer for every position 0 <= p < 2**31 - 1), each
+        register's constant part moved to the bound's side (`tc + c < s` as `tc < s - c`,
+        one comparison per element, the subtraction uniform)."""
+        b, dt = self.b, bound.dtype
+        s = self.expr(bound.value)
+        if dt.is_signed:
+            s = self.em.call("llvm.smax.i64", s.type, s, ir.Constant(s.type, -1))
+            s = self.em.call("llvm.smin.i64", s.type, s, ir.Constant(s.type, 2**31 - 1))
+        else:
+            s = self.em.call("llvm.umin.i64", s.type, s, ir.Constant(s.type, 2**31 - 1))
+        s = b.trunc(s, I32)
+        tc = self.thread_coord(layout, 0) if layout.thread_bits(0) else ir.Constant(I32, 0)
+        regs = [Lazy(lambda r=r: arith.compare(self.em, op, int32, tc, b.sub(s, ir.Constant(
+            I32, layout.register_coords(r)[0])))) for r in range(layout.num_regs)]
+        return TileValue(layout, regs, dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
         # The source in the result's layout sliced on the stretched axes: every thread then
@@ -455,6 +477,21 @@ _OPS = {
     **{op: _compare for op in N.COMPARE_OPS}, **{op: _math for op in N.MATH_FUNCS},
     "cast": _cast, "where": _where, "sigmoid": _sigmoid,
 }
+
+
+_MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _arange_against_scalar(e: X.TileMap):
+    """(op with the arange on the left, the scalar's splat) when `e` compares an int32
+    arange widened to a 64-bit integer type with a splat of a scalar, else None."""
+    if e.op not in N.COMPARE_OPS:
+        return None
+    for first, (a, other) in enumerate((e.args, tuple(reversed(e.args)))):
+        if isinstance(a, X.TileMap) and a.op == "cast" and isinstance(a.args[0], X.Arange) \
+                and a.dtype.is_int and a.dtype.bits == 64 and isinstance(other, X.Splat):
+            return (e.op if first == 0 else _MIRRORED[e.op]), other
+    return None
 
 
 def _elementwise(e: X.TileMap, operand: DType):
