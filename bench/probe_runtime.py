@@ -80,7 +80,7 @@ def stages(ir) -> dict:
     lowered = str(codegen._lower(ir, target))
     for level in LEVELS:
         module = nvptx.parse(lowered)
-        libdevice.link(module)
+        libdevice.link(module, target)
         t = time.perf_counter()
         builder = llvm.create_pass_builder(nvptx.target_machine(target),
                                            llvm.create_pipeline_tuning_options(speed_level=level))

@@ -657,9 +657,17 @@ def test_mathlib_covers_every_math_function_and_libdevice_defines_them():
             assert mathlib.libdevice_name(name, ty) in defined
 
 
-def test_libdevice_split_survives_the_disk_cache():
-    library = libdevice._library()
-    assert libdevice._Library.from_json(library.to_json()) == library
+def test_libdevice_text_holds_what_the_set_reaches_and_survives_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
+    names = ("__nv_expf", "__nv_logf")
+    libdevice.prefetch(True)  # parsed on a thread; the first text takes that module
+    made = libdevice._make_text(names, "sm_90")
+    assert libdevice._Ahead.parsed is None and libdevice._Ahead.thread is None
+    defined = set(re.findall(r"^define linkonce_odr [^@]*@([\w.$]+)\(", made, re.M))
+    assert set(names) <= defined and "__nv_sinf" not in defined and "__nv_exp" not in defined
+    assert not re.search(r"^define (?!linkonce_odr)", made, re.M)
+    assert len(list(tmp_path.iterdir())) == 1
+    assert libdevice._make_text(names, "sm_90") == made  # from the disk cache
 
 
 def _all_math_kernel(dt):

@@ -8,7 +8,10 @@ sm_90a). Gives:
   `entry_symbol(kernel.name)`), the optimized LLVM IR, the ABI and seconds per stage
   (lower, libdevice, optimize, emit);
 - `assemble(ptx, arch) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
-  `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent).
+  `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent);
+- `prefetch(kernel)`: starts, on a daemon thread, LLVM's setup and, when the kernel may
+  call libdevice, the parse of libdevice, so that they overlap the safety check and the
+  lowering (the runtime calls it when a specialization is about to be compiled).
 
 Guarantees: identical input gives identical PTX. LLVM state (targets, target machines,
 libdevice) is set up once per process, on first use.
@@ -38,7 +41,7 @@ def __getattr__(name):
     return module if _LAZY[name] is None else getattr(module, name)
 
 __all__ = ["TARGETS", "CompiledPTX", "lower_to_llvm", "compile_to_ptx", "entry_symbol", "assemble",
-           "disassemble", "ptxas_available", "ptxas_path", "libdevice_path"]
+           "disassemble", "ptxas_available", "ptxas_path", "libdevice_path", "prefetch"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class CompiledPTX:
     llvm_ir: str  # after optimization
     abi: list[AbiParam]
     timings: dict[str, float] = field(compare=False)  # seconds per stage
+
+
+def prefetch(kernel: Kernel) -> None:
+    from . import libdevice, mathlib
+
+    libdevice.prefetch(mathlib.may_call_libdevice(kernel))
 
 
 def _lower(kernel: Kernel, target: str):
@@ -83,7 +92,7 @@ def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
 
     module = nvptx.parse(str(_lower(kernel, target)))
     lap("lower")
-    libdevice.link(module)
+    libdevice.link(module, target)
     lap("libdevice")
     nvptx.optimize(module, target)
     lap("optimize")

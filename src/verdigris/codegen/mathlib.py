@@ -12,6 +12,10 @@ Guarantees:
   argument is NaN the other is returned.
 - float16, bfloat16, fp8: computed in float32, rounded once to the dtype.
 - integers: abs (wraps: abs(INT_MIN) == INT_MIN; identity on unsigned), min, max.
+
+Also `may_call_libdevice(kernel)`: whether a kernel's IR holds a float operation that
+lowers to a libdevice call (a math function above, float `%`, `//` and `**`, a tile
+sigmoid), to start reading libdevice before the lowering asks for it.
 """
 from __future__ import annotations
 
@@ -62,6 +66,21 @@ def _int_minmax(which: str):
 
 
 INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max")}
+
+
+# Float operations that call libdevice: its functions, divmod (fmod), pow, and sigmoid (exp).
+_LIBDEVICE_OPS = frozenset(LIBDEVICE_FUNCS) | {"mod", "floordiv", "pow", "sigmoid"}
+
+
+def may_call_libdevice(kernel) -> bool:
+    """Whether lowering `kernel` (SIMT or tile IR) may declare a libdevice function."""
+    from ..frontend import walk
+
+    for node in walk(kernel.body):
+        op = getattr(node, "func", None) or getattr(node, "op", None)
+        if op in _LIBDEVICE_OPS and getattr(node, "dtype", None) is not None and node.dtype.is_float:
+            return True
+    return False
 
 
 def supports(name: str, dt: DType) -> bool:

@@ -1,11 +1,12 @@
 """LLVM's NVPTX back end through llvmlite: targets, O3 optimization and PTX emission.
 
-Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `data_layout(target)`,
-`parse(text)` (a verified `ModuleRef`), `optimize(module, target)` (the O3 pipeline of the
-new pass manager, in place) and `emit_ptx(module, target)`.
+Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `initialize()`,
+`data_layout(target)`, `parse(text)` (a verified `ModuleRef`), `optimize(module, target)`
+(the O3 pipeline of the new pass manager, in place) and `emit_ptx(module, target)`.
 
-Guarantees: LLVM is initialized, the global options set and each target machine created
-once per process. Every target emits PTX ISA 8.0: ptxas 13.0 accepts it for all four
+Guarantees: LLVM is initialized and the global options set once per process (also when
+threads race to it: `libdevice.prefetch` does it on its own thread), each target machine
+created once. Every target emits PTX ISA 8.0: ptxas 13.0 accepts it for all four
 targets, it is the first ISA with sm_90a (wgmma, setmaxnreg), and drivers since CUDA 12.0
 can JIT it. libdevice's `__nvvm_reflect` queries resolve to the non-FTZ, IEEE-sqrt paths
 (the `nvvm-reflect-ftz` module flag, which `lower` sets, and `__CUDA_PREC_SQRT=1` here).
@@ -13,6 +14,7 @@ can JIT it. libdevice's `__nvvm_reflect` queries resolve to the non-FTZ, IEEE-sq
 from __future__ import annotations
 
 import functools
+import threading
 
 from ..errors import CompileError
 
@@ -20,21 +22,28 @@ TRIPLE = "nvptx64-nvidia-cuda"
 TARGETS = {"sm_80": "+ptx80", "sm_89": "+ptx80", "sm_90": "+ptx80", "sm_90a": "+ptx80"}
 
 
-@functools.cache
-def _initialize():
-    import llvmlite.binding as llvm
+_SETUP = threading.Lock()
+_TARGET: list = []  # the NVPTX llvmlite Target, once LLVM is set up
 
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    llvm.set_option("verdigris", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
-    return llvm.Target.from_triple(TRIPLE)
+
+def initialize():
+    """Set LLVM up (targets, printers, options) once per process; the NVPTX Target."""
+    with _SETUP:
+        if not _TARGET:
+            import llvmlite.binding as llvm
+
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            llvm.set_option("verdigris", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
+            _TARGET.append(llvm.Target.from_triple(TRIPLE))
+        return _TARGET[0]
 
 
 @functools.cache
 def target_machine(target: str):
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; the targets are {', '.join(TARGETS)}")
-    return _initialize().create_target_machine(cpu=target, features=TARGETS[target], opt=3)
+    return initialize().create_target_machine(cpu=target, features=TARGETS[target], opt=3)
 
 
 def data_layout(target: str) -> str:
@@ -43,7 +52,7 @@ def data_layout(target: str) -> str:
 
 def parse(text: str):
     """A verified llvmlite `ModuleRef` of `text`."""
-    _initialize()
+    initialize()
     import llvmlite.binding as llvm
 
     module = llvm.parse_assembly(text)

@@ -213,35 +213,36 @@ def _entry_symbol(name: str) -> str:
     return codegen.entry_symbol(name)
 
 
-def assemblers() -> list:
-    """The PTX -> cubin routes present, in the order to try them (`VERDIGRIS_ASSEMBLER` names
-    one). Measured on the H200 (bench/RESULTS.md): for one kernel in a fresh process ptxas
-    is quickest (12-16 ms for a vector add, most of it starting the program), nvJitLink's
-    first use loads a 60 MB library (19-53 ms, then ~0.2 ms for a vector add) and the
-    driver's JIT starts its compiler (~115 ms); on a large kernel all three take the same
-    time (~50 ms for the softmax). ptxas, then nvJitLink, then the driver."""
+def assemblers(device: int | None = 0):
+    """The PTX -> cubin routes present, in the order to try them, lazily: a route is probed
+    only when the ones before it are absent (`VERDIGRIS_ASSEMBLER` names the one route,
+    present or not; without a `device`, the driver's JIT is not a route). Measured on the
+    H200 (bench/RESULTS.md): for one kernel in a fresh process ptxas is quickest (12-16 ms
+    for a vector add, most of it starting the program), nvJitLink's first use loads a 60 MB library (19-53 ms,
+    then ~0.2 ms for a vector add; probing it loads it too) and the driver's JIT starts
+    its compiler (~115 ms); on a large kernel all three take the same time (~50 ms for the
+    softmax). ptxas, then nvJitLink, then the driver."""
     from .. import codegen
     from ..codegen import ptxas
 
     present = {"ptxas": codegen.ptxas_available, "nvjitlink": ptxas.nvjitlink_available,
-               "driver": lambda: True}
+               "driver": lambda: device is not None}
     chosen = os.environ.get("VERDIGRIS_ASSEMBLER", "")
     if chosen:
         if chosen not in present:
             raise BackendError(f"VERDIGRIS_ASSEMBLER={chosen!r}: choose one of "
                                f"{', '.join(present)}")
-        return [chosen]
-    return [name for name in present if present[name]()]
+        present = {chosen: present[chosen] if chosen == "driver" else lambda: True}
+    return (name for name, available in present.items() if available())
 
 
 def assemble(ptx: str, arch: str, device: int | None) -> tuple:
-    """(route, cubin) for `ptx`, by the first route of `assemblers()` (without a device,
-    the first but the driver's; ("ptx", the PTX) when none is left)."""
+    """(route, cubin) for `ptx`, by the first route of `assemblers(device)`; ("ptx", the
+    PTX) when none is present or `arch` is "ptx"."""
     from .. import codegen
     from ..codegen import ptxas
 
-    routes = [r for r in assemblers() if device is not None or r != "driver"]
-    route = routes[0] if routes and arch != "ptx" else "ptx"
+    route = next(assemblers(device), "ptx") if arch != "ptx" else "ptx"
     if route == "ptx":
         return route, ptx.encode()
     if route == "nvjitlink":

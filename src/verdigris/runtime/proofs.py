@@ -13,7 +13,8 @@ holds everything the checker reads: the body, the types, the block and one-block
 axes, `vg.unsafe` regions), the specialization key and the compiler's fingerprint
 (`cache`), so a hit gives the verdict the checker would give. A hit imports neither the
 checker nor the solver: with the compiled image also cached, a specialization costs the
-frontend and two small file reads.
+frontend and two small file reads. A miss on the cuda backend means a compile follows:
+the code generator's setup starts on a thread first (`codegen.prefetch`), beside the check.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import json
 
 from ..codegen import checks
 from ..ir.printer import format_kernel
-from . import cache
+from . import backend, cache
 
 
 def check(kernel, key: tuple, names: list):
@@ -35,6 +36,10 @@ def check(kernel, key: tuple, names: list):
             id(site) for i, site in enumerate(checks.sites(kernel)) if i not in unproven)
         kernel.facts["bounds_preconditions"] = tuple((None, text) for text in record["texts"])
         return guard(record["guard"])
+    if backend.current() == "cuda":
+        from .. import codegen
+
+        codegen.prefetch(kernel)
     from .. import safety
 
     safety.check(kernel)
