@@ -660,7 +660,7 @@ def test_mathlib_covers_every_math_function_and_libdevice_defines_them():
 def test_libdevice_text_holds_what_the_set_reaches_and_survives_the_disk_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
     names = ("__nv_expf", "__nv_logf")
-    libdevice.prefetch(True)  # parsed on a thread; the first text takes that module
+    libdevice.prefetch()  # parsed on a thread; the first text takes that module
     made = libdevice._make_text(names, "sm_90")
     assert libdevice._Ahead.parsed is None and libdevice._Ahead.thread is None
     defined = set(re.findall(r"^define linkonce_odr [^@]*@([\w.$]+)\(", made, re.M))

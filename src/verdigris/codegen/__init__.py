@@ -9,9 +9,9 @@ sm_90a). Gives:
   (lower, libdevice, optimize, emit);
 - `assemble(ptx, arch) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
   `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent);
-- `prefetch(kernel)`: starts, on a daemon thread, LLVM's setup and, when the kernel may
-  call libdevice, the parse of libdevice, so that they overlap the safety check and the
-  lowering (the runtime calls it when a specialization is about to be compiled).
+- `prefetch(kernel)`: when the kernel may call libdevice, starts parsing libdevice on a
+  daemon thread, to overlap the safety check and the lowering (the runtime calls it when
+  a specialization is about to be compiled).
 
 Guarantees: identical input gives identical PTX. LLVM state (targets, target machines,
 libdevice) is set up once per process, on first use.
@@ -57,7 +57,8 @@ class CompiledPTX:
 def prefetch(kernel: Kernel) -> None:
     from . import libdevice, mathlib
 
-    libdevice.prefetch(mathlib.may_call_libdevice(kernel))
+    if mathlib.may_call_libdevice(kernel):
+        libdevice.prefetch()
 
 
 def _lower(kernel: Kernel, target: str):

@@ -3,21 +3,23 @@
 Takes: an `llvmlite.binding.ModuleRef` that declares some `__nv_*` functions, and the
 target. Gives: `link(module, target)`, which links into it the definitions of exactly those
 functions and what they use, as `linkonce_odr` (so they vanish once inlined);
-`prefetch(parse)`, which starts LLVM's setup and (parse=True) the parse of the library on
-a daemon thread; `functions()`, the names the library defines.
+`prefetch()`, which starts parsing the library on a daemon thread; `functions()`, the
+names the library defines.
 
 Guarantees: the library is read only when a kernel calls into it. The text for one set of
 functions is made once per machine and then kept in the disk cache (`runtime.cache`, keyed
 by the library file's path, size and mtime, the set and the compiler's version; ~0.1 ms to
 read) and in memory. Making it costs one parse of the bitcode (~30 ms on the development
-machine) and LLVM's global dead-code elimination with the set as the only roots (~10 ms);
-nothing prints or splits the whole library. LLVM releases the GIL while it parses, so a
-prefetched parse overlaps the safety check and the lowering; `link` waits for it and takes
-its module (at most one waits), or parses then. Importing this module imports no LLVM.
+machine) and, in LLVM, internalizing everything but the set (held by `llvm.compiler.used`)
+and global dead-code elimination (~6 ms); nothing prints or splits the whole library. A
+prefetched parse is one call into LLVM, which releases the GIL: it overlaps the safety
+check and the lowering; `link` waits for it and takes its module (at most one waits), or
+parses then.
 """
 from __future__ import annotations
 
 import functools
+import re
 import threading
 
 from ..errors import BackendError
@@ -25,6 +27,8 @@ from ..runtime import cache
 from .toolkit import INSTALL_HINT, find_libdevice
 
 _FORMAT = "libdevice functions, format 2"
+_USED = re.compile(r"^@llvm\.compiler\.used = .*\n", re.M)
+_DEFINE = re.compile(r"^define (?:internal )?", re.M)
 
 
 def _path():
@@ -35,17 +39,10 @@ def _path():
 
 
 def _parse():
-    """A fresh module of the whole library, every definition internal (so that dead-code
-    elimination may drop it) and keyed by name."""
+    """A fresh module of the whole library."""
     import llvmlite.binding as llvm
 
-    module = llvm.parse_bitcode(_path().read_bytes())
-    definitions = {}
-    for function in module.functions:
-        if not function.is_declaration:
-            function.linkage = "internal"
-            definitions[function.name] = function
-    return module, definitions
+    return llvm.parse_bitcode(_path().read_bytes())
 
 
 class _Ahead:
@@ -53,35 +50,32 @@ class _Ahead:
 
     lock = threading.Lock()
     thread: threading.Thread | None = None
-    parsed: tuple | None = None
+    parsed = None
 
 
-def prefetch(parse: bool) -> None:
-    """Start, on a daemon thread, LLVM's setup (`nvptx`) and, with `parse`, the parse of the
-    library; nothing when such a thread runs, or a parsed library waits."""
+def prefetch() -> None:
+    """Start parsing the library on a daemon thread; nothing when such a parse runs or
+    waits. Imports llvmlite here, on the caller's thread (importing is Python's work)."""
+    import llvmlite.binding  # noqa: F401
+
     with _Ahead.lock:
         if _Ahead.thread is not None or _Ahead.parsed is not None:
             return
-        thread = _Ahead.thread = threading.Thread(target=_ahead, args=(parse,), daemon=True,
-                                                  name="verdigris-prefetch")
+        thread = _Ahead.thread = threading.Thread(target=_parse_ahead, daemon=True,
+                                                  name="verdigris-libdevice")
     thread.start()
 
 
-def _ahead(parse: bool) -> None:
-    parsed = None
+def _parse_ahead() -> None:
     try:
-        from .nvptx import initialize
-
-        initialize()
-        if parse:
-            parsed = _parse()
-    except Exception:  # no LLVM or no library: the compile does it again and reports it
-        pass
+        parsed = _parse()
+    except Exception:  # no library, or a damaged one: `link` parses again and reports it
+        parsed = None
     with _Ahead.lock:
         _Ahead.parsed, _Ahead.thread = parsed, None
 
 
-def _take() -> tuple:
+def _take():
     """The module prefetched (waiting for its thread), else a fresh parse."""
     thread = _Ahead.thread
     if thread is not None:
@@ -91,12 +85,13 @@ def _take() -> tuple:
     return parsed or _parse()
 
 
-_TEXTS: dict = {}  # names -> _text(names)
+_TEXTS: dict = {}  # names -> _text(names, ...)
 
 
 def _text(names: tuple, target: str) -> str:
-    """Textual IR of the library holding `names` and everything they reference (`target`
-    only picks the target machine the pass manager runs with: the text is the same)."""
+    """Textual IR of the library holding the functions `names` (sorted) and everything
+    they reference; `target` picks the target machine the passes run with (the text is the
+    same for every target)."""
     text = _TEXTS.get(names)
     if text is None:
         text = _TEXTS[names] = _make_text(names, target)
@@ -110,26 +105,35 @@ def _make_text(names: tuple, target: str) -> str:
     stored = cache.get(key)
     if stored is not None:
         return stored.decode()
-    module, definitions = _take()
-    missing = [n for n in names if n not in definitions]
-    if missing:
-        raise BackendError(f"libdevice has no function {', '.join(missing)}")
-    for name in names:
-        definitions[name].linkage = "external"
     import llvmlite.binding as llvm
 
     from .nvptx import target_machine
 
+    module = _take()
+    missing = [n for n in names if not _defines(module, n)]
+    if missing:
+        raise BackendError(f"libdevice has no function {', '.join(missing)}")
+    # The roots, by name (the linker takes the library's own types for them).
+    roots = llvm.parse_assembly("".join(f"declare void @{n}()\n" for n in names) + (
+        f"@llvm.compiler.used = appending global [{len(names)} x ptr] "
+        f"[{', '.join(f'ptr @{n}' for n in names)}], section \"llvm.metadata\"\n"))
+    roots.triple, roots.data_layout = module.triple, module.data_layout
+    module.link_in(roots)
     passes = llvm.create_new_module_pass_manager()
+    passes.add_internalize_pass()  # all but llvm.compiler.used, which keeps the set alive
     passes.add_global_dead_code_eliminate_pass()
     passes.run(module, llvm.create_pass_builder(target_machine(target),
                                                 llvm.create_pipeline_tuning_options(speed_level=0)))
-    for function in module.functions:
-        if not function.is_declaration:
-            function.linkage = "linkonce_odr"
-    text = str(module)
+    text = _DEFINE.sub("define linkonce_odr ", _USED.sub("", str(module)))
     cache.put(key, text.encode())
     return text
+
+
+def _defines(module, name: str) -> bool:
+    try:
+        return not module.get_function(name).is_declaration
+    except NameError:
+        return False
 
 
 def link(module, target: str) -> None:
@@ -147,4 +151,4 @@ def link(module, target: str) -> None:
 @functools.cache
 def functions() -> frozenset:
     """The names of the functions libdevice defines."""
-    return frozenset(_parse()[1])
+    return frozenset(f.name for f in _parse().functions if not f.is_declaration)
