@@ -429,6 +429,19 @@ def test_cache_unwritable_directory_is_a_miss(tmp_path, monkeypatch):
     assert cache.get("k" * 64) is None
 
 
+def test_cache_code_compiles_once_and_survives_damage(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
+    n = np.random.default_rng().integers(1, 1000)
+    source = f"def f(x):\n    return x * {n}\n"
+    first = cache.code(source, "<test>")
+    (entry,) = tmp_path.iterdir()
+    namespace: dict = {}
+    exec(cache.code(source, "<test>"), namespace)  # read back from the disk
+    assert namespace["f"](3) == 3 * n and namespace["f"].__code__.co_filename == "<test>"
+    entry.write_bytes(b"not marshal data")
+    assert cache.code(source, "<test>").co_consts == first.co_consts  # compiled again
+
+
 def test_cache_default_location(monkeypatch):
     monkeypatch.delenv("VERDIGRIS_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/tmp/xdg-test")

@@ -106,7 +106,11 @@ def abi_binder(abi_slots: tuple):
     fields = {"ptr": "infos[{i}].ptr", "shape": "infos[{i}].shape[{a}]",
               "stride": "infos[{i}].strides[{a}]", "scalar": "values[{i}]"}
     items = [fields[role].format(i=index, a=axis) for index, role, axis in abi_slots]
-    return eval(f"lambda values, infos, fault_block: ({', '.join(items + ['fault_block'])},)")
+    namespace: dict = {}
+    exec(cache.code(f"def bind(values, infos, fault_block):\n"
+                    f"    return ({', '.join(items + ['fault_block'])},)\n", "<verdigris binder>"),
+         {}, namespace)
+    return namespace["bind"]
 
 
 def _device_of(kernel_fn, spec, infos) -> int:
