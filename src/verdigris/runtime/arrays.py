@@ -62,9 +62,10 @@ class Array(ArrayInfo):
 
     `kind` is what a launch checks of it, computed once: (dtype, device, rank, C order,
     unit inner stride, 16-byte aligned), one object per distinct kind (`runtime.fastpath`
-    compares it by identity)."""
+    compares it by identity); `lo` and `hi` are the byte range [lo, hi) it can touch
+    (`interop.byte_extent`), which the launch-time alias check compares."""
 
-    __slots__ = ("kind",)
+    __slots__ = ("kind", "lo", "hi")
 
     def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: T.DType, device: int,
                  readonly: bool, keepalive):
@@ -72,6 +73,7 @@ class Array(ArrayInfo):
         kind = (dtype, device, len(shape), tuple(strides) == _c_strides(tuple(shape)),
                 bool(strides) and strides[-1] == 1, ptr % 16 == 0)
         self.kind = _KINDS.setdefault(kind, kind)
+        self.lo, self.hi = byte_extent(self)
 
     # -- host transfer
 

@@ -14,9 +14,9 @@ launch it checks, argument by argument, everything the general path decided from
 exact type; for arrays dtype, rank, unit inner stride and 16-byte alignment (the
 specialization key) and the device (a `vg.Array`'s `kind` holds all of these: one identity
 test); for scalars the type, for constexprs the value. A failed check returns the call down
-the chain (no exception). Then the bounds proofs'
-preconditions (`spec.bounds_guard`) and the alias check (byte range of each written array
-against every other array, and a written view against itself). Then it packs the ABI
+the chain (no exception). Then the bounds proofs' preconditions (`spec.bounds_guard`) and
+the alias check (byte range of each written array against every other array, and a
+written view against itself; a `vg.Array` carries its byte range). Then it packs the ABI
 values with one `struct.pack_into` into this thread's preallocated slots and calls
 `cuLaunchKernel` once, with the address of a prebuilt `void*` array.
 
@@ -221,11 +221,12 @@ _DIFFERENCE = re.compile(r"\(1 \* (\w+) \+ -1 \* (\w+)\) <= 0|\(-1 \* (\w+) \+ 1
 
 
 class _Facts:
-    """Source expressions of one array argument's pointer, shape and strides."""
+    """Source expressions of one array argument's pointer, shape and strides, and of its
+    byte range when the array holds it (a vg.Array: `extent`, else None)."""
 
-    def __init__(self, subject, ptr, shapes, strides, itemsize, contiguous):
+    def __init__(self, subject, ptr, shapes, strides, itemsize, contiguous, extent=None):
         self.subject, self.ptr, self.shapes, self.strides = subject, ptr, shapes, strides
-        self.itemsize, self.contiguous = itemsize, contiguous
+        self.itemsize, self.contiguous, self.extent = itemsize, contiguous, extent
 
 
 def _items(names: list) -> str:
@@ -272,7 +273,8 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
             w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
     if not in_kind:
         w.check(f"{'' if aligned else 'not '}{ptr} & 15")
-    return _Facts(subject, ptr, shapes, strides, size, contiguous)
+    return _Facts(subject, ptr, shapes, strides, size, contiguous,
+                  (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
 
 
 def _c_strides(shapes: list, size: int) -> list:
@@ -290,7 +292,10 @@ def _alias_check(w: _Writer, spec, facts: dict) -> None:
     if not spec.written_slots:
         return
     for i, f in facts.items():
-        if f.contiguous:  # its range starts at its pointer
+        if f.extent is not None:  # computed when the array was made
+            w.checks.append(f"hi{i} = {f.extent[1]}" if f.contiguous
+                            else f"lo{i}, hi{i} = {f.extent[0]}, {f.extent[1]}")
+        elif f.contiguous:  # its range starts at its pointer
             count = " * ".join(f.shapes + [str(f.itemsize)])
             w.checks.append(f"hi{i} = {f.ptr} + {count}")
         else:
