@@ -105,9 +105,9 @@ _INT = {
     "rshift": lambda em, a, b, dt: _shift_right(em, a, b, dt),
 }
 _FLOAT = {
-    "add": lambda em, a, b, dt: em.b.fadd(a, b),
-    "sub": lambda em, a, b, dt: em.b.fsub(a, b),
-    "mul": lambda em, a, b, dt: em.b.fmul(a, b),
+    "add": lambda em, a, b, dt: em.flagged(em.b.fadd(a, b)),
+    "sub": lambda em, a, b, dt: em.flagged(em.b.fsub(a, b)),
+    "mul": lambda em, a, b, dt: em.flagged(em.b.fmul(a, b)),
     "truediv": lambda em, a, b, dt: em.b.fdiv(a, b),
     "floordiv": lambda em, a, b, dt: _float_divmod(em, a, b, dt)[0],
     "mod": lambda em, a, b, dt: _float_divmod(em, a, b, dt)[1],

@@ -12,9 +12,16 @@ from llvmlite import ir
 
 
 class Emitter:
-    def __init__(self, module: ir.Module, builder: ir.IRBuilder):
+    def __init__(self, module: ir.Module, builder: ir.IRBuilder, fuse: bool = False):
         self.module = module
         self.b = builder
+        # float multiplies, adds and subtracts may contract into fused multiply-adds (the
+        # kernel's `fma` option; LLVM's `contract` flag)
+        self.float_flags = ("contract",) if fuse else ()
+
+    def flagged(self, instruction: ir.Instruction) -> ir.Instruction:
+        instruction.flags.extend(self.float_flags)
+        return instruction
 
     def call(self, name: str, ret: ir.Type, *args: ir.Value) -> ir.Value:
         fn = self.module.globals.get(name)

@@ -148,7 +148,7 @@ class _KernelLowering:
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
-        self.em = Emitter(self.module, ir.IRBuilder(self.body))
+        self.em = Emitter(self.module, ir.IRBuilder(self.body), kernel.fma)
         self.b = self.em.b
         self.arrays: dict[str, _Array] = {}
         self.params: dict[str, ir.Value] = {}  # scalar parameters never assigned to
@@ -160,7 +160,7 @@ class _KernelLowering:
         self.kernel_id = checks.kernel_id(kernel)
         self.faults = self.fn.args[len(abi)]
         self.faults.name = checks.FAULT_PARAM
-        self.entry = Emitter(self.module, self.allocas)  # code that dominates the whole body
+        self.entry = Emitter(self.module, self.allocas, kernel.fma)  # code that dominates the whole body
         self._warp_mask = None  # this thread's warp's existing lanes, made on first use
         self.unrolled: dict[str, int] = {}  # counters of loops being unrolled -> their value
         self._bind_params(abi)

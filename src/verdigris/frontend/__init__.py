@@ -3,7 +3,7 @@
 Takes: the user's function, its track ("simt" or "tile"), one spec per parameter (an
 `ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs; see
 `signature`), and optionally the block shape, which folds `block_dim` to constants, and
-the grid axes launched with one block (facts for the race checker). Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
+the grid axes launched with one block (facts for the race checker), and the `fma` option. Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
 from the body. Guarantees: deterministic output for identical input (names come from a
 counter that restarts with every build); unsupported Python is a `CompileError` at the
 user's line.
@@ -59,7 +59,7 @@ def _resolve_annotation(text: str, src):
 
 
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
-                 unit_grid_axes: tuple | None = None) -> N.Kernel:
+                 unit_grid_axes: tuple | None = None, fma: bool = False) -> N.Kernel:
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
@@ -71,6 +71,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
             types = unit.types
             continue
         kernel.unit_grid_axes = unit_grid_axes
+        kernel.fma = fma
         return kernel
     raise CompileError("variable types did not settle", src.loc(src.tree))
 

@@ -20,6 +20,9 @@ Semantics of operators (both backends implement exactly these):
 - Integers wrap at their width. `floordiv`/`mod` floor (Python); division by zero gives 0
   for integers (no trap), IEEE results for floats.
 - `truediv` is only built on floats. `pow` on floats only.
+- Float `mul` feeding `add`/`sub` may be fused into one multiply-add with a single rounding
+  on the GPU when `Kernel.fma` is set (opt-in); otherwise every operation rounds, as on the
+  cpu backend.
 - Shifts: `lshift` by >= width gives 0; `rshift` by >= width gives 0 (unsigned) or the sign
   fill (signed); a negative shift amount is treated as >= width.
 - float -> int casts truncate toward zero and saturate at the target's range; NaN -> 0.
@@ -382,6 +385,9 @@ class Kernel:
     # then every `block_dim(axis)` in the body is already the constant block[axis].
     unit_grid_axes: Optional[tuple] = None  # grid axes launched with one block (of 1, 2;
     # tile kernels: also 0), when specialized on it (launches are); None: unknown.
+    # Float `x * y + z` may run as one fused multiply-add, rounded once, on the GPU (the
+    # kernel option `fma=True`); off, every operation rounds, as on the cpu backend.
+    fma: bool = False
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

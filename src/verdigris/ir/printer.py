@@ -144,6 +144,8 @@ def format_kernel(k: N.Kernel) -> str:
     block = f" block={k.block}" if k.block is not None else ""
     if k.unit_grid_axes is not None:
         block += f" unit_grid_axes={k.unit_grid_axes}"
+    if k.fma:
+        block += " fma=True"
     lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
              "  locals " + ", ".join(f"{n}: {_type_name(t)}" for n, t in sorted(k.locals.items()))]

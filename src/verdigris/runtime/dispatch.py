@@ -94,6 +94,10 @@ class Specialization:
                      if isinstance(n, WRITE_NODES) and n.array.name == name), self.kernel.loc)
 
 
+# `@simt.kernel(...)` / `@tile.kernel(...)` options and their defaults
+KERNEL_OPTIONS = {"fma": False}  # fuse float multiply-adds on the GPU (see ir.nodes.Kernel)
+
+
 class KernelFunction:
     """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile)."""
 
@@ -103,7 +107,13 @@ class KernelFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.track = track
-        self.options = options
+        unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+        if unknown:
+            code = fn.__code__
+            raise CompileError(f"@{track}.kernel: unknown option {', '.join(map(repr, unknown))}; "
+                               f"the options are {', '.join(KERNEL_OPTIONS)}",
+                               Loc(code.co_filename, code.co_firstlineno, 0))
+        self.options = {**KERNEL_OPTIONS, **options}
         self._params: tuple[ParamInfo, ...] | None = None
         self._specializations: dict = {}
         # (grid, block) as written -> what `k[grid, block]` gives: that configuration's
@@ -226,7 +236,7 @@ class KernelFunction:
                 specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
             else:
                 specs[p.name] = T.from_name(k[1])
-        return build_kernel(self.fn, self.track, specs, key[0], key[1])
+        return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"])
 
     def specialization(self, key: tuple) -> Specialization:
         spec = self._specializations.get(key)
@@ -264,7 +274,7 @@ class KernelFunction:
         block = None if block is None else _dims(block, "block", self.__name__)
         return build_kernel(self.fn, self.track, {
             p.name: specs[p.name] if not p.constexpr else Static(specs[p.name])
-            for p in self.params}, block)
+            for p in self.params}, block, fma=self.options["fma"])
 
     # ---------------------------------------------------------------- launching
 

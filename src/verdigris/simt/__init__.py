@@ -25,7 +25,12 @@ from ..lang import device_only
 
 
 def kernel(fn=None, **options):
-    """`@simt.kernel`: make `fn` a SIMT kernel, launched as `k[grid, block](*args)`."""
+    """`@simt.kernel`: make `fn` a SIMT kernel, launched as `k[grid, block](*args)`.
+
+    `@simt.kernel(fma=True)`: on the GPU, `x * y + z` may run as one fused multiply-add,
+    rounded once (as CUDA C++ and Triton do by default): fewer instructions, and as accurate,
+    but no longer bit for bit the cpu backend's result. By default every float multiply and
+    add rounds on its own, as on the cpu backend."""
     from ..runtime.dispatch import KernelFunction
 
     if fn is None:

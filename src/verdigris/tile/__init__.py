@@ -25,7 +25,12 @@ from ..lang import device_only
 
 
 def kernel(fn=None, **options):
-    """`@tile.kernel`: make `fn` a tile kernel, launched as `k[grid](*args)`."""
+    """`@tile.kernel`: make `fn` a tile kernel, launched as `k[grid](*args)`.
+
+    `@tile.kernel(fma=True)`: on the GPU, `x * y + z` may run as one fused multiply-add,
+    rounded once (as CUDA C++ and Triton do by default): fewer instructions, and as accurate,
+    but no longer bit for bit the cpu backend's result. By default every float multiply and
+    add rounds on its own, as on the cpu backend."""
     from ..runtime.dispatch import KernelFunction
 
     if fn is None:

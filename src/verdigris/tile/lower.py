@@ -143,7 +143,7 @@ class TileLowering(_KernelLowering):
         self.kernel_id = checks.kernel_id(kernel)
         self.num_warps = num_warps(kernel)
         self.widths = _vector_widths(kernel)
-        self.entry = Emitter(self.module, self.allocas)  # code every block is dominated by
+        self.entry = Emitter(self.module, self.allocas, kernel.fma)  # code every block is dominated by
         tid = self.entry.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
         self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
         self.warp = self.allocas.lshr(tid, ir.Constant(I32, 5), name="warp")
