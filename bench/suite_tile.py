@@ -30,6 +30,13 @@ def _tile_bench():
     return load_script(TILE_BENCH) if has("triton") else None
 
 
+def _fused(kernel):
+    """The same kernel with `fma=True` (multiply-adds contracted on the GPU)."""
+    from verdigris.runtime.dispatch import KernelFunction
+
+    return KernelFunction(kernel.fn, kernel.track, fma=True)
+
+
 def _add_case(dtype_name: str):
     def setup(n):
         import torch
@@ -125,9 +132,10 @@ def bench_layernorm(size):
 
     rows, cols, x, w, b, out = _norm_inputs(size)
     want = F.layer_norm(x.double(), (cols,), w.double(), b.double(), EPS)
-    ours = {f"{nw} warps": checked(
-        lambda nw=nw: layernorm[rows](x, w, b, out, cols, EPS, COLS=cols, num_warps=nw),
-        out, want, 1e-2) for nw in (4, 8, 16)}
+    fused = _fused(layernorm)
+    ours = {f"{nw} warps{', fma' if k is fused else ''}": checked(
+        lambda nw=nw, k=k: k[rows](x, w, b, out, cols, EPS, COLS=cols, num_warps=nw),
+        out, want, 1e-2) for nw in (4, 8, 16) for k in (layernorm, fused)}
     impls = {"verdigris": ours,
              "torch": returning(lambda: F.layer_norm(x, (cols,), w, b, EPS), want, 1e-2)}
     tb = _tile_bench()
@@ -154,9 +162,10 @@ def bench_rmsnorm(size):
     rows, cols, x, w, _, out = _norm_inputs(size)
     x64 = x.double()
     want = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + EPS) * w.double()
-    impls = {"verdigris": {f"{nw} warps": checked(
-                 lambda nw=nw: rmsnorm[rows](x, w, out, cols, EPS, COLS=cols, num_warps=nw),
-                 out, want, 1e-2) for nw in (4, 8, 16)},
+    fused = _fused(rmsnorm)
+    impls = {"verdigris": {f"{nw} warps{', fma' if k is fused else ''}": checked(
+                 lambda nw=nw, k=k: k[rows](x, w, out, cols, EPS, COLS=cols, num_warps=nw),
+                 out, want, 1e-2) for nw in (4, 8, 16) for k in (rmsnorm, fused)},
              "torch": returning(lambda: F.rms_norm(x, (cols,), w, EPS), want, 1e-2)}
     tb = _tile_bench()
     if tb:
