@@ -135,11 +135,13 @@ class KernelFunction:
         return self._params
 
     def __getitem__(self, config):
-        launch = self._launches.get(config)
-        if launch is None:
-            if len(self._launches) >= MAX_CACHED_CONFIGS:
-                self._launches.clear()
-            launch = self._launches[config] = self._make_launch(config)
+        try:  # a subscript, not .get(): ~20 ns less on every launch written k[grid, block](...)
+            return self._launches[config]
+        except KeyError:
+            pass
+        if len(self._launches) >= MAX_CACHED_CONFIGS:
+            self._launches.clear()
+        launch = self._launches[config] = self._make_launch(config)
         return launch
 
     def _make_launch(self, key) -> "Launch":

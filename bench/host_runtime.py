@@ -1,5 +1,7 @@
-"""First calls on the host, without a GPU: where a cold compile's milliseconds go.
+"""The runtime on the host, without a GPU: where a cold compile's milliseconds and a
+launch's microseconds go (the fake CUDA driver, tests/fakecuda).
 
+First calls (`--first`, the default):
 Runs each first call in a fresh process whose CUDA driver is tests/fakecuda (it loads any
 image and launches nothing), with verdigris imported and the inputs allocated before the
 clock starts, and an empty cache (cold) or the cache a cold run filled (warm): the time
@@ -10,7 +12,15 @@ calling seven libdevice functions; `import verdigris` in each process. Each figu
 the median over `--runs` processes (the development machine is shared: minima are the
 comparable figures).
 
-Run: `.venv/bin/python bench/cold_host.py [--runs N] [--only NAME] [--json FILE]`.
+Launches (`--launch`): host time per call of the axpy (three arrays, one scalar) and the
+16-argument kernel of tests/fakecuda/kernels.py on vg.Arrays: the raw `cuLaunchKernel`
+through cuda-bindings with the arguments packed once (the floor; the fake driver returns
+at once, so the real driver's own time, ~3 us on the H200, is not in it), our generated
+launcher called directly, and `k[1, 256](...)` as users write it. Minimum and median over
+`--rounds` rounds of 20000 calls each, interleaved.
+
+Run: `.venv/bin/python bench/host_runtime.py [--first] [--launch] [--runs N] [--rounds N]
+[--only NAME] [--json FILE]`.
 """
 from __future__ import annotations
 
@@ -117,9 +127,66 @@ def summarize(runs: list) -> dict:
             for k in keys}
 
 
+LAUNCHES = '''
+import json, statistics, sys, timeit
+import numpy as np
+import verdigris as vg
+from cuda.bindings import driver as drv
+from tests.fakecuda.kernels import axpy, sixteen
+from verdigris.runtime import faults
+
+N = 256
+arrays = [vg.asarray(np.random.default_rng().standard_normal(N).astype(np.float32)) for _ in range(9)]
+x, y, out, ins = arrays[0], arrays[1], arrays[8], arrays[:8]
+scalars = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
+calls = {"axpy": lambda: axpy[1, 256](2.0, x, y, out),
+         "16 args": lambda: sixteen[1, 256](*ins, *scalars, out)}
+for call in calls.values():  # compile, check, install the launchers
+    call(); call()
+direct_axpy, direct_16 = axpy[1, 256], sixteen[1, 256]
+
+
+def prepacked(kernel, values):
+    spec = next(iter(kernel._specializations.values()))
+    compiled = next(iter(spec.compiled.values()))
+    return compiled.function, compiled.packer.pack(values + (faults.block_address(0),))
+
+
+f1, a1 = prepacked(axpy, (2.0, x.ptr, N, y.ptr, N, out.ptr, N))
+f16, a16 = prepacked(sixteen, tuple(v for a in ins for v in (a.ptr, N)) + scalars + (out.ptr, N))
+launch = drv.cuLaunchKernel
+variants = {
+    "raw axpy": lambda: launch(f1, 1, 1, 1, 256, 1, 1, 0, 0, a1, 0),
+    "raw 16 args": lambda: launch(f16, 1, 1, 1, 256, 1, 1, 0, 0, a16, 0),
+    "ours axpy, launcher called directly": lambda: direct_axpy(2.0, x, y, out),
+    "ours 16 args, launcher called directly": lambda: direct_16(*ins, *scalars, out),
+    "ours axpy, k[1, 256](...)": calls["axpy"],
+    "ours 16 args, k[1, 256](...)": calls["16 args"],
+}
+samples = {name: [] for name in variants}
+for _ in range(ROUNDS):
+    for name, call in variants.items():
+        samples[name].append(timeit.timeit(call, number=20000) / 20000 * 1e6)
+print("RESULT", json.dumps({name: (min(v), statistics.median(v)) for name, v in samples.items()}))
+'''
+
+
+def launches(rounds: int) -> dict:
+    from tests import fakecuda
+
+    done = fakecuda.run(LAUNCHES.replace("ROUNDS", str(rounds)), timeout=600)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT"))
+    return json.loads(line[len("RESULT"):])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--first", action="store_true")
+    parser.add_argument("--launch", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--only", action="append")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -127,12 +194,21 @@ def main() -> None:
 
     if fakecuda.library_dir() is None:
         sys.exit("needs a C compiler for tests/fakecuda")
+    result = {}
+    if args.launch:
+        result["launch_us"] = rows = launches(args.rounds)
+        for name, (lo, mid) in rows.items():
+            floor = rows["raw 16 args" if "16" in name else "raw axpy"][0]
+            print(f"{name:<42}{lo:7.3f} us min {mid:7.3f} median  +{lo - floor:6.3f} over raw",
+                  flush=True)
+        if not args.first:
+            _save(args.json, result)
+            return
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "src", "verdigris")])
     work = tempfile.mkdtemp(prefix="vg-cold-host-")
     with open(os.path.join(work, "host_kernels.py"), "w") as f:
         f.write(KERNELS)
-    result = {}
     for which in args.only or ("vector_add", "softmax", "mathy"):
         runs = {"cold": [], "warm": [], "hit": []}
         for _ in range(args.runs):
@@ -146,8 +222,12 @@ def main() -> None:
             print(f"{which} {label}: " + ", ".join(f"{k} {lo:.1f}/{mid:.1f}" for k, (lo, mid)
                                                     in rows.items()) + "  (ms, min/median)",
                   flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
+    _save(args.json, result)
+
+
+def _save(path, result) -> None:
+    if path:
+        with open(path, "w") as f:
             json.dump(result, f, indent=1)
 
 
