@@ -55,8 +55,10 @@ class CompiledPTX:
 
 
 def prefetch(kernel: Kernel) -> None:
-    from . import libdevice, mathlib
-
+    try:
+        from . import libdevice, mathlib
+    except ImportError:  # no llvmlite: the compile itself will say so, after the checks
+        return
     if mathlib.may_call_libdevice(kernel):
         libdevice.prefetch()
 
