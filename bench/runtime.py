@@ -198,13 +198,14 @@ def launch_variants(work: str) -> dict:
         cupy = None
     from verdigris import simt
 
-    variants = {}
+    variants, launched = {}, {}
     for kind, arrays in kinds.items():
         x, y, out = arrays[0], arrays[1], arrays[8]
         ins = arrays[:8]
         # A kernel object per kind, launched as users write it (k[grid, block](...)): one
         # call site sees one kind of array, as in a program.
         axpy, sixteen = simt.kernel(ours.axpy.fn), simt.kernel(ours.sixteen.fn)
+        launched[kind] = (axpy, sixteen)
         variants[f"ours axpy ({kind})"] = (
             lambda axpy=axpy, x=x, y=y, out=out: axpy[1, 256](2.0, x, y, out))
         variants[f"ours 16 args ({kind})"] = (
@@ -219,7 +220,7 @@ def launch_variants(work: str) -> dict:
             del variants[name]
     vg.synchronize()
     try:
-        variants.update(raw_variants(ours, kinds["vg.Array"]))
+        variants.update(raw_variants(*launched["vg.Array"], kinds["vg.Array"]))
     except Exception as exc:
         print(f"raw floor: FAILED {type(exc).__name__}: {exc}"[:300])
     tx, ty, tout = kinds["torch"][0], kinds["torch"][1], kinds["torch"][8]
@@ -245,9 +246,10 @@ def launch_variants(work: str) -> dict:
     return variants
 
 
-def raw_variants(ours, arrays) -> dict:
-    """cuLaunchKernel of our compiled axpy with its arguments packed once, up front: the
-    floor (and the same through cuda-bindings' `_v2` API where that exists)."""
+def raw_variants(axpy, sixteen, arrays) -> dict:
+    """cuLaunchKernel of our compiled axpy and 16-argument kernel (kernel objects already
+    launched on `arrays`) with their arguments packed once, up front: the floor (and the
+    same through cuda-bindings' `_v2` API where that exists)."""
     from cuda.bindings import driver as drv
 
     from verdigris.runtime import faults
@@ -259,9 +261,9 @@ def raw_variants(ours, arrays) -> dict:
         return compiled.function, address, compiled.packer._local.buffers
 
     x, y, out = arrays[0], arrays[1], arrays[8]
-    function, address, keep = prepacked(ours.axpy, (2.0, x.ptr, N, y.ptr, N, out.ptr, N))
+    function, address, keep = prepacked(axpy, (2.0, x.ptr, N, y.ptr, N, out.ptr, N))
     function16, address16, keep16 = prepacked(
-        ours.sixteen, tuple(v for a in arrays[:8] for v in (a.ptr, N)) +
+        sixteen, tuple(v for a in arrays[:8] for v in (a.ptr, N)) +
         (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out.ptr, N))
     launch = drv.cuLaunchKernel
 
