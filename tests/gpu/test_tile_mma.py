@@ -13,15 +13,21 @@ import pytest
 import verdigris as vg
 from verdigris.examples import report, tile_attention, tile_gemm
 from verdigris.examples.tile_gemm import _narrow, gemm, gemm_nt, run
-from verdigris.runtime import launch_cuda
+from verdigris.runtime import dispatch, launch_cuda
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(params=["native", "sm_80"])
 def target(request, monkeypatch):
+    """The device's own target, or sm_80 code. A kernel keeps its compiled forms per device,
+    not per target, so the sm_80 runs start every kernel uncompiled (and leave the native
+    forms as they were): else an earlier native run's code would serve them."""
     if request.param == "sm_80":
         monkeypatch.setattr(launch_cuda, "ptx_target", lambda cc: "sm_80")
+        for kernel in list(dispatch._KERNELS):
+            monkeypatch.setattr(kernel, "_specializations", {})
+            monkeypatch.setattr(kernel, "_launches", {})
     return request.param
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,8 +49,9 @@ def installed() -> dict:
                 break
             except importlib.metadata.PackageNotFoundError:
                 continue
-        else:
-            found[name] = "unknown version"
+        else:  # imported from a checkout (PYTHONPATH), say: no distribution metadata
+            module = sys.modules.get(peer.module)
+            found[name] = getattr(module, "__version__", "unknown version")
     return found
 
 
