@@ -284,9 +284,9 @@ class TileLowering(_KernelLowering):
     def _arange_compare(self, layout: Layout, op: str, bound: X.Splat, dtype: DType) -> TileValue:
         """`arange op bound` where the arange was widened to the bound's 64-bit type (the
         masks `tile.arange(n) < n_valid`): compared in 32 bits, the bound clamped once to
-        [-1, 2**31 - 1] (the same answer for every position 0 <= p < 2**31 - 1), each
-        register's constant part moved to the bound's side (`tc + c < s` as `tc < s - c`,
-        one comparison per element, the subtraction uniform)."""
+        [-1, 2**31 - 1] (the same answer for every position 0 <= p < 2**31 - 1), the
+        thread's coordinate moved to the bound's side once (`tc + c < s` as `c < s - tc`,
+        exact in 32 bits), so each element is one comparison with a constant."""
         b, dt = self.b, bound.dtype
         s = self.expr(bound.value)
         if dt.is_signed:
@@ -295,9 +295,10 @@ class TileLowering(_KernelLowering):
         else:
             s = self.em.call("llvm.umin.i64", s.type, s, ir.Constant(s.type, 2**31 - 1))
         s = b.trunc(s, I32)
-        tc = self.thread_coord(layout, 0) if layout.thread_bits(0) else ir.Constant(I32, 0)
-        regs = [Lazy(lambda r=r: arith.compare(self.em, op, int32, tc, b.sub(s, ir.Constant(
-            I32, layout.register_coords(r)[0])))) for r in range(layout.num_regs)]
+        if layout.thread_bits(0):
+            s = b.sub(s, self.thread_coord(layout, 0))
+        regs = [Lazy(lambda r=r: arith.compare(self.em, op, int32, ir.Constant(
+            I32, layout.register_coords(r)[0]), s)) for r in range(layout.num_regs)]
         return TileValue(layout, regs, dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
