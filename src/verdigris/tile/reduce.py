@@ -17,6 +17,8 @@ one fixed order.
 """
 from __future__ import annotations
 
+from functools import reduce as reduce_left
+
 from llvmlite import ir
 
 from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, const, round_narrow
@@ -25,6 +27,7 @@ from .layout import LANE_BITS, WARP_SIZE
 
 FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
 INT32_MAX = 2**31 - 1
+CHAIN = 8  # partials a contracting float sum adds in one chain before the tree
 
 
 def _extremum(which: str):
@@ -44,7 +47,7 @@ def _integer_bound(dt, largest: bool):
 
 # op -> (combine(em, dtype, a, b), identity(dtype) as a Python value)
 _VALUE_OPS = {
-    "sum": (lambda em, dt, a, b: em.b.fadd(a, b) if dt.is_float else em.b.add(a, b), lambda dt: 0),
+    "sum": (lambda em, dt, a, b: em.flagged(em.b.fadd(a, b)) if dt.is_float else em.b.add(a, b), lambda dt: 0),
     "prod": (lambda em, dt, a, b: em.b.fmul(a, b) if dt.is_float else em.b.mul(a, b), lambda dt: 1),
     "max": (_extremum("max"), lambda dt: float("nan") if dt.is_float else _integer_bound(dt, False)),
     "min": (_extremum("min"), lambda dt: float("nan") if dt.is_float else _integer_bound(dt, True)),
@@ -130,14 +133,19 @@ def reduce(low, node):
             part = tuple(b.select(valid, v, i) for v, i in zip(part, identity))
         partials.append(part)
 
-    # Within the thread: registers along the reduced axes merge (a tree, for ILP).
+    # Within the thread: registers along the reduced axes merge (a tree, for ILP; a float
+    # sum that may contract into multiply-adds first runs chains, so that each product of a
+    # `sum(x * y)` after a chain's first fuses into the add that takes it).
     merged_bits = layout.reduced_register_bits(axes)
     kept_bits = [i for i in range(len(layout.regs)) if i not in merged_bits]
+    chain = CHAIN if node.op == "sum" and dt.is_float and em.float_flags else 1
     outputs = []
     for o in range(1 << len(kept_bits)):
         base = sum(1 << bit for j, bit in enumerate(kept_bits) if o >> j & 1)
         group = [partials[base + sum(1 << bit for j, bit in enumerate(merged_bits) if m >> j & 1)]
                  for m in range(1 << len(merged_bits))]
+        group = [reduce_left(lambda acc, part: combine(em, dt, acc, part), group[i:i + chain])
+                 for i in range(0, len(group), chain)]
         while len(group) > 1:
             group = [combine(em, dt, group[i], group[i + 1]) for i in range(0, len(group), 2)]
         outputs.append(group[0])
