@@ -9,9 +9,9 @@ sm_90a). Gives:
   (lower, libdevice, optimize, emit);
 - `assemble(ptx, arch) -> bytes` (a cubin), `disassemble(cubin) -> str` (SASS),
   `ptxas_available() -> bool`, `ptxas_path()` and `libdevice_path()` (None when absent);
-- `prefetch(kernel)`: when the kernel may call libdevice, starts parsing libdevice on a
-  daemon thread, to overlap the safety check and the lowering (the runtime calls it when
-  a specialization is about to be compiled).
+- `prefetch(kernel)`: starts LLVM's setup (`nvptx.prefetch`) and, when the kernel may call
+  libdevice, the parse of libdevice, each on a daemon thread, to overlap the safety check
+  and the lowering (the runtime calls it when a specialization is about to be compiled).
 
 Guarantees: identical input gives identical PTX. LLVM state (targets, target machines,
 libdevice) is set up once per process, on first use.
@@ -55,6 +55,9 @@ class CompiledPTX:
 
 
 def prefetch(kernel: Kernel) -> None:
+    from . import nvptx
+
+    nvptx.prefetch()  # first: the rest of this function is Python's work, beside it
     try:
         from . import libdevice, mathlib
     except ImportError:  # no llvmlite: the compile itself will say so, after the checks

@@ -53,7 +53,6 @@ from llvmlite import ir
 from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
-from ..cpu import ops
 from ..types import DType
 from . import arith, atomics, casts, checks, mathlib, nvptx, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
@@ -393,6 +392,8 @@ class _KernelLowering:
         operands = [self._fold(c) for c in _children(e)]
         if None in operands:
             return None
+        from ..cpu import ops  # on first need: most kernels fold nothing
+
         source = e.value.dtype if isinstance(e, N.Cast) else e.dtype
         f = {N.Binary: lambda: ops.binary(e.op, e.dtype), N.Unary: lambda: ops.unary(e.op, e.dtype),
              N.Cast: lambda: ops.cast(source, e.dtype)}[type(e)]()

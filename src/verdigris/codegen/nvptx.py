@@ -1,8 +1,10 @@
 """LLVM's NVPTX back end through llvmlite: targets, O3 optimization and PTX emission.
 
-Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `initialize()`,
-`data_layout(target)`, `parse(text)` (a verified `ModuleRef`), `optimize(module, target)`
-(the O3 pipeline of the new pass manager, in place) and `emit_ptx(module, target)`.
+Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `initialize()`, `prefetch()`
+(`initialize` on a daemon thread: loading LLVM's 178 MB library and setting up its targets
+release the GIL, so they overlap the caller's safety check), `data_layout(target)`,
+`parse(text)` (a verified `ModuleRef`), `optimize(module, target)` (the O3 pipeline of the
+new pass manager, in place) and `emit_ptx(module, target)`.
 
 Guarantees: LLVM is initialized and the global options set once per process (also when
 threads race to it: `libdevice.prefetch` does it on its own thread), each target machine
@@ -37,6 +39,19 @@ def initialize():
             llvm.set_option("verdigris", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
             _TARGET.append(llvm.Target.from_triple(TRIPLE))
         return _TARGET[0]
+
+
+def prefetch() -> None:
+    """Start `initialize` on a daemon thread, unless LLVM is set up already."""
+    if not _TARGET:
+        threading.Thread(target=_initialize_quietly, daemon=True, name="verdigris-llvm").start()
+
+
+def _initialize_quietly() -> None:
+    try:
+        initialize()
+    except Exception:  # no usable llvmlite: the compile itself reports it, after the checks
+        pass
 
 
 @functools.cache

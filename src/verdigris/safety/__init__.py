@@ -30,6 +30,10 @@ work), `unit_block_axes` (likewise for an unspecialized block), and `max_axis_th
 (grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap). Then the
 bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check) and
 `bounds_preconditions` (what a launch must satisfy to use them; the launcher checks).
+
+A kernel's first check imports only what its track and constructs need (`solver` when the
+fast path leaves a pair, `diverge` and `shared` for threads that work together, `tilerace`
+for tile kernels): a SIMT kernel without barriers loads neither them nor z3.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..ir import nodes as N
-from . import bounds, diagnose, diverge, fastpath, shared, solver, tilerace
+from . import bounds, diagnose, fastpath
 from .codes import CODES
 from .algebra import MAX_AXIS_THREADS
 from .symbolic import execute
@@ -111,6 +115,8 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                     fast += 1
                     continue
                 analysis.solver_queries += 1
+                from . import solver
+
                 outcome = solver.collide(a, b, space, timeout_ms)
                 if outcome.status == "sat" and outcome.unknowns:
                     analysis.errors.append(diagnose.data_error(a, b, outcome))
@@ -120,6 +126,8 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                     reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
                     analysis.errors.append(diagnose.unproven_error(a, b, reason))
     if trace.checkpoints or space.static_shapes:  # threads of a block work together
+        from . import diverge, shared
+
         errors, queries = diverge.check(trace, timeout_ms)
         analysis.errors += errors
         analysis.solver_queries += queries
@@ -130,4 +138,10 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 
-_PAIR_CHECKS = {"simt": _check_pairs, "tile": tilerace.check_pairs}  # track -> its race rules
+def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
+    from . import tilerace
+
+    tilerace.check_pairs(kernel, analysis, timeout_ms)
+
+
+_PAIR_CHECKS = {"simt": _check_pairs, "tile": _check_tile_pairs}  # track -> its race rules
