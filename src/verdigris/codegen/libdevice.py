@@ -55,9 +55,8 @@ class _Ahead:
 
 def prefetch() -> None:
     """Start parsing the library on a daemon thread; nothing when such a parse runs or
-    waits. Imports llvmlite here, on the caller's thread (importing is Python's work)."""
-    import llvmlite.binding  # noqa: F401
-
+    waits. The thread imports llvmlite itself: on the caller's thread the import would
+    wait for `nvptx.prefetch`'s thread, which loads it."""
     with _Ahead.lock:
         if _Ahead.thread is not None or _Ahead.parsed is not None:
             return
