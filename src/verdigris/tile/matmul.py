@@ -345,6 +345,7 @@ class MmaLowering(TileLowering):
         self.accumulators = _accumulators(kernel, self.plan)
         self.streams: dict = {}  # id(TileDot) -> (A, B): shared operands given, or None
         self.pending = False  # in an accumulating streamed loop: products left in flight
+        self.turns = None  # in a general streamed loop: (this group's turn barrier, the next's)
         self.dsmem = None
         # Tiles reshaped from loads (3-d arrays seen as 2-d operands) keep the load's vectors.
         self.reshaped = {padded(n.shape): 16 // n.value.array.dtype.itemsize for n in _walk(kernel)
@@ -647,6 +648,8 @@ def _wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=
         words = ptx.pin(em, [w for frag in fragments for w in frag])
     count = g.inst_n // 2
     regs = ptx.pin(em, list(acc))
+    if low.turns:  # warp groups issue their products in turns (`pipeline.take_turns`)
+        ptx.named_barrier(em, low.turns[0], 256)
     ptx.wgmma_fence(em)
     for ks in range(steps):
         k0 = ks * k_step
@@ -669,6 +672,8 @@ def _wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=
                         em, dot.kind, g.inst_n, regs[first:first + count], words[frag:frag + 4], desc_b,
                         accumulate, int(not b_kmajor))
     ptx.wgmma_commit(em)
+    if low.turns:
+        ptx.named_barrier(em, low.turns[1], 256, arrive=True)
     if low.pending:  # an accumulating streamed loop: one group in flight (`pipeline`)
         ptx.wgmma_wait(em, 1)
         return regs

@@ -27,7 +27,15 @@ Two modes:
   wgmma of iteration i stays in flight while i+1's is issued (`wgmma.wait_group 1`); the
   stage of iteration i is released once that wait returns in iteration i+1;
 - general (anything else: softmax between two products, ...): each product completes
-  before its result is used, and a stage is released at the end of its iteration.
+  before its result is used, and a stage is released at the end of its iteration. In a
+  warp-specialized kernel of several consumer warp groups, the groups issue their products
+  in turns (group 0, 1, ..., 0, ...: a named barrier per group, `bar.sync` on its own
+  before issuing, `bar.arrive` on the next one's after): they fall out of step, so one
+  group's products keep the tensor cores busy while another computes on the CUDA cores
+  (attention's softmax), instead of all waiting on the tensor cores, then all leaving them
+  idle. Every group issues the same products (tile code is block-uniform), the last group
+  gives the first its first turn, and group 0 takes the turn left over after the loop, so
+  each barrier is balanced whenever the loop ends.
 
 Stages are counted by a running iteration number c (across the tiles of a persistent
 kernel): stage c % stages, parity (c / stages) & 1. A stage's `full` mbarrier completes
@@ -51,6 +59,7 @@ from . import operand, ptx
 from .layout import padded
 
 MAX_STAGES = 6
+TURN_BARRIER = 8  # named barrier TURN_BARRIER + g: warp group g's turn (epilogue uses 2..)
 TMA_TYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 BARRIER_BYTES = 8
 
@@ -418,7 +427,15 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
                 s.produce(refill, freed)
             _if(low, cond, reload)
     if not p.accumulating:
-        _counted(low, trips, iteration, "stream")
+        groups = low.num_warps // 4
+        if p.specialized and groups > 1:
+            low.turns = _take_turns(low, groups)
+        try:
+            _counted(low, trips, iteration, "stream")
+        finally:
+            low.turns = None
+        if p.specialized and groups > 1:
+            _if(low, b.icmp_unsigned("<", low.warp, _c(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
     else:
         # Only the loop's exit reaches the final wait: a path from before the loop (no
         # trips) into it makes ptxas serialize every wgmma of the kernel.
@@ -435,6 +452,17 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         b.store(b.add(base, trips), low.stream_count)
     # Python leaves the loop variable at its last value.
     _if(low, b.icmp_signed(">", trips, _c(0)), lambda: s.set_var(b.sub(trips, _c(1))))
+
+
+def _take_turns(low, groups: int) -> tuple:
+    """(this warp group's turn barrier, the next group's), once group `groups - 1` has
+    given group 0 its first turn (module docstring)."""
+    b = low.b
+    group = b.lshr(low.warp, _c(2))
+    following = b.urem(b.add(group, _c(1)), _c(groups))
+    _if(low, b.icmp_unsigned("==", group, _c(groups - 1)),
+        lambda: ptx.named_barrier(low.em, TURN_BARRIER, 256, arrive=True))
+    return b.add(group, _c(TURN_BARRIER)), b.add(following, _c(TURN_BARRIER))
 
 
 def _stage_invariants(low, p: Pipeline) -> dict:

@@ -236,13 +236,16 @@ def bulk_wait_read(em, pending: int) -> None:
 # ----------------------------------------------------------------------------- warp groups
 
 
-def named_barrier(em, barrier_id, threads: int) -> None:
+def named_barrier(em, barrier_id, threads: int, arrive: bool = False) -> None:
     """`bar.sync id, threads`: a barrier among `threads` threads (whole warps) only; `id`
-    an int or an i32 value (uniform over each warp)."""
+    an int or an i32 value (uniform over each warp). `arrive`: `bar.arrive`, which counts
+    this warp's threads towards the barrier without waiting for it (the producer's side of
+    a producer/consumer barrier)."""
+    op = "bar.arrive" if arrive else "bar.sync"
     if isinstance(barrier_id, int):
-        _asm(em, ir.VoidType(), f"bar.sync {barrier_id}, {threads};", "~{memory}", [])
+        _asm(em, ir.VoidType(), f"{op} {barrier_id}, {threads};", "~{memory}", [])
     else:
-        _asm(em, ir.VoidType(), f"bar.sync $0, {threads};", "r,~{memory}", [barrier_id])
+        _asm(em, ir.VoidType(), f"{op} $0, {threads};", "r,~{memory}", [barrier_id])
 
 
 def setmaxnreg(em, registers: int, increase: bool) -> None:
