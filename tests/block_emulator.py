@@ -201,8 +201,13 @@ _COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater
 
 
 class _Emitter:
+    float_flags = ()  # codegen.emitter.Emitter's, of a kernel without `fma`: nothing contracts
+
     def __init__(self, block):
         self.block, self.b = block, block.b
+
+    def flagged(self, value):
+        return value
 
     def call(self, name: str, ret, *args):
         if name.startswith("llvm.nvvm.shfl.sync.bfly"):
