@@ -2,7 +2,9 @@
 float16 and fp8, batched, bias + GELU, flash attention causal and not, head dims 64 and
 128), edge tiles, transposed operands, tf32 and float32, on the device's own target
 (sm_90a on an H100/H200: TMA + wgmma, warp-specialized and persistent; a row pitch TMA
-cannot describe takes the variant without it) and on sm_80 code (ldmatrix + mma.sync)."""
+cannot describe takes the variant without it) and on sm_80 code (ldmatrix + mma.sync, the K
+loop streamed by cp.async; a row pitch that is not a multiple of 16 bytes takes the
+synchronous copies)."""
 from __future__ import annotations
 
 import math
@@ -48,6 +50,24 @@ def test_gemm(rng, target, dtype, sizes, tiles):
     b, b64 = _narrow(rng, (k, n), dtype)
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, b, c, BM=bm, BN=bn, BK=bk)[2]
+    want = a64 @ b64
+    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_gemm_on_views_ending_inside_a_16_byte_chunk(rng, target, dtype):
+    """Rows 16-byte aligned, K and N not multiples of 8: a row's last 16-byte chunk lies
+    partly outside the view (sm_80 code copies only the part inside, cp.async's src-size);
+    the columns past the views hold NaN, so reading one would show."""
+    m, n, k = 200, 250, 100
+    a_full, _ = _narrow(rng, (m, 104), dtype)
+    b_full, _ = _narrow(rng, (k, 256), dtype)
+    a_full[:, k:] = np.nan
+    b_full[:, n:] = np.nan
+    a64, b64 = a_full[:, :k].astype(np.float64), b_full[:, :n].astype(np.float64)
+    a, b = vg.asarray(a_full)[:, :k], vg.asarray(b_full)[:, :n]
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm, (vg.cdiv(m, 64), vg.cdiv(n, 64)), a, b, c, BM=64, BN=64, BK=32)[2]
     want = a64 @ b64
     assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
 

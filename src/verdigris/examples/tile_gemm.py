@@ -8,7 +8,8 @@ engine (TMA) into swizzled shared memory, several stages ahead, feeding wgmma: a
 warp group issues the copies while the block's warp groups multiply (warp specialization),
 one block per multiprocessor walks the tiles in grouped order (a persistent grid) and C
 leaves through TMA stores, so the next tile's loads overlap this one's epilogue; on sm_80+
-the operands go through shared memory to ldmatrix + mma.sync.
+the K loop streams A and B by cp.async into the same swizzled layout, a few stages ahead,
+for ldmatrix + mma.sync.
 """
 from __future__ import annotations
 

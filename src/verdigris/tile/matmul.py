@@ -11,7 +11,10 @@ Engines, chosen per product from its padded shapes, dtypes and the target:
 - "wgmma" (sm_90a; float16/bfloat16, fp8 e4m3/e5m2, tf32; M >= 64, whole warpgroups): A
   and B in shared memory in the swizzled format of `operand`, read through descriptors.
 - "mma.sync" (sm_80+; float16/bfloat16, fp8 as float16 (exact), tf32; M, N >= 16): the
-  operands staged the same way, fragments loaded with `ldmatrix`.
+  operands staged the same way, fragments loaded with `ldmatrix`. The loops `pipeline`
+  would stream on sm_90a stream here too, by `cp.async` copies into the same format,
+  several iterations ahead (`cpasync`; float16/bfloat16 loads: fp8 is converted to
+  float16 on its way to shared memory, so it is staged from registers).
 - "fma" (everything else: float32 without tf32, float64, small tiles): operands through
   shared memory, one fused multiply-add per element per k, in the accumulator's precision.
 Operands held in registers are written to shared memory ("staged"): in the orientation
@@ -165,7 +168,7 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is kernel:
         return cached[1]
-    from . import epilogue, pipeline, specialize
+    from . import cpasync, epilogue, pipeline, specialize
 
     warps = num_warps(kernel)
     result = Plan(tma=kernel.facts.get("tma", True))
@@ -173,7 +176,7 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
         if isinstance(node, X.TileDot):
             result.dots[id(node)] = _dot_plan(node, target, warps)
     found = pipeline.find(kernel, target, result)
-    result.specialized = specialize.decide(kernel, found, warps)
+    result.specialized = specialize.decide(kernel, found, warps) if target == "sm_90a" else None
     layouts = _accumulators(kernel, result)
     result.register_a = _registers_as_a(kernel, result, layouts)
     if result.specialized is not None:
@@ -183,7 +186,11 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
             result.stores, result.tensor_maps[:] = {}, maps
             _place(kernel, result, found, warps)
     else:
-        _place(kernel, result, found, warps)
+        budget = cpasync.SHARED_PER_BLOCK.get(target, MAX_DYNAMIC_SHARED)
+        _place(kernel, result, found, warps, budget)
+        if target != "sm_90a" and found and result.dynamic_shared > budget:  # not 2 stages: no stream
+            found = []
+            _place(kernel, result, found, warps, budget)
     if result.dynamic_shared > MAX_DYNAMIC_SHARED:
         raise CompileError(f"the matrix products of {kernel.name} need {result.dynamic_shared} "
                            f"bytes of shared memory, more than a block has "
@@ -214,12 +221,13 @@ def _uncast(e):
     return e
 
 
-def _place(kernel: N.Kernel, result: Plan, found: list, warps: int) -> bool:
+def _place(kernel: N.Kernel, result: Plan, found: list, warps: int, budget: int = MAX_DYNAMIC_SHARED) -> bool:
     """Lay out dynamic shared memory: the pipelines' stages and barriers, loop-invariant
     operands, the epilogue's buffers, then the staging area (operands staged from
-    registers, and stores through shared memory). False when a warp-specialized kernel
-    would get fewer than MIN_STAGES stages."""
-    from . import epilogue, pipeline
+    registers, and stores through shared memory); as many stages as `budget` bytes hold
+    (at least 2). False when a warp-specialized kernel would get fewer than MIN_STAGES
+    stages."""
+    from . import epilogue
 
     streamed = {(id(op.dot), op.which) for p in found for op in p.operands} | \
         {(id(inv.dot), inv.which) for p in found for inv in p.invariants}
@@ -235,11 +243,11 @@ def _place(kernel: N.Kernel, result: Plan, found: list, warps: int) -> bool:
     if specialized:  # stores through shared memory must not meet the producer's copies
         staging = max(staging, max(through, default=0))
     reserve = STATIC_RESERVE if any(isinstance(n, (X.TileReduce, X.TileScan)) for n in _walk(kernel)) else 0
-    free = MAX_DYNAMIC_SHARED - reserve - invariants - buffers - _align(staging) - operand.BASE_ALIGN * len(found)
+    free = budget - reserve - invariants - buffers - _align(staging) - operand.BASE_ALIGN * len(found)
     offset = 0
     result.pipelines = {}
     for p in found:
-        stages = max(2, min(pipeline.MAX_STAGES, free // len(found) // p.stage_bytes))
+        stages = max(2, min(p.max_stages, free // len(found) // p.stage_bytes))
         if specialized and stages < MIN_STAGES[bool(result.stores)]:
             return False
         offset = p.place(offset, stages)
@@ -478,14 +486,14 @@ class MmaLowering(TileLowering):
         return self.b.gep(self.dsmem, [ir.Constant(I64, offset)], inbounds=True, source_etype=I8)
 
     def _for(self, s: N.For) -> None:
-        from . import pipeline
+        from . import cpasync, pipeline
 
         stream = self.plan.pipelines.get(id(s))
         if stream is None:
             return super()._for(s)
         self.depth += 1
         try:
-            pipeline.lower_loop(self, s, stream)
+            (pipeline if stream.engine == "wgmma" else cpasync).lower_loop(self, s, stream)
         finally:
             self.depth -= 1
 

@@ -2,7 +2,12 @@
 
 Takes: a tile kernel, the target and its `matmul.Plan`. Gives:
 - `find(kernel, target, plan) -> [Pipeline]`: the loops it can stream (the plan then sizes
-  their stages, `matmul.plan`) and the TMA descriptors they take (`plan.tensor_maps`);
+  their stages, `matmul.plan`) and the TMA descriptors they take (`plan.tensor_maps`); on
+  other targets than sm_90a, the loops whose products run on mma.sync, which `cpasync`
+  streams by per-thread `cp.async` copies (same matching; 16-bit operands only, as fp8
+  is converted to float16 on its way to shared memory there);
+- `run_body(low, p, invariants, operand_base)` and `stage_invariants(low, p)`, which both
+  lowerings use;
 - `lower_loop(low, loop, stream)`: a streamed loop as the threads that compute run it;
 - `produce_loop(low, stream)`: the same loop as the producer warp of a warp-specialized
   kernel runs it (`specialize`): only the copies, ahead of the consumers;
@@ -112,6 +117,13 @@ class Pipeline:
     base: int = 0  # offset of stage 0 in dynamic shared memory
     barriers: int = 0  # offset of the mbarriers
     specialized: bool = False  # a producer warp group copies (`specialize`)
+    engine: str = "wgmma"  # "mma.sync": streamed by `cpasync`, without mbarriers
+
+    @property
+    def max_stages(self) -> int:
+        from . import cpasync
+
+        return MAX_STAGES if self.engine == "wgmma" else cpasync.MAX_STAGES
 
     @property
     def dots(self) -> tuple:
@@ -129,7 +141,8 @@ class Pipeline:
 
     @property
     def shared_bytes(self) -> int:
-        return _align(self.stages * self.stage_bytes + 2 * self.stages * BARRIER_BYTES)
+        barriers = 2 * self.stages * BARRIER_BYTES if self.engine == "wgmma" else 0
+        return _align(self.stages * self.stage_bytes + barriers)
 
     def place(self, offset: int, stages: int) -> int:
         """Put the stages at `offset`; the end of the stages and barriers."""
@@ -170,9 +183,11 @@ def _resolve(e, assigned: dict):
             return None
 
 
-def _streamable(load: X.TileLoad, body_names: set, loop_var: str) -> bool:
+def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str) -> bool:
     t = load.array.type
     shape = tuple(load.shape)
+    if engine == "mma.sync" and not (t.aligned16 and shape[-1] * load.array.dtype.itemsize % 16 == 0):
+        return False  # cp.async moves 16-byte chunks
     return (load.array.dtype.name in TMA_TYPES and t.ndim in (2, 3) and t.unit_inner_stride
             and (t.ndim == 2 or shape[0] == 1) and shape == padded(shape)
             and isinstance(load.padding, N.Const) and load.padding.value == 0
@@ -184,21 +199,22 @@ def find(kernel: N.Kernel, target: str, plan) -> list:
     """The loops to stream (unplaced: `matmul.plan` gives them stages and offsets)."""
     from ..frontend import walk
 
-    if target != "sm_90a" or not plan.tma:
+    if not plan.tma:
         return []
+    engine = "wgmma" if target == "sm_90a" else "mma.sync"
     reads: dict = {}
     for node in walk(kernel.body):
         if isinstance(node, X.TileVar):
             reads[node.name] = reads.get(node.name, 0) + 1
     found = []
     for loop in (n for n in walk(kernel.body) if isinstance(n, N.For)):
-        p = _match(loop, plan, reads)
+        p = _match(loop, plan, reads, engine)
         if p is not None:
             found.append(p)
     return found
 
 
-def _match(loop: N.For, plan, reads: dict):
+def _match(loop: N.For, plan, reads: dict, engine: str):
     from ..frontend import walk
 
     if not (isinstance(loop.step, N.Const) and loop.step.value > 0):
@@ -211,10 +227,10 @@ def _match(loop: N.For, plan, reads: dict):
             where[s.name] = None if s.name in where else (position, s.value)
     body_names = _assigned(body)
     dots = [(position, n) for position, s in enumerate(body) if isinstance(s, N.Assign)
-            for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == "wgmma"]
+            for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == engine]
     streamed, invariants, skipped = [], [], set()
     for position, dot in dots:
-        kind = plan.dots[id(dot)].kind
+        kind, staged = plan.dots[id(dot)].kind, plan.dots[id(dot)].staged
         # loads assigned earlier in the body (a later one would be the next pass's tile)
         earlier = {k: v[1] for k, v in where.items() if v is not None and v[0] < position}
         for which, e in enumerate((dot.a, dot.b)):
@@ -223,7 +239,8 @@ def _match(loop: N.For, plan, reads: dict):
                 load, transposed, var = got
                 if var is not None and reads.get(var, 0) != 1:
                     got = None
-                elif not _streamable(load, body_names, loop.var) or load.array.dtype.name != kind:
+                elif not _streamable(load, body_names, loop.var, engine) or load.array.dtype.name != kind \
+                        or staged != kind:  # a conversion on the way to shared memory
                     got = None
             if got is None:
                 if isinstance(e, X.TileVar) and e.name not in body_names:
@@ -251,12 +268,15 @@ def _match(loop: N.For, plan, reads: dict):
                     and all(id(s) in skipped for s in body[:-1]))
     stage = 0
     for op in streamed:
-        box = (1,) * (op.load.array.type.ndim - 2) + (op.stored.rows, op.stored.panel_cols)
-        plan.tensor_maps.append(TensorMap(op.load.array.name, op.load.array.dtype.name,
-                                          op.stored.size, box, op.stored.panel_bytes))
-        op.map_index, op.offset = len(plan.tensor_maps) - 1, stage
+        if engine == "wgmma":
+            box = (1,) * (op.load.array.type.ndim - 2) + (op.stored.rows, op.stored.panel_cols)
+            plan.tensor_maps.append(TensorMap(op.load.array.name, op.load.array.dtype.name,
+                                              op.stored.size, box, op.stored.panel_bytes))
+            op.map_index = len(plan.tensor_maps) - 1
+        op.offset = stage
         stage += _align(op.stored.nbytes)
-    return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage)
+    return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
+                    engine=engine)
 
 
 def _stored_bytes(node: X.TileExpr, dot) -> int:
@@ -294,7 +314,7 @@ class _Loop:
                          b.sdiv(b.add(span, ir.Constant(I64, step - 1)), ir.Constant(I64, step)),
                          ir.Constant(I64, 0))
         self.trips = b.trunc(trips, I32)
-        self.full, self.empty = barrier_addresses(low, p)
+        self.full, self.empty = barrier_addresses(low, p) if p.engine == "wgmma" else ([], [])
         self.stage_base = ptx.shared_address(b, low.shared_dynamic(p.base))
 
     def set_var(self, i: ir.Value) -> None:
@@ -383,7 +403,7 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
     if not p.specialized:
         _if(low, leader, lambda: [_if(low, b.icmp_signed("<", _c(k), trips), lambda k=k: s.produce(_c(k), _c(k)))
                                   for k in range(p.stages)])
-    streams = _stage_invariants(low, p)
+    streams = stage_invariants(low, p)
     if p.accumulating:  # opaque to LLVM: no first iteration peeled off for a constant start
         _, slots = low.tile_slots[p.accumulator]
         for value, slot in zip(ptx.pin(em, [b.load(slot, typ=FLOAT) for slot in slots]), slots):
@@ -394,20 +414,8 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         stage, parity = s.stage_of(c)
         ptx.mbarrier_wait(em, _select(b, s.full, stage), parity)
         s.set_var(i)
-        given: dict = {id(d): [None, None] for d in p.dots}
-        for k, entry in streams.items():
-            given.setdefault(k[0], [None, None])[k[1]] = entry
         stage_addr = b.add(s.stage_base, b.mul(stage, _c(p.stage_bytes)))
-        for op in p.operands:
-            given[id(op.dot)][op.which] = (op.stored, b.add(stage_addr, _c(op.offset)), op.k_major)
-        low.streams.update({k: tuple(v) for k, v in given.items()})
-        low.pending = p.accumulating
-        try:
-            low.stmts([st for st in loop.body if id(st) not in p.skipped])
-        finally:
-            for k in given:
-                del low.streams[k]
-            low.pending = False
+        run_body(low, p, streams, lambda op: b.add(stage_addr, _c(op.offset)))
         if p.accumulating:
             # Iteration i-1's products are complete (wait_group 1): release its stage.
             previous = b.sub(i, _c(1))
@@ -465,7 +473,27 @@ def _take_turns(low, groups: int) -> tuple:
     return b.add(group, _c(TURN_BARRIER)), b.add(following, _c(TURN_BARRIER))
 
 
-def _stage_invariants(low, p: Pipeline) -> dict:
+def run_body(low, p: Pipeline, invariants: dict, operand_base) -> None:
+    """Lower the loop body (less the loads the stream replaces) with each product's
+    streamed operands in shared memory at `operand_base(op)`, its loop-invariant ones at
+    `invariants` (`stage_invariants`). An accumulating wgmma loop leaves its products in
+    flight (`low.pending`)."""
+    given: dict = {id(d): [None, None] for d in p.dots}
+    for k, entry in invariants.items():
+        given.setdefault(k[0], [None, None])[k[1]] = entry
+    for op in p.operands:
+        given[id(op.dot)][op.which] = (op.stored, operand_base(op), op.k_major)
+    low.streams.update({k: tuple(v) for k, v in given.items()})
+    low.pending = p.accumulating and p.engine == "wgmma"
+    try:
+        low.stmts([st for st in p.loop.body if id(st) not in p.skipped])
+    finally:
+        for k in given:
+            del low.streams[k]
+        low.pending = False
+
+
+def stage_invariants(low, p: Pipeline) -> dict:
     """Stage the loop-invariant operands (after a barrier: an earlier pass of the code that
     holds this loop may still read them); (id(dot), which) -> (stored, base, k_major)."""
     if not p.invariants:
@@ -476,7 +504,8 @@ def _stage_invariants(low, p: Pipeline) -> dict:
         dot = low.plan.dots[id(inv.dot)]
         out[(id(inv.dot), inv.which)] = low.stage_operand(inv.node, inv.which, dot, low.tile(inv.node),
                                                           inv.offset)[:3]
-    ptx.fence_proxy_async(low.em)
+    if p.engine == "wgmma":
+        ptx.fence_proxy_async(low.em)
     low.barrier()
     return out
 

@@ -4,7 +4,8 @@ Takes: an `Emitter` (module + builder) and LLVM values. Gives one function per i
 family: `ldmatrix`, `mma_sync`, `wgmma` (operands in shared memory, or A in registers: `wgmma_ra`;
 + `wgmma_fence`, `wgmma_commit`, `wgmma_wait`), `mbarrier_init`/`arrive`/`arrive_expect_tx`/
 `wait`, `tma_load` and `tma_store` (1-5-d boxes; `bulk_commit`, `bulk_wait_read`),
-`fence_proxy_async`, `fence_mbarrier_init`, `named_barrier`, `setmaxnreg`, `cvt_tf32`,
+`cp_async`, `cp_async_commit`, `cp_async_wait` (sm_80's per-thread copies), `fence_proxy_async`,
+`fence_mbarrier_init`, `named_barrier`, `setmaxnreg`, `cvt_tf32`,
 `pack_half2`, `shared_address`.
 
 Guarantees: every instruction that reads or writes memory, or synchronizes, is emitted as
@@ -231,6 +232,26 @@ def bulk_commit(em) -> None:
 def bulk_wait_read(em, pending: int) -> None:
     """Until at most `pending` of this thread's bulk groups still read shared memory."""
     _asm(em, ir.VoidType(), f"cp.async.bulk.wait_group.read {pending};", "~{memory}", [])
+
+
+def cp_async(em, dst: ir.Value, src: ir.Value, src_bytes: ir.Value) -> None:
+    """`cp.async.cg.shared.global` of one 16-byte chunk: `src_bytes` (0-16, i32) bytes
+    from global address `src` (i64, 16-byte aligned) to shared address `dst` (16-byte
+    aligned), the rest of the chunk zero-filled: only `src_bytes` bytes are read. Completes
+    in this thread's async group (`cp_async_commit`, `cp_async_wait`)."""
+    _asm(em, ir.VoidType(), "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}",
+         [dst, src, src_bytes])
+
+
+def cp_async_commit(em) -> None:
+    """Closes this thread's current group of `cp_async` copies (an empty group too)."""
+    _asm(em, ir.VoidType(), "cp.async.commit_group;", "~{memory}", [])
+
+
+def cp_async_wait(em, pending: int) -> None:
+    """Until at most `pending` of this thread's newest groups are incomplete: the copies of
+    the older ones have landed, visible to this thread (to others after a barrier)."""
+    _asm(em, ir.VoidType(), f"cp.async.wait_group {pending};", "~{memory}", [])
 
 
 # ----------------------------------------------------------------------------- warp groups
