@@ -62,7 +62,7 @@ def attention(q, k, v, o, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr 
         vt = tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D))
         acc = tile.mma(p.astype(v.dtype), vt, acc * alpha)
         m_i = m_new
-    out = acc / l_i
+    out = acc * (1.0 / l_i)  # one division per row, not per element
     tile.store(o, index=(bh, m_block, 0), tile=out.astype(o.dtype).reshape((1, BM, D)))
 
 
