@@ -18,8 +18,10 @@ block-uniform branch (`llvm.expect`ed to take the first):
   (`_Access.whole_vectors`: full tiles, and edge tiles whose rows start at multiples of the
   width and whose last extent is one too): each vector is one predicated `ld.global`/
   `st.global` in inline PTX (`.nc` for arrays the kernel only reads), its predicate its
-  first element's bounds test: no branch per vector, so a statement's loads, its arithmetic
-  and its store form one straight-line block the assembler schedules as a whole;
+  first element's bounds test, in 32 bits (`_Access.vector_inside`; arrays of 2**31
+  elements or more along an axis the tile spans take the rolled path): no branch per
+  vector, so a statement's loads, its arithmetic and its store form one straight-line
+  block the assembler schedules as a whole;
 - rolled, where rows or the extent split vectors: element by element, one vector's
   elements per trip of a loop LLVM keeps rolled, the words passing through a local array.
   The kernel's register count is that of its worst path; this one holds a vector's
@@ -50,9 +52,10 @@ class _Access:
         self.name, self.dtype, self.type = node.array.name, node.array.dtype, node.array.type
         b = self.b
         self.index = [low.expr(i) for i in node.index]
-        starts = [b.mul(i, ir.Constant(I64, n)) for i, n in zip(self.index, shape)]
-        self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(starts)]
+        self.starts = [b.mul(i, ir.Constant(I64, n)) for i, n in zip(self.index, shape)]
+        self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(self.starts)]
         self.width = self._vector_width()
+        self.limits = None  # `vector_inside`'s, by axis, made at its first use (on the vector path)
 
     def _vector_width(self) -> int:
         """Registers per vector access (1: element by element): a thread's consecutive
@@ -90,6 +93,31 @@ class _Access:
                 inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
         return inside
 
+    def _spanned(self) -> list:
+        """The axes along which the tile spans more than one position: `vector_inside`
+        tests those in 32 bits (along the others every vector has the same coordinate, the
+        thread's base, and one 64-bit test serves them all)."""
+        return [k for k, n in enumerate(self.layout.shape) if n > 1]
+
+    def vector_inside(self, coords: tuple) -> ir.Value:
+        """`inside(coords)` for the first element of a vector on the vector path. Along a
+        spanned axis, in 32 bits (`whole_vectors` holds: its start and extent are below
+        2**31): once, the thread's limit `extent - start - tc`, exact in 32 bits; then per
+        vector one comparison of the register's constant coordinate with it (`start + tc +
+        c < extent` as `c < extent - start - tc`), where 64-bit coordinates cost two
+        registers each and two comparisons."""
+        b, spanned = self.b, self._spanned()
+        if self.limits is None:
+            self.limits = {k: b.trunc(b.sub(self.view.shape[k], self.bases[k]), I32) for k in spanned}
+        inside = ir.Constant(I1, True)
+        for k, (c, base, extent) in enumerate(zip(coords, self.bases, self.view.shape)):
+            inside = b.and_(inside, b.icmp_signed("<", ir.Constant(I32, c), self.limits[k]) if k in spanned
+                            else b.icmp_unsigned("<", base, extent))
+            if self.shape[k] != self.layout.shape[k]:  # past the tile's own (padded) shape
+                coord = self._plus(k, coords, 0, self.low.thread_coord(self.layout, k))
+                inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
+        return inside
+
     def at(self, r: int) -> tuple:
         return self.layout.register_coords(r)
 
@@ -108,8 +136,15 @@ class _Access:
     def whole_vectors(self) -> ir.Value:
         """Whether every vector of this tile lies wholly inside the array or wholly outside
         (block-uniform, run time): every row starts at a multiple of the width, and the last
-        axis's extent is a multiple of it too or the tile ends within it."""
+        axis's extent is a multiple of it too or the tile ends within it; and, for
+        `vector_inside`'s 32 bits, along every spanned axis the extent is below 2**31 and
+        the start `s` is `0 <= s <= 2**31 - n` (n: the tile's padded size along the axis).
+        Arrays past 2**31 elements along a spanned axis take the rolled path (this test runs
+        once per statement)."""
         b, width, ok = self.b, self.width, ir.Constant(I1, True)
+        for k in self._spanned():
+            ok = b.and_(ok, b.icmp_unsigned("<=", self.starts[k], ir.Constant(I64, 2**31 - self.layout.shape[k])))
+            ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
         mask = ir.Constant(I64, width - 1)
         for stride in self.view.strides[:-1]:
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
@@ -199,7 +234,7 @@ def _predicated_load(low, access, coords, words: _Words, padding: ir.Value) -> l
     pointer = access.pointer(coords)
     asm = ir.InlineAsm(ir.FunctionType(ret, [I1, words.word, pointer.type]), text,
                        ",".join([f"={reg}"] * count + ["b", reg, "l"]), side_effect=not read_only)
-    got = b.call(asm, [access.inside(coords), padding, pointer])
+    got = b.call(asm, [access.vector_inside(coords), padding, pointer])
     return [got] if count == 1 else [b.extract_value(got, j) for j in range(count)]
 
 
@@ -211,7 +246,7 @@ def _predicated_store(low, access, coords, words: _Words, packed: list) -> None:
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I1, pointer.type] + [words.word] * words.count),
                        f"@$0 st.global.{kind} [$1], {ins};", ",".join(["b", "l"] + [reg] * words.count + ["~{memory}"]),
                        side_effect=True)
-    low.b.call(asm, [access.inside(coords), pointer] + packed)
+    low.b.call(asm, [access.vector_inside(coords), pointer] + packed)
 
 
 def load(low, node, layout):
