@@ -256,6 +256,21 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
     return OK;
 }
 
+/* A tensor map holds what it was encoded from: the global address, then rank and type. */
+CUresult cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address,
+                                const unsigned long long *dims, const unsigned long long *strides,
+                                const unsigned *box, const unsigned *element_strides,
+                                int interleave, int swizzle, int l2, int fill) {
+    (void)dims; (void)strides; (void)box; (void)element_strides;
+    (void)interleave; (void)swizzle; (void)l2; (void)fill;
+    if (!map || rank < 1 || rank > 5) return INVALID_VALUE;
+    memset(map, 0, 128);
+    memcpy(map, &address, sizeof address);
+    ((unsigned *)map)[2] = rank;
+    ((unsigned *)map)[3] = (unsigned)type;
+    return OK;
+}
+
 /* ------------------------------------------------------------------ streams, events */
 
 CUresult cuStreamCreate(void **stream, unsigned flags) {

@@ -32,8 +32,9 @@ Guarantees:
 - At most MAX_CHAIN launchers per configuration; installing one more starts a new chain.
 - A launcher's source is compiled once per machine (`cache.code`; compiling it takes
   ~0.4 ms, a fifth of a disk-cache hit's first launch).
-- Kernels whose `CudaKernel` subclass launches differently (`runtime.tensormap`) keep
-  the general path.
+- Kernels whose `CudaKernel` subclass launches differently (`runtime.tensormap`: tensor
+  maps, a persistent grid) get the same checks, then hand the ABI values to that class's
+  own `launch`, which allocates its parameter array.
 """
 from __future__ import annotations
 
@@ -104,8 +105,6 @@ def install(launch, plan, num_warps) -> None:
     names = [p.name for p in kernel.params]
     if any(n in _RESERVED or n.startswith("_vg") for n in names):
         return  # a generated signature could not use these names as they are
-    if type(plan.compiled).launch is not CudaKernel.launch:
-        return  # a kernel whose launches add more (tensor maps, shared memory) than ABI values
     values, infos = plan.values, plan.infos
     kinds = (plan.compiled, num_warps, plan.checked, plan.torch_args,
              tuple((type(v), getattr(v, "dtype", None)) for v in values))
@@ -194,7 +193,8 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         w.check(f"({condition})" if plan.checked else f"not ({condition})")
     _alias_check(w, spec, facts)
     _stream(w, plan)
-    _launch(w, plan, _abi_values(w, plan, facts))
+    own = type(plan.compiled).launch is not CudaKernel.launch
+    _launch(w, plan, _abi_values(w, plan, facts, convert=not own), own)
 
 
 _GUARD_ATOMS = re.compile(r"infos\[(\d+)\]\.shape\[(\d+)\]|values\[(\d+)\]|(grid|block)\[(\d)\]")
@@ -321,17 +321,18 @@ def _stream(w: _Writer, plan) -> None:
                     "else _handle(stream)")
 
 
-def _abi_values(w: _Writer, plan, facts: dict) -> list:
-    """The ABI values in order, as source (scalars stored as raw bits are converted)."""
+def _abi_values(w: _Writer, plan, facts: dict, convert: bool) -> list:
+    """The ABI values in order, as source (with `convert`, scalars stored as raw bits are
+    converted here; a kernel's own launch converts them itself)."""
     from .module import scalar_converter
 
     out = []
     for (index, role, axis), param in zip(plan.spec.abi_slots, plan.compiled.packer.abi):
         if role == "scalar":
             name = w.names[index]
-            convert = scalar_converter(param.dtype)
-            if convert is not None:
-                w.env[f"_cv{index}"] = convert
+            to_bits = scalar_converter(param.dtype) if convert else None
+            if to_bits is not None:
+                w.env[f"_cv{index}"] = to_bits
                 name = f"_cv{index}({name})"
             out.append(name)
         else:
@@ -341,14 +342,22 @@ def _abi_values(w: _Writer, plan, facts: dict) -> list:
     return out
 
 
-def _launch(w: _Writer, plan, abi: list) -> None:
+def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
     compiled = plan.compiled
+    g, b = plan.grid, plan.block
+    if own:  # its launches add more than ABI values (tensor maps, the persistent grid, shared
+        # memory): the checks are the launcher's, the launch is the kernel's own
+        w.env.update(_own_launch=compiled.launch, _record=faults.flag_view(plan.device),
+                     _FLAG=faults.FLAG, _pending=faults.raise_pending,
+                     _fault_block=faults.block_address(plan.device))
+        w.launch += ["if _record[_FLAG]: _pending(_DEV)",
+                     f"_own_launch({tuple(g)}, {tuple(b)}, ({_items(abi)}_fault_block,), h)"]
+        return
     w.env.update(_local=threading.local(), _buffers=compiled.packer.new_buffers,
                  _pack_into=compiled.packer.pack_into, _cu_launch=compiled.raw_launch,
                  _F=compiled.function, _record=faults.flag_view(plan.device),
                  _FLAG=faults.FLAG, _pending=faults.raise_pending,
                  _failed=compiled.launch_failed, _fault_block=faults.block_address(plan.device))
-    g, b = plan.grid, plan.block
     w.launch += [
         "try:", "    slots, address = _local.buffers",
         "except AttributeError:", "    slots, address = _local.buffers = _buffers()",

@@ -96,22 +96,30 @@ class ArgPacker:
         pointers[:] = [base + i * _SLOT for i in range(n)]
         return buffer, ctypes.addressof(pointers)
 
-    def _pack(self, values) -> int:
-        try:
-            slots, address = self._local.buffers
-        except AttributeError:
-            slots, address = self._local.buffers = self.new_buffers()
+    def _pack(self, values, buffers=None) -> int:
+        if buffers is None:
+            try:
+                buffers = self._local.buffers
+            except AttributeError:
+                buffers = self._local.buffers = self.new_buffers()
+        slots, address = buffers
         try:
             self.pack_into(slots, 0, *values)
         except struct.error:
             raise self._explain(values) from None
         return address
 
-    def _pack_converted(self, values) -> int:
+    def _pack_converted(self, values, buffers=None) -> int:
         values = list(values)
         for i, to_bits in self._converters:
             values[i] = to_bits(values[i])
-        return self._pack(values)
+        return self._pack(values, buffers)
+
+    def packed(self, values) -> tuple:
+        """(buffer, `void**` address) of fresh memory holding `values`, for a caller that
+        keeps it (`pack` reuses this thread's memory at every call)."""
+        buffers = self.new_buffers()
+        return buffers[0], self.pack(values, buffers)
 
     def _explain(self, values) -> LaunchError:
         if len(values) != len(self.abi):

@@ -13,6 +13,8 @@ products, else a `MatmulKernel`, whose launches
   (`tile.pipeline.TensorMap`), passed by value (`__grid_constant__`): each is encoded with
   `cuTensorMapEncodeTiled` from the array's pointer, shape and strides in this launch's
   values (2-d to 5-d), and kept for the next launch with the same array.
+A launch with the grid, block and values of an earlier one reuses its prepared parameters
+(tensor maps, persistent grid, packed values): a dictionary lookup and the driver call.
 Guarantees: an array the copy engine cannot describe (base not 16-byte aligned, a stride
 that is not a multiple of 16 bytes) makes the launch run a variant of the kernel compiled
 without the copy engine (once, on first need), with the same results.
@@ -63,7 +65,8 @@ class MatmulKernel(CudaKernel):
         self._plain = None
         # per map: the ABI positions of its array's pointer, shapes and strides
         self.slots = [self._slots(abi, m.param) for m in self.maps]
-        self._cache: dict = {}
+        self._cache: dict = {}  # tensor maps by array
+        self._prepared: dict = {}  # launches by (grid, block, values): `_prepare`
         if self.shared and self.shared + self.attribute("SHARED_SIZE_BYTES") > 48 * 1024:
             self._opt_in_shared(self.shared)  # static + dynamic past 48 KiB needs the opt-in
 
@@ -80,10 +83,28 @@ class MatmulKernel(CudaKernel):
             return super().launch(grid, block, values, stream, shared_bytes)
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
-        try:
-            maps = [self._tensor_map(m, slots, values) for m, slots in zip(self.maps, self.slots)]
-        except _NotDescribable:
-            return self._without_tma().launch(grid, block, values, stream, shared_bytes)
+        key = (*grid, *block, *values)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            try:
+                prepared = self._prepare(grid, block, values)
+            except _NotDescribable:
+                return self._without_tma().launch(grid, block, values, stream, shared_bytes)
+            if len(self._prepared) >= _MAX_CACHED_MAPS:
+                self._prepared.clear()
+            self._prepared[key] = prepared
+        (gx, gy, gz), (bx, by, bz), address = prepared[:3]
+        driver.activate(self.device)
+        result = driver.api().cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz, shared_bytes,
+                                             stream, address, 0)
+        driver.check(result, f"cuLaunchKernel({self.name})")
+
+    def _prepare(self, grid, block, values) -> tuple:
+        """(grid, block, kernelParams address, the memory behind it) of a launch with these
+        values: its tensor maps encoded, the persistent grid chosen, every parameter in
+        memory of its own (the driver copies parameters at each launch, so repeated launches
+        with the same values reuse it)."""
+        maps = [self._tensor_map(m, slots, values) for m, slots in zip(self.maps, self.slots)]
         extra = []
         if self.persistent:
             extra = [ctypes.c_int32(n) for n in grid]
@@ -91,17 +112,12 @@ class MatmulKernel(CudaKernel):
             grid = (min(tiles, driver.properties(self.device).multiprocessors), 1, 1)
         if self.threads is not None:
             block = (self.threads, 1, 1)
-        base = self.packer.pack(values)
+        buffer, base = self.packer.packed(values)
         n = len(self.packer.abi)
         pointers = (ctypes.c_void_p * (n + len(extra) + len(maps)))()
         pointers[:n] = ctypes.cast(base, ctypes.POINTER(ctypes.c_void_p))[:n]
         pointers[n:] = [ctypes.addressof(v) for v in extra] + [m.getPtr() for m in maps]
-        self._params = (pointers, extra)  # alive until the next launch (as `ArgPacker`'s)
-        address = ctypes.addressof(pointers)
-        driver.activate(self.device)
-        result = driver.api().cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0],
-                                             block[1], block[2], shared_bytes, stream, address, 0)
-        driver.check(result, f"cuLaunchKernel({self.name})")
+        return tuple(grid), tuple(block), ctypes.addressof(pointers), (pointers, buffer, extra, maps)
 
     def _tensor_map(self, spec, slots, values):
         ptr, shapes, strides = slots
