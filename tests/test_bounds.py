@@ -157,9 +157,9 @@ def test_checked_access_is_skipped_and_the_first_fault_recorded(rng):
     assert record[checks.RECORD_EXTENT] == 10
 
 
-def test_proof_time_per_example_kernel(cpu):
+def test_the_example_kernel_is_proven_in_bounds(cpu):
     from verdigris.examples import axpy as ax
 
     spec, *_ = spec_for(ax.axpy, (1, 1, 1), (256, 1, 1), 2.0, *(np.ones(8, np.float32) for _ in range(3)))
-    assert spec.kernel.facts["bounds_seconds"] < 0.5
+    assert len(spec.kernel.facts["in_bounds"]) == len(checks.sites(spec.kernel)) > 0
     print(f"axpy bounds proof: {spec.kernel.facts['bounds_seconds'] * 1e3:.2f} ms")

@@ -269,6 +269,28 @@ def main(x, out):
     assert status == 0 and "not checked" not in out, out
 
 
+CONSTANT_FROM_MATH = HEADER + """import math
+
+LOG2_E = math.log2(math.e)
+
+
+@simt.kernel
+def scaled(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * LOG2_E
+"""
+
+
+def test_constants_computed_with_math_are_known_to_the_check(capsys, tmp_path):
+    path, status, out, _ = check_source(capsys, tmp_path, CONSTANT_FROM_MATH)
+    assert status == 0 and "1 kernel" in out and "not checked" not in out, out
+    # `math` bound to another module: its calls are not run, and the kernel is not checked.
+    other = CONSTANT_FROM_MATH.replace("import math\n", "import numpy as math\n")
+    path, status, out, _ = check_source(capsys, tmp_path, other)
+    assert status == 0 and "name 'LOG2_E' is not defined" in out, out
+
+
 def test_constexprs_and_blocks_come_from_literal_launches(capsys, tmp_path):
     source = HEADER + """
 BLOCK = 64

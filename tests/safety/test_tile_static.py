@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import time
 
 import numpy as np
 import pytest
@@ -267,7 +266,6 @@ def test_accepted_with_symbolic_sizes(kernel, args, kwargs):
     result = analyze(kernel, *args, **kwargs)
     assert not result.errors, result.errors[0]
     assert result.facts["race_free"]
-    assert result.seconds < 0.5  # all of these are fast-path or small solver proofs
 
 
 @pytest.mark.parametrize("kernel,args,kwargs,code,words", [
@@ -339,7 +337,10 @@ def _tile_kernels():
     return seen
 
 
-def test_proof_time_per_specialization_is_small(capsys):
+def test_tile_examples_are_proven_without_the_solver(capsys):
+    """The tile examples' stores and loads are proven by the fast path (no z3 query, which
+    is what keeps a proof well under a few milliseconds); the times are printed, not
+    asserted (the suite has no timing assertions)."""
     from verdigris.runtime.dispatch import KernelFunction
 
     rows = []
@@ -349,9 +350,7 @@ def test_proof_time_per_specialization_is_small(capsys):
         known = key in self._specializations
         spec = original(self, key)
         if not known and self.track == "tile":
-            start = time.perf_counter()
-            result = safety.analyze(spec.kernel)
-            rows.append((self.__name__, time.perf_counter() - start, result))
+            rows.append((self.__name__, safety.analyze(spec.kernel)))
         return spec
 
     KernelFunction.specialization = timed
@@ -363,10 +362,12 @@ def test_proof_time_per_specialization_is_small(capsys):
                 fresh(kernel)[grid](*args, **kwargs)
     finally:
         KernelFunction.specialization = original
-    assert rows and all(not r.errors for _, _, r in rows)
-    fast = [r.seconds for _, _, r in rows if not r.solver_queries]
-    assert max(fast) < 0.02, max(fast)  # fast-path proofs: well under a millisecond or two
+    assert rows and all(not r.errors for _, r in rows)
+    examples = {"add", "bias_gelu", "softmax", "softmax_online", "layernorm", "rmsnorm",
+                "row_sum", "row_max", "cumsum_rows", "transpose", "dropout"}
+    assert examples <= {name for name, _ in rows}
+    assert all(not r.solver_queries for name, r in rows if name in examples), rows
     with capsys.disabled():
         print("\ntile proof time per specialization (analysis, solver queries):")
-        for name, _, result in rows:
+        for name, result in rows:
             print(f"  {name:28s} {result.seconds * 1e3:7.2f} ms  {result.solver_queries} queries")

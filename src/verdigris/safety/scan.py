@@ -9,10 +9,11 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   of its top level is executed, statement by statement, in a fresh namespace, to get real
   kernel objects for the frontend: the imports whose names the definitions or launch sites
   below use; the `@...kernel` and `@...func` function definitions, when their decorators,
-  defaults and annotations are inert (names, attributes, literals and arithmetic); and
-  assignments of inert values. No other top-level statement runs and no function body
-  runs (imported modules do run, as any import does). A statement that fails is skipped.
-  Kernels defined inside functions are listed as not checked.
+  defaults and annotations are inert (names, attributes, literals, arithmetic and calls of
+  the standard `math` module's functions); and assignments of inert values. No other
+  top-level statement runs and no function body runs (imported modules do run, as any
+  import does). A statement that fails is skipped. Kernels defined inside functions are
+  listed as not checked.
 - Racy kernels: every kernel defined at the top level of a file is specialized through the
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites where they are literal (constexpr arguments and block shapes,
@@ -40,6 +41,7 @@ import builtins
 import inspect
 import itertools
 import linecache
+import math
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,12 +152,21 @@ BIN_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 UNARY_OPS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 INERT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.BinOp,
                ast.UnaryOp, ast.expr_context, ast.operator, ast.unaryop)
+# The standard `math` module's functions: pure, so constants computed with them (e.g.
+# `LOG2_E = math.log2(math.e)`) are kept, provided `math` is that module when they run.
+PURE_MATH = frozenset(name for name in dir(math) if callable(getattr(math, name)))
+
+
+def _math_call(node) -> bool:
+    f = node.func if isinstance(node, ast.Call) else None
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+        and f.value.id == "math" and f.attr in PURE_MATH and not node.keywords
 
 
 def inert(node) -> bool:
     """True if evaluating `node` can run no user code worth speaking of: literals, names,
-    attribute reads, tuples and arithmetic."""
-    return node is None or all(isinstance(n, INERT_NODES) for n in ast.walk(node))
+    attribute reads, tuples, arithmetic and calls of `math` functions."""
+    return node is None or all(isinstance(n, INERT_NODES) or _math_call(n) for n in ast.walk(node))
 
 
 def possible_values(node, scope: dict) -> tuple | None:
@@ -298,6 +309,8 @@ def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
     namespace = {"__name__": "__verdigris_check__", "__file__": filename,
                  "__builtins__": builtins}
     for node in chosen:
+        if namespace.get("math", math) is not math and any(map(_math_call, ast.walk(node))):
+            continue  # `math` is something else in this file: its calls could run anything
         code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec",
                        flags=flags, dont_inherit=True)
         try:
