@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import verdigris as vg
@@ -110,3 +111,40 @@ def test_what_does_not_stream_on_sm80():
                                                             c=_a(T.float32))), "sm_80")
     (pipe,) = plan.pipelines.values()
     assert [op.load.array.name for op in pipe.operands] == ["b"] and not pipe.accumulating
+
+
+@tile.kernel
+def scores_each_step(q, k, out, BM: vg.constexpr = 64, BN: vg.constexpr = 64, D: vg.constexpr = 64):
+    i = tile.bid(0)
+    qt = tile.load(q, index=(i, 0), shape=(BM, D))
+    for j in range(k.shape[0] // BN):
+        s = tile.dot(qt, tile.load(k, index=(j, 0), shape=(BN, D)).T)
+        tile.store(out, index=(i, j), tile=s)
+
+
+@needs_ptxas
+def test_a_store_inside_a_streamed_loop_keeps_off_the_stages(monkeypatch):
+    """Without warp specialization, a store through shared memory starts at offset 0, in
+    the stages: inside a streamed loop, with copies in flight, the store goes directly."""
+    kernel = scores_each_step.specialize_types(dict(q=_a(T.bfloat16), k=_a(T.bfloat16),
+                                                    out=_a(T.float32), BM=64, BN=64, D=64))
+    plan = matmul.plan(kernel, "sm_80")
+    assert plan.pipelines and plan.through_offset == 0
+    inside = []
+    through = matmul.MmaLowering._through_shared
+
+    def spy(self, *args):
+        inside.append(bool(self.streams))
+        return through(self, *args)
+
+    monkeypatch.setattr(matmul.MmaLowering, "_through_shared", spy)
+    codegen.assemble(codegen.compile_to_ptx(kernel, "sm_80").ptx, "sm_80")
+    assert True not in inside
+
+
+def test_a_store_inside_a_streamed_loop_computes_the_scores(rng):
+    q = rng.standard_normal((128, 64)).astype(np.float32)
+    k = rng.standard_normal((192, 64)).astype(np.float32)
+    out = np.full((128, 192), np.nan, np.float32)
+    scores_each_step[2](q, k, out)
+    np.testing.assert_allclose(out, q.astype(np.float64) @ k.T.astype(np.float64), rtol=1e-4, atol=1e-4)

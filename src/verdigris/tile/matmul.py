@@ -436,7 +436,10 @@ class MmaLowering(TileLowering):
         value = self.tile(s.value)
         default = self.default(s.value.shape)
         room = self.plan.dynamic_shared - self.plan.through_offset
-        if value.layout != default and value.layout.vector_width() < default.vector_width() \
+        # Without warp specialization the way through shared memory starts at 0, in the
+        # streamed loops' stages: inside such a loop, with operands in flight, store directly.
+        free = not self.streams or self.plan.through_offset > 0
+        if free and value.layout != default and value.layout.vector_width() < default.vector_width() \
                 and _store_bytes(s) <= room:
             value = self._through_shared(value, default, s.array.dtype)
         memory.store(self, s, value)
