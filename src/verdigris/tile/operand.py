@@ -90,6 +90,11 @@ def _run(layout, axis: int) -> int:
     return width
 
 
+def aligned(n: int, to: int = BASE_ALIGN) -> int:
+    """`n` rounded up to a multiple of `to` (by default, a shared-memory base's alignment)."""
+    return (n + to - 1) // to * to
+
+
 def descriptor(b, address: ir.Value, bits: int) -> ir.Value:
     """A wgmma descriptor: shared address (i32) in bits 0-13 (>> 4), then `bits`."""
     start = b.lshr(b.and_(b.zext(address, I64), ir.Constant(I64, 0x3FFFF)), ir.Constant(I64, 4))

@@ -142,7 +142,7 @@ class Pipeline:
     @property
     def shared_bytes(self) -> int:
         barriers = 2 * self.stages * BARRIER_BYTES if self.engine == "wgmma" else 0
-        return _align(self.stages * self.stage_bytes + barriers)
+        return operand.aligned(self.stages * self.stage_bytes + barriers)
 
     def place(self, offset: int, stages: int) -> int:
         """Put the stages at `offset`; the end of the stages and barriers."""
@@ -274,7 +274,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str):
                                               op.stored.size, box, op.stored.panel_bytes))
             op.map_index = len(plan.tensor_maps) - 1
         op.offset = stage
-        stage += _align(op.stored.nbytes)
+        stage += operand.aligned(op.stored.nbytes)
     return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
                     engine=engine)
 
@@ -283,11 +283,7 @@ def _stored_bytes(node: X.TileExpr, dot) -> int:
     from .matmul import _size
 
     rows, cols = padded(node.shape)
-    return _align(rows * cols * _size(dot.staged))
-
-
-def _align(n: int) -> int:
-    return (n + operand.BASE_ALIGN - 1) // operand.BASE_ALIGN * operand.BASE_ALIGN
+    return operand.aligned(rows * cols * _size(dot.staged))
 
 
 # ----------------------------------------------------------------------------- lowering
