@@ -36,26 +36,21 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 
-KERNELS = '''
-import math
-import verdigris as vg
-from verdigris import simt, tile
+
+def _runtime_script():
+    """bench/runtime.py as a module (it imports NumPy and the standard library only)."""
+    import importlib.util
+
+    path = os.path.join(ROOT, "bench", "runtime.py")
+    spec = importlib.util.spec_from_file_location("bench_runtime", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-@simt.kernel
-def vector_add(a, b, out):
-    i = simt.global_id(0)
-    if i < out.shape[0]:
-        out[i] = a[i] + b[i]
-
-
-@tile.kernel
-def softmax(x, out, COLS: vg.constexpr):
-    r = tile.bid(0)
-    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf)
-    e = tile.exp(t - tile.max(t))
-    tile.store(out, index=(r, 0), tile=e / tile.sum(e))
-
+# bench/runtime.py's kernels (vector add, softmax, ...), and one calling seven libdevice
+# functions.
+KERNELS = _runtime_script().OURS + '''
 
 @simt.kernel
 def mathy(x, out):
