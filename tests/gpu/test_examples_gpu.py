@@ -1,4 +1,5 @@
-"""Every example on the GPU: matches NumPy, and matches the cpu backend on the same inputs."""
+"""Every example (SIMT and tile) on the GPU: matches NumPy, and matches the cpu backend on the
+same inputs."""
 import importlib
 
 import numpy as np
@@ -10,7 +11,7 @@ from verdigris.runtime import backend
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("name", examples.SIMT_EXAMPLES)
+@pytest.mark.parametrize("name", examples.SIMT_EXAMPLES + examples.TILE_EXAMPLES)
 def test_example_on_gpu_matches_numpy_and_cpu(name):
     module = importlib.import_module(f"verdigris.examples.{name}")
     seed = np.random.SeedSequence().entropy
