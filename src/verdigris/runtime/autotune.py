@@ -44,7 +44,17 @@ TIMED_SECONDS = 0.02  # each config runs about this long when timed
 
 
 def autotune(configs, key, *, timer=None):
-    """Decorator: `@vg.autotune(configs=[...], key=[...])` over `@tile.kernel`/`@simt.kernel`."""
+    """Decorator: `@vg.autotune(configs=[...], key=[...])` over `@tile.kernel`/`@simt.kernel`.
+
+    `configs`: dicts of constexpr values (and `num_warps` for tile kernels). `key`: names of
+    the parameters whose values the best choice depends on (an array's shape, a scalar's
+    value; the arrays' dtypes always count). The first launch with a new key times every
+    config on the GPU, prints the times and the winner, and keeps the winner in memory and
+    on disk (per kernel source, configs, key and GPU); later launches use it. Launch the
+    result like the kernel, without the tuned parameters; the grid may be a function of
+    one dict holding the launch's arguments and the chosen config:
+    `k[lambda meta: vg.cdiv(meta["n"], meta["BLOCK"])](x, out, n)`. On the cpu backend the
+    first config runs, untimed. `timer(run) -> seconds` replaces the GPU timing (tests)."""
     return lambda kernel: Autotuner(kernel, configs, key, timer)
 
 
