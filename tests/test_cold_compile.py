@@ -38,27 +38,6 @@ def test_cold_simt_launch_imports_only_what_it_needs():
     assert got == {"loaded": [], "llvm": True, "launched": True}
 
 
-@needs_fake_driver
-def test_touching_the_driver_starts_llvm_set_up():
-    code = textwrap.dedent("""
-        import json, sys, threading, time
-        import numpy as np
-        import verdigris as vg
-        from verdigris.codegen import nvptx
-
-        before = "llvmlite.binding" in sys.modules
-        x = vg.asarray(np.ones(8, np.float32))  # the driver's first use; nothing compiled
-        for _ in range(500):
-            if nvptx._TARGET:
-                break
-            time.sleep(0.01)
-        print(json.dumps({"before": before, "set_up": bool(nvptx._TARGET)}))
-    """)
-    done = fakecuda.run(code)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": False, "set_up": True}
-
-
 def test_barrier_and_tile_kernels_load_their_checkers():
     code = textwrap.dedent("""
         import json, sys

@@ -14,9 +14,6 @@ Guarantees:
   the driver's error name and its description.
 - A primary context is retained once per device and never released (it lives as long as
   the process, as in the CUDA runtime).
-- The first touch of the driver also starts LLVM's set-up on a thread (`nvptx.prefetch`):
-  the first compile then finds it done, its cost hidden behind the context's creation
-  and the program's first copies (without llvmlite, e.g. for AOT bundles, it does nothing).
 """
 from __future__ import annotations
 
@@ -65,8 +62,6 @@ def _load():
                            hint="install the NVIDIA driver, or use vg.set_backend('cpu')") from None
     if err:
         raise _error(drv, err, "cuInit")
-    from ..codegen import nvptx  # a program that touches the GPU is about to compile: LLVM's
-    nvptx.prefetch()             # set-up runs beside its context creation and copies
     return drv
 
 
