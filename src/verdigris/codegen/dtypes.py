@@ -124,6 +124,11 @@ def round_to_format(value: float, precision: int, min_normal_exp: int, max_finit
     return math.copysign(magnitude, value)
 
 
+def i32(value: int) -> ir.Constant:
+    """An i32 constant (indices, lanes, offsets, barrier ids of the lowering)."""
+    return ir.Constant(I32, value)
+
+
 def const(dt: DType, value) -> ir.Constant:
     """The register constant for a Python value of dtype `dt`, rounded to it."""
     if dt.is_float:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I1, I32, I64
+from ..codegen.dtypes import I1, I32, I64, i32
 from ..ir import nodes as N
 from . import memory, operand, pipeline, ptx
 from .layout import unit_reshaped
@@ -49,7 +49,6 @@ from .lower import TileValue
 MAX_STAGES = 4
 CHUNK = 16  # bytes per cp.async.cg
 SHARED_PER_BLOCK = {"sm_80": 163 * 1024, "sm_89": 99 * 1024}  # dynamic shared memory a block may have
-_c = pipeline._c
 
 
 class _Copies:
@@ -69,10 +68,10 @@ class _Copies:
             total = op.stored.rows * per_row
             mine = []
             for first in range(0, total, threads):
-                q = b.add(tid, _c(first))
-                row = b.lshr(q, _c(per_row.bit_length() - 1))
-                col = b.mul(b.and_(q, _c(per_row - 1)), _c(per_chunk))
-                live = b.icmp_unsigned("<", q, _c(total)) if total < threads else None
+                q = b.add(tid, i32(first))
+                row = b.lshr(q, i32(per_row.bit_length() - 1))
+                col = b.mul(b.and_(q, i32(per_row - 1)), i32(per_chunk))
+                live = b.icmp_unsigned("<", q, i32(total)) if total < threads else None
                 mine.append((row, col, op.stored.chunk_offset(b, row, col), live))
             self.chunks.append(mine)
             aligned = ir.Constant(I1, True)
@@ -83,7 +82,7 @@ class _Copies:
 
     def issue(self, stage: ir.Value) -> None:
         """Copy the tiles of the iteration the loop variable holds into `stage` (i32)."""
-        stage_offset = self.b.zext(self.b.mul(stage, _c(self.p.stage_bytes)), I64)
+        stage_offset = self.b.zext(self.b.mul(stage, i32(self.p.stage_bytes)), I64)
         base = self.b.gep(self.low.shared_dynamic(self.p.base), [stage_offset], inbounds=True,
                           source_etype=ir.IntType(8))
         for op, mine, aligned in zip(self.p.operands, self.chunks, self.aligned):
@@ -104,14 +103,14 @@ class _Copies:
             left = b.sub(view.shape[-1], at[-1])  # elements of the row from the chunk on
             count = b.select(b.icmp_unsigned("<", left, ir.Constant(I64, per_chunk)), left,
                              ir.Constant(I64, per_chunk))
-            nbytes = b.select(inside, b.mul(b.trunc(count, I32), _c(op.stored.size)), _c(0))
+            nbytes = b.select(inside, b.mul(b.trunc(count, I32), i32(op.stored.size)), i32(0))
             offset = at[-1]
             for coord, stride in zip(at[:-1], view.strides[:-1]):
                 offset = b.add(offset, b.mul(coord, stride))
             offset = b.select(inside, offset, ir.Constant(I64, 0))  # no bytes read: the array's start
             src = b.ptrtoint(b.gep(view.ptr, [offset], inbounds=True, source_etype=ir.IntType(8 * op.stored.size)),
                              I64)
-            dst = b.add(stage_address, b.add(_c(op.offset), stored_offset))
+            dst = b.add(stage_address, b.add(i32(op.offset), stored_offset))
             if live is None:
                 ptx.cp_async(low.em, dst, src, nbytes)
             else:  # more threads than chunks
@@ -140,7 +139,7 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
     def issue(i: ir.Value) -> None:
         def copy():
             s.set_var(i)
-            copies.issue(b.urem(i, _c(stages)))
+            copies.issue(b.urem(i, i32(stages)))
         pipeline._if(low, b.icmp_signed("<", i, trips), copy)
         ptx.cp_async_commit(em)
 
@@ -149,12 +148,12 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
     def iteration(i: ir.Value) -> None:
         ptx.cp_async_wait(em, stages - 2)
         low.barrier()
-        issue(b.add(i, _c(stages - 1)))
+        issue(b.add(i, i32(stages - 1)))
         s.set_var(i)
-        offset = b.zext(b.mul(b.urem(i, _c(stages)), _c(p.stage_bytes)), I64)
+        offset = b.zext(b.mul(b.urem(i, i32(stages)), i32(p.stage_bytes)), I64)
         stage = b.gep(low.shared_dynamic(p.base), [offset], inbounds=True, source_etype=ir.IntType(8))
         pipeline.run_body(low, p, invariants, lambda op: b.gep(stage, [ir.Constant(I64, op.offset)], inbounds=True,
                                                               source_etype=ir.IntType(8)))
     pipeline._counted(low, trips, iteration, "cpasync")
     # Python leaves the loop variable at its last value.
-    pipeline._if(low, b.icmp_signed(">", trips, _c(0)), lambda: s.set_var(b.sub(trips, _c(1))))
+    pipeline._if(low, b.icmp_signed(">", trips, i32(0)), lambda: s.set_var(b.sub(trips, i32(1))))

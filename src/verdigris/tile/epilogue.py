@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I8, I32, I64, mem_type, to_mem
+from ..codegen.dtypes import I8, I32, I64, i32, mem_type, to_mem
 from ..ir import tiles as X
 from . import operand, ptx
 from .layout import padded
@@ -77,31 +77,28 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
     return found
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)
-
 
 def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
     b, em, g, chunk = low.b, low.em, chunks.geometry, chunks.chunk
-    group = b.lshr(low.warp, _c(2))
-    gm = b.and_(group, _c(g.groups_m - 1))
-    gn = b.lshr(group, _c(g.groups_m.bit_length() - 1))
-    row0 = b.add(b.trunc(b.mul(low.expr(node.index[0]), ir.Constant(I64, g.m)), I32), b.mul(gm, _c(g.group_rows)))
-    col0 = b.add(b.trunc(b.mul(low.expr(node.index[1]), ir.Constant(I64, g.n)), I32), b.mul(gn, _c(g.group_cols)))
+    group = b.lshr(low.warp, i32(2))
+    gm = b.and_(group, i32(g.groups_m - 1))
+    gn = b.lshr(group, i32(g.groups_m.bit_length() - 1))
+    row0 = b.add(b.trunc(b.mul(low.expr(node.index[0]), ir.Constant(I64, g.m)), I32), b.mul(gm, i32(g.group_rows)))
+    col0 = b.add(b.trunc(b.mul(low.expr(node.index[1]), ir.Constant(I64, g.n)), I32), b.mul(gn, i32(g.group_cols)))
     region = low.shared_dynamic(low.plan.store_buffers)
-    buffers = b.gep(region, [b.zext(b.mul(group, _c(2 * chunk.nbytes)), I64)], inbounds=True, source_etype=I8)
-    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, _c(3)), _c(0)),
-                    b.icmp_unsigned("==", low.lane, _c(0)))
+    buffers = b.gep(region, [b.zext(b.mul(group, i32(2 * chunk.nbytes)), I64)], inbounds=True, source_etype=I8)
+    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, i32(3)), i32(0)),
+                    b.icmp_unsigned("==", low.lane, i32(0)))
     # this thread's place in its warpgroup's rows and in a chunk's columns
-    row_t = b.add(b.mul(b.and_(low.warp, _c(3)), _c(16)), b.lshr(low.lane, _c(2)))
-    col_t = b.mul(b.and_(low.lane, _c(3)), _c(2))
+    row_t = b.add(b.mul(b.and_(low.warp, i32(3)), i32(16)), b.lshr(low.lane, i32(2)))
+    col_t = b.mul(b.and_(low.lane, i32(3)), i32(2))
     dtype = node.array.dtype
     pair = ir.VectorType(mem_type(dtype), 2)
     layout = value.layout
     held = [(r, layout.register_coords(r)) for r in range(0, layout.num_regs, 2)]
     steps = [(mb, panel) for mb in range(g.m_blocks) for panel in range(g.group_cols // chunk.cols)]
 
-    barrier_id = b.add(group, _c(FIRST_BARRIER))
+    barrier_id = b.add(group, i32(FIRST_BARRIER))
 
     def sync():
         ptx.named_barrier(em, barrier_id, 128)
@@ -115,16 +112,16 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
             col -= panel * chunk.cols
             if not (0 <= row < ROWS and 0 <= col < chunk.cols):
                 continue
-            offset = chunk.chunk_offset(b, b.add(row_t, _c(row)), b.add(col_t, _c(col)))
+            offset = chunk.chunk_offset(b, b.add(row_t, i32(row)), b.add(col_t, i32(col)))
             words = ir.Constant(pair, ir.Undefined)
             for e in (0, 1):
-                words = b.insert_element(words, to_mem(b, dtype, value.regs[r + e]), _c(e))
+                words = b.insert_element(words, to_mem(b, dtype, value.regs[r + e]), i32(e))
             b.store(words, b.gep(buffer, [b.zext(offset, I64)], inbounds=True, source_etype=I8),
                     align=2 * dtype.itemsize)
         ptx.fence_proxy_async(em)
         sync()
         address = ptx.shared_address(b, buffer)
-        coords = [b.add(col0, _c(panel * chunk.cols)), b.add(row0, _c(ROWS * mb))]
+        coords = [b.add(col0, i32(panel * chunk.cols)), b.add(row0, i32(ROWS * mb))]
         _if(low, leader, lambda address=address, coords=coords: (
             ptx.tma_store(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
 
@@ -132,8 +129,8 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
 def drain(low) -> None:
     """Each warpgroup's storing thread: every copy has read its buffer (before exit)."""
     b = low.b
-    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, _c(3)), _c(0)),
-                    b.icmp_unsigned("==", low.lane, _c(0)))
+    leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, i32(3)), i32(0)),
+                    b.icmp_unsigned("==", low.lane, i32(0)))
     _if(low, leader, lambda: ptx.bulk_wait_read(low.em, 0))
 
 

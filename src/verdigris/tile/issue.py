@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ..codegen.dtypes import DOUBLE, FLOAT, I8, I32, I64
+from ..codegen.dtypes import DOUBLE, FLOAT, I8, I32, I64, i32
 from ..ir import tiles as X
 from . import operand, ptx
 from .layout import padded
@@ -38,22 +38,19 @@ def _lane_parts(low):
     return b.lshr(low.lane, ir.Constant(I32, 3)), b.and_(low.lane, ir.Constant(I32, 7))
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)
-
 
 def mma_sync(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored, b_base, b_kmajor) -> list:
     """ldmatrix + mma.sync over the staged operands: this warp's m_tiles x n_tiles tiles."""
     b, em, g = low.b, low.em, dot.geometry
     k_step = K_STEP["mma.sync"][dot.kind]
     half = k_step // 2  # columns of one 8x8 b16 matrix, in elements (4 for tf32)
-    wm = b.and_(low.warp, _c(g.warps_m - 1))
-    wn = b.and_(b.lshr(low.warp, _c(g.warps_m.bit_length() - 1)), _c(g.warps_n - 1))
-    row0 = b.mul(wm, _c(16))
-    col0 = b.mul(wn, _c(g.warp_cols))
+    wm = b.and_(low.warp, i32(g.warps_m - 1))
+    wn = b.and_(b.lshr(low.warp, i32(g.warps_m.bit_length() - 1)), i32(g.warps_n - 1))
+    row0 = b.mul(wm, i32(16))
+    col0 = b.mul(wn, i32(g.warp_cols))
     mat, j = _lane_parts(low)
-    lo_bit = b.and_(mat, _c(1))
-    hi_bit = b.lshr(mat, _c(1))
+    lo_bit = b.and_(mat, i32(1))
+    hi_bit = b.lshr(mat, i32(1))
     sync_kind = "float16" if dot.staged == "float16" and dot.kind != "float16" else dot.kind
     k_total = a_stored.cols if a_kmajor else a_stored.rows
     regs = list(acc)
@@ -66,23 +63,23 @@ def mma_sync(low, dot: DotPlan, acc: list, a_stored, a_base, a_kmajor, b_stored,
         k0 = ks * k_step
         a_frags = []
         for i in range(g.m_tiles):
-            m0 = b.add(row0, _c(16 * g.warps_m * i))
+            m0 = b.add(row0, i32(16 * g.warps_m * i))
             if a_kmajor:  # rows m: matrices (m +0/+8) x (k +0/+half)
-                addr = address(a_stored, a_base, b.add(b.add(m0, b.mul(lo_bit, _c(8))), j),
-                               b.add(_c(k0), b.mul(hi_bit, _c(half))))
+                addr = address(a_stored, a_base, b.add(b.add(m0, b.mul(lo_bit, i32(8))), j),
+                               b.add(i32(k0), b.mul(hi_bit, i32(half))))
             else:  # rows k, columns m: transposed loads
-                addr = address(a_stored, a_base, b.add(b.add(_c(k0), b.mul(hi_bit, _c(8))), j),
-                               b.add(m0, b.mul(lo_bit, _c(8))))
+                addr = address(a_stored, a_base, b.add(b.add(i32(k0), b.mul(hi_bit, i32(8))), j),
+                               b.add(m0, b.mul(lo_bit, i32(8))))
             a_frags.append(ptx.ldmatrix(em, addr, trans=not a_kmajor))
         b_frags = []
         for jp in range(0, g.n_tiles, 2):
-            n0 = b.add(col0, _c(8 * jp))
+            n0 = b.add(col0, i32(8 * jp))
             if b_kmajor:  # rows n: matrices (n +0/+8) x (k +0/+half)
-                addr = address(b_stored, b_base, b.add(b.add(n0, b.mul(hi_bit, _c(8))), j),
-                               b.add(_c(k0), b.mul(lo_bit, _c(half))))
+                addr = address(b_stored, b_base, b.add(b.add(n0, b.mul(hi_bit, i32(8))), j),
+                               b.add(i32(k0), b.mul(lo_bit, i32(half))))
             else:  # rows k, columns n
-                addr = address(b_stored, b_base, b.add(b.add(_c(k0), b.mul(lo_bit, _c(8))), j),
-                               b.add(n0, b.mul(hi_bit, _c(8))))
+                addr = address(b_stored, b_base, b.add(b.add(i32(k0), b.mul(lo_bit, i32(8))), j),
+                               b.add(n0, b.mul(hi_bit, i32(8))))
             r = ptx.ldmatrix(em, addr, trans=not b_kmajor)
             b_frags += [r[0:2], r[2:4]]
         for i in range(g.m_tiles):
@@ -105,11 +102,11 @@ def wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=F
     k_step = K_STEP["wgmma"][dot.kind]
     b_stored, b_base, b_kmajor = b_given
     size = b_stored.size
-    group = b.lshr(low.warp, _c(2))
-    gm = b.and_(group, _c(g.groups_m - 1))
-    gn = b.lshr(group, _c(g.groups_m.bit_length() - 1))
-    row0 = b.mul(gm, _c(g.group_rows))
-    col0 = b.mul(gn, _c(g.group_cols))
+    group = b.lshr(low.warp, i32(2))
+    gm = b.and_(group, i32(g.groups_m - 1))
+    gn = b.lshr(group, i32(g.groups_m.bit_length() - 1))
+    row0 = b.mul(gm, i32(g.group_rows))
+    col0 = b.mul(gn, i32(g.group_cols))
     b_addr, b_bits = ptx.shared_address(b, b_base), b_stored.descriptor_bits(b_kmajor)
     k_total = b_stored.rows if not b_kmajor else b_stored.cols
     steps = k_total // k_step
@@ -128,11 +125,11 @@ def wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=F
         k0 = ks * k_step
         accumulate = ir.Constant(I32, 0 if zero and ks == 0 else 1)
         for mb in range(g.m_blocks):
-            m0 = b.add(row0, _c(64 * mb))
+            m0 = b.add(row0, i32(64 * mb))
             if fragments is None:
                 desc_a = operand.descriptor(b, b.add(a_addr, _start(b, a_stored, a_kmajor, m0, k0, size)), a_bits)
             for nb in range(g.n_blocks):
-                n0 = b.add(col0, _c(g.inst_n * nb))
+                n0 = b.add(col0, i32(g.inst_n * nb))
                 desc_b = operand.descriptor(b, b.add(b_addr, _start(b, b_stored, b_kmajor, n0, k0, size)), b_bits)
                 first = count * (nb + g.n_blocks * mb)
                 if fragments is None:
@@ -159,9 +156,9 @@ def _start(b, stored: operand.Stored, k_major: bool, mn0: ir.Value, k0: int, siz
     p, pc = stored.panel_bytes, stored.panel_cols
     if k_major:
         fixed = (k0 // pc) * stored.rows * p + (k0 % pc) * size
-        return b.add(b.mul(mn0, _c(p)), _c(fixed))
-    panel = b.lshr(mn0, _c(pc.bit_length() - 1))
-    return b.add(b.mul(panel, _c(stored.rows * p)), _c(k0 * p))
+        return b.add(b.mul(mn0, i32(p)), i32(fixed))
+    panel = b.lshr(mn0, i32(pc.bit_length() - 1))
+    return b.add(b.mul(panel, i32(stored.rows * p)), i32(k0 * p))
 
 
 # ----------------------------------------------------------------------------- fma
@@ -180,7 +177,7 @@ def fma(low, e: X.TileDot, dot: DotPlan, acc: TileValue) -> TileValue:
         for r, reg in enumerate(value.regs):
             row, col = low.coords(value.layout, r)
             reg = reg if reg.type == wide else b.fpext(reg, wide)
-            index = b.add(b.mul(row, _c(pitch)), col)
+            index = b.add(b.mul(row, i32(pitch)), col)
             b.store(reg, b.gep(base, [b.zext(index, I64)], inbounds=True, source_etype=wide))
     low.barrier()
     layout = dot.layout
@@ -190,22 +187,22 @@ def fma(low, e: X.TileDot, dot: DotPlan, acc: TileValue) -> TileValue:
     b.branch(header)
     b.position_at_end(header)
     kk = b.phi(I32)
-    kk.add_incoming(_c(0), start)
+    kk.add_incoming(i32(0), start)
     phis = []
     for reg in acc.regs:
         phi = b.phi(wide)
         phi.add_incoming(reg if reg.type == wide else b.fpext(reg, wide), start)
         phis.append(phi)
-    b.cbranch(b.icmp_unsigned("<", kk, _c(e.a.shape[1])), body, done)
+    b.cbranch(b.icmp_unsigned("<", kk, i32(e.a.shape[1])), body, done)
     b.position_at_end(body)
     updated = []
     for phi, (row, col) in zip(phis, coords):
-        x = b.load(b.gep(a_base, [b.zext(b.add(b.mul(row, _c(k)), kk), I64)], inbounds=True,
+        x = b.load(b.gep(a_base, [b.zext(b.add(b.mul(row, i32(k)), kk), I64)], inbounds=True,
                          source_etype=wide), typ=wide)
-        y = b.load(b.gep(b_base, [b.zext(b.add(b.mul(kk, _c(n)), col), I64)], inbounds=True,
+        y = b.load(b.gep(b_base, [b.zext(b.add(b.mul(kk, i32(n)), col), I64)], inbounds=True,
                          source_etype=wide), typ=wide)
         updated.append(em.call(f"llvm.fma.{wide.intrinsic_name}", wide, x, y, phi))
-    kk.add_incoming(b.add(kk, _c(1)), b.block)
+    kk.add_incoming(b.add(kk, i32(1)), b.block)
     for phi, value in zip(phis, updated):
         phi.add_incoming(value, b.block)
     b.branch(header)

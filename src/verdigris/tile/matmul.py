@@ -40,7 +40,7 @@ from types import MappingProxyType
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I8, I32, I64, reg_type
+from ..codegen.dtypes import I8, I32, I64, i32, reg_type
 from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
@@ -451,9 +451,9 @@ class MmaLowering(TileLowering):
         base = self.shared_dynamic(self.plan.through_offset)
 
         def pointer(coords):
-            row = _c(0)
+            row = i32(0)
             for c, n in zip(coords[:-1], shape[:-1]):
-                row = b.add(b.mul(row, _c(n)), c)
+                row = b.add(b.mul(row, i32(n)), c)
             offset = stored.chunk_offset(b, row, coords[-1])
             return b.gep(base, [b.zext(offset, I64)], inbounds=True, source_etype=I8)
 
@@ -469,7 +469,7 @@ class MmaLowering(TileLowering):
         regs = []
         for r0 in range(0, layout.num_regs, width):
             got = b.load(pointer(self.coords(layout, r0)), typ=vector, align=width * dtype.itemsize)
-            regs += [to_reg(b, dtype, b.extract_element(got, _c(j))) for j in range(width)]
+            regs += [to_reg(b, dtype, b.extract_element(got, i32(j))) for j in range(width)]
         self.barrier()
         return TileValue(layout, regs, value.dtype)
 
@@ -560,6 +560,3 @@ class MmaLowering(TileLowering):
         operand.stage(self, stored, base, value, node.shape, transposed, dot.staged, tf32=dot.kind == "tf32")
         return stored, base, k_major, operand.aligned(stored.nbytes)
 
-
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)

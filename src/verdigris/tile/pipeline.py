@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..codegen.dtypes import FLOAT, I32, I64
+from ..codegen.dtypes import FLOAT, I32, I64, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
 from . import operand, ptx
@@ -289,9 +289,6 @@ def _stored_bytes(node: X.TileExpr, dot) -> int:
 # ----------------------------------------------------------------------------- lowering
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)
-
 
 class _Loop:
     """A streamed loop's trip count, loop variable and barriers, as one thread lowers them."""
@@ -322,7 +319,7 @@ class _Loop:
     def stage_of(self, c: ir.Value) -> tuple:
         """(stage, parity) of running iteration number c."""
         stages = self.p.stages
-        return self.b.urem(c, _c(stages)), self.b.and_(self.b.udiv(c, _c(stages)), _c(1))
+        return self.b.urem(c, i32(stages)), self.b.and_(self.b.udiv(c, i32(stages)), i32(1))
 
     def produce(self, i: ir.Value, stage: ir.Value) -> None:
         """Copy iteration i's tiles into `stage` (i32 values); one thread runs it."""
@@ -330,21 +327,21 @@ class _Loop:
         self.set_var(i)
         bar = _select(b, self.full, stage)
         ptx.mbarrier_arrive_expect_tx(low.em, bar, p.stage_bytes_used)
-        base = b.add(self.stage_base, b.mul(stage, _c(p.stage_bytes)))
+        base = b.add(self.stage_base, b.mul(stage, i32(p.stage_bytes)))
         for op in p.operands:
             # element coordinates, innermost first: index[k] * shape[k]
             coords = [b.trunc(b.mul(low.expr(i), ir.Constant(I64, n)), I32)
                       for i, n in zip(op.load.index, op.load.shape)][::-1]
             rows = op.stored.rows
             for panel in range(op.stored.cols // op.stored.panel_cols):
-                dst = b.add(base, _c(op.offset + panel * rows * op.stored.panel_bytes))
-                moved = [b.add(coords[0], _c(panel * op.stored.panel_cols))] + coords[1:]
+                dst = b.add(base, i32(op.offset + panel * rows * op.stored.panel_bytes))
+                moved = [b.add(coords[0], i32(panel * op.stored.panel_cols))] + coords[1:]
                 ptx.tma_load(low.em, dst, low.tensor_map_args[op.map_index], moved, bar)
 
     def release(self, stage: ir.Value, when=None) -> None:
         """Lane 0 of every computing warp arrives on `stage`'s empty barrier."""
         low = self.low
-        cond = self.b.icmp_unsigned("==", low.lane, _c(0))
+        cond = self.b.icmp_unsigned("==", low.lane, i32(0))
         if when is not None:
             cond = self.b.and_(cond, when)
         _if(low, cond, lambda: ptx.mbarrier_arrive(low.em, _select(self.b, self.empty, stage)))
@@ -364,7 +361,7 @@ def init_barriers(low, p: Pipeline, warps: int) -> None:
     em = low.em
     full, empty = barrier_addresses(low, p)
     tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
-    _if(low, low.b.icmp_unsigned("==", tid, _c(0)),
+    _if(low, low.b.icmp_unsigned("==", tid, i32(0)),
         lambda: ([ptx.mbarrier_init(em, bar, 1) for bar in full],
                  [ptx.mbarrier_init(em, bar, warps) for bar in empty], ptx.fence_mbarrier_init(em)))
 
@@ -380,7 +377,7 @@ def produce_loop(low, p: Pipeline) -> None:
     def iteration(i):
         stage, parity = s.stage_of(b.add(base, i))
         # The first pass finds every stage free: parity 1 of a fresh barrier has completed.
-        ptx.mbarrier_wait(low.em, _select(b, s.empty, stage), b.xor(parity, _c(1)))
+        ptx.mbarrier_wait(low.em, _select(b, s.empty, stage), b.xor(parity, i32(1)))
         s.produce(i, stage)
     _counted(low, s.trips, iteration, "produce")
     b.store(b.add(base, s.trips), low.stream_count)
@@ -394,10 +391,10 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         low.barrier()
     s = _Loop(low, p)
     trips = s.trips
-    base = b.load(low.stream_count, typ=I32) if p.specialized else _c(0)
-    leader = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), _c(0))
+    base = b.load(low.stream_count, typ=I32) if p.specialized else i32(0)
+    leader = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), i32(0))
     if not p.specialized:
-        _if(low, leader, lambda: [_if(low, b.icmp_signed("<", _c(k), trips), lambda k=k: s.produce(_c(k), _c(k)))
+        _if(low, leader, lambda: [_if(low, b.icmp_signed("<", i32(k), trips), lambda k=k: s.produce(i32(k), i32(k)))
                                   for k in range(p.stages)])
     streams = stage_invariants(low, p)
     if p.accumulating:  # opaque to LLVM: no first iteration peeled off for a constant start
@@ -410,18 +407,18 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         stage, parity = s.stage_of(c)
         ptx.mbarrier_wait(em, _select(b, s.full, stage), parity)
         s.set_var(i)
-        stage_addr = b.add(s.stage_base, b.mul(stage, _c(p.stage_bytes)))
-        run_body(low, p, streams, lambda op: b.add(stage_addr, _c(op.offset)))
+        stage_addr = b.add(s.stage_base, b.mul(stage, i32(p.stage_bytes)))
+        run_body(low, p, streams, lambda op: b.add(stage_addr, i32(op.offset)))
         if p.accumulating:
             # Iteration i-1's products are complete (wait_group 1): release its stage.
-            previous = b.sub(i, _c(1))
-            prev_stage, prev_parity = s.stage_of(b.sub(c, _c(1)))
-            has_previous = b.icmp_signed(">=", previous, _c(0))
+            previous = b.sub(i, i32(1))
+            prev_stage, prev_parity = s.stage_of(b.sub(c, i32(1)))
+            has_previous = b.icmp_signed(">=", previous, i32(0))
             s.release(prev_stage, has_previous)
-            refill, freed, freed_parity, when = b.add(previous, _c(p.stages)), prev_stage, prev_parity, has_previous
+            refill, freed, freed_parity, when = b.add(previous, i32(p.stages)), prev_stage, prev_parity, has_previous
         else:
             s.release(stage)
-            refill, freed, freed_parity, when = b.add(i, _c(p.stages)), stage, parity, None
+            refill, freed, freed_parity, when = b.add(i, i32(p.stages)), stage, parity, None
         if not p.specialized:  # thread 0 refills the released stage once every warp released it
             cond = b.and_(leader, b.icmp_signed("<", refill, trips))
             cond = cond if when is None else b.and_(cond, when)
@@ -439,7 +436,7 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         finally:
             low.turns = None
         if p.specialized and groups > 1:
-            _if(low, b.icmp_unsigned("<", low.warp, _c(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
+            _if(low, b.icmp_unsigned("<", low.warp, i32(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
     else:
         # Only the loop's exit reaches the final wait: a path from before the loop (no
         # trips) into it makes ptxas serialize every wgmma of the kernel.
@@ -450,23 +447,23 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
             for value, slot in zip(acc, slots):
                 b.store(value, slot)
             if p.specialized:  # the last stage is free for the producer's next tile
-                s.release(s.stage_of(b.add(base, b.sub(trips, _c(1))))[0])
-        _if(low, b.icmp_signed(">", trips, _c(0)), run)
+                s.release(s.stage_of(b.add(base, b.sub(trips, i32(1))))[0])
+        _if(low, b.icmp_signed(">", trips, i32(0)), run)
     if p.specialized:
         b.store(b.add(base, trips), low.stream_count)
     # Python leaves the loop variable at its last value.
-    _if(low, b.icmp_signed(">", trips, _c(0)), lambda: s.set_var(b.sub(trips, _c(1))))
+    _if(low, b.icmp_signed(">", trips, i32(0)), lambda: s.set_var(b.sub(trips, i32(1))))
 
 
 def _take_turns(low, groups: int) -> tuple:
     """(this warp group's turn barrier, the next group's), once group `groups - 1` has
     given group 0 its first turn (module docstring)."""
     b = low.b
-    group = b.lshr(low.warp, _c(2))
-    following = b.urem(b.add(group, _c(1)), _c(groups))
-    _if(low, b.icmp_unsigned("==", group, _c(groups - 1)),
+    group = b.lshr(low.warp, i32(2))
+    following = b.urem(b.add(group, i32(1)), i32(groups))
+    _if(low, b.icmp_unsigned("==", group, i32(groups - 1)),
         lambda: ptx.named_barrier(low.em, TURN_BARRIER, 256, arrive=True))
-    return b.add(group, _c(TURN_BARRIER)), b.add(following, _c(TURN_BARRIER))
+    return b.add(group, i32(TURN_BARRIER)), b.add(following, i32(TURN_BARRIER))
 
 
 def run_body(low, p: Pipeline, invariants: dict, operand_base) -> None:
@@ -514,11 +511,11 @@ def _counted(low, trips: ir.Value, body, name: str) -> None:
     b.branch(header)
     b.position_at_end(header)
     i = b.phi(I32)
-    i.add_incoming(_c(0), entry)
+    i.add_incoming(i32(0), entry)
     b.cbranch(b.icmp_signed("<", i, trips), block, done)
     b.position_at_end(block)
     body(i)
-    i.add_incoming(b.add(i, _c(1)), b.block)
+    i.add_incoming(b.add(i, i32(1)), b.block)
     b.branch(header)
     b.position_at_end(done)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I32
+from ..codegen.dtypes import I32, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
 from . import pipeline, ptx
@@ -109,9 +109,6 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
     return Specialized(p, warps, p.accumulating, tuple(reversed(prefix)))
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)
-
 
 def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     """Barriers set up by the whole block, then the producer's and the consumers' roles,
@@ -124,9 +121,9 @@ def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     pipeline.init_barriers(low, p, spec.consumer_warps)
     em.call("llvm.nvvm.barrier0", ir.VoidType())
     low.stream_count = low._alloca(I32, "stream.count")
-    b.store(_c(0), low.stream_count)
+    b.store(i32(0), low.stream_count)
     producer, consumer = low._block("producer"), low._block("consumer")
-    b.cbranch(b.icmp_unsigned(">=", low.warp, _c(spec.consumer_warps)), producer, consumer)
+    b.cbranch(b.icmp_unsigned(">=", low.warp, i32(spec.consumer_warps)), producer, consumer)
 
     b.position_at_end(producer)
     if PRODUCER_REGISTERS < spec.register_cap:
@@ -136,7 +133,7 @@ def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     def produce():
         low.stmts(list(spec.prefix))
         pipeline.produce_loop(low, p)
-    pipeline._if(low, b.icmp_unsigned("==", tid, _c(32 * spec.consumer_warps)),
+    pipeline._if(low, b.icmp_unsigned("==", tid, i32(32 * spec.consumer_warps)),
                  lambda: _tiles(low, spec, produce))
     b.ret_void()
 
@@ -173,10 +170,10 @@ def _tiles(low, spec: Specialized, body) -> None:
     b.position_at_end(block)
     z = b.udiv(t, per_slice)
     r = b.urem(t, per_slice)
-    width = b.mul(gy, _c(GROUP))  # tiles per group: GROUP rows of axis 0, every column
-    start = b.mul(b.udiv(r, width), _c(GROUP))
+    width = b.mul(gy, i32(GROUP))  # tiles per group: GROUP rows of axis 0, every column
+    start = b.mul(b.udiv(r, width), i32(GROUP))
     rows = b.sub(gx, start)
-    size = b.select(b.icmp_unsigned("<", rows, _c(GROUP)), rows, _c(GROUP))
+    size = b.select(b.icmp_unsigned("<", rows, i32(GROUP)), rows, i32(GROUP))
     within = b.urem(r, width)
     for slot, value in zip(low.virtual_bid, (b.add(start, b.urem(within, size)), b.udiv(within, size), z)):
         b.store(value, slot)
