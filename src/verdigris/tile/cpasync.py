@@ -155,5 +155,4 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
         pipeline.run_body(low, p, invariants, lambda op: b.gep(stage, [ir.Constant(I64, op.offset)], inbounds=True,
                                                               source_etype=ir.IntType(8)))
     pipeline._counted(low, trips, iteration, "cpasync")
-    # Python leaves the loop variable at its last value.
-    pipeline._if(low, b.icmp_signed(">", trips, i32(0)), lambda: s.set_var(b.sub(trips, i32(1))))
+    s.leave_loop_var()

@@ -85,13 +85,19 @@ class _Access:
         return b.gep(self.view.ptr, [offset], inbounds=True, source_etype=mem_type(self.dtype))
 
     def inside(self, coords, j: int = 0) -> ir.Value:
-        b, low, inside = self.b, self.low, ir.Constant(I1, True)
+        b, inside = self.b, ir.Constant(I1, True)
         for k, (base, extent) in enumerate(zip(self.bases, self.view.shape)):
             inside = b.and_(inside, b.icmp_unsigned("<", self._plus(k, coords, j, base), extent))
-            if self.shape[k] != self.layout.shape[k]:  # past the tile's own (padded) shape
-                coord = self._plus(k, coords, j, low.thread_coord(self.layout, k))
-                inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
+            inside = self._within_tile(inside, k, coords, j)
         return inside
+
+    def _within_tile(self, inside: ir.Value, k: int, coords, j: int = 0) -> ir.Value:
+        """`inside`, and along axis k the coordinate within the tile's own shape where the
+        layout pads it (the padding is never loaded or stored)."""
+        if self.shape[k] == self.layout.shape[k]:
+            return inside
+        coord = self._plus(k, coords, j, self.low.thread_coord(self.layout, k))
+        return self.b.and_(inside, self.b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
 
     def _spanned(self) -> list:
         """The axes along which the tile spans more than one position: `vector_inside`
@@ -113,9 +119,7 @@ class _Access:
         for k, (c, base, extent) in enumerate(zip(coords, self.bases, self.view.shape)):
             inside = b.and_(inside, b.icmp_signed("<", ir.Constant(I32, c), self.limits[k]) if k in spanned
                             else b.icmp_unsigned("<", base, extent))
-            if self.shape[k] != self.layout.shape[k]:  # past the tile's own (padded) shape
-                coord = self._plus(k, coords, 0, self.low.thread_coord(self.layout, k))
-                inside = b.and_(inside, b.icmp_unsigned("<", coord, ir.Constant(I32, self.shape[k])))
+            inside = self._within_tile(inside, k, coords)
         return inside
 
     def at(self, r: int) -> tuple:

@@ -310,6 +310,11 @@ class _Loop:
         self.full, self.empty = barrier_addresses(low, p) if p.engine == "wgmma" else ([], [])
         self.stage_base = ptx.shared_address(b, low.shared_dynamic(p.base))
 
+    def leave_loop_var(self) -> None:
+        """After the loop: the variable at its last value, as Python leaves it."""
+        b = self.b
+        _if(self.low, b.icmp_signed(">", self.trips, i32(0)), lambda: self.set_var(b.sub(self.trips, i32(1))))
+
     def set_var(self, i: ir.Value) -> None:
         b = self.b
         value = b.add(self.start, b.mul(b.zext(i, I64), ir.Constant(I64, self.step)))
@@ -428,14 +433,14 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
                 s.produce(refill, freed)
             _if(low, cond, reload)
     if not p.accumulating:
-        groups = low.num_warps // 4
-        if p.specialized and groups > 1:
+        groups = low.num_warps // 4 if p.specialized else 1
+        if groups > 1:
             low.turns = _take_turns(low, groups)
         try:
             _counted(low, trips, iteration, "stream")
         finally:
             low.turns = None
-        if p.specialized and groups > 1:
+        if groups > 1:
             _if(low, b.icmp_unsigned("<", low.warp, i32(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
     else:
         # Only the loop's exit reaches the final wait: a path from before the loop (no
@@ -451,8 +456,7 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         _if(low, b.icmp_signed(">", trips, i32(0)), run)
     if p.specialized:
         b.store(b.add(base, trips), low.stream_count)
-    # Python leaves the loop variable at its last value.
-    _if(low, b.icmp_signed(">", trips, i32(0)), lambda: s.set_var(b.sub(trips, i32(1))))
+    s.leave_loop_var()
 
 
 def _take_turns(low, groups: int) -> tuple:
