@@ -42,7 +42,7 @@ from llvmlite import ir
 
 from ..codegen.dtypes import I1, I32, I64, i32
 from ..ir import nodes as N
-from . import memory, operand, pipeline, ptx
+from . import control, operand, pipeline, ptx
 from .layout import unit_reshaped
 from .lower import TileValue
 
@@ -78,7 +78,7 @@ class _Copies:
             for stride in view.strides[:-1]:
                 rest = b.and_(stride, ir.Constant(I64, per_chunk - 1))
                 aligned = b.and_(aligned, b.icmp_unsigned("==", rest, ir.Constant(I64, 0)))
-            self.aligned.append(memory._expected(low, aligned))
+            self.aligned.append(control.expected(low, aligned))
 
     def issue(self, stage: ir.Value) -> None:
         """Copy the tiles of the iteration the loop variable holds into `stage` (i32)."""
@@ -86,7 +86,7 @@ class _Copies:
         base = self.b.gep(self.low.shared_dynamic(self.p.base), [stage_offset], inbounds=True,
                           source_etype=ir.IntType(8))
         for op, mine, aligned in zip(self.p.operands, self.chunks, self.aligned):
-            memory._choose(self.low, aligned, lambda: self._async(op, mine, base), lambda: self._sync(op, base),
+            control.choose(self.low, aligned, lambda: self._async(op, mine, base), lambda: self._sync(op, base),
                            "cpasync", ("chunks", "registers"))
 
     def _async(self, op: pipeline.Streamed, mine: list, base: ir.Value) -> None:
@@ -114,7 +114,7 @@ class _Copies:
             if live is None:
                 ptx.cp_async(low.em, dst, src, nbytes)
             else:  # more threads than chunks
-                pipeline._if(low, live, lambda dst=dst, src=src, nbytes=nbytes: ptx.cp_async(low.em, dst, src, nbytes))
+                control.when(low, live, lambda dst=dst, src=src, nbytes=nbytes: ptx.cp_async(low.em, dst, src, nbytes))
 
     def _sync(self, op: pipeline.Streamed, base: ir.Value) -> None:
         b, low = self.b, self.low
@@ -140,10 +140,10 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
         def copy():
             s.set_var(i)
             copies.issue(b.urem(i, i32(stages)))
-        pipeline._if(low, b.icmp_signed("<", i, trips), copy)
+        control.when(low, b.icmp_signed("<", i, trips), copy)
         ptx.cp_async_commit(em)
 
-    memory._rolled_loop(low, stages - 1, issue, "cpasync.prologue")  # one copy of the copying code
+    control.rolled(low, stages - 1, issue, "cpasync.prologue")  # one copy of the copying code
 
     def iteration(i: ir.Value) -> None:
         ptx.cp_async_wait(em, stages - 2)
@@ -154,5 +154,5 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
         stage = b.gep(low.shared_dynamic(p.base), [offset], inbounds=True, source_etype=ir.IntType(8))
         pipeline.run_body(low, p, invariants, lambda op: b.gep(stage, [ir.Constant(I64, op.offset)], inbounds=True,
                                                               source_etype=ir.IntType(8)))
-    pipeline._counted(low, trips, iteration, "cpasync")
+    control.counted(low, trips, iteration, "cpasync")
     s.leave_loop_var()

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from ..codegen.dtypes import I8, I32, I64, i32, mem_type, to_mem
 from ..ir import tiles as X
-from . import operand, ptx
+from . import control, operand, ptx
 from .layout import padded
 from .mma_layout import GroupGeometry
 
@@ -77,7 +77,6 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
     return found
 
 
-
 def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
     b, em, g, chunk = low.b, low.em, chunks.geometry, chunks.chunk
     group = b.lshr(low.warp, i32(2))
@@ -105,7 +104,7 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
 
     for k, (mb, panel) in enumerate(steps):
         buffer = b.gep(buffers, [ir.Constant(I64, (k % 2) * chunk.nbytes)], inbounds=True, source_etype=I8)
-        _if(low, leader, lambda k=k: ptx.bulk_wait_read(em, 0 if k == 0 else 1))
+        control.when(low, leader, lambda k=k: ptx.bulk_wait_read(em, 0 if k == 0 else 1))
         sync()
         for r, (row, col) in held:
             row -= ROWS * mb
@@ -122,7 +121,7 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
         sync()
         address = ptx.shared_address(b, buffer)
         coords = [b.add(col0, i32(panel * chunk.cols)), b.add(row0, i32(ROWS * mb))]
-        _if(low, leader, lambda address=address, coords=coords: (
+        control.when(low, leader, lambda address=address, coords=coords: (
             ptx.tma_store(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
 
 
@@ -131,10 +130,4 @@ def drain(low) -> None:
     b = low.b
     leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, i32(3)), i32(0)),
                     b.icmp_unsigned("==", low.lane, i32(0)))
-    _if(low, leader, lambda: ptx.bulk_wait_read(low.em, 0))
-
-
-def _if(low, cond, then) -> None:
-    from .pipeline import _if as branch
-
-    branch(low, cond, then)
+    control.when(low, leader, lambda: ptx.bulk_wait_read(low.em, 0))

@@ -38,6 +38,7 @@ from llvmlite import ir
 
 from ..codegen import atomics
 from ..codegen.dtypes import FLOAT, I1, I32, I64, is_narrow_float, mem_type, to_mem, to_reg
+from . import control
 
 
 class _Access:
@@ -159,32 +160,6 @@ class _Access:
         return b.and_(ok, whole)
 
 
-def _choose(low, condition: ir.Value, then, otherwise, name: str, arms=("then", "else")) -> list:
-    """`then()` where `condition` holds, else `otherwise()`, behind a branch; each gives a
-    list of values (or None), merged by phi."""
-    b = low.b
-    then_bb, else_bb, end_bb = (low._block(f"{name}.{n}") for n in (*arms, "end"))
-    b.cbranch(condition, then_bb, else_bb)
-    results = []
-    for bb, arm in ((then_bb, then), (else_bb, otherwise)):
-        b.position_at_end(bb)
-        values = arm()
-        results.append((values, b.block))
-        b.branch(end_bb)
-    b.position_at_end(end_bb)
-    merged = []
-    for k in range(len(results[0][0] or ())):
-        phi = b.phi(results[0][0][k].type)
-        for values, bb in results:
-            phi.add_incoming(values[k], bb)
-        merged.append(phi)
-    return merged
-
-
-def _expected(low, condition: ir.Value) -> ir.Value:
-    return low.em.call("llvm.expect.i1", I1, condition, ir.Constant(I1, True))
-
-
 def _vector_path(low, accesses: list) -> ir.Value | None:
     """Whether the vector path may be taken: every access with vectors has whole vectors
     only (None: no access has vectors, there is one path)."""
@@ -194,24 +169,7 @@ def _vector_path(low, accesses: list) -> ir.Value | None:
     whole = ir.Constant(I1, True)
     for access in vectored:
         whole = low.b.and_(whole, access.whole_vectors())
-    return _expected(low, whole)
-
-
-def _rolled_loop(low, count: int, body, name: str) -> None:
-    """`body(v)` for v = 0 .. count - 1 (i32), in a loop LLVM keeps rolled: the trip count
-    comes out of an inline-assembly `mov`, which the optimizer cannot see through."""
-    b = low.b
-    trips = b.call(ir.InlineAsm(ir.FunctionType(I32, []), f"mov.u32 $0, {count};", "=r"), [])
-    before, loop_bb, done_bb = b.block, low._block(f"{name}.loop"), low._block(f"{name}.done")
-    b.branch(loop_bb)
-    b.position_at_end(loop_bb)
-    v = b.phi(I32)
-    v.add_incoming(ir.Constant(I32, 0), before)
-    body(v)
-    following = b.add(v, ir.Constant(I32, 1))
-    v.add_incoming(following, b.block)
-    b.cbranch(b.icmp_unsigned("<", following, trips), loop_bb, done_bb)
-    b.position_at_end(done_bb)
+    return control.expected(low, whole)
 
 
 def _ptx_operands(words: _Words, first: int) -> tuple:
@@ -307,7 +265,7 @@ class _Group:
         whole = _vector_path(self.low, self.accesses)
         if whole is None:
             return vectors()
-        return _choose(self.low, whole, vectors, lambda: then(
+        return control.choose(self.low, whole, vectors, lambda: then(
             {k: self.rolled(k) if a.width > 1 else self.vectors(k) for k, a in enumerate(self.accesses)}),
             "load", ("vectors", "rolled"))
 
@@ -342,7 +300,7 @@ class _Group:
             for i in range(words.count):
                 word = words.pack(b, [element(coords, j) for j in range(i * words.per_word, (i + 1) * words.per_word)])
                 b.store(word, _slot(b, local, b.add(b.mul(v, ir.Constant(I32, words.count)), ir.Constant(I32, i))))
-        _rolled_loop(low, count, vector, "load")
+        control.rolled(low, count, vector, "load")
         return [Lazy(lambda i=i: b.load(_slot(b, local, ir.Constant(I32, i)), typ=words.word))
                 for i in range(count * words.count)]
 
@@ -442,7 +400,7 @@ def store(low, node, value, atomic: bool = False) -> None:
     else:
         packing = _Words(dtype, access.width)
         words = packing.words(b, value.regs)
-        _choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
+        control.choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
                 lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
     if owner is not None:
         b.branch(end_bb)
@@ -469,7 +427,7 @@ def _store_rolled(low, access, packing: _Words, words: list) -> None:
                 element = packing.unpack(b, word, e)
                 guarded(low, access.inside(coords, j), lambda element=element, j=j: b.store(
                     element, access.pointer(coords, j), align=access.dtype.itemsize), "store")
-    _rolled_loop(low, access.layout.num_regs // access.width, vector, "store")
+    control.rolled(low, access.layout.num_regs // access.width, vector, "store")
 
 
 def _local_array(low, word: ir.Type, count: int) -> ir.Value:

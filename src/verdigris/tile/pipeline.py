@@ -60,7 +60,7 @@ from llvmlite import ir
 from ..codegen.dtypes import FLOAT, I32, I64, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
-from . import operand, ptx
+from . import control, operand, ptx
 from .layout import padded
 
 MAX_STAGES = 6
@@ -289,7 +289,6 @@ def _stored_bytes(node: X.TileExpr, dot) -> int:
 # ----------------------------------------------------------------------------- lowering
 
 
-
 class _Loop:
     """A streamed loop's trip count, loop variable and barriers, as one thread lowers them."""
 
@@ -313,7 +312,7 @@ class _Loop:
     def leave_loop_var(self) -> None:
         """After the loop: the variable at its last value, as Python leaves it."""
         b = self.b
-        _if(self.low, b.icmp_signed(">", self.trips, i32(0)), lambda: self.set_var(b.sub(self.trips, i32(1))))
+        control.when(self.low, b.icmp_signed(">", self.trips, i32(0)), lambda: self.set_var(b.sub(self.trips, i32(1))))
 
     def set_var(self, i: ir.Value) -> None:
         b = self.b
@@ -349,7 +348,7 @@ class _Loop:
         cond = self.b.icmp_unsigned("==", low.lane, i32(0))
         if when is not None:
             cond = self.b.and_(cond, when)
-        _if(low, cond, lambda: ptx.mbarrier_arrive(low.em, _select(self.b, self.empty, stage)))
+        control.when(low, cond, lambda: ptx.mbarrier_arrive(low.em, _select(self.b, self.empty, stage)))
 
 
 def barrier_addresses(low, p: Pipeline) -> tuple:
@@ -366,7 +365,7 @@ def init_barriers(low, p: Pipeline, warps: int) -> None:
     em = low.em
     full, empty = barrier_addresses(low, p)
     tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
-    _if(low, low.b.icmp_unsigned("==", tid, i32(0)),
+    control.when(low, low.b.icmp_unsigned("==", tid, i32(0)),
         lambda: ([ptx.mbarrier_init(em, bar, 1) for bar in full],
                  [ptx.mbarrier_init(em, bar, warps) for bar in empty], ptx.fence_mbarrier_init(em)))
 
@@ -384,7 +383,7 @@ def produce_loop(low, p: Pipeline) -> None:
         # The first pass finds every stage free: parity 1 of a fresh barrier has completed.
         ptx.mbarrier_wait(low.em, _select(b, s.empty, stage), b.xor(parity, i32(1)))
         s.produce(i, stage)
-    _counted(low, s.trips, iteration, "produce")
+    control.counted(low, s.trips, iteration, "produce")
     b.store(b.add(base, s.trips), low.stream_count)
 
 
@@ -399,7 +398,7 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
     base = b.load(low.stream_count, typ=I32) if p.specialized else i32(0)
     leader = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), i32(0))
     if not p.specialized:
-        _if(low, leader, lambda: [_if(low, b.icmp_signed("<", i32(k), trips), lambda k=k: s.produce(i32(k), i32(k)))
+        control.when(low, leader, lambda: [control.when(low, b.icmp_signed("<", i32(k), trips), lambda k=k: s.produce(i32(k), i32(k)))
                                   for k in range(p.stages)])
     streams = stage_invariants(low, p)
     if p.accumulating:  # opaque to LLVM: no first iteration peeled off for a constant start
@@ -431,29 +430,29 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
             def reload():
                 ptx.mbarrier_wait(em, _select(b, s.empty, freed), freed_parity)
                 s.produce(refill, freed)
-            _if(low, cond, reload)
+            control.when(low, cond, reload)
     if not p.accumulating:
         groups = low.num_warps // 4 if p.specialized else 1
         if groups > 1:
             low.turns = _take_turns(low, groups)
         try:
-            _counted(low, trips, iteration, "stream")
+            control.counted(low, trips, iteration, "stream")
         finally:
             low.turns = None
         if groups > 1:
-            _if(low, b.icmp_unsigned("<", low.warp, i32(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
+            control.when(low, b.icmp_unsigned("<", low.warp, i32(4)), lambda: ptx.named_barrier(em, TURN_BARRIER, 256))
     else:
         # Only the loop's exit reaches the final wait: a path from before the loop (no
         # trips) into it makes ptxas serialize every wgmma of the kernel.
         def run():
-            _counted(low, trips, iteration, "stream")
+            control.counted(low, trips, iteration, "stream")
             _, slots = low.tile_slots[p.accumulator]
             acc = ptx.wgmma_wait(em, 0, [b.load(slot, typ=FLOAT) for slot in slots])
             for value, slot in zip(acc, slots):
                 b.store(value, slot)
             if p.specialized:  # the last stage is free for the producer's next tile
                 s.release(s.stage_of(b.add(base, b.sub(trips, i32(1))))[0])
-        _if(low, b.icmp_signed(">", trips, i32(0)), run)
+        control.when(low, b.icmp_signed(">", trips, i32(0)), run)
     if p.specialized:
         b.store(b.add(base, trips), low.stream_count)
     s.leave_loop_var()
@@ -465,7 +464,7 @@ def _take_turns(low, groups: int) -> tuple:
     b = low.b
     group = b.lshr(low.warp, i32(2))
     following = b.urem(b.add(group, i32(1)), i32(groups))
-    _if(low, b.icmp_unsigned("==", group, i32(groups - 1)),
+    control.when(low, b.icmp_unsigned("==", group, i32(groups - 1)),
         lambda: ptx.named_barrier(low.em, TURN_BARRIER, 256, arrive=True))
     return b.add(group, i32(TURN_BARRIER)), b.add(following, i32(TURN_BARRIER))
 
@@ -507,36 +506,9 @@ def stage_invariants(low, p: Pipeline) -> dict:
     return out
 
 
-def _counted(low, trips: ir.Value, body, name: str) -> None:
-    """for i in range(trips): body(i) (i an i32 value)."""
-    b = low.b
-    entry = b.block
-    header, block, done = low._block(f"{name}.k"), low._block(f"{name}.body"), low._block(f"{name}.done")
-    b.branch(header)
-    b.position_at_end(header)
-    i = b.phi(I32)
-    i.add_incoming(i32(0), entry)
-    b.cbranch(b.icmp_signed("<", i, trips), block, done)
-    b.position_at_end(block)
-    body(i)
-    i.add_incoming(b.add(i, i32(1)), b.block)
-    b.branch(header)
-    b.position_at_end(done)
-
-
 def _select(b, addresses: list, index: ir.Value) -> ir.Value:
     """addresses[index] for a run-time index: the barriers are evenly spaced."""
     if len(addresses) == 1:
         return addresses[0]
     step = b.sub(addresses[1], addresses[0])
     return b.add(addresses[0], b.mul(index, step))
-
-
-def _if(low, cond: ir.Value, then) -> None:
-    b = low.b
-    then_bb, end_bb = low._block("stream.if"), low._block("stream.fi")
-    b.cbranch(cond, then_bb, end_bb)
-    b.position_at_end(then_bb)
-    then()
-    b.branch(end_bb)
-    b.position_at_end(end_bb)

@@ -35,7 +35,7 @@ from llvmlite import ir
 from ..codegen.dtypes import I32, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
-from . import pipeline, ptx
+from . import control, pipeline, ptx
 
 PRODUCER_WARPS = 4
 PRODUCER_REGISTERS = 40
@@ -109,7 +109,6 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
     return Specialized(p, warps, p.accumulating, tuple(reversed(prefix)))
 
 
-
 def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     """Barriers set up by the whole block, then the producer's and the consumers' roles,
     each one branch that ends the kernel."""
@@ -133,7 +132,7 @@ def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     def produce():
         low.stmts(list(spec.prefix))
         pipeline.produce_loop(low, p)
-    pipeline._if(low, b.icmp_unsigned("==", tid, i32(32 * spec.consumer_warps)),
+    control.when(low, b.icmp_unsigned("==", tid, i32(32 * spec.consumer_warps)),
                  lambda: _tiles(low, spec, produce))
     b.ret_void()
 
