@@ -130,7 +130,7 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
     """The streamed loop `loop` (module docstring), its products on mma.sync."""
     b, em = low.b, low.em
     low.barrier()  # every thread is done with the stages of an earlier run of this loop
-    s = pipeline._Loop(low, p)
+    s = pipeline.StreamLoop(low, p)
     trips = s.trips
     copies = _Copies(low, p)
     invariants = pipeline.stage_invariants(low, p)

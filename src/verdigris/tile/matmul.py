@@ -44,6 +44,7 @@ from ..codegen.dtypes import I8, I32, I64, i32, reg_type
 from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..types import from_name
 from . import issue, memory, operand, ptx
 from .layout import Layout, blocked, padded, unit_reshaped
 from .lower import TileLowering, TileValue, num_warps
@@ -144,12 +145,8 @@ def _dot_plan(node: X.TileDot, target: str, warps: int) -> DotPlan:
 def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
     m, k = padded(node.a.shape)
     n = padded(node.b.shape)[1]
-    size = 8 if node.dtype.bits == 64 else 4 if dot.engine == "fma" else _size(dot.staged)
+    size = 8 if node.dtype.bits == 64 else 4 if dot.engine == "fma" else from_name(dot.staged).itemsize
     return operand.aligned((m * k if which == 0 else k * n) * size)
-
-
-def _size(dtype_name: str) -> int:
-    return {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}[dtype_name]
 
 
 _PLANS: dict = {}
@@ -554,7 +551,7 @@ class MmaLowering(TileLowering):
         k_major = forced if forced is not None else \
             run_along(value.layout, k_axis) >= run_along(value.layout, 1 - k_axis)
         transposed = k_major != (k_axis == 1)
-        size = _size(dot.staged)
+        size = from_name(dot.staged).itemsize
         stored = operand.Stored(cols, rows, size) if transposed else operand.Stored(rows, cols, size)
         base = self.shared_dynamic(offset)
         operand.stage(self, stored, base, value, node.shape, transposed, dot.staged, tf32=dot.kind == "tf32")

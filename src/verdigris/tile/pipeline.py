@@ -60,6 +60,7 @@ from llvmlite import ir
 from ..codegen.dtypes import FLOAT, I32, I64, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..types import from_name
 from . import control, operand, ptx
 from .layout import padded
 
@@ -280,16 +281,14 @@ def _match(loop: N.For, plan, reads: dict, engine: str):
 
 
 def _stored_bytes(node: X.TileExpr, dot) -> int:
-    from .matmul import _size
-
     rows, cols = padded(node.shape)
-    return operand.aligned(rows * cols * _size(dot.staged))
+    return operand.aligned(rows * cols * from_name(dot.staged).itemsize)
 
 
 # ----------------------------------------------------------------------------- lowering
 
 
-class _Loop:
+class StreamLoop:
     """A streamed loop's trip count, loop variable and barriers, as one thread lowers them."""
 
     def __init__(self, low, p: Pipeline):
@@ -374,7 +373,7 @@ def produce_loop(low, p: Pipeline) -> None:
     """The producer's loop (one thread of a warp-specialized kernel): for each iteration,
     wait until its stage is free, then copy into it. Its running count is
     `low.stream_count`, the consumers' count in their own registers."""
-    s = _Loop(low, p)
+    s = StreamLoop(low, p)
     b = low.b
     base = b.load(low.stream_count, typ=I32)
 
@@ -393,7 +392,7 @@ def lower_loop(low, loop: N.For, p: Pipeline) -> None:
         low.barrier()
         init_barriers(low, p, low.num_warps)
         low.barrier()
-    s = _Loop(low, p)
+    s = StreamLoop(low, p)
     trips = s.trips
     base = b.load(low.stream_count, typ=I32) if p.specialized else i32(0)
     leader = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), i32(0))
