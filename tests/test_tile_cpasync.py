@@ -16,7 +16,7 @@ from verdigris import types as T
 from verdigris.examples import tile_attention
 from verdigris.examples.tile_gemm import batched_gemm, gemm, gemm_bias_gelu, gemm_nt
 from verdigris.ir import ArrayType
-from verdigris.tile import cpasync, matmul
+from verdigris.tile import cpasync, matmul, pipeline
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 
@@ -50,7 +50,7 @@ def test_sm80_streams_the_k_loop_through_cp_async(name):
     kernel = STREAMED[name]()
     plan = matmul.plan(kernel, "sm_80")
     (pipe,) = plan.pipelines.values()
-    assert pipe.engine == "mma.sync" and 2 <= pipe.stages <= cpasync.MAX_STAGES
+    assert pipe.engine == "mma.sync" and 2 <= pipe.stages <= pipeline.MAX_STAGES["mma.sync"]
     assert not plan.tensor_maps and plan.specialized is None
     assert plan.dynamic_shared <= cpasync.SHARED_PER_BLOCK["sm_80"]
     ptx = codegen.compile_to_ptx(kernel, "sm_80").ptx

@@ -64,7 +64,8 @@ from ..types import from_name
 from . import control, operand, ptx
 from .layout import padded
 
-MAX_STAGES = 6
+MAX_STAGES = {"wgmma": 6, "mma.sync": 4}  # per engine: mma.sync's stages (`cpasync`) are
+# copied by the computing threads themselves, so fewer pay off
 TURN_BARRIER = 8  # named barrier TURN_BARRIER + g: warp group g's turn (epilogue uses 2..)
 TMA_TYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 BARRIER_BYTES = 8
@@ -122,9 +123,7 @@ class Pipeline:
 
     @property
     def max_stages(self) -> int:
-        from . import cpasync
-
-        return MAX_STAGES if self.engine == "wgmma" else cpasync.MAX_STAGES
+        return MAX_STAGES[self.engine]
 
     @property
     def dots(self) -> tuple:
