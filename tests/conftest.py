@@ -30,3 +30,15 @@ def rng():
     seed = np.random.SeedSequence().entropy
     print(f"random seed: {seed}")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def uncompiled(monkeypatch):
+    """Every kernel starts with no specialization and no launcher (and gets its own back
+    after the test): what a test observes is specialized, proven or compiled in the test,
+    whatever ran earlier in the process."""
+    from verdigris.runtime import dispatch
+
+    for kernel in list(dispatch._KERNELS):
+        monkeypatch.setattr(kernel, "_specializations", {})
+        monkeypatch.setattr(kernel, "_launches", {})

@@ -15,7 +15,7 @@ import pytest
 import verdigris as vg
 from verdigris.examples import report, tile_attention, tile_gemm
 from verdigris.examples.tile_gemm import _narrow, gemm, gemm_nt, run
-from verdigris.runtime import dispatch, launch_cuda
+from verdigris.runtime import launch_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -27,9 +27,7 @@ def target(request, monkeypatch):
     forms as they were): else an earlier native run's code would serve them."""
     if request.param == "sm_80":
         monkeypatch.setattr(launch_cuda, "ptx_target", lambda cc: "sm_80")
-        for kernel in list(dispatch._KERNELS):
-            monkeypatch.setattr(kernel, "_specializations", {})
-            monkeypatch.setattr(kernel, "_launches", {})
+        request.getfixturevalue("uncompiled")
     return request.param
 
 

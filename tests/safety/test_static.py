@@ -230,7 +230,7 @@ def _example_kernels():
                 yield name, value
 
 
-def test_examples_are_accepted_and_proof_time_is_reported(capsys):
+def test_examples_are_accepted_and_proof_time_is_reported(capsys, uncompiled):
     from verdigris.runtime.dispatch import KernelFunction
 
     rows = []

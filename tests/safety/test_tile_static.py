@@ -337,7 +337,7 @@ def _tile_kernels():
     return seen
 
 
-def test_tile_examples_are_proven_without_the_solver(capsys):
+def test_tile_examples_are_proven_without_the_solver(capsys, uncompiled):
     """The tile examples' stores and loads are proven by the fast path (no z3 query, which
     is what keeps a proof well under a few milliseconds); the times are printed, not
     asserted (the suite has no timing assertions)."""
