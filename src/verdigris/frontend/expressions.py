@@ -1,0 +1,261 @@
+"""The expression half of the kernel translator: Python `ast` expressions -> typed IR values.
+
+Takes (as `Translator`'s base class): expression nodes, with the translator's scope,
+statements and unit. Gives `expr(node)`: a typed IR expression, a `Static` (a value known
+while compiling: numbers, dtypes, modules, functions) or a tuple of them; names, constants,
+tuples, attributes (array `.shape`/`.dtype`/..., module members), subscripts (array
+elements and views), arithmetic, comparisons, `and`/`or`/`not`, conditional expressions,
+and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helpers, which
+`Translator.inline` inlines). Guarantees: as `translate`'s: every value carries the user's
+`Loc`, and anything outside the subset is a `CompileError` there that says what to do.
+"""
+from __future__ import annotations
+
+import ast
+
+import types as pytypes
+
+from .. import lang
+from .. import types as T
+from ..errors import CompileError, Loc, SafetyError
+from ..ir import nodes as N
+from . import intrinsics, tiles
+from .tiles import binary, compare, unary
+from .typing import Static, is_number, truth, typed
+
+BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
+           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "lshift", ast.RShift: "rshift"}
+CMP_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
+           ast.NotEq: "ne"}
+UNARY_OPS = {ast.USub: "neg", ast.Not: "not", ast.Invert: "invert", ast.UAdd: "pos"}
+
+TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the other track
+    "simt": "tile kernels say what a block does to whole tiles: tile.bid(axis) for the block "
+            "index, tile.load/tile.store for memory; for per-thread code write a @simt.kernel",
+    "tile": "SIMT kernels say what one thread does: index elements with simt.global_id(axis); "
+            "for tile operations write a @tile.kernel",
+}
+
+
+class Expressions:
+    """Mixed into `translate.Translator`, whose state and statement methods it uses."""
+
+    def expr(self, node):
+        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        if handler is None:
+            self.unsupported(node)
+        return handler(node)
+
+    def expr_Constant(self, node):
+        if isinstance(node.value, (bool, int, float)) or node.value is None:
+            return Static(node.value)
+        self.unsupported(node, f"a {type(node.value).__name__} constant")
+
+    def expr_Name(self, node):
+        return self.read_name(node)
+
+    def expr_Tuple(self, node):
+        return Static(tuple(self.expr(e) for e in node.elts))
+
+    def expr_Attribute(self, node):
+        base = self.expr(node.value)
+        loc = self.loc(node)
+        if isinstance(base, N.ArrayRef):
+            return self.array_attribute(base, node.attr, loc)
+        if tiles.is_tile(base):
+            return tiles.attribute(base, node.attr, loc)
+        if isinstance(base, Static):
+            if isinstance(base.value, pytypes.ModuleType) and base.value.__name__ == "math" \
+                    and node.attr in intrinsics.MATH_CONSTANTS:
+                return Static(intrinsics.MATH_CONSTANTS[node.attr])
+            if not hasattr(base.value, node.attr):
+                raise CompileError(f"{base.value!r} has no attribute {node.attr!r}", loc)
+            return self.static_global(node.attr, getattr(base.value, node.attr), loc)
+        raise CompileError(f"numbers have no attribute {node.attr!r} in kernels", loc)
+
+    def array_attribute(self, array: N.ArrayRef, attr: str, loc: Loc):
+        ndim = array.type.ndim
+        if attr == "shape":
+            return Static(tuple(self.shape_of(array, k, loc) for k in range(ndim)))
+        if attr == "ndim":
+            return Static(ndim)
+        if attr == "dtype":
+            return Static(array.dtype)
+        if attr == "size":
+            size = Static(1)
+            for k in range(ndim):
+                size = binary("mul", size, self.shape_of(array, k, loc), loc)
+            return size
+        raise CompileError(f"arrays have no attribute {attr!r} in kernels", loc,
+                           hint="available: shape, ndim, dtype, size")
+
+    def shape_of(self, array: N.ArrayRef, axis: int, loc: Loc):
+        if array.type.shape is not None:
+            return Static(array.type.shape[axis])
+        return N.Shape(loc, array, axis, T.int64)
+
+    def expr_Subscript(self, node):
+        base = self.expr(node.value)
+        if isinstance(base, Static) and isinstance(base.value, tuple):
+            index = self.expr(node.slice)
+            if not (is_number(index) and isinstance(index.value, int)):
+                raise CompileError("tuples can only be indexed by constants", self.loc(node.slice))
+            try:
+                return base.value[index.value]
+            except IndexError:
+                raise CompileError(f"index {index.value} out of range for a tuple of "
+                                   f"{len(base.value)}", self.loc(node)) from None
+        array, indices = self.subscript_parts(node, base)
+        return N.Load(self.loc(node), array, indices, array.dtype)
+
+    def subscript_parts(self, node: ast.Subscript, base=None):
+        loc = self.loc(node)
+        array = self.expr(node.value) if base is None else base
+        if not isinstance(array, N.ArrayRef):
+            raise CompileError("only arrays and tuples can be indexed", loc)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(p, ast.Slice) for p in parts):
+            raise CompileError("slices are not supported inside kernels", loc,
+                               hint="index one element at a time, or pass a sliced view")
+        values = [(self.expr(part), self.loc(part)) for part in parts]
+        return array, self.indices_for(array, values, loc)
+
+    def indices_for(self, array: N.ArrayRef, values: list, loc: Loc) -> tuple:
+        """Checked int64 indices of `array` from (translated value, its loc) pairs."""
+        if len(values) != array.type.ndim:
+            raise CompileError(f"{array.name!r} has {array.type.ndim} dimension"
+                               f"{'s' * (array.type.ndim != 1)} but is indexed with {len(values)}",
+                               loc)
+        indices = []
+        for axis, (value, ploc) in enumerate(values):
+            if is_number(value):
+                if not isinstance(value.value, int) or isinstance(value.value, bool):
+                    raise CompileError("array indices must be integers", ploc)
+                if value.value < 0:
+                    raise SafetyError(f"index {value.value} of {array.name!r} is out of bounds: "
+                                      "verdigris never wraps negative indices", ploc,
+                                      hint=f"write {array.name}.shape[{axis}] - {-value.value}",
+                                      code="VG301")
+                extent = array.type.shape[axis] if array.type.shape else None
+                if extent is not None and value.value >= extent:
+                    raise SafetyError(f"index {value.value} of {array.name!r} is out of bounds "
+                                      f"for axis {axis} of size {extent}", ploc, code="VG301")
+            elif not (isinstance(value, N.Expr) and value.dtype.is_int):
+                raise CompileError("array indices must be integers", ploc,
+                                   hint="convert with int(...)")
+            indices.append(typed(value, ploc, T.int64))
+        return tuple(indices)
+
+    def expr_BinOp(self, node):
+        op = BIN_OPS.get(type(node.op))
+        if op is None:
+            self.unsupported(node, f"operator {type(node.op).__name__}")
+        return binary(op, self.expr(node.left), self.expr(node.right), self.loc(node))
+
+    def expr_UnaryOp(self, node):
+        return unary(UNARY_OPS[type(node.op)], self.expr(node.operand), self.loc(node))
+
+    def expr_Compare(self, node):
+        loc = self.loc(node)
+        left, result = self.expr(node.left), None
+        for op, comparator in zip(node.ops, node.comparators):
+            if type(op) not in CMP_OPS:
+                self.unsupported(node, f"comparison {type(op).__name__}")
+            right = self.expr(comparator)
+            part = compare(CMP_OPS[type(op)], left, right, loc)
+            result = part if result is None else self.logical("and", result, lambda p=part: p, loc)
+            left = right
+        return result
+
+    def expr_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = self.expr(node.values[0])
+        for value in node.values[1:]:
+            result = self.logical(op, result, lambda v=value: self.expr(v), self.loc(node))
+        return result
+
+    def logical(self, op: str, lhs, rhs_thunk, loc: Loc):
+        """Short-circuit `and`/`or`: the right side runs only where it decides the result."""
+        if isinstance(lhs, Static):
+            decided = bool(lhs.value) == (op == "or")
+            return Static(bool(lhs.value)) if decided else self.as_bool(rhs_thunk(), loc)
+        lhs = truth(lhs, loc)
+        out: list = []
+        setup = self.nested(lambda: out.append(self.as_bool(rhs_thunk(), loc)))
+        rhs = out[0]
+        if isinstance(rhs, Static):
+            return lhs if bool(rhs.value) == (op == "and") else Static(op == "or")
+        if not setup:
+            return N.Logical(loc, op, lhs, rhs, T.bool_)
+        # The right side needs statements (an inlined call): spell the short circuit out.
+        key = self.fresh("logical")
+        self.set_var(key, lhs, loc)
+        cond = N.Var(loc, key, T.bool_)
+        run_rhs = setup + [N.Assign(loc, key, rhs)]
+        self.emit(N.If(loc, cond, run_rhs, []) if op == "and" else N.If(loc, cond, [], run_rhs))
+        return N.Var(loc, key, T.bool_)
+
+    def as_bool(self, value, loc: Loc):
+        return Static(bool(value.value)) if isinstance(value, Static) else truth(value, loc)
+
+    def expr_IfExp(self, node):
+        loc = self.loc(node)
+        cond = self.expr(node.test)
+        if isinstance(cond, Static):
+            return self.expr(node.body if cond.value else node.orelse)
+        cond = truth(cond, self.loc(node.test))
+        arms: list = []
+        setups = [self.nested(lambda n=n: arms.append(self.expr(n))) for n in (node.body, node.orelse)]
+        a, b = arms
+        if is_number(a) and is_number(b):
+            dtype = T.literal_dtype(a.value if isinstance(a.value, float) else b.value)
+        else:
+            from .typing import common_dtype
+
+            dtype = common_dtype(a, b, loc)
+        a, b = typed(a, loc, dtype), typed(b, loc, dtype)
+        if not any(setups):
+            return N.Select(loc, cond, a, b, dtype)
+        key = self.fresh("select")
+        self.unit.types.setdefault(key, dtype)
+        self.emit(N.If(loc, cond, setups[0] + [N.Assign(loc, key, a)],
+                       setups[1] + [N.Assign(loc, key, b)]))
+        return N.Var(loc, key, dtype)
+
+    def expr_Call(self, node):
+        loc = self.loc(node)
+        callee = self.expr(node.func)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            self.unsupported(node, "*args and **kwargs in calls")
+        args = [self.expr(a) for a in node.args]
+        # A string literal is a value only as a keyword argument (input_precision="tf32").
+        kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
+                  isinstance(k.value.value, str) else self.expr(k.value) for k in node.keywords}
+        fn = callee.value if isinstance(callee, Static) else None
+        if fn is None:
+            raise CompileError("this value cannot be called", loc)
+        if isinstance(fn, T.DType):
+            return intrinsics.conversion(fn)(self, args, kwargs, loc)
+        if isinstance(fn, tiles.TileMethod):
+            return fn.call(self, args, kwargs, loc)
+        name = intrinsics.intrinsic_name(fn)
+        if name is not None:
+            self.check_track(name, loc)
+            handler = intrinsics.HANDLERS.get(name)
+            if handler is None:
+                raise CompileError(f"{name}() is not available in this kind of kernel", loc)
+            return handler(self, args, kwargs, loc)
+        if isinstance(fn, lang.func):
+            return self.inline(fn, args, kwargs, loc)
+        if getattr(fn, "__vg_kernel__", False):
+            raise CompileError(f"kernel {fn.__name__!r} cannot be called from a kernel", loc,
+                               hint="make the shared code a @vg.func helper")
+        raise CompileError(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel", loc,
+                           hint="kernels call intrinsics, vg.math functions and @vg.func helpers")
+
+    def check_track(self, name: str, loc: Loc) -> None:
+        track = name.partition(".")[0]
+        if track in TRACK_HINTS and track != self.unit.track:
+            raise CompileError(f"{name}() belongs to the {track} track; this is a "
+                               f"{self.unit.track} kernel", loc, hint=TRACK_HINTS[track])
