@@ -60,7 +60,7 @@ from .. import ir
 from ..errors import BoundsError, CompileError, SafetyError
 from ..ir import tiles as t
 from ..safety.codes import CODES
-from . import atomics, ops, philox
+from . import atomics, ops, philox, tile_ops
 from .shadow import Shadow
 from .simt import Access, _dims, _Memory, launch_arguments
 
@@ -185,117 +185,6 @@ class _Site:
     unsafe: bool
 
 
-# ----------------------------------------------------------------------------- tile geometry
-
-
-def _window(index: list, shape: tuple, extents: tuple):
-    """The part of the tile at tile-index `index` inside the array: (slices of the array,
-    slices of the tile), or None when no element of the tile is inside."""
-    inside, within = [], []
-    for i, n, extent in zip(index, shape, extents):
-        start = int(i) * n
-        lo, hi = max(start, 0), min(start + n, extent)
-        if lo >= hi:
-            return None
-        inside.append(slice(lo, hi))
-        within.append(slice(lo - start, hi - start))
-    return tuple(inside), tuple(within)
-
-
-def _flat(inside: tuple, extents: tuple) -> np.ndarray:
-    """Row-major element numbers of a box of the array."""
-    flat = np.zeros((), np.int64)
-    for box, extent in zip(inside, extents):
-        flat = flat[..., None] * extent + np.arange(box.start, box.stop, dtype=np.int64)
-    return flat.reshape(-1)
-
-
-# ----------------------------------------------------------------------------- op tables
-
-
-def _where(cond, a, b):
-    return np.where(cond, a, b)
-
-
-def _sigmoid(dtype):
-    wide = np.float64 if dtype.bits == 64 else np.float32
-
-    def sigmoid(x):
-        x = np.asarray(x, wide)
-        return ops.to_float(np.reciprocal(1 + np.exp(-x)), dtype)
-    return sigmoid
-
-
-# op name -> (op, operand dtype, result dtype) -> f(*args) in register form, or None.
-_ELEMENTWISE = {
-    **{op: lambda op, operand, result: ops.unary(op, result) for op in ir.UNARY_OPS},
-    **{op: lambda op, operand, result: ops.binary(op, result) for op in ir.BINARY_OPS},
-    **{op: lambda op, operand, result: ops.compare(op) for op in ir.COMPARE_OPS},
-    **{op: lambda op, operand, result: ops.math(op, operand) for op in ir.MATH_FUNCS},
-    "cast": lambda op, operand, result: ops.cast(operand, result),
-    "where": lambda op, operand, result: _where,
-    "sigmoid": lambda op, operand, result: _sigmoid(result) if result.is_float else None,
-}
-
-
-def _accumulator(dtype) -> np.dtype:
-    """What sums and products of `dtype` results add in: float32 for narrower floats."""
-    if dtype.is_float and dtype.bits < 32:
-        return np.dtype(np.float32)
-    return dtype.np
-
-
-def _to_result(dtype):
-    return (lambda x: ops.to_float(x, dtype)) if dtype.is_float else \
-        (lambda x: np.asarray(x).astype(dtype.np))
-
-
-def _accumulating(ufunc):
-    def factory(source, result):
-        acc, finish = _accumulator(result), _to_result(result)
-        return lambda x, axis: finish(ufunc(np.asarray(x, acc), axis=axis, dtype=acc))
-    return factory
-
-
-def _extremum(float_ufunc, int_ufunc):
-    def factory(source, result):
-        ufunc, finish = float_ufunc if source.is_float else int_ufunc, _to_result(result)
-        return lambda x, axis: finish(ufunc.reduce(x, axis=axis))
-    return factory
-
-
-def _position(find, nan_as):
-    def factory(source, result):
-        def position(x, axis):
-            if source.is_float:
-                x = np.where(np.isnan(x), nan_as, x)
-            return np.asarray(find(x, axis=axis)).astype(np.int32)
-        return position
-    return factory
-
-
-# reduce or scan op -> factory(source dtype, result dtype) -> f(tile, axis)
-_REDUCTIONS = {
-    "sum": _accumulating(np.sum),
-    "prod": _accumulating(np.prod),
-    "max": _extremum(np.fmax, np.maximum),
-    "min": _extremum(np.fmin, np.minimum),
-    "argmax": _position(np.argmax, -np.inf),
-    "argmin": _position(np.argmin, np.inf),
-}
-_SCANS = {"cumsum": _accumulating(np.cumsum)}
-
-
-def _tf32(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to tf32's 10 mantissa bits, ties away from zero (NaN kept)."""
-    bits = (x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    return np.where(np.isnan(x), x, bits.view(np.float32))
-
-
-# TileDot precision -> the operands' rounding, on arrays already in the accumulator's dtype
-_DOT_ROUNDING = {"ieee": lambda x: x, "tf32": _tf32}
-
-
 # ----------------------------------------------------------------------------- compiler
 
 
@@ -342,7 +231,7 @@ class _Compiler:
         return lambda bl: getattr(bl, kind)[axis]
 
     def _apply(self, node, op: str, args: tuple, operand_dtype):
-        make = _ELEMENTWISE.get(op)
+        make = tile_ops.ELEMENTWISE.get(op)
         f = None if make is None else make(op, operand_dtype, node.dtype)
         if f is None:
             self._missing(f"{op} on {operand_dtype.name}", node)
@@ -428,10 +317,10 @@ class _Compiler:
             mem = bl.launch.memory[name]
             at = [i(bl) for i in index]
             tile = np.full(shape, padding(bl), dtype)
-            window = _window(at, shape, mem.shape)
+            window = tile_ops.window(at, shape, mem.shape)
             if window is not None:
                 inside, within = window
-                bl.observe(mem, _flat(inside, mem.shape), site)
+                bl.observe(mem, tile_ops.flat_indices(inside, mem.shape), site)
                 tile[within] = mem.decode(mem.data[inside])
             return tile
         return tile_load
@@ -463,10 +352,10 @@ class _Compiler:
         return lambda bl: _settle(f(value(bl), axis))
 
     def _tile_reduce(self, node):
-        return self._reduce_with(_REDUCTIONS, node)
+        return self._reduce_with(tile_ops.REDUCTIONS, node)
 
     def _tile_scan(self, node):
-        return self._reduce_with(_SCANS, node)
+        return self._reduce_with(tile_ops.SCANS, node)
 
     def _reshape(self, node):
         value, shape = self.expr(node.value), node.shape
@@ -483,7 +372,7 @@ class _Compiler:
     def _tile_dot(self, node):
         a, b = self.expr(node.a), self.expr(node.b)
         acc = None if node.acc is None else self.expr(node.acc)
-        wide, rounding = node.dtype.np, _DOT_ROUNDING[node.precision]
+        wide, rounding = node.dtype.np, tile_ops.DOT_ROUNDING[node.precision]
 
         def dot(bl):
             product = np.matmul(rounding(np.asarray(a(bl), wide)), rounding(np.asarray(b(bl), wide)))
@@ -545,10 +434,10 @@ class _Compiler:
             mem = bl.launch.memory[name]
             at = [i(bl) for i in index]
             tile = value(bl)
-            window = _window(at, shape, mem.shape)
+            window = tile_ops.window(at, shape, mem.shape)
             if window is not None:  # a tile wholly outside the array writes nothing
                 inside, within = window
-                bl.observe(mem, _flat(inside, mem.shape), site)
+                bl.observe(mem, tile_ops.flat_indices(inside, mem.shape), site)
                 mem.data[inside] = mem.encode(tile[within])
         return tile_store
 
@@ -564,10 +453,10 @@ class _Compiler:
             mem = bl.launch.memory[name]
             at = [i(bl) for i in index]
             tile = value(bl)
-            window = _window(at, shape, mem.shape)
+            window = tile_ops.window(at, shape, mem.shape)
             if window is not None:  # the elements are distinct: no order among them
                 inside, within = window
-                bl.observe(mem, _flat(inside, mem.shape), site)
+                bl.observe(mem, tile_ops.flat_indices(inside, mem.shape), site)
                 mem.data[inside] = mem.encode(add(mem.decode(mem.data[inside]), tile[within]))
         return tile_atomic_add
 

@@ -1,0 +1,120 @@
+"""What the tile interpreter's operations compute, in NumPy (`tiles` runs the kernels).
+
+Takes: dtypes and op names of `ir.tiles`. Gives tables of functions on tiles in register
+form (`ops`): `ELEMENTWISE` (op -> (op, operand dtype, result dtype) -> f(*args), or None:
+the `ops` tables, `where` and `sigmoid`), `REDUCTIONS` and `SCANS` (op -> (source dtype,
+result dtype) -> f(tile, axis)), `DOT_ROUNDING` (a product's precision -> the operands'
+rounding); and the geometry of a tile in its array: `window` (the part of a tile inside
+the array) and `flat_indices` (row-major element numbers of a box). The semantics (what
+narrow floats accumulate in, NaN in max and argmax, tf32's rounding) are `tiles`' docstring's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from . import ops
+
+def window(index: list, shape: tuple, extents: tuple):
+    """The part of the tile at tile-index `index` inside the array: (slices of the array,
+    slices of the tile), or None when no element of the tile is inside."""
+    inside, within = [], []
+    for i, n, extent in zip(index, shape, extents):
+        start = int(i) * n
+        lo, hi = max(start, 0), min(start + n, extent)
+        if lo >= hi:
+            return None
+        inside.append(slice(lo, hi))
+        within.append(slice(lo - start, hi - start))
+    return tuple(inside), tuple(within)
+
+
+def flat_indices(inside: tuple, extents: tuple) -> np.ndarray:
+    """Row-major element numbers of a box of the array."""
+    flat = np.zeros((), np.int64)
+    for box, extent in zip(inside, extents):
+        flat = flat[..., None] * extent + np.arange(box.start, box.stop, dtype=np.int64)
+    return flat.reshape(-1)
+
+
+def _where(cond, a, b):
+    return np.where(cond, a, b)
+
+
+def _sigmoid(dtype):
+    wide = np.float64 if dtype.bits == 64 else np.float32
+
+    def sigmoid(x):
+        x = np.asarray(x, wide)
+        return ops.to_float(np.reciprocal(1 + np.exp(-x)), dtype)
+    return sigmoid
+
+
+# op name -> (op, operand dtype, result dtype) -> f(*args) in register form, or None.
+ELEMENTWISE = {
+    **{op: lambda op, operand, result: ops.unary(op, result) for op in ir.UNARY_OPS},
+    **{op: lambda op, operand, result: ops.binary(op, result) for op in ir.BINARY_OPS},
+    **{op: lambda op, operand, result: ops.compare(op) for op in ir.COMPARE_OPS},
+    **{op: lambda op, operand, result: ops.math(op, operand) for op in ir.MATH_FUNCS},
+    "cast": lambda op, operand, result: ops.cast(operand, result),
+    "where": lambda op, operand, result: _where,
+    "sigmoid": lambda op, operand, result: _sigmoid(result) if result.is_float else None,
+}
+
+
+def _accumulator(dtype) -> np.dtype:
+    """What sums and products of `dtype` results add in: float32 for narrower floats."""
+    if dtype.is_float and dtype.bits < 32:
+        return np.dtype(np.float32)
+    return dtype.np
+
+
+def _to_result(dtype):
+    return (lambda x: ops.to_float(x, dtype)) if dtype.is_float else \
+        (lambda x: np.asarray(x).astype(dtype.np))
+
+
+def _accumulating(ufunc):
+    def factory(source, result):
+        acc, finish = _accumulator(result), _to_result(result)
+        return lambda x, axis: finish(ufunc(np.asarray(x, acc), axis=axis, dtype=acc))
+    return factory
+
+
+def _extremum(float_ufunc, int_ufunc):
+    def factory(source, result):
+        ufunc, finish = float_ufunc if source.is_float else int_ufunc, _to_result(result)
+        return lambda x, axis: finish(ufunc.reduce(x, axis=axis))
+    return factory
+
+
+def _position(find, nan_as):
+    def factory(source, result):
+        def position(x, axis):
+            if source.is_float:
+                x = np.where(np.isnan(x), nan_as, x)
+            return np.asarray(find(x, axis=axis)).astype(np.int32)
+        return position
+    return factory
+
+
+# reduce or scan op -> factory(source dtype, result dtype) -> f(tile, axis)
+REDUCTIONS = {
+    "sum": _accumulating(np.sum),
+    "prod": _accumulating(np.prod),
+    "max": _extremum(np.fmax, np.maximum),
+    "min": _extremum(np.fmin, np.minimum),
+    "argmax": _position(np.argmax, -np.inf),
+    "argmin": _position(np.argmin, np.inf),
+}
+SCANS = {"cumsum": _accumulating(np.cumsum)}
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to tf32's 10 mantissa bits, ties away from zero (NaN kept)."""
+    bits = (x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(np.isnan(x), x, bits.view(np.float32))
+
+
+# TileDot precision -> the operands' rounding, on arrays already in the accumulator's dtype
+DOT_ROUNDING = {"ieee": lambda x: x, "tf32": _tf32}
