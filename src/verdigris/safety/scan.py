@@ -6,14 +6,14 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
 `Report.format()`, the command's output. Guarantees:
 
 - No user file is imported or run. Each file is parsed with `ast`, and only a filtered copy
-  of its top level is executed (`statics.load_definitions`), statement by statement, in a fresh namespace, to get real
-  kernel objects for the frontend: the imports whose names the definitions or launch sites
-  below use; the `@...kernel` and `@...func` function definitions, when their decorators,
-  defaults and annotations are inert (names, attributes, literals, arithmetic and calls of
-  the standard `math` module's functions); and assignments of inert values. No other
-  top-level statement runs and no function body runs (imported modules do run, as any
-  import does). A statement that fails is skipped. Kernels defined inside functions are
-  listed as not checked.
+  of its top level is executed (`statics.load_definitions`), statement by statement, in a
+  fresh namespace, to get real kernel objects for the frontend: the imports whose names the
+  definitions or launch sites below use; the `@...kernel` and `@...func` function
+  definitions, when their decorators, defaults and annotations are inert (names,
+  attributes, literals, arithmetic and calls of the standard `math` module's functions);
+  and assignments of inert values. No other top-level statement runs and no function body
+  runs (imported modules do run, as any import does). A statement that fails is skipped.
+  Kernels defined inside functions are listed as not checked.
 - Racy kernels: every kernel defined at the top level of a file is specialized through the
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites where they are literal (constexpr arguments and block shapes,
