@@ -73,3 +73,39 @@ def test_prefetched_llvm_setup_is_the_one_target():
     target = nvptx.initialize()  # waits for the thread, if it still holds the set-up
     nvptx.prefetch()  # set up already: no thread
     assert nvptx.initialize() is target and target.triple == nvptx.TRIPLE
+
+
+@needs_fake_driver
+def test_a_tile_kernel_compiles_while_it_is_checked_and_a_refused_one_never_runs():
+    """A cold tile kernel's safety check runs beside its compile (the log says so) and the
+    launch waits for the verdict: a racy kernel raises its SafetyError at every call and
+    reaches the driver never; a SIMT kernel whose accesses the proofs may exempt from checks
+    is checked before it compiles."""
+    code = textwrap.dedent("""
+        import json
+        import numpy as np
+        import verdigris as vg
+        from verdigris.errors import SafetyError
+        from tests.fakecuda import last_launch
+        from tests.fakecuda.kernels import add, axpy, store_tile_zero
+
+        x, out = (vg.asarray(np.ones(1024, np.float32)) for _ in range(2))
+        add[4](x, x, out, BLOCK=256)
+        launched = last_launch().count
+        codes = []
+        for _ in range(2):
+            try:
+                store_tile_zero[4](x, out, B=256)
+            except SafetyError as error:
+                codes.append(error.code)
+        racy_launches = last_launch().count - launched
+        axpy[4, 256](2.0, x, x, out)
+        print(json.dumps({"codes": codes, "racy launches": racy_launches}))
+    """)
+    done = fakecuda.run(code, VERDIGRIS_LOG="compile")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == {"codes": ["VG202", "VG202"], "racy launches": 0}
+    logs = {line.split()[2]: line for line in lines if line.startswith("verdigris: compiled")}
+    assert "beside the compile" in logs["add"] and "safety wait" in logs["add"]
+    assert "beside" not in logs["axpy"] and "safety" in logs["axpy"]

@@ -1,6 +1,6 @@
 """Kernels for the launch-path tests that run on the fake driver (tests/test_runtime_launch.py)
 and for bench/runtime.py: one of three arrays and a scalar, one of sixteen arguments, a
-strided 2-D copy, and a tile kernel with a constexpr."""
+strided 2-D copy, a tile kernel with a constexpr and its racy twin."""
 import verdigris as vg
 from verdigris import simt, tile
 
@@ -34,3 +34,9 @@ def add(a, b, out, BLOCK: vg.constexpr):
     x = tile.load(a, index=(i,), shape=(BLOCK,))
     y = tile.load(b, index=(i,), shape=(BLOCK,))
     tile.store(out, index=(i,), tile=x + y)
+
+
+@tile.kernel
+def store_tile_zero(x, out, B: vg.constexpr):
+    """Racy (VG202): every block stores its tile at tile 0."""
+    tile.store(out, index=(0,), tile=tile.load(x, index=(tile.bid(0),), shape=(B,)))

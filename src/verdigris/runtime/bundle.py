@@ -214,7 +214,9 @@ class BundleKernel(KernelFunction):
     def __repr__(self) -> str:
         return f"<verdigris bundled {self.track} kernel {self.__name__}>"
 
-    def specialization(self, key: tuple) -> Specialization:
+    def specialization(self, key: tuple, beside_compile: bool = False) -> Specialization:
+        """The bundle's specialization for `key`; its verdict came with the bundle (nothing
+        compiles beside it, whatever `beside_compile` says)."""
         spec = self._specializations.get(key)
         if spec is None:
             entry = self._entries.get(key)

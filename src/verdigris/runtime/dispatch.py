@@ -84,6 +84,15 @@ class Specialization:
     load: object = None
     launch_block: tuple | None = None
     write_locs: dict | None = None
+    verdict: object = None  # the safety verdict (`proofs.Verdict`) until `settle` takes it
+
+    def settle(self) -> None:
+        """Wait for the safety verdict if it is still being reached; raises the checker's
+        `SafetyError` (again at every call) for a refused kernel."""
+        if self.verdict is not None:
+            self.bounds_guard = self.verdict.settle()
+            self.timings["safety"] = self.verdict.seconds
+            self.verdict = None
 
     def write_loc(self, name: str) -> Loc:
         if self.write_locs is not None:
@@ -240,7 +249,10 @@ class KernelFunction:
                 specs[p.name] = T.from_name(k[1])
         return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"])
 
-    def specialization(self, key: tuple) -> Specialization:
+    def specialization(self, key: tuple, beside_compile: bool = False) -> Specialization:
+        """The specialization for `key`, built and checked once. With `beside_compile` (the
+        cuda launch path, which settles it before anything runs) its safety verdict may
+        still be pending (`proofs.start`); every other caller gets it settled."""
         spec = self._specializations.get(key)
         if spec is None:
             start = time.perf_counter()
@@ -250,14 +262,16 @@ class KernelFunction:
 
             names = [p.name for p in self.params]
             # once per specialization (the disk cache keeps the verdict), never per launch
-            bounds_guard = proofs.check(kernel, key, names)
+            verdict = proofs.start(kernel, key, names, beside_compile)
             arrays = tuple(i for i, k in enumerate(key[2:]) if k[0] == "a")
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
-                bounds_guard=bounds_guard, key=key, dynamic_shared=_dynamic_itemsize(kernel),
-                timings={"frontend": built - start, "safety": time.perf_counter() - built})
+                key=key, dynamic_shared=_dynamic_itemsize(kernel), verdict=verdict,
+                timings={"frontend": built - start})
             self._specializations[key] = spec
+        if not (beside_compile and spec.verdict is not None and spec.verdict.threaded):
+            spec.settle()
         return spec
 
     def specialize(self, *args, block: tuple | None = None, **kwargs) -> N.Kernel:
@@ -286,7 +300,8 @@ class KernelFunction:
         it followed (what a generated launcher repeats), on the cpu backend None."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
-        spec = self.specialization(self.spec_key(values, infos, block, grid))
+        spec = self.specialization(self.spec_key(values, infos, block, grid),
+                                   beside_compile=backend.current() == "cuda")
         self.check_aliasing(spec, infos)
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)

@@ -142,7 +142,16 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     props = driver.properties(device)
     target = ptx_target(props.cc)
     arch = target if target.endswith("a") else f"sm_{props.cc[0]}{props.cc[1]}"
-    kernel, image, timings = build_image(spec, target, arch, checked, device)
+    try:
+        kernel, image, timings = build_image(spec, target, arch, checked, device)
+    except Exception:
+        spec.settle()  # a kernel the checker refuses reports that, not what the compiler said
+        raise
+    beside = spec.verdict is not None
+    if beside:  # checked while it compiled (`proofs.start`): the verdict comes before the load
+        start = time.perf_counter()
+        spec.settle()
+        timings["safety wait"] = time.perf_counter() - start
     faults.register(checks.kernel_id(kernel), kernel.name,
                     [(n.loc, n.array.name) for n in checks.sites(kernel)])
     from .tensormap import cuda_kernel  # tile matrix products: shared memory, TMA maps
@@ -158,6 +167,7 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
             else f"compiled {name} for {arch}"
         print(f"verdigris: {how} in {sum(timings.values()) * 1e3:.1f} ms ("
               + ", ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in timings.items())
+              + (f"; safety {spec.timings['safety'] * 1e3:.1f} beside the compile" if beside else "")
               + " ms)")
     return loaded
 

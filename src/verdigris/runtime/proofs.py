@@ -1,12 +1,15 @@
 """A specialization's safety verdict, from the disk cache when this compiler reached it before.
 
 Takes: a freshly built, unchecked `ir.Kernel`, its specialization key and the kernel's
-parameter names. Gives: `check(kernel, key, names)`, which runs `safety.check` (raising
-its `SafetyError`) unless the disk cache holds the verdict for this exact kernel, and
-either way leaves the checker's facts in `kernel.facts` (`in_bounds`; the preconditions'
-texts, without their polynomials, after a hit) and returns the bounds guard
-(`safety.bounds.launch_guard`'s function, with its `.condition`; None without
-preconditions).
+parameter names. Gives:
+- `check(kernel, key, names)`, which runs `safety.check` (raising its `SafetyError`) unless
+  the disk cache holds the verdict for this exact kernel, and either way leaves the
+  checker's facts in `kernel.facts` (`in_bounds`; the preconditions' texts, without their
+  polynomials, after a hit) and returns the bounds guard (`safety.bounds.launch_guard`'s
+  function, with its `.condition`; None without preconditions);
+- `start(kernel, key, names) -> Verdict`: the same verdict, reached on a thread beside the
+  compile that follows where the compiled code does not depend on it (see `start`);
+  `Verdict.settle()` waits for it and gives the guard, or raises the `SafetyError`.
 
 Guarantees: only accepted kernels are recorded, under a key made of the printed IR (which
 holds everything the checker reads: the body, the types, the block and one-block grid
@@ -15,17 +18,69 @@ axes, `vg.unsafe` regions), the specialization key and the compiler's fingerprin
 checker nor the solver: with the compiled image also cached, a specialization costs the
 frontend and two small file reads. A miss on the cuda backend means a compile follows:
 the code generator's setup starts on a thread first (`codegen.prefetch`), beside the check.
+Nothing runs on the GPU before its verdict is settled: the runtime settles a verdict
+before it loads the compiled module.
 """
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 from ..codegen import checks
 from ..ir.printer import format_kernel
 from . import backend, cache
 
 
+class Verdict:
+    """A safety verdict: settled, or being reached on a thread (`pending`). `settle()` gives
+    the bounds guard or raises the checker's error, every time it is asked."""
+
+    __slots__ = ("guard", "seconds", "_thread", "_error")
+
+    def __init__(self, guard=None, seconds: float = 0.0):
+        self.guard, self.seconds, self._thread, self._error = guard, seconds, None, None
+
+    @classmethod
+    def beside(cls, prove) -> Verdict:
+        verdict = cls()
+
+        def run():
+            start = time.perf_counter()
+            try:
+                verdict.guard = prove()
+            except BaseException as error:  # noqa: BLE001 -- handed to whoever settles
+                verdict._error = error
+            verdict.seconds = time.perf_counter() - start
+
+        verdict._thread = threading.Thread(target=run, daemon=True, name="verdigris-safety")
+        verdict._thread.start()
+        return verdict
+
+    @property
+    def threaded(self) -> bool:
+        """Whether it is (or was) reached on a thread, beside a compile."""
+        return self._thread is not None
+
+    def settle(self):
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        return self.guard
+
+
 def check(kernel, key: tuple, names: list):
+    return start(kernel, key, names, beside_compile=False).settle()
+
+
+def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdict:
+    """The verdict of `check`; on a thread when it is not cached, the cuda backend compiles
+    next and the kernel holds no access whose bounds check the proofs could drop
+    (`checks.sites` is empty: the tile track's tiles are masked, not checked). The code
+    generator then reads nothing the checker gives, and such a kernel has no launch guard,
+    so the compile runs while the checker works (both mostly outside the GIL: LLVM, ptxas
+    and the solver), and the launch settles the verdict before it loads the module."""
     record_key = cache.key(format_kernel(kernel), ("safety verdict", key), "any target")
     record = _read(cache.get(record_key))
     if record is not None:
@@ -35,21 +90,30 @@ def check(kernel, key: tuple, names: list):
         kernel.facts["in_bounds"] = frozenset(
             id(site) for i, site in enumerate(checks.sites(kernel)) if i not in unproven)
         kernel.facts["bounds_preconditions"] = tuple((None, text) for text in record["texts"])
-        return guard(record["guard"])
-    if backend.current() == "cuda":
+        return Verdict(guard(record["guard"]))
+    compiles_next = backend.current() == "cuda"
+    if compiles_next:
         from .. import codegen
 
         codegen.prefetch(kernel)
-    from .. import safety
 
-    safety.check(kernel)
-    launch_guard = safety.bounds.launch_guard(kernel, names)
-    facts = {k: v for k, v in kernel.facts.items() if _plain(v)}
-    cache.put(record_key, json.dumps({
-        "checked": list(checks.checked_sites(kernel)), "facts": facts,
-        "texts": [text for _, text in kernel.facts.get("bounds_preconditions", ())],
-        "guard": None if launch_guard is None else launch_guard.condition}).encode())
-    return launch_guard
+    def prove():
+        from .. import safety
+
+        safety.check(kernel)
+        launch_guard = safety.bounds.launch_guard(kernel, names)
+        # a snapshot (the compile beside may add the runtime's own "noalias" meanwhile)
+        facts = {k: v for k, v in dict(kernel.facts).items() if _plain(v) and k != "noalias"}
+        cache.put(record_key, json.dumps({
+            "checked": list(checks.checked_sites(kernel)), "facts": facts,
+            "texts": [text for _, text in kernel.facts.get("bounds_preconditions", ())],
+            "guard": None if launch_guard is None else launch_guard.condition}).encode())
+        return launch_guard
+
+    if beside_compile and compiles_next and not checks.sites(kernel):
+        return Verdict.beside(prove)
+    started = time.perf_counter()
+    return Verdict(prove(), time.perf_counter() - started)
 
 
 def _plain(value) -> bool:
