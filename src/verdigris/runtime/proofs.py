@@ -81,6 +81,7 @@ def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdi
     generator then reads nothing the checker gives, and such a kernel has no launch guard,
     so the compile runs while the checker works (both mostly outside the GIL: LLVM, ptxas
     and the solver), and the launch settles the verdict before it loads the module."""
+    started = time.perf_counter()
     record_key = cache.key(format_kernel(kernel), ("safety verdict", key), "any target")
     record = _read(cache.get(record_key))
     if record is not None:
@@ -90,7 +91,7 @@ def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdi
         kernel.facts["in_bounds"] = frozenset(
             id(site) for i, site in enumerate(checks.sites(kernel)) if i not in unproven)
         kernel.facts["bounds_preconditions"] = tuple((None, text) for text in record["texts"])
-        return Verdict(guard(record["guard"]))
+        return Verdict(guard(record["guard"]), time.perf_counter() - started)
     compiles_next = backend.current() == "cuda"
     if compiles_next:
         from .. import codegen
@@ -112,7 +113,6 @@ def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdi
 
     if beside_compile and compiles_next and not checks.sites(kernel):
         return Verdict.beside(prove)
-    started = time.perf_counter()
     return Verdict(prove(), time.perf_counter() - started)
 
 
