@@ -232,3 +232,12 @@ class TileAtomicAdd(Stmt):
     array: ArrayRef
     index: tuple
     value: TileExpr
+
+
+def has_dots(kernel) -> bool:
+    """Whether a tile kernel multiplies matrices (a `TileDot`): such a kernel lowers through
+    `tile.matmul` and launches with tensor maps. Light: a cached kernel's load and a kernel
+    without products import neither."""
+    from ..frontend import walk
+
+    return any(isinstance(n, TileDot) for n in walk(kernel.body))

@@ -140,10 +140,10 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
     ir = spec.kernel
     launch_block = spec.launch_block
     if kernel.track == "tile":
-        from ..tile import matmul
+        from ..ir.tiles import has_dots
         from ..tile.lower import launch_block as tile_block
 
-        if matmul.has_dots(ir):
+        if has_dots(ir):
             raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
                                "be bundled yet (their launches encode tensor maps)")
         launch_block = tile_block(ir)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 
+from ..ir.tiles import has_dots
 from . import driver
 from .module import CudaKernel
 
@@ -31,20 +32,11 @@ _MAX_CACHED_MAPS = 64
 
 
 def cuda_kernel(kernel, target: str, module, entry: str, abi: list) -> CudaKernel:
-    if kernel.track != "tile" or not _has_dots(kernel):
+    if kernel.track != "tile" or not has_dots(kernel):
         return CudaKernel(module, entry, abi)
     from ..tile import matmul
 
     return MatmulKernel(module, entry, abi, matmul.plan(kernel, target), kernel, target)
-
-
-def _has_dots(kernel) -> bool:
-    """`tile.matmul.has_dots`, without importing the tile lowering (a cached kernel's load
-    must not)."""
-    from ..frontend import walk
-    from ..ir import tiles as X
-
-    return any(isinstance(n, X.TileDot) for n in walk(kernel.body))
 
 
 _DTYPES = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",

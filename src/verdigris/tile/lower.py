@@ -504,7 +504,7 @@ def _elementwise(e: X.TileMap, operand: DType):
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:
-    from . import matmul  # kernels with matrix products: tensor cores, staged operands
-
-    lowering = matmul.MmaLowering if matmul.has_dots(kernel) else TileLowering
+    lowering = TileLowering
+    if X.has_dots(kernel):  # matrix products: tensor cores, staged operands
+        from .matmul import MmaLowering as lowering
     return lowering(kernel, target).run()

@@ -111,10 +111,6 @@ def _walk(kernel):
     return walk(kernel.body)
 
 
-def has_dots(kernel: N.Kernel) -> bool:
-    return any(isinstance(n, X.TileDot) for n in _walk(kernel))
-
-
 def _engine(node: X.TileDot, target: str, warps: int) -> tuple:
     m, k = padded(node.a.shape)
     n = padded(node.b.shape)[1]
