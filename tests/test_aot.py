@@ -9,7 +9,7 @@ import pytest
 
 import verdigris as vg
 from tests import fakecuda
-from tests.fakecuda.kernels import add, axpy
+from tests.fakecuda.kernels import add, axpy, keep_prefix
 from verdigris.codegen import ptxas
 from verdigris.runtime import bundle as B
 
@@ -25,6 +25,8 @@ def bundles(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bundles")
     axpy.compile_aot(AXPY_SIG, block=256, targets=["sm_80", "sm_90", "ptx"]).save(folder / "axpy.vgb")
     add.compile_aot(ADD_SIGS, targets=["sm_90"]).save(folder / "add.vgb")
+    keep_prefix.compile_aot(["f32[::1], f32[::1], i64, 1024"], targets=["sm_90"]).save(
+        folder / "keep_prefix.vgb")
     return folder
 
 
@@ -118,6 +120,10 @@ def test_a_bundle_launches_without_the_compiler(bundles):
         a = vg.load_bundle({str(bundles / "add.vgb")!r})
         a[8](x, y, o, BLOCK=1024)
         out["tile block"] = list(last_launch().block)
+        p = vg.load_bundle({str(bundles / "keep_prefix.vgb")!r})
+        for n in (992, 1000):  # compiled for any n: a multiple of 16 is one too
+            p[4](x, o, n, BLOCK=1024)
+        out["any n"] = len(p._specializations)
         out["loaded"] = sorted(m for m in sys.modules if m.startswith(("llvmlite.",
                                "verdigris.codegen.lower", "verdigris.safety", "verdigris.tile.lower")))
         print(json.dumps(out))
@@ -132,3 +138,4 @@ def test_a_bundle_launches_without_the_compiler(bundles):
     assert "x: float64[::1]" in got["f64"][1] and "x: float32[::1]" in got["f64"][1]
     assert got["alias"][0] == "AliasError" and "out[i] = alpha * x[i] + y[i]" in got["alias"][1]
     assert got["tile block"][1:] == [1, 1] and got["tile block"][0] % 32 == 0
+    assert got["any n"] == 2

@@ -227,3 +227,20 @@ def test_a_backend_switch_retires_launchers():
     out["launched on the gpu"] = record()["count"] - count
     """)
     assert got == {"cpu result": 64 * 3.0, "launched on the gpu": 0}
+
+
+def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
+    """`n` a multiple of 16 and not: two specializations (the first compares its mask once
+    per run, `Param.multiple_of`), each with its own launcher, which hands a value of the
+    other kind down the chain."""
+    got = run("""
+    from tests.fakecuda.kernels import keep_prefix
+    x, o = f32(4096), f32(4096)
+    for n in (992, 1000, 992, 1000, 2**40):
+        before = general_calls[0]
+        keep_prefix[4](x, o, n, BLOCK=1024)
+        out[str(n)] = out.get(str(n), []) + [general_calls[0] - before]
+    out["multiples"] = sorted([p.multiple_of for p in spec.kernel.params if p.name == "n"][0]
+                              for spec in keep_prefix._specializations.values())
+    """)
+    assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [0], "multiples": [1, 16]}

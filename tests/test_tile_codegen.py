@@ -322,3 +322,25 @@ def test_too_much_shared_memory_is_a_located_compile_error():
 
 def ptx_of_spec(kernel_fn, specs, target: str = "sm_90") -> str:
     return codegen.compile_to_ptx(kernel_fn.specialize_types(specs), target).ptx
+
+
+def test_a_mask_against_a_multiple_of_16_compares_once_per_vector():
+    """LayerNorm's `tile.arange(COLS) < n` at 8 warps (8 consecutive elements per thread
+    and vector): one comparison per element in general, one per run of 8 when the launch's
+    n is a multiple of 16 (the dispatcher specializes tile kernels on it, as Triton does);
+    the selects stay one per element."""
+    from verdigris.frontend import build_kernel
+    from verdigris.frontend.typing import Static
+
+    _, specs = SPECS["layernorm"]
+    specs = {k: Static(v) if k == "COLS" else v for k, v in specs.items()}
+
+    def mask_compares(multiples):
+        kernel = build_kernel(layernorm.fn, "tile", specs, (256, 1, 1), multiples=multiples)
+        ptx = codegen.compile_to_ptx(kernel, "sm_90").ptx
+        where = ptx[ptx.index("min.s64"):ptx.index("bar.sync", ptx.index("min.s64"))]
+        return len(re.findall(r"setp\.gt\.s32", where)), where.count("selp.f32")
+
+    columns = SPECS["layernorm"][1]["COLS"] // 256
+    assert mask_compares(None) == (columns, columns)
+    assert mask_compares({"n": 16}) == (columns // 8, columns)

@@ -1,6 +1,6 @@
 """Kernels for the launch-path tests that run on the fake driver (tests/test_runtime_launch.py)
 and for bench/runtime.py: one of three arrays and a scalar, one of sixteen arguments, a
-strided 2-D copy, a tile kernel with a constexpr and its racy twin."""
+strided 2-D copy, tile kernels with a constexpr (one racy twin) and one masked by a scalar."""
 import verdigris as vg
 from verdigris import simt, tile
 
@@ -40,3 +40,12 @@ def add(a, b, out, BLOCK: vg.constexpr):
 def store_tile_zero(x, out, B: vg.constexpr):
     """Racy (VG202): every block stores its tile at tile 0."""
     tile.store(out, index=(0,), tile=tile.load(x, index=(tile.bid(0),), shape=(B,)))
+
+
+@tile.kernel
+def keep_prefix(x, out, n, BLOCK: vg.constexpr):
+    """Each block's tile with the elements past position n of the tile zeroed: a mask
+    against an integer scalar (compared once per run when n is a multiple of 16)."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=tile.where(tile.arange(BLOCK) < n, t, 0.0))

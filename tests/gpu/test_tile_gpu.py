@@ -83,8 +83,9 @@ def test_softmax(rng, rows, cols, tile_cols):
     close(gpu["out"], cpu["out"], 2e-6)
 
 
-@pytest.mark.parametrize("cols,tile_cols", [(8192, 8192), (1000, 1000), (700, 1024)])
+@pytest.mark.parametrize("cols,tile_cols", [(8192, 8192), (1000, 1000), (700, 1024), (992, 1024)])
 def test_layernorm_and_rmsnorm_bfloat16(rng, cols, tile_cols):
+    """992 and 8192 are multiples of 16: their masks compare once per run of elements."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     bf = ml_dtypes.bfloat16
     rows = 16
@@ -209,3 +210,17 @@ def test_atomic_add_of_partial_sums(rng):
     gpu, cpu = run_both(split_sum, (3, vg.cdiv(1000, 256)),
                         dict(x=x, out=np.zeros(12, np.float32), R=4, C=256), ("out",))
     close(gpu["out"], cpu["out"], 1e-5)
+
+
+@pytest.mark.parametrize("n", [-2**40, -16, -1, 0, 8, 16, 992, 1000, 1024, 2**31 - 1, 2**40])
+def test_masks_against_multiples_of_16_and_others(rng, n):
+    """`arange(BLOCK) < n` with n a multiple of 16 (compared once per run) or not, near and
+    past every clamp, on 4 and 8 warps."""
+    from tests.fakecuda.kernels import keep_prefix
+
+    x = rng.standard_normal(4096).astype(np.float32)
+    want = np.where(np.arange(4096) % 1024 < n, x, 0.0)
+    for warps in (4, 8):
+        out = vg.asarray(np.full_like(x, np.nan))
+        keep_prefix[4](vg.asarray(x), out, n, BLOCK=1024, num_warps=warps)
+        np.testing.assert_array_equal(out.numpy(), want)

@@ -59,7 +59,10 @@ def _resolve_annotation(text: str, src):
 
 
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
-                 unit_grid_axes: tuple | None = None, fma: bool = False) -> N.Kernel:
+                 unit_grid_axes: tuple | None = None, fma: bool = False,
+                 multiples: dict | None = None) -> N.Kernel:
+    """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
+    `multiples`: integer scalar parameter -> what its launch values are multiples of."""
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
@@ -72,6 +75,8 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
             continue
         kernel.unit_grid_axes = unit_grid_axes
         kernel.fma = fma
+        for p in kernel.params:
+            p.multiple_of = (multiples or {}).get(p.name, 1)
         return kernel
     raise CompileError("variable types did not settle", src.loc(src.tree))
 

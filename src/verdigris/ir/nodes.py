@@ -367,6 +367,9 @@ class Param:
     type: Optional[ArrayType] = None
     dtype: Optional[DType] = None
     value: object = None
+    # An integer scalar's launch values are multiples of this (16 when the specialization
+    # was made for such values, as Triton's are), which lets masks compare once per run.
+    multiple_of: int = 1
 
 
 @dataclass(eq=False)

@@ -140,6 +140,8 @@ def format_kernel(k: N.Kernel) -> str:
     for p in k.params:
         kind = str(p.type) if p.kind == "array" else p.dtype.name if p.kind == "scalar" \
             else f"constexpr={p.value!r}"
+        if p.multiple_of > 1:
+            kind += f" multiple_of={p.multiple_of}"
         params.append(f"{p.name}: {kind}")
     block = f" block={k.block}" if k.block is not None else ""
     if k.unit_grid_axes is not None:

@@ -129,8 +129,18 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
                         bool(spec.aligned16)))
         else:
-            out.append(("s", T.from_any(spec).name))
+            dtype = T.from_any(spec)
+            # compiled for any value: no launch value's divisibility is known ahead
+            out.append(("s", dtype.name, False) if kernel.track == "tile" and dtype.is_int
+                       else ("s", dtype.name))
     return out
+
+
+def _any_value(key: tuple) -> tuple:
+    """`key` with each integer scalar's "multiple of MULTIPLE" fact dropped: the entry a
+    bundle holds for it (compiled for any value)."""
+    return key[:2] + tuple(("s", e[1], False) if e[0] == "s" and e[2:] == (True,) else e
+                           for e in key[2:])
 
 
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
@@ -219,7 +229,7 @@ class BundleKernel(KernelFunction):
         compiles beside it, whatever `beside_compile` says)."""
         spec = self._specializations.get(key)
         if spec is None:
-            entry = self._entries.get(key)
+            entry = self._entries.get(key) or self._entries.get(_any_value(key))
             if entry is None:
                 raise LaunchError(
                     f"{self.__name__}: the bundle has no specialization for this launch "

@@ -34,6 +34,7 @@ from .interop import byte_extent, describe
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
 MAX_AXIS_THREADS = 2**31 - 1  # thread ids along an axis fit in int32 (the race proofs assume it)
+MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples of this
 
 
 def _dims(value, what: str, name: str) -> tuple:
@@ -211,7 +212,9 @@ class KernelFunction:
                  grid: tuple | None = None) -> tuple:
         """What a compiled form depends on: the block shape, the grid axes with one block
         (the race proofs use both; axis 0 only for tile kernels, where one block storing a
-        fixed tile is a common, race-free launch), then one entry per argument."""
+        fixed tile is a common, race-free launch), then one entry per argument: a tile
+        kernel's integer scalar also says whether it is a multiple of `MULTIPLE` (masks
+        against it then compare once per run of elements, `Param.multiple_of`)."""
         key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
@@ -220,7 +223,10 @@ class KernelFunction:
                 key.append(("a", info.dtype.name, info.ndim,
                             info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0))
             else:
-                key.append(("s", _scalar_dtype(v, p.name, self.__name__).name))
+                dtype = _scalar_dtype(v, p.name, self.__name__)
+                key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
+                           if self.track == "tile" and dtype.is_int
+                           else ("s", dtype.name))
         return tuple(key)
 
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
@@ -239,7 +245,7 @@ class KernelFunction:
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
-        specs = {}
+        specs, multiples = {}, {}
         for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
@@ -247,7 +253,10 @@ class KernelFunction:
                 specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
             else:
                 specs[p.name] = T.from_name(k[1])
-        return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"])
+                if k[2:] == (True,):
+                    multiples[p.name] = MULTIPLE
+        return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
+                            multiples)
 
     def specialization(self, key: tuple, beside_compile: bool = False) -> Specialization:
         """The specialization for `key`, built and checked once. With `beside_compile` (the

@@ -44,6 +44,7 @@ import threading
 from inspect import Parameter
 
 from . import cache, faults, interop, streams
+from .dispatch import MULTIPLE
 from .interop import span
 from .module import CudaKernel
 
@@ -186,6 +187,8 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
+            if entry[2:]:  # specialized on being a multiple of MULTIPLE, or not
+                w.check(f"{'' if entry[2] else 'not '}{name} % {MULTIPLE}")
         else:
             facts[i] = _array(w, i, name, value, info, entry)
     if spec.bounds_guard is not None:

@@ -284,22 +284,29 @@ class TileLowering(_KernelLowering):
     def _arange_compare(self, layout: Layout, op: str, bound: X.Splat, dtype: DType) -> TileValue:
         """`arange op bound` where the arange was widened to the bound's 64-bit type (the
         masks `tile.arange(n) < n_valid`): compared in 32 bits, the bound clamped once to
-        [-1, 2**31 - 1] (the same answer for every position 0 <= p < 2**31 - 1), the
+        [-g, 2**31 - g] (the same answer for every position 0 <= p < 2**31 - g), the
         thread's coordinate moved to the bound's side once (`tc + c < s` as `c < s - tc`,
-        exact in 32 bits), so each element is one comparison with a constant."""
+        exact in 32 bits), so each element is one comparison with a constant. When the
+        bound is a parameter whose values are multiples of g (`Param.multiple_of`) and so
+        is every thread coordinate, `s - tc` is too, and `c < s - tc` is `c0 < s - tc` for
+        c's run start c0 = c - c % g: one comparison per run of g (`_runs`)."""
         b, dt = self.b, bound.dtype
+        g = _runs(layout, self.kernel, bound.value, op)
         s = self.expr(bound.value)
         if dt.is_signed:
-            s = self.em.call("llvm.smax.i64", s.type, s, ir.Constant(s.type, -1))
-            s = self.em.call("llvm.smin.i64", s.type, s, ir.Constant(s.type, 2**31 - 1))
+            s = self.em.call("llvm.smax.i64", s.type, s, ir.Constant(s.type, -g))
+            s = self.em.call("llvm.smin.i64", s.type, s, ir.Constant(s.type, 2**31 - g))
         else:
-            s = self.em.call("llvm.umin.i64", s.type, s, ir.Constant(s.type, 2**31 - 1))
+            s = self.em.call("llvm.umin.i64", s.type, s, ir.Constant(s.type, 2**31 - g))
         s = b.trunc(s, I32)
         if layout.thread_bits(0):
             s = b.sub(s, self.thread_coord(layout, 0))
-        regs = [Lazy(lambda r=r: arith.compare(self.em, op, int32, ir.Constant(
-            I32, layout.register_coords(r)[0]), s)) for r in range(layout.num_regs)]
-        return TileValue(layout, regs, dtype)
+        starts = sorted({c - c % g for c in map(lambda r: layout.register_coords(r)[0],
+                                                 range(layout.num_regs))})
+        masks = {c0: Lazy(lambda c0=c0: arith.compare(self.em, op, int32, ir.Constant(I32, c0), s))
+                 for c0 in starts}
+        coords = [layout.register_coords(r)[0] for r in range(layout.num_regs)]
+        return TileValue(layout, [masks[c - c % g] for c in coords], dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
         # The source in the result's layout sliced on the stretched axes: every thread then
@@ -493,6 +500,19 @@ def _arange_against_scalar(e: X.TileMap):
                 and a.dtype.is_int and a.dtype.bits == 64 and isinstance(other, X.Splat):
             return (e.op if first == 0 else _MIRRORED[e.op]), other
     return None
+
+
+def _runs(layout: Layout, kernel: N.Kernel, bound, op: str) -> int:
+    """The run length g over which `arange op bound` is constant (`_arange_compare`): the
+    bound parameter's `multiple_of` (1 for another bound), capped by the smallest step of
+    a thread coordinate along the arange's axis; 1 for comparisons other than < and >=."""
+    if op not in ("lt", "ge") or not isinstance(bound, N.Var):
+        return 1
+    param = next((p for p in kernel.params if p.name == bound.name and p.kind == "scalar"), None)
+    g = 1 if param is None else param.multiple_of
+    for _, _, step in layout.thread_bits(0):
+        g = min(g, 1 << step)
+    return g
 
 
 def _elementwise(e: X.TileMap, operand: DType):
