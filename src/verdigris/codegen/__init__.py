@@ -83,7 +83,9 @@ def lower_to_llvm(kernel: Kernel, target: str) -> str:
     return str(nvptx.parse(str(_lower(kernel, target))))
 
 
-def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
+def compile_to_ptx(kernel: Kernel, target: str = "sm_90", lowered=None) -> CompiledPTX:
+    """`lowered`, if given, is called once the lowering (the Python part) is done: what
+    follows runs in LLVM, outside the GIL (the runtime starts the safety check there)."""
     from . import libdevice, nvptx
     from .lower import entry_symbol
 
@@ -98,6 +100,8 @@ def compile_to_ptx(kernel: Kernel, target: str = "sm_90") -> CompiledPTX:
 
     module = nvptx.parse(str(_lower(kernel, target)))
     lap("lower")
+    if lowered is not None:
+        lowered()
     libdevice.link(module, target)
     lap("libdevice")
     nvptx.optimize(module, target)

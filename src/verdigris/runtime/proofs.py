@@ -8,8 +8,9 @@ parameter names. Gives:
   polynomials, after a hit) and returns the bounds guard (`safety.bounds.launch_guard`'s
   function, with its `.condition`; None without preconditions);
 - `start(kernel, key, names) -> Verdict`: the same verdict, reached on a thread beside the
-  compile that follows where the compiled code does not depend on it (see `start`);
-  `Verdict.settle()` waits for it and gives the guard, or raises the `SafetyError`.
+  compile that follows where the compiled code does not depend on it (see `start`; the
+  compiler begins the thread after its lowering, `Verdict.start`); `Verdict.settle()` waits
+  for it and gives the guard, or raises the `SafetyError`.
 
 Guarantees: only accepted kernels are recorded, under a key made of the printed IR (which
 holds everything the checker reads: the body, the types, the block and one-block grid
@@ -33,8 +34,12 @@ from . import backend, cache
 
 
 class Verdict:
-    """A safety verdict: settled, or being reached on a thread (`pending`). `settle()` gives
-    the bounds guard or raises the checker's error, every time it is asked."""
+    """A safety verdict: settled, or to be reached on a thread beside a compile (`threaded`),
+    which `start` begins: the compiler calls it when its own Python work (the lowering) is
+    done and LLVM and ptxas, which run outside the GIL, take over, so the checker's Python
+    runs beside them rather than taking turns with the lowering. `settle()` starts it if
+    nobody did, waits, and gives the bounds guard or raises the checker's error, every time
+    it is asked."""
 
     __slots__ = ("guard", "seconds", "_thread", "_error")
 
@@ -54,7 +59,6 @@ class Verdict:
             verdict.seconds = time.perf_counter() - start
 
         verdict._thread = threading.Thread(target=run, daemon=True, name="verdigris-safety")
-        verdict._thread.start()
         return verdict
 
     @property
@@ -62,8 +66,13 @@ class Verdict:
         """Whether it is (or was) reached on a thread, beside a compile."""
         return self._thread is not None
 
+    def start(self) -> None:
+        if self._thread is not None and self._thread.ident is None:
+            self._thread.start()
+
     def settle(self):
         if self._thread is not None:
+            self.start()
             self._thread.join()
         if self._error is not None:
             raise self._error.with_traceback(None)
