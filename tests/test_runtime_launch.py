@@ -244,3 +244,20 @@ def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
                               for spec in keep_prefix._specializations.values())
     """)
     assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [0], "multiples": [1, 16]}
+
+
+def test_a_tile_kernel_specializes_on_arrays_being_on_the_grid():
+    """Extents (and row strides) multiples of 16 below 2**31 or not: two specializations of
+    the tile add, the on-grid one without its rolled edge path; each launcher hands arrays
+    of the other kind down the chain."""
+    got = run("""
+    on, off = f32(4096), f32(1000)
+    for label, arrays in (("on", (on, on, f32(4096))), ("off", (off, off, f32(1000))),
+                          ("on again", (on, on, f32(4096))), ("off again", (off, off, f32(1000)))):
+        before = general_calls[0]
+        add[4](*arrays, BLOCK=1024)
+        out[label] = general_calls[0] - before
+    out["grid"] = sorted(str(spec.kernel.param("a").type) for spec in add._specializations.values())
+    """)
+    assert got == {"on": 1, "off": 1, "on again": 0, "off again": 0,
+                   "grid": ["float32[1d,ca]", "float32[1d,cag]"]}

@@ -344,3 +344,26 @@ def test_a_mask_against_a_multiple_of_16_compares_once_per_vector():
     columns = SPECS["layernorm"][1]["COLS"] // 256
     assert mask_compares(None) == (columns, columns)
     assert mask_compares({"n": 16}) == (columns // 8, columns)
+
+
+def test_arrays_on_the_grid_need_no_rolled_path():
+    """LayerNorm over arrays whose extents and row strides are multiples of 16
+    (`ArrayType.on_grid`, what a launch with such arrays specializes on): its vectors can
+    never straddle an edge, so neither the run-time test of that nor the element-by-element
+    path behind it (a local array per vector) is emitted."""
+    from dataclasses import replace
+
+    from verdigris.frontend import build_kernel
+    from verdigris.frontend.typing import Static
+
+    _, specs = SPECS["layernorm"]
+    specs = {k: Static(v) if k == "COLS" else v for k, v in specs.items()}
+
+    def ptx(grid: bool) -> str:
+        typed = {k: replace(v, on_grid=grid) if isinstance(v, ArrayType) else v for k, v in specs.items()}
+        return codegen.compile_to_ptx(build_kernel(layernorm.fn, "tile", typed, (256, 1, 1)), "sm_90").ptx
+
+    off, on = ptx(False), ptx(True)
+    assert "st.local" in off and "st.local" not in on
+    assert on.count("ld.global.nc.v4.b32") == off.count("ld.global.nc.v4.b32") == 12
+    assert on.count("st.global.v4.b32") == 4 and len(on) < 0.6 * len(off)

@@ -76,6 +76,18 @@ def test_strided_view_with_edge_tiles(rng):
     np.testing.assert_array_equal(gpu["out"], cpu["out"])
 
 
+@pytest.mark.parametrize("rows,width", [(48, 64), (48, 72), (33, 64)])
+def test_views_on_and_off_the_grid(rng, rows, width):
+    """2-D tiles of 16 x 64 over views whose extents are multiples of 16 or not and whose
+    row stride is (64) or is not (72): the launch specializes on that (`on_grid`), and
+    every variant moves exactly the elements inside."""
+    big = rng.standard_normal((rows, width)).astype(np.float16)
+    x = big[:, :48]
+    out = np.zeros((rows, 48), np.float16)
+    gpu, cpu = run_both(block_2d, (vg.cdiv(rows, 16), 1), dict(x=x, out=out, R=16, C=64), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+
+
 @pytest.mark.parametrize("rows,cols,tile_cols", [(64, 4096, 4096), (33, 1000, 1000), (5, 50, 64)])
 def test_softmax(rng, rows, cols, tile_cols):
     x = (3 * rng.standard_normal((rows, cols))).astype(np.float32)

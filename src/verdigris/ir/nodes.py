@@ -50,11 +50,15 @@ class ArrayType:
     unit_inner_stride: bool = False  # strides[-1] == 1, so it is not passed
     aligned16: bool = False  # data pointer is 16-byte aligned
     shape: Optional[tuple] = None  # static shape of local/shared arrays
+    # every extent a multiple of 16 below 2**31, every stride but the last a multiple of 16
+    # (tile kernels are specialized on it: their vectors then never straddle an edge)
+    on_grid: bool = False
 
     def __str__(self) -> str:
         if self.shape is not None:
             return f"{self.space} {self.dtype.name}[{', '.join(map(str, self.shape))}]"
-        flags = ("c" if self.unit_inner_stride else "") + ("a" if self.aligned16 else "")
+        flags = ("c" if self.unit_inner_stride else "") + ("a" if self.aligned16 else "") \
+            + ("g" if self.on_grid else "")
         return f"{self.dtype.name}[{self.ndim}d{',' + flags if flags else ''}]"
 
 

@@ -127,7 +127,7 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
             out.append(("c", spec))
         elif isinstance(spec, ArrayType):
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
-                        bool(spec.aligned16)))
+                        bool(spec.aligned16)) + ((False,) if kernel.track == "tile" else ()))
         else:
             dtype = T.from_any(spec)
             # compiled for any value: no launch value's divisibility is known ahead
@@ -136,11 +136,16 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
     return out
 
 
+_FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry holds its divisibility fact
+
+
 def _any_value(key: tuple) -> tuple:
-    """`key` with each integer scalar's "multiple of MULTIPLE" fact dropped: the entry a
-    bundle holds for it (compiled for any value)."""
-    return key[:2] + tuple(("s", e[1], False) if e[0] == "s" and e[2:] == (True,) else e
-                           for e in key[2:])
+    """`key` with each integer scalar's "multiple of MULTIPLE" and each array's "on the
+    grid" fact set to False: the entry a bundle holds for it (compiled for any values)."""
+    def relaxed(entry):
+        at = _FACT_AT.get(entry[0])
+        return entry[:at] + (False,) if at is not None and len(entry) == at + 1 else entry
+    return key[:2] + tuple(map(relaxed, key[2:]))
 
 
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
@@ -308,7 +313,7 @@ def _describe_key(kernel: KernelFunction, key: tuple) -> str:
         elif entry[0] == "s":
             parts.append(f"{p.name}: {entry[1]}")
         else:
-            _, dtype, ndim, unit, aligned = entry
+            dtype, ndim, unit, aligned = entry[1:5]
             axes = ", ".join([":"] * (ndim - 1) + (["::1"] if unit else [":"])) if ndim else ""
             parts.append(f"{p.name}: {dtype}[{axes}]" + ("" if aligned else " unaligned"))
     block = "" if key[0] is None else f" block {key[0]}"

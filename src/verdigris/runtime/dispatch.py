@@ -35,6 +35,18 @@ MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
 MAX_AXIS_THREADS = 2**31 - 1  # thread ids along an axis fit in int32 (the race proofs assume it)
 MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples of this
+OFF_GRID = ~(2**31 - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**31 and up
+
+
+def on_grid(shape, strides) -> bool:
+    """`ArrayType.on_grid`: every extent a multiple of MULTIPLE below 2**31, every stride
+    but the last a multiple of MULTIPLE."""
+    extents = strides_left = 0
+    for n in shape:
+        extents |= n
+    for s in strides[:-1]:
+        strides_left |= s
+    return not (extents & OFF_GRID or strides_left & (MULTIPLE - 1))
 
 
 def _dims(value, what: str, name: str) -> tuple:
@@ -214,14 +226,16 @@ class KernelFunction:
         (the race proofs use both; axis 0 only for tile kernels, where one block storing a
         fixed tile is a common, race-free launch), then one entry per argument: a tile
         kernel's integer scalar also says whether it is a multiple of `MULTIPLE` (masks
-        against it then compare once per run of elements, `Param.multiple_of`)."""
+        against it then compare once per run of elements, `Param.multiple_of`), and its
+        array whether it is `on_grid` (`ArrayType.on_grid`)."""
         key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
                 key.append(("c", _hashable(v, p.name, self.__name__)))
             elif info is not None:
                 key.append(("a", info.dtype.name, info.ndim,
-                            info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0))
+                            info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0)
+                           + ((on_grid(info.shape, info.strides),) if self.track == "tile" else ()))
             else:
                 dtype = _scalar_dtype(v, p.name, self.__name__)
                 key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
@@ -250,7 +264,8 @@ class KernelFunction:
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
             elif k[0] == "a":
-                specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4])
+                specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4],
+                                            on_grid=k[5:] == (True,))
             else:
                 specs[p.name] = T.from_name(k[1])
                 if k[2:] == (True,):

@@ -44,7 +44,7 @@ import threading
 from inspect import Parameter
 
 from . import cache, faults, interop, streams
-from .dispatch import MULTIPLE
+from .dispatch import MULTIPLE, OFF_GRID
 from .interop import span
 from .module import CudaKernel
 
@@ -237,7 +237,7 @@ def _items(names: list) -> str:
 
 
 def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
-    _, _, ndim, unit, aligned = entry
+    ndim, unit, aligned = entry[2:5]
     from .arrays import Array
 
     extractor = interop.extractor(type(value))
@@ -276,6 +276,11 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
             w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
     if not in_kind:
         w.check(f"{'' if aligned else 'not '}{ptr} & 15")
+    if entry[5:]:  # a tile kernel's: specialized on the array being on the grid, or not
+        # (a C-order array's strides are products of its extents: on the grid with them)
+        off = f"({' | '.join(shapes) or '0'}) & {OFF_GRID}" + (
+            "" if contiguous or ndim < 2 else f" or ({' | '.join(strides[:-1])}) & {MULTIPLE - 1}")
+        w.check(off if entry[5] else f"not ({off})")
     return _Facts(subject, ptr, shapes, strides, size, contiguous,
                   (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
 

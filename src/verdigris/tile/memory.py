@@ -145,11 +145,16 @@ class _Access:
         `vector_inside`'s 32 bits, along every spanned axis the extent is below 2**31 and
         the start `s` is `0 <= s <= 2**31 - n` (n: the tile's padded size along the axis).
         Arrays past 2**31 elements along a spanned axis take the rolled path (this test runs
-        once per statement)."""
+        once per statement). An array specialized as on the grid (`ArrayType.on_grid`: its
+        extents and row strides multiples of 16, so of the width, and its extents below
+        2**31) needs only the starts tested, and a tile whose starts are constants none."""
         b, width, ok = self.b, self.width, ir.Constant(I1, True)
         for k in self._spanned():
             ok = b.and_(ok, b.icmp_unsigned("<=", self.starts[k], ir.Constant(I64, 2**31 - self.layout.shape[k])))
-            ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
+            if not self.type.on_grid:
+                ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
+        if self.type.on_grid:
+            return ok
         mask = ir.Constant(I64, width - 1)
         for stride in self.view.strides[:-1]:
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
