@@ -679,3 +679,14 @@ def test_source_transpose_of_a_strided_view(rng):
     out = np.full((70, 40), np.nan, np.float32)
     _transpose[vg.cdiv(40, 16), vg.cdiv(70, 16)](x, out, B=16)
     np.testing.assert_array_equal(out, x.T)
+
+
+def test_row_statistics_in_variables_on_the_cpu_backend(rng):
+    """Several rows per block, each row minus its mean kept in a (R, 1) variable, padded
+    columns past n (the kernel the GPU keeps the mean where its reduction made it)."""
+    from tests.test_tile_codegen import center_rows
+
+    x = rng.standard_normal((12, 1000)).astype(np.float32) + 3
+    out = np.full_like(x, np.nan)
+    center_rows[3](x, out, 1000, R=4, C=1024)
+    np.testing.assert_allclose(out, x - x.astype(np.float64).mean(1, keepdims=True), rtol=1e-5, atol=1e-5)

@@ -58,6 +58,15 @@ def row_stats(x, sums, maxes, R: vg.constexpr, C: vg.constexpr):
 
 
 @tile.kernel
+def center_rows(x, out, n, R: vg.constexpr, C: vg.constexpr):
+    """Each row minus its mean, R rows per block: a row statistic kept in a variable."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(i, 0), shape=(R, C)).astype(vg.float32)
+    mean = tile.sum(t, axis=1, keepdims=True) / n
+    tile.store(out, index=(i, 0), tile=(t - mean).astype(out.dtype))
+
+
+@tile.kernel
 def loop_max(x, out, COLS: vg.constexpr):
     r = tile.bid(0)
     best = tile.max(tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf))
@@ -367,3 +376,22 @@ def test_arrays_on_the_grid_need_no_rolled_path():
     assert "st.local" in off and "st.local" not in on
     assert on.count("ld.global.nc.v4.b32") == off.count("ld.global.nc.v4.b32") == 12
     assert on.count("st.global.v4.b32") == 4 and len(on) < 0.6 * len(off)
+
+
+def test_a_row_statistic_in_a_variable_stays_where_it_was_made():
+    """`mean = tile.sum(t, axis=1, keepdims=True) / n` over 2 rows of 8192 on 16 warps: the
+    variable lives in the reduction's own layout (`tile.varlayout`), where each thread holds
+    its rows' means, so only the reduction crosses shared memory (one barrier); in the
+    default layout of its (2, 1) shape it crossed twice more, in and back out."""
+    from verdigris.codegen import nvptx
+    from verdigris.tile.lower import TileLowering
+
+    class DefaultLayouts(TileLowering):
+        variables_where_made = False
+
+    specs = dict(x=arr(bf16, 2), out=arr(bf16, 2), n=T.int64, R=2, C=8192)
+    kernel = center_rows.specialize_types(specs, block=(512,))
+    assert codegen.compile_to_ptx(kernel, "sm_90").ptx.count("bar.sync") == 1
+    module = nvptx.parse(str(DefaultLayouts(kernel, "sm_90").run()))
+    nvptx.optimize(module, "sm_90")
+    assert nvptx.emit_ptx(module, "sm_90").count("bar.sync") == 3

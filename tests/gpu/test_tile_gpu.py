@@ -9,7 +9,7 @@ import pytest
 
 import verdigris as vg
 from verdigris.runtime import backend
-from test_tile_codegen import (add, block_2d, cumsum_2d, elementwise, histogram, layernorm,
+from test_tile_codegen import (add, block_2d, center_rows, cumsum_2d, elementwise, histogram, layernorm,
                                loop_max, outer, permute_gather, positions, rand_tile, rmsnorm,
                                row_stats, row_sum, scatter_rows, softmax, split_sum, transpose)
 
@@ -236,3 +236,14 @@ def test_masks_against_multiples_of_16_and_others(rng, n):
         out = vg.asarray(np.full_like(x, np.nan))
         keep_prefix[4](vg.asarray(x), out, n, BLOCK=1024, num_warps=warps)
         np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("rows,cols,tile_cols,r,warps", [(8, 8192, 8192, 2, 16), (12, 1000, 1024, 4, 8),
+                                                         (6, 96, 128, 2, 4)])
+def test_row_statistics_kept_in_variables(rng, rows, cols, tile_cols, r, warps):
+    """A (r, 1) row mean in a variable (laid out where the reduction makes it) broadcast
+    back against its rows, several rows per block."""
+    x = rng.standard_normal((rows, cols)).astype(np.float32) + 3
+    args = dict(x=x, out=x.copy(), n=cols, R=r, C=tile_cols)
+    gpu, cpu = run_both(center_rows, rows // r, args, ("out",), num_warps=warps)
+    close(gpu["out"], cpu["out"], 1e-5)

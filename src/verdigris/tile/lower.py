@@ -47,7 +47,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
-from . import convert, indexed, memory, prefetch, random, reduce, scan
+from . import convert, indexed, memory, prefetch, random, reduce, scan, varlayout
 from .layout import WARP_SIZE, Layout, blocked, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -136,6 +136,10 @@ def _error(message: str, node) -> errors.CompileError:
 
 
 class TileLowering(_KernelLowering):
+    # A tile variable assigned in one place lives in the layout its value is made in
+    # (`varlayout`); the matrix-product lowering places its variables itself.
+    variables_where_made = True
+
     def __init__(self, kernel: N.Kernel, target: str):
         scalar_locals = {k: v for k, v in kernel.locals.items() if not isinstance(v, X.TileType)}
         super().__init__(dataclasses.replace(kernel, locals=scalar_locals), target)
@@ -154,6 +158,8 @@ class TileLowering(_KernelLowering):
         self.smem_bytes = 0
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.site = kernel.loc  # the tile expression being lowered
+        self.variable_layouts = varlayout.defining_layouts(kernel, self.default) \
+            if self.variables_where_made else {}
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
                            if isinstance(tt, X.TileType)}
 
@@ -353,7 +359,7 @@ class TileLowering(_KernelLowering):
     # ------------------------------------------------------------------ statements
 
     def _tile_slots(self, name: str, tt: X.TileType) -> tuple:
-        layout = self.default(tt.shape)
+        layout = self.variable_layouts.get(name) or self.default(tt.shape)
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
     def _statement(self, e: X.TileExpr, layout: Layout, consume) -> None:

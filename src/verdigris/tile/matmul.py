@@ -335,6 +335,8 @@ def _launch_bounds(threads: int) -> ir.values.FunctionAttributes:
 
 
 class MmaLowering(TileLowering):
+    variables_where_made = False  # accumulators and operands have layouts of their own
+
     def __init__(self, kernel: N.Kernel, target: str):
         self.plan = plan(kernel, target)
         self.accumulators = _accumulators(kernel, self.plan)
