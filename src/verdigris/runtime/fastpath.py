@@ -138,6 +138,7 @@ class _Writer:
         self.passed_options = ", num_warps=num_warps" if tile else ""
         self.checks: list[str] = []
         self.launch: list[str] = []
+        self.on_grid: tuple = ([], [])  # (extents, multiples) a divisibility fact holds for
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
                               _overlaps=_overlaps, _element_strides=interop._element_strides,
                               _handle=streams.handle, _struct_error=struct.error)
@@ -147,6 +148,22 @@ class _Writer:
 
     def check(self, failed: str) -> None:
         self.checks.append(f"if {failed}: {{down}}")
+
+    def divisible(self, fact: bool, extents=(), multiples=()) -> None:
+        """A tile specialization's divisibility fact about some values (`dispatch.on_grid`,
+        `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE below 2**31 and
+        `multiples` multiples of MULTIPLE. Where the fact holds, the values join one test
+        made after the argument checks (`divisible_check`); where it does not, they are
+        tested here, to be off the grid."""
+        if fact:
+            self.on_grid[0].extend(extents)
+            self.on_grid[1].extend(multiples)
+        else:
+            self.check("not (" + _off_grid(extents, multiples) + ")")
+
+    def divisible_check(self) -> None:
+        if self.on_grid[0] or self.on_grid[1]:
+            self.check(_off_grid(*self.on_grid))
 
     def build(self, kernel, fallback):
         from .dispatch import _MISSING
@@ -188,9 +205,10 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
             if entry[2:]:  # specialized on being a multiple of MULTIPLE, or not
-                w.check(f"{'' if entry[2] else 'not '}{name} % {MULTIPLE}")
+                w.divisible(entry[2], multiples=[name])
         else:
             facts[i] = _array(w, i, name, value, info, entry)
+    w.divisible_check()
     if spec.bounds_guard is not None:
         condition = _inline_guard(spec.bounds_guard, w.names, facts, plan)
         w.check(f"({condition})" if plan.checked else f"not ({condition})")
@@ -278,11 +296,17 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
         w.check(f"{'' if aligned else 'not '}{ptr} & 15")
     if entry[5:]:  # a tile kernel's: specialized on the array being on the grid, or not
         # (a C-order array's strides are products of its extents: on the grid with them)
-        off = f"({' | '.join(shapes) or '0'}) & {OFF_GRID}" + (
-            "" if contiguous or ndim < 2 else f" or ({' | '.join(strides[:-1])}) & {MULTIPLE - 1}")
-        w.check(off if entry[5] else f"not ({off})")
+        w.divisible(entry[5], extents=shapes, multiples=[] if contiguous else strides[:-1])
     return _Facts(subject, ptr, shapes, strides, size, contiguous,
                   (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
+
+
+def _off_grid(extents, multiples) -> str:
+    """Source of a test that is true when some extent is not a multiple of MULTIPLE below
+    2**31 or some multiple is not a multiple of MULTIPLE (one bitwise test for all)."""
+    tests = ([f"({' | '.join(extents)}) & {OFF_GRID}"] if extents else []) \
+        + ([f"({' | '.join(multiples)}) & {MULTIPLE - 1}"] if multiples else [])
+    return " or ".join(tests) or "False"
 
 
 def _c_strides(shapes: list, size: int) -> list:
