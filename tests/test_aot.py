@@ -27,6 +27,8 @@ def bundles(tmp_path_factory):
     add.compile_aot(ADD_SIGS, targets=["sm_90"]).save(folder / "add.vgb")
     keep_prefix.compile_aot(["f32[::1], f32[::1], i64, 1024"], targets=["sm_90"]).save(
         folder / "keep_prefix.vgb")
+    keep_prefix.compile_aot(["f32[::1]:16, f32[::1]:16, i64:16, 1024"], targets=["sm_90"]).save(
+        folder / "keep_prefix16.vgb")
     return folder
 
 
@@ -124,6 +126,13 @@ def test_a_bundle_launches_without_the_compiler(bundles):
         for n in (992, 1000):  # compiled for any n: a multiple of 16 is one too
             p[4](x, o, n, BLOCK=1024)
         out["any n"] = len(p._specializations)
+        p16 = vg.load_bundle({str(bundles / "keep_prefix16.vgb")!r})
+        g, h = (vg.asarray(np.ones(4096, np.float32)) for _ in range(2))
+        p16[4](g, h, 992, BLOCK=1024)  # 4096-element arrays, n = 992: all multiples of 16
+        try:
+            p16[4](g, h, 1000, BLOCK=1024)
+        except vg.Error as err:
+            out["1000"] = [type(err).__name__, str(err)]
         out["loaded"] = sorted(m for m in sys.modules if m.startswith(("llvmlite.",
                                "verdigris.codegen.lower", "verdigris.safety", "verdigris.tile.lower")))
         print(json.dumps(out))
@@ -139,3 +148,4 @@ def test_a_bundle_launches_without_the_compiler(bundles):
     assert got["alias"][0] == "AliasError" and "out[i] = alpha * x[i] + y[i]" in got["alias"][1]
     assert got["tile block"][1:] == [1, 1] and got["tile block"][0] % 32 == 0
     assert got["any n"] == 2
+    assert got["1000"][0] == "LaunchError" and "no specialization for this launch" in got["1000"][1]

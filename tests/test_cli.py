@@ -87,3 +87,23 @@ def test_python_dash_m_works():
     result = subprocess.run([sys.executable, "-m", "verdigris", "compile", AXPY, "--sig", SIG,
                              "--emit", "ir"], capture_output=True, text=True)
     assert result.returncode == 0 and "simt kernel axpy" in result.stdout
+
+
+def test_signatures_say_multiples_of_16_for_tile_kernels():
+    """`i64:16` and `bf16[:, ::1]:16` (Triton's spelling) give what a launch with such
+    values specializes on; a SIMT kernel or a float refuses `:16`."""
+    import verdigris as vg
+    from verdigris.cli import UsageError, parse_signature
+    from verdigris.examples.axpy import axpy
+    from verdigris.examples.tile_layernorm import layernorm
+    from verdigris.frontend.typing import Multiple
+
+    specs = parse_signature(layernorm, "bf16[:, ::1]:16, bf16[::1], bf16[::1]:16, bf16[:, ::1], i64:16, f32, 8192")
+    assert [specs[n].on_grid for n in ("x", "w", "b", "out")] == [True, False, True, False]
+    assert specs["n"] == Multiple(vg.int64, 16) and specs["eps"] == vg.float32
+    kernel = layernorm.specialize_types(specs)
+    assert kernel.param("n").multiple_of == 16 and kernel.param("x").type.on_grid
+    with pytest.raises(UsageError, match="for integers and arrays"):
+        parse_signature(layernorm, "bf16[:, ::1], bf16[::1], bf16[::1], bf16[:, ::1], i64, f32:16, 8192")
+    with pytest.raises(UsageError, match="for tile kernels"):
+        parse_signature(axpy, "f32, f32[::1]:16, f32[::1], f32[::1]")

@@ -129,7 +129,12 @@ def parse_signature(kernel, text: str) -> dict:
 
     Arrays are written as NumPy-style slices, one per axis: `[:]` any stride, `[::1]` unit
     stride on the innermost axis (C-contiguous rows). Constexpr parameters take a value.
+    A tile kernel's integer or array type may end in `:16`, as Triton's signatures do: the
+    integer is a multiple of 16, or the array is on the grid (extents multiples of 16
+    below 2**31, row strides multiples of 16), what a launch with such values specializes
+    on (`i64:16`, `bf16[:, ::1]:16`).
     """
+    from .frontend.typing import Multiple
     from .ir.nodes import ArrayType
 
     items = _split_top_level(text)
@@ -144,15 +149,35 @@ def parse_signature(kernel, text: str) -> dict:
                 specs[p.name] = ast.literal_eval(item)
             except (ValueError, SyntaxError):
                 raise UsageError(f"constexpr {p.name!r} needs a Python literal, not {item!r}") from None
-        elif "[" in item:
+            continue
+        item, sixteen = _divisibility(kernel, p.name, item)
+        if "[" in item:
             name, _, dims = item.partition("[")
             axes = [a.replace(" ", "") for a in dims.rstrip("]").split(",")]
             if any(a not in (":", "::1") for a in axes) or "::1" in axes[:-1]:
                 raise UsageError(f"bad array type {item!r}: each axis is ':' and the last may be '::1'")
-            specs[p.name] = ArrayType(_dtype(name), len(axes), "global", axes[-1] == "::1", True)
+            specs[p.name] = ArrayType(_dtype(name), len(axes), "global", axes[-1] == "::1", True,
+                                      on_grid=sixteen)
+        elif sixteen:
+            dtype = _dtype(item)
+            if not dtype.is_int:
+                raise UsageError(f"{p.name}: ':16' is for integers and arrays, not {dtype.name}")
+            specs[p.name] = Multiple(dtype, 16)
         else:
             specs[p.name] = _dtype(item)
     return specs
+
+
+def _divisibility(kernel, name: str, item: str) -> tuple:
+    """(the type without a trailing ':16', whether it had one): after a scalar's name or an
+    array's closing bracket."""
+    base, colon, suffix = item.strip().rpartition(":")
+    base = base.strip()
+    if not colon or suffix.strip() != "16" or not (base.endswith("]") or "[" not in base):
+        return item, False
+    if kernel.track != "tile":
+        raise UsageError(f"{name}: ':16' is for tile kernels (a SIMT kernel is not specialized on it)")
+    return base, True
 
 
 def cmd_compile(args) -> int:

@@ -25,6 +25,15 @@ class Static:
     value: object
 
 
+@dataclass(frozen=True)
+class Multiple:
+    """An integer scalar parameter's type when its values are multiples of `of`: the
+    specialization fact `Param.multiple_of` (a signature's `i64:16`)."""
+
+    dtype: T.DType
+    of: int
+
+
 # Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only.
 ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
 

@@ -109,6 +109,7 @@ def compile_aot(kernel: KernelFunction, signatures, *, block=None, grid=None,
 
 
 def _key_entries(kernel: KernelFunction, signature) -> list:
+    from ..frontend.typing import Multiple
     from ..ir.nodes import ArrayType
 
     if isinstance(signature, str):
@@ -127,10 +128,12 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
             out.append(("c", spec))
         elif isinstance(spec, ArrayType):
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
-                        bool(spec.aligned16)) + ((False,) if kernel.track == "tile" else ()))
+                        bool(spec.aligned16)) + ((spec.on_grid,) if kernel.track == "tile" else ()))
+        elif isinstance(spec, Multiple):  # `i64:16`: compiled for multiples of 16 only
+            out.append(("s", spec.dtype.name, True))
         else:
             dtype = T.from_any(spec)
-            # compiled for any value: no launch value's divisibility is known ahead
+            # compiled for any value, unless the signature said `:16`
             out.append(("s", dtype.name, False) if kernel.track == "tile" and dtype.is_int
                        else ("s", dtype.name))
     return out

@@ -25,7 +25,7 @@ import numpy as np
 from .. import types as T
 from ..errors import AliasError, CompileError, LaunchError, Loc
 from ..frontend import ParamInfo, build_kernel, signature
-from ..frontend.typing import Static
+from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..ir import nodes as N
 from . import backend
@@ -307,14 +307,17 @@ class KernelFunction:
         return self.specialization(self.spec_key(values, infos, block)).kernel
 
     def specialize_types(self, specs: dict, block: tuple | None = None) -> N.Kernel:
-        """The typed IR for explicit parameter specs (ArrayType, DType or constexpr value)."""
+        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple` or
+        constexpr value)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
+        multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
         return build_kernel(self.fn, self.track, {
-            p.name: specs[p.name] if not p.constexpr else Static(specs[p.name])
-            for p in self.params}, block, fma=self.options["fma"])
+            p.name: Static(specs[p.name]) if p.constexpr else
+            specs[p.name].dtype if p.name in multiples else specs[p.name]
+            for p in self.params}, block, fma=self.options["fma"], multiples=multiples)
 
     # ---------------------------------------------------------------- launching
 
