@@ -1226,3 +1226,36 @@ def test_unsafe_accesses_are_not_checked(rng):
     x, out = rng.standard_normal(256).astype(np.float32), np.full(128, np.nan, np.float32)
     run_unchecked(copy_missing_block_offset_unsafe, (2,), (128,), x, out)
     np.testing.assert_array_equal(out, x[128:])  # the last lane wins
+
+
+@simt.kernel
+def waits_for_a_later_block(flag):
+    if simt.block_id(0) == 1 and simt.thread_id(0) == 0:
+        while simt.atomic_add(flag, 0, 0) == 0:  # block 0's add comes later in the program
+            pass
+    if simt.block_id(0) == 0 and simt.thread_id(0) == 0:
+        simt.atomic_add(flag, 0, 1)
+
+
+@simt.kernel
+def waits_for_an_earlier_step(flag):
+    if simt.block_id(0) == 0 and simt.thread_id(0) == 0:
+        simt.atomic_add(flag, 0, 1)
+    if simt.block_id(0) == 1 and simt.thread_id(0) == 0:
+        while simt.atomic_add(flag, 0, 0) == 0:
+            pass
+
+
+def test_a_spin_wait_that_would_hang_is_an_error_naming_the_loop():
+    """A block spinning on what a later step of another block writes: the lock-step cpu
+    backend would loop forever, so the first iteration that changes nothing (no memory, no
+    variable, the same lanes) raises, at the loop's line. Its twin, whose write comes first,
+    runs (its loop makes one pass)."""
+    flag = np.zeros(1, np.int32)
+    with pytest.raises(LaunchError, match="changed nothing") as info:
+        waits_for_a_later_block[2, 32](flag)
+    assert info.value.loc.line == waits_for_a_later_block.fn.__code__.co_firstlineno + 3
+    assert "block (1, 0, 0) thread (0, 0, 0)" in str(info.value)
+    flag = np.zeros(1, np.int32)
+    waits_for_an_earlier_step[2, 32](flag)
+    assert flag[0] == 1

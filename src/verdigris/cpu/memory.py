@@ -15,6 +15,8 @@ copy per lane, shared arrays one per block (of the chunk), global arrays are the
 Several lanes storing to one element in one step: the last lane (highest block, then
 highest thread) wins, as NumPy assigns repeated fancy indices in order (observed, not
 promised by its documentation). Atomics of one step take effect in lane order (`atomics`).
+Every store, and every atomic that leaves some element other than it found it, counts in
+the frame's `changes` (a loop that changes nothing waits forever: `simt`'s spin test).
 """
 from __future__ import annotations
 
@@ -133,6 +135,7 @@ def store(fr, mem: Memory, indices: list, mask: np.ndarray, site: Site, stored) 
     if index is None:
         return
     value = np.broadcast_to(stored, (fr.lanes,))
+    fr.changes += 1
     if mask.all():
         mem.data[tuple(index)] = value
     else:
@@ -150,9 +153,12 @@ def atomic(fr, mem: Memory, indices: list, mask: np.ndarray, site: Site, scan, v
     def active(v):
         return np.broadcast_to(np.asarray(v, register_dtype), (fr.lanes,))[mask]
 
-    old[mask] = atomics.perform(scan, mem.data, tuple(i[mask] for i in index), active(value),
+    where = tuple(i[mask] for i in index)
+    old[mask] = atomics.perform(scan, mem.data, where, active(value),
                                 None if compare is None else active(compare),
                                 mem.decode, mem.encode)
+    if not np.array_equal(mem.decode(mem.data[where]), old[mask]):  # NaNs count as changes
+        fr.changes += 1
     return old
 
 

@@ -62,6 +62,7 @@ class _Frame:
         self.memory.update({ref.name: _Memory.shared(ref, n_blocks, shape)
                             for ref, shape in launch.shared})
         self.slots = [None] * launch.n_slots  # parked lanes of loops and regions
+        self.changes = 0  # stores and memory-changing atomics so far (`memory`; the spin test)
         self.lane = launch.lane[:lanes]
         self.lane_thread = launch.lane_thread[:lanes]
         self.thread_id = [t[:lanes] for t in launch.thread_id]
@@ -121,6 +122,26 @@ class _Launch:
 def _assign(fr, name, value, mask, undefined):
     """Give active lanes of variable `name` the value; other lanes keep theirs."""
     fr.env[name] = value if mask.all() else np.where(mask, value, fr.env.get(name, undefined))
+
+
+def _same_state(a: tuple, b: tuple) -> bool:
+    """Whether two iterations of a while loop began from the same state: no memory changed
+    in between, the same lanes entered and every variable holds the same values. The
+    interpreter is deterministic, so from such a state the loop repeats forever."""
+    (changes_a, enter_a, env_a), (changes_b, enter_b, env_b) = a, b
+    return changes_a == changes_b and np.array_equal(enter_a, enter_b) and env_a.keys() == env_b.keys() \
+        and all(v is env_b[k] or np.array_equal(v, env_b[k]) for k, v in env_a.items())
+
+
+def _spin_error(fr, node, enter) -> LaunchError:
+    lane = int(np.argmax(enter))
+    return LaunchError(
+        f"kernel {fr.kernel_name}: the loop at line {node.loc.line} made an iteration that "
+        f"changed nothing ({fr.describe(lane)} and others): it waits for another block or "
+        "the host to change memory. The cpu backend runs the blocks of a chunk in lock step "
+        "and chunks one after another, so what it waits for may never come: it would hang",
+        node.loc, hint="run it on the GPU (the cpu backend cannot run blocks that wait for "
+        "one another), or write the kernel without the wait")
 
 
 def _park(slot):
@@ -364,7 +385,16 @@ class _Compiler:
         body, brk, cont, escapes = self._loop_body(node.body)
 
         def run_while(fr, mask):
-            done = _run_loop(fr, mask, lambda live: live & cond(fr, live), None, body, brk, cont)
+            before = [None]  # the state an iteration started from
+
+            def begin(live):
+                enter = live & cond(fr, live)
+                state = (fr.changes, enter, dict(fr.env))
+                if before[0] is not None and _same_state(before[0], state):
+                    raise _spin_error(fr, node, enter)
+                before[0] = state
+                return enter
+            done = _run_loop(fr, mask, begin, None, body, brk, cont)
             return done if escapes else mask
         return run_while, escapes
 
