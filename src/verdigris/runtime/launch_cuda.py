@@ -10,7 +10,8 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
   target and the compiler's fingerprint. `VERDIGRIS_LOG=compile` prints each compile's
   stages (frontend, safety, lower, libdevice, optimize, emit, assembly or disk cache, load)
   on stdout; the loaded kernel keeps them in `.timings`.
-- `kernel.facts["noalias"]` is set because every launch passes the alias check first.
+- The compiled kernel's facts say `noalias` because every launch passes the alias check
+  first.
 - Bounds: every kernel takes one hidden argument after its ABI parameters, the device's
   fault block (`faults`, `codegen.checks`). A fault an earlier kernel recorded is raised
   as `BoundsError` before this launch is enqueued (a read of host memory, no sync). When
@@ -180,9 +181,12 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
     from .. import codegen
     from ..codegen import checks
 
-    spec.kernel.facts["noalias"] = True  # every launch passes the alias check first
-    kernel = dataclasses.replace(spec.kernel, facts={**spec.kernel.facts, "in_bounds": frozenset()}) \
-        if checked else spec.kernel
+    # A copy of the facts: the specialization's own may still be growing on the safety
+    # check's thread (`proofs.start`).
+    facts = {**spec.kernel.facts, "noalias": True}  # every launch passes the alias check first
+    if checked:
+        facts["in_bounds"] = frozenset()
+    kernel = dataclasses.replace(spec.kernel, facts=facts)
     key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
                     f"{target}->{arch}")
     timings = dict(spec.timings)  # frontend and safety, from dispatch

@@ -1,16 +1,14 @@
 """A specialization's safety verdict, from the disk cache when this compiler reached it before.
 
 Takes: a freshly built, unchecked `ir.Kernel`, its specialization key and the kernel's
-parameter names. Gives:
-- `check(kernel, key, names)`, which runs `safety.check` (raising its `SafetyError`) unless
-  the disk cache holds the verdict for this exact kernel, and either way leaves the
-  checker's facts in `kernel.facts` (`in_bounds`; the preconditions' texts, without their
-  polynomials, after a hit) and returns the bounds guard (`safety.bounds.launch_guard`'s
-  function, with its `.condition`; None without preconditions);
-- `start(kernel, key, names) -> Verdict`: the same verdict, reached on a thread beside the
-  compile that follows where the compiled code does not depend on it (see `start`; the
-  compiler begins the thread after its lowering, `Verdict.start`); `Verdict.settle()` waits
-  for it and gives the guard, or raises the `SafetyError`.
+parameter names. Gives `start(kernel, key, names, beside_compile) -> Verdict`, which runs
+`safety.check` unless the disk cache holds the verdict for this exact kernel, and either way
+leaves the checker's facts in `kernel.facts` (`in_bounds`; the preconditions' texts, without
+their polynomials, after a hit). `Verdict.settle()` gives the bounds guard
+(`safety.bounds.launch_guard`'s function, with its `.condition`; None without
+preconditions) or raises the checker's `SafetyError`. With `beside_compile`, the check may
+run on a thread beside the compile that follows, where the compiled code does not depend on
+it (see `start`; the compiler begins the thread after its lowering, `Verdict.start`).
 
 Guarantees: only accepted kernels are recorded, under a key made of the printed IR (which
 holds everything the checker reads: the body, the types, the block and one-block grid
@@ -79,12 +77,8 @@ class Verdict:
         return self.guard
 
 
-def check(kernel, key: tuple, names: list):
-    return start(kernel, key, names, beside_compile=False).settle()
-
-
-def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdict:
-    """The verdict of `check`; on a thread when it is not cached, the cuda backend compiles
+def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
+    """The kernel's safety verdict; on a thread when it is not cached, the cuda backend compiles
     next and the kernel holds no access whose bounds check the proofs could drop
     (`checks.sites` is empty: the tile track's tiles are masked, not checked). The code
     generator then reads nothing the checker gives, and such a kernel has no launch guard,
@@ -112,8 +106,7 @@ def start(kernel, key: tuple, names: list, beside_compile: bool = True) -> Verdi
 
         safety.check(kernel)
         launch_guard = safety.bounds.launch_guard(kernel, names)
-        # a snapshot (the compile beside may add the runtime's own "noalias" meanwhile)
-        facts = {k: v for k, v in dict(kernel.facts).items() if _plain(v) and k != "noalias"}
+        facts = {k: v for k, v in kernel.facts.items() if _plain(v)}
         cache.put(record_key, json.dumps({
             "checked": list(checks.checked_sites(kernel)), "facts": facts,
             "texts": [text for _, text in kernel.facts.get("bounds_preconditions", ())],
