@@ -141,6 +141,12 @@ def _combine(bases: tuple, bits: int, rank: int) -> tuple:
     return tuple(coords)
 
 
+def only_unit_axes_differ(shape: tuple, new_shape: tuple) -> bool:
+    """Whether a reshape from `shape` to `new_shape` only adds or drops axes of extent 1
+    (`unit_reshaped` then relabels a layout; no data moves)."""
+    return [n for n in shape if n != 1] == [n for n in new_shape if n != 1]
+
+
 def unit_reshaped(layout: Layout, shape: tuple, new_shape: tuple) -> Layout:
     """`layout` of a tile of `shape` relabelled for `new_shape`, which has the same extents
     but for unit axes (no data moves)."""

@@ -48,7 +48,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
 from . import convert, indexed, memory, prefetch, random, reduce, scan, varlayout
-from .layout import WARP_SIZE, Layout, blocked, padded, unit_reshaped
+from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
@@ -158,10 +158,12 @@ class TileLowering(_KernelLowering):
         self.smem_bytes = 0
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.site = kernel.loc  # the tile expression being lowered
-        self.variable_layouts = varlayout.defining_layouts(kernel, self.default) \
-            if self.variables_where_made else {}
+        once = varlayout.made_once(kernel) if self.variables_where_made else {}
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
-                           if isinstance(tt, X.TileType)}
+                           if isinstance(tt, X.TileType) and name not in once}
+        for name, value in once.items():  # in program order: the variables they read are placed
+            self.tile_slots[name] = self._tile_slots(name, kernel.locals[name],
+                                                     prefetch.natural(self, value))
 
     # ------------------------------------------------------------------ layouts
 
@@ -307,12 +309,10 @@ class TileLowering(_KernelLowering):
         s = b.trunc(s, I32)
         if layout.thread_bits(0):
             s = b.sub(s, self.thread_coord(layout, 0))
-        starts = sorted({c - c % g for c in map(lambda r: layout.register_coords(r)[0],
-                                                 range(layout.num_regs))})
+        starts = [c - c % g for c in (layout.register_coords(r)[0] for r in range(layout.num_regs))]
         masks = {c0: Lazy(lambda c0=c0: arith.compare(self.em, op, int32, ir.Constant(I32, c0), s))
                  for c0 in starts}
-        coords = [layout.register_coords(r)[0] for r in range(layout.num_regs)]
-        return TileValue(layout, [masks[c - c % g] for c in coords], dtype)
+        return TileValue(layout, [masks[c0] for c0 in starts], dtype)
 
     def _broadcast(self, e: X.Broadcast, want) -> TileValue:
         # The source in the result's layout sliced on the stretched axes: every thread then
@@ -324,7 +324,7 @@ class TileLowering(_KernelLowering):
         return TileValue(layout, [source.regs[m] for m in layout.register_map(source.layout, stretched)], e.dtype)
 
     def _reshape(self, e: X.Reshape, want) -> TileValue:
-        if [n for n in e.value.shape if n != 1] != [n for n in e.shape if n != 1]:
+        if not only_unit_axes_differ(e.value.shape, e.shape):
             source = _forced_all(self.tile(e.value))
             return convert.relayout(self, source, want or self.default(e.shape), e.value.shape, e.shape)
         # Only unit axes come or go: the same registers, relabelled (and `want` passed on).
@@ -358,8 +358,8 @@ class TileLowering(_KernelLowering):
 
     # ------------------------------------------------------------------ statements
 
-    def _tile_slots(self, name: str, tt: X.TileType) -> tuple:
-        layout = self.variable_layouts.get(name) or self.default(tt.shape)
+    def _tile_slots(self, name: str, tt: X.TileType, layout: Layout | None = None) -> tuple:
+        layout = layout or self.default(tt.shape)
         return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
 
     def _statement(self, e: X.TileExpr, layout: Layout, consume) -> None:

@@ -46,7 +46,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import from_name
 from . import issue, memory, operand, ptx
-from .layout import Layout, blocked, padded, unit_reshaped
+from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from .lower import TileLowering, TileValue, num_warps
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
@@ -286,7 +286,7 @@ def _product_layout(e, p: Plan, found: dict):
     if isinstance(e, X.TileReduce) and e.axis is not None:
         source = _product_layout(e.value, p, found)
         return None if source is None else source.sliced({e.axis}).squeezed(e.axis)
-    if isinstance(e, X.Reshape) and _unit_reshape(e):
+    if isinstance(e, X.Reshape) and only_unit_axes_differ(e.value.shape, e.shape):
         source = _product_layout(e.value, p, found)
         return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
     return None
@@ -303,12 +303,8 @@ def _wanted(e, layout: Layout, found: dict) -> None:
     elif isinstance(e, X.Broadcast):
         _wanted(e.value, layout.sliced({k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}),
                 found)
-    elif isinstance(e, X.Reshape) and _unit_reshape(e):
+    elif isinstance(e, X.Reshape) and only_unit_axes_differ(e.value.shape, e.shape):
         _wanted(e.value, unit_reshaped(layout, e.shape, e.value.shape), found)
-
-
-def _unit_reshape(e: X.Reshape) -> bool:
-    return [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]
 
 
 run_along = operand._run
@@ -406,11 +402,8 @@ class MmaLowering(TileLowering):
             return specialize.kernel_region(self, s, self.plan.specialized)
         return super()._region(s)
 
-    def _tile_slots(self, name: str, tt: X.TileType) -> tuple:
-        layout = self.accumulators.get(name)
-        if layout is None:
-            return super()._tile_slots(name, tt)
-        return layout, [self._alloca(reg_type(tt.dtype), f"{name}.{r}") for r in range(layout.num_regs)]
+    def _tile_slots(self, name: str, tt: X.TileType, layout: Layout | None = None) -> tuple:
+        return super()._tile_slots(name, tt, layout or self.accumulators.get(name))
 
     def _tile_store(self, s: X.TileStore) -> None:
         """A product tile goes out through the copy engine (`epilogue`), or to the default

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..ir import tiles as X
 from . import memory
-from .layout import unit_reshaped
+from .layout import only_unit_axes_differ, unit_reshaped
 
 
 def natural(low, e):
@@ -31,7 +31,7 @@ def natural(low, e):
     kind = type(e)
     if kind in (X.TileLoad, X.Splat, X.Arange, X.Broadcast, X.Gather):
         return low.default(e.shape)
-    if kind is X.Reshape and [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]:
+    if kind is X.Reshape and only_unit_axes_differ(e.value.shape, e.shape):
         source = natural(low, e.value)
         return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
     if kind is X.TileVar:
@@ -44,6 +44,9 @@ def natural(low, e):
         return None if source is None else source.permuted(e.perm)
     if kind in (X.TileScan, X.Rand):
         return natural(low, e.value if kind is X.TileScan else e.offsets)
+    if kind is X.TileReduce and e.axis is not None:  # the source's layout, sliced
+        source = natural(low, e.value)
+        return None if source is None else source.sliced((e.axis,)).squeezed(e.axis)
     return None
 
 
@@ -62,7 +65,7 @@ def _loads(low, e, want, found: list) -> None:
         layout = want or low.default(e.shape)
         _loads(low, e.value, layout.sliced({k for k, (a, b) in enumerate(zip(e.value.shape, e.shape)) if a != b}),
                found)
-    elif kind is X.Reshape and [n for n in e.value.shape if n != 1] == [n for n in e.shape if n != 1]:
+    elif kind is X.Reshape and only_unit_axes_differ(e.value.shape, e.shape):
         _loads(low, e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape), found)
     elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan):
         _loads(low, e.value, None, found)  # lowered with no layout wanted
