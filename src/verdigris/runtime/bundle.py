@@ -38,7 +38,7 @@ import struct
 from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
-from .dispatch import KernelFunction, Specialization, _KERNELS, _dims
+from .dispatch import MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims
 
 MAGIC = b"VGBUNDLE1\n"
 PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
@@ -130,7 +130,7 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
                         bool(spec.aligned16)) + ((spec.on_grid,) if kernel.track == "tile" else ()))
         elif isinstance(spec, Multiple):  # `i64:16`: compiled for multiples of 16 only
-            out.append(("s", spec.dtype.name, True))
+            out.append(("s", spec.dtype.name, spec.of % MULTIPLE == 0))
         else:
             dtype = T.from_any(spec)
             # compiled for any value, unless the signature said `:16`

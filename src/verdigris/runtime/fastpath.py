@@ -138,7 +138,9 @@ class _Writer:
         self.passed_options = ", num_warps=num_warps" if tile else ""
         self.checks: list[str] = []
         self.launch: list[str] = []
-        self.on_grid: tuple = ([], [])  # (extents, multiples) a divisibility fact holds for
+        # the values a divisibility fact holds for, tested together (`divisible_check`)
+        self.grid_extents: list[str] = []
+        self.grid_multiples: list[str] = []
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
                               _overlaps=_overlaps, _element_strides=interop._element_strides,
                               _handle=streams.handle, _struct_error=struct.error)
@@ -156,14 +158,14 @@ class _Writer:
         made after the argument checks (`divisible_check`); where it does not, they are
         tested here, to be off the grid."""
         if fact:
-            self.on_grid[0].extend(extents)
-            self.on_grid[1].extend(multiples)
+            self.grid_extents += extents
+            self.grid_multiples += multiples
         else:
             self.check("not (" + _off_grid(extents, multiples) + ")")
 
     def divisible_check(self) -> None:
-        if self.on_grid[0] or self.on_grid[1]:
-            self.check(_off_grid(*self.on_grid))
+        if self.grid_extents or self.grid_multiples:
+            self.check(_off_grid(self.grid_extents, self.grid_multiples))
 
     def build(self, kernel, fallback):
         from .dispatch import _MISSING

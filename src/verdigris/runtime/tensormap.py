@@ -28,7 +28,7 @@ from ..ir.tiles import has_dots
 from . import driver
 from .module import CudaKernel
 
-_MAX_CACHED_MAPS = 64
+_MAX_CACHED = 64  # tensor maps, and prepared launches, a kernel keeps (then starts afresh)
 
 
 def cuda_kernel(kernel, target: str, module, entry: str, abi: list) -> CudaKernel:
@@ -82,7 +82,7 @@ class MatmulKernel(CudaKernel):
                 prepared = self._prepare(grid, block, values)
             except _NotDescribable:
                 return self._without_tma().launch(grid, block, values, stream, shared_bytes)
-            if len(self._prepared) >= _MAX_CACHED_MAPS:
+            if len(self._prepared) >= _MAX_CACHED:
                 self._prepared.clear()
             self._prepared[key] = prepared
         (gx, gy, gz), (bx, by, bz), address = prepared[:3]
@@ -116,7 +116,7 @@ class MatmulKernel(CudaKernel):
         key = (spec, values[ptr], *(values[i] for i in shapes), *(values[i] for i in strides))
         found = self._cache.get(key)
         if found is None:
-            if len(self._cache) >= _MAX_CACHED_MAPS:
+            if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
             found = self._cache[key] = encode(spec, values[ptr], [values[i] for i in shapes],
                                               [values[i] for i in strides])
