@@ -67,6 +67,15 @@ def center_rows(x, out, n, R: vg.constexpr, C: vg.constexpr):
 
 
 @tile.kernel
+def normalize_rows(x, out, n, eps, COLS: vg.constexpr):
+    """LayerNorm without weight and bias: the row's mask is the only (COLS,) tile."""
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
+    xc = tile.where(tile.arange(COLS) < n, t - tile.sum(t) / n, 0.0)
+    tile.store(out, index=(r, 0), tile=(xc * tile.rsqrt(tile.sum(xc * xc) / n + eps)).astype(out.dtype))
+
+
+@tile.kernel
 def loop_max(x, out, COLS: vg.constexpr):
     r = tile.bid(0)
     best = tile.max(tile.load(x, index=(r, 0), shape=(1, COLS), padding=-math.inf))
@@ -376,6 +385,18 @@ def test_arrays_on_the_grid_need_no_rolled_path():
     assert "st.local" in off and "st.local" not in on
     assert on.count("ld.global.nc.v4.b32") == off.count("ld.global.nc.v4.b32") == 12
     assert on.count("st.global.v4.b32") == 4 and len(on) < 0.6 * len(off)
+
+
+def test_a_mask_is_made_in_the_layout_of_the_row_it_masks():
+    """`tile.where(tile.arange(COLS) < n, t - mean, 0.0)` over a bfloat16 row of 8192: the
+    mask can be made in any layout, so the where takes the row's (8 elements per vector)
+    and nothing crosses shared memory but the two reductions. It used to take the mask's
+    (the default of a (COLS,) tile, 4 per vector) and convert the row into it: 32 KiB, over
+    the 48 KiB of static shared memory, so the kernel did not compile."""
+    kernel = normalize_rows.specialize_types(
+        dict(x=arr(bf16, 2), out=arr(bf16, 2), n=T.int64, eps=f32, COLS=8192), block=(256,))
+    ptx = codegen.compile_to_ptx(kernel, "sm_90").ptx
+    assert ptx.count("bar.sync") == 2 and ptx.count("st.global.v4.b32") == 4
 
 
 def test_a_row_statistic_in_a_variable_stays_where_it_was_made():

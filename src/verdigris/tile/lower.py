@@ -277,8 +277,9 @@ class TileLowering(_KernelLowering):
         bounded = _arange_against_scalar(e)
         if bounded is not None:
             return self._arange_compare(want or self.default(e.shape), *bounded, e.dtype)
-        # Operands other than splats first: their layout is the result's (no data moves).
-        order = sorted(range(len(e.args)), key=lambda i: isinstance(e.args[i], X.Splat))
+        # Operands made in any layout (`prefetch.anywhere`) last: the others' layout is the
+        # result's, so no data moves.
+        order = sorted(range(len(e.args)), key=lambda i: prefetch.anywhere(e.args[i]))
         values: dict = {}
         for i in order:
             values[i] = self.tile(e.args[i], want, lazy=True)

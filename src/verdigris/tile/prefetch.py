@@ -26,6 +26,21 @@ from . import memory
 from .layout import only_unit_axes_differ, unit_reshaped
 
 
+def anywhere(e) -> bool:
+    """Whether `e` is made in whatever layout is wanted of it without moving data: splats,
+    aranges (each thread computes its own coordinates) and elementwise maps, broadcasts and
+    unit-axis reshapes of those. An elementwise map takes its layout from its other operands
+    (`tile.arange(COLS) < n` beside a loaded row: the mask is made in the row's layout)."""
+    kind = type(e)
+    if kind in (X.Splat, X.Arange):
+        return True
+    if kind is X.TileMap:
+        return all(anywhere(a) for a in e.args)
+    if kind is X.Broadcast or (kind is X.Reshape and only_unit_axes_differ(e.value.shape, e.shape)):
+        return anywhere(e.value)
+    return False
+
+
 def natural(low, e):
     """The layout `low.tile(e)` gives `e` when no layout is wanted (None: not predicted)."""
     kind = type(e)
@@ -37,7 +52,7 @@ def natural(low, e):
     if kind is X.TileVar:
         return low.tile_slots[e.name][0]
     if kind is X.TileMap:
-        first = next((a for a in e.args if not isinstance(a, X.Splat)), None)
+        first = next((a for a in e.args if not anywhere(a)), None)
         return low.default(e.shape) if first is None else natural(low, first)
     if kind is X.Permute:
         source = natural(low, e.value)
