@@ -4,7 +4,8 @@ Philox, and with cooperating threads reductions, scans and layout conversions th
 shared memory) is checked without a GPU.
 
 Takes: a tile kernel, a grid, NumPy arguments (and `num_warps=`, `dtypes=` for arrays of raw
-bfloat16 bits). Gives: `run(kernel, grid, **arguments)`, which specializes the kernel for the arguments, lowers it with
+bfloat16 bits). Gives: `run(kernel, grid, **arguments)`, which specializes the kernel for the arguments (as a
+launch does: arrays whose extents and row strides are multiples of 16 on the grid), lowers it with
 `tile.lower.lower` (the code the GPU would get, before LLVM's NVPTX back end), retargets
 the IR to the host (address spaces dropped, the special registers read from globals the
 harness sets, libdevice's `__nv_*` functions mapped to the C library, atomics' device
@@ -32,6 +33,7 @@ from verdigris import types as T
 from verdigris.codegen import checks
 from verdigris.codegen.dtypes import NARROW_FORMATS, round_to_format
 from verdigris.ir import ArrayType, abi_params
+from verdigris.runtime import dispatch
 
 
 class Unsupported(Exception):
@@ -214,8 +216,9 @@ _CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int1
 def _spec(value, dtype=None):
     if isinstance(value, np.ndarray):
         dtype = dtype or T.from_numpy(value.dtype)
+        strides = tuple(s // value.itemsize for s in value.strides)
         return ArrayType(dtype, value.ndim, "global", value.ndim > 0 and value.strides[-1] == value.itemsize,
-                         value.ctypes.data % 16 == 0)
+                         value.ctypes.data % 16 == 0, on_grid=dispatch.on_grid(value.shape, strides))
     if isinstance(value, np.generic):
         return T.from_name(value.dtype.name)
     return T.of_python_scalar(value)

@@ -387,6 +387,21 @@ def test_arrays_on_the_grid_need_no_rolled_path():
     assert on.count("st.global.v4.b32") == 4 and len(on) < 0.6 * len(off)
 
 
+def test_tiles_of_several_rows_on_the_grid_need_no_rolled_path():
+    """Two rows of 8192 per block: the tile's first row is a run-time value, which a 32-bit
+    bounds test cannot take as it is; on the grid it is clamped first (`_Access._limit`),
+    so there is still no rolled path (it cost 8 registers and a 128-byte local frame),
+    and every bounds test stays 32-bit."""
+    from dataclasses import replace
+
+    specs = dict(x=replace(arr(bf16, 2), on_grid=True), out=replace(arr(bf16, 2), on_grid=True),
+                 n=T.int64, R=2, C=8192)
+    ptx = codegen.compile_to_ptx(center_rows.specialize_types(specs, block=(512,)), "sm_90").ptx
+    assert "st.local" not in ptx and "__local_depot" not in ptx
+    assert ptx.count("ld.global.nc.v4.b32") == ptx.count("st.global.v4.b32") == 4
+    assert not re.findall(r"setp\.\w+\.[su]64", ptx)
+
+
 def test_a_mask_is_made_in_the_layout_of_the_row_it_masks():
     """`tile.where(tile.arange(COLS) < n, t - mean, 0.0)` over a bfloat16 row of 8192: the
     mask can be made in any layout, so the where takes the row's (8 elements per vector)

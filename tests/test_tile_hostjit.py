@@ -44,6 +44,13 @@ def fold(x, out, BLOCK: vg.constexpr):
     tile.atomic_add(out, (i % 4,), tile.load(x, index=(i,), shape=(BLOCK,)))
 
 
+@tile.kernel
+def shifted_rows(x, out, shift, R: vg.constexpr, C: vg.constexpr):
+    """Block i copies x's row tile i - shift (padding where it lies outside) to out's tile i."""
+    i = tile.bid(0)
+    tile.store(out, index=(i, 0), tile=tile.load(x, index=(i - shift, 0), shape=(R, C), padding=7.0))
+
+
 def on_cpu(kernel, grid, **arguments) -> dict:
     """The cpu backend's outputs for the same launch (arrays copied first)."""
     copies = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in arguments.items()}
@@ -247,3 +254,15 @@ def test_scatter_of_rows_and_atomic_partial_sums(rng):
     x = rng.standard_normal((8, 1000)).astype(np.float32)
     got, want = both(split_sum, (2, 4), x=x, out=np.zeros(8, np.float32), R=4, C=256)
     close(got["out"], want["out"], 1e-5)
+
+
+@pytest.mark.parametrize("shift", [0, 1, -1, -(2**27), 2**27, 2**40, -(2**40)])
+def test_row_tiles_of_arrays_on_the_grid_past_either_end(rng, shift):
+    """Arrays whose extents are multiples of 16 are on the grid: their accesses have no
+    rolled path, and each vector's bounds test is 32-bit with the tile's start clamped.
+    Tiles of 32 rows over 48 (the second half outside), and tiles far before the first row
+    or past the last, where a 32-bit start would wrap: padding is read, nothing is written
+    outside."""
+    x = rng.standard_normal((48, 64)).astype(np.float32)
+    got, want = both(shifted_rows, 3, x=x, out=np.zeros((48, 64), np.float32), shift=shift, R=32, C=64)
+    np.testing.assert_array_equal(got["out"], want["out"])

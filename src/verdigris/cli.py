@@ -131,7 +131,7 @@ def parse_signature(kernel, text: str) -> dict:
     stride on the innermost axis (C-contiguous rows). Constexpr parameters take a value.
     A tile kernel's integer or array type may end in `:16`, as Triton's signatures do: the
     integer is a multiple of 16, or the array is on the grid (extents multiples of 16
-    below 2**31, row strides multiples of 16), what a launch with such values specializes
+    below 2**30, row strides multiples of 16), what a launch with such values specializes
     on (`i64:16`, `bf16[:, ::1]:16`).
     """
     from .frontend.typing import Multiple

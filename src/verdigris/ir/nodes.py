@@ -38,6 +38,8 @@ from ..types import DType
 
 # ----------------------------------------------------------------------------- types
 
+ON_GRID_EXTENT = 2**30  # an on-grid array's extents are below it (`ArrayType.on_grid`)
+
 
 @dataclass(frozen=True)
 class ArrayType:
@@ -50,8 +52,9 @@ class ArrayType:
     unit_inner_stride: bool = False  # strides[-1] == 1, so it is not passed
     aligned16: bool = False  # data pointer is 16-byte aligned
     shape: Optional[tuple] = None  # static shape of local/shared arrays
-    # every extent a multiple of 16 below 2**31, every stride but the last a multiple of 16
-    # (tile kernels are specialized on it: their vectors then never straddle an edge)
+    # every extent a multiple of 16 below ON_GRID_EXTENT, every stride but the last a multiple
+    # of 16 (tile kernels are specialized on it: their vectors then never straddle an edge,
+    # and their bounds tests are 32-bit)
     on_grid: bool = False
 
     def __str__(self) -> str:

@@ -35,12 +35,12 @@ MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
 MAX_AXIS_THREADS = 2**31 - 1  # thread ids along an axis fit in int32 (the race proofs assume it)
 MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples of this
-OFF_GRID = ~(2**31 - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**31 and up
+OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**30 and up
 
 
 def on_grid(shape, strides) -> bool:
-    """`ArrayType.on_grid`: every extent a multiple of MULTIPLE below 2**31, every stride
-    but the last a multiple of MULTIPLE."""
+    """`ArrayType.on_grid`: every extent a multiple of MULTIPLE below 2**30
+    (`ON_GRID_EXTENT`), every stride but the last a multiple of MULTIPLE."""
     extents = strides_left = 0
     for n in shape:
         extents |= n

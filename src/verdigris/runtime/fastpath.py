@@ -153,7 +153,7 @@ class _Writer:
 
     def divisible(self, fact: bool, extents=(), multiples=()) -> None:
         """A tile specialization's divisibility fact about some values (`dispatch.on_grid`,
-        `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE below 2**31 and
+        `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE below 2**30 and
         `multiples` multiples of MULTIPLE. Where the fact holds, the values join one test
         made after the argument checks (`divisible_check`); where it does not, they are
         tested here, to be off the grid."""
@@ -305,7 +305,7 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
 
 def _off_grid(extents, multiples) -> str:
     """Source of a test that is true when some extent is not a multiple of MULTIPLE below
-    2**31 or some multiple is not a multiple of MULTIPLE (one bitwise test for all)."""
+    2**30 or some multiple is not a multiple of MULTIPLE (one bitwise test for all)."""
     tests = ([f"({' | '.join(extents)}) & {OFF_GRID}"] if extents else []) \
         + ([f"({' | '.join(multiples)}) & {MULTIPLE - 1}"] if multiples else [])
     return " or ".join(tests) or "False"

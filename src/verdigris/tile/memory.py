@@ -38,6 +38,7 @@ from llvmlite import ir
 
 from ..codegen import atomics
 from ..codegen.dtypes import FLOAT, I1, I32, I64, is_narrow_float, mem_type, to_mem, to_reg
+from ..ir.nodes import ON_GRID_EXTENT
 from . import control
 
 
@@ -108,20 +109,29 @@ class _Access:
 
     def vector_inside(self, coords: tuple) -> ir.Value:
         """`inside(coords)` for the first element of a vector on the vector path. Along a
-        spanned axis, in 32 bits (`whole_vectors` holds: its start and extent are below
-        2**31): once, the thread's limit `extent - start - tc`, exact in 32 bits; then per
+        spanned axis, in 32 bits: once, the thread's limit `extent - start - tc`; then per
         vector one comparison of the register's constant coordinate with it (`start + tc +
         c < extent` as `c < extent - start - tc`), where 64-bit coordinates cost two
-        registers each and two comparisons."""
+        registers each and two comparisons. The limit is exact in 32 bits where
+        `whole_vectors` holds (start and extent below 2**31); for an array on the grid
+        (extents below `ON_GRID_EXTENT`, 2**30) with the start first clamped, unsigned, to
+        2**30: a start at or past it, or negative, is past the extent either way."""
         b, spanned = self.b, self._spanned()
         if self.limits is None:
-            self.limits = {k: b.trunc(b.sub(self.view.shape[k], self.bases[k]), I32) for k in spanned}
+            self.limits = {k: self._limit(k) for k in spanned}
         inside = ir.Constant(I1, True)
         for k, (c, base, extent) in enumerate(zip(coords, self.bases, self.view.shape)):
             inside = b.and_(inside, b.icmp_signed("<", ir.Constant(I32, c), self.limits[k]) if k in spanned
                             else b.icmp_unsigned("<", base, extent))
             inside = self._within_tile(inside, k, coords)
         return inside
+
+    def _limit(self, k: int) -> ir.Value:
+        b, extent = self.b, self.view.shape[k]
+        if not self.type.on_grid:
+            return b.trunc(b.sub(extent, self.bases[k]), I32)
+        start = self.low.em.call("llvm.umin.i64", I64, self.starts[k], ir.Constant(I64, ON_GRID_EXTENT))
+        return b.sub(b.sub(b.trunc(extent, I32), b.trunc(start, I32)), self.low.thread_coord(self.layout, k))
 
     def at(self, r: int) -> tuple:
         return self.layout.register_coords(r)
@@ -146,15 +156,14 @@ class _Access:
         the start `s` is `0 <= s <= 2**31 - n` (n: the tile's padded size along the axis).
         Arrays past 2**31 elements along a spanned axis take the rolled path (this test runs
         once per statement). An array specialized as on the grid (`ArrayType.on_grid`: its
-        extents and row strides multiples of 16, so of the width, and its extents below
-        2**31) needs only the starts tested, and a tile whose starts are constants none."""
+        extents and row strides multiples of 16, so of the width, its extents below 2**30)
+        always has whole vectors: no test, and no rolled path."""
         b, width, ok = self.b, self.width, ir.Constant(I1, True)
-        for k in self._spanned():
-            ok = b.and_(ok, b.icmp_unsigned("<=", self.starts[k], ir.Constant(I64, 2**31 - self.layout.shape[k])))
-            if not self.type.on_grid:
-                ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
         if self.type.on_grid:
             return ok
+        for k in self._spanned():
+            ok = b.and_(ok, b.icmp_unsigned("<=", self.starts[k], ir.Constant(I64, 2**31 - self.layout.shape[k])))
+            ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
         mask = ir.Constant(I64, width - 1)
         for stride in self.view.strides[:-1]:
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
