@@ -414,10 +414,28 @@ def test_a_mask_is_made_in_the_layout_of_the_row_it_masks():
     assert ptx.count("bar.sync") == 2 and ptx.count("st.global.v4.b32") == 4
 
 
+def test_many_partials_per_thread_are_combined_in_two_stages():
+    """Row sums of R rows of 8192 over 16 warps: every thread holds R rows' partials and
+    every warp's must join. One row (16 partials per thread): one barrier, each thread
+    reading the 16 as 4 broadcast vectors. Two or four rows (32, 64): the first warps
+    combine them once and write the results back, a second barrier, then each thread
+    reads one partial and its rows' results."""
+    def shared_traffic(rows):
+        specs = dict(x=arr(bf16, 2), out=arr(bf16, 2), n=T.int64, R=rows, C=8192)
+        ptx = codegen.compile_to_ptx(center_rows.specialize_types(specs, block=(512,)), "sm_90").ptx
+        return ptx.count("bar.sync"), len(re.findall(r"ld\.shared", ptx)), ptx.count("shfl.sync.bfly")
+
+    assert shared_traffic(1) == (1, 4, 5)
+    # each row's lanes, then the 16 warps' partials; the rows' results read as one vector
+    assert shared_traffic(2) == (2, 2, 2 * 5 + 4)
+    assert shared_traffic(4) == (2, 2, 4 * 5 + 4)
+
+
 def test_a_row_statistic_in_a_variable_stays_where_it_was_made():
     """`mean = tile.sum(t, axis=1, keepdims=True) / n` over 2 rows of 8192 on 16 warps: the
     variable lives in the reduction's own layout (`tile.varlayout`), where each thread holds
-    its rows' means, so only the reduction crosses shared memory (one barrier); in the
+    its rows' means, so only the reduction crosses shared memory (two barriers: its 32
+    partials per thread are combined in two stages, `reduce.TWO_STAGE_AFTER`); in the
     default layout of its (2, 1) shape it crossed twice more, in and back out."""
     from verdigris.codegen import nvptx
     from verdigris.tile.lower import TileLowering
@@ -427,7 +445,7 @@ def test_a_row_statistic_in_a_variable_stays_where_it_was_made():
 
     specs = dict(x=arr(bf16, 2), out=arr(bf16, 2), n=T.int64, R=2, C=8192)
     kernel = center_rows.specialize_types(specs, block=(512,))
-    assert codegen.compile_to_ptx(kernel, "sm_90").ptx.count("bar.sync") == 1
+    assert codegen.compile_to_ptx(kernel, "sm_90").ptx.count("bar.sync") == 2
     module = nvptx.parse(str(DefaultLayouts(kernel, "sm_90").run()))
     nvptx.optimize(module, "sm_90")
-    assert nvptx.emit_ptx(module, "sm_90").count("bar.sync") == 3
+    assert nvptx.emit_ptx(module, "sm_90").count("bar.sync") == 4

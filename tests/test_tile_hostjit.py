@@ -266,3 +266,29 @@ def test_row_tiles_of_arrays_on_the_grid_past_either_end(rng, shift):
     x = rng.standard_normal((48, 64)).astype(np.float32)
     got, want = both(shifted_rows, 3, x=x, out=np.zeros((48, 64), np.float32), shift=shift, R=32, C=64)
     np.testing.assert_array_equal(got["out"], want["out"])
+
+
+@pytest.mark.parametrize("dtype,cols", [(np.float32, 512), (np.int8, 1024)])
+def test_row_reductions_combined_in_two_stages(rng, dtype, cols):
+    """16 rows over 2 warps, each warp a half of every row (512 float32 or 1024 int8
+    columns): 16 outputs per thread, each joining both warps' partials (32 partials per
+    thread, past `reduce.TWO_STAGE_AFTER`): the first warp combines them in a butterfly and
+    writes the results back, a second barrier, then every thread reads them. Sums, maxima
+    (int8 partials travel as i32), and argmax/argmin's (value, position) pairs."""
+    from verdigris.tile import reduce
+
+    assert 2 * 16 > reduce.TWO_STAGE_AFTER
+    x = (rng.standard_normal((32, cols)) * 20).astype(dtype)
+    args = dict(x=x, sums=np.zeros(32, dtype), maxes=np.zeros_like(x), R=16, C=cols)
+    want = on_cpu(row_stats, 2, **args)
+    assert host_jit.run(row_stats, 2, num_warps=2, **args) is None
+    close(args["sums"], want["sums"], 1e-5) if dtype == np.float32 else \
+        np.testing.assert_array_equal(args["sums"], want["sums"])
+    np.testing.assert_array_equal(args["maxes"], want["maxes"])
+    x[3, 7] = x[3, 300] = 100
+    args = dict(x=x, amax=np.zeros(32, np.int32), amin=np.zeros(32, np.int32), best=np.zeros(2, np.int32),
+                R=16, C=cols)
+    want = on_cpu(positions, 2, **args)
+    assert host_jit.run(positions, 2, num_warps=2, **args) is None
+    for name in ("amax", "amin", "best"):
+        np.testing.assert_array_equal(args[name], want[name])

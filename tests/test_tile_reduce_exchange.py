@@ -2,7 +2,10 @@
 one copy per warp read back as broadcast vectors where every lane holds the same partials
 (a whole row: float32 in 16-byte vectors, float64 in pairs, narrow integers widened to
 32-bit slots, argmax's value and position in slots of their own sizes), one slot per lane
-otherwise; every thread ends with the same bits, equal to NumPy's answer."""
+otherwise; every thread ends with the same bits, equal to NumPy's answer. The emulator runs
+straight-line code, so these take the one-stage exchange at any partial count; the
+two-stage one (`reduce._two_stage`, a branch for the combining warps) runs in
+test_tile_hostjit."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +25,8 @@ CASES = [((1, 4096), 8, 4, None), ((1, 2048), 4, 4, None), ((4, 1024), 8, 4, 1),
 @pytest.mark.parametrize("dtype", [T.float32, T.float64, T.int8, T.int64])
 @pytest.mark.parametrize("op", ["sum", "max", "argmax"])
 @pytest.mark.parametrize("shape,warps,vec,axis", CASES)
-def test_whole_rows_and_per_lane_partials(rng, dtype, op, shape, warps, vec, axis):
+def test_whole_rows_and_per_lane_partials(rng, monkeypatch, dtype, op, shape, warps, vec, axis):
+    monkeypatch.setattr(reduce, "TWO_STAGE_AFTER", 1 << 30)
     layout = L.blocked(shape, warps, vec)
     block = Block(warps)
     x = rng.integers(-50, 50, shape).astype(dtype.np)

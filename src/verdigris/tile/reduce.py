@@ -1,6 +1,8 @@
 """`TileReduce` on the GPU: within each thread, across lanes by shuffles, across warps
 through shared memory (one barrier; a whole row's partials, one per warp, read back as
-broadcast vectors: `_across_warps`).
+broadcast vectors: `_across_warps`; where every thread would read more than
+`TWO_STAGE_AFTER` partials, one warp combines them and writes the results back, a second
+barrier: `_two_stage`).
 
 Takes: the `TileLowering` and a `TileReduce` node. Gives: `reduce(low, node)`: a
 `TileValue` in the source layout sliced on the reduced axis (so a `keepdims` result
@@ -28,6 +30,12 @@ from .layout import LANE_BITS, WARP_SIZE
 FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
 INT32_MAX = 2**31 - 1
 CHAIN = 8  # partials a contracting float sum adds in one chain before the tree
+# Partials per thread past which the warps' partials are combined once, by the first warps,
+# not by every thread (2 rows of 8192 over 16 warps: 32 reads and 30 combines per thread
+# per reduction, a fifth of LayerNorm's instructions; 3.57 TB/s where Triton's two stages
+# reach 3.84 on the H200). A whole row over 16 warps (16 partials) stays one stage: there
+# the two were level.
+TWO_STAGE_AFTER = 16
 
 
 def _extremum(which: str):
@@ -182,27 +190,40 @@ def _across_warps(low, outputs: list, warp_bits: list, dt, combine, same_in_ever
     sizes = [_itemsize(ty) for ty in types]
     starts = [0]  # each component's slots, 16-byte aligned
     for size in sizes:
-        starts.append(starts[-1] + -(-warps * slots * lanes * size // 16) * 16)
-    smem = low.shared(starts[-1])
-    reduced_mask = sum(1 << bit for bit in warp_bits)
+        starts.append(starts[-1] + _aligned(warps * slots * lanes * size))
+    count = 1 << len(warp_bits)
     # reduced warp bits 0..k-1: the warps a thread combines are consecutive slots
     consecutive = same_in_every_lane and warp_bits == list(range(len(warp_bits)))
+    two_stage = consecutive and count == warps and count * slots > TWO_STAGE_AFTER
+    results = [starts[-1]]  # `_two_stage`'s results, after the partials, 16-byte aligned
+    for size in sizes:
+        results.append(results[-1] + _aligned(slots * size))
+    smem = low.shared(results[-1] if two_stage else starts[-1])
+    reduced_mask = sum(1 << bit for bit in warp_bits)
 
-    def slot(c: int, warp: ir.Value, o: int) -> ir.Value:
-        if same_in_every_lane:
-            index = b.add(ir.Constant(I32, o * warps), warp)
-        else:
-            index = b.add(b.mul(b.add(b.mul(warp, ir.Constant(I32, slots)), ir.Constant(I32, o)),
-                                ir.Constant(I32, WARP_SIZE)), low.lane)
-        byte = b.add(b.mul(index, ir.Constant(I32, sizes[c])), ir.Constant(I32, starts[c]))
+    def at(byte: ir.Value) -> ir.Value:
         return b.gep(smem, [b.zext(byte, ir.IntType(64))], inbounds=True, source_etype=I8)
+
+    def slot(c: int, warp: ir.Value, o) -> ir.Value:
+        """Component c of warp `warp`'s partial of output `o` (an int, or an i32 value where
+        `same_in_every_lane`)."""
+        o = ir.Constant(I32, o) if isinstance(o, int) else o
+        if same_in_every_lane:
+            index = b.add(b.mul(o, ir.Constant(I32, warps)), warp)
+        else:
+            index = b.add(b.mul(b.add(b.mul(warp, ir.Constant(I32, slots)), o),
+                                ir.Constant(I32, WARP_SIZE)), low.lane)
+        return at(b.add(b.mul(index, ir.Constant(I32, sizes[c])), ir.Constant(I32, starts[c])))
 
     for o, part in enumerate(outputs):
         for c, (v, ty) in enumerate(zip(part, types)):
             b.store(_widened(b, v, ty), slot(c, low.warp, o))
     low.barrier()
+    if two_stage:
+        combined = _two_stage(low, outputs, dt, combine, types, sizes, slot, at, results[:-1])
+        low.release_shared()
+        return combined
     mine = b.and_(low.warp, ir.Constant(I32, ~reduced_mask & 0xFFFFFFFF))
-    count = 1 << len(warp_bits)
     combined = []
     for o, part in enumerate(outputs):
         read = [[] for _ in range(count)]  # per warp in combining order: its components
@@ -216,13 +237,60 @@ def _across_warps(low, outputs: list, warp_bits: list, dt, combine, same_in_ever
                     vector = b.load(slot(c, other, o), typ=ir.VectorType(ty, width), align=width * sizes[c])
                     got = [b.extract_element(vector, ir.Constant(I32, j)) for j in range(width)]
                 for j, value in enumerate(got):
-                    read[m0 + j].append(value if ty == v.type else b.trunc(value, v.type))
+                    read[m0 + j].append(_narrowed(b, value, v.type))
         group = [tuple(r) for r in read]
         while len(group) > 1:
             group = [combine(em, dt, group[i], group[i + 1]) for i in range(0, len(group), 2)]
         combined.append(group[0])
     low.release_shared()
     return combined
+
+
+def _two_stage(low, outputs: list, dt, combine, types: list, sizes: list, slot, at, results: list) -> list:
+    """The warps' stored partials of every output combined once, where every warp's join
+    (`_across_warps` with `two_stage`): thread t = o * warps + w of the first warps loads
+    warp w's partial of output o, the `warps` lanes of one output combine theirs in a
+    butterfly (each gets the same bits: the combining ops are commutative) and the first
+    of them stores the result after the partials; a second barrier, then every thread
+    reads the results (`results`: each component's first byte). slots * warps is a multiple
+    of 32 (both powers of two, the product above TWO_STAGE_AFTER), so the combining warps
+    are whole and every shuffle has its warp's lanes."""
+    b, em = low.b, low.em
+    warps = low.num_warps
+    sample = outputs[0]
+
+    def result(c: int, o) -> ir.Value:
+        o = ir.Constant(I32, o) if isinstance(o, int) else o
+        return at(b.add(b.mul(o, ir.Constant(I32, sizes[c])), ir.Constant(I32, results[c])))
+
+    combining, done = low._block("reduce.combine"), low._block("reduce.combined")
+    b.cbranch(b.icmp_unsigned("<", low.warp, ir.Constant(I32, len(outputs) * warps // WARP_SIZE)),
+              combining, done)
+    b.position_at_end(combining)
+    thread = b.add(b.mul(low.warp, ir.Constant(I32, WARP_SIZE)), low.lane)
+    output, warp = b.udiv(thread, ir.Constant(I32, warps)), b.urem(thread, ir.Constant(I32, warps))
+    part = tuple(_narrowed(b, b.load(slot(c, warp, output), typ=ty), v.type)
+                 for c, (v, ty) in enumerate(zip(sample, types)))
+    for bit in range(warps.bit_length() - 1):
+        part = combine(em, dt, part, tuple(_shuffle(em, v, 1 << bit) for v in part))
+    first, store = b.icmp_unsigned("==", warp, ir.Constant(I32, 0)), low._block("reduce.store")
+    b.cbranch(first, store, done)
+    b.position_at_end(store)
+    for c, (v, ty) in enumerate(zip(part, types)):
+        b.store(_widened(b, v, ty), result(c, output))
+    b.branch(done)
+    b.position_at_end(done)
+    low.barrier()
+    return [tuple(_narrowed(b, b.load(result(c, o), typ=ty), v.type) for c, (v, ty) in enumerate(zip(sample, types)))
+            for o in range(len(outputs))]
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // 16) * 16
+
+
+def _narrowed(b, value: ir.Value, ty: ir.Type) -> ir.Value:
+    return value if value.type == ty else b.trunc(value, ty)
 
 
 def _widened(b, value: ir.Value, ty: ir.Type) -> ir.Value:
