@@ -127,7 +127,9 @@ def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:
         bt, bt64 = _narrow(rng, (n, k), "float8_e4m3fn")
         c = np.full((m, n), np.nan, np.float32)
         c = run(gemm_nt, grid, a, bt, c, 0.5, BM=bm, BN=bn, BK=bk)[2]
-        results.append(Result("gemm fp8 e4m3 (B K-major), scaled", c, 0.5 * (a64 @ bt64.T), 1e-5))
+        # On sm_90a wgmma adds fp8 products in the tensor cores' narrower accumulator
+        # (5e-4 relative here on the H200; `tile.matmul`'s precision note); elsewhere float32.
+        results.append(Result("gemm fp8 e4m3 (B K-major), scaled", c, 0.5 * (a64 @ bt64.T), 2e-3))
     z = 3
     a, a64 = _narrow(rng, (z, m, k), "float16")
     b, b64 = _narrow(rng, (z, k, n), "float16")
