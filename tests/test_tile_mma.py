@@ -463,3 +463,19 @@ def test_a_specialized_gemm_launches_persistent_with_its_producer_and_maps():
     assert aligned["maps"] == [["a", [128, 64], [1000, 328], [328]], ["b", [64, 64], [328, 776], [776]],
                                ["c", [64, 32], [1000, 776], [776]]]
     assert odd["grid"] == [2, 2, 1] and odd["block"] == [256, 1, 1]
+
+
+@needs_ptxas
+def test_a_64x64_product_gets_the_warps_wgmma_takes():
+    """The default warp count is at most 4 per 64x64 block of a product's result: a 64x64
+    product gets one warpgroup, whose wgmma m64n64 streams through TMA behind a producer
+    warpgroup (256 threads); on 8 warps its columns split into halves narrower than
+    wgmma's 64-column panels, and it fell back to unpipelined mma.sync."""
+    from verdigris.tile.lower import num_warps
+
+    kernel = gemm.specialize_types(dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.bfloat16), BM=64, BN=64, BK=64))
+    assert num_warps(kernel) == 4
+    ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx and ".maxntid 256" in ptx
+    wide = gemm.specialize_types(dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.bfloat16), BM=128, BN=128, BK=64))
+    assert num_warps(wide) == 8
