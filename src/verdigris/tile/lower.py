@@ -26,9 +26,10 @@ vector path its loads, arithmetic and store or assignment are one straight-line 
 The warp count (`num_warps`): `kernel.block` when the launch gave `num_warps=` (the
 block is then part of the specialization); otherwise the largest tile's padded element
 count / (32 lanes * 8 elements per thread), clamped to 1..8 (a power of two, as padded
-sizes are), and to 4 per 64x64 block of each matrix product's result. Each padded shape's default layout (`layout.blocked`) puts 16 bytes of the
-narrowest dtype loaded or stored at that shape in each thread's consecutive registers
-(fewer when the tile has fewer elements than that many per thread).
+sizes are) and to 4 per 64x64 block of each matrix product's result (`_product_warps`).
+Each padded shape's default layout (`layout.blocked`) puts 16 bytes of the narrowest
+dtype loaded or stored at that shape in each thread's consecutive registers (fewer when
+the tile has fewer elements than that many per thread).
 """
 from __future__ import annotations
 

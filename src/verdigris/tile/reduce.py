@@ -182,7 +182,9 @@ def _across_warps(low, outputs: list, warp_bits: list, dt, combine, same_in_ever
     every lane's elements: a whole row), one copy per warp is kept, the warps' copies side
     by side, so a thread reads them as broadcast vectors of up to 16 bytes (2 loads for 8
     warps of float32, not 8); otherwise each lane has a slot of its own in each warp's
-    row, so that a warp's reads of one warp's partials are one conflict-free access."""
+    row, so that a warp's reads of one warp's partials are one conflict-free access. Where
+    every warp's partials join and each thread would read more than TWO_STAGE_AFTER of
+    them, they are combined once instead (`_two_stage`)."""
     b, em = low.b, low.em
     warps, slots = low.num_warps, len(outputs)
     lanes = 1 if same_in_every_lane else WARP_SIZE
