@@ -5,11 +5,9 @@ ptxas. `tests/gpu/test_tile_mma.py` runs the same kernels on the GPU."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import tempfile
-import textwrap
 from itertools import product
 from pathlib import Path
 
