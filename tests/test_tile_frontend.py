@@ -355,6 +355,18 @@ def test_broadcast_mismatch_names_both_shapes():
 
 
 @tile.kernel
+def misspelled(a, out):
+    tile.store(out, index=(0,), tile=tile.expp(tile.load(a, index=(0,), shape=(128,))))  # marker: misspelled
+
+
+def test_a_misspelled_tile_function_is_named_with_the_closest_ones():
+    err = compile_error(misspelled, F32, F32)
+    assert err.message == "module 'verdigris.tile' has no attribute 'expp'"
+    assert err.hint == "did you mean exp or exp2 or expm1?"
+    assert_points_at(err, "marker: misspelled")
+
+
+@tile.kernel
 def bad_reshape(a, out):
     x = tile.load(a, index=(0,), shape=(128,))
     tile.store(out, index=(0,), tile=x.reshape((64, 4)))  # marker: bad reshape

@@ -12,6 +12,7 @@ and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helper
 from __future__ import annotations
 
 import ast
+import difflib
 
 import types as pytypes
 
@@ -70,7 +71,7 @@ class Expressions:
                     and node.attr in intrinsics.MATH_CONSTANTS:
                 return Static(intrinsics.MATH_CONSTANTS[node.attr])
             if not hasattr(base.value, node.attr):
-                raise CompileError(f"{base.value!r} has no attribute {node.attr!r}", loc)
+                raise _no_attribute(base.value, node.attr, loc)
             return self.static_global(node.attr, getattr(base.value, node.attr), loc)
         raise CompileError(f"numbers have no attribute {node.attr!r} in kernels", loc)
 
@@ -259,3 +260,13 @@ class Expressions:
         if track in TRACK_HINTS and track != self.unit.track:
             raise CompileError(f"{name}() belongs to the {track} track; this is a "
                                f"{self.unit.track} kernel", loc, hint=TRACK_HINTS[track])
+
+
+def _no_attribute(value, attr: str, loc: Loc) -> CompileError:
+    """`value.attr` does not exist: the error names a module by its name (not its repr and
+    file) and suggests the public names (`__all__` where it has one) closest to `attr`."""
+    what = f"module {value.__name__!r}" if isinstance(value, pytypes.ModuleType) else repr(value)
+    names = getattr(value, "__all__", None) or [n for n in dir(value) if not n.startswith("_")]
+    close = difflib.get_close_matches(attr, names, n=3)
+    return CompileError(f"{what} has no attribute {attr!r}", loc,
+                        hint=f"did you mean {' or '.join(close)}?" if close else "")
