@@ -38,7 +38,7 @@ import struct
 from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
-from .dispatch import MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims
+from .dispatch import MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims, divisibility
 
 MAGIC = b"VGBUNDLE1\n"
 PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
@@ -139,15 +139,12 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
     return out
 
 
-_FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry holds its divisibility fact
-
-
 def _any_value(key: tuple) -> tuple:
     """`key` with each integer scalar's "multiple of MULTIPLE" and each array's "on the
-    grid" fact set to False: the entry a bundle holds for it (compiled for any values)."""
+    grid" fact (`divisibility`, an entry's last item) set to False: the entry a bundle
+    holds for it (compiled for any values)."""
     def relaxed(entry):
-        at = _FACT_AT.get(entry[0])
-        return entry[:at] + (False,) if at is not None and len(entry) == at + 1 else entry
+        return entry if divisibility(entry) is None else entry[:-1] + (False,)
     return key[:2] + tuple(map(relaxed, key[2:]))
 
 
@@ -314,10 +311,11 @@ def _describe_key(kernel: KernelFunction, key: tuple) -> str:
         if entry[0] == "c":
             parts.append(f"{p.name}={entry[1]!r}")
         elif entry[0] == "s":
-            parts.append(f"{p.name}: {entry[1]}")
+            parts.append(f"{p.name}: {entry[1]}" + (":16" if divisibility(entry) else ""))
         else:
             dtype, ndim, unit, aligned = entry[1:5]
             axes = ", ".join([":"] * (ndim - 1) + (["::1"] if unit else [":"])) if ndim else ""
-            parts.append(f"{p.name}: {dtype}[{axes}]" + ("" if aligned else " unaligned"))
+            parts.append(f"{p.name}: {dtype}[{axes}]" + (":16" if divisibility(entry) else "")
+                         + ("" if aligned else " unaligned"))
     block = "" if key[0] is None else f" block {key[0]}"
     return ", ".join(parts) + block

@@ -38,6 +38,17 @@ MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples o
 OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**30 and up
 
 
+_FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry (`spec_key`) holds its fact
+
+
+def divisibility(entry: tuple) -> bool | None:
+    """A specialization key entry's divisibility fact: whether a tile kernel's integer
+    scalar is a multiple of MULTIPLE, or its array `on_grid`; None for entries without one
+    (constexprs, floats, every SIMT entry)."""
+    at = _FACT_AT.get(entry[0])
+    return entry[at] if at is not None and len(entry) > at else None
+
+
 def on_grid(shape, strides) -> bool:
     """`ArrayType.on_grid`: every extent a multiple of MULTIPLE below 2**30
     (`ON_GRID_EXTENT`), every stride but the last a multiple of MULTIPLE."""
@@ -265,10 +276,10 @@ class KernelFunction:
                 specs[p.name] = Static(k[1])
             elif k[0] == "a":
                 specs[p.name] = N.ArrayType(T.from_name(k[1]), k[2], "global", k[3], k[4],
-                                            on_grid=k[5:] == (True,))
+                                            on_grid=divisibility(k) is True)
             else:
                 specs[p.name] = T.from_name(k[1])
-                if k[2:] == (True,):
+                if divisibility(k):
                     multiples[p.name] = MULTIPLE
         return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
                             multiples)

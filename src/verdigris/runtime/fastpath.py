@@ -44,7 +44,7 @@ import threading
 from inspect import Parameter
 
 from . import cache, faults, interop, streams
-from .dispatch import MULTIPLE, OFF_GRID
+from .dispatch import MULTIPLE, OFF_GRID, divisibility
 from .interop import span
 from .module import CudaKernel
 
@@ -151,12 +151,14 @@ class _Writer:
     def check(self, failed: str) -> None:
         self.checks.append(f"if {failed}: {{down}}")
 
-    def divisible(self, fact: bool, extents=(), multiples=()) -> None:
-        """A tile specialization's divisibility fact about some values (`dispatch.on_grid`,
-        `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE below 2**30 and
-        `multiples` multiples of MULTIPLE. Where the fact holds, the values join one test
-        made after the argument checks (`divisible_check`); where it does not, they are
-        tested here, to be off the grid."""
+    def divisible(self, fact: bool | None, extents=(), multiples=()) -> None:
+        """A tile specialization's divisibility fact about some values (`dispatch.divisibility`:
+        `dispatch.on_grid`, `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE
+        below 2**30 and `multiples` multiples of MULTIPLE. Where the fact holds, the values
+        join one test made after the argument checks (`divisible_check`); where it does not,
+        they are tested here, to be off the grid; None (no such fact) tests nothing."""
+        if fact is None:
+            return
         if fact:
             self.grid_extents += extents
             self.grid_multiples += multiples
@@ -206,8 +208,7 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
-            if entry[2:]:  # specialized on being a multiple of MULTIPLE, or not
-                w.divisible(entry[2], multiples=[name])
+            w.divisible(divisibility(entry), multiples=[name])
         else:
             facts[i] = _array(w, i, name, value, info, entry)
     w.divisible_check()
@@ -296,9 +297,8 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
             w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
     if not in_kind:
         w.check(f"{'' if aligned else 'not '}{ptr} & 15")
-    if entry[5:]:  # a tile kernel's: specialized on the array being on the grid, or not
-        # (a C-order array's strides are products of its extents: on the grid with them)
-        w.divisible(entry[5], extents=shapes, multiples=[] if contiguous else strides[:-1])
+    # (a C-order array's strides are products of its extents: on the grid with them)
+    w.divisible(divisibility(entry), extents=shapes, multiples=[] if contiguous else strides[:-1])
     return _Facts(subject, ptr, shapes, strides, size, contiguous,
                   (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
 
