@@ -12,7 +12,6 @@ and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helper
 from __future__ import annotations
 
 import ast
-import difflib
 
 import types as pytypes
 
@@ -265,6 +264,8 @@ class Expressions:
 def _no_attribute(value, attr: str, loc: Loc) -> CompileError:
     """`value.attr` does not exist: the error names a module by its name (not its repr and
     file) and suggests the public names (`__all__` where it has one) closest to `attr`."""
+    import difflib  # only on this error: not at every compile's import of the frontend
+
     what = f"module {value.__name__!r}" if isinstance(value, pytypes.ModuleType) else repr(value)
     names = getattr(value, "__all__", None) or [n for n in dir(value) if not n.startswith("_")]
     close = difflib.get_close_matches(attr, names, n=3)
