@@ -69,7 +69,7 @@ INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max
 
 
 # Float operations that call libdevice: its functions, divmod (fmod), pow, and sigmoid (exp).
-_LIBDEVICE_OPS = frozenset(LIBDEVICE_FUNCS) | {"mod", "floordiv", "pow", "sigmoid"}
+LIBDEVICE_OPS = frozenset(LIBDEVICE_FUNCS) | {"mod", "floordiv", "pow", "sigmoid"}
 
 
 def may_call_libdevice(kernel) -> bool:
@@ -78,7 +78,7 @@ def may_call_libdevice(kernel) -> bool:
 
     for node in walk(kernel.body):
         op = getattr(node, "func", None) or getattr(node, "op", None)
-        if op in _LIBDEVICE_OPS and getattr(node, "dtype", None) is not None and node.dtype.is_float:
+        if op in LIBDEVICE_OPS and getattr(node, "dtype", None) is not None and node.dtype.is_float:
             return True
     return False
 

@@ -28,7 +28,7 @@ from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..ir import nodes as N
-from . import backend
+from . import backend, warmup
 from .interop import byte_extent, describe
 
 MAX_BLOCK_THREADS = 1024
@@ -153,6 +153,7 @@ class KernelFunction:
         # `Launch`, or the generated launcher at the head of its chain (`fastpath`)
         self._launches: dict = {}
         _KERNELS.add(self)
+        warmup.kernel_defined(self)
 
     def __repr__(self) -> str:
         return f"<verdigris {self.track} kernel {self.__name__}>"

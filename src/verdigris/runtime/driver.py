@@ -133,6 +133,9 @@ def context(device: int = 0):
                 ctx = check(api().cuDevicePrimaryCtxRetain(_device(device)),
                             "cuDevicePrimaryCtxRetain")
                 _contexts[device] = ctx
+        from . import warmup
+
+        warmup.device_ready(device)
     return ctx
 
 

@@ -31,7 +31,7 @@ from .. import types as T
 from ..ir import abi_params
 from ..ir.abi import AbiParam
 from ..ir.printer import format_kernel
-from . import cache, driver, faults, streams
+from . import cache, driver, faults, streams, warmup
 from .module import CudaKernel, CudaModule, jit_cubin
 
 # The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
@@ -81,6 +81,8 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: in
     compiled = spec.compiled.get(variant)
     if compiled is None:  # compile it, or load it from a bundle (`runtime.bundle`)
         compiled = spec.compiled[variant] = (spec.load or _compile)(spec, device, checked=checked)
+        if spec.load is None and "disk cache" not in compiled.timings:
+            warmup.compiled(kernel_fn)
     binder = spec.binder
     if binder is None:
         binder = spec.binder = abi_binder(spec.abi_slots)
