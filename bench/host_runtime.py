@@ -142,7 +142,7 @@ direct_axpy, direct_16 = axpy[1, 256], sixteen[1, 256]
 
 
 def prepacked(kernel, values):
-    spec = next(iter(kernel._specializations.values()))
+    spec = next(iter({**kernel._specializations, **kernel._recorded}.values()))
     compiled = next(iter(spec.compiled.values()))
     return compiled.function, compiled.packer.pack(values + (faults.block_address(0),))
 

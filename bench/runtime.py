@@ -255,7 +255,7 @@ def raw_variants(axpy, sixteen, arrays) -> dict:
     from verdigris.runtime import faults
 
     def prepacked(kernel, values):
-        spec = next(iter(kernel._specializations.values()))
+        spec = next(iter({**kernel._specializations, **kernel._recorded}.values()))
         compiled = next(iter(spec.compiled.values()))
         address = compiled.packer.pack(values + (faults.block_address(0),))
         return compiled.function, address, compiled.packer._local.buffers

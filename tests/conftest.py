@@ -41,4 +41,5 @@ def uncompiled(monkeypatch):
 
     for kernel in list(dispatch._KERNELS):
         monkeypatch.setattr(kernel, "_specializations", {})
+        monkeypatch.setattr(kernel, "_recorded", {})
         monkeypatch.setattr(kernel, "_launches", {})

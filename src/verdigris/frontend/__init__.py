@@ -33,20 +33,20 @@ class ParamInfo:
 
 
 def signature(fn) -> tuple[ParamInfo, ...]:
-    """The kernel's parameters, and which are `vg.constexpr` (by annotation)."""
-    src = function_source(fn)
-    spec = src.tree.args
-    if spec.vararg or spec.kwarg:
-        raise CompileError("kernels cannot take *args or **kwargs", src.loc(src.tree))
-    params = []
-    for arg in spec.posonlyargs + spec.args + spec.kwonlyargs:
-        annotation = fn.__annotations__.get(arg.arg)
-        if isinstance(annotation, str):  # under `from __future__ import annotations`
-            annotation = _resolve_annotation(annotation, src)
-        params.append(ParamInfo(arg.arg, annotation is lang.constexpr
-                                or isinstance(annotation, lang.constexpr)))
+    """The kernel's parameters, and which are `vg.constexpr` (by annotation). Reads the
+    source only to place an error or to resolve an annotation written as a string."""
     sig = inspect.signature(fn)
-    return tuple(ParamInfo(p.name, p.constexpr, sig.parameters[p.name].default) for p in params)
+    params = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            src = function_source(fn)
+            raise CompileError("kernels cannot take *args or **kwargs", src.loc(src.tree))
+        annotation = fn.__annotations__.get(p.name)
+        if isinstance(annotation, str):  # under `from __future__ import annotations`
+            annotation = _resolve_annotation(annotation, function_source(fn))
+        params.append(ParamInfo(p.name, annotation is lang.constexpr
+                                or isinstance(annotation, lang.constexpr), p.default))
+    return tuple(params)
 
 
 def _resolve_annotation(text: str, src):

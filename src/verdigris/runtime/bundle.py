@@ -149,30 +149,40 @@ def _any_value(key: tuple) -> tuple:
 
 
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
-    from ..codegen import checks
-    from .launch_cuda import FAULT_PARAM, _entry_symbol, build_image
+    from .launch_cuda import build_image
 
-    ir = spec.kernel
-    launch_block = spec.launch_block
-    if kernel.track == "tile":
-        from ..ir.tiles import has_dots
-        from ..tile.lower import launch_block as tile_block
-
-        if has_dots(ir):
-            raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
-                               "be bundled yet (their launches encode tensor maps)")
-        launch_block = tile_block(ir)
     variants = [False] + ([True] if spec.bounds_guard is not None else [])
     entry_images = {}
     for target in targets:
         ptx_target, arch = (PTX_FOR_ANY, "ptx") if target == "ptx" else (target, target)
         entry_images[arch] = {}
         for checked in variants:
-            _, image, _ = build_image(spec, ptx_target, arch, checked)
+            image = build_image(spec, ptx_target, arch, checked)[1]
             entry_images[arch]["checked" if checked else "proven"] = len(images)
             images.append(image)
-    from ..ir import abi_params
+    return dict(launch_entry(kernel, spec), images=entry_images)
 
+
+def launch_entry(kernel: KernelFunction, spec) -> dict:
+    """What a launch of `spec` needs besides its images, as JSON (a bundle's entry without
+    its "images"; `runtime.records` keeps the same). CompileError for a tile kernel with
+    matrix products (its launches encode tensor maps)."""
+    from ..codegen import checks
+    from ..ir import abi_params
+    from .launch_cuda import FAULT_PARAM, _entry_symbol
+
+    ir = spec.kernel
+    launch_block = spec.launch_block
+    if kernel.track == "tile":
+        from ..ir.tiles import has_dots
+
+        if has_dots(ir):
+            raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
+                               "be bundled yet (their launches encode tensor maps)")
+        if launch_block is None:
+            from ..tile.lower import launch_block as tile_block
+
+            launch_block = tile_block(ir)
     names = [p.name for p in kernel.params]
     return {
         "key": repr(spec.key),
@@ -185,8 +195,31 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
         "writes": {names[i]: _loc(spec.write_loc(names[i])) for i in spec.written_slots},
         "launch_block": None if launch_block is None else list(launch_block),
         "dynamic_shared": spec.dynamic_shared,
-        "images": entry_images,
     }
+
+
+def specialization_of(entry: dict, key: tuple, load) -> Specialization:
+    """The specialization a launch entry describes (no IR: its images come from `load`,
+    `(spec, device, checked=) -> CudaKernel`)."""
+    from . import proofs
+
+    return Specialization(
+        None, tuple(entry["array_slots"]), tuple(entry["written_slots"]),
+        tuple(tuple(s) for s in entry["abi_slots"]),
+        bounds_guard=proofs.guard(entry["guard"]), key=key, load=load,
+        launch_block=None if entry["launch_block"] is None else tuple(entry["launch_block"]),
+        write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()},
+        dynamic_shared=entry.get("dynamic_shared", 0))
+
+
+def cuda_kernel_of(entry: dict, image: bytes, device: int, name: str):
+    """The loaded kernel of a launch entry's image on `device`, its fault table registered."""
+    from . import faults
+    from .module import CudaKernel, CudaModule
+
+    faults.register(entry["kernel_id"], name, [(_unloc(site[:4]), site[4]) for site in entry["sites"]])
+    abi = [AbiParam(param, role, axis, T.from_name(dtype)) for param, role, axis, dtype in entry["abi"]]
+    return CudaKernel(CudaModule(bytes(image), device), entry["entry"], abi)
 
 
 def _loc(loc: Loc | None) -> list | None:
@@ -221,6 +254,7 @@ class BundleKernel(KernelFunction):
         self.options = {}
         self._params = tuple(ParamInfo(name, constexpr) for name, constexpr in manifest["params"])
         self._specializations: dict = {}
+        self._recorded: dict = {}
         self._launches: dict = {}
         self._entries = {ast.literal_eval(e["key"]): e for e in manifest["specializations"]}
         self._blob = blob
@@ -241,15 +275,7 @@ class BundleKernel(KernelFunction):
                     f"({_describe_key(self, key)}); it has: "
                     + "; ".join(_describe_key(self, k) for k in self._entries),
                     hint="compile the bundle for these argument types too")
-            from . import proofs
-
-            spec = self._specializations[key] = Specialization(
-                None, tuple(entry["array_slots"]), tuple(entry["written_slots"]),
-                tuple(tuple(s) for s in entry["abi_slots"]),
-                bounds_guard=proofs.guard(entry["guard"]), key=key, load=self._loader(entry),
-                launch_block=None if entry["launch_block"] is None else tuple(entry["launch_block"]),
-                write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()},
-                dynamic_shared=entry.get("dynamic_shared", 0))
+            spec = self._specializations[key] = specialization_of(entry, key, self._loader(entry))
         return spec
 
     def build(self, key: tuple):
@@ -261,16 +287,10 @@ class BundleKernel(KernelFunction):
 
     def _loader(self, entry: dict):
         def load(spec, device: int, checked: bool = False):
-            from . import driver, faults
-            from .module import CudaKernel, CudaModule
+            from . import driver
 
-            cc = driver.properties(device).cc
-            image = self._image(entry, cc, "checked" if checked else "proven")
-            faults.register(entry["kernel_id"], self.__name__,
-                            [(_unloc(site[:4]), site[4]) for site in entry["sites"]])
-            abi = [AbiParam(param, role, axis, T.from_name(dtype))
-                   for param, role, axis, dtype in entry["abi"]]
-            return CudaKernel(CudaModule(bytes(image), device), entry["entry"], abi)
+            image = self._image(entry, driver.properties(device).cc, "checked" if checked else "proven")
+            return cuda_kernel_of(entry, image, device, self.__name__)
 
         return load
 

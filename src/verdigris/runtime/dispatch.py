@@ -149,6 +149,7 @@ class KernelFunction:
         self.options = {**KERNEL_OPTIONS, **options}
         self._params: tuple[ParamInfo, ...] | None = None
         self._specializations: dict = {}
+        self._recorded: dict = {}  # key -> specialization from a launch record (`records`)
         # (grid, block) as written -> what `k[grid, block]` gives: that configuration's
         # `Launch`, or the generated launcher at the head of its chain (`fastpath`)
         self._launches: dict = {}
@@ -339,8 +340,17 @@ class KernelFunction:
         it followed (what a generated launcher repeats), on the cpu backend None."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
-        spec = self.specialization(self.spec_key(values, infos, block, grid),
-                                   beside_compile=backend.current() == "cuda")
+        key = self.spec_key(values, infos, block, grid)
+        cuda = backend.current() == "cuda"
+        spec = self._recorded.get(key) if cuda else None
+        if spec is None and cuda and key not in self._specializations and self.fn is not None:
+            from . import records  # compiled by an earlier process: no frontend
+
+            spec = records.load(self, key)
+            if spec is not None:
+                self._recorded[key] = spec
+        if spec is None:
+            spec = self.specialization(key, beside_compile=cuda)
         self.check_aliasing(spec, infos)
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)

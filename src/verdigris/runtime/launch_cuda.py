@@ -31,7 +31,7 @@ from .. import types as T
 from ..ir import abi_params
 from ..ir.abi import AbiParam
 from ..ir.printer import format_kernel
-from . import cache, driver, faults, streams, warmup
+from . import cache, driver, faults, records, streams, warmup
 from .module import CudaKernel, CudaModule, jit_cubin
 
 # The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
@@ -46,6 +46,13 @@ def ptx_target(cc: tuple) -> str:
             return target
     raise LaunchError(f"GPUs of compute capability {cc[0]}.{cc[1]} are older than verdigris "
                       "supports (8.0, Ampere, and newer)")
+
+
+def targets(device: int) -> tuple:
+    """(PTX target, cubin architecture) of `device`: sm_90a and sm_90a on an H100/H200."""
+    cc = driver.properties(device).cc
+    target = ptx_target(cc)
+    return target, target if target.endswith("a") else f"sm_{cc[0]}{cc[1]}"
 
 
 # The hidden last parameter (not in `abi_params`): the device's fault block.
@@ -81,8 +88,10 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: in
     compiled = spec.compiled.get(variant)
     if compiled is None:  # compile it, or load it from a bundle (`runtime.bundle`)
         compiled = spec.compiled[variant] = (spec.load or _compile)(spec, device, checked=checked)
-        if spec.load is None and "disk cache" not in compiled.timings:
-            warmup.compiled(kernel_fn)
+        if spec.load is None:
+            if "disk cache" not in compiled.timings:
+                warmup.compiled(kernel_fn)
+            records.save(kernel_fn, spec, device, checked, compiled)
     binder = spec.binder
     if binder is None:
         binder = spec.binder = abi_binder(spec.abi_slots)
@@ -142,11 +151,9 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     preconditions of the bounds proofs."""
     from ..codegen import checks
 
-    props = driver.properties(device)
-    target = ptx_target(props.cc)
-    arch = target if target.endswith("a") else f"sm_{props.cc[0]}{props.cc[1]}"
+    target, arch = targets(device)
     try:
-        kernel, image, timings = build_image(spec, target, arch, checked, device)
+        kernel, image, timings, image_key = build_image(spec, target, arch, checked, device)
     except Exception:
         spec.settle()  # a kernel the checker refuses reports that, not what the compiler said
         raise
@@ -163,7 +170,7 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     loaded = cuda_kernel(kernel, target, CudaModule(image, device), _entry_symbol(kernel.name),
                          abi_params(kernel) + [FAULT_PARAM])
     timings["load"] = time.perf_counter() - start
-    loaded.timings = timings
+    loaded.timings, loaded.image_key = timings, image_key
     if os.environ.get("VERDIGRIS_LOG", "") == "compile":
         name = spec.kernel.name + (" (checked)" if checked else "")
         how = f"{name} for {arch} from the disk cache" if "disk cache" in timings \
@@ -176,7 +183,8 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
 
 
 def build_image(spec, target: str, arch: str, checked: bool, device: int | None = None):
-    """(the kernel variant, its cubin for `arch` from PTX for `target`, stage timings), from
+    """(the kernel variant, its cubin for `arch` from PTX for `target`, stage timings, the
+    image's disk-cache key), from
     the disk cache or the compiler. Without a `device` (ahead of time) the driver's JIT is
     not a route: with neither nvJitLink nor ptxas, or for `arch` "ptx", the image is the PTX
     text itself."""
@@ -205,7 +213,7 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
         timings[assembler] = time.perf_counter() - start
     else:
         timings["disk cache"] = time.perf_counter() - start
-    return kernel, image, timings
+    return kernel, image, timings, key
 
 
 def tile_block(spec) -> tuple:

@@ -32,17 +32,12 @@ import threading
 
 # What the first compile of a kernel of each track imports (tests/test_warmup.py checks
 # that a cold launch after the warm-up imports nothing else of the compiler).
-MODULES = {
-    "simt": ("verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
-             "verdigris.runtime.tensormap", "verdigris.codegen.lower",
-             "verdigris.codegen.mathlib", "verdigris.codegen.libdevice",
-             "verdigris.safety", "verdigris.safety.bounds"),
-    "tile": ("verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
-             "verdigris.runtime.tensormap", "verdigris.codegen.lower",
-             "verdigris.codegen.mathlib", "verdigris.codegen.libdevice",
-             "verdigris.safety", "verdigris.safety.bounds", "verdigris.safety.tilerace",
-             "verdigris.tile.lower"),
-}
+_COMMON = ("verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
+           "verdigris.runtime.bundle", "verdigris.runtime.tensormap", "verdigris.codegen.lower",
+           "verdigris.codegen.mathlib", "verdigris.codegen.libdevice", "verdigris.safety",
+           "verdigris.safety.bounds")
+MODULES = {"simt": _COMMON,
+           "tile": _COMMON + ("verdigris.safety.tilerace", "verdigris.tile.lower")}
 # ... and when a kernel's code names one of these functions (a product written `a @ b`
 # goes without: the warm-up is only ever a head start)
 MODULES_BY_NAME = {"verdigris.tile.matmul": frozenset({"mma", "dot"})}
@@ -155,8 +150,7 @@ def _warm(kernels: list) -> None:
     import importlib
 
     from ..codegen import mathlib, nvptx
-    from . import driver
-    from .launch_cuda import ptx_target
+    from .launch_cuda import targets
 
     names = set().union(*(code.co_names for _, code in kernels))
     nvptx.initialize()  # loads LLVM (its library outside the GIL) and sets it up
@@ -169,7 +163,7 @@ def _warm(kernels: list) -> None:
     for module in modules:
         importlib.import_module(module)
     if _device is not None:  # known by now, or the compile makes its target machine itself
-        nvptx.target_machine(ptx_target(driver.properties(_device).cc))
+        nvptx.target_machine(targets(_device)[0])
 
 
 def _join_before_fork() -> None:
