@@ -109,8 +109,9 @@ def _loader(kernel_fn, key: tuple, entry: dict):
         loaded = cuda_kernel_of(entry, image, device, kernel_fn.__name__)
         loaded.timings = {"launch record": time.perf_counter() - start}
         if os.environ.get("VERDIGRIS_LOG", "") == "compile":
-            print(f"verdigris: {kernel_fn.__name__} for {arch} from its launch record in "
-                  f"{loaded.timings['launch record'] * 1e3:.1f} ms")
+            print(f"verdigris: {kernel_fn.__name__} for {arch} from the disk cache in "
+                  f"{loaded.timings['launch record'] * 1e3:.1f} ms (its launch record: "
+                  "no frontend)")
         return loaded
 
     return load_image
