@@ -161,3 +161,26 @@ def test_dependency_texts_follow_helpers_options_and_values(tmp_path):
     assert text(options="(fma=True)") != base
     assert text(limit=[1.0]) is None  # a list may change: no records
     assert text(limit=os) is None  # a module of the user's (any module but math, numpy, verdigris)
+
+
+@needs_fake_driver
+def test_a_product_of_matrices_launches_from_its_record_with_its_maps(tmp_path):
+    """The specialized GEMM of tests/test_tile_mma.py: the second process launches from the
+    record with the same persistent grid, producer warps, shared memory and tensor maps;
+    an array the copy engine cannot describe still gets the variant without it."""
+    from tests.test_tile_mma import FAKE_LAUNCH, needs_ptxas
+
+    if needs_ptxas.args[0]:
+        pytest.skip("needs ptxas")
+    runs = []
+    for _ in range(2):
+        done = fakecuda.run(FAKE_LAUNCH, VERDIGRIS_CACHE_DIR=str(tmp_path), VERDIGRIS_LOG="compile")
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.strip().splitlines()
+        runs.append((json.loads(lines[-1]), [line for line in lines if line.startswith("verdigris:")]))
+    (first, first_log), (again, again_log) = runs
+    assert again == first
+    assert _how(first_log, "gemm") == ["compiled"]
+    # the odd pitch's variant without the copy engine: the IR through the frontend, whose
+    # specialization's image is in the disk cache
+    assert _how(again_log, "gemm") == ["record", "disk cache"]

@@ -149,8 +149,12 @@ def _any_value(key: tuple) -> tuple:
 
 
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
+    from ..ir.tiles import has_dots
     from .launch_cuda import build_image
 
+    if kernel.track == "tile" and has_dots(spec.kernel):
+        raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
+                           "be bundled yet (their launches encode tensor maps)")
     variants = [False] + ([True] if spec.bounds_guard is not None else [])
     entry_images = {}
     for target in targets:
@@ -165,8 +169,7 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
 
 def launch_entry(kernel: KernelFunction, spec) -> dict:
     """What a launch of `spec` needs besides its images, as JSON (a bundle's entry without
-    its "images"; `runtime.records` keeps the same). CompileError for a tile kernel with
-    matrix products (its launches encode tensor maps)."""
+    its "images"; `runtime.records` keeps the same)."""
     from ..codegen import checks
     from ..ir import abi_params
     from .launch_cuda import FAULT_PARAM, _entry_symbol
@@ -174,11 +177,6 @@ def launch_entry(kernel: KernelFunction, spec) -> dict:
     ir = spec.kernel
     launch_block = spec.launch_block
     if kernel.track == "tile":
-        from ..ir.tiles import has_dots
-
-        if has_dots(ir):
-            raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
-                               "be bundled yet (their launches encode tensor maps)")
         if launch_block is None:
             from ..tile.lower import launch_block as tile_block
 
@@ -212,14 +210,21 @@ def specialization_of(entry: dict, key: tuple, load) -> Specialization:
         dynamic_shared=entry.get("dynamic_shared", 0))
 
 
-def cuda_kernel_of(entry: dict, image: bytes, device: int, name: str):
-    """The loaded kernel of a launch entry's image on `device`, its fault table registered."""
+def cuda_kernel_of(entry: dict, image: bytes, device: int, name: str, matmul=None):
+    """The loaded kernel of a launch entry's image on `device`, its fault table registered;
+    `matmul`: (`tensormap.MatmulLaunch`, its `without_tma`) for a kernel with matrix
+    products."""
     from . import faults
     from .module import CudaKernel, CudaModule
 
     faults.register(entry["kernel_id"], name, [(_unloc(site[:4]), site[4]) for site in entry["sites"]])
     abi = [AbiParam(param, role, axis, T.from_name(dtype)) for param, role, axis, dtype in entry["abi"]]
-    return CudaKernel(CudaModule(bytes(image), device), entry["entry"], abi)
+    module = CudaModule(bytes(image), device)
+    if matmul is None:
+        return CudaKernel(module, entry["entry"], abi)
+    from .tensormap import MatmulKernel
+
+    return MatmulKernel(module, entry["entry"], abi, *matmul)
 
 
 def _loc(loc: Loc | None) -> list | None:

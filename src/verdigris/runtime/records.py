@@ -5,7 +5,8 @@ and what the launch path precomputes: the ABI, which arguments are arrays and wh
 written, the bounds proofs' launch condition, the fault table, the line that writes each
 array and a tile kernel's launch block. An ahead-of-time bundle holds exactly these
 (`bundle.launch_entry`); this module keeps them in the disk cache for every compiled
-specialization, with the cache keys of its images, so the launch skips the frontend, the
+specialization, with the cache keys of its images (and, for a kernel with matrix products,
+what its launches add: `tensormap.MatmulLaunch`), so the launch skips the frontend, the
 verdict's record and the printing of the IR (about half of a hit's time).
 
 Takes: a `KernelFunction`, its specialization key and, after a compile, the `Specialization`
@@ -25,9 +26,9 @@ edited global could change its code. With the compiler's fingerprint in every ca
 
 Guarantees: a launch through a record does what the compiled kernel's launch does (alias
 check, bounds guard and checked variant, faults reported at their line, generated
-launchers); only kernels that passed the safety check have records; tile kernels with
-matrix products have none (their launches encode tensor maps); the cpu backend and
-ahead-of-time compiles never use them.
+launchers); only kernels that passed the safety check have records; a kernel with matrix
+products whose arrays the copy engine cannot describe compiles its variant without it
+through the frontend; the cpu backend and ahead-of-time compiles never use records.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ import os
 import time
 import types
 
-from ..errors import CompileError
 from . import cache
 
 # Modules whose attributes a kernel may read without making its code depend on a value
@@ -58,7 +58,7 @@ def load(kernel_fn, key: tuple):
     try:
         entry = json.loads(data)
         entry["images"].items()
-    except (ValueError, AttributeError, KeyError):
+    except (ValueError, AttributeError, KeyError, TypeError):
         return None
     from .bundle import specialization_of
 
@@ -77,12 +77,11 @@ def save(kernel_fn, spec, device: int, checked: bool, loaded) -> None:
     old = cache.get(record_key)
     try:
         entry = json.loads(old) if old else launch_entry(kernel_fn, spec)
-    except CompileError:  # products of matrices: their launches need the IR
-        return
     except ValueError:
         entry = launch_entry(kernel_fn, spec)
-    arch = targets(device)[1]
-    entry.setdefault("images", {}).setdefault(arch, {})[_variant(checked)] = loaded.image_key
+    matmul = getattr(loaded, "matmul_launch", None)
+    entry.setdefault("images", {}).setdefault(targets(device)[1], {})[_variant(checked)] = \
+        [loaded.image_key, None if matmul is None else matmul.to_json()]
     cache.put(record_key, json.dumps(entry).encode())
 
 
@@ -95,18 +94,27 @@ def _loader(kernel_fn, key: tuple, entry: dict):
         from .bundle import cuda_kernel_of
         from .launch_cuda import targets
 
-        start = time.perf_counter()
-        arch = targets(device)[1]
-        image_key = entry["images"].get(arch, {}).get(_variant(checked))
-        image = None if image_key is None else cache.get(image_key)
-        if image is None:  # not compiled for this GPU or variant yet: through the frontend
+        def through_frontend() -> tuple:
+            """(specialization, loaded kernel) of this variant through the frontend and
+            the compiler (its disk cache too)."""
             from . import launch_cuda
 
             full = kernel_fn.specialization(key, beside_compile=True)
-            loaded = launch_cuda._compile(full, device, checked)
+            return full, launch_cuda._compile(full, device, checked)
+
+        start = time.perf_counter()
+        arch = targets(device)[1]
+        image_key, matmul = entry["images"].get(arch, {}).get(_variant(checked), (None, None))
+        image = None if image_key is None else cache.get(image_key)
+        if image is None:  # not compiled for this GPU or variant yet: through the frontend
+            full, loaded = through_frontend()
             save(kernel_fn, full, device, checked, loaded)
             return loaded
-        loaded = cuda_kernel_of(entry, image, device, kernel_fn.__name__)
+        if matmul is not None:
+            from .tensormap import MatmulLaunch
+
+            matmul = (MatmulLaunch.from_json(matmul), lambda: through_frontend()[1]._without_tma())
+        loaded = cuda_kernel_of(entry, image, device, kernel_fn.__name__, matmul)
         loaded.timings = {"launch record": time.perf_counter() - start}
         if os.environ.get("VERDIGRIS_LOG", "") == "compile":
             print(f"verdigris: {kernel_fn.__name__} for {arch} from the disk cache in "

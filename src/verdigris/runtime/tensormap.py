@@ -2,7 +2,8 @@
 
 Takes: a compiled tile kernel, its target and ABI. Gives: `cuda_kernel(kernel, target,
 module, entry, abi)`, the `CudaKernel` to launch it with: a plain one for kernels without
-products, else a `MatmulKernel`, whose launches
+products, else a `MatmulKernel`, made from a `MatmulLaunch` (what `tile.matmul.plan` says
+its launches add; JSON in launch records, which make one without the IR), whose launches
 - ask for the dynamic shared memory `tile.matmul.plan` says the kernel uses (opting in past
   48 KiB once);
 - add the producer warp group of a warp-specialized kernel to the block
@@ -26,7 +27,7 @@ import dataclasses
 
 from ..ir.tiles import has_dots
 from . import driver
-from .module import CudaKernel
+from .module import CudaKernel, CudaModule
 
 _MAX_CACHED = 64  # tensor maps, and prepared launches, a kernel keeps (then starts afresh)
 
@@ -36,7 +37,17 @@ def cuda_kernel(kernel, target: str, module, entry: str, abi: list) -> CudaKerne
         return CudaKernel(module, entry, abi)
     from ..tile import matmul
 
-    return MatmulKernel(module, entry, abi, matmul.plan(kernel, target), kernel, target)
+    def without_tma() -> CudaKernel:
+        from .. import codegen
+        from .launch_cuda import assemble
+
+        plain = dataclasses.replace(kernel, facts={**kernel.facts, "tma": False})
+        compiled = codegen.compile_to_ptx(plain, target)
+        _, image = assemble(compiled.ptx, target, module.device)
+        return cuda_kernel(plain, target, CudaModule(image, module.device), entry, abi)
+
+    return MatmulKernel(module, entry, abi, MatmulLaunch.of(matmul.plan(kernel, target)),
+                        without_tma)
 
 
 _DTYPES = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
@@ -46,14 +57,55 @@ _SWIZZLES = {128: "CU_TENSOR_MAP_SWIZZLE_128B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
              32: "CU_TENSOR_MAP_SWIZZLE_32B", 16: "CU_TENSOR_MAP_SWIZZLE_NONE"}
 
 
+@dataclasses.dataclass(frozen=True)
+class MapSpec:
+    """One TMA descriptor as a launch encodes it (`tile.pipeline.TensorMap`'s fields)."""
+
+    param: str
+    dtype: str
+    itemsize: int
+    box: tuple
+    swizzle: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulLaunch:
+    """What a launch of a kernel with matrix products adds to a plain one, from its
+    `tile.matmul.plan`: dynamic shared memory, tensor maps, the block of a warp-specialized
+    kernel (None: the lowering's) and whether it is persistent. As JSON in launch records."""
+
+    shared: int
+    maps: tuple
+    threads: int | None
+    persistent: bool
+
+    @classmethod
+    def of(cls, plan) -> "MatmulLaunch":
+        maps = tuple(MapSpec(m.param, m.dtype, m.itemsize, tuple(m.box), m.swizzle)
+                     for m in plan.tensor_maps)
+        return cls(plan.dynamic_shared, maps, plan.block_threads, plan.persistent)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "MatmulLaunch":
+        maps = tuple(MapSpec(**dict(m, box=tuple(m["box"]))) for m in data["maps"])
+        return cls(data["shared"], maps, data["threads"], data["persistent"])
+
+
 class MatmulKernel(CudaKernel):
-    def __init__(self, module, name: str, abi: list, plan, kernel=None, target: str = ""):
+    """`without_tma()`: the kernel compiled without the copy engine, for arrays it cannot
+    describe (called once, on first need)."""
+
+    def __init__(self, module, name: str, abi: list, launch: MatmulLaunch, without_tma):
         super().__init__(module, name, abi)
-        self.shared = plan.dynamic_shared
-        self.maps = plan.tensor_maps
-        self.threads = plan.block_threads
-        self.persistent = plan.persistent
-        self.kernel, self.target = kernel, target  # to build the variant without TMA
+        self.shared = launch.shared
+        self.maps = launch.maps
+        self.threads = launch.threads
+        self.persistent = launch.persistent
+        self.matmul_launch = launch
+        self._build_without_tma = without_tma
         self._plain = None
         # per map: the ABI positions of its array's pointer, shapes and strides
         self.slots = [self._slots(abi, m.param) for m in self.maps]
@@ -125,15 +177,7 @@ class MatmulKernel(CudaKernel):
     def _without_tma(self) -> CudaKernel:
         """The kernel compiled without the copy engine (`plan.tma` False), loaded once."""
         if self._plain is None:
-            from .. import codegen
-            from .launch_cuda import assemble
-            from .module import CudaModule
-
-            kernel = dataclasses.replace(self.kernel, facts={**self.kernel.facts, "tma": False})
-            compiled = codegen.compile_to_ptx(kernel, self.target)
-            _, image = assemble(compiled.ptx, self.target, self.device)
-            self._plain = cuda_kernel(kernel, self.target, CudaModule(image, self.device), self.name,
-                                      self.packer.abi)
+            self._plain = self._build_without_tma()
         return self._plain
 
 
