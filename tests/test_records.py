@@ -4,7 +4,9 @@ a compiled kernel; a changed global, helper or option, or a value without a stam
 the launch through the frontend again."""
 import json
 import os
+import shutil
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,30 +17,7 @@ from verdigris.runtime import records
 
 needs_fake_driver = pytest.mark.skipif(fakecuda.library_dir() is None, reason="needs a C compiler")
 
-KERNELS = """
-import os
-import numpy as np
-import verdigris as vg
-from verdigris import simt, tile
-
-SCALE = float(os.environ.get("SCALE", "2"))
-
-@vg.func
-def scaled(v):
-    return v * SCALE
-
-@simt.kernel
-def axpy(alpha, x, y, out):
-    i = simt.global_id(0)
-    if i < out.shape[0]:
-        out[i] = alpha * x[i] + scaled(y[i])
-
-@tile.kernel
-def add(a, b, out, BLOCK: vg.constexpr):
-    i = tile.bid(0)
-    tile.store(out, index=(i,), tile=tile.load(a, index=(i,), shape=(BLOCK,))
-               + tile.load(b, index=(i,), shape=(BLOCK,)))
-"""
+KERNELS = Path(__file__).parent / "sources" / "fresh_kernels.py"
 
 RACY = """
 import verdigris as vg
@@ -51,8 +30,11 @@ def store_tile_zero(x, out, B: vg.constexpr):
 
 LAUNCHES = """
 import json, sys
-from kernels import *
+import numpy as np
+import verdigris as vg
+from kernels import axpy, add, softmax
 from verdigris.errors import AliasError, SafetyError
+from verdigris.runtime import warmup
 from tests.fakecuda import last_launch
 
 x = vg.asarray(np.ones(1024, np.float32))
@@ -62,6 +44,8 @@ got = {}
 axpy[4, 256](2.0, x, x, out)
 got["axpy params"] = last_launch().count
 add[4](x, x, out, BLOCK=256)
+rows, rows_out = (vg.asarray(np.ones((4, 256), np.float32)) for _ in range(2))
+softmax[4](rows, rows_out, COLS=256)
 if CHECKED:
     axpy[4, 256](2.0, short, x, out)  # x shorter than out: the fully checked variant
 try:
@@ -69,6 +53,7 @@ try:
 except AliasError as err:
     got["alias"] = err.code
 got["launches"] = last_launch().count
+warmup.join()  # (no warm-up when every kernel defined was compiled here before)
 got["compiler loaded"] = "llvmlite.binding" in sys.modules
 from racy import store_tile_zero  # defined only now: the warm-up would load the compiler
 try:
@@ -80,7 +65,7 @@ print(json.dumps(got))
 
 
 def _run(folder, checked=False, **env):
-    (folder / "kernels.py").write_text(KERNELS)
+    shutil.copy(KERNELS, folder / "kernels.py")
     (folder / "racy.py").write_text(RACY)
     code = (f"import sys\nsys.path.insert(0, {str(folder)!r})\nCHECKED = {checked}\n"
             + textwrap.dedent(LAUNCHES))

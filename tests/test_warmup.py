@@ -3,7 +3,9 @@ starts once a kernel is defined and a device is ready, loads what the first comp
 those kernels imports (so the launch imports nothing more of the compiler), is skipped for
 kernels compiled on this machine before and on the cpu backend, and leaves a fork safe."""
 import json
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -11,63 +13,48 @@ from tests import fakecuda
 
 pytestmark = pytest.mark.skipif(fakecuda.library_dir() is None, reason="needs a C compiler")
 
-KERNELS = """
-import math
-import numpy as np
-import verdigris as vg
-from verdigris import simt, tile
-
-@simt.kernel
-def axpy(alpha, x, y, out):
-    i = simt.global_id(0)
-    if i < out.shape[0]:
-        out[i] = alpha * x[i] + y[i]
-
-@tile.kernel
-def softmax(x, out, COLS: vg.constexpr):
-    t = tile.load(x, index=(tile.bid(0), 0), shape=(1, COLS), padding=-math.inf)
-    e = tile.exp(t - tile.max(t))
-    tile.store(out, index=(tile.bid(0), 0), tile=e / tile.sum(e))
-"""
-
 LAUNCH = """
 import json, sys
 from verdigris.runtime import warmup
 x = vg.asarray(np.ones((64, 256), np.float32))
 out = vg.asarray(np.zeros((64, 256), np.float32))
 v = vg.asarray(np.ones(1024, np.float32))
+w = vg.asarray(np.zeros(1024, np.float32))
 warmup.join()
 warm = {"llvm": "llvmlite.binding" in sys.modules, "libdevice": "verdigris.codegen.libdevice" in sys.modules}
 before = set(sys.modules)
-axpy[4, 256](2.0, v, v, vg.asarray(np.zeros(1024, np.float32)))
+axpy[4, 256](2.0, v, v, w)
+add[4](v, v, w, BLOCK=256)
 softmax[64](x, out, COLS=256)
 vg.synchronize()
 warm["launch imported"] = sorted(m for m in set(sys.modules) - before
                                  if m.startswith(("verdigris.", "llvmlite")))
 print(json.dumps(warm))
 """
+KERNELS = Path(__file__).parent / "sources" / "fresh_kernels.py"
 
 
-def _run(folder, code: str, **env) -> dict:
-    """Run `code` after `from kernels import *`, KERNELS kept as a file in `folder`."""
-    (folder / "kernels.py").write_text(KERNELS)
-    preamble = f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
-    code = code.replace("KERNELS", "from kernels import *\n")
+def _run(folder, code: str, before: str = "", **env) -> dict:
+    """Run `code` after `before` and `from kernels import *`, with the kernels of
+    tests/sources/fresh_kernels.py copied into `folder`."""
+    shutil.copy(KERNELS, folder / "kernels.py")
+    preamble = (f"import sys\nsys.path.insert(0, {str(folder)!r})\n{before}"
+                "import numpy as np\nimport verdigris as vg\nfrom kernels import *\n")
     done = fakecuda.run(preamble + textwrap.dedent(code), **env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_warm_compiler_leaves_the_first_launches_nothing_to_import(tmp_path):
-    got = _run(tmp_path, "KERNELS" + LAUNCH)
+    got = _run(tmp_path, LAUNCH)
     assert got == {"llvm": True, "libdevice": True, "launch imported": []}
 
 
 def test_kernels_compiled_here_before_skip_the_warm_up(tmp_path):
     cache = str(tmp_path / "cache")
-    first = _run(tmp_path, "KERNELS" + LAUNCH, VERDIGRIS_CACHE_DIR=cache)
+    first = _run(tmp_path, LAUNCH, VERDIGRIS_CACHE_DIR=cache)
     assert first["llvm"]
-    again = _run(tmp_path, "KERNELS" + LAUNCH, VERDIGRIS_CACHE_DIR=cache)
+    again = _run(tmp_path, LAUNCH, VERDIGRIS_CACHE_DIR=cache)
     # from the disk cache: the compiler is neither warmed nor needed
     assert not again["llvm"] and not again["libdevice"]
     assert not [m for m in again["launch imported"] if m.startswith(("llvmlite", "verdigris.codegen"))]
@@ -83,13 +70,13 @@ print(json.dumps({"llvm": "llvmlite.binding" in sys.modules}))
     # as on a machine without NVIDIA's driver: kernels defined, no device made ready
     no_driver = ("from verdigris.runtime import warmup\n"
                  "warmup._driver_installed = lambda: False\n")
-    assert _run(tmp_path, no_driver + "KERNELS" + check) == {"llvm": False}
+    assert _run(tmp_path, check, before=no_driver) == {"llvm": False}
     cpu_arrays = "x = vg.asarray(np.ones(64, np.float32))\n"
-    assert _run(tmp_path, "KERNELS" + cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False}
+    assert _run(tmp_path, cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False}
 
 
 def test_a_fork_waits_for_the_warm_up_and_the_child_can_compile(tmp_path):
-    code = "KERNELS" + """
+    code = """
 import json, os, sys
 x = vg.asarray(np.ones(64, np.float32))  # device ready: the warm-up starts
 pid = os.fork()
