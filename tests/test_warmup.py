@@ -75,6 +75,23 @@ print(json.dumps({"llvm": "llvmlite.binding" in sys.modules}))
     assert _run(tmp_path, cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False}
 
 
+def test_a_defined_kernel_on_a_machine_with_the_driver_imports_the_runtime_not_calling_it(tmp_path):
+    """Arrays made by torch, say: the launch path and cuda-bindings are loaded before the
+    first launch, and the driver is not initialized (a fork is still safe for CUDA)."""
+    code = """
+import json, sys
+from verdigris.runtime import driver
+warmup.join()
+print(json.dumps({"cuda-bindings": "cuda.bindings.driver" in sys.modules,
+                  "launch path": "verdigris.runtime.launch_cuda" in sys.modules,
+                  "compiler": "llvmlite.binding" in sys.modules, "driver called": driver._api is not None}))
+"""
+    driver_installed = ("from verdigris.runtime import warmup\n"
+                        "warmup._driver_installed = lambda: True\n")
+    assert _run(tmp_path, code, before=driver_installed) == {
+        "cuda-bindings": True, "launch path": True, "compiler": True, "driver called": False}
+
+
 def test_a_fork_waits_for_the_warm_up_and_the_child_can_compile(tmp_path):
     code = """
 import json, os, sys

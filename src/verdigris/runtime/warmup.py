@@ -9,12 +9,13 @@ program makes its inputs.
 Takes: `kernel_defined(kernel_fn)` (a kernel function was made), `device_ready(device)`
 (the cuda backend retained its first context on `device`) and `compiled(kernel_fn)` (a
 kernel was compiled, not read from the disk cache). Gives: once a kernel has been defined
-and a device is ready, in either order, one daemon thread per process that loads what the
-compile of those kernels' tracks imports (`MODULES`), sets LLVM up for the device's target
-and, when a kernel's code names a libdevice function, starts libdevice's parse. It does so
-only for a kernel this machine has not compiled before (a marker in the disk cache, under
-the function's code): a process whose kernels come from the disk cache would only pay for
-a thread beside its launches. `join()` waits for the thread.
+and a device is ready, in either order, one daemon thread per process that imports what a
+launch imports (`RUNTIME`: cuda-bindings, the launch path), then loads what the compile of
+those kernels' tracks imports (`MODULES`), sets LLVM up for the device's target and, when
+a kernel's code names a libdevice function, starts libdevice's parse. The compiler's part
+is only for a kernel this machine has not compiled before (a marker in the disk cache,
+under the function's code): a process whose kernels come from the disk cache would only
+pay for it beside its launches. `join()` waits for the thread.
 
 Guarantees:
 - It never makes the first driver call: it starts after one, so a process that forks before
@@ -27,11 +28,16 @@ Guarantees:
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 
 # What the first compile of a kernel of each track imports (tests/test_warmup.py checks
 # that a cold launch after the warm-up imports nothing else of the compiler).
+# What a launch on the GPU imports, a compiled kernel's too (`cuda.bindings` alone ~40 ms;
+# a program whose arrays are torch's has not imported it)
+RUNTIME = ("cuda.bindings.driver", "verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
+           "verdigris.runtime.records", "verdigris.runtime.bundle", "verdigris.runtime.fastpath")
 _COMMON = ("verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
            "verdigris.runtime.bundle", "verdigris.runtime.tensormap", "verdigris.codegen.lower",
            "verdigris.codegen.mathlib", "verdigris.codegen.libdevice", "verdigris.safety",
@@ -96,10 +102,13 @@ def _driver_installed() -> bool:
 
 
 def _run() -> None:
-    """Look at the kernels defined so far (and those defined meanwhile); warm up for the
-    first ones not compiled here before, then stop for good."""
+    """Import the runtime; look at the kernels defined so far (and those defined
+    meanwhile); warm the compiler up for the first ones not compiled here before, then stop
+    for good."""
     global _running, _done
     try:
+        for module in RUNTIME:
+            importlib.import_module(module)
         while True:
             with _lock:
                 kernels = list(_defined)
@@ -147,8 +156,6 @@ def _seen(code) -> bool:
 
 
 def _warm(kernels: list) -> None:
-    import importlib
-
     from ..codegen import mathlib, nvptx
     from .launch_cuda import targets
 
