@@ -75,8 +75,10 @@ _KINDS = {
         contiguous="{a}.strides != ({c_elements})", library_dtype=False),
 }
 # A vg.Array knows its launch kind (dtype, device, rank, C order, unit inner stride,
-# alignment: `arrays.Array.kind`), one object per kind: one identity test checks them all.
-_ARRAY = dict(_KINDS[interop._vg_array], check="type({a}) is not _ty{i} or {a}.kind is not _k{i}")
+# alignment: `arrays.Array.kind`), one object per kind: one identity test checks them all,
+# and its type too (only Arrays hold those objects; anything without `.kind` raises
+# AttributeError, which goes down the chain).
+_ARRAY = dict(_KINDS[interop._vg_array], check="{a}.kind is not _k{i}")
 # Any other array type: its `interop` extractor makes an ArrayInfo, checked like a vg.Array.
 _GENERIC = dict(_KINDS[interop._vg_array],
                 check="{a} is None or {a}.dtype is not _dt{i} or {a}.device != _DEV")
