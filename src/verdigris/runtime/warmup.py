@@ -9,7 +9,8 @@ program makes its inputs.
 Takes: `kernel_defined(kernel_fn)` (a kernel function was made), `device_ready(device)`
 (the cuda backend retained its first context on `device`) and `compiled(kernel_fn)` (a
 kernel was compiled, not read from the disk cache). Gives: once a kernel has been defined
-and a device is ready, in either order, one daemon thread per process that imports what a
+and a device is ready (or NVIDIA's driver is installed: `/dev/nvidiactl`), in either
+order, one daemon thread per process that imports what a
 launch imports (`RUNTIME`: cuda-bindings, the launch path), then loads what the compile of
 those kernels' tracks imports (`MODULES`), sets LLVM up for the device's target and, when
 a kernel's code names a libdevice function, starts libdevice's parse. The compiler's part
@@ -18,9 +19,9 @@ under the function's code): a process whose kernels come from the disk cache wou
 pay for it beside its launches. `join()` waits for the thread.
 
 Guarantees:
-- It never makes the first driver call: it starts after one, so a process that forks before
-  its first launch still has a CUDA-free parent. It is joined before `os.fork` (no child
-  inherits a half-done import).
+- It never calls the driver (it reads the device's properties only once a launch made its
+  context), so a process that forks before its first launch still has a CUDA-free parent.
+  It is joined before `os.fork` (no child inherits a half-done import).
 - A launch made while it runs waits only for what it needs (Python's import locks, the
   LLVM set-up's lock) and never does the work twice.
 - It changes no generated code, and any failure in it is silent: the compile meets the same
@@ -32,16 +33,14 @@ import importlib
 import os
 import threading
 
-# What the first compile of a kernel of each track imports (tests/test_warmup.py checks
-# that a cold launch after the warm-up imports nothing else of the compiler).
 # What a launch on the GPU imports, a compiled kernel's too (`cuda.bindings` alone ~40 ms;
 # a program whose arrays are torch's has not imported it)
 RUNTIME = ("cuda.bindings.driver", "verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
            "verdigris.runtime.records", "verdigris.runtime.bundle", "verdigris.runtime.fastpath")
-_COMMON = ("verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
-           "verdigris.runtime.bundle", "verdigris.runtime.tensormap", "verdigris.codegen.lower",
-           "verdigris.codegen.mathlib", "verdigris.codegen.libdevice", "verdigris.safety",
-           "verdigris.safety.bounds")
+# What the first compile of a kernel of each track imports besides (tests/test_warmup.py
+# checks that a cold launch after the warm-up imports nothing else of the compiler)
+_COMMON = ("verdigris.runtime.tensormap", "verdigris.codegen.lower", "verdigris.codegen.mathlib",
+           "verdigris.codegen.libdevice", "verdigris.safety", "verdigris.safety.bounds")
 MODULES = {"simt": _COMMON,
            "tile": _COMMON + ("verdigris.safety.tilerace", "verdigris.tile.lower")}
 # ... and when a kernel's code names one of these functions (a product written `a @ b`
