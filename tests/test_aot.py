@@ -152,3 +152,38 @@ def test_a_bundle_launches_without_the_compiler(bundles):
     # the launch (n = 1000) and the bundle's one specialization (compiled for `:16`) differ visibly
     launch, _, has = got["1000"][1].partition("it has:")
     assert "n: int64:16," in has and "n: int64," in launch
+
+
+@needs_assembler
+@needs_fake_driver
+def test_a_bundled_product_of_matrices_launches_as_the_compiled_one(tmp_path):
+    """The specialized GEMM of tests/test_tile_mma.py from a bundle, without the compiler:
+    the same persistent grid, producer warps, shared memory and tensor maps as the kernel
+    compiled in the process, and for an array the copy engine cannot describe, the
+    bundle's variant without it; a target without the copy engine (sm_80) has no such
+    variant."""
+    from tests.test_tile_mma import FAKE_LAUNCH
+    from verdigris.examples.tile_gemm import gemm
+
+    bundle = gemm.compile_aot("f16[:, ::1], f16[:, ::1], f32[:, ::1], 128, 256, 64",
+                              grid=(2, 2), targets=["sm_90a", "sm_80"])
+    bundle.save(tmp_path / "gemm.vgb")
+    (entry,) = bundle.manifest["specializations"]
+    assert set(entry["images"]["sm_90a"]) == {"proven", "proven without tma"}
+    assert set(entry["images"]["sm_80"]) == {"proven"}
+    assert entry["matmul"]["sm_90a"]["proven"]["maps"] and not entry["matmul"]["sm_80"]["proven"]["maps"]
+    from_bundle = FAKE_LAUNCH.replace(
+        "from verdigris.examples.tile_gemm import gemm",
+        f"import sys\nsys.modules['llvmlite'] = None\ngemm = vg.load_bundle({str(tmp_path / 'gemm.vgb')!r})")
+    from_bundle += textwrap.dedent("""
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(("llvmlite.",
+                         "verdigris.tile.", "verdigris.safety", "verdigris.codegen.lower")))))
+    """)
+    runs = []
+    for code in (FAKE_LAUNCH, from_bundle):
+        done = fakecuda.run(code)
+        assert done.returncode == 0, done.stderr
+        runs.append(done.stdout.strip().splitlines())
+    compiled, bundled = runs
+    assert json.loads(bundled[-2]) == json.loads(compiled[-1])
+    assert json.loads(bundled[-1]) == []  # neither the compiler nor the tile lowering

@@ -45,13 +45,18 @@ print(json.dumps(result))
 """
 
 
-def run_checks(prelude: str, env: dict | None = None) -> dict:
-    """CHECKS after `prelude` (which makes `k` and `a`) in a fresh process: its result."""
+def fresh_process(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`code` run in a fresh process with this checkout's `src` first on its path."""
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "src"),
                                                       env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(prelude) + CHECKS],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+def run_checks(prelude: str, env: dict | None = None) -> dict:
+    """CHECKS after `prelude` (which makes `k` and `a`) in a fresh process: its result."""
+    done = fresh_process(textwrap.dedent(prelude) + CHECKS, env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
 
@@ -77,3 +82,34 @@ def test_a_bundle_runs_without_the_compiler(tmp_path):
     """)
     assert_right(got, "alpha * x[i] + y[i]")
     assert got["compiler"] == []
+
+
+def test_a_bundled_product_of_matrices_runs_without_the_compiler(tmp_path):
+    """The GEMM example from a bundle for sm_90a (TMA, warp specialization, persistent grid):
+    right products for arrays the copy engine reads and for a row pitch it cannot (520
+    bytes: the bundle's variant without it), with llvmlite blocked."""
+    from verdigris.examples.tile_gemm import gemm
+
+    gemm.compile_aot("f16[:, ::1], f16[:, ::1], f32[:, ::1], 128, 256, 64", grid=(2, 2),
+                     targets=["sm_90a"]).save(tmp_path / "gemm.vgb")
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.modules["llvmlite"] = None
+        import numpy as np
+        import verdigris as vg
+        gemm = vg.load_bundle({str(tmp_path / "gemm.vgb")!r})
+        rng = np.random.default_rng()
+        errors = {{}}
+        for name, (m, n, k) in {{"aligned": (1000, 776, 328), "odd pitch": (130, 260, 72)}}.items():
+            ah, bh = (rng.standard_normal(s).astype(np.float16) for s in ((m, k), (k, n)))
+            c = vg.asarray(np.full((m, n), np.nan, np.float32))
+            gemm[vg.cdiv(m, 128), vg.cdiv(n, 256)](vg.asarray(ah), vg.asarray(bh), c, BM=128, BN=256, BK=64)
+            want = ah.astype(np.float64) @ bh.astype(np.float64)
+            errors[name] = float(np.abs(c.numpy() - want).max() / np.abs(want).max())
+        errors["compiler"] = sorted(m for m in sys.modules if m.startswith(("llvmlite.", "verdigris.tile.")))
+        print(json.dumps(errors))
+    """)
+    done = fresh_process(code)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["aligned"] < 1e-3 and got["odd pitch"] < 1e-3 and got["compiler"] == []

@@ -27,7 +27,10 @@ Guarantees:
   launch asked for and what the bundle holds; a GPU with no usable image (a cubin runs on
   its own architecture and later minor versions of it, an `a` target on its own only, PTX
   on any later one) raises LaunchError naming the GPU's architecture and the targets.
-- Tile kernels with matrix products (tensor maps) cannot be bundled yet: CompileError.
+- A tile kernel with matrix products holds, per image, its launch plan (shared memory,
+  tensor maps, producer warps, persistent grid: `tensormap.MatmulLaunch`) and, where it
+  streams through the copy engine, the variant without it, which launches with arrays the
+  engine cannot describe.
 """
 from __future__ import annotations
 
@@ -149,22 +152,46 @@ def _any_value(key: tuple) -> tuple:
 
 
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
+    """The specialization's launch entry with its images per target and variant (the
+    fully checked one too when the proofs have launch conditions) and, for a kernel with
+    matrix products, each image's `tensormap.MatmulLaunch` and, where it streams through
+    the copy engine, the variant without it (for arrays the engine cannot describe)."""
     from ..ir.tiles import has_dots
     from .launch_cuda import build_image
 
-    if kernel.track == "tile" and has_dots(spec.kernel):
-        raise CompileError(f"{kernel.__name__}: tile kernels with matrix products cannot "
-                           "be bundled yet (their launches encode tensor maps)")
+    products = kernel.track == "tile" and has_dots(spec.kernel)
     variants = [False] + ([True] if spec.bounds_guard is not None else [])
-    entry_images = {}
+    entry_images, entry_matmul = {}, {}
+
+    def add(arch: str, variant: str, ptx_target: str, checked: bool, tma: bool = True):
+        ir, image = build_image(spec, ptx_target, arch, checked, tma=tma)[:2]
+        entry_images[arch][variant] = len(images)
+        images.append(image)
+        if products:
+            launch = _matmul_launch(ir, ptx_target)
+            entry_matmul[arch][variant] = launch.to_json()
+            return launch
+
     for target in targets:
         ptx_target, arch = (PTX_FOR_ANY, "ptx") if target == "ptx" else (target, target)
-        entry_images[arch] = {}
+        entry_images[arch], entry_matmul[arch] = {}, {}
         for checked in variants:
-            image = build_image(spec, ptx_target, arch, checked)[1]
-            entry_images[arch]["checked" if checked else "proven"] = len(images)
-            images.append(image)
-    return dict(launch_entry(kernel, spec), images=entry_images)
+            variant = "checked" if checked else "proven"
+            launch = add(arch, variant, ptx_target, checked)
+            if launch is not None and launch.maps:  # it streams through the copy engine
+                add(arch, variant + WITHOUT_TMA, ptx_target, checked, tma=False)
+    return dict(launch_entry(kernel, spec), images=entry_images,
+                **({"matmul": entry_matmul} if products else {}))
+
+
+WITHOUT_TMA = " without tma"  # an image variant's suffix (`_entry`)
+
+
+def _matmul_launch(kernel, target: str):
+    from ..tile import matmul
+    from .tensormap import MatmulLaunch
+
+    return MatmulLaunch.of(matmul.plan(kernel, target))
 
 
 def launch_entry(kernel: KernelFunction, spec) -> dict:
@@ -294,20 +321,38 @@ class BundleKernel(KernelFunction):
         def load(spec, device: int, checked: bool = False):
             from . import driver
 
-            image = self._image(entry, driver.properties(device).cc, "checked" if checked else "proven")
-            return cuda_kernel_of(entry, image, device, self.__name__)
+            arch = self._arch(entry, driver.properties(device).cc)
+            return self._kernel(entry, arch, "checked" if checked else "proven", device)
 
         return load
 
-    def _image(self, entry: dict, cc: tuple, variant: str):
+    def _kernel(self, entry: dict, arch: str, variant: str, device: int):
+        """The loaded kernel of one image; a kernel with matrix products gets its launch
+        plan and, for arrays the copy engine cannot describe, the variant without it."""
+        launch = entry.get("matmul", {}).get(arch, {}).get(variant)
+        matmul = None
+        if launch is not None:
+            from .tensormap import MatmulLaunch
+
+            def without_tma():
+                if variant + WITHOUT_TMA not in entry["images"][arch]:
+                    raise LaunchError(f"{self.__name__}: the bundle has no variant without the "
+                                      "copy engine for these arrays")
+                return self._kernel(entry, arch, variant + WITHOUT_TMA, device)
+
+            matmul = (MatmulLaunch.from_json(launch), without_tma)
+        image = self._slice(entry["images"][arch][variant])
+        return cuda_kernel_of(entry, image, device, self.__name__, matmul)
+
+    def _arch(self, entry: dict, cc: tuple) -> str:
+        """The image architecture to load on compute capability `cc`."""
         images = entry["images"]
         own = f"sm_{cc[0]}{cc[1]}"
         usable = [arch for arch in images if arch != "ptx" and _runs_on(arch, cc)]
         if usable:  # the closest cubin (its own architecture, else the newest older minor)
-            best = min(usable, key=lambda a: (a != f"{own}a", a != own, -int(a[3:].rstrip("af"))))
-            return self._slice(images[best][variant])
+            return min(usable, key=lambda a: (a != f"{own}a", a != own, -int(a[3:].rstrip("af"))))
         if "ptx" in images:
-            return self._slice(images["ptx"][variant])
+            return "ptx"
         raise LaunchError(f"{self.__name__}: the bundle has no image for this GPU ({own}); it "
                           f"was compiled for {', '.join(images)}",
                           hint="compile it for this architecture too, or with target 'ptx'")

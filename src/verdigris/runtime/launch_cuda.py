@@ -182,12 +182,14 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
     return loaded
 
 
-def build_image(spec, target: str, arch: str, checked: bool, device: int | None = None):
+def build_image(spec, target: str, arch: str, checked: bool, device: int | None = None,
+                tma: bool = True):
     """(the kernel variant, its cubin for `arch` from PTX for `target`, stage timings, the
     image's disk-cache key), from
     the disk cache or the compiler. Without a `device` (ahead of time) the driver's JIT is
     not a route: with neither nvJitLink nor ptxas, or for `arch` "ptx", the image is the PTX
-    text itself."""
+    text itself. `tma` False: the variant of a kernel with matrix products that streams
+    without the copy engine (`tensormap`)."""
     from .. import codegen
     from ..codegen import checks
 
@@ -196,9 +198,11 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
     facts = {**spec.kernel.facts, "noalias": True}  # every launch passes the alias check first
     if checked:
         facts["in_bounds"] = frozenset()
+    if not tma:
+        facts["tma"] = False
     kernel = dataclasses.replace(spec.kernel, facts=facts)
-    key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel)),
-                    f"{target}->{arch}")
+    key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel))
+                    + (() if tma else ("without tma",)), f"{target}->{arch}")
     timings = dict(spec.timings)  # frontend and safety, from dispatch
     start = time.perf_counter()
     image = cache.get(key)
