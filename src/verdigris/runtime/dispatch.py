@@ -8,7 +8,9 @@ Guarantees:
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
   argument raises `AliasError` naming both parameters, the writing line and the call site.
 - Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values)
-  is built once per process (in memory) and compiled once per machine (disk cache).
+  is built once per process (in memory) and compiled once per machine (disk cache); on the
+  cuda backend a later process launches it from its launch record (`records`), without
+  the frontend.
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
   driver's JIT; `VERDIGRIS_ASSEMBLER` picks one), kept in the disk cache under a key of the IR's text, the
   target and the compiler's fingerprint. `VERDIGRIS_LOG=compile` prints each compile's
   stages (frontend, safety, lower, libdevice, optimize, emit, assembly or disk cache, load)
-  on stdout; the loaded kernel keeps them in `.timings`.
+  on stdout; the loaded kernel keeps them in `.timings`. After a compile the launch leaves
+  the specialization's launch record (`records`) and, unless the image came from the disk
+  cache, the warm-up's marker (`warmup.compiled`).
 - The compiled kernel's facts say `noalias` because every launch passes the alias check
   first.
 - Bounds: every kernel takes one hidden argument after its ABI parameters, the device's
@@ -49,7 +51,8 @@ def ptx_target(cc: tuple) -> str:
 
 
 def targets(device: int) -> tuple:
-    """(PTX target, cubin architecture) of `device`: sm_90a and sm_90a on an H100/H200."""
+    """(PTX target, cubin architecture) of `device`: ("sm_90a", "sm_90a") on an H100 or
+    H200, ("sm_89", "sm_89") on an L4, ("sm_90", "sm_120") on a GPU newer than every target."""
     cc = driver.properties(device).cc
     target = ptx_target(cc)
     return target, target if target.endswith("a") else f"sm_{cc[0]}{cc[1]}"

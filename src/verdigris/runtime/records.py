@@ -12,7 +12,8 @@ verdict's record and the printing of the IR (about half of a hit's time).
 Takes: a `KernelFunction`, its specialization key and, after a compile, the `Specialization`
 and its loaded kernel. Gives: `load(kernel_fn, key) -> Specialization | None` (no IR, like a
 bundle's: its `load` reads the image from the disk cache, or compiles it through the
-frontend when the record lacks it) and `save(...)`.
+frontend when the record lacks it), `save(...)`, `dependencies(kernel_fn)` (the text
+below, or None) and `code_text(code)` (a code object's text, also the warm-up's marker).
 
 A record's key is the kernel's *dependency text* (`dependencies`): its code (bytecode,
 names, constants, line table), its options and annotations, and for each name its code
@@ -150,8 +151,6 @@ class _NoStamp(Exception):
 
 
 def _function(fn, seen: dict) -> str:
-    from .warmup import _fingerprint
-
     code = fn.__code__
     if code in seen:  # recursion: the text so far names it
         return seen[code]
@@ -164,7 +163,7 @@ def _function(fn, seen: dict) -> str:
             cells[name] = _NOT_FOUND
     builtins = fn.__globals__.get("__builtins__", __builtins__)
     builtins = builtins if isinstance(builtins, dict) else vars(builtins)
-    parts = [_fingerprint(code), _linetables(code)]
+    parts = [code_text(code), _linetables(code)]
     for name in sorted(_names(code) | set(code.co_freevars)):
         if name in cells:
             value = cells[name]
@@ -178,6 +177,22 @@ def _function(fn, seen: dict) -> str:
     text = "\n".join(parts)
     seen[code] = text
     return text
+
+
+def code_text(code) -> str:
+    """The text of a function's code: its place, bytecode, names and constants (those of
+    nested functions too), alike in every process (marshal's output is not: it depends on
+    reference counts)."""
+    parts = [code.co_filename, code.co_name, str(code.co_firstlineno), code.co_code.hex(),
+             repr(code.co_names)]
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            parts.append(code_text(const))
+        elif isinstance(const, frozenset):  # its order follows the hash seed
+            parts.append(repr(sorted(map(repr, const))))
+        else:
+            parts.append(repr(const))
+    return "\n".join(parts)
 
 
 def _names(code) -> set:

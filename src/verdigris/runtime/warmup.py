@@ -127,25 +127,9 @@ def _run() -> None:
 
 
 def _marker(code) -> str:
-    from . import cache
+    from . import cache, records
 
-    return cache.key(_fingerprint(code), "compiled here", "any target")
-
-
-def _fingerprint(code) -> str:
-    """The text of a function's code: its place, bytecode, names and constants (those of
-    nested functions too), alike in every process (marshal's output is not: it depends on
-    reference counts)."""
-    parts = [code.co_filename, code.co_name, str(code.co_firstlineno), code.co_code.hex(),
-             repr(code.co_names)]
-    for const in code.co_consts:
-        if isinstance(const, type(code)):
-            parts.append(_fingerprint(const))
-        elif isinstance(const, frozenset):  # its order follows the hash seed
-            parts.append(repr(sorted(map(repr, const))))
-        else:
-            parts.append(repr(const))
-    return "\n".join(parts)
+    return cache.key(records.code_text(code), "compiled here", "any target")
 
 
 def _seen(code) -> bool:
