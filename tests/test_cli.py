@@ -70,6 +70,21 @@ def test_doctor_reports_versions_and_backend(capsys):
         assert word in out
 
 
+def test_cache_reports_and_clears_only_its_own_entries(capsys, tmp_path, monkeypatch):
+    from verdigris.runtime import cache
+
+    monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
+    for n in range(3):
+        cache.put(cache.key(f"kernel {n}", (), "sm_90"), b"x" * 1000)
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    status, out, _ = run(capsys, "cache")
+    assert status == 0 and f"{tmp_path}: 3 entries" in out
+    status, out, _ = run(capsys, "cache", "--clear")
+    assert status == 0 and out.startswith("removed 3 entries")
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert cache.usage() == (0, 0)
+
+
 def test_demo_runs_every_example_and_refuses_the_alias(capsys):
     status, out, _ = run(capsys, "demo", "--backend", "cpu", "--seed", "3")
     assert status == 0, out

@@ -334,6 +334,23 @@ def _version() -> str:
     return __version__
 
 
+# ------------------------------------------------------------------------- cache
+
+
+def cmd_cache(args) -> int:
+    from .runtime import cache
+
+    if args.clear:
+        count, size = cache.clear()
+        print(f"removed {count} entries ({size / 2**20:.1f} MiB) from {cache.cache_dir()}")
+    else:
+        count, size = cache.usage()
+        print(f"{cache.cache_dir()}: {count} entries, {size / 2**20:.1f} MiB "
+              "(compiled kernels, launch records, launchers; `verdigris cache --clear` "
+              "empties it)")
+    return 0
+
+
 # ------------------------------------------------------------------------- bench
 
 
@@ -385,6 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(run=cmd_explain)
     doctor = sub.add_parser("doctor", help="GPU, driver, toolchain and versions")
     doctor.set_defaults(run=cmd_doctor)
+    cache = sub.add_parser("cache", help="where the disk cache is and what it holds; "
+                                         "--clear empties it")
+    cache.add_argument("--clear", action="store_true",
+                       help="remove every compiled kernel and record (the next launches "
+                            "compile again)")
+    cache.set_defaults(run=cmd_cache)
     bench = sub.add_parser(
         "bench", help="benchmark the suite of bench/ on this GPU beside the installed peers "
                       "(torch, Triton, CuPy, cuTile): a table, JSON and PNG plots",

@@ -2,7 +2,8 @@
 
 Takes: the kernel's source text, its specialization key, the target, and the bytes to keep.
 Gives: `key(source, spec_key, target) -> str`, `get(key) -> bytes | None`,
-`put(key, data)`, `cache_dir() -> str`, and `code(source, filename)`: `compile(source,
+`put(key, data)`, `cache_dir() -> str`, `usage() -> (entries, bytes)`, `clear() -> (entries,
+bytes)` (which removes only the cache's own files), and `code(source, filename)`: `compile(source,
 filename, "exec")` kept here, marshalled, under the source and this Python's bytecode tag
 (the runtime's generated launchers and binders: reading one back takes ~0.05 ms,
 compiling it ~0.1-0.4 ms).
@@ -25,6 +26,7 @@ import functools
 import hashlib
 import marshal
 import os
+import re
 import sys
 import threading
 
@@ -100,6 +102,37 @@ def put(key: str, data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def _own_files() -> list:
+    """The cache's entries (and temporary files a write left), by name: 64 hex digits."""
+    try:
+        with os.scandir(cache_dir()) as found:
+            return [e for e in found if e.is_file() and _KEY.fullmatch(e.name.lstrip(".").split(".")[0])]
+    except OSError:
+        return []
+
+
+def usage() -> tuple:
+    """(entries, bytes) the cache holds."""
+    files = _own_files()
+    return len(files), sum(e.stat().st_size for e in files)
+
+
+def clear() -> tuple:
+    """Remove the cache's entries; other files in its folder stay. (entries, bytes) removed."""
+    count = size = 0
+    for entry in _own_files():
+        try:
+            bytes_ = entry.stat().st_size
+            os.unlink(entry.path)
+        except OSError:  # another process removed or replaced it: nothing to do
+            continue
+        count, size = count + 1, size + bytes_
+    return count, size
+
+
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def code(source: str, filename: str):
