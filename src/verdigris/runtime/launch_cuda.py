@@ -171,7 +171,8 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
 
     start = time.perf_counter()
     loaded = cuda_kernel(kernel, target, CudaModule(image, device), _entry_symbol(kernel.name),
-                         abi_params(kernel) + [FAULT_PARAM])
+                         abi_params(kernel) + [FAULT_PARAM],
+                         lambda: _without_tma(spec, device, checked))
     timings["load"] = time.perf_counter() - start
     loaded.timings, loaded.image_key = timings, image_key
     if os.environ.get("VERDIGRIS_LOG", "") == "compile":
@@ -183,6 +184,17 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
               + (f"; safety {spec.timings['safety'] * 1e3:.1f} beside the compile" if beside else "")
               + " ms)")
     return loaded
+
+
+def _without_tma(spec, device: int, checked: bool) -> CudaKernel:
+    """The variant of a kernel with matrix products that streams without the copy engine,
+    compiled (or read from the disk cache) and loaded on first need (`tensormap`)."""
+    from .tensormap import cuda_kernel
+
+    target, arch = targets(device)
+    kernel, image = build_image(spec, target, arch, checked, device, tma=False)[:2]
+    return cuda_kernel(kernel, target, CudaModule(image, device), _entry_symbol(kernel.name),
+                       abi_params(kernel) + [FAULT_PARAM])
 
 
 def build_image(spec, target: str, arch: str, checked: bool, device: int | None = None,

@@ -27,27 +27,25 @@ import dataclasses
 
 from ..ir.tiles import has_dots
 from . import driver
-from .module import CudaKernel, CudaModule
+from .module import CudaKernel
 
 _MAX_CACHED = 64  # tensor maps, and prepared launches, a kernel keeps (then starts afresh)
 
 
-def cuda_kernel(kernel, target: str, module, entry: str, abi: list) -> CudaKernel:
+def cuda_kernel(kernel, target: str, module, entry: str, abi: list, without_tma=None) -> CudaKernel:
+    """`without_tma()`: the same kernel compiled to stream without the copy engine, loaded
+    (for a kernel with products that streams through it; the launch calls it for arrays
+    the engine cannot describe)."""
     if kernel.track != "tile" or not has_dots(kernel):
         return CudaKernel(module, entry, abi)
     from ..tile import matmul
 
-    def without_tma() -> CudaKernel:
-        from .. import codegen
-        from .launch_cuda import assemble
-
-        plain = dataclasses.replace(kernel, facts={**kernel.facts, "tma": False})
-        compiled = codegen.compile_to_ptx(plain, target)
-        _, image = assemble(compiled.ptx, target, module.device)
-        return cuda_kernel(plain, target, CudaModule(image, module.device), entry, abi)
-
     return MatmulKernel(module, entry, abi, MatmulLaunch.of(matmul.plan(kernel, target)),
-                        without_tma)
+                        without_tma or _no_variant)
+
+
+def _no_variant():
+    raise AssertionError("a kernel that streams without the copy engine has no variant without it")
 
 
 _DTYPES = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
