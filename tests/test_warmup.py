@@ -36,18 +36,24 @@ KERNELS = Path(__file__).parent / "sources" / "fresh_kernels.py"
 
 def _run(folder, code: str, before: str = "", **env) -> dict:
     """Run `code` after `before` and `from kernels import *`, with the kernels of
-    tests/sources/fresh_kernels.py copied into `folder`."""
+    tests/sources/fresh_kernels.py copied into `folder`: its last line, as JSON, with
+    "log": the lines `VERDIGRIS_LOG=compile` printed."""
     shutil.copy(KERNELS, folder / "kernels.py")
     preamble = (f"import sys\nsys.path.insert(0, {str(folder)!r})\n{before}"
                 "import numpy as np\nimport verdigris as vg\nfrom kernels import *\n")
-    done = fakecuda.run(preamble + textwrap.dedent(code), **env)
+    done = fakecuda.run(preamble + textwrap.dedent(code), VERDIGRIS_LOG="compile", **env)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    return dict(json.loads(lines[-1]), log=[line for line in lines if line.startswith("verdigris:")])
 
 
 def test_a_warm_compiler_leaves_the_first_launches_nothing_to_import(tmp_path):
     got = _run(tmp_path, LAUNCH)
+    log = got.pop("log")
     assert got == {"llvm": True, "libdevice": True, "launch imported": []}
+    # the first compile's log line says what the warm-up did
+    assert "; the compiler warmed up for axpy, add, softmax in " in log[0]
+    assert not any("warmed up" in line for line in log[1:])
 
 
 def test_kernels_compiled_here_before_skip_the_warm_up(tmp_path):
@@ -70,9 +76,9 @@ print(json.dumps({"llvm": "llvmlite.binding" in sys.modules}))
     # as on a machine without NVIDIA's driver: kernels defined, no device made ready
     no_driver = ("from verdigris.runtime import warmup\n"
                  "warmup._driver_installed = lambda: False\n")
-    assert _run(tmp_path, check, before=no_driver) == {"llvm": False}
+    assert _run(tmp_path, check, before=no_driver) == {"llvm": False, "log": []}
     cpu_arrays = "x = vg.asarray(np.ones(64, np.float32))\n"
-    assert _run(tmp_path, cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False}
+    assert _run(tmp_path, cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False, "log": []}
 
 
 def test_a_defined_kernel_on_a_machine_with_the_driver_imports_the_runtime_not_calling_it(tmp_path):
@@ -84,12 +90,15 @@ from verdigris.runtime import driver
 warmup.join()
 print(json.dumps({"cuda-bindings": "cuda.bindings.driver" in sys.modules,
                   "launch path": "verdigris.runtime.launch_cuda" in sys.modules,
-                  "compiler": "llvmlite.binding" in sys.modules, "driver called": driver._api is not None}))
+                  "compiler": "llvmlite.binding" in sys.modules, "driver called": driver._api is not None,
+                  "report": warmup.take_report()}))
 """
     driver_installed = ("from verdigris.runtime import warmup\n"
                         "warmup._driver_installed = lambda: True\n")
-    assert _run(tmp_path, code, before=driver_installed) == {
-        "cuda-bindings": True, "launch path": True, "compiler": True, "driver called": False}
+    got = _run(tmp_path, code, before=driver_installed)
+    assert got.pop("report").startswith("the compiler warmed up for axpy, add, softmax in ")
+    assert got == {"cuda-bindings": True, "launch path": True, "compiler": True,
+                   "driver called": False, "log": []}
 
 
 def test_a_fork_waits_for_the_warm_up_and_the_child_can_compile(tmp_path):
@@ -103,4 +112,4 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 print(json.dumps({"child exit": os.waitstatus_to_exitcode(status)}))
 """
-    assert _run(tmp_path, code) == {"child exit": 0}
+    assert _run(tmp_path, code)["child exit"] == 0

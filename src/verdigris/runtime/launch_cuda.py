@@ -179,10 +179,11 @@ def _compile(spec, device: int, checked: bool = False) -> CudaKernel:
         name = spec.kernel.name + (" (checked)" if checked else "")
         how = f"{name} for {arch} from the disk cache" if "disk cache" in timings \
             else f"compiled {name} for {arch}"
+        warmed = warmup.take_report()
         print(f"verdigris: {how} in {sum(timings.values()) * 1e3:.1f} ms ("
               + ", ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in timings.items())
               + (f"; safety {spec.timings['safety'] * 1e3:.1f} beside the compile" if beside else "")
-              + " ms)")
+              + " ms)" + (f"; {warmed}" if warmed else ""))
     return loaded
 
 

@@ -25,13 +25,15 @@ Guarantees:
 - A launch made while it runs waits only for what it needs (Python's import locks, the
   LLVM set-up's lock) and never does the work twice.
 - It changes no generated code, and any failure in it is silent: the compile meets the same
-  failure and reports it.
+  failure and reports it. With `VERDIGRIS_LOG=compile` the next compile's line says what
+  it did (`take_report`: the kernels, and the time it took off the program's clock).
 """
 from __future__ import annotations
 
 import importlib
 import os
 import threading
+import time
 
 # What a launch on the GPU imports, a compiled kernel's too (`cuda.bindings` alone ~40 ms;
 # a program whose arrays are torch's has not imported it)
@@ -53,6 +55,7 @@ _device: int | None = None
 _thread: threading.Thread | None = None
 _running = False
 _done = False  # the compiler is warm: nothing more to do in this process
+_reports: list = []  # what the warm-up did, until a compile's log line takes it
 
 
 def kernel_defined(kernel_fn) -> None:
@@ -75,6 +78,11 @@ def compiled(kernel_fn) -> None:
     from . import cache
 
     cache.put(_marker(kernel_fn.fn.__code__), b"")
+
+
+def take_report() -> str | None:
+    """What the warm-up did, once it is done (for the first compile's log line), then None."""
+    return _reports.pop() if _reports else None
 
 
 def join(timeout: float | None = None) -> None:
@@ -117,7 +125,10 @@ def _run() -> None:
                     return
             new = [(track, code) for track, code in kernels if not _seen(code)]
             if new:
+                start = time.perf_counter()
                 _warm(new)
+                _reports.append(f"the compiler warmed up for {', '.join(c.co_name for _, c in new)} "
+                                f"in {(time.perf_counter() - start) * 1e3:.1f} ms beside the program")
                 break
     except Exception:  # the compile meets the same failure, and reports it
         pass
