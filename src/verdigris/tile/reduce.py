@@ -24,8 +24,10 @@ from functools import reduce as reduce_left
 from llvmlite import ir
 
 from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, const, round_narrow
+from . import control
 from .convert import _itemsize
 from .layout import LANE_BITS, WARP_SIZE
+from .operand import aligned
 
 FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
 INT32_MAX = 2**31 - 1
@@ -192,14 +194,14 @@ def _across_warps(low, outputs: list, warp_bits: list, dt, combine, same_in_ever
     sizes = [_itemsize(ty) for ty in types]
     starts = [0]  # each component's slots, 16-byte aligned
     for size in sizes:
-        starts.append(starts[-1] + _aligned(warps * slots * lanes * size))
+        starts.append(starts[-1] + aligned(warps * slots * lanes * size, 16))
     count = 1 << len(warp_bits)
     # reduced warp bits 0..k-1: the warps a thread combines are consecutive slots
     consecutive = same_in_every_lane and warp_bits == list(range(len(warp_bits)))
     two_stage = consecutive and count == warps and count * slots > TWO_STAGE_AFTER
     results = [starts[-1]]  # `_two_stage`'s results, after the partials, 16-byte aligned
     for size in sizes:
-        results.append(results[-1] + _aligned(slots * size))
+        results.append(results[-1] + aligned(slots * size, 16))
     smem = low.shared(results[-1] if two_stage else starts[-1])
     reduced_mask = sum(1 << bit for bit in warp_bits)
 
@@ -265,30 +267,25 @@ def _two_stage(low, outputs: list, dt, combine, types: list, sizes: list, slot, 
         o = ir.Constant(I32, o) if isinstance(o, int) else o
         return at(b.add(b.mul(o, ir.Constant(I32, sizes[c])), ir.Constant(I32, results[c])))
 
-    combining, done = low._block("reduce.combine"), low._block("reduce.combined")
-    b.cbranch(b.icmp_unsigned("<", low.warp, ir.Constant(I32, len(outputs) * warps // WARP_SIZE)),
-              combining, done)
-    b.position_at_end(combining)
-    thread = b.add(b.mul(low.warp, ir.Constant(I32, WARP_SIZE)), low.lane)
-    output, warp = b.udiv(thread, ir.Constant(I32, warps)), b.urem(thread, ir.Constant(I32, warps))
-    part = tuple(_narrowed(b, b.load(slot(c, warp, output), typ=ty), v.type)
-                 for c, (v, ty) in enumerate(zip(sample, types)))
-    for bit in range(warps.bit_length() - 1):
-        part = combine(em, dt, part, tuple(_shuffle(em, v, 1 << bit) for v in part))
-    first, store = b.icmp_unsigned("==", warp, ir.Constant(I32, 0)), low._block("reduce.store")
-    b.cbranch(first, store, done)
-    b.position_at_end(store)
-    for c, (v, ty) in enumerate(zip(part, types)):
-        b.store(_widened(b, v, ty), result(c, output))
-    b.branch(done)
-    b.position_at_end(done)
+    def combine_and_store():
+        thread = b.add(b.mul(low.warp, ir.Constant(I32, WARP_SIZE)), low.lane)
+        output, warp = b.udiv(thread, ir.Constant(I32, warps)), b.urem(thread, ir.Constant(I32, warps))
+        part = tuple(_narrowed(b, b.load(slot(c, warp, output), typ=ty), v.type)
+                     for c, (v, ty) in enumerate(zip(sample, types)))
+        for bit in range(warps.bit_length() - 1):
+            part = combine(em, dt, part, tuple(_shuffle(em, v, 1 << bit) for v in part))
+
+        def store():
+            for c, (v, ty) in enumerate(zip(part, types)):
+                b.store(_widened(b, v, ty), result(c, output))
+
+        control.when(low, b.icmp_unsigned("==", warp, ir.Constant(I32, 0)), store)
+
+    combining = b.icmp_unsigned("<", low.warp, ir.Constant(I32, len(outputs) * warps // WARP_SIZE))
+    control.when(low, combining, combine_and_store)
     low.barrier()
     return [tuple(_narrowed(b, b.load(result(c, o), typ=ty), v.type) for c, (v, ty) in enumerate(zip(sample, types)))
             for o in range(len(outputs))]
-
-
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
 
 
 def _narrowed(b, value: ir.Value, ty: ir.Type) -> ir.Value:
