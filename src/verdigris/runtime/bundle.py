@@ -151,6 +151,9 @@ def _any_value(key: tuple) -> tuple:
     return key[:2] + tuple(map(relaxed, key[2:]))
 
 
+WITHOUT_TMA = " without tma"  # an image variant's suffix (`_entry`)
+
+
 def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
     """The specialization's launch entry with its images per target and variant (the
     fully checked one too when the proofs have launch conditions) and, for a kernel with
@@ -182,9 +185,6 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
                 add(arch, variant + WITHOUT_TMA, ptx_target, checked, tma=False)
     return dict(launch_entry(kernel, spec), images=entry_images,
                 **({"matmul": entry_matmul} if products else {}))
-
-
-WITHOUT_TMA = " without tma"  # an image variant's suffix (`_entry`)
 
 
 def _matmul_launch(kernel, target: str):

@@ -288,6 +288,18 @@ class KernelFunction:
         return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
                             multiples)
 
+    def recorded(self, key: tuple) -> Specialization | None:
+        """The specialization for `key` from its launch record (`records`: compiled by an
+        earlier process, launched without the frontend), unless this process built it."""
+        spec = self._recorded.get(key)
+        if spec is None and key not in self._specializations and self.fn is not None:
+            from . import records
+
+            spec = records.load(self, key)
+            if spec is not None:
+                self._recorded[key] = spec
+        return spec
+
     def specialization(self, key: tuple, beside_compile: bool = False) -> Specialization:
         """The specialization for `key`, built and checked once. With `beside_compile` (the
         cuda launch path, which settles it before anything runs) its safety verdict may
@@ -344,15 +356,7 @@ class KernelFunction:
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)
         cuda = backend.current() == "cuda"
-        spec = self._recorded.get(key) if cuda else None
-        if spec is None and cuda and key not in self._specializations and self.fn is not None:
-            from . import records  # compiled by an earlier process: no frontend
-
-            spec = records.load(self, key)
-            if spec is not None:
-                self._recorded[key] = spec
-        if spec is None:
-            spec = self.specialization(key, beside_compile=cuda)
+        spec = (cuda and self.recorded(key)) or self.specialization(key, beside_compile=cuda)
         self.check_aliasing(spec, infos)
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)

@@ -265,14 +265,15 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
 
     extractor = interop.extractor(type(value))
     kind, subject = _ARRAY if type(value) is Array else _KINDS.get(extractor), name
-    w.env[f"_ty{i}"] = type(value)
     if kind is None:  # any other array type: extract an ArrayInfo, then check that
         kind, subject = _GENERIC, f"x{i}"
         w.env[f"_ex{i}"] = extractor
         w.check(f"type({name}) is not _ty{i}")
         w.checks.append(f"{subject} = _ex{i}({name})")
-    # torch and CuPy dtypes are the libraries' own objects; the others, verdigris DTypes
-    w.env[f"_dt{i}"] = value.dtype if kind["library_dtype"] else info.dtype
+    if kind is not _ARRAY:  # (a vg.Array's kind stands for its type and dtype)
+        w.env[f"_ty{i}"] = type(value)
+        # torch and CuPy dtypes are the libraries' own objects; the others, verdigris DTypes
+        w.env[f"_dt{i}"] = value.dtype if kind["library_dtype"] else info.dtype
     size = info.dtype.itemsize
     shapes = [f"n{i}_{k}" for k in range(ndim)]
     fmt = dict(a=subject, i=i, size=size, c_bytes=_items(_c_strides(shapes, size)),

@@ -56,10 +56,8 @@ def load(kernel_fn, key: tuple):
     data = cache.get(record_key)
     if data is None:
         return None
-    try:
-        entry = json.loads(data)
-        entry["images"].items()
-    except (ValueError, AttributeError, KeyError, TypeError):
+    entry = _parsed(data)
+    if entry is None:
         return None
     from .bundle import specialization_of
 
@@ -75,15 +73,20 @@ def save(kernel_fn, spec, device: int, checked: bool, loaded) -> None:
     from .bundle import launch_entry
     from .launch_cuda import targets
 
-    old = cache.get(record_key)
-    try:
-        entry = json.loads(old) if old else launch_entry(kernel_fn, spec)
-    except ValueError:
-        entry = launch_entry(kernel_fn, spec)
+    entry = _parsed(cache.get(record_key)) or dict(launch_entry(kernel_fn, spec), images={})
     matmul = getattr(loaded, "matmul_launch", None)
-    entry.setdefault("images", {}).setdefault(targets(device)[1], {})[_variant(checked)] = \
+    entry["images"].setdefault(targets(device)[1], {})[_variant(checked)] = \
         [loaded.image_key, None if matmul is None else matmul.to_json()]
     cache.put(record_key, json.dumps(entry).encode())
+
+
+def _parsed(data: bytes | None) -> dict | None:
+    """A stored record, or None (none stored, or not one this module wrote)."""
+    try:
+        entry = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) and isinstance(entry.get("images"), dict) else None
 
 
 def _variant(checked: bool) -> str:

@@ -30,6 +30,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -102,6 +103,7 @@ def _start_locked() -> None:
     _thread.start()
 
 
+@functools.cache
 def _driver_installed() -> bool:
     """Whether this looks like a machine whose kernels run on a GPU, asked without the
     driver: Linux's NVIDIA driver makes this device node."""
