@@ -4,9 +4,9 @@ Takes: a tile kernel. Gives: `made_once(kernel) -> {name: value}`, each tile var
 assigned in one place with the expression it is assigned, in program order. The lowering
 keeps such a variable in the layout that expression is made in (`prefetch.natural`: a
 reduction's result in its source's layout sliced on the reduced axis, an elementwise
-result in that of its first operand not made in any layout (`prefetch.anywhere`), ...), not the default of the variable's shape; a
-variable assigned in more than one place keeps the default, so that every assignment
-agrees.
+result in that of its first operand not made in any layout (`prefetch.anywhere`), ...),
+not the default of the variable's shape; a variable assigned in more than one place keeps
+the default, so that every assignment agrees.
 
 Why: a row statistic such as `mean = tile.sum(t, axis=1, keepdims=True) / n` is made in
 the sliced layout of `t`, in which every thread already holds the means of its own rows;
