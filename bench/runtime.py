@@ -4,7 +4,9 @@ Launch overhead: host time per launch of a tiny kernel (256 elements, one block)
 over interleaved rounds of BATCH launches, the device synchronized between rounds (not
 timed). Ours for two kernels, axpy (three arrays and a scalar) and one of sixteen arguments
 (nine arrays, seven scalars), each with torch tensors, CuPy arrays and vg.Arrays, the alias
-check and every other launch check included; beside: the raw floor (`cuLaunchKernel`
+check and every other launch check included (vg.Arrays also launched from two sets in turn,
+so that no launch repeats the last one's arguments: `runtime.fastpath`'s memo never hits);
+beside: the raw floor (`cuLaunchKernel`
 through cuda-bindings on our compiled axpy with its arguments packed once), CuPy's
 RawKernel (the same axpy in CUDA C), torch (`torch.add(x, y, out=)`) and Triton (an axpy).
 
@@ -190,6 +192,7 @@ def launch_variants(work: str) -> dict:
     host = [rng.standard_normal(N).astype(np.float32) for _ in range(9)]
     kinds = {"vg.Array": [vg.asarray(h) for h in host],
              "torch": [torch.from_numpy(h).cuda() for h in host]}
+    others = [vg.asarray(h) for h in host]  # a second set of vg.Arrays, launched in turn
     try:
         import cupy
 
@@ -211,6 +214,12 @@ def launch_variants(work: str) -> dict:
         variants[f"ours 16 args ({kind})"] = (
             lambda sixteen=sixteen, ins=ins, out=out:
             sixteen[1, 256](*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
+        if kind == "vg.Array":  # each launch with other arrays than the last: no memo hit
+            variants["ours axpy (vg.Array, two sets in turn)"] = in_turn(
+                lambda a: axpy[1, 256](2.0, a[0], a[1], a[8]), arrays, others)
+            variants["ours 16 args (vg.Array, two sets in turn)"] = in_turn(
+                lambda a: sixteen[1, 256](*a[:8], 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, a[8]),
+                arrays, others)
     for name, launch in list(variants.items()):  # compile, check, install the launchers
         try:
             launch()
@@ -244,6 +253,16 @@ def launch_variants(work: str) -> dict:
             del variants[name]
     torch.cuda.synchronize()
     return variants
+
+
+def in_turn(launch_on, first, second):
+    """A variant making two launches per call, on `first` then on `second` (`measure`
+    counts per launch)."""
+    def launch():
+        launch_on(first)
+        launch_on(second)
+    launch.launches = 2
+    return launch
 
 
 def raw_variants(axpy, sixteen, arrays) -> dict:
@@ -301,7 +320,8 @@ def measure(variants: dict, rounds: int) -> dict:
             t0 = time.perf_counter_ns()
             for _ in range(BATCH):
                 launch()
-            samples[name].append((time.perf_counter_ns() - t0) / BATCH / 1e3)
+            samples[name].append((time.perf_counter_ns() - t0) / BATCH / 1e3
+                                 / getattr(launch, "launches", 1))
             torch.cuda.synchronize()
     return {name: statistics.median(v) for name, v in samples.items()}
 

@@ -261,3 +261,97 @@ def test_a_tile_kernel_specializes_on_arrays_being_on_the_grid():
     """)
     assert got == {"on": 1, "off": 1, "on again": 0, "off again": 0,
                    "grid": ["float32[1d,ca]", "float32[1d,cag]"]}
+
+
+def test_the_memo_of_the_last_launch_never_launches_stale_slots():
+    """A launcher of vg.Arrays launches its slots as they are only for the same arrays
+    (by serial) and the very same other arguments on the default stream; every other
+    launch repacks, and a pack that fails part way clears the memo."""
+    got = run("""
+    from tests.fakecuda.kernels import keep_prefix
+    x, y, o, x2 = f32(1000), f32(1000), f32(1000), f32(1000)
+    def slots(*args, **kwargs):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](*args, **kwargs)
+        except vg.Error as err:
+            return type(err).__name__
+        return dict(slots=record()["slots"], general=general_calls[0] - before,
+                    stream=record()["stream"])
+    out["first"], out["again"] = slots(2.0, x, y, o), slots(2.0, x, y, o)
+    out["alpha"] = slots(2.5, x, y, o)
+    out["new array"] = slots(2.5, x2, y, o)
+    out["view"] = slots(2.5, x[::1], y, o)
+    stream = int(driver.check(driver.api().cuStreamCreate(0)))
+    out["stream"] = slots(2.5, x, y, o, stream=stream)
+    out["after the stream"] = slots(2.5, x, y, o)
+    out["alias"] = slots(2.5, x, y, x)
+    out["after the alias"] = slots(2.5, x, y, o)
+    out["overflow"] = slots(1e300, x, y, o)
+    out["after the overflow"] = slots(2.5, x, y, o)
+    del x2
+    x3 = f32(1000)
+    out["reused"] = slots(2.5, x3, y, o)
+    out["x3"] = x3.ptr
+    a, b, big = f32(4096), f32(4096), f32(4096 * 2)
+    keep_prefix[4](a, b, 992, BLOCK=1024)
+    keep_prefix[4](a, b, 992, BLOCK=1024)
+    out["prefix"] = last_launch(6).slots  # x, its extent, out, its extent, n, faults
+    try:  # n does not fit int64: the pack fails after the arrays' slots changed
+        keep_prefix[4](big, b, 2**70, BLOCK=1024)
+    except vg.LaunchError:
+        pass
+    before = general_calls[0]
+    keep_prefix[4](a, b, 992, BLOCK=1024)
+    out["prefix after"] = last_launch(6).slots
+    out["prefix general"] = general_calls[0] - before
+    out["ptrs"] = dict(x=x.ptr, y=y.ptr, o=o.ptr, view=x[::1].ptr)
+    """)
+    ptr = got["ptrs"]
+    first = got["first"]["slots"]
+    assert got["again"] == got["first"] | dict(general=0)
+    assert got["alpha"]["slots"][0] != first[0] and got["alpha"]["slots"][1:] == first[1:]
+    assert got["new array"]["slots"][1] != ptr["x"] and got["new array"]["slots"][3:] == first[3:]
+    assert got["view"]["slots"][1] == ptr["view"] == ptr["x"]
+    assert got["stream"]["stream"] != 0 and got["after the stream"]["stream"] == 0
+    assert got["alias"] == "AliasError" and got["overflow"] == "LaunchError"
+    for label in ("after the stream", "after the alias", "after the overflow"):
+        assert got[label]["slots"] == got["alpha"]["slots"], label
+    assert got["reused"]["slots"][1] == got["x3"]
+    assert got["prefix after"] == got["prefix"] and got["prefix general"] == 0
+
+
+def test_parameters_named_like_the_launchers_own_names():
+    """`h` and `address` are the kernel's, not the launcher's; a parameter whose name starts
+    with "_" keeps the general path."""
+    got = run("""
+    import struct
+    from tests.fakecuda.kernels import fill
+    o = f32(1000)
+    for _ in range(3):
+        before = general_calls[0]
+        fill[4, 256](o, 7.5, 2.0, 0.25)
+        out.setdefault("general", []).append(general_calls[0] - before)
+        words = last_launch(5).slots[2:5]
+        out["scalars"] = [struct.unpack("f", struct.pack("I", w & 0xFFFFFFFF))[0] for w in words]
+    """)
+    assert got["scalars"] == [7.5, 2.0, 0.25]
+    assert got["general"] == [1, 1, 1]
+
+
+def test_another_threads_launch_leaves_this_threads_memo():
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    axpy[4, 256](2.0, x, y, o)
+    axpy[4, 256](2.0, x, y, o)
+    out["main"] = record()["slots"]
+    def work():
+        axpy[4, 256](3.0, y, x, o)
+        axpy[4, 256](3.0, y, x, o)
+        out["thread"] = record()["slots"]
+    thread = threading.Thread(target=work)
+    thread.start(); thread.join()
+    axpy[4, 256](2.0, x, y, o)
+    out["main again"] = record()["slots"]
+    """)
+    assert got["main again"] == got["main"] != got["thread"]

@@ -49,3 +49,12 @@ def keep_prefix(x, out, n, BLOCK: vg.constexpr):
     i = tile.bid(0)
     t = tile.load(x, index=(i,), shape=(BLOCK,))
     tile.store(out, index=(i,), tile=tile.where(tile.arange(BLOCK) < n, t, 0.0))
+
+
+@simt.kernel
+def fill(out, h, address, _scale):
+    """Parameters named like the generated launcher's locals (`h`, `address`) and one with
+    a leading underscore (which keeps the general path)."""
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = h + address * _scale

@@ -21,6 +21,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -30,6 +31,7 @@ from ..errors import BackendError, LaunchError
 from . import dlpack, driver, faults
 from .interop import ArrayInfo, _c_strides, byte_extent, describe
 
+_SERIALS = itertools.count(1 << 62)  # big: an int object of its own, which `is` compares
 _DEFAULT_DTYPE = T.float32  # as torch and CuPy kernels expect; NumPy's float64 is slow on GPUs
 
 
@@ -63,9 +65,13 @@ class Array(ArrayInfo):
     `kind` is what a launch checks of it, computed once: (dtype, device, rank, C order,
     unit inner stride, 16-byte aligned), one object per distinct kind (`runtime.fastpath`
     compares it by identity); `lo` and `hi` are the byte range [lo, hi) it can touch
-    (`interop.byte_extent`), which the launch-time alias check compares."""
+    (`interop.byte_extent`), which the launch-time alias check compares; `serial` is this
+    Array's own number, never given to another (a launcher remembers its last launch's
+    arrays by it, without keeping them alive).
 
-    __slots__ = ("kind", "lo", "hi")
+    An Array never changes after it is made: the launch checks rely on it."""
+
+    __slots__ = ("kind", "lo", "hi", "serial")
 
     def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: T.DType, device: int,
                  readonly: bool, keepalive):
@@ -74,6 +80,7 @@ class Array(ArrayInfo):
                 bool(strides) and strides[-1] == 1, ptr % 16 == 0)
         self.kind = _KINDS.setdefault(kind, kind)
         self.lo, self.hi = byte_extent(self)
+        self.serial = next(_SERIALS)
 
     # -- host transfer
 

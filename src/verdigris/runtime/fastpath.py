@@ -20,6 +20,13 @@ written view against itself; a `vg.Array` carries its byte range). Then it packs
 values with one `struct.pack_into` into this thread's preallocated slots and calls
 `cuLaunchKernel` once, with the address of a prebuilt `void*` array.
 
+A launcher whose arrays are all `vg.Array`s also remembers, per thread, what its slots hold
+(the memo: each array's `serial`, every other argument itself). A launch on the default
+stream with the same arrays and the very same other objects passed the same checks before
+(an Array never changes; an object is itself): it tests those identities, the fault flag,
+and launches the slots as they are. Any other launch checks and packs as above, then
+replaces the memo.
+
 Guarantees:
 - A launcher launches what the general path would for the same call, or hands the call
   unchanged to the launcher installed before it, and at the end of the chain to the general
@@ -27,8 +34,10 @@ Guarantees:
   strides differ from C order only on axes of extent 1 (no index moves along them) may use
   a C-contiguous array's launcher.
 - A launch allocates nothing but what the array libraries hand back (torch's shape tuple),
-  the empty dict of extra keywords Python makes for the call, and the driver call's result
-  tuple.
+  the empty dict of extra keywords Python makes for the call, the driver call's result
+  tuple and, when it packs, the memo's tuple.
+- Generated names (the launcher's globals and locals) all start with "_": a kernel with a
+  parameter named so keeps the general path.
 - At most MAX_CHAIN launchers per configuration; installing one more starts a new chain.
 - A launcher's source is compiled once per machine (`cache.code`; compiling it takes
   ~0.4 ms, a fifth of a disk-cache hit's first launch).
@@ -39,14 +48,13 @@ Guarantees:
 from __future__ import annotations
 
 import re
-import struct
 import threading
 from inspect import Parameter
 
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility
 from .interop import span
-from .module import CudaKernel
+from .module import PACK_ERRORS, CudaKernel
 
 MAX_CHAIN = 8
 _EMPTY = Parameter.empty
@@ -106,8 +114,8 @@ def install(launch, plan, num_warps) -> None:
     configuration (unless the chain already has one for them)."""
     kernel = launch.kernel
     names = [p.name for p in kernel.params]
-    if any(n in _RESERVED or n.startswith("_vg") for n in names):
-        return  # a generated signature could not use these names as they are
+    if any(n in _RESERVED or n.startswith("_") for n in names):
+        return  # the launcher's own names (globals and locals) all start with "_"
     values, infos = plan.values, plan.infos
     kinds = (plan.compiled, num_warps, plan.checked, plan.torch_args,
              tuple((type(v), getattr(v, "dtype", None)) for v in values))
@@ -140,12 +148,14 @@ class _Writer:
         self.passed_options = ", num_warps=num_warps" if tile else ""
         self.checks: list[str] = []
         self.launch: list[str] = []
+        # per parameter, what the memo of the last launch keeps of it (`_memo_keys`), or None
+        self.memo: list[str] | None = None
         # the values a divisibility fact holds for, tested together (`divisible_check`)
         self.grid_extents: list[str] = []
         self.grid_multiples: list[str] = []
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
                               _overlaps=_overlaps, _element_strides=interop._element_strides,
-                              _handle=streams.handle, _struct_error=struct.error)
+                              _handle=streams.handle, _pack_errors=PACK_ERRORS)
         self.check("_vg_more or _vg_named" + (
             "" if not tile else " or num_warps is not None" if num_warps is None
             else f" or num_warps != {num_warps!r}"))
@@ -186,8 +196,19 @@ class _Writer:
         down = (f"return _vg_next({passed}*_vg_more, stream=stream{self.passed_options}, "
                 "**_vg_named)")
         lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None{self.options}, "
-                 "**_vg_named):", "    try:"]
-        lines += ["        " + c.replace("{down}", down) for c in self.checks]
+                 "**_vg_named):", "    try:", "        " + self.checks[0].replace("{down}", down)]
+        checks, indent = self.checks[1:], "        "
+        if self.memo is not None:  # the same arguments as this thread's last launch: checked
+            lines += ["        _t = _local",
+                      f"        _address, {_items(f'_m{i}' for i in range(len(self.memo)))}"
+                      "= _t.memo",
+                      "        if stream is None and " + " and ".join(
+                          f"{key} is _m{i}" for i, key in enumerate(self.memo)) + ":",
+                      "            _h, _hit = 0, True",
+                      "        else:",
+                      "            _hit = False"]
+            indent = "            "
+        lines += [indent + c.replace("{down}", down) for c in checks]
         lines += ["    except _MISSES:", "        " + down]
         lines += ["    " + line.replace("{down}", down) for line in self.launch]
         self.source = "\n".join(lines) + "\n"
@@ -220,7 +241,17 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
     _alias_check(w, spec, facts)
     _stream(w, plan)
     own = type(plan.compiled).launch is not CudaKernel.launch
+    if not own and not plan.torch_args and all(f.extent is not None for f in facts.values()):
+        w.memo = _memo_keys(w.names, facts)
     _launch(w, plan, _abi_values(w, plan, facts, convert=not own), own)
+
+
+def _memo_keys(names: list, facts: dict) -> list:
+    """What a launch whose arrays are all `vg.Array`s remembers of each argument: an
+    array's serial (an Array never changes, so its serial stands for every fact the checks
+    read of it), any other argument itself (compared by identity: the same object passes
+    the same checks)."""
+    return [f"{name}.serial" if i in facts else name for i, name in enumerate(names)]
 
 
 _GUARD_ATOMS = re.compile(r"infos\[(\d+)\]\.shape\[(\d+)\]|values\[(\d+)\]|(grid|block)\[(\d)\]")
@@ -255,7 +286,7 @@ class _Facts:
         self.itemsize, self.contiguous, self.extent = itemsize, contiguous, extent
 
 
-def _items(names: list) -> str:
+def _items(names) -> str:
     return "".join(n + ", " for n in names)
 
 
@@ -266,7 +297,7 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
     extractor = interop.extractor(type(value))
     kind, subject = _ARRAY if type(value) is Array else _KINDS.get(extractor), name
     if kind is None:  # any other array type: extract an ArrayInfo, then check that
-        kind, subject = _GENERIC, f"x{i}"
+        kind, subject = _GENERIC, f"_x{i}"
         w.env[f"_ex{i}"] = extractor
         w.check(f"type({name}) is not _ty{i}")
         w.checks.append(f"{subject} = _ex{i}({name})")
@@ -275,11 +306,11 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
         # torch and CuPy dtypes are the libraries' own objects; the others, verdigris DTypes
         w.env[f"_dt{i}"] = value.dtype if kind["library_dtype"] else info.dtype
     size = info.dtype.itemsize
-    shapes = [f"n{i}_{k}" for k in range(ndim)]
+    shapes = [f"_n{i}_{k}" for k in range(ndim)]
     fmt = dict(a=subject, i=i, size=size, c_bytes=_items(_c_strides(shapes, size)),
                c_elements=_items(_c_strides(shapes, 1)))
     w.check(kind["check"].format(**fmt))
-    ptr = f"p{i}"
+    ptr = f"_p{i}"
     w.checks.append(f"{ptr} = {kind['ptr'].format(**fmt)}")
     if ndim:
         w.checks.append(f"{_items(shapes)}= {kind['shape'].format(**fmt)}")
@@ -294,7 +325,7 @@ def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
             w.check(kind["contiguous"].format(**fmt))
         strides = _c_strides(shapes, 1)
     else:
-        strides = [f"t{i}_{k}" for k in range(ndim)]
+        strides = [f"_t{i}_{k}" for k in range(ndim)]
         w.checks.append(f"{_items(strides)}= {kind['strides'].format(**fmt)}")
         if not in_kind:
             w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
@@ -330,23 +361,23 @@ def _alias_check(w: _Writer, spec, facts: dict) -> None:
         return
     for i, f in facts.items():
         if f.extent is not None:  # computed when the array was made
-            w.checks.append(f"hi{i} = {f.extent[1]}" if f.contiguous
-                            else f"lo{i}, hi{i} = {f.extent[0]}, {f.extent[1]}")
+            w.checks.append(f"_hi{i} = {f.extent[1]}" if f.contiguous
+                            else f"_lo{i}, _hi{i} = {f.extent[0]}, {f.extent[1]}")
         elif f.contiguous:  # its range starts at its pointer
             count = " * ".join(f.shapes + [str(f.itemsize)])
-            w.checks.append(f"hi{i} = {f.ptr} + {count}")
+            w.checks.append(f"_hi{i} = {f.ptr} + {count}")
         else:
-            w.checks.append(f"lo{i}, hi{i} = _span({f.ptr}, ({_items(f.shapes)}), "
+            w.checks.append(f"_lo{i}, _hi{i} = _span({f.ptr}, ({_items(f.shapes)}), "
                             f"({_items(f.strides)}), {f.itemsize})")
-    lo = {i: f.ptr if f.contiguous else f"lo{i}" for i, f in facts.items()}
+    lo = {i: f.ptr if f.contiguous else f"_lo{i}" for i, f in facts.items()}
     for wi in spec.written_slots:
         f = facts[wi]
         if not f.contiguous:
             w.check(f"_overlaps(({_items(f.shapes)}), ({_items(f.strides)}))")
-        others = " or ".join(f"({lo[o]} < hi{wi} and {lo[wi]} < hi{o} and {lo[o]} < hi{o})"
+        others = " or ".join(f"({lo[o]} < _hi{wi} and {lo[wi]} < _hi{o} and {lo[o]} < _hi{o})"
                              for o in facts if o != wi)
         if others:
-            w.check(f"{lo[wi]} < hi{wi} and ({others})")
+            w.check(f"{lo[wi]} < _hi{wi} and ({others})")
 
 
 def _stream(w: _Writer, plan) -> None:
@@ -354,7 +385,7 @@ def _stream(w: _Writer, plan) -> None:
     if plan.torch_args:
         w.env["_torch_stream"] = streams.torch_current_function()
         default = "_torch_stream(_DEV)"
-    w.checks.append(f"h = {default} if stream is None else stream if type(stream) is int "
+    w.checks.append(f"_h = {default} if stream is None else stream if type(stream) is int "
                     "else _handle(stream)")
 
 
@@ -388,23 +419,45 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
                      _FLAG=faults.FLAG, _pending=faults.raise_pending,
                      _fault_block=faults.block_address(plan.device))
         w.launch += ["if _record[_FLAG]: _pending(_DEV)",
-                     f"_own_launch({tuple(g)}, {tuple(b)}, ({_items(abi)}_fault_block,), h)"]
+                     f"_own_launch({tuple(g)}, {tuple(b)}, ({_items(abi)}_fault_block,), _h)"]
         return
-    w.env.update(_local=threading.local(), _buffers=compiled.packer.new_buffers,
+    keys = len(w.memo) if w.memo is not None else 0
+    w.env.update(_local=_PerThread(compiled.packer.new_buffers, keys),
                  _pack_into=compiled.packer.pack_into, _cu_launch=compiled.raw_launch,
                  _F=compiled.function, _record=faults.flag_view(plan.device),
                  _FLAG=faults.FLAG, _pending=faults.raise_pending,
                  _failed=compiled.launch_failed, _fault_block=faults.block_address(plan.device))
+    if w.memo is None:
+        w.launch += ["if _record[_FLAG]: _pending(_DEV)", "_t = _local",
+                     "try:", f"    _pack_into(_t.slots, 0, {_items(abi)}_fault_block)",
+                     "except _pack_errors:", "    {down}",
+                     "_address = _t.address"]
+    else:  # a miss packs, then remembers what the slots hold
+        w.launch += ["if _record[_FLAG]: _pending(_DEV)",
+                     "if not _hit:",
+                     "    try:", f"        _pack_into(_t.slots, 0, {_items(abi)}_fault_block)",
+                     "    except _pack_errors:",
+                     "        _t.memo = _t.cleared  # some slots may have changed",
+                     "        {down}",
+                     f"    _t.memo = (_address, {_items(w.memo)}) if stream is None "
+                     "else _t.cleared"]
     w.launch += [
-        "try:", "    slots, address = _local.buffers",
-        "except AttributeError:", "    slots, address = _local.buffers = _buffers()",
-        "if _record[_FLAG]: _pending(_DEV)",
-        "try:", f"    _pack_into(slots, 0, {_items(abi)}_fault_block)",
-        "except _struct_error:", "    {down}",
-        f"err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, h, "
-        "address, 0)",
-        f"if err: _failed(err, {tuple(g)}, {tuple(b)}, address, h, 0)",
+        f"_err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, _h, "
+        "_address, 0)",
+        f"if _err: _failed(_err, {tuple(g)}, {tuple(b)}, _address, _h, 0)",
     ]
+
+
+class _PerThread(threading.local):
+    """One launcher's memory in one thread: the packed-argument slots and their `void*`
+    array's address (`ArgPacker.new_buffers`), and the memo of what the slots hold: the
+    address, then per argument the argument itself or a `vg.Array`'s serial
+    (`_memo_keys`); `cleared` (the address, then keys that match nothing) until then."""
+
+    def __init__(self, new_buffers, keys: int):
+        self.slots, self.address = new_buffers()
+        self.cleared = (self.address,) + (object(),) * keys
+        self.memo = self.cleared
 
 
 def _overlaps(shape: tuple, strides: tuple) -> bool:

@@ -71,6 +71,10 @@ def scalar_converter(dtype: T.DType):
     return None if to_bits is None else to_bits(dtype)
 
 
+# what packing a value its slot cannot hold raises (a float beyond float32 overflows)
+PACK_ERRORS = (struct.error, OverflowError)
+
+
 class ArgPacker:
     """The argument layout of one specialization; `pack(values)` returns a `void**` address.
 
@@ -105,7 +109,7 @@ class ArgPacker:
         slots, address = buffers
         try:
             self.pack_into(slots, 0, *values)
-        except struct.error:
+        except PACK_ERRORS:
             raise self._explain(values) from None
         return address
 
@@ -127,7 +131,7 @@ class ArgPacker:
         for p, value in zip(self.abi, values):
             try:
                 struct.pack("=" + _FORMAT[p.dtype.name], value)
-            except struct.error:
+            except PACK_ERRORS:
                 return LaunchError(f"argument {p.symbol} = {value!r} does not fit "
                                    f"{p.dtype.name}")
         return LaunchError("the arguments could not be packed")
