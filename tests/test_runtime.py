@@ -280,6 +280,50 @@ def test_array_is_its_own_array_info():
     assert cai["strides"] == (6, 4) and cai["typestr"] == "<i2" and cai["version"] == 3
 
 
+def test_memory_owners_refuse_to_be_copied():
+    """An owner frees its memory when the last view is gone: a copy would free it twice."""
+    import copy
+    import pickle
+
+    for owner in (arrays._Allocation(0, 0), dlpack._Imported(0, None)):
+        for duplicate in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="owns device memory"):
+                duplicate(owner)
+
+
+def test_array_copies_copy_the_data():
+    """copy.copy, copy.deepcopy, pickling and a.copy() of a vg.Array (a view too) give new
+    memory holding the same values, each freed once (the fake driver aborts on a double
+    free)."""
+    from tests import fakecuda
+
+    if fakecuda.library_dir() is None:
+        pytest.skip("needs a C compiler")
+    pytest.importorskip("cuda.bindings.driver")
+    done = fakecuda.run("""
+import copy, gc, pickle
+import numpy as np
+import verdigris as vg
+a = vg.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+for make in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x)),
+             lambda x: x.copy(), lambda x: x[:, ::2].copy(), lambda x: x[:0].copy()):
+    b = make(a)
+    assert b.ptr != a.ptr or b.size == 0
+    print(np.asarray(b).tolist())
+    del b
+    gc.collect()
+del a
+gc.collect()
+print("freed")
+""")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    whole = np.arange(12.0).reshape(3, 4).tolist()
+    assert lines[:6] == [str(whole)] * 4 + [str(np.arange(12.0).reshape(3, 4)[:, ::2].tolist()),
+                                            "[]"]
+    assert lines[6] == "freed"
+
+
 # ----------------------------------------------------------------------------- cpu backend
 
 
@@ -366,6 +410,9 @@ def test_arg_packer_names_the_value_that_does_not_fit():
         packer.pack([300, 0, 1, 1, 1, 0, 1, 1])
     with pytest.raises(LaunchError, match="3 argument values for 8"):
         packer.pack([1, 2, 3])
+    floats = ArgPacker(abi_params(scalar_kernel([T.float32])))
+    with pytest.raises(LaunchError, match="s0 = 1e\\+300 does not fit float32"):
+        floats.pack([1e300, 0, 1, 1, 1, 0, 1, 1])
 
 
 def test_arg_packer_buffers_are_per_thread():

@@ -143,9 +143,14 @@ CUresult cuMemAlloc(unsigned long long *dptr, size_t bytes) {
 }
 CUresult cuMemFree(unsigned long long dptr) {
     for (int i = 0; i < 4096; i++)
-        if (allocations[i].ptr == dptr) allocations[i].ptr = 0;
-    free((void *)(uintptr_t)dptr);
-    return OK;
+        if (allocations[i].ptr == dptr) {
+            allocations[i].ptr = 0;
+            free((void *)(uintptr_t)dptr);
+            return OK;
+        }
+    /* the real driver returns an error; a test wants to hear of it at once */
+    fprintf(stderr, "fakecuda: cuMemFree(%#llx) of memory not allocated (freed twice?)\n", dptr);
+    abort();
 }
 CUresult cuMemcpyHtoD(unsigned long long dst, const void *src, size_t n) {
     memcpy((void *)(uintptr_t)dst, src, n);

@@ -205,6 +205,20 @@ def test_views_copy_back_like_numpy(rng):
         np.testing.assert_array_equal(device[key].numpy(), host[key])
 
 
+def test_copies_are_new_memory_with_the_same_values(rng):
+    import copy
+    import pickle
+
+    host = rng.standard_normal((33, 40)).astype(np.float32)
+    device = arrays.asarray(host)
+    for make, want in ((copy.copy, host), (copy.deepcopy, host), (lambda a: a.copy(), host),
+                       (lambda a: pickle.loads(pickle.dumps(a)), host),
+                       (lambda a: a[1:, ::3].copy(), host[1:, ::3])):
+        got = make(device)
+        assert got.ptr != device.ptr and got.is_c_contiguous
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
 # ----------------------------------------------------------------------------- torch
 
 

@@ -12,7 +12,8 @@ Guarantees:
 - `Array.strides` are in *elements* (as the kernel ABI uses them), not bytes as in NumPy.
 - An `Array` is its own `interop.ArrayInfo`, so describing one at a launch costs nothing.
 - Views (`a[1:, ::2]`, DLPack and `__cuda_array_interface__` imports) keep the memory they
-  view alive; memory is freed when the last view is gone.
+  view alive; memory is freed when the last view is gone, once: `a.copy()`, `copy.copy`,
+  `copy.deepcopy` and pickling copy the data into new memory.
 - Copies to and from the host and `zeros` are ordered on the legacy default stream, and
   `numpy()` returns once the data is on the host; like `vg.synchronize()`, it raises
   `BoundsError` for an out-of-bounds access a kernel recorded (`faults`).
@@ -29,13 +30,13 @@ import numpy as np
 from .. import types as T
 from ..errors import BackendError, LaunchError
 from . import dlpack, driver, faults
-from .interop import ArrayInfo, _c_strides, byte_extent, describe
+from .interop import ArrayInfo, MemoryOwner, _c_strides, byte_extent, describe
 
 _SERIALS = itertools.count(1 << 62)  # big: an int object of its own, which `is` compares
 _DEFAULT_DTYPE = T.float32  # as torch and CuPy kernels expect; NumPy's float64 is slow on GPUs
 
 
-class _Allocation:
+class _Allocation(MemoryOwner):
     """Owns device memory from cuMemAlloc; frees it when the last view is gone."""
 
     __slots__ = ("ptr", "nbytes", "device")
@@ -101,6 +102,31 @@ class Array(ArrayInfo):
             tuple(s * itemsize for s in self.strides))
         out[...] = view
         return out
+
+    def copy(self) -> "Array":
+        """A C-contiguous copy in new memory on the same device (writable, whatever this
+        one is), ordered like the host copies."""
+        out = empty(self.shape, self.dtype, device=self.device)
+        if not out.nbytes:
+            return out
+        if self.is_c_contiguous:
+            driver.activate(self.device)
+            driver.check(driver.api().cuMemcpyDtoD(out.ptr, self.ptr, out.nbytes),
+                         "cuMemcpyDtoD")
+        else:
+            _copy_to_device(out, self.numpy())
+        return out
+
+    # copy.copy, copy.deepcopy and pickle copy the data, as NumPy and CuPy do (the memory
+    # has one owner: a copied owner would free it twice)
+    def __copy__(self) -> "Array":
+        return self.copy()
+
+    def __deepcopy__(self, memo) -> "Array":
+        return self.copy()
+
+    def __reduce__(self):
+        return _from_host, (self.numpy(), self.device)
 
     def __array__(self, dtype=None, copy=None):
         """`np.asarray(a)`: a host copy, so code reads the same on both backends."""
@@ -278,11 +304,21 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
         obj = array.numpy()  # a dtype conversion: done on the host, then copied back
     host = np.ascontiguousarray(obj, None if dtype is None else dtype.np)
     out = empty(host.shape, T.from_numpy(host.dtype) if dtype is None else dtype, device=device)
+    _copy_to_device(out, host)
+    return out
+
+
+def _copy_to_device(out: Array, host: np.ndarray) -> None:
+    """Copy C-contiguous `host` into C-contiguous `out` of the same size."""
     if host.nbytes:
-        driver.activate(device)
+        driver.activate(out.device)
         driver.check(driver.api().cuMemcpyHtoD(out.ptr, host.ctypes.data, host.nbytes),
                      "cuMemcpyHtoD")
-    return out
+
+
+def _from_host(host: np.ndarray, device: int) -> Array:
+    """An unpickled Array: its data copied back to `device`."""
+    return asarray(host, device=device)
 
 
 def from_dlpack(obj):

@@ -19,7 +19,7 @@ import ctypes
 
 from .. import types as T
 from ..errors import LaunchError
-from .interop import ArrayInfo, _c_strides
+from .interop import ArrayInfo, MemoryOwner, _c_strides
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _HOST_DEVICES = (KDL_CPU, KDL_CUDA_HOST)
@@ -114,7 +114,7 @@ def export(info: ArrayInfo, owner) -> object:
     return _capsule_new(address, _NAME, _CAPSULE_DESTRUCTOR)
 
 
-class _Imported:
+class _Imported(MemoryOwner):
     """Owns a consumed DLManagedTensor: calls its deleter when the last view is gone."""
 
     __slots__ = ("address", "deleter")

@@ -30,6 +30,18 @@ from .. import types as T
 from ..errors import LaunchError
 
 
+class MemoryOwner:
+    """Base of the objects that free memory when the last view of it is gone (an
+    ArrayInfo's `keepalive`). There is one per piece of memory: a copy would free it a
+    second time, so copying or pickling one is refused."""
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"{type(self).__name__} owns device memory: it cannot be copied or "
+                        "pickled (copy the array instead: a.copy())")
+
+
 class ArrayInfo:
     """One array view: where it starts and how it is laid out. Treat as immutable."""
 
