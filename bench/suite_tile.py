@@ -7,11 +7,12 @@ vector add float32 and bfloat16 (2^20..2^28), softmax float32 (N x 4096) and bfl
 (`verdigris.examples.tile_*`) in the configurations `bench/tile_bench.py` tries (the suite
 keeps the best); Triton's kernels, and the LayerNorm variant with the weights loaded
 first, are `bench/tile_bench.py`'s own (loaded only where Triton is installed: that script
-imports it); torch's are its library calls. Every implementation is checked against a
+imports it); cuTile Python's are `bench/tile_cutile.py`'s (only where cuda.tile is
+installed); torch's are its library calls. Every implementation is checked against a
 float64 reference (for the transposes, the exact one) before it is timed. Throughput
 counts bytes read + written per call.
 
-Needs torch (the cases are skipped without it); Triton is optional.
+Needs torch (the cases are skipped without it); Triton and cuTile Python are optional.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from verdigris.benchsuite import case, checked, has, load_script, returning
 
 TILE_BENCH = Path(__file__).with_name("tile_bench.py")
+TILE_CUTILE = Path(__file__).with_name("tile_cutile.py")
 EPS = 1e-5
 VECTOR_SIZES = [1 << k for k in (20, 22, 24, 26, 28)]
 
@@ -28,6 +30,11 @@ def _tile_bench():
     """bench/tile_bench.py's module (Triton kernels and a LayerNorm variant), or None
     without Triton."""
     return load_script(TILE_BENCH) if has("triton") else None
+
+
+def _cutile():
+    """bench/tile_cutile.py's module (cuTile Python kernels), or None without cuda.tile."""
+    return load_script(TILE_CUTILE) if has("cutile") else None
 
 
 def _fused(kernel):
@@ -67,6 +74,10 @@ def _add_case(dtype_name: str):
                 lambda block=block, warps=warps: tb.tr_add[(vg.cdiv(n, block),)](
                     a, b, out, n, BLOCK=block, num_warps=warps), out, want, rtol)
                 for block, warps in ((1024, 4), (4096, 8))}
+        cutile = _cutile()
+        if cutile:
+            impls["cutile"] = {f"TILE={tile}": checked(cutile.launch_add(a, b, out, tile), out,
+                                                       want, rtol) for tile in (1024, 4096)}
         return impls
 
     return setup
@@ -99,6 +110,9 @@ def _softmax_case(dtype_name: str, warps: tuple):
             impls["triton"] = {f"{w} warps": checked(
                 lambda w=w: tb.tr_softmax[(rows,)](x, out, cols, cols, BLOCK=cols, num_warps=w),
                 out, want, rtol) for w in warps}
+        cutile = _cutile()
+        if cutile:
+            impls["cutile"] = checked(cutile.launch_softmax(x, out), out, want, rtol)
         return impls
 
     return setup
@@ -148,6 +162,9 @@ def bench_layernorm(size):
             lambda nw=nw: tb.tr_layernorm[(rows,)](x, w, b, out, cols, cols, EPS, BLOCK=cols,
                                                    num_warps=nw), out, want, 1e-2)
             for nw in (4, 8, 16)}
+    cutile = _cutile()
+    if cutile:
+        impls["cutile"] = checked(cutile.launch_layernorm(x, w, b, out, EPS), out, want, 1e-2)
     return impls
 
 
@@ -173,6 +190,9 @@ def bench_rmsnorm(size):
             lambda nw=nw: tb.tr_rmsnorm[(rows,)](x, w, out, cols, cols, EPS, BLOCK=cols,
                                                  num_warps=nw), out, want, 1e-2)
             for nw in (4, 8, 16)}
+    cutile = _cutile()
+    if cutile:
+        impls["cutile"] = checked(cutile.launch_rmsnorm(x, w, out, EPS), out, want, 1e-2)
     return impls
 
 
@@ -197,6 +217,10 @@ def bench_row_sum(size):
             lambda block=block, nw=nw: tb.tr_row_sum[(rows,)](x, out, cols, cols, BLOCK=block,
                                                               num_warps=nw), out, want, 1e-5)
             for block, nw in ((4096, 8), (2048, 4))}
+    cutile = _cutile()
+    if cutile:
+        impls["cutile"] = {f"BLOCK={block}": checked(cutile.launch_row_sum(x, out, block), out,
+                                                     want, 1e-5) for block in (1024, 4096)}
     return impls
 
 
@@ -223,4 +247,8 @@ def bench_transpose(size):
             lambda blk=blk, nw=nw: tb.tr_transpose[(vg.cdiv(rows, blk), vg.cdiv(cols, blk))](
                 x, out, rows, cols, BM=blk, BN=blk, num_warps=nw), out, want, 0)
             for blk, nw in ((64, 4), (64, 8), (32, 4))}
+    cutile = _cutile()
+    if cutile:
+        impls["cutile"] = {f"{blk}x{blk}": checked(cutile.launch_transpose(x, out, blk), out,
+                                                   want, 0) for blk in (32, 64)}
     return impls
