@@ -112,7 +112,8 @@ def _softmax_case(dtype_name: str, warps: tuple):
                 out, want, rtol) for w in warps}
         cutile = _cutile()
         if cutile:
-            impls["cutile"] = checked(cutile.launch_softmax(x, out), out, want, rtol)
+            impls["cutile"] = {label: checked(launch, out, want, rtol)
+                               for label, launch in cutile.softmax_variants(x, out).items()}
         return impls
 
     return setup
@@ -164,7 +165,8 @@ def bench_layernorm(size):
             for nw in (4, 8, 16)}
     cutile = _cutile()
     if cutile:
-        impls["cutile"] = checked(cutile.launch_layernorm(x, w, b, out, EPS), out, want, 1e-2)
+        impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in
+                           cutile.layernorm_variants(x, w, b, out, EPS).items()}
     return impls
 
 
@@ -192,7 +194,8 @@ def bench_rmsnorm(size):
             for nw in (4, 8, 16)}
     cutile = _cutile()
     if cutile:
-        impls["cutile"] = checked(cutile.launch_rmsnorm(x, w, out, EPS), out, want, 1e-2)
+        impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in
+                           cutile.rmsnorm_variants(x, w, out, EPS).items()}
     return impls
 
 
