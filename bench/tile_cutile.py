@@ -121,7 +121,7 @@ def transpose(x, out, T: ConstInt):
     ct.store(out, index=(j, i), tile=ct.transpose(ct.load(x, index=(i, j), shape=(T, T))))
 
 
-OCCUPANCY = (None, 2, 4, 8, 16)  # cuTile's hint: active blocks per SM (None: its own choice)
+OCCUPANCY = (None, 2, 4)  # cuTile's hint: active blocks per SM (None: its own choice)
 ROW_BLOCKS = (1024, 2048)  # the chunked row kernels' column chunks
 
 
@@ -160,10 +160,8 @@ def rmsnorm_variants(x, w, out, eps: float) -> dict:
     return _row_variants(rmsnorm, rmsnorm_chunked, x, w, out, eps)
 
 
-def row_sum_variants(x, out) -> dict:
-    return {f"BLOCK={block}, occupancy {o or 'auto'}": _launch(
-        (x.shape[0],), _hinted(row_sum, o), x, out, block)
-        for block in (1024, 4096) for o in (None, 4, 8)}
+def launch_row_sum(x, out, block: int):
+    return _launch((x.shape[0],), row_sum, x, out, block)
 
 
 def launch_transpose(x, out, tile: int):
