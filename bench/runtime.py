@@ -5,7 +5,8 @@ over interleaved rounds of BATCH launches, the device synchronized between round
 timed). Ours for two kernels, axpy (three arrays and a scalar) and one of sixteen arguments
 (nine arrays, seven scalars), each with torch tensors, CuPy arrays and vg.Arrays, the alias
 check and every other launch check included (vg.Arrays also launched from two sets in turn,
-so that no launch repeats the last one's arguments: `runtime.fastpath`'s memo never hits);
+a stencil's ping-pong, and from three, where `runtime.fastpath`'s memo of the last two
+launches never hits);
 beside: the raw floor (`cuLaunchKernel`
 through cuda-bindings on our compiled axpy with its arguments packed once), CuPy's
 RawKernel (the same axpy in CUDA C), torch (`torch.add(x, y, out=)`) and Triton (an axpy).
@@ -192,7 +193,8 @@ def launch_variants(work: str) -> dict:
     host = [rng.standard_normal(N).astype(np.float32) for _ in range(9)]
     kinds = {"vg.Array": [vg.asarray(h) for h in host],
              "torch": [torch.from_numpy(h).cuda() for h in host]}
-    others = [vg.asarray(h) for h in host]  # a second set of vg.Arrays, launched in turn
+    # more sets of vg.Arrays, launched in turn with the first
+    others = [[vg.asarray(h) for h in host] for _ in range(2)]
     try:
         import cupy
 
@@ -214,12 +216,14 @@ def launch_variants(work: str) -> dict:
         variants[f"ours 16 args ({kind})"] = (
             lambda sixteen=sixteen, ins=ins, out=out:
             sixteen[1, 256](*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
-        if kind == "vg.Array":  # each launch with other arrays than the last: no memo hit
-            variants["ours axpy (vg.Array, two sets in turn)"] = in_turn(
-                lambda a: axpy[1, 256](2.0, a[0], a[1], a[8]), arrays, others)
-            variants["ours 16 args (vg.Array, two sets in turn)"] = in_turn(
-                lambda a: sixteen[1, 256](*a[:8], 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, a[8]),
-                arrays, others)
+        if kind == "vg.Array":
+            for count, sets in (("two", 2), ("three", 3)):
+                chosen = [arrays] + others[:sets - 1]
+                variants[f"ours axpy (vg.Array, {count} sets in turn)"] = in_turn(
+                    lambda a, axpy=axpy: axpy[1, 256](2.0, a[0], a[1], a[8]), chosen)
+                variants[f"ours 16 args (vg.Array, {count} sets in turn)"] = in_turn(
+                    lambda a, sixteen=sixteen: sixteen[1, 256](
+                        *a[:8], 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, a[8]), chosen)
     for name, launch in list(variants.items()):  # compile, check, install the launchers
         try:
             launch()
@@ -255,13 +259,13 @@ def launch_variants(work: str) -> dict:
     return variants
 
 
-def in_turn(launch_on, first, second):
-    """A variant making two launches per call, on `first` then on `second` (`measure`
-    counts per launch)."""
+def in_turn(launch_on, sets):
+    """A variant making one launch per set of arrays per call, in turn (`measure` counts
+    per launch)."""
     def launch():
-        launch_on(first)
-        launch_on(second)
-    launch.launches = 2
+        for arrays in sets:
+            launch_on(arrays)
+    launch.launches = len(sets)
     return launch
 
 

@@ -293,11 +293,12 @@ def test_the_memo_of_the_last_launch_never_launches_stale_slots():
     x3 = f32(1000)
     out["reused"] = slots(2.5, x3, y, o)
     out["x3"] = x3.ptr
-    a, b, big = f32(4096), f32(4096), f32(4096 * 2)
-    keep_prefix[4](a, b, 992, BLOCK=1024)
-    keep_prefix[4](a, b, 992, BLOCK=1024)
+    a, b, a2, b2, big = f32(4096), f32(4096), f32(4096), f32(4096), f32(4096 * 2)
+    keep_prefix[4](a, b, 992, BLOCK=1024)  # the general path
+    keep_prefix[4](a, b, 992, BLOCK=1024)  # packs the first set of slots
     out["prefix"] = last_launch(6).slots  # x, its extent, out, its extent, n, faults
-    try:  # n does not fit int64: the pack fails after the arrays' slots changed
+    keep_prefix[4](a2, b2, 992, BLOCK=1024)  # packs the second
+    try:  # n does not fit int64: packing the first set again fails after its arrays' slots
         keep_prefix[4](big, b, 2**70, BLOCK=1024)
     except vg.LaunchError:
         pass
@@ -355,3 +356,32 @@ def test_another_threads_launch_leaves_this_threads_memo():
     out["main again"] = record()["slots"]
     """)
     assert got["main again"] == got["main"] != got["thread"]
+
+
+def test_a_loop_over_two_sets_of_arrays_launches_without_packing():
+    """A stencil's ping-pong (a -> b, then b -> a) hits the memo at every launch; a third
+    set packs into the set packed longest ago, and every launch has its own arrays."""
+    got = run("""
+    x, y, o1, o2, o3 = (f32(1000) for _ in range(5))
+    def launch(o):
+        axpy[4, 256](2.0, x, y, o)
+        return record()["slots"][5]
+    launch(o1)
+    packs = [0]
+    launcher = axpy[4, 256]
+    pack = launcher.__globals__["_pack_into"]
+    def counting(*args):
+        packs[0] += 1
+        return pack(*args)
+    launcher.__globals__["_pack_into"] = counting
+    out["outs"] = [launch(o) for o in (o1, o2, o1, o2, o1, o2)]
+    out["packs in the loop"] = packs[0]
+    out["third"] = [launch(o) for o in (o3, o1, o3, o2)]
+    out["packs after"] = packs[0]
+    out["ptrs"] = [o.ptr for o in (o1, o2, o3)]
+    """)
+    p1, p2, p3 = got["ptrs"]
+    assert got["outs"] == [p1, p2] * 3 and got["packs in the loop"] == 2
+    assert got["third"] == [p3, p1, p3, p2]
+    # o3 packs over o1's set, o1 then over o2's, o3 hits, o2 packs over o3's
+    assert got["packs after"] == 2 + 3

@@ -20,12 +20,14 @@ written view against itself; a `vg.Array` carries its byte range). Then it packs
 values with one `struct.pack_into` into this thread's preallocated slots and calls
 `cuLaunchKernel` once, with the address of a prebuilt `void*` array.
 
-A launcher whose arrays are all `vg.Array`s also remembers, per thread, what its slots hold
-(the memo: each array's `serial`, every other argument itself). A launch on the default
-stream with the same arrays and the very same other objects passed the same checks before
-(an Array never changes; an object is itself): it tests those identities, the fault flag,
-and launches the slots as they are. Any other launch checks and packs as above, then
-replaces the memo.
+A launcher whose arrays are all `vg.Array`s has two sets of slots per thread and remembers
+what each holds (the memo: each array's `serial`, every other argument itself). A launch
+on the default stream with the same arrays and the very same other objects as one of the
+two passed the same checks then (an Array never changes; an object is itself): it tests
+those identities, the fault flag, and launches those slots as they are. So do the
+launches of a loop that alternates between two sets of arrays (a stencil's ping-pong).
+Any other launch checks and packs as above, into the set used longest ago, and replaces
+its memo.
 
 Guarantees:
 - A launcher launches what the general path would for the same call, or hands the call
@@ -148,7 +150,7 @@ class _Writer:
         self.passed_options = ", num_warps=num_warps" if tile else ""
         self.checks: list[str] = []
         self.launch: list[str] = []
-        # per parameter, what the memo of the last launch keeps of it (`_memo_keys`), or None
+        # per parameter, what the memo of a launch keeps of it (`_memo_keys`), or None
         self.memo: list[str] | None = None
         # the values a divisibility fact holds for, tested together (`divisible_check`)
         self.grid_extents: list[str] = []
@@ -198,16 +200,18 @@ class _Writer:
         lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None{self.options}, "
                  "**_vg_named):", "    try:", "        " + self.checks[0].replace("{down}", down)]
         checks, indent = self.checks[1:], "        "
-        if self.memo is not None:  # the same arguments as this thread's last launch: checked
-            lines += ["        _t = _local",
-                      f"        _address, {_items(f'_m{i}' for i in range(len(self.memo)))}"
-                      "= _t.memo",
-                      "        if stream is None and " + " and ".join(
-                          f"{key} is _m{i}" for i, key in enumerate(self.memo)) + ":",
-                      "            _h, _hit = 0, True",
-                      "        else:",
-                      "            _hit = False"]
-            indent = "            "
+        if self.memo is not None:  # the arguments of one of this thread's last two launches
+            # (checked then): its slots are launched as they are
+            unpack = f"_address, {_items(f'_m{i}' for i in range(len(self.memo)))}= _memos"
+            same = "if " + " and ".join(["stream is None"] + [
+                f"{key} is _m{i}" for i, key in enumerate(self.memo)]) + ":"
+            lines += ["        _t = _local", "        _memos = _t.memos",
+                      f"        {unpack}[0]", f"        {same}", "            _h, _hit = 0, True",
+                      "        else:", f"            {unpack}[1]", f"            {same}",
+                      "                _memos.reverse()  # the last used first",
+                      "                _h, _hit = 0, True", "            else:",
+                      "                _hit = False"]
+            indent = "                "
         lines += [indent + c.replace("{down}", down) for c in checks]
         lines += ["    except _MISSES:", "        " + down]
         lines += ["    " + line.replace("{down}", down) for line in self.launch]
@@ -421,26 +425,28 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
         w.launch += ["if _record[_FLAG]: _pending(_DEV)",
                      f"_own_launch({tuple(g)}, {tuple(b)}, ({_items(abi)}_fault_block,), _h)"]
         return
-    keys = len(w.memo) if w.memo is not None else 0
+    keys = len(w.memo) if w.memo is not None else None
     w.env.update(_local=_PerThread(compiled.packer.new_buffers, keys),
                  _pack_into=compiled.packer.pack_into, _cu_launch=compiled.raw_launch,
                  _F=compiled.function, _record=faults.flag_view(plan.device),
                  _FLAG=faults.FLAG, _pending=faults.raise_pending,
                  _failed=compiled.launch_failed, _fault_block=faults.block_address(plan.device))
+    pack = f"_pack_into(_slots, 0, {_items(abi)}_fault_block)"
     if w.memo is None:
-        w.launch += ["if _record[_FLAG]: _pending(_DEV)", "_t = _local",
-                     "try:", f"    _pack_into(_t.slots, 0, {_items(abi)}_fault_block)",
-                     "except _pack_errors:", "    {down}",
-                     "_address = _t.address"]
-    else:  # a miss packs, then remembers what the slots hold
+        w.launch += ["if _record[_FLAG]: _pending(_DEV)", "_slots, _address = _local.entries[0]",
+                     "try:", f"    {pack}", "except _pack_errors:", "    {down}"]
+    else:  # a miss packs into the slots used longest ago, then remembers what they hold
         w.launch += ["if _record[_FLAG]: _pending(_DEV)",
                      "if not _hit:",
-                     "    try:", f"        _pack_into(_t.slots, 0, {_items(abi)}_fault_block)",
+                     "    _address = _memos[1][0]",
+                     "    _slots = _t.slots[_address]",
+                     "    try:", f"        {pack}",
                      "    except _pack_errors:",
-                     "        _t.memo = _t.cleared  # some slots may have changed",
+                     "        _memos[1] = _t.cleared[_address]  # some slots may have changed",
                      "        {down}",
-                     f"    _t.memo = (_address, {_items(w.memo)}) if stream is None "
-                     "else _t.cleared"]
+                     "    _memos[1] = _memos[0]",
+                     f"    _memos[0] = (_address, {_items(w.memo)}) if stream is None "
+                     "else _t.cleared[_address]"]
     w.launch += [
         f"_err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, _h, "
         "_address, 0)",
@@ -449,15 +455,19 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
 
 
 class _PerThread(threading.local):
-    """One launcher's memory in one thread: the packed-argument slots and their `void*`
-    array's address (`ArgPacker.new_buffers`), and the memo of what the slots hold: the
-    address, then per argument the argument itself or a `vg.Array`'s serial
-    (`_memo_keys`); `cleared` (the address, then keys that match nothing) until then."""
+    """One launcher's memory in one thread: `entries`, its packed-argument slots and their
+    `void*` array's address (`ArgPacker.new_buffers`). With `keys` (a launcher with a memo)
+    two entries, `slots` (address -> its slots) and `memos`, the last used first: per
+    entry, the address, then per argument the argument itself or a `vg.Array`'s serial
+    (`_memo_keys`); `cleared[address]` (the address, then keys that match nothing) for an
+    entry whose slots hold nothing known."""
 
-    def __init__(self, new_buffers, keys: int):
-        self.slots, self.address = new_buffers()
-        self.cleared = (self.address,) + (object(),) * keys
-        self.memo = self.cleared
+    def __init__(self, new_buffers, keys: int | None):
+        self.entries = tuple(new_buffers() for _ in range(1 if keys is None else 2))
+        if keys is not None:
+            self.slots = {address: slots for slots, address in self.entries}
+            self.cleared = {address: (address,) + (object(),) * keys for address in self.slots}
+            self.memos = list(self.cleared.values())
 
 
 def _overlaps(shape: tuple, strides: tuple) -> bool:
