@@ -110,9 +110,7 @@ class Array(ArrayInfo):
         if not out.nbytes:
             return out
         if self.is_c_contiguous:
-            driver.activate(self.device)
-            driver.check(driver.api().cuMemcpyDtoD(out.ptr, self.ptr, out.nbytes),
-                         "cuMemcpyDtoD")
+            copy_on_device(out.ptr, self.ptr, out.nbytes, self.device)
         else:
             _copy_to_device(out, self.numpy())
         return out
@@ -306,6 +304,13 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
     out = empty(host.shape, T.from_numpy(host.dtype) if dtype is None else dtype, device=device)
     _copy_to_device(out, host)
     return out
+
+
+def copy_on_device(dst: int, src: int, nbytes: int, device: int) -> None:
+    """Copy `nbytes` from `src` to `dst`, both on `device`, ordered like the host copies."""
+    if nbytes:
+        driver.activate(device)
+        driver.check(driver.api().cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
 
 
 def _copy_to_device(out: Array, host: np.ndarray) -> None:

@@ -198,11 +198,11 @@ class _Snapshot:
                 host = np.asarray(value)
                 self.saved.append((host, host.copy()))
             else:
-                from .arrays import _Allocation
+                from .arrays import _Allocation, copy_on_device
 
                 lo, hi = byte_extent(info)
                 copy = _Allocation(hi - lo, info.device)
-                _memcpy(copy.ptr, lo, hi - lo)
+                copy_on_device(copy.ptr, lo, hi - lo, info.device)
                 self.saved.append((lo, copy))
 
     def restore(self) -> None:
@@ -210,14 +210,9 @@ class _Snapshot:
             if isinstance(target, np.ndarray):
                 target[...] = copy
             else:
-                _memcpy(target, copy.ptr, copy.nbytes)
+                from .arrays import copy_on_device
 
-
-def _memcpy(dst: int, src: int, nbytes: int) -> None:
-    from . import driver
-
-    if nbytes:
-        driver.check(driver.api().cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
+                copy_on_device(target, copy.ptr, copy.nbytes, copy.device)
 
 
 def _cuda_timer(run, stream=None) -> float:
