@@ -213,17 +213,14 @@ def launch_variants(work: str) -> dict:
         launched[kind] = (axpy, sixteen)
         variants[f"ours axpy ({kind})"] = (
             lambda axpy=axpy, x=x, y=y, out=out: axpy[1, 256](2.0, x, y, out))
-        variants[f"ours 16 args ({kind})"] = (
-            lambda sixteen=sixteen, ins=ins, out=out:
-            sixteen[1, 256](*ins, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out))
+        variants[f"ours 16 args ({kind})"] = sixteen_call(sixteen, arrays)
         if kind == "vg.Array":
             for count, sets in (("two", 2), ("three", 3)):
                 chosen = [arrays] + others[:sets - 1]
                 variants[f"ours axpy (vg.Array, {count} sets in turn)"] = in_turn(
-                    lambda a, axpy=axpy: axpy[1, 256](2.0, a[0], a[1], a[8]), chosen)
+                    [lambda axpy=axpy, a=a: axpy[1, 256](2.0, a[0], a[1], a[8]) for a in chosen])
                 variants[f"ours 16 args (vg.Array, {count} sets in turn)"] = in_turn(
-                    lambda a, sixteen=sixteen: sixteen[1, 256](
-                        *a[:8], 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, a[8]), chosen)
+                    [sixteen_call(sixteen, a) for a in chosen])
     for name, launch in list(variants.items()):  # compile, check, install the launchers
         try:
             launch()
@@ -259,13 +256,25 @@ def launch_variants(work: str) -> dict:
     return variants
 
 
-def in_turn(launch_on, sets):
-    """A variant making one launch per set of arrays per call, in turn (`measure` counts
-    per launch)."""
+def sixteen_call(sixteen, arrays):
+    """A launch of the 16-argument kernel written as a program writes it, every argument a
+    name or a literal (unpacking a list into the call, `k[1, 256](*ins, ...)`, costs the
+    caller ~0.2 µs more, which is not the launch's)."""
+    a0, a1, a2, a3, a4, a5, a6, a7 = arrays[:8]
+    out = arrays[8]
+
     def launch():
-        for arrays in sets:
-            launch_on(arrays)
-    launch.launches = len(sets)
+        sixteen[1, 256](a0, a1, a2, a3, a4, a5, a6, a7, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out)
+    return launch
+
+
+def in_turn(launches):
+    """A variant making each of `launches` once per call, in turn (`measure` counts per
+    launch)."""
+    def launch():
+        for one in launches:
+            one()
+    launch.launches = len(launches)
     return launch
 
 
@@ -290,11 +299,13 @@ def raw_variants(axpy, sixteen, arrays) -> dict:
         (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out.ptr, N))
     launch = drv.cuLaunchKernel
 
+    # (the stream as None: cuda-bindings' quickest spelling of the default stream, ~60 ns
+    # under 0, which makes a CUstream each call)
     def raw(keep=keep):
-        launch(function, 1, 1, 1, 256, 1, 1, 0, 0, address, 0)
+        launch(function, 1, 1, 1, 256, 1, 1, 0, None, address, 0)
 
     def raw16(keep=keep16):
-        launch(function16, 1, 1, 1, 256, 1, 1, 0, 0, address16, 0)
+        launch(function16, 1, 1, 1, 256, 1, 1, 0, None, address16, 0)
 
     variants = {"raw cuLaunchKernel (cuda-bindings)": raw,
                 "raw cuLaunchKernel, 16-argument kernel": raw16}
