@@ -93,6 +93,7 @@ wall, c1 = time.perf_counter() - t, cpu()
 print("RESULT", imported * 1e3, wall * 1e3, (c1[0] - c0[0]) * 1e3, (c1[1] - c0[1]) * 1e3)
 '''
 
+_STAGES = re.compile(r"\((frontend [^)]*) ms\)")  # the stage timings in a compile's log line
 _STAGE = re.compile(r"([\w ]+?) ([\d.]+)")
 
 
@@ -110,9 +111,10 @@ def first_call(work: str, which: str, cache: str, warm_first: bool = False) -> d
         if line.startswith("RESULT"):
             out["import"], out["first call"], out["cpu"], out["cpu children"] = \
                 map(float, line.split()[1:])
-        elif line.startswith("verdigris:") and which in line.split(" in ")[0] and "(" in line:
-            stages = line[line.rindex("(") + 1:line.rindex(" ms)")]
-            out.update({name.strip(): float(ms) for name, ms in _STAGE.findall(stages)})
+        elif line.startswith("verdigris:") and which in line.split(" in ")[0]:
+            stages = _STAGES.search(line)
+            if stages:
+                out.update({name.strip(): float(ms) for name, ms in _STAGE.findall(stages[1])})
     return out
 
 
