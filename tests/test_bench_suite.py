@@ -11,6 +11,7 @@ import pytest
 
 from verdigris.benchsuite import (ROOFLINE, Impl, case, checked, command, plots, registry,
                                   returning)
+from verdigris.benchsuite import timing
 from verdigris.benchsuite.progress import bar
 from verdigris.cli import main
 
@@ -52,9 +53,15 @@ class FakeTimer:
         fn()
         return fn.seconds
 
-    def host_us_per_call(self, fn):
-        fn()
-        return fn.seconds * 1e6
+    def host_us_per_call(self, fns):
+        out = {}
+        for key, fn in fns.items():
+            try:
+                fn()
+                out[key] = fn.seconds * 1e6
+            except Exception as exc:
+                out[key] = exc
+        return out
 
 
 def fake_env(copy_tbs=4.0, dense_tflops=1000.0):
@@ -529,3 +536,30 @@ def test_without_matplotlib_the_run_says_how_to_get_plots(capsys, monkeypatch, t
     status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path)
     assert status == 0 and not list(out_dir.glob("*.png"))
     assert "pip install 'verdigris[bench]'" in out
+
+
+def test_launch_timing_takes_turns_and_reports_failures(monkeypatch):
+    """The launch timer runs a case's callables batch by batch in turn (the host's drift
+    then falls on all of them alike), keeps their order, and gives a callable that raises,
+    at its warm-up or later, its exception in place of a figure."""
+    timer = timing.GpuTimer(quick=True)
+    monkeypatch.setattr(timer, "synchronize", lambda: None)
+    calls = []
+
+    def launcher(name, fail_after=None):
+        def launch():
+            calls.append(name)
+            if fail_after is not None and len(calls) > fail_after:
+                raise RuntimeError(f"{name} failed")
+        return launch
+
+    figures = timer.host_us_per_call({"raw": launcher("raw"), "ours": launcher("ours"),
+                                      "late": launcher("late", fail_after=2000),
+                                      "never": lambda: 1 / 0})
+    assert list(figures) == ["raw", "ours", "late", "never"]
+    assert all(isinstance(figures[k], float) and figures[k] > 0 for k in ("raw", "ours"))
+    assert isinstance(figures["late"], RuntimeError) and isinstance(figures["never"], ZeroDivisionError)
+    batches = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
+    timed = batches[3:]  # after the warm-ups of raw, ours and late
+    assert timed[:4] == ["raw", "ours", "late", "ours"]  # the second round starts one on
+    assert calls.count("raw") == calls.count("ours") == 200 + timer.rounds * timer.batch

@@ -49,17 +49,14 @@ def _throughput(case: Case, size, impl: Impl, timer) -> float:
     return case.work(size) / timer.device_seconds(impl.run) / 1e12
 
 
-def _launch(case: Case, size, impl: Impl, timer) -> float:
-    return timer.host_us_per_call(impl.run)
-
-
 def _compile(case: Case, size, impl: Impl, timer) -> float:
     return float(impl.run())
 
 
-MEASURE = {"memory": _throughput, "compute": _throughput, "launch": _launch,
-           "compile": _compile}
-assert set(MEASURE) == set(KINDS)
+# How each kind times one implementation; a launch case's are timed together, in turn
+# (`timing.GpuTimer.host_us_per_call`), since its figures are read as ratios to the raw launch.
+MEASURE = {"memory": _throughput, "compute": _throughput, "compile": _compile}
+assert set(MEASURE) | {"launch"} == set(KINDS)
 
 
 def normalize(impls) -> dict:
@@ -112,19 +109,43 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
         table = normalize(case.setup(size))
     except Exception as exc:
         return [Measurement(case.name, label, "*", "", None, "setup: " + _short(exc))]
-    out = []
-    measure = MEASURE[case.kind]
+    out, checked = [], {}
     for peer, configs in table.items():
         for config, impl in configs.items():
+            row = Measurement(case.name, label, peer, config, None)
+            out.append(row)
             try:
                 problem = impl.check() if impl.check else None
-                if problem:
-                    out.append(Measurement(case.name, label, peer, config, None, "wrong: " + problem))
-                    continue
-                value = measure(case, size, impl, timer)
-                out.append(Measurement(case.name, label, peer, config, value))
             except Exception as exc:
-                if os.environ.get("VERDIGRIS_BENCH_TRACEBACK"):  # for whoever debugs a case
-                    traceback.print_exc()
-                out.append(Measurement(case.name, label, peer, config, None, _short(exc)))
+                row.error = _failure(exc)
+                continue
+            if problem:
+                row.error = "wrong: " + problem
+            else:
+                checked[id(row)] = (row, impl)
+    if case.kind == "launch":
+        values = timer.host_us_per_call({key: impl.run for key, (_, impl) in checked.items()})
+    else:
+        values = {key: _attempt(MEASURE[case.kind], case, size, impl, timer)
+                  for key, (_, impl) in checked.items()}
+    for key, (row, _) in checked.items():
+        value = values[key]
+        if isinstance(value, Exception):
+            row.error = _failure(value)
+        else:
+            row.value = value
     return out
+
+
+def _attempt(measure, case, size, impl, timer):
+    """The figure, or the exception its measurement raised."""
+    try:
+        return measure(case, size, impl, timer)
+    except Exception as exc:
+        return exc
+
+
+def _failure(exc: BaseException) -> str:
+    if os.environ.get("VERDIGRIS_BENCH_TRACEBACK"):  # for whoever debugs a case
+        traceback.print_exception(exc)
+    return _short(exc)
