@@ -206,7 +206,6 @@ def launch_variants(work: str) -> dict:
     variants, launched = {}, {}
     for kind, arrays in kinds.items():
         x, y, out = arrays[0], arrays[1], arrays[8]
-        ins = arrays[:8]
         # A kernel object per kind, launched as users write it (k[grid, block](...)): one
         # call site sees one kind of array, as in a program.
         axpy, sixteen = simt.kernel(ours.axpy.fn), simt.kernel(ours.sixteen.fn)
