@@ -193,7 +193,9 @@ def fp8_case(rows, n, configs):
     ref = lambda: a.float() @ bt.float().T  # noqa: E731
     grid = lambda m: (vg.cdiv(n, m["BM"]), vg.cdiv(n, m["BN"]))  # noqa: E731
     cands = [(label, fn, c) for label, fn in ours(gemm_nt, configs, grid, (a, bt, c, 1.0), ["a", "bt"])]
-    cands.append(("torch._scaled_mm", lambda: c.copy_(torch._scaled_mm(a, bt.T, one, one, out_dtype=torch.bfloat16)), c))
+    for fast in (True, False):  # ours accumulates as cuBLAS's fast accumulation does
+        cands.append((f"torch._scaled_mm{' fast accumulation' if fast else ''}", lambda fast=fast: c.copy_(
+            torch._scaled_mm(a, bt.T, one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)), c))
     run_case(rows, f"fp8 e4m3 GEMM {n}^3", 2 * n ** 3, ref, cands)
 
 

@@ -8,8 +8,9 @@ K-major (quick 8192^3; compared with the dense fp8 peak), GEMM + bias + GELU bfl
 (`verdigris.examples.tile_gemm`, `tile_attention`) as `bench/matmul.py`'s `ours` launches
 them: each configuration of its tables, and the kernel under `vg.autotune` over them (the
 tuner times them on its first call at each size, inside the check); the suite keeps the
-best. The peers are torch (cuBLAS, `_scaled_mm`,
-SDPA's flash backend, matmul then the epilogue) and `bench/matmul.py`'s Triton kernels
+best. The peers are torch (cuBLAS; `_scaled_mm` with fast accumulation and with float32
+accumulation, the best kept: ours accumulates in the tensor cores' own precision, as fast
+accumulation does; SDPA's flash backend; matmul then the epilogue) and `bench/matmul.py`'s Triton kernels
 (`triton_matmul` in its two configurations, `triton_attention`: the fused-attention
 tutorial's). Every implementation is checked before it is timed: relative Frobenius error
 at most 1e-2 against a float64 product (float32 for attention, one batch at a time, as
@@ -102,8 +103,12 @@ def bench_gemm_fp8(n):
     want = a.float().double() @ bt.float().double().T
     return {"verdigris": _ours(gemm_nt, mm.FP8_CONFIGS, _square_grid(n), (a, bt, c, 1.0),
                                ["a", "bt"], c, want),
-            "torch": returning(lambda: torch._scaled_mm(a, bt.T, one, one,
-                                                        out_dtype=torch.bfloat16), want, RTOL)}
+            # ours accumulates in the tensor cores' own precision, as cuBLAS does with
+            # fast accumulation; without it cuBLAS adds into float32 as it goes (slower)
+            "torch": {f"{how} accumulation": returning(
+                lambda fast=fast: torch._scaled_mm(a, bt.T, one, one, out_dtype=torch.bfloat16,
+                                                   use_fast_accum=fast), want, RTOL)
+                for how, fast in (("fast", True), ("float32", False))}}
 
 
 @case("GEMM+bias+GELU bf16", kind="compute", sizes=[2048, 4096, 8192], quick=[8192],
