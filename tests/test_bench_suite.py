@@ -53,12 +53,18 @@ class FakeTimer:
         fn()
         return fn.seconds
 
+    def device_seconds_in_turn(self, fns):
+        return self._each(fns, lambda fn: self.device_seconds(fn))
+
     def host_us_per_call(self, fns):
+        return self._each(fns, lambda fn: self.device_seconds(fn) * 1e6)
+
+    @staticmethod
+    def _each(fns, measure):
         out = {}
         for key, fn in fns.items():
             try:
-                fn()
-                out[key] = fn.seconds * 1e6
+                out[key] = measure(fn)
             except Exception as exc:
                 out[key] = exc
         return out
@@ -563,3 +569,24 @@ def test_launch_timing_takes_turns_and_reports_failures(monkeypatch):
     timed = batches[3:]  # after the warm-ups of raw, ours and late
     assert timed[:4] == ["raw", "ours", "late", "ours"]  # the second round starts one on
     assert calls.count("raw") == calls.count("ours") == 200 + timer.rounds * timer.batch
+
+
+def test_device_timing_takes_turns_over_rounds(monkeypatch):
+    """The implementations of one case and size get a third of the time in each of three
+    rounds, in turn, and the median of their rounds; one that fails leaves the rounds."""
+    timer = timing.GpuTimer()
+    seen = []
+
+    def device_seconds(fn, share=1.0):
+        seen.append((fn(), share))
+        return {"a": [3.0, 1.0, 2.0], "b": [5.0, 4.0, 6.0]}[fn()][sum(n == fn() for n, _ in seen) - 1]
+
+    monkeypatch.setattr(timer, "device_seconds", device_seconds)
+
+    def broken():
+        raise RuntimeError("no such kernel")
+
+    figures = timer.device_seconds_in_turn({"a": lambda: "a", "b": lambda: "b", "c": broken})
+    assert figures["a"] == 2.0 and figures["b"] == 5.0 and isinstance(figures["c"], RuntimeError)
+    assert [n for n, _ in seen] == ["a", "b", "b", "a", "a", "b"]
+    assert {share for _, share in seen} == {1 / 3}

@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import peers as peer_info
-from .registry import KINDS, Case, Impl
+from .registry import Case, Impl
 
 
 @dataclass
@@ -43,20 +43,6 @@ class Results:
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
-
-
-def _throughput(case: Case, size, impl: Impl, timer) -> float:
-    return case.work(size) / timer.device_seconds(impl.run) / 1e12
-
-
-def _compile(case: Case, size, impl: Impl, timer) -> float:
-    return float(impl.run())
-
-
-# How each kind times one implementation; a launch case's are timed together, in turn
-# (`timing.GpuTimer.host_us_per_call`), since its figures are read as ratios to the raw launch.
-MEASURE = {"memory": _throughput, "compute": _throughput, "compile": _compile}
-assert set(MEASURE) | {"launch"} == set(KINDS)
 
 
 def normalize(impls) -> dict:
@@ -123,11 +109,17 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
                 row.error = "wrong: " + problem
             else:
                 checked[id(row)] = (row, impl)
+    runs = {key: impl.run for key, (_, impl) in checked.items()}
+    # the implementations of one case and size are timed together, in turn, since their
+    # figures are read as ratios (`timing.GpuTimer`); first calls are each a fresh process
     if case.kind == "launch":
-        values = timer.host_us_per_call({key: impl.run for key, (_, impl) in checked.items()})
+        values = timer.host_us_per_call(runs)
+    elif case.kind == "compile":  # the setup's callables time themselves: ms
+        values = {key: _attempt(run) for key, run in runs.items()}
     else:
-        values = {key: _attempt(MEASURE[case.kind], case, size, impl, timer)
-                  for key, (_, impl) in checked.items()}
+        values = {key: seconds if isinstance(seconds, Exception)
+                  else case.work(size) / seconds / 1e12
+                  for key, seconds in timer.device_seconds_in_turn(runs).items()}
     for key, (row, _) in checked.items():
         value = values[key]
         if isinstance(value, Exception):
@@ -137,10 +129,10 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
     return out
 
 
-def _attempt(measure, case, size, impl, timer):
-    """The figure, or the exception its measurement raised."""
+def _attempt(run):
+    """A first-call case's figure (its callable returns ms), or the exception it raised."""
     try:
-        return measure(case, size, impl, timer)
+        return float(run())
     except Exception as exc:
         return exc
 
