@@ -341,7 +341,9 @@ def measure(variants: dict, rounds: int) -> dict:
 
 
 def profile_launch(work: str) -> dict:
-    """Where our launch's host time goes: ns per piece, for torch tensors and vg.Arrays."""
+    """Where our launch's host time goes: ns per piece (best of 5 x 100,000), for torch
+    tensors, CuPy arrays and vg.Arrays: each accessor a launcher reads or could read
+    (`runtime.fastpath._KINDS`), on a 1-D tensor, beside an empty statement's cost."""
     import timeit
 
     import torch
@@ -353,13 +355,26 @@ def profile_launch(work: str) -> dict:
     v = vg.asarray(np.ones(N, np.float32))
     env = {"x": x, "v": v, "torch": torch, "k": ours.axpy, "stream": torch._C._cuda_getCurrentRawStream}
     pieces = {
+        "an empty statement": "pass",
         "k[1, 256] lookup": "k[1, 256]",
         "torch x.data_ptr()": "x.data_ptr()", "torch x.shape": "x.shape",
         "torch x.dtype": "x.dtype", "torch x.get_device()": "x.get_device()",
+        "torch x.is_cuda": "x.is_cuda", "torch x.ndim": "x.ndim", "torch len(x)": "len(x)",
         "torch x.is_contiguous()": "x.is_contiguous()", "torch x.stride()": "x.stride()",
-        "torch current raw stream": "stream(0)",
+        "torch x._version": "x._version", "torch current raw stream": "stream(0)",
         "vg.Array v.ptr": "v.ptr", "vg.Array v.shape": "v.shape",
     }
+    try:
+        import cupy
+
+        env["c"] = cupy.zeros(N, dtype=cupy.float32)
+        pieces.update({"CuPy c.data.ptr": "c.data.ptr", "CuPy c.shape": "c.shape",
+                       "CuPy c.strides": "c.strides", "CuPy c.dtype": "c.dtype",
+                       "CuPy c.data.device_id": "c.data.device_id",
+                       "CuPy c._c_contiguous (private)": "c._c_contiguous",
+                       "CuPy c.flags.c_contiguous": "c.flags.c_contiguous"})
+    except ImportError:
+        pass
     number = 100_000
     return {label: min(timeit.repeat(stmt, globals=env, number=number, repeat=5)) / number * 1e9
             for label, stmt in pieces.items()}
@@ -367,8 +382,10 @@ def profile_launch(work: str) -> dict:
 
 def launcher_breakdown(work: str) -> dict:
     """ns of our generated axpy launcher, per array kind: whole, without the driver call
-    (our Python's share), and what each check line, the fault-flag read and the packing
-    cost (the launcher timed again with that line turned into `pass`)."""
+    (our Python's share), and what each check line (`if ...: return _vg_next(...)`), the
+    stream line, the fault-flag read and the packing cost (the launcher timed again with
+    that line turned into `pass`, or the stream into None). The source of each launcher
+    is in the result too."""
     import timeit
 
     import torch
@@ -401,10 +418,18 @@ def launcher_breakdown(work: str) -> dict:
         row = {"whole launch": timed(source), "without the driver call": timed(base)}
         lines = base.splitlines()
         for i, line in enumerate(lines):
-            text = line.strip()
-            if text.endswith("raise _Miss") or text.startswith(("if _record", "_pack_into")):
-                pruned = lines[:i] + [line[:len(line) - len(line.lstrip())] + "pass"] + lines[i + 1:]
-                row[text[:70]] = row["without the driver call"] - timed("\n".join(pruned) + "\n")
+            text, indent = line.strip(), line[:len(line) - len(line.lstrip())]
+            if text.startswith("_h = "):
+                replacement = indent + "_h = None"
+            elif (text.startswith("if ") and "return _vg_next" in text and "_vg_more or" not in text) \
+                    or text.startswith(("if _record", "_pack_into")):
+                replacement = indent + "pass"
+            else:
+                continue
+            pruned = lines[:i] + [replacement] + lines[i + 1:]
+            row[text.split(": return")[0][:70]] = \
+                row["without the driver call"] - timed("\n".join(pruned) + "\n")
+        row["source"] = source
         out[kind] = row
     torch.cuda.synchronize()
     return out
@@ -600,7 +625,8 @@ def main() -> None:
     for kind, row in lines.items():
         print(f"\n{'our axpy launcher, ' + kind:<72}{'ns':>8}")
         for name, ns in row.items():
-            print(f"  {name:<70}{ns:8.0f}", flush=True)
+            if name != "source":
+                print(f"  {name:<70}{ns:8.0f}", flush=True)
     _save(args.json, result)
 
     compiles = compile_times(work, peers=not args.quick)
