@@ -126,38 +126,24 @@ def summarize(runs: list) -> dict:
 
 LAUNCHES = '''
 import json, statistics, sys, timeit
+sys.path.insert(0, "bench")
 import numpy as np
+import runtime
 import verdigris as vg
-from cuda.bindings import driver as drv
 from tests.fakecuda.kernels import axpy, sixteen
-from verdigris.runtime import faults
 
-N = 256
-arrays = [vg.asarray(np.random.default_rng().standard_normal(N).astype(np.float32)) for _ in range(9)]
-x, y, out, ins = arrays[0], arrays[1], arrays[8], arrays[:8]
-a0, a1, a2, a3, a4, a5, a6, a7 = ins
-scalars = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
-# each call written as a program writes it: names and literals, no list unpacked into it
-calls = {"axpy": lambda: axpy[1, 256](2.0, x, y, out),
-         "16 args": lambda: sixteen[1, 256](a0, a1, a2, a3, a4, a5, a6, a7,
-                                            1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out)}
+arrays = [vg.asarray(np.random.default_rng().standard_normal(runtime.N).astype(np.float32))
+          for _ in range(9)]
+x, y, out = arrays[0], arrays[1], arrays[8]
+a0, a1, a2, a3, a4, a5, a6, a7 = arrays[:8]
+calls = {"axpy": lambda: axpy[1, 256](2.0, x, y, out), "16 args": runtime.sixteen_call(sixteen, arrays)}
 for call in calls.values():  # compile, check, install the launchers
     call(); call()
 direct_axpy, direct_16 = axpy[1, 256], sixteen[1, 256]
-
-
-def prepacked(kernel, values):
-    spec = next(iter({**kernel._specializations, **kernel._recorded}.values()))
-    compiled = next(iter(spec.compiled.values()))
-    return compiled.function, compiled.packer.pack(values + (faults.block_address(0),))
-
-
-f1, p1 = prepacked(axpy, (2.0, x.ptr, N, y.ptr, N, out.ptr, N))
-f16, p16 = prepacked(sixteen, tuple(v for a in ins for v in (a.ptr, N)) + scalars + (out.ptr, N))
-launch = drv.cuLaunchKernel
+raw = runtime.raw_variants(axpy, sixteen, arrays)
 variants = {
-    "raw axpy": lambda: launch(f1, 1, 1, 1, 256, 1, 1, 0, None, p1, 0),
-    "raw 16 args": lambda: launch(f16, 1, 1, 1, 256, 1, 1, 0, None, p16, 0),
+    "raw axpy": raw["raw cuLaunchKernel (cuda-bindings)"],
+    "raw 16 args": raw["raw cuLaunchKernel, 16-argument kernel"],
     "ours axpy, launcher called directly": lambda: direct_axpy(2.0, x, y, out),
     "ours 16 args, launcher called directly": lambda: direct_16(
         a0, a1, a2, a3, a4, a5, a6, a7, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, out),

@@ -324,6 +324,10 @@ def raw_variants(axpy, sixteen, arrays) -> dict:
 
 
 def measure(variants: dict, rounds: int) -> dict:
+    """µs per launch of each variant: `rounds` rounds of BATCH launches each, the variants
+    taking turns, synchronized between batches; medians. (The suite's
+    `benchsuite.timing.GpuTimer.host_us_per_call` does the same; this copy stays so that
+    `bench/launch_ab.py` can time source trees older than it.)"""
     import torch
 
     samples = {name: [] for name in variants}

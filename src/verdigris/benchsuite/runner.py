@@ -95,11 +95,10 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
         table = normalize(case.setup(size))
     except Exception as exc:
         return [Measurement(case.name, label, "*", "", None, "setup: " + _short(exc))]
-    out, checked = [], {}
+    rows, runs = {}, {}  # (peer, config) -> its Measurement; -> its run, once checked
     for peer, configs in table.items():
         for config, impl in configs.items():
-            row = Measurement(case.name, label, peer, config, None)
-            out.append(row)
+            row = rows[peer, config] = Measurement(case.name, label, peer, config, None)
             try:
                 problem = impl.check() if impl.check else None
             except Exception as exc:
@@ -108,8 +107,7 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
             if problem:
                 row.error = "wrong: " + problem
             else:
-                checked[id(row)] = (row, impl)
-    runs = {key: impl.run for key, (_, impl) in checked.items()}
+                runs[peer, config] = impl.run
     # the implementations of one case and size are timed together, in turn, since their
     # figures are read as ratios (`timing.GpuTimer`); first calls are each a fresh process
     if case.kind == "launch":
@@ -120,13 +118,12 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
         values = {key: seconds if isinstance(seconds, Exception)
                   else case.work(size) / seconds / 1e12
                   for key, seconds in timer.device_seconds_in_turn(runs).items()}
-    for key, (row, _) in checked.items():
-        value = values[key]
+    for key, value in values.items():
         if isinstance(value, Exception):
-            row.error = _failure(value)
+            rows[key].error = _failure(value)
         else:
-            row.value = value
-    return out
+            rows[key].value = value
+    return list(rows.values())
 
 
 def _attempt(run):
