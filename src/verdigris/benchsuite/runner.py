@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import peers as peer_info
-from .registry import Case, Impl
+from .registry import KINDS, Case, Impl
 
 
 @dataclass
@@ -110,14 +110,7 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
                 runs[peer, config] = impl.run
     # the implementations of one case and size are timed together, in turn, since their
     # figures are read as ratios (`timing.GpuTimer`); first calls are each a fresh process
-    if case.kind == "launch":
-        values = timer.host_us_per_call(runs)
-    elif case.kind == "compile":  # the setup's callables time themselves: ms
-        values = {key: _attempt(run) for key, run in runs.items()}
-    else:
-        values = {key: seconds if isinstance(seconds, Exception)
-                  else case.work(size) / seconds / 1e12
-                  for key, seconds in timer.device_seconds_in_turn(runs).items()}
+    values = MEASURE[case.kind](case, size, runs, timer)
     for key, value in values.items():
         if isinstance(value, Exception):
             rows[key].error = _failure(value)
@@ -126,12 +119,30 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
     return list(rows.values())
 
 
-def _attempt(run):
-    """A first-call case's figure (its callable returns ms), or the exception it raised."""
-    try:
-        return float(run())
-    except Exception as exc:
-        return exc
+def _throughput(case: Case, size, runs: dict, timer) -> dict:
+    return {key: seconds if isinstance(seconds, Exception) else case.work(size) / seconds / 1e12
+            for key, seconds in timer.device_seconds_in_turn(runs).items()}
+
+
+def _launch(case: Case, size, runs: dict, timer) -> dict:
+    return timer.host_us_per_call(runs)
+
+
+def _first_call(case: Case, size, runs: dict, timer) -> dict:
+    """The setup's callables time themselves (ms); one that raises gets its exception."""
+    values = {}
+    for key, run in runs.items():
+        try:
+            values[key] = float(run())
+        except Exception as exc:
+            values[key] = exc
+    return values
+
+
+# per kind: (case, size, {key: run}, timer) -> {key: figure, or the exception it raised}
+MEASURE = {"memory": _throughput, "compute": _throughput, "launch": _launch,
+           "compile": _first_call}
+assert set(MEASURE) == set(KINDS)
 
 
 def _failure(exc: BaseException) -> str:

@@ -161,6 +161,7 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
     the copy engine, the variant without it (for arrays the engine cannot describe)."""
     from ..ir.tiles import has_dots
     from .launch_cuda import build_image
+    from .tensormap import MatmulLaunch
 
     products = kernel.track == "tile" and has_dots(spec.kernel)
     variants = [False] + ([True] if spec.bounds_guard is not None else [])
@@ -171,7 +172,7 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
         entry_images[arch][variant] = len(images)
         images.append(image)
         if products:
-            launch = _matmul_launch(ir, ptx_target)
+            launch = MatmulLaunch.of(ir, ptx_target)
             entry_matmul[arch][variant] = launch.to_json()
             return launch
 
@@ -185,13 +186,6 @@ def _entry(kernel: KernelFunction, spec, targets, images: list) -> dict:
                 add(arch, variant + WITHOUT_TMA, ptx_target, checked, tma=False)
     return dict(launch_entry(kernel, spec), images=entry_images,
                 **({"matmul": entry_matmul} if products else {}))
-
-
-def _matmul_launch(kernel, target: str):
-    from ..tile import matmul
-    from .tensormap import MatmulLaunch
-
-    return MatmulLaunch.of(matmul.plan(kernel, target))
 
 
 def launch_entry(kernel: KernelFunction, spec) -> dict:

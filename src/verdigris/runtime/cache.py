@@ -104,6 +104,9 @@ def put(key: str, data: bytes) -> None:
             pass
 
 
+_KEY = re.compile(r"[0-9a-f]{64}")  # an entry's name (a temporary file's: with a prefix and suffix)
+
+
 def _own_files() -> list:
     """The cache's entries (and temporary files a write left), by name: 64 hex digits."""
     try:
@@ -130,9 +133,6 @@ def clear() -> tuple:
             continue
         count, size = count + 1, size + bytes_
     return count, size
-
-
-_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def code(source: str, filename: str):

@@ -38,10 +38,7 @@ def cuda_kernel(kernel, target: str, module, entry: str, abi: list, without_tma=
     the engine cannot describe)."""
     if kernel.track != "tile" or not has_dots(kernel):
         return CudaKernel(module, entry, abi)
-    from ..tile import matmul
-
-    return MatmulKernel(module, entry, abi, MatmulLaunch.of(matmul.plan(kernel, target)),
-                        without_tma or _no_variant)
+    return MatmulKernel(module, entry, abi, MatmulLaunch.of(kernel, target), without_tma or _no_variant)
 
 
 def _no_variant():
@@ -78,7 +75,11 @@ class MatmulLaunch:
     persistent: bool
 
     @classmethod
-    def of(cls, plan) -> "MatmulLaunch":
+    def of(cls, kernel, target: str) -> "MatmulLaunch":
+        """The launch of tile kernel `kernel` (with matrix products) compiled for `target`."""
+        from ..tile import matmul
+
+        plan = matmul.plan(kernel, target)
         maps = tuple(MapSpec(m.param, m.dtype, m.itemsize, tuple(m.box), m.swizzle)
                      for m in plan.tensor_maps)
         return cls(plan.dynamic_shared, maps, plan.block_threads, plan.persistent)
