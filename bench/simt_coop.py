@@ -7,8 +7,9 @@ before it is timed, the best shown first:
   bandwidth of a float4 read-only CUDA kernel (CuPy RawKernel) as the ceiling;
 - histogram of 2^28 uint8 into 256 bins (`histogram.histogram`) vs torch.bincount and
   cupy.bincount;
-- inclusive scan of 2^28 float32 (`scan.scan_tiles`, decoupled look-back; the two PENDING
-  fills of its tile state are in its time) vs torch.cumsum and cupy.cumsum;
+- inclusive scan of 2^28 float32 (`scan.scan_tiles`, decoupled look-back; the fills of its
+  tile state, two PENDING and the ticket counter's zero, are in its time) vs torch.cumsum and
+  cupy.cumsum;
 - transpose 16384 x 16384 float32 (`transpose.transpose`) vs the device copy (torch
   copy_) and torch's and CuPy's strided copies;
 - SGEMM 4096^3 float32 on the CUDA cores (`sgemm.sgemm`) vs cuBLAS through torch with TF32
@@ -123,11 +124,14 @@ def case_scan(report):
         tiles = scan.tiles_for(n, warps, rows)
         aggregate = torch.empty(tiles, dtype=torch.float64, device="cuda")
         inclusive = torch.empty_like(aggregate)
+        tickets = torch.empty(1, dtype=torch.int32, device="cuda")
 
-        def run(warps=warps, rows=rows, tiles=tiles, aggregate=aggregate, inclusive=inclusive):
+        def run(warps=warps, rows=rows, tiles=tiles, aggregate=aggregate, inclusive=inclusive,
+                tickets=tickets):
             aggregate.fill_(scan.PENDING)
             inclusive.fill_(scan.PENDING)
-            scan.scan_tiles[tiles, warps * 32](x, out, aggregate, inclusive, WARPS=warps,
+            tickets.zero_()
+            scan.scan_tiles[tiles, warps * 32](x, out, aggregate, inclusive, tickets, WARPS=warps,
                                                ROWS=rows)
 
         out.fill_(float("nan"))

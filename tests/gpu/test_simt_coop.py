@@ -154,3 +154,17 @@ def test_barriers_order_global_memory_within_a_block(rng):
     gx, gout, glog = on_gpu(x, np.zeros_like(x), np.zeros_like(x))
     coop.global_across_barrier[30, 64](gx, gout, glog)
     np.testing.assert_array_equal(np.asarray(gout), x.reshape(30, 64)[:, ::-1].ravel())
+
+
+def test_block_tickets_number_the_blocks_as_they_arrive(rng):
+    import test_block_ticket as tickets
+
+    blocks = 600  # more than the card runs at once: later blocks take later tickets
+    counter, out = on_gpu(np.zeros(1, np.int32), np.full((blocks, tickets.BLOCK + 1), -1, np.int64))
+    tickets.record_tickets[blocks, tickets.BLOCK](counter, out)
+    tickets.check_ticket_table(np.asarray(out), blocks)
+    x = rng.standard_normal(100_003).astype(np.float32)
+    gx, gout, counter = on_gpu(x, np.full_like(x, np.nan), np.zeros(1, np.uint32))
+    tickets.persistent_copy[132, tickets.BLOCK](gx, gout, counter)
+    np.testing.assert_array_equal(np.asarray(gout), x + 1)
+    assert int(np.asarray(counter)[0]) == vg.cdiv(x.size, tickets.BLOCK) + 132

@@ -680,6 +680,30 @@ def compaction_reference(args):
     return {1: np.ones(N, np.float32), 2: np.array([N], np.int32)}
 
 
+# ----------------------------------------------------------------------------- tiles by arrival
+
+
+@simt.kernel
+def tiles_by_arrival_wrapped(x, out, tickets):  # more blocks than tiles: tickets wrap around
+    tiles = (x.shape[0] + BLOCK - 1) // BLOCK
+    tile = int(simt.block_ticket(tickets)) % tiles
+    i = tile * BLOCK + simt.thread_id(0)
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+@simt.kernel
+def tiles_by_arrival(x, out, tickets):
+    tile = int(simt.block_ticket(tickets))
+    i = tile * BLOCK + simt.thread_id(0)
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+def arrival_setup(rng):
+    return (vg.cdiv(N, BLOCK) + 2,), (BLOCK,), (_f32(rng), _poison(), np.zeros(1, np.int32)), {}
+
+
 PAIRS = [
     Pair("missing block offset", missing_block_offset, copy, "VG202", copy_setup, copy_reference),
     Pair("stride bug b*(B-1)+t", stride_bug, copy, "VG202", copy_setup, copy_reference),
@@ -736,4 +760,6 @@ PAIRS = [
          counter_setup, counter_reference),
     Pair("write index from an atomic", index_from_atomic, compaction_unsafe, "VG205",
          counter_setup, compaction_reference),
+    Pair("tiles by arrival, wrapped around", tiles_by_arrival_wrapped, tiles_by_arrival, "VG202",
+         arrival_setup, copy_reference),
 ]

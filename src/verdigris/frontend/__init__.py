@@ -108,6 +108,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     scalars = {p.name for p in params if p.kind == "scalar"}
     body = [N.Region(src.loc(src.tree), "kernel", tr.stmts)]
     reads, writes = accesses(body)
+    _check_ticket_counters(body)
     return N.Kernel(src.name, track, params,
                     {k: v for k, v in unit.types.items() if k not in scalars},
                     body, src.loc(src.tree), frozenset(writes), frozenset(reads),
@@ -125,6 +126,20 @@ def accesses(stmts) -> tuple[set, set]:
         if isinstance(node, READ_NODES + WRITE_NODES) and node.array.type.space == "global":
             (reads if isinstance(node, READ_NODES) else writes).add(node.array.name)
     return reads, writes
+
+
+def _check_ticket_counters(body) -> None:
+    """Tickets are distinct only while every write of their counter is an atomic add of a
+    positive constant (each such add returns a value no other add returns)."""
+    counters = {n.array.type.ticket_of for n in walk(body) if isinstance(n, N.LocalAlloc)} - {None}
+    for node in walk(body):
+        if isinstance(node, WRITE_NODES) and node.array.name in counters and not (
+                isinstance(node, N.Atomic) and node.op == "add" and isinstance(node.value, N.Const)
+                and node.value.value > 0):
+            raise CompileError(f"'{node.array.name}' is the counter of a simt.block_ticket(), so it "
+                               "may change only by atomic_add of a positive constant: this write "
+                               "could make two blocks' tickets equal", node.loc,
+                               hint="keep the counter for tickets alone; use another array for this")
 
 
 def walk(stmts):

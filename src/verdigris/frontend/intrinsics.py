@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import replace
 
 from .. import types as T
 from ..errors import CompileError, Loc
@@ -227,6 +228,44 @@ def _atomic(op: str):
     return handler
 
 
+TICKET_DTYPES = ("int32", "uint32", "int64", "uint64")
+
+
+def _block_ticket(tr, args, kwargs, loc):
+    """`simt.block_ticket(counter)`: the order in which blocks arrive here, as one atomic add
+    on `counter[0]` by the block's first thread, handed to the others through a shared slot:
+    barrier (earlier readers of the slot are done), the add, barrier, the read. Every block
+    sees counter's value before its add, so tickets are distinct across blocks (the frontend
+    checks that nothing else writes the counter but adds of a positive constant), and a
+    block that waits only on lower tickets waits on blocks that are already running."""
+    usage = "block_ticket(counter)"
+    if len(args) != 1 or kwargs:
+        raise CompileError(f"{usage} takes one argument, a one-element global integer array", loc)
+    counter = args[0]
+    if not isinstance(counter, N.ArrayRef) or counter.type.space != "global" \
+            or counter.dtype.name not in TICKET_DTYPES:
+        raise CompileError(f"{usage} needs a global array of int32, uint32, int64 or uint64 "
+                           "(a counter, zero before the launch)", loc,
+                           hint="pass e.g. vg.zeros(1, vg.int32) as a kernel argument")
+    dtype = counter.dtype
+    slot = tr.local_array((1,), dtype, loc, "shared")
+    slot.type = replace(slot.type, ticket_of=counter.name)
+    tr.name_array(slot, "block_ticket")
+    at_zero = [N.Compare(loc, "eq", _register(tr, "thread_id", axis, loc), N.Const(loc, 0, T.int32),
+                         T.bool_) for axis in range(3) if tr.unit.block is None or tr.unit.block[axis] > 1]
+    first = N.Const(loc, True, T.bool_)  # a block of one thread
+    for n, test in enumerate(at_zero):
+        first = test if n == 0 else N.Logical(loc, "and", first, test, T.bool_)
+    zero = (N.Const(loc, 0, T.int64),)
+    called = "block_ticket() (it waits for the whole block, as barrier() does)"
+    tr.emit(N.Barrier(loc, "block", called))
+    taken = tr.nested(lambda: tr.emit(N.Store(loc, slot, zero, tr.hoist(
+        N.Atomic(loc, "add", counter, zero, N.Const(loc, 1, dtype), None, dtype), loc))))
+    tr.emit(N.If(loc, first, taken, []))
+    tr.emit(N.Barrier(loc, "block", called))
+    return N.Load(loc, slot, zero, dtype)
+
+
 def conversion(dtype: T.DType):
     """`vg.float32(x)` and friends: an explicit cast."""
     return _conversion(dtype, dtype.name)
@@ -254,6 +293,7 @@ HANDLERS = {
     "simt.shared.dynamic": _dynamic_shared,
     "simt.barrier": _barrier("block"),
     "simt.syncwarp": _barrier("warp"),
+    "simt.block_ticket": _block_ticket,
     **{f"simt.{op}": _warp(op) for op in N.WARP_OPS},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),

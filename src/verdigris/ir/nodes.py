@@ -56,10 +56,14 @@ class ArrayType:
     # of 16 (tile kernels are specialized on it: their vectors then never straddle an edge,
     # and their bounds tests are 32-bit)
     on_grid: bool = False
+    # the shared slot of a `simt.block_ticket(counter)`: the name of its counter, whose every
+    # write the frontend has checked to be an atomic add of a positive constant
+    ticket_of: Optional[str] = None
 
     def __str__(self) -> str:
         if self.shape is not None:
-            return f"{self.space} {self.dtype.name}[{', '.join(map(str, self.shape))}]"
+            ticket = f" (ticket of {self.ticket_of})" if self.ticket_of else ""
+            return f"{self.space} {self.dtype.name}[{', '.join(map(str, self.shape))}]{ticket}"
         flags = ("c" if self.unit_inner_stride else "") + ("a" if self.aligned16 else "") \
             + ("g" if self.on_grid else "")
         return f"{self.dtype.name}[{self.ndim}d{',' + flags if flags else ''}]"
@@ -348,6 +352,7 @@ class Barrier(Stmt):
     `simt.syncwarp()` (scope "warp": the same for the 32 lanes of the warp)."""
 
     scope: str
+    called: str = ""  # the intrinsic the user called, where it is not barrier()/syncwarp()
 
 
 @dataclass(eq=False)

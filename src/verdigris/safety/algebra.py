@@ -235,6 +235,7 @@ class Space:
     static_shapes: dict = field(default_factory=dict)  # shared array -> shape (None: dynamic)
     scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
     barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
+    tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
 
     def add(self, atom: Atom) -> Poly:
         self.atoms.setdefault(atom.name, atom)

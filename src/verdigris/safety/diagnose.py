@@ -48,10 +48,11 @@ _UNORDERED = {"VG211": "with no barrier() between them",
 
 
 def thread_name(ids: dict) -> str:
-    axes = 1 + max((int(n[3]) for n in ids), default=0)
+    axes = 1 + max((int(n[3]) for n in ids if n[:3] in ("bid", "tid")), default=0)
     pick = [[ids.get(f"{kind}{a}@", 0) for a in range(axes)] for kind in ("bid", "tid")]
     block, thread = (str(v[0]) if axes == 1 else f"({', '.join(map(str, v))})" for v in pick)
-    return f"thread (block {block}, thread {thread})"
+    ticket = f", ticket {ids['ticket@']}" if "ticket@" in ids else ""
+    return f"thread (block {block}{ticket}, thread {thread})"
 
 
 def _dims(values: tuple) -> str:

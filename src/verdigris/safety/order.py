@@ -50,6 +50,23 @@ def unordered(enc, a, b, space, apart: bool = False):
     if not space.barriers and getattr(a, "memory", "global") == "global" and not apart:
         return z3.Or([x != y for x, y in pairs.values()]) if pairs else z3.BoolVal(False)
     differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
+    return z3.And(_unordered(enc, a, b, space, apart, differ), *_tickets_apart(enc, space, differ["bid"]))
+
+
+def _tickets_apart(enc, space, blocks_differ: list) -> list:
+    """Two blocks never hold the same ticket of one counter: each `block_ticket` is the old
+    value of its own atomic add, and every write of the counter adds a positive constant."""
+    z3 = enc.z3
+    used = [n for n in enc.used if n in space.tickets]
+    if not used or not blocks_differ:
+        return []
+    apart = [enc.atom(per_thread(x, "1")) != enc.atom(per_thread(y, "2"))
+             for x in used for y in used if space.tickets[x] == space.tickets[y]]
+    return [z3.Implies(z3.Or(blocks_differ), z3.And(apart))]
+
+
+def _unordered(enc, a, b, space, apart: bool, differ: dict):
+    z3 = enc.z3
     warp = space.warp()
     together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
     when = _same_epoch(enc, a, b, "block")

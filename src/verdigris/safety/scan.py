@@ -18,7 +18,8 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites where they are literal (constexpr arguments and block shapes,
   also through names bound once to a literal, or looped over a literal tuple), else
-  defaults: arrays are float32 (int64 where their elements serve as indices), of the rank
+  defaults: arrays are float32 (int64 where their elements serve as indices, and for
+  `block_ticket` counters), of the rank
   their subscripts show; scalars are int64 where used in an index, a range, an integer-only
   operation or a comparison with an integer, else float32. Launches without a literal
   block shape specialize without one.
@@ -283,6 +284,8 @@ def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
                          node.args[position] if len(node.args) > position else None)
             if isinstance(index, ast.Tuple):
                 usage[first.id].rank = max(usage[first.id].rank, len(index.elts))
+    if name == "block_ticket" and isinstance(first, ast.Name) and first.id in usage:
+        usage[first.id].array = usage[first.id].int_elements = True  # a counter of tickets
     if not isinstance(node.func, ast.Name):
         return
     found, helper = src.lookup(node.func.id)

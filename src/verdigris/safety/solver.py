@@ -28,7 +28,9 @@ from .trace import Access
 
 COPIES = ("1", "2")
 SMALL_TIMEOUT_MS = 200
-SMALL = {"size": 4, "shape": 1024, "param": 1024, "unknown": 1024}  # bounds for readable examples
+# bounds for readable examples, per kind of atom (tickets as a counter from zero hands them out)
+SMALL = {"size": (-4, 4), "shape": (-1024, 1024), "param": (-1024, 1024),
+         "unknown": (-1024, 1024), "ticket": (0, 1024)}
 
 
 @dataclass
@@ -48,7 +50,9 @@ def situation_of(model, enc, space: Space, ids):
     def value(term) -> int:
         return model.eval(term, model_completion=True).as_long()
 
-    threads = tuple({n: value(enc.atom(per_thread(n, c))) for n in ids} for c in COPIES)
+    tickets = sorted(n for n in enc.used if n in space.tickets)[:1]  # a block's ticket, if any
+    threads = tuple({**{n: value(enc.atom(per_thread(n, c))) for n in ids},
+                     **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in COPIES)
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
              if space.atoms[n].kind in ("shape", "param")}
     launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
@@ -155,9 +159,9 @@ class _Encoder:
         z3, bounds = self.z3, []
         for name, term in self.consts.items():
             generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
-            limit = SMALL.get(self.space.atoms[generic].kind)
-            if limit is not None:
-                bounds.append(z3.And(term >= -limit, term <= limit))
+            limits = SMALL.get(self.space.atoms[generic].kind)
+            if limits is not None:
+                bounds.append(z3.And(term >= limits[0], term <= limits[1]))
         return bounds
 
     def poly(self, p: Poly):

@@ -32,6 +32,8 @@ The model (sound over-approximation of what a thread can do):
   grid_dim*block_dim < 2**31: the launch must guarantee both (they are in the facts).
 - Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
   gets a trip count T (a block-uniform atom, with k < T in the body).
+- `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
+  counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
   track uniformity (`uniform`): unknowns get the scope their inputs have, floats are
   `Opaque(scope)` instead of None, and a loop runs its body again, with weaker scopes for
@@ -288,10 +290,22 @@ class _Thread:
 
     def e_load(self, e: N.Load):
         indices = self.access(e.array, "read", e.indices, e.loc) or ()  # (subclasses give None)
+        if e.array.type.ticket_of is not None:
+            return self.ticket(e.dtype, e.array.type.ticket_of)
         # one element, read by the whole block, is one value: unless each thread has its own
         # (local arrays), or writes meant to race may change it between the reads
         mine = e.array.type.space == "local" or e.array.name in self.racy_arrays
         return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if mine else "")
+
+    def ticket(self, dtype: T.DType, counter: str) -> Poly:
+        """A `block_ticket` of `counter`: the same for the whole block (in one iteration of
+        the loops around it), and different from any ticket of another block (`order`)."""
+        lo, hi = dtype_range(dtype)
+        value = self.space.fresh("ticket", lo, hi, label=f"block_ticket({counter})")
+        name = next(iter(value.atoms()))
+        self.space.tickets[name] = counter
+        self.space.scopes[name] = ("block", self.counters())
+        return value
 
     def e_atomic(self, e: N.Atomic):
         self.access(e.array, "atomic", e.indices, e.loc)
@@ -393,7 +407,7 @@ class _Thread:
         self.join([then], start.pc)
 
     def s_barrier(self, s: N.Barrier):
-        self.checkpoint("barrier()" if s.scope == "block" else "syncwarp()", s.scope, s.loc)
+        self.checkpoint(s.called or ("barrier()" if s.scope == "block" else "syncwarp()"), s.scope, s.loc)
         iters = tuple(Poly.atom(c) for c in self.counters())
         self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 

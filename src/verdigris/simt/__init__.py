@@ -13,7 +13,8 @@ Threads of one block cooperate through `shared` memory (`shared.array(shape, dty
 `barrier()` (every thread of the block waits for all the others) and `syncwarp()` (the
 same for the 32 lanes of a warp); the lanes of a warp exchange registers with
 `shfl_down/shfl_up/shfl_xor/shfl_idx` and vote with `ballot/any_/all_`. Atomics work on
-global and shared arrays.
+global and shared arrays; `block_ticket(counter)` numbers the blocks in the order they
+arrive, for kernels whose blocks wait on each other (a one-pass scan's look-back).
 
 The functions below are the intrinsics kernels call; on the host they raise.
 """
@@ -64,6 +65,14 @@ shared.dynamic = device_only(
 barrier = device_only("simt.barrier", "Wait until every thread of the block gets here; their "
                       "shared and global writes before it are visible to all after it.")
 syncwarp = device_only("simt.syncwarp", "barrier() for the 32 lanes of this thread's warp.")
+block_ticket = device_only(
+    "simt.block_ticket", "block_ticket(counter): the order in which blocks get here (0 for the "
+    "first, when the one-element integer array `counter` starts at 0), the same for every "
+    "thread of the block. A block that waits only for blocks with lower tickets waits for "
+    "blocks that are already running, whatever order the GPU starts blocks in; the race "
+    "checker knows two blocks' tickets differ. Every thread of the block must reach it "
+    "together (it holds two barriers), and nothing else may write `counter` but "
+    "atomic_add of a positive constant.")
 
 _WARP_DOCS = {
     "shfl_down": "shfl_down(value, delta): `value` of lane lane_id() + delta (own value past "
@@ -96,5 +105,5 @@ atomic_and, atomic_or = atomic_and_, atomic_or_
 __all__ = ["atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and_", "atomic_or_",
            "atomic_xor", "atomic_exch", "atomic_cas", "kernel", "thread_id", "block_id",
            "block_dim", "grid_dim", "global_id", "lane_id", "warp_size", "local", "shared",
-           "barrier", "syncwarp", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot",
+           "barrier", "syncwarp", "block_ticket", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot",
            "any_", "all_"]
