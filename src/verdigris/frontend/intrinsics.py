@@ -228,7 +228,7 @@ def _atomic(op: str):
     return handler
 
 
-TICKET_DTYPES = ("int32", "uint32", "int64", "uint64")
+TICKET_DTYPES = {"int32": T.uint32, "uint32": T.uint32, "int64": T.uint64, "uint64": T.uint64}
 
 
 def _block_ticket(tr, args, kwargs, loc):
@@ -237,7 +237,9 @@ def _block_ticket(tr, args, kwargs, loc):
     barrier (earlier readers of the slot are done), the add, barrier, the read. Every block
     sees counter's value before its add, so tickets are distinct across blocks (the frontend
     checks that nothing else writes the counter but adds of a positive constant), and a
-    block that waits only on lower tickets waits on blocks that are already running."""
+    block that waits only on lower tickets waits on blocks that are already running. The
+    ticket is the counter's value as an unsigned integer of its width, so that indices built
+    from it are provably not negative (and need no bounds check below zero)."""
     usage = "block_ticket(counter)"
     if len(args) != 1 or kwargs:
         raise CompileError(f"{usage} takes one argument, a one-element global integer array", loc)
@@ -247,8 +249,8 @@ def _block_ticket(tr, args, kwargs, loc):
         raise CompileError(f"{usage} needs a global array of int32, uint32, int64 or uint64 "
                            "(a counter, zero before the launch)", loc,
                            hint="pass e.g. vg.zeros(1, vg.int32) as a kernel argument")
-    dtype = counter.dtype
-    slot = tr.local_array((1,), dtype, loc, "shared")
+    dtype, ticket = counter.dtype, TICKET_DTYPES[counter.dtype.name]
+    slot = tr.local_array((1,), ticket, loc, "shared")
     slot.type = replace(slot.type, ticket_of=counter.name)
     tr.name_array(slot, "block_ticket")
     at_zero = [N.Compare(loc, "eq", _register(tr, "thread_id", axis, loc), N.Const(loc, 0, T.int32),
@@ -259,11 +261,11 @@ def _block_ticket(tr, args, kwargs, loc):
     zero = (N.Const(loc, 0, T.int64),)
     called = "block_ticket() (it waits for the whole block, as barrier() does)"
     tr.emit(N.Barrier(loc, "block", called))
-    taken = tr.nested(lambda: tr.emit(N.Store(loc, slot, zero, tr.hoist(
-        N.Atomic(loc, "add", counter, zero, N.Const(loc, 1, dtype), None, dtype), loc))))
+    taken = tr.nested(lambda: tr.emit(N.Store(loc, slot, zero, cast(tr.hoist(
+        N.Atomic(loc, "add", counter, zero, N.Const(loc, 1, dtype), None, dtype), loc), ticket, loc))))
     tr.emit(N.If(loc, first, taken, []))
     tr.emit(N.Barrier(loc, "block", called))
-    return N.Load(loc, slot, zero, dtype)
+    return N.Load(loc, slot, zero, ticket)
 
 
 def conversion(dtype: T.DType):

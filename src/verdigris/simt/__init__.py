@@ -68,11 +68,12 @@ syncwarp = device_only("simt.syncwarp", "barrier() for the 32 lanes of this thre
 block_ticket = device_only(
     "simt.block_ticket", "block_ticket(counter): the order in which blocks get here (0 for the "
     "first, when the one-element integer array `counter` starts at 0), the same for every "
-    "thread of the block. A block that waits only for blocks with lower tickets waits for "
-    "blocks that are already running, whatever order the GPU starts blocks in; the race "
-    "checker knows two blocks' tickets differ. Every thread of the block must reach it "
-    "together (it holds two barriers), and nothing else may write `counter` but "
-    "atomic_add of a positive constant.")
+    "thread of the block, as uint32 (uint64 for a 64-bit counter). A block that waits only "
+    "for blocks with lower tickets waits for blocks that are already running, whatever order "
+    "the GPU starts blocks in; the race checker knows two blocks' tickets differ. Every "
+    "thread of the block must reach it together (it holds two barriers), and nothing else "
+    "may write `counter` but atomic_add of a positive constant. The proofs assume fewer "
+    "than 2**32 tickets of a 32-bit counter per launch (they wrap around after that).")
 
 _WARP_DOCS = {
     "shfl_down": "shfl_down(value, delta): `value` of lane lane_id() + delta (own value past "
