@@ -25,7 +25,8 @@ HINTS = {
     "VG205": "restructure the index arithmetic (a guard such as `if c < W:` or an index "
              "built from simt.global_id), use an atomic, or wrap the access in "
              "`with vg.unsafe():`",
-    "VG210": "move simt.barrier() out of the condition, so that every thread of the block "
+    "VG210": "move the barrier (simt.barrier(), or a call that holds one, such as "
+             "simt.block_ticket()) out of the condition, so that every thread of the block "
              "reaches it (guard only the memory accesses), or make the condition the same for "
              "the whole block (built from block ids, scalar arguments, constexprs or loop "
              "counters)",
