@@ -131,8 +131,11 @@ def accesses(stmts) -> tuple[set, set]:
 def _check_ticket_counters(body) -> None:
     """Tickets are distinct only while every write of their counter is an atomic add of a
     positive constant (each such add returns a value no other add returns)."""
-    counters = {n.array.type.ticket_of for n in walk(body) if isinstance(n, N.LocalAlloc)} - {None}
-    for node in walk(body):
+    nodes = list(walk(body))
+    counters = {n.array.type.ticket_of for n in nodes if isinstance(n, N.LocalAlloc)} - {None}
+    if not counters:
+        return
+    for node in nodes:
         if isinstance(node, WRITE_NODES) and node.array.name in counters and not (
                 isinstance(node, N.Atomic) and node.op == "add" and isinstance(node.value, N.Const)
                 and node.value.value > 0):

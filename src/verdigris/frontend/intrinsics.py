@@ -9,6 +9,7 @@ intrinsic is one entry in `HANDLERS`.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from dataclasses import replace
 
@@ -255,9 +256,8 @@ def _block_ticket(tr, args, kwargs, loc):
     tr.name_array(slot, "block_ticket")
     at_zero = [N.Compare(loc, "eq", _register(tr, "thread_id", axis, loc), N.Const(loc, 0, T.int32),
                          T.bool_) for axis in range(3) if tr.unit.block is None or tr.unit.block[axis] > 1]
-    first = N.Const(loc, True, T.bool_)  # a block of one thread
-    for n, test in enumerate(at_zero):
-        first = test if n == 0 else N.Logical(loc, "and", first, test, T.bool_)
+    first = functools.reduce(lambda a, b: N.Logical(loc, "and", a, b, T.bool_), at_zero) \
+        if at_zero else N.Const(loc, True, T.bool_)  # else a block of one thread
     zero = (N.Const(loc, 0, T.int64),)
     called = "block_ticket() (it waits for the whole block, as barrier() does)"
     tr.emit(N.Barrier(loc, "block", called))

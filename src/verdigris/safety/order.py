@@ -50,7 +50,10 @@ def unordered(enc, a, b, space, apart: bool = False):
     if not space.barriers and getattr(a, "memory", "global") == "global" and not apart:
         return z3.Or([x != y for x, y in pairs.values()]) if pairs else z3.BoolVal(False)
     differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
-    return z3.And(_unordered(enc, a, b, space, apart, differ), *_tickets_apart(enc, space, differ["bid"]))
+    pair = _unordered(enc, a, b, space, apart, differ)
+    # after `_unordered`, which may encode more atoms (tickets only come with barriers, so the
+    # early return above never needs them)
+    return z3.And(pair, *_tickets_apart(enc, space, differ["bid"]))
 
 
 def _tickets_apart(enc, space, blocks_differ: list) -> list:
