@@ -12,6 +12,7 @@ import pytest
 import verdigris as vg
 from verdigris import codegen, simt
 from verdigris.codegen import checks
+from verdigris.examples.gather_sum import gather_sum
 from verdigris.runtime import backend
 
 from test_codegen import (L, N, T, array, assign, axpy, compare, const, global_id, kernel, load,
@@ -163,3 +164,108 @@ def test_the_example_kernel_is_proven_in_bounds(cpu):
     spec, *_ = spec_for(ax.axpy, (1, 1, 1), (256, 1, 1), 2.0, *(np.ones(8, np.float32) for _ in range(3)))
     assert len(spec.kernel.facts["in_bounds"]) == len(checks.sites(spec.kernel)) > 0
     print(f"axpy bounds proof: {spec.kernel.facts['bounds_seconds'] * 1e3:.2f} ms")
+
+
+# -------------------------------------------- fault records settled at the end of a stretch
+
+
+@simt.kernel
+def two_reads(x, idx, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        first = x[idx[2 * i]]
+        second = x[idx[2 * i + 1]]
+        out[i] = first + second
+
+
+@simt.kernel
+def walk_while_positive(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        j = i
+        while x[j] > 0.0:  # past the last element the load is skipped, reads 0, and stops the walk
+            j += 1
+        out[i] = j - i
+
+
+@simt.kernel
+def pick(flags, idx, x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[idx[i]] if flags[i] != 0 else -1.0
+
+
+def checked_on_host(k, grid, block, **args):
+    """Runs `k`'s checked code (its proofs applied) on the host; the fault record it left."""
+    grid, block = ((*dims, 1, 1)[:3] for dims in (grid, block))
+    spec, *_ = spec_for(k, grid, block, *args.values())
+    return spec.kernel, on_host(spec.kernel)(grid, block, **args)
+
+
+def site_of(kern, array: str, nth: int = 0) -> int:
+    sites = checks.sites(kern)
+    return sites.index([n for n in sites if isinstance(n, N.Load) and n.array.name == array][nth])
+
+
+def test_the_first_skipped_access_of_a_stretch_is_recorded(rng, cpu):
+    x = rng.standard_normal(50).astype(np.float32)
+    idx = rng.integers(0, 50, 40)
+    idx[10:12] = [53, 57]  # thread 5 reads past x twice
+    out = np.full(20, np.nan, np.float32)
+    kern, record = checked_on_host(two_reads, (1,), (20,), x=x, idx=idx, out=out)
+    want = x[np.minimum(idx, 49)].reshape(20, 2).sum(1)  # float32 sums of two, as the kernel's
+    want[5] = 0.0  # both loads skipped, each read 0
+    np.testing.assert_array_equal(out, want)
+    assert record[checks.RECORD_FLAG] == 1 and record[checks.RECORD_SITE] == site_of(kern, "x", 0)
+    assert record[checks.RECORD_INDEX] == 53 and record[checks.RECORD_EXTENT] == 50
+    assert list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [5, 0, 0]
+    assert record[checks.RECORD_NDIM] == 1 and not record[checks.RECORD_INDEX + 1:checks.RECORD_EXTENT].any()
+
+
+def test_a_fault_in_a_loop_condition_is_recorded_when_the_loop_ends(cpu):
+    x = np.ones(6, np.float32)
+    x[2] = -1.0
+    out = np.full(6, -7, np.int64)
+    kern, record = checked_on_host(walk_while_positive, (1,), (6,), x=x, out=out)
+    np.testing.assert_array_equal(out, [2, 1, 0, 3, 2, 1])  # threads 3-5 walk off the end
+    assert record[checks.RECORD_FLAG] == 1 and record[checks.RECORD_SITE] == site_of(kern, "x")
+    assert record[checks.RECORD_INDEX] == 6 and record[checks.RECORD_EXTENT] == 6
+
+
+def test_a_fault_in_the_arm_of_a_conditional_expression_is_recorded(rng, cpu):
+    x = rng.standard_normal(8).astype(np.float32)
+    flags = np.array([1, 0, 1, 1, 0, 1, 0, 0], np.int32)
+    idx = np.array([3, 99, 7, 12, 98, 0, 97, 96])  # thread 3 takes its arm and reads x[12]
+    out = np.full(8, np.nan, np.float32)
+    kern, record = checked_on_host(pick, (1,), (8,), flags=flags, idx=idx, x=x, out=out)
+    np.testing.assert_array_equal(out, [x[3], -1, x[7], 0.0, -1, x[0], -1, -1])
+    assert record[checks.RECORD_FLAG] == 1 and record[checks.RECORD_SITE] == site_of(kern, "x")
+    assert record[checks.RECORD_INDEX] == 12 and list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [3, 0, 0]
+
+
+def test_a_checked_loop_is_unrolled_and_its_loads_come_before_its_record(rng, cpu):
+    x = rng.standard_normal(64).astype(np.float32)
+    idx = rng.integers(0, 64, (16, 8))
+    idx[9, 6] = 70  # thread 9's seventh read is past x
+    out = np.full(16, np.nan, np.float32)
+    kern, record = checked_on_host(gather_sum, (1,), (16,), x=x, idx=idx, out=out, K=8)
+    want = np.where(idx < 64, x[np.minimum(idx, 63)].astype(np.float64), 0.0).sum(1)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert record[checks.RECORD_INDEX] == 70 and list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [9, 0, 0]
+    ptx = codegen.compile_to_ptx(kern, "sm_90").ptx
+    loads = [m.start() for m in re.finditer(r"\bld\.global\.nc", ptx)]
+    assert len(loads) == 16 and "for." not in codegen.lower_to_llvm(kern, "sm_90")  # unrolled here
+    assert max(loads) < ptx.index("atom.relaxed.gpu.global.cas")  # one record, after all 16 loads
+    assert ptx.count("atom.relaxed.gpu.global.cas") == 1
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_kernels_with_settled_checks_assemble(target, cpu):
+    cases = [(two_reads, (np.ones(4, np.float32), np.zeros(8, np.int64), np.ones(4, np.float32))),
+             (walk_while_positive, (np.ones(4, np.float32), np.zeros(4, np.int64))),
+             (pick, (np.ones(4, np.int32), np.zeros(4, np.int64), np.ones(4, np.float32), np.ones(4, np.float32))),
+             (gather_sum, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8))]
+    for k, args in cases:
+        spec, *_ = spec_for(k, (1, 1, 1), (128, 1, 1), *args)
+        assert codegen.assemble(codegen.compile_to_ptx(spec.kernel, target).ptx, target)[:4] == b"\x7fELF"

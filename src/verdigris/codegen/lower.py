@@ -15,7 +15,10 @@ Guarantees:
   stride is the constant 1 when the array is specialized `unit_inner_stride`.
 - Every Load, Store and Atomic not in `kernel.facts["in_bounds"]` is checked: when some
   index is outside [0, extent) the access is not performed (a load or atomic yields 0),
-  the first fault of the launch is recorded (`checks`) and the thread goes on.
+  the first fault of the launch is recorded (`checks`) and the thread goes on. The record
+  is written at the end of the stretch of straight-line code holding the access (before
+  the next branch), so the accesses of a stretch stay one predicated instruction each
+  (`builder`).
 - Atomics (`atomics`) are relaxed at device scope, as CUDA's.
 - Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
   become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
@@ -33,11 +36,13 @@ Guarantees:
   step's sign (known when the step is a constant), no iteration for step 0, and no
   wrap-around past the last element of the range. A `For` with constant bounds, at most
   `MAX_UNROLL` iterations, and in its body a warp operation, a local array indexed by its
-  counter, or a loop unrolled for these reasons, is unrolled here, its counter a constant
-  in each copy: shuffle arguments such as `16 >> k` are then constants and take PTX's own
-  shuffle modes (`warp`), and local arrays are indexed by constants, which keeps them in
-  registers; a register-blocked loop nest becomes straight-line code that ptxas schedules
-  as a whole (LLVM's unroller stops short of that).
+  counter, an access that keeps a bounds check, or a loop unrolled for these reasons, is
+  unrolled here, its counter a constant in each copy: shuffle arguments such as `16 >> k`
+  are then constants and take PTX's own shuffle modes (`warp`), and local arrays are
+  indexed by constants, which keeps them in registers; a register-blocked loop nest
+  becomes straight-line code that ptxas schedules as a whole (LLVM's unroller stops short
+  of that), and the checked accesses of all iterations settle their fault records
+  together (`builder`), so their loads issue together.
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations
@@ -57,6 +62,7 @@ from ..types import DType
 from . import arith, atomics, casts, checks, mathlib, nvptx, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
+from .builder import CheckingBuilder
 from .emitter import Emitter
 
 MAX_UNROLL = 32
@@ -147,7 +153,7 @@ class _KernelLowering:
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
-        self.em = Emitter(self.module, ir.IRBuilder(self.body), kernel.fma)
+        self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely), kernel.fma)
         self.b = self.em.b
         self.arrays: dict[str, _Array] = {}
         self.params: dict[str, ir.Value] = {}  # scalar parameters never assigned to
@@ -266,8 +272,9 @@ class _KernelLowering:
         return self.b.gep(view.ptr, [offset], inbounds=True, source_etype=mem_type(view.dtype))
 
     def _access(self, node, array: N.ArrayRef, indices: tuple, perform, dtype: DType | None = None):
-        """`perform(element pointer)` when every index is inside its extent; else the fault
-        path. Returns what `perform` returns, or for a skipped value access `0` of `dtype`."""
+        """`perform(element pointer)` when every index is inside its extent; else the access is
+        skipped and its fault recorded at the end of the stretch (`builder`). Returns what
+        `perform` returns, or for a skipped value access `0` of `dtype`."""
         view = self._view(array, node)
         index = [self.expr(i) for i in indices]
         if id(node) in self.proven:
@@ -275,27 +282,32 @@ class _KernelLowering:
         inside = ir.Constant(ir.IntType(1), True)
         for i, extent in zip(index, view.shape):  # unsigned: a negative index is outside too
             inside = self.b.and_(inside, self.b.icmp_unsigned("<", i, extent))
-        inside = self.em.call("llvm.expect.i1", ir.IntType(1), inside, ir.Constant(ir.IntType(1), True))
-        ok_bb, fault_bb, end_bb = self._block("access.ok"), self._block("access.fault"), self._block("access.end")
-        self.b.cbranch(inside, ok_bb, fault_bb)
-        self.b.position_at_end(ok_bb)
-        value = perform(self._element(view, index))
-        ok_end = self.b.block
-        self.b.branch(end_bb)
-        self.b.position_at_end(fault_bb)
-        self._record_fault(self.site_of[id(node)], index, view.shape)
-        fault_end = self.b.block
-        self.b.branch(end_bb)
-        self.b.position_at_end(end_bb)
-        if dtype is None:
-            return None
-        phi = self.b.phi(value.type)
-        phi.add_incoming(value, ok_end)
-        phi.add_incoming(make_const(dtype, 0), fault_end)
-        return phi
+        return self.b.checked(self.likely(inside), self.fault_description(node, index, view.shape),
+                              lambda: perform(self._element(view, index)),
+                              None if dtype is None else make_const(dtype, 0))
 
-    def _record_fault(self, site: int, index: list, shape: list) -> None:
-        """The first fault of a launch claims the fault block and fills in the record."""
+    def fault_description(self, node, index: list, shape: list) -> tuple:
+        """The record words of a fault of access `node` at `index` (`checks`): site, rank, then
+        `RECORD_DIMS` indices and as many extents (zeros past the rank), as i64."""
+        def word(value: ir.Value) -> ir.Value:
+            return value if value.type == I64 else self.b.zext(value, I64)
+
+        pad = [ir.Constant(I64, 0)] * (checks.RECORD_DIMS - min(len(index), checks.RECORD_DIMS))
+        return (ir.Constant(I64, self.site_of[id(node)]), ir.Constant(I64, len(index)),
+                *[word(i) for i in index[:checks.RECORD_DIMS]], *pad,
+                *[word(e) for e in shape[:checks.RECORD_DIMS]], *pad)
+
+    def _checked(self, node) -> bool:
+        """Whether `node` is an access that keeps a bounds check."""
+        return id(node) in self.site_of and id(node) not in self.proven
+
+    def likely(self, condition: ir.Value) -> ir.Value:
+        """`condition`, marked as likely true (`llvm.expect`)."""
+        return self.em.call("llvm.expect.i1", ir.IntType(1), condition, ir.Constant(ir.IntType(1), True))
+
+    def _record_fault(self, description: tuple) -> None:
+        """The first fault of a launch claims the fault block and fills in the record
+        (`description`: its words from `fault_description`)."""
         b = self.b
         claim = b.cmpxchg(self.faults, ir.Constant(I64, 0), ir.Constant(I64, 1), atomics.ORDERING,
                           atomics.FAIL_ORDERING)
@@ -307,18 +319,18 @@ class _KernelLowering:
 
         def put(word: int, value: ir.Value) -> None:
             if value.type != I64:
-                value = b.zext(value, I64) if value.type.width < 64 else value
+                value = b.zext(value, I64)
             b.store(value, b.gep(record, [ir.Constant(I64, word)], inbounds=True, source_etype=I64))
 
         put(checks.RECORD_KERNEL, ir.Constant(I64, self.kernel_id))
-        put(checks.RECORD_SITE, ir.Constant(I64, site))
         for base, sreg in ((checks.RECORD_BLOCK, "ctaid"), (checks.RECORD_THREAD, "tid")):
             for axis in range(3):
                 put(base + axis, self.em.call(f"llvm.nvvm.read.ptx.sreg.{sreg}.{'xyz'[axis]}", I32))
-        put(checks.RECORD_NDIM, ir.Constant(I64, len(index)))
-        for axis, (i, extent) in enumerate(zip(index[:checks.RECORD_DIMS], shape)):
-            put(checks.RECORD_INDEX + axis, i)
-            put(checks.RECORD_EXTENT + axis, extent)
+        site, ndim, *words = description
+        put(checks.RECORD_SITE, site)
+        put(checks.RECORD_NDIM, ndim)
+        for k, value in enumerate(words):
+            put(checks.RECORD_INDEX + k, value)
         b.fence("seq_cst")  # system scope: the record is complete before the host sees the flag
         put(checks.RECORD_FLAG, ir.Constant(I64, 1))
         b.branch(done_bb)
@@ -334,8 +346,8 @@ class _KernelLowering:
         for bb, arm in ((then_bb, then), (else_bb, orelse)):
             self.b.position_at_end(bb)
             value = arm()
-            arms.append((value, self.b.block))
             self.b.branch(end_bb)
+            arms.append((value, self.b.block))
         self.b.position_at_end(end_bb)
         phi = self.b.phi(arms[0][0].type)
         for value, bb in arms:
@@ -518,7 +530,7 @@ class _KernelLowering:
         if _escapes(s.body) or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
                                    for n in nodes if isinstance(n, (N.Assign, N.For))):
             return None
-        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) for n in nodes):
+        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) or self._checked(n) for n in nodes):
             return range(*bounds)
         self.unrolled[s.var] = bounds[0]  # as the inner loops would see it
         try:

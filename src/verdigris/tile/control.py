@@ -3,8 +3,7 @@
 Takes: a lowering (`low`: its builder `b`, `em`, and `_block(name)` for new blocks) and
 callables that emit the code of a branch or a loop body. Gives `when(low, cond, then)`
 (`if cond: then()`), `choose(low, cond, then, otherwise, name)` (either arm, their values
-merged by phi), `expected(low, cond)` (`llvm.expect` true: the first arm is the likely
-one), `counted(low, trips, body, name)` (`for i in range(trips)`, a run-time i32 count)
+merged by phi), `counted(low, trips, body, name)` (`for i in range(trips)`, a run-time i32 count)
 and `rolled(low, count, body, name)` (a constant count LLVM keeps rolled). Guarantees: each
 leaves the builder at the end of the code it built, in a block every path reaches.
 """
@@ -12,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..codegen.dtypes import I1, I32, i32
+from ..codegen.dtypes import I32, i32
 
 
 def when(low, cond: ir.Value, then) -> None:
@@ -36,8 +35,8 @@ def choose(low, condition: ir.Value, then, otherwise, name: str, arms=("then", "
     for bb, arm in ((then_bb, then), (else_bb, otherwise)):
         b.position_at_end(bb)
         values = arm()
-        results.append((values, b.block))
         b.branch(end_bb)
+        results.append((values, b.block))
     b.position_at_end(end_bb)
     merged = []
     for k in range(len(results[0][0] or ())):
@@ -46,11 +45,6 @@ def choose(low, condition: ir.Value, then, otherwise, name: str, arms=("then", "
             phi.add_incoming(values[k], bb)
         merged.append(phi)
     return merged
-
-
-def expected(low, condition: ir.Value) -> ir.Value:
-    """`condition`, marked as likely true."""
-    return low.em.call("llvm.expect.i1", I1, condition, ir.Constant(I1, True))
 
 
 def counted(low, trips: ir.Value, body, name: str) -> None:
@@ -65,8 +59,9 @@ def counted(low, trips: ir.Value, body, name: str) -> None:
     b.cbranch(b.icmp_signed("<", i, trips), block, done)
     b.position_at_end(block)
     body(i)
-    i.add_incoming(b.add(i, i32(1)), b.block)
+    following = b.add(i, i32(1))
     b.branch(header)
+    i.add_incoming(following, b.block)
     b.position_at_end(done)
 
 
@@ -82,6 +77,6 @@ def rolled(low, count: int, body, name: str) -> None:
     v.add_incoming(i32(0), before)
     body(v)
     following = b.add(v, i32(1))
-    v.add_incoming(following, b.block)
     b.cbranch(b.icmp_unsigned("<", following, trips), loop_bb, done_bb)
+    v.add_incoming(following, b.block)
     b.position_at_end(done_bb)

@@ -77,7 +77,7 @@ class _Copies:
             for stride in view.strides[:-1]:
                 rest = b.and_(stride, ir.Constant(I64, per_chunk - 1))
                 aligned = b.and_(aligned, b.icmp_unsigned("==", rest, ir.Constant(I64, 0)))
-            self.aligned.append(control.expected(low, aligned))
+            self.aligned.append(low.likely(aligned))
 
     def issue(self, stage: ir.Value) -> None:
         """Copy the tiles of the iteration the loop variable holds into `stage` (i32)."""

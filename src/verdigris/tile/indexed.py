@@ -11,7 +11,7 @@ Guarantees (`ir.tiles`, the cpu backend):
   each by one thread (the first of those holding it); the plain form stores, the atomic
   form (`scatter_add`) adds with one `atomicrmw` per element (`red.global.add`). An index
   outside the array is a bounds fault, as a SIMT store's: the element is skipped, the
-  first fault of the launch is recorded, and the host raises `BoundsError` (VG302) at the
+  first fault of the launch is recorded (`CheckingBuilder.checked`), and the host raises `BoundsError` (VG302) at the
   next synchronization; scatters the bounds proofs cover carry no check.
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from .. import errors
 from ..codegen import atomics
 from ..codegen.dtypes import I1, I32, mem_type, to_mem, to_reg
 from ..frontend.typing import ATOMIC_DTYPES
-from .memory import guarded
 
 
 def _inside(b, index: list, extents: list) -> ir.Value:
@@ -43,7 +42,7 @@ def gather(low, node, want):
     regs = []
     for r in range(layout.num_regs):
         index = [i.regs[r] for i in indices]
-        regs.append(guarded(low, _inside(b, index, view.shape), lambda index=index: to_reg(b, dtype, b.load(
+        regs.append(b.around(_inside(b, index, view.shape), lambda index=index: to_reg(b, dtype, b.load(
             low._element(view, index), typ=mem_type(dtype), align=dtype.itemsize)), "gather", padding))
     return TileValue(layout, regs, dtype)
 
@@ -73,10 +72,8 @@ def scatter(low, node) -> None:
         index = [i.regs[r] for i in indices]
         if not checked:
             return write(value.regs[r], index)
-        inside = low.em.call("llvm.expect.i1", I1, _inside(b, index, view.shape), ir.Constant(I1, True))
-        guarded(low, inside, lambda: write(value.regs[r], index), "scatter")
-        guarded(low, b.not_(inside), lambda: low._record_fault(low.site_of[id(node)], index, view.shape),
-                "scatter.fault")
+        b.checked(low.likely(_inside(b, index, view.shape)), low.fault_description(node, index, view.shape),
+                  lambda: write(value.regs[r], index))
 
     for r in range(layout.num_regs):
         mine = ir.Constant(I1, True) if owner is None else owner
@@ -86,4 +83,4 @@ def scatter(low, node) -> None:
         if owner is None and not padded:
             element(r)
         else:
-            guarded(low, mine, lambda r=r: element(r), "scatter.mine")
+            b.around(mine, lambda r=r: element(r), "scatter.mine")

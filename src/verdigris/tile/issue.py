@@ -202,10 +202,11 @@ def fma(low, e: X.TileDot, dot: DotPlan, acc: TileValue) -> TileValue:
         y = b.load(b.gep(b_base, [b.zext(b.add(b.mul(kk, i32(n)), col), I64)], inbounds=True,
                          source_etype=wide), typ=wide)
         updated.append(em.call(f"llvm.fma.{wide.intrinsic_name}", wide, x, y, phi))
-    kk.add_incoming(b.add(kk, i32(1)), b.block)
+    following = b.add(kk, i32(1))
+    b.branch(header)
+    kk.add_incoming(following, b.block)
     for phi, value in zip(phis, updated):
         phi.add_incoming(value, b.block)
-    b.branch(header)
     b.position_at_end(done)
     low.barrier()
     return TileValue(layout, list(phis), e.dtype)

@@ -3,9 +3,8 @@
 Takes: the `TileLowering`, the node, and the layout the registers are in. Gives:
 `load(low, node, layout) -> TileValue`, `load_group(low, items)` (a statement's loads
 together), `with_loads(low, items, then)` (a statement lowered once per path of its loads),
-`store(low, node, value, atomic=False)` (the atomic form is `TileAtomicAdd`), and
-`guarded(low, condition, perform, ...)`, the branch around one masked access that
-`indexed` uses too.
+and `store(low, node, value, atomic=False)` (the atomic form is `TileAtomicAdd`). A masked
+element is read or written behind a branch around it (`CheckingBuilder.around`).
 
 Guarantees (`ir.tiles`): element `index[k] * shape[k] + c` along axis k; elements outside
 the array (or past the tile's own shape, when it is padded to a power of two) are never
@@ -183,7 +182,7 @@ def _vector_path(low, accesses: list) -> ir.Value | None:
     whole = ir.Constant(I1, True)
     for access in vectored:
         whole = low.b.and_(whole, access.whole_vectors())
-    return control.expected(low, whole)
+    return low.likely(whole)
 
 
 def _ptx_operands(words: _Words, first: int) -> tuple:
@@ -290,7 +289,7 @@ class _Group:
         for r0 in range(0, access.layout.num_regs, words.width):
             coords = access.at(r0)
             if words.width == 1:
-                out.append(guarded(low, access.inside(coords), lambda coords=coords: b.load(
+                out.append(low.b.around(access.inside(coords), lambda coords=coords: b.load(
                     access.pointer(coords), typ=words.word, align=access.dtype.itemsize), "load", padding))
             else:
                 out += _predicated_load(low, access, coords, words, padding)
@@ -305,7 +304,7 @@ class _Group:
         local = _local_array(low, words.word, count * words.count)
 
         def element(coords, j: int) -> ir.Value:
-            return guarded(low, access.inside(coords, j), lambda: b.load(
+            return low.b.around(access.inside(coords, j), lambda: b.load(
                 access.pointer(coords, j), typ=mem_type(access.dtype), align=access.dtype.itemsize),
                 "load", self.paddings[k])
 
@@ -408,7 +407,7 @@ def store(low, node, value, atomic: bool = False) -> None:
     if atomic or access.width == 1:
         for r, reg in enumerate(value.regs):
             pointer = access.pointer(access.at(r))
-            guarded(low, access.inside(access.at(r)), (lambda reg=reg, pointer=pointer: atomics.atomic(
+            low.b.around(access.inside(access.at(r)), (lambda reg=reg, pointer=pointer: atomics.atomic(
                 low.em, "add", dtype, pointer, reg, None)) if atomic else (lambda reg=reg, pointer=pointer: b.store(
                     to_mem(b, dtype, reg), pointer, align=dtype.itemsize)), "store")
     else:
@@ -439,7 +438,7 @@ def _store_rolled(low, access, packing: _Words, words: list) -> None:
             for e in range(packing.per_word):
                 j = i * packing.per_word + e
                 element = packing.unpack(b, word, e)
-                guarded(low, access.inside(coords, j), lambda element=element, j=j: b.store(
+                low.b.around(access.inside(coords, j), lambda element=element, j=j: b.store(
                     element, access.pointer(coords, j), align=access.dtype.itemsize), "store")
     control.rolled(low, access.layout.num_regs // access.width, vector, "store")
 
@@ -452,23 +451,3 @@ def _local_array(low, word: ir.Type, count: int) -> ir.Value:
 
 def _slot(b, local, i: ir.Value) -> ir.Value:
     return b.gep(local, [ir.Constant(I32, 0), i], inbounds=True, source_etype=local.allocated_type)
-
-
-def guarded(low, condition: ir.Value, perform, name: str, otherwise: ir.Value | None = None):
-    """`perform()` only where `condition` holds (a branch around it); its value where it
-    ran, else `otherwise` (None: `perform` gives no value)."""
-    b = low.b
-    then_bb, end_bb = low._block(f"{name}.in"), low._block(f"{name}.next")
-    before = b.block
-    b.cbranch(condition, then_bb, end_bb)
-    b.position_at_end(then_bb)
-    value = perform()
-    then_end = b.block
-    b.branch(end_bb)
-    b.position_at_end(end_bb)
-    if otherwise is None:
-        return None
-    phi = b.phi(value.type)
-    phi.add_incoming(value, then_end)
-    phi.add_incoming(otherwise, before)
-    return phi

@@ -177,6 +177,7 @@ def _tiles(low, spec: Specialized, body) -> None:
     for slot, value in zip(low.virtual_bid, (b.add(start, b.urem(within, size)), b.udiv(within, size), z)):
         b.store(value, slot)
     body()
-    t.add_incoming(b.add(t, stride), b.block)
+    following = b.add(t, stride)
     b.branch(header)
+    t.add_incoming(following, b.block)
     b.position_at_end(done)
