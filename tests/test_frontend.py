@@ -278,3 +278,114 @@ def test_promotion_rules():
 def test_unsupported_array_dtypes_name_the_parameter(dtype):
     with pytest.raises(vg.LaunchError, match=r"axpy: argument 'x': arrays of dtype"):
         axpy.specialize(1.0, np.zeros(4, dtype), F32, F32)
+
+
+# ---------------------------------------------------------------- definite assignment
+
+
+@simt.kernel
+def set_in_one_arm(x, out):
+    i = simt.global_id(0)
+    if x[i] > 0.0:
+        v = x[i]
+    out[i] = v  # MARK-one-arm
+
+
+@simt.kernel
+def set_in_both_arms(x, out):
+    i = simt.global_id(0)
+    if x[i] > 0.0:
+        v = x[i]
+    else:
+        v = 0.0
+    out[i] = v
+
+
+@simt.kernel
+def set_in_a_loop_that_may_not_run(x, out):
+    for k in range(x.shape[0]):
+        last = x[k]
+    out[0] = last  # MARK-maybe-loop
+
+
+@simt.kernel
+def set_in_a_loop_that_runs(x, out, K: vg.constexpr):
+    for k in range(K):
+        last = x[k]
+    out[0] = last + k
+
+
+@simt.kernel
+def set_before_a_break(x, out):
+    for k in range(4):
+        if x[k] > 0.0:
+            break
+        last = x[k]
+    out[0] = last  # MARK-break
+
+
+@simt.kernel
+def read_before_set_in_the_body(x, out):
+    for k in range(4):
+        if k > 0:
+            out[k] = prev  # noqa: F821  MARK-carried
+        prev = x[k]
+
+
+@simt.kernel
+def set_in_a_while_body(x, out):
+    k = 0
+    while x[k] > 0.0:
+        seen = x[k]
+        k += 1
+    out[0] = seen  # MARK-while
+
+
+@vg.func
+def sign_or_nothing(v):
+    if v > 0.0:
+        return 1.0
+    elif v < 0.0:
+        return -1.0
+
+
+@simt.kernel
+def uses_partial_helper(x, out):
+    out[0] = sign_or_nothing(x[0])  # MARK-no-return
+
+
+@simt.kernel
+def after_an_early_exit(x, out):
+    i = simt.global_id(0)
+    if i >= out.shape[0]:
+        return
+    v = x[i]
+    out[i] = v
+
+
+@pytest.mark.parametrize("kernel, args, marker", [
+    (set_in_one_arm, (F32, F32), "MARK-one-arm"),
+    (set_in_a_loop_that_may_not_run, (F32, F32), "MARK-maybe-loop"),
+    (set_before_a_break, (F32, F32), "MARK-break"),
+    (read_before_set_in_the_body, (F32, F32), "MARK-carried"),
+    (set_in_a_while_body, (F32, F32), "MARK-while"),
+])
+def test_a_variable_some_path_leaves_unassigned_is_refused_at_its_read(kernel, args, marker):
+    err = compile_error(kernel, *args)
+    assert "used before it is assigned" in str(err)  # the type-inference pass finds some first
+    assert_points_at(err, marker)
+
+
+def test_a_helper_that_can_end_without_returning_is_refused_at_the_call():
+    err = compile_error(uses_partial_helper, F32, F32)
+    assert "can end without returning a value" in str(err)
+    assert_points_at(err, "MARK-no-return")
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (set_in_both_arms, (F32, F32)), (set_in_a_loop_that_runs, (F32, F32), ), (after_an_early_exit, (F32, F32)),
+    (uses_helper, (F32, np.zeros(1, np.int64))),
+])
+def test_variables_assigned_on_every_path_are_accepted(kernel, args):
+    kwargs = {"K": 3} if kernel is set_in_a_loop_that_runs else {}
+    assert typed_ir(kernel, *args, **kwargs).body

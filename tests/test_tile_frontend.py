@@ -355,6 +355,29 @@ def test_broadcast_mismatch_names_both_shapes():
 
 
 @tile.kernel
+def tile_set_in_one_arm(a, out):
+    if tile.bid(0) > 0:
+        t = tile.load(a, index=(tile.bid(0),), shape=(128,))
+    tile.store(out, index=(tile.bid(0),), tile=t)  # marker: one arm
+
+
+@tile.kernel
+def tile_set_in_both_arms(a, out):
+    if tile.bid(0) > 0:
+        t = tile.load(a, index=(tile.bid(0),), shape=(128,))
+    else:
+        t = tile.zeros((128,), vg.float32)
+    tile.store(out, index=(tile.bid(0),), tile=t)
+
+
+def test_a_tile_assigned_in_one_arm_only_is_refused_at_its_read():
+    err = compile_error(tile_set_in_one_arm, F32, F32)
+    assert err.message.startswith("variable 't' may be used before it is assigned")
+    assert_points_at(err, "marker: one arm")
+    assert typed_ir(tile_set_in_both_arms, F32, F32).body
+
+
+@tile.kernel
 def misspelled(a, out):
     tile.store(out, index=(0,), tile=tile.expp(tile.load(a, index=(0,), shape=(128,))))  # marker: misspelled
 

@@ -6,7 +6,7 @@ Takes: the user's function, its track ("simt" or "tile"), one spec per parameter
 the grid axes launched with one block (facts for the race checker), and the `fma` option. Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
 from the body. Guarantees: deterministic output for identical input (names come from a
 counter that restarts with every build); unsupported Python is a `CompileError` at the
-user's line.
+user's line, and so is a read of a variable that some path leaves unassigned (`assigned`).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .. import types as T
 from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
+from . import assigned
 from .source import function_source
 from .translate import Retry, Translator, Unit
 from .typing import Static
@@ -107,6 +108,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     tr.body(src.tree.body)
     scalars = {p.name for p in params if p.kind == "scalar"}
     body = [N.Region(src.loc(src.tree), "kernel", tr.stmts)]
+    assigned.check(body, {p.name for p in params if p.kind == "scalar"})
     reads, writes = accesses(body)
     _check_ticket_counters(body)
     return N.Kernel(src.name, track, params,
