@@ -36,13 +36,14 @@ Guarantees:
   step's sign (known when the step is a constant), no iteration for step 0, and no
   wrap-around past the last element of the range. A `For` with constant bounds, at most
   `MAX_UNROLL` iterations, and in its body a warp operation, a local array indexed by its
-  counter, an access that keeps a bounds check, or a loop unrolled for these reasons, is
-  unrolled here, its counter a constant in each copy: shuffle arguments such as `16 >> k`
-  are then constants and take PTX's own shuffle modes (`warp`), and local arrays are
-  indexed by constants, which keeps them in registers; a register-blocked loop nest
-  becomes straight-line code that ptxas schedules as a whole (LLVM's unroller stops short
-  of that), and the checked accesses of all iterations settle their fault records
-  together (`builder`), so their loads issue together.
+  counter, or a loop unrolled for these reasons, is unrolled here (and so is an innermost
+  such loop whose body holds an access that keeps a bounds check), its counter a constant
+  in each copy: shuffle arguments such as `16 >> k` are then constants and take PTX's own
+  shuffle modes (`warp`), and local arrays are indexed by constants, which keeps them in
+  registers; a register-blocked loop nest becomes straight-line code that ptxas schedules
+  as a whole (LLVM's unroller stops short of that); and the checked accesses of all
+  iterations settle their fault records together (`builder`), so their loads issue
+  together.
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations
@@ -114,18 +115,6 @@ def _indexes_local_by(node, var: str) -> bool:
 
     return isinstance(node, (N.Load, N.Store)) and node.array.type.space == "local" and any(
         isinstance(n, N.Var) and n.name == var for i in node.indices for n in walk([i]))
-
-
-def _escapes(body: list) -> bool:
-    """Whether a `break` or `continue` in `body` leaves the loop whose body it is."""
-    for s in body:
-        if isinstance(s, (N.Break, N.Continue)):
-            return True
-        nested = [s.then, s.orelse] if isinstance(s, N.If) else \
-            [s.body] if isinstance(s, (N.Region, N.Unsafe)) else []
-        if any(_escapes(b) for b in nested):
-            return True
-    return False
 
 
 def needs_branch(e: N.Expr) -> bool:
@@ -519,22 +508,27 @@ class _KernelLowering:
             return up
         return b.or_(up, b.and_(icmp("<", step, zero), icmp(">", i, stop)))
 
-    def _unrolled_range(self, s: N.For) -> range | None:
-        """The iterations of `s` when it is unrolled (see the module docstring), else None."""
+    def _unrolled_range(self, s: N.For, for_checks: bool = True) -> range | None:
+        """The iterations of `s` when it is unrolled (see the module docstring), else None.
+        A checked access unrolls an innermost loop only (`for_checks`: `s` is not inside a
+        loop being considered), so that a nest of checked loops does not multiply out."""
         bounds = [self._fold(e) for e in (s.start, s.stop, s.step)]
         if None in bounds or bounds[2] == 0 or len(range(*bounds)) > MAX_UNROLL:
             return None
         from ..frontend import walk
 
         nodes = list(walk(s.body))
-        if _escapes(s.body) or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
+        if N.leaves_loop(s.body) or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
                                    for n in nodes if isinstance(n, (N.Assign, N.For))):
             return None
-        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) or self._checked(n) for n in nodes):
+        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) for n in nodes):
+            return range(*bounds)
+        if for_checks and any(map(self._checked, nodes)) and not any(isinstance(n, N.For) for n in nodes):
             return range(*bounds)
         self.unrolled[s.var] = bounds[0]  # as the inner loops would see it
         try:
-            inner = any(isinstance(n, N.For) and self._unrolled_range(n) is not None for n in nodes)
+            inner = any(isinstance(n, N.For) and self._unrolled_range(n, for_checks=False) is not None
+                        for n in nodes)
         finally:
             del self.unrolled[s.var]
         return range(*bounds) if inner else None

@@ -32,18 +32,6 @@ def _join(*sets):
     return frozenset.intersection(*reached) if reached else None
 
 
-def _escapes(body: list) -> bool:
-    """Whether a `break` or `continue` in `body` leaves the loop whose body it is."""
-    for s in body:
-        if isinstance(s, (N.Break, N.Continue)):
-            return True
-        nested = [s.then, s.orelse] if isinstance(s, N.If) else \
-            [s.body] if isinstance(s, (N.Region, N.Unsafe)) else []
-        if any(_escapes(b) for b in nested):
-            return True
-    return False
-
-
 def _runs(s: N.For) -> bool:
     """Whether the loop's range is constant and not empty."""
     bounds = [e.value for e in (s.start, s.stop, s.step) if isinstance(e, N.Const)]
@@ -77,7 +65,7 @@ class _Flow:
             for e in (s.start, s.stop, s.step):
                 self.reads(e, defined)
             after = self.block(s.body, defined | {s.var})
-            return after if after is not None and _runs(s) and not _escapes(s.body) else defined
+            return after if after is not None and _runs(s) and not N.leaves_loop(s.body) else defined
         if isinstance(s, N.While):
             self.reads(s.cond, defined)
             self.block(s.body, defined)

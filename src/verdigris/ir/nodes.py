@@ -410,3 +410,16 @@ class Kernel:
     @property
     def array_params(self) -> list:
         return [p for p in self.params if p.kind == "array"]
+
+
+def leaves_loop(body: list) -> bool:
+    """Whether a `break` or `continue` in `body` leaves the loop whose body it is (those of
+    loops nested in `body` do not)."""
+    for s in body:
+        if isinstance(s, (Break, Continue)):
+            return True
+        nested = [s.then, s.orelse] if isinstance(s, If) else \
+            [s.body] if isinstance(s, (Region, Unsafe)) else []
+        if any(leaves_loop(b) for b in nested):
+            return True
+    return False
