@@ -35,6 +35,22 @@ def test_safe_axpy_ptx_uses_the_read_only_path(capsys):
     assert "ld.global.nc" in out
 
 
+def test_compile_applies_the_proofs_as_a_launch_does(capsys):
+    status, out, err = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "ptx")
+    assert status == 0 and "atom." not in out and "fence" not in out  # x[i], y[i] proven
+    assert "out.shape[0] <= x.shape[0] and out.shape[0] <= y.shape[0]" in err and "--checked" in err
+    status, out, _ = run(capsys, "compile", AXPY, "--sig", SIG, "--emit", "ptx", "--checked")
+    assert status == 0 and out.count("atom.relaxed.gpu.global.cas") == 1  # one record for both loads
+
+
+def test_compile_refuses_a_racy_kernel_as_a_launch_does(capsys):
+    racy = str(ROOT / "examples" / "racy_shift.py") + "::shift_in_place"
+    status, _, err = run(capsys, "compile", racy, "--sig", "f32[::1]", "--emit", "ptx")
+    assert status == 1 and "VG203" in err and "x[i] = x[i + 1]" in err and "^" in err
+    status, _, err = run(capsys, "compile", racy, "--sig", "f32[::1]", "--emit", "ptx", "--checked")
+    assert status == 1 and "VG203" in err
+
+
 def test_compile_without_signature_says_what_to_give(capsys):
     status, _, err = run(capsys, "compile", AXPY)
     assert status == 2

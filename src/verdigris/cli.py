@@ -198,6 +198,8 @@ def cmd_compile(args) -> int:
     start = time.perf_counter()
     ir = kernel.specialize_types(parse_signature(kernel, args.sig), block)
     timings = {"frontend": time.perf_counter() - start}
+    if args.emit != "ir":
+        _prove(ir, timings, args.checked)
     if args.emit == "ir":
         output = format_kernel(ir)
     elif args.emit == "llvm":
@@ -218,6 +220,26 @@ def cmd_compile(args) -> int:
         for stage, seconds in timings.items():
             print(f"{stage:>20}: {seconds * 1e3:8.2f} ms", file=sys.stderr)
     return 0
+
+
+def _prove(ir, timings: dict, keep_checks: bool) -> None:
+    """The safety checks a launch runs first: a racy kernel is refused here too, written
+    arrays are `noalias` and the accesses proven in bounds lose their checks, as in the
+    code a launch runs (unless
+    `keep_checks`: the code it runs where the proofs' conditions on the arrays' shapes do
+    not hold). Those conditions are printed on stderr."""
+    from . import safety
+
+    start = time.perf_counter()
+    safety.check(ir)
+    timings["safety"] = time.perf_counter() - start
+    conditions = [text for _, text in ir.facts.get("bounds_preconditions", ())]
+    ir.facts["noalias"] = True  # every launch passes the alias check first
+    if keep_checks:
+        ir.facts["in_bounds"] = frozenset()
+    elif conditions:
+        print(f"bounds checks dropped for launches where {' and '.join(conditions)} "
+              "(the launch checks this; --checked shows the code it runs otherwise)", file=sys.stderr)
 
 
 def _compile_bundle(kernel, args, block) -> int:
@@ -390,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--out", help="write to this file instead of stdout (a bundle: "
                                     "vg.load_bundle loads it)")
     comp.add_argument("--time", action="store_true", help="print stage timings on stderr")
+    comp.add_argument("--checked", action="store_true",
+                      help="keep every bounds check: the code a launch runs when the shape "
+                           "conditions of the proofs do not hold (by default the proofs apply, "
+                           "as at a launch that meets them)")
     comp.set_defaults(run=cmd_compile)
     check = sub.add_parser("check", help="find kernels and launch sites in source files, "
                                          "without running them, and report races and "
