@@ -373,12 +373,13 @@ def after_an_early_exit(x, out):
 def test_a_variable_some_path_leaves_unassigned_is_refused_at_its_read(kernel, args, marker):
     err = compile_error(kernel, *args)
     assert "used before it is assigned" in str(err)  # the type-inference pass finds some first
+    assert err.code == "VG303"
     assert_points_at(err, marker)
 
 
 def test_a_helper_that_can_end_without_returning_is_refused_at_the_call():
     err = compile_error(uses_partial_helper, F32, F32)
-    assert "can end without returning a value" in str(err)
+    assert "can end without returning a value" in str(err) and err.code == "VG303"
     assert_points_at(err, "MARK-no-return")
 
 

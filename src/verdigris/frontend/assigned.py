@@ -3,10 +3,10 @@
 Takes: a translated kernel body (statements of `ir.nodes` and `ir.tiles`) and the
 variables set before it runs (the scalar parameters). Gives `check(body, defined)`, which
 raises a `CompileError` at the first read of a variable that not every path to it
-assigns: assigned in one arm of an `if` only, in a loop body that may run no times, or
-later in a loop body than the read (the first iteration reads it unassigned). Python
-would raise `UnboundLocalError` there at run time, on the paths that reach the read
-unassigned; a GPU kernel would read garbage, silently, so the compiler refuses it.
+assigns (VG303): assigned in one arm of an `if` only, in a loop body that may run no
+times, or later in a loop body than the read (the first iteration reads it unassigned).
+Python would raise `UnboundLocalError` there at run time, on the paths that reach the
+read unassigned; a GPU kernel would read garbage, silently, so the compiler refuses it.
 
 Guarantees: a `for` over a range of constant bounds that runs at least once, with no
 `break` or `continue` of its own, counts as run: what its body assigns is assigned
@@ -92,8 +92,10 @@ class _Flow:
                 name = _display(n.name)
                 if name.startswith("return") and name[6:].isdigit():
                     raise CompileError("this call's function can end without returning a value",
-                                       n.loc, hint="end every path of the function with a return")
+                                       n.loc, hint="end every path of the function with a return",
+                                       code="VG303")
                 raise CompileError(f"variable {name!r} may be used before it is assigned: some "
                                    "path to this line does not assign it", n.loc,
                                    hint=f"give {name} a value on every path to this line, for "
-                                        "example before the `if` or loop that assigns it")
+                                        "example before the `if` or loop that assigns it",
+                                   code="VG303")

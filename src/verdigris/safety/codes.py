@@ -28,4 +28,5 @@ CODES = {c.code: c for c in (
     Code("VG214", "a warp operation may be reached by some lanes of a warp and not others"),
     Code("VG301", "an index is out of bounds on every launch (proven while compiling)"),
     Code("VG302", "an index was out of bounds while the kernel ran"),
+    Code("VG303", "a variable may be read before anything assigned it"),
 )}

@@ -501,6 +501,48 @@ EXPLANATIONS = {
             double[vg.cdiv(1000, 256), 256](x, out)
             """),
     ),
+    "VG303": Explanation(
+        rule="""A variable is read only where every path to the read has assigned it. A
+            variable set in one arm of an `if` only, in a loop that may run no times, after
+            a `break`, or in a helper that can end without a `return`, is refused while
+            compiling, at the read.""",
+        why="""Python raises UnboundLocalError on the paths that reach such a read, but only
+            when one is taken; a GPU kernel has no such check and reads whatever the
+            register held, so the result is wrong only for some inputs.""",
+        racy=_snippet("""
+            @simt.kernel
+            def clamp_low(x, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    if x[i] > 0.0:
+                        v = x[i]
+                    out[i] = v  # v was never set where x[i] <= 0
+
+
+            x = vg.asarray(np.linspace(-1, 1, 1000, dtype=np.float32))
+            out = vg.empty_like(x)
+            clamp_low[vg.cdiv(1000, 256), 256](x, out)
+            """),
+        message="""kernel.py:7:18: VG303: variable 'v' may be used before it is assigned: some
+            path to this line does not assign it""",
+        hint="give v a value on every path to this line, for example before the `if` or loop "
+             "that assigns it",
+        fixed=_snippet("""
+            @simt.kernel
+            def clamp_low(x, out):
+                i = simt.global_id(0)
+                if i < out.shape[0]:
+                    v = 0.0
+                    if x[i] > 0.0:
+                        v = x[i]
+                    out[i] = v
+
+
+            x = vg.asarray(np.linspace(-1, 1, 1000, dtype=np.float32))
+            out = vg.empty_like(x)
+            clamp_low[vg.cdiv(1000, 256), 256](x, out)
+            """),
+    ),
 }
 
 
