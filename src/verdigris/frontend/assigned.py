@@ -2,7 +2,7 @@
 
 Takes: a translated kernel body (statements of `ir.nodes` and `ir.tiles`) and the
 variables set before it runs (the scalar parameters). Gives `check(body, defined)`, which
-raises a `CompileError` at the first read of a variable that not every path to it
+raises a `SafetyError` (VG303) at the first read of a variable that not every path to it
 assigns (VG303): assigned in one arm of an `if` only, in a loop body that may run no
 times, or later in a loop body than the read (the first iteration reads it unassigned).
 Python would raise `UnboundLocalError` there at run time, on the paths that reach the
@@ -16,7 +16,7 @@ error says that the helper can end without returning.
 """
 from __future__ import annotations
 
-from ..errors import CompileError
+from ..errors import SafetyError
 from ..ir import nodes as N
 from ..ir import tiles as X
 
@@ -91,10 +91,10 @@ class _Flow:
             if isinstance(n, (N.Var, X.TileVar)) and n.name not in defined:
                 name = _display(n.name)
                 if name.startswith("return") and name[6:].isdigit():
-                    raise CompileError("this call's function can end without returning a value",
+                    raise SafetyError("this call's function can end without returning a value",
                                        n.loc, hint="end every path of the function with a return",
                                        code="VG303")
-                raise CompileError(f"variable {name!r} may be used before it is assigned: some "
+                raise SafetyError(f"variable {name!r} may be used before it is assigned: some "
                                    "path to this line does not assign it", n.loc,
                                    hint=f"give {name} a value on every path to this line, for "
                                         "example before the `if` or loop that assigns it",

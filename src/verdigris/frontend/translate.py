@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import lang
 from .. import types as T
-from ..errors import CompileError, Loc
+from ..errors import CompileError, SafetyError, Loc
 from ..ir import nodes as N
 from . import tiles
 from .expressions import BIN_OPS, Expressions
@@ -198,12 +198,12 @@ class Translator(Expressions):
         if isinstance(binding, tuple):
             key = binding[1]
             if key not in self.unit.types:
-                raise CompileError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
+                raise SafetyError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
             return self.variable(key, loc)
         if binding is not None:
             return binding
         if name in self.assigned:
-            raise CompileError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
+            raise SafetyError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
         found, value = self.src.lookup(name)
         if not found:
             raise CompileError(f"name {name!r} is not defined", loc)
