@@ -7,8 +7,8 @@ before it is timed, the best shown first:
   bandwidth of a float4 read-only CUDA kernel (CuPy RawKernel) as the ceiling;
 - histogram of 2^28 uint8 into 256 bins (`histogram.histogram`) vs torch.bincount and
   cupy.bincount;
-- inclusive scan of 2^28 float32 (`scan.scan_tiles`, decoupled look-back; the fills of its
-  tile state, two PENDING and the ticket counter's zero, are in its time) vs torch.cumsum and
+- inclusive scan of 2^28 float32 (`scan.scan`: `scan_tiles`, decoupled look-back, after
+  `reset_tiles` sets its tile state, which is in its time) vs torch.cumsum and
   cupy.cumsum;
 - transpose 16384 x 16384 float32 (`transpose.transpose`) vs the device copy (torch
   copy_) and torch's and CuPy's strided copies;
@@ -126,13 +126,8 @@ def case_scan(report):
         inclusive = torch.empty_like(aggregate)
         tickets = torch.empty(1, dtype=torch.int32, device="cuda")
 
-        def run(warps=warps, rows=rows, tiles=tiles, aggregate=aggregate, inclusive=inclusive,
-                tickets=tickets):
-            aggregate.fill_(scan.PENDING)
-            inclusive.fill_(scan.PENDING)
-            tickets.zero_()
-            scan.scan_tiles[tiles, warps * 32](x, out, aggregate, inclusive, tickets, WARPS=warps,
-                                               ROWS=rows)
+        def run(warps=warps, rows=rows, aggregate=aggregate, inclusive=inclusive, tickets=tickets):
+            scan.scan(x, out, aggregate, inclusive, tickets, warps, rows)
 
         out.fill_(float("nan"))
         run()

@@ -119,13 +119,31 @@ def tiles_for(n: int, warps: int, rows: int) -> int:
     return max(1, vg.cdiv(n, warps * rows * WARP))
 
 
+@simt.kernel
+def reset_tiles(aggregate, inclusive, tickets):
+    """The tile state a scan starts from: every tile PENDING, the ticket counter 0."""
+    t = simt.global_id(0)
+    if t < aggregate.shape[0]:
+        aggregate[t] = PENDING
+        inclusive[t] = PENDING
+    if t == 0:
+        tickets[0] = 0
+
+
+def scan(x, out, aggregate, inclusive, tickets, warps: int = 8, rows: int = 24) -> None:
+    """out = cumsum(x) through the given tile state (aggregate and inclusive: float64, one
+    element per tile, `tiles_for(...)`; tickets: one int32), which it resets first; the
+    arrays may be of any kind a launch takes (vg.Array, torch, CuPy)."""
+    tiles = aggregate.shape[0]
+    reset_tiles[vg.cdiv(tiles, 256), 256](aggregate, inclusive, tickets)
+    scan_tiles[tiles, warps * WARP](x, out, aggregate, inclusive, tickets, WARPS=warps, ROWS=rows)
+
+
 def cumsum(x, out, warps: int = 8, rows: int = 24) -> None:
     """out = cumsum(x), float32 arrays of one length, on the current backend."""
     tiles = tiles_for(x.shape[0], warps, rows)
-    aggregate = vg.asarray(np.full(tiles, PENDING))
-    inclusive = vg.asarray(np.full(tiles, PENDING))
-    tickets = vg.asarray(np.zeros(1, np.int32))
-    scan_tiles[tiles, warps * WARP](x, out, aggregate, inclusive, tickets, WARPS=warps, ROWS=rows)
+    scan(x, out, vg.empty(tiles, vg.float64), vg.empty(tiles, vg.float64), vg.empty(1, vg.int32),
+         warps, rows)
 
 
 def check(rng, n=1_000_003):
