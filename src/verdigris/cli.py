@@ -199,7 +199,7 @@ def cmd_compile(args) -> int:
     ir = kernel.specialize_types(parse_signature(kernel, args.sig), block)
     timings = {"frontend": time.perf_counter() - start}
     if args.emit != "ir":
-        _prove(ir, timings, args.checked)
+        ir = _as_launched(ir, timings, args.checked)
     if args.emit == "ir":
         output = format_kernel(ir)
     elif args.emit == "llvm":
@@ -222,24 +222,21 @@ def cmd_compile(args) -> int:
     return 0
 
 
-def _prove(ir, timings: dict, keep_checks: bool) -> None:
-    """The safety checks a launch runs first: a racy kernel is refused here too, written
-    arrays are `noalias` and the accesses proven in bounds lose their checks, as in the
-    code a launch runs (unless
-    `keep_checks`: the code it runs where the proofs' conditions on the arrays' shapes do
-    not hold). Those conditions are printed on stderr."""
+def _as_launched(ir, timings: dict, checked: bool):
+    """`ir` as a launch compiles it (`checks.as_launched`), after the safety checks a launch
+    runs first, so a racy kernel is refused here too. The shape conditions the bounds proofs
+    need are printed on stderr, unless `checked` (the variant for launches that break them)."""
     from . import safety
+    from .codegen import checks
 
     start = time.perf_counter()
     safety.check(ir)
     timings["safety"] = time.perf_counter() - start
     conditions = [text for _, text in ir.facts.get("bounds_preconditions", ())]
-    ir.facts["noalias"] = True  # every launch passes the alias check first
-    if keep_checks:
-        ir.facts["in_bounds"] = frozenset()
-    elif conditions:
+    if conditions and not checked:
         print(f"bounds checks dropped for launches where {' and '.join(conditions)} "
               "(the launch checks this; --checked shows the code it runs otherwise)", file=sys.stderr)
+    return checks.as_launched(ir, checked)
 
 
 def _compile_bundle(kernel, args, block) -> int:

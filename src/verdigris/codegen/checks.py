@@ -7,6 +7,7 @@ of accesses proven in bounds). Gives:
   `Loc` again without the compiled code (`runtime.faults` keeps the table per kernel id).
 - `checked_sites(kernel)`: the positions of the accesses that carry a check (all but the
   proven ones), a deterministic fingerprint of what the compiled code checks (cache keys).
+- `as_launched(kernel, checked, tma)`: the kernel as a launch compiles it (its facts a copy).
 - `kernel_id(kernel)`: a 31-bit number baked into the kernel's fault path, the CRC of its
   printed IR, so a fault read back at the next synchronization names its kernel.
 - The fault record's layout (`RECORD_*`), shared with `runtime.faults`.
@@ -22,6 +23,7 @@ kernel goes on (no trap, so the CUDA context stays usable).
 """
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 from ..ir import nodes as N
@@ -50,6 +52,20 @@ def sites(kernel: N.Kernel) -> list:
 def checked_sites(kernel: N.Kernel) -> tuple:
     proven = kernel.facts.get("in_bounds", frozenset())
     return tuple(i for i, n in enumerate(sites(kernel)) if id(n) not in proven)
+
+
+def as_launched(kernel: N.Kernel, checked: bool, tma: bool = True) -> N.Kernel:
+    """`kernel` with the facts a launch compiles it with, on a copy of its facts (the
+    specialization's own may still be growing on the safety check's thread): written
+    arrays are `noalias`, since every launch passes the alias check first; `checked`: no
+    access counts as proven in bounds (the variant for launches that break the proofs'
+    shape conditions); `tma` False: matrix products stream without the copy engine."""
+    facts = {**kernel.facts, "noalias": True}
+    if checked:
+        facts["in_bounds"] = frozenset()
+    if not tma:
+        facts["tma"] = False
+    return dataclasses.replace(kernel, facts=facts)
 
 
 def kernel_id(kernel: N.Kernel) -> int:

@@ -117,6 +117,15 @@ def _indexes_local_by(node, var: str) -> bool:
         isinstance(n, N.Var) and n.name == var for i in node.indices for n in walk([i]))
 
 
+def within(b: ir.IRBuilder, index: list, extents: list) -> ir.Value:
+    """Whether every index is inside its extent (compared unsigned: a negative index is
+    outside too)."""
+    inside = ir.Constant(ir.IntType(1), True)
+    for i, extent in zip(index, extents):
+        inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
+    return inside
+
+
 def needs_branch(e: N.Expr) -> bool:
     """Whether evaluating `e` where its result is unused could fault or cost much."""
     return isinstance(e, (N.Load, N.MathCall)) or any(needs_branch(c) for c in _children(e))
@@ -268,14 +277,16 @@ class _KernelLowering:
         index = [self.expr(i) for i in indices]
         if id(node) in self.proven:
             return perform(self._element(view, index))
-        inside = ir.Constant(ir.IntType(1), True)
-        for i, extent in zip(index, view.shape):  # unsigned: a negative index is outside too
-            inside = self.b.and_(inside, self.b.icmp_unsigned("<", i, extent))
-        return self.b.checked(self.likely(inside), self.fault_description(node, index, view.shape),
-                              lambda: perform(self._element(view, index)),
-                              None if dtype is None else make_const(dtype, 0))
+        return self.checked_access(node, view, index, perform, None if dtype is None else make_const(dtype, 0))
 
-    def fault_description(self, node, index: list, shape: list) -> tuple:
+    def checked_access(self, node, view: _Array, index: list, perform, zero: ir.Value | None = None):
+        """`perform(element pointer)` under the bounds check of access `node` at `index`
+        (`CheckingBuilder.checked`): its value, or `zero` where the access is skipped."""
+        return self.b.checked(self.likely(within(self.b, index, view.shape)),
+                              self._fault_description(node, index, view.shape),
+                              lambda: perform(self._element(view, index)), zero)
+
+    def _fault_description(self, node, index: list, shape: list) -> tuple:
         """The record words of a fault of access `node` at `index` (`checks`): site, rank, then
         `RECORD_DIMS` indices and as many extents (zeros past the rank), as i64."""
         def word(value: ir.Value) -> ir.Value:
@@ -296,7 +307,7 @@ class _KernelLowering:
 
     def _record_fault(self, description: tuple) -> None:
         """The first fault of a launch claims the fault block and fills in the record
-        (`description`: its words from `fault_description`)."""
+        (`description`: its words from `_fault_description`)."""
         b = self.b
         claim = b.cmpxchg(self.faults, ir.Constant(I64, 0), ir.Constant(I64, 1), atomics.ORDERING,
                           atomics.FAIL_ORDERING)

@@ -23,7 +23,6 @@ their `ArrayInfo`s, and `stream=`. Gives: `launch(...)`. Guarantees:
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -209,14 +208,7 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
     from .. import codegen
     from ..codegen import checks
 
-    # A copy of the facts: the specialization's own may still be growing on the safety
-    # check's thread (`proofs.start`).
-    facts = {**spec.kernel.facts, "noalias": True}  # every launch passes the alias check first
-    if checked:
-        facts["in_bounds"] = frozenset()
-    if not tma:
-        facts["tma"] = False
-    kernel = dataclasses.replace(spec.kernel, facts=facts)
+    kernel = checks.as_launched(spec.kernel, checked, tma)
     key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel))
                     + (() if tma else ("without tma",)), f"{target}->{arch}")
     timings = dict(spec.timings)  # frontend and safety, from dispatch

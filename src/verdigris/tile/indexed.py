@@ -21,14 +21,8 @@ from llvmlite import ir
 from .. import errors
 from ..codegen import atomics
 from ..codegen.dtypes import I1, I32, mem_type, to_mem, to_reg
+from ..codegen.lower import within
 from ..frontend.typing import ATOMIC_DTYPES
-
-
-def _inside(b, index: list, extents: list) -> ir.Value:
-    inside = ir.Constant(I1, True)
-    for i, extent in zip(index, extents):
-        inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
-    return inside
 
 
 def gather(low, node, want):
@@ -42,7 +36,7 @@ def gather(low, node, want):
     regs = []
     for r in range(layout.num_regs):
         index = [i.regs[r] for i in indices]
-        regs.append(b.around(_inside(b, index, view.shape), lambda index=index: to_reg(b, dtype, b.load(
+        regs.append(b.around(within(b, index, view.shape), lambda index=index: to_reg(b, dtype, b.load(
             low._element(view, index), typ=mem_type(dtype), align=dtype.itemsize)), "gather", padding))
     return TileValue(layout, regs, dtype)
 
@@ -61,8 +55,7 @@ def scatter(low, node) -> None:
         raise errors.CompileError(f"tile.scatter_add() is not available for {dtype.name} arrays",
                                   node.loc, hint="atomics take " + ", ".join(ATOMIC_DTYPES))
 
-    def write(reg: ir.Value, index: list) -> None:
-        ptr = low._element(view, index)
+    def write(reg: ir.Value, ptr: ir.Value) -> None:
         if node.atomic:
             atomics.atomic(low.em, "add", dtype, ptr, reg, None)
         else:
@@ -71,9 +64,8 @@ def scatter(low, node) -> None:
     def element(r: int) -> None:
         index = [i.regs[r] for i in indices]
         if not checked:
-            return write(value.regs[r], index)
-        b.checked(low.likely(_inside(b, index, view.shape)), low.fault_description(node, index, view.shape),
-                  lambda: write(value.regs[r], index))
+            return write(value.regs[r], low._element(view, index))
+        low.checked_access(node, view, index, lambda ptr: write(value.regs[r], ptr))
 
     for r in range(layout.num_regs):
         mine = ir.Constant(I1, True) if owner is None else owner
