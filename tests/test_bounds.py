@@ -46,6 +46,13 @@ def gather(idx, x, out):
 
 
 @simt.kernel
+def periodic(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i % 4]
+
+
+@simt.kernel
 def grid_stride(x, out):
     for i in range(simt.global_id(0), out.shape[0], simt.grid_dim(0) * simt.block_dim(0)):
         out[i] = 2.0 * x[i]
@@ -259,13 +266,133 @@ def test_a_checked_loop_is_unrolled_and_its_loads_come_before_its_record(rng, cp
     assert ptx.count("atom.relaxed.gpu.global.cas") == 1
 
 
+# ----------------------------------- fault records carried out of loops that are not unrolled
+
+
+@simt.kernel
+def gather_count(x, idx, out, count):
+    """out[i] = the sum of x[idx[i, k]] over k < count: a loop over a run-time count."""
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        total = 0.0
+        for k in range(count):
+            total += x[idx[i, k]]
+        out[i] = total
+
+
+@simt.kernel
+def gather_until(x, idx, out, count):
+    """gather_count's sum, ending early once it passes 100."""
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        total = 0.0
+        for k in range(count):
+            total += x[idx[i, k]]
+            if total > 100.0:
+                break
+        out[i] = total
+
+
+@simt.kernel
+def gather_nest(x, idx, out, rows, count):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        total = 0.0
+        for r in range(rows):
+            for k in range(count):
+                total += x[idx[i, r, k]]
+        out[i] = total
+
+
+@simt.kernel
+def head_loop_tail(x, idx, out, count):
+    """A checked load before a rolled loop, in it, and after it."""
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        total = x[idx[i, 0]]
+        for k in range(1, count):
+            total += x[idx[i, k]]
+        out[i] = total + x[idx[i, count]]
+
+
+def gather_reference(x, idx):
+    """Per row of idx, the sum of x at its indices, an index outside x reading 0."""
+    inside = (idx >= 0) & (idx < len(x))
+    return np.where(inside, x[np.where(inside, idx, 0)].astype(np.float64), 0.0).reshape(len(idx), -1).sum(1)
+
+
+def test_a_rolled_loop_carries_its_first_fault_to_its_exit(rng, cpu):
+    x = rng.standard_normal(64).astype(np.float32)
+    idx = rng.integers(0, 64, (16, 9))
+    idx[9, 3], idx[9, 6] = 70, 90  # thread 9 reads past x in two iterations
+    out = np.full(16, np.nan, np.float32)
+    kern, record = checked_on_host(gather_count, (1,), (16,), x=x, idx=idx, out=out, count=9)
+    np.testing.assert_allclose(out, gather_reference(x, idx), rtol=1e-5, atol=1e-5)
+    assert record[checks.RECORD_SITE] == site_of(kern, "x") and record[checks.RECORD_INDEX] == 70
+    assert list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [9, 0, 0]
+    llvm = codegen.compile_to_ptx(kern, "sm_90").llvm_ir
+    assert llvm.count("cmpxchg") == 1  # one record path, after the loop
+    assert llvm.count("load float") > 1  # so LLVM unrolled the loop
+
+
+def test_a_fault_before_a_break_is_recorded(rng, cpu):
+    x = np.ones(64, np.float32)
+    x[5] = 1000.0
+    idx = np.zeros((4, 6), np.int64)
+    idx[2, 1:3] = [77, 5]  # thread 2 skips a read, then reaches 1000 and breaks
+    out = np.full(4, np.nan, np.float32)
+    kern, record = checked_on_host(gather_until, (1,), (4,), x=x, idx=idx, out=out, count=6)
+    np.testing.assert_array_equal(out, [6, 6, 1001, 6])
+    assert record[checks.RECORD_INDEX] == 77 and list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [2, 0, 0]
+
+
+def test_a_nest_of_rolled_loops_records_the_first_fault_in_program_order(rng, cpu):
+    x = rng.standard_normal(32).astype(np.float32)
+    idx = rng.integers(0, 32, (8, 3, 5))
+    idx[4, 2, 0], idx[4, 1, 3] = 40, 50  # in order: row 1's fault comes first
+    out = np.full(8, np.nan, np.float32)
+    kern, record = checked_on_host(gather_nest, (1,), (8,), x=x, idx=idx, out=out, rows=3, count=5)
+    np.testing.assert_allclose(out, gather_reference(x, idx), rtol=1e-5, atol=1e-5)
+    assert record[checks.RECORD_INDEX] == 50 and list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [4, 0, 0]
+    assert codegen.compile_to_ptx(kern, "sm_90").llvm_ir.count("cmpxchg") == 1
+
+
+@pytest.mark.parametrize("faults, recorded", [((0, 2), 0), ((2, 4), 2), ((4,), 4)], ids=["head", "loop", "tail"])
+def test_faults_before_in_and_after_a_rolled_loop_keep_program_order(rng, cpu, faults, recorded):
+    x = rng.standard_normal(32).astype(np.float32)
+    idx = rng.integers(0, 32, (4, 5))
+    for k in faults:
+        idx[1, k] = 100 + k
+    out = np.full(4, np.nan, np.float32)
+    kern, record = checked_on_host(head_loop_tail, (1,), (4,), x=x, idx=idx, out=out, count=4)
+    np.testing.assert_allclose(out, gather_reference(x, idx), rtol=1e-5, atol=1e-5)
+    assert record[checks.RECORD_INDEX] == 100 + recorded
+    assert list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [1, 0, 0]
+
+
+def test_an_index_with_a_small_top_is_proven_when_the_extent_passes_it(cpu):
+    spec, values, infos = spec_for(periodic, (2, 1, 1), (64, 1, 1), np.ones(4, np.float32), np.ones(100, np.float32))
+    assert all(accesses(spec.kernel).values())
+    assert sorted(t for _, t in spec.kernel.facts["bounds_preconditions"]) == ["4 <= x.shape[0]"]
+    assert spec.bounds_guard(values, infos, (2, 1, 1), (64, 1, 1))
+    _, values, infos = spec_for(periodic, (2, 1, 1), (64, 1, 1), np.ones(3, np.float32), np.ones(100, np.float32))
+    assert not spec.bounds_guard(values, infos, (2, 1, 1), (64, 1, 1))  # the checked kernel runs
+    out = np.full(100, np.nan, np.float32)
+    with pytest.raises(vg.BoundsError, match=r"x\[3\] with shape \(3,\)"):
+        periodic[2, 64](np.arange(3, dtype=np.float32), out)
+
+
 @needs_ptxas
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_kernels_with_settled_checks_assemble(target, cpu):
     cases = [(two_reads, (np.ones(4, np.float32), np.zeros(8, np.int64), np.ones(4, np.float32))),
              (walk_while_positive, (np.ones(4, np.float32), np.zeros(4, np.int64))),
              (pick, (np.ones(4, np.int32), np.zeros(4, np.int64), np.ones(4, np.float32), np.ones(4, np.float32))),
-             (gather_sum, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8))]
+             (gather_sum, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
+             (gather_count, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
+             (gather_until, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
+             (gather_nest, (np.ones(4, np.float32), np.zeros((4, 2, 8), np.int64), np.ones(4, np.float32), 2, 8)),
+             (head_loop_tail, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 7))]
     for k, args in cases:
         spec, *_ = spec_for(k, (1, 1, 1), (128, 1, 1), *args)
         assert codegen.assemble(codegen.compile_to_ptx(spec.kernel, target).ptx, target)[:4] == b"\x7fELF"

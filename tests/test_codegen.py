@@ -368,6 +368,16 @@ def test_for_with_constant_step(step):
         assert out.tolist() == _python_range(start, stop, step, brk), (start, stop, brk)
 
 
+@pytest.mark.parametrize("dt", list(RANGES), ids=lambda d: d.name)
+def test_for_with_constant_step_counts_its_iterations_as_python(dt):
+    """A constant step gives a loop that counts its iterations (`_trip_count`): the same values."""
+    for start, stop, step, brk in RANGES[dt]:
+        out = np.zeros(3, np.int64)
+        on_host(_range_kernel(dt, step_is_const=True, step_value=step))((1,), (1,), start=start, stop=stop,
+                                                                        brk=brk, out=out)
+        assert out.tolist() == _python_range(start, stop, step, brk), (start, stop, step, brk)
+
+
 def test_while_with_continue_and_nested_break():
     out = array("out", T.int64)
     i, j, acc = var("i", T.int64), var("j", T.int64), var("acc", T.int64)

@@ -17,8 +17,9 @@ Guarantees:
   index is outside [0, extent) the access is not performed (a load or atomic yields 0),
   the first fault of the launch is recorded (`checks`) and the thread goes on. The record
   is written at the end of the stretch of straight-line code holding the access (before
-  the next branch), so the accesses of a stretch stay one predicated instruction each
-  (`builder`).
+  the next branch), so the accesses of a stretch stay one predicated instruction each;
+  in a loop that is not unrolled, at the loop's exit, the first fault carried there in
+  variables (`builder`).
 - Atomics (`atomics`) are relaxed at device scope, as CUDA's.
 - Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
   become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
@@ -34,7 +35,10 @@ Guarantees:
   `shared_bytes`) divided by the element size. Barriers, shuffles and votes: `warp`.
   `For` follows Python's `range`: bounds and step evaluated once, the direction from the
   step's sign (known when the step is a constant), no iteration for step 0, and no
-  wrap-around past the last element of the range. A `For` with constant bounds, at most
+  wrap-around past the last element of the range. With a constant step the loop counts
+  its iterations (`_trip_count`, computed before it) and derives the variable from the
+  count, a loop LLVM can unroll; with a run-time step the variable is the counter and
+  stepping past its dtype's range ends the loop. A `For` with constant bounds, at most
   `MAX_UNROLL` iterations, and in its body a warp operation, a local array indexed by its
   counter, or a loop unrolled for these reasons, is unrolled here (and so is an innermost
   such loop whose body holds an access that keeps a bounds check), its counter a constant
@@ -151,7 +155,7 @@ class _KernelLowering:
         self.fn.calling_convention = "ptx_kernel"
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
-        self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely), kernel.fma)
+        self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely, self._alloca), kernel.fma)
         self.b = self.em.b
         self.arrays: dict[str, _Array] = {}
         self.params: dict[str, ir.Value] = {}  # scalar parameters never assigned to
@@ -242,9 +246,12 @@ class _KernelLowering:
 
     # ------------------------------------------------------------------ helpers
 
-    def _alloca(self, ty: ir.Type, name: str) -> ir.AllocaInstr:
+    def _alloca(self, ty: ir.Type, name: str, initial: ir.Value | None = None) -> ir.AllocaInstr:
+        """A variable of type `ty`, set to `initial` on entry unless that is None."""
         slot = self.allocas.alloca(ty, name=name)
         slot.type = ir.PointerType()  # llvmlite types allocas as typed pointers; LLVM 22 has none
+        if initial is not None:
+            self.allocas.store(initial, slot)
         return slot
 
     def _block(self, name: str) -> ir.Block:
@@ -506,18 +513,26 @@ class _KernelLowering:
                 self._branch_if_open(end_bb)
         self.b.position_at_end(end_bb)
 
-    def _in_range(self, s: N.For, dt: DType, i: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
-        """Whether `i` is still inside `range(..., stop, step)`."""
+    def _in_range(self, dt: DType, i: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
+        """Whether `i` is still inside `range(..., stop, step)` for a step known at run time only."""
         b, zero = self.b, ir.Constant(step.type, 0)
         icmp = b.icmp_signed if dt.is_signed else b.icmp_unsigned
-        if isinstance(s.step, N.Const):
-            direction = (s.step.value > 0) - (s.step.value < 0)
-            return {1: lambda: icmp("<", i, stop), -1: lambda: icmp(">", i, stop),
-                    0: lambda: ir.Constant(ir.IntType(1), False)}[direction]()
         up = b.and_(icmp(">", step, zero), icmp("<", i, stop))
         if not dt.is_signed:
             return up
         return b.or_(up, b.and_(icmp("<", step, zero), icmp(">", i, stop)))
+
+    def _trip_count(self, dt: DType, start: ir.Value, stop: ir.Value, step: int) -> ir.Value:
+        """How many iterations `range(start, stop, step)` has, for a constant `step`, as an
+        unsigned number of the counter's width (exact: the span of a range fits it)."""
+        if step == 0:
+            return ir.Constant(start.type, 0)
+        b = self.b
+        low, high = (start, stop) if step > 0 else (stop, start)
+        one = ir.Constant(start.type, 1)
+        trips = b.add(b.udiv(b.sub(b.sub(high, low), one), ir.Constant(start.type, abs(step))), one)
+        nonempty = (b.icmp_signed if dt.is_signed else b.icmp_unsigned)(">", high, low)
+        return b.select(nonempty, trips, ir.Constant(start.type, 0))
 
     def _unrolled_range(self, s: N.For, for_checks: bool = True) -> range | None:
         """The iterations of `s` when it is unrolled (see the module docstring), else None.
@@ -555,38 +570,55 @@ class _KernelLowering:
             return
         dt = self.kernel.locals[s.var]
         start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
+        constant_step = self._fold(s.step)
         counter = self._alloca(reg_type(dt), f"{s.var}.range")
-        self.b.store(start, counter)
         header, body, latch, exit_bb = (self._block(f"for.{n}") for n in ("cond", "body", "next", "end"))
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        i = self.b.load(counter, typ=reg_type(dt))
-        self.b.cbranch(self._in_range(s, dt, i, stop, step), body, exit_bb)
-        self.b.position_at_end(body)
-        self.b.store(i, self.slots[s.var])
-        self.loops.append((latch, exit_bb))
-        self.stmts(s.body)
-        self.loops.pop()
-        self._branch_if_open(latch)
-        self.b.position_at_end(latch)
-        add = self.b.sadd_with_overflow if dt.is_signed else self.b.uadd_with_overflow
-        advanced = add(self.b.load(counter, typ=reg_type(dt)), step)
-        self.b.store(self.b.extract_value(advanced, 0), counter)
-        # Stepping past the dtype's range means the range is exhausted.
-        self.b.cbranch(self.b.extract_value(advanced, 1), exit_bb, header)
-        self.b.position_at_end(exit_bb)
+        with self.b.carrying():
+            if constant_step is None:  # the counter is the variable; stepping past dt's range ends it
+                self.b.store(start, counter)
+                self.b.branch(header)
+                self.b.position_at_end(header)
+                i = self.b.load(counter, typ=reg_type(dt))
+                self.b.cbranch(self._in_range(dt, i, stop, step), body, exit_bb)
+            else:  # the counter counts iterations: a loop LLVM can unroll
+                trips = self._trip_count(dt, start, stop, constant_step)
+                self.b.store(ir.Constant(trips.type, 0), counter)
+                self.b.branch(header)
+                self.b.position_at_end(header)
+                done = self.b.load(counter, typ=trips.type)
+                self.b.cbranch(self.b.icmp_unsigned("<", done, trips), body, exit_bb)
+                self.b.position_at_end(body)
+                i = self.b.add(start, self.b.mul(done, ir.Constant(trips.type, constant_step)))
+            self.b.position_at_end(body)
+            self.b.store(i, self.slots[s.var])
+            self.loops.append((latch, exit_bb))
+            self.stmts(s.body)
+            self.loops.pop()
+            self._branch_if_open(latch)
+            self.b.position_at_end(latch)
+            if constant_step is None:
+                advanced = (self.b.sadd_with_overflow if dt.is_signed else self.b.uadd_with_overflow)(
+                    self.b.load(counter, typ=reg_type(dt)), step)
+                self.b.store(self.b.extract_value(advanced, 0), counter)
+                self.b.cbranch(self.b.extract_value(advanced, 1), exit_bb, header)
+            else:
+                self.b.store(self.b.add(self.b.load(counter, typ=trips.type), ir.Constant(trips.type, 1),
+                                        flags=["nuw"]), counter)
+                self.b.branch(header)
+            self.b.position_at_end(exit_bb)
 
     def _while(self, s: N.While) -> None:
         header, body, exit_bb = (self._block(f"while.{n}") for n in ("cond", "body", "end"))
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        self.b.cbranch(self.expr(s.cond), body, exit_bb)
-        self.b.position_at_end(body)
-        self.loops.append((header, exit_bb))
-        self.stmts(s.body)
-        self.loops.pop()
-        self._branch_if_open(header)
-        self.b.position_at_end(exit_bb)
+        with self.b.carrying():
+            self.b.branch(header)
+            self.b.position_at_end(header)
+            self.b.cbranch(self.expr(s.cond), body, exit_bb)
+            self.b.position_at_end(body)
+            self.loops.append((header, exit_bb))
+            self.stmts(s.body)
+            self.loops.pop()
+            self._branch_if_open(header)
+            self.b.position_at_end(exit_bb)
 
     def _loop_target(self, s: N.Stmt, which: int) -> ir.Block:
         if not self.loops:
