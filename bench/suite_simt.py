@@ -3,8 +3,11 @@
 Registers (issue 6's cases, over a range of sizes; `--quick` measures the issue's size):
 sum of float32 (2^22..2^28), histogram of uint8 into 256 bins, inclusive scan of float32,
 transpose of float32 (N x N), and SGEMM float32 on the CUDA cores (N^3, against cuBLAS
-with TF32 off, and the fp32 CUDA-core peak as its roofline). Ours are the examples'
-kernels (`verdigris.examples.reduce_sum`, `histogram`, `scan`, `transpose`, `sgemm`) in the
+with TF32 off, and the fp32 CUDA-core peak as its roofline); and a CSR sparse matrix
+times a vector (2^20 rows of 8, 32 or 128 entries on average, against cuSPARSE; its bytes
+count x's gathered elements, most of which come from L2, so it can pass the copy
+roofline). Ours are the examples' kernels (`verdigris.examples.reduce_sum`, `histogram`,
+`scan`, `transpose`, `sgemm`, `spmv`) in the
 configurations `bench/simt_coop.py` tries (they are written inside its case functions,
 so they are repeated here); the peers are torch's and CuPy's library calls, so nothing is
 borrowed from that script (its float4 read-only CuPy kernel, a ceiling there, is left to
@@ -181,4 +184,45 @@ def bench_sgemm(n):
         import cupy
 
         impls["cupy"] = returning(lambda: cupy.matmul(ca, cb), want, 1e-5)
+    return impls
+
+
+SPMV_ROWS = 1 << 20
+
+
+def _spmv_bytes(size) -> int:
+    """indptr, y, and per entry its column, its value and the element of x (the mean count)."""
+    rows, mean = size
+    return 8 * rows + 12 * rows * mean
+
+
+@case("SpMV CSR (SIMT) f32", kind="memory", sizes=[(SPMV_ROWS, m) for m in (8, 32, 128)],
+      quick=[(SPMV_ROWS, 32)], work=_spmv_bytes, requires=["torch"],
+      size_label=lambda s: f"{s[0]:,} rows x {s[1]}")
+def bench_spmv(size):
+    import numpy as np
+    import torch
+
+    from verdigris.examples import spmv
+
+    rows, mean = size
+    rng = np.random.default_rng(0)
+    host = spmv.random_csr(rng, rows, rows, mean)
+    x_host = rng.standard_normal(rows).astype(np.float32)
+    want = torch.from_numpy(spmv.reference(*host, x_host)).cuda()
+    indptr, indices, data, x = (torch.from_numpy(a).cuda() for a in (*host, x_host))
+    y = torch.empty(rows, device="cuda")
+    matrix = torch.sparse_csr_tensor(indptr, indices, data, (rows, rows), check_invariants=False)
+    chosen = spmv.lanes_for(mean)
+    impls = {"verdigris": {f"{lanes} lanes per row" + (" (the default)" if lanes == chosen else ""): checked(
+                 lambda lanes=lanes: spmv.multiply(indptr, indices, data, x, y, lanes=lanes), y, want, 1e-5)
+                 for lanes in sorted({chosen, max(2, chosen // 2), min(32, chosen * 2)})},
+             "torch": returning(lambda: torch.mv(matrix, x), want, 1e-5)}
+    if has("cupy"):
+        import cupyx.scipy.sparse
+
+        cupy_matrix = cupyx.scipy.sparse.csr_matrix(
+            tuple(_cupy_view(t) for t in (data, indices, indptr)), shape=(rows, rows))
+        cx = _cupy_view(x)
+        impls["cupy"] = returning(lambda: cupy_matrix @ cx, want, 1e-5)
     return impls

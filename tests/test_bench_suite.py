@@ -261,7 +261,7 @@ SUITE_CASES = {
                       "softmax bf16", "LayerNorm bf16", "RMSNorm bf16", "row sum f32",
                       "transpose (tile) f32"],
     "suite_simt.py": ["sum (SIMT) f32", "histogram (SIMT) u8, 256 bins", "scan (SIMT) f32",
-                      "transpose (SIMT) f32", "SGEMM (SIMT) f32"],
+                      "transpose (SIMT) f32", "SGEMM (SIMT) f32", "SpMV CSR (SIMT) f32"],
     "suite_matmul.py": ["GEMM bf16", "GEMM fp16", "GEMM fp8 e4m3", "GEMM+bias+GELU bf16",
                         "attention fwd bf16", "attention fwd causal bf16"],
     "suite_runtime.py": ["launch overhead, axpy (4 args)", "launch overhead, 16 args",

@@ -13,7 +13,7 @@ import numpy as np
 
 SIMT_EXAMPLES = ("axpy", "strided_2d", "grid_stride", "mandelbrot", "helpers_math",
                  "dot_unrolled", "reduce_sum", "histogram", "scan", "transpose", "jacobi",
-                 "sgemm", "gather_sum")
+                 "sgemm", "gather_sum", "spmv")
 TILE_EXAMPLES = ("tile_vector_add", "tile_bias_gelu", "tile_softmax", "tile_layernorm",
                  "tile_rmsnorm", "tile_row_reduce", "tile_cumsum", "tile_transpose",
                  "tile_dropout")
