@@ -16,7 +16,9 @@ access's index polynomials and path condition. For each axis, `0 <= index < exte
 proven by, in order: the index's interval (ids are >= 0); a conjunct of the path condition
 that bounds the same per-thread part of the index (`i < out.shape[0]` bounds `x[i]` and
 `x[i + 1]` when `out.shape[0] + 1 <= x.shape[0] + 1`: the uniform remainder becomes a
-precondition unless it is a constant or its interval settles it); else z3 (with the same
+precondition unless it is a constant or its interval settles it); the index's interval
+when its top is below `SMALL_INDEX` (`x[i % 4]` when `4 <= x.shape[0]`, a shared array of
+256 indexed by a uint8 element outright); else z3 (with the same
 encoding as the race queries) proves it outright, or the access keeps its check. The model
 is the race checker's: 64-bit index arithmetic does not wrap, loops are one arbitrary
 iteration. Accesses the executor never reaches keep their checks.
@@ -31,6 +33,7 @@ from .algebra import FALSE, Poly
 from .symbolic import _STMT, _Thread, execute
 
 Z3_TIMEOUT_MS = 200
+SMALL_INDEX = 1 << 20  # an index below this whatever the launch is compared with the extent as is
 
 
 @dataclass
@@ -155,11 +158,20 @@ class _Prover:
             if not lower and thread and c_thread == -thread:
                 # thread >= c_uniform + strict  =>  index >= offset + c_uniform + strict
                 lower = self.settle(-(offset + c_uniform + Poly.const(strict)), pending)
+        if not upper:
+            upper = self.below_its_bound(index, extent, pending)
         if not lower:
             lower = self.solve(pc, index, Poly.const(0), "lt")
         if not upper:
             upper = self.solve(pc, index, extent, "ge")
         return lower and upper
+
+    def below_its_bound(self, index: Poly, extent: Poly, pending: dict) -> bool:
+        """`index < extent` where the index's own interval is small (a lane, a thread id of a
+        known block, `i % 4`, an element of a uint8 array): under the precondition that the
+        extent exceeds its top, if the extent is not a constant that settles it."""
+        top = self.space.interval(index)[1]
+        return top < SMALL_INDEX and self.settle(Poly.const(top + 1) - extent, pending)
 
     def solve(self, pc: tuple, index: Poly, limit: Poly, violation: str) -> bool:
         """Whether z3 proves `index <violation> limit` impossible under `pc`."""
