@@ -177,6 +177,26 @@ def permute(x, index, out):
     assert status == 0 and "no problems" in out and "1 unsafe region" in out
 
 
+def test_accesses_that_keep_a_runtime_check_are_notes(capsys, tmp_path):
+    source = HEADER + """
+
+@simt.kernel
+def gather(x, index, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[index[i]] + x[i % 4] + x[index[i] % 8]
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    line = line_of(source, "out[i] = x[index[i]]")
+    text = source.splitlines()[line - 1]
+    notes = [n for n in out.splitlines() if n.startswith("note: bounds check kept at run time")]
+    # out[i] and index[i] are proven under the launch's shape conditions, x[i % 4] and
+    # x[index[i] % 8] when x has 4 and 8 elements; a read through a loaded index is not
+    assert notes == [f"note: bounds check kept at run time: x[...] at {path}:{line}:{text.index('x[index[i]]') + 1} "
+                     "(kernel gather); its index is not proven within the array's shape"]
+    assert status == 0 and "no problems" in out and "1 access checked at run time" in out
+
+
 def test_check_runs_no_user_code(capsys, tmp_path):
     marker = tmp_path / "ran"
     source = HEADER + f"""

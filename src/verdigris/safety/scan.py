@@ -29,6 +29,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   provably disjoint, are reported. Literal or shared bounds prove disjointness (`x[:n]` and
   `x[n:]`, `x[:4]` and `x[4:8]`, `x[0]` and `x[1]`, `x[::2]` and `x[1::2]`); different
   names are assumed to be different arrays.
+- Accesses of a race-free SIMT kernel that the bounds prover (`bounds.prove`) does not
+  cover, such as a gather through indices read from memory, are notes: they keep their
+  bounds check at run time.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
   so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
   frontend refused it with a safety code, which is a finding. Only findings make the exit
@@ -49,12 +52,14 @@ from ..errors import Error, Loc
 from ..frontend import walk
 from ..frontend.source import function_source
 from ..ir import nodes as N
-from . import analyze
+from ..codegen import checks
+from . import analyze, bounds
 from .statics import (MAX_CONFIGS, decorator_name, is_definition, load_definitions,
                       possible_values, scope_nodes, scope_values)
 from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
+RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
 
 # ----------------------------------------------------------------------------- results
 
@@ -111,8 +116,11 @@ class Report:
         checked = f"{self.kernels} kernel{'s' * (self.kernels != 1)} and {self.launches} " \
                   f"launch{'es' * (self.launches != 1)} checked"
         unsafe = sum(n.text.startswith("unsafe region") for n in set(self.notes))
-        extras = [f"{n} {what}{'s' * (n != 1)}{rest}" for n, what, rest in (
-            (self.unchecked, "kernel", " not checked"), (unsafe, "unsafe region", "")) if n]
+        runtime = sum(n.text.startswith(RUNTIME_CHECK) for n in set(self.notes))
+        extras = [f"{n} {one if n == 1 else many}" for n, one, many in (
+            (self.unchecked, "kernel not checked", "kernels not checked"),
+            (unsafe, "unsafe region", "unsafe regions"),
+            (runtime, "access checked at run time", "accesses checked at run time")) if n]
         head = (f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)} ("
                 + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())) + ")"
                 if self.findings else "no problems")
@@ -496,8 +504,20 @@ class FileCheck:
             self.race_findings(ir)
 
     def race_findings(self, ir) -> None:
-        for err in analyze(ir).errors:
+        errors = analyze(ir).errors
+        for err in errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
+        if not errors and ir.track == "simt":
+            self.runtime_check_notes(ir)
+
+    def runtime_check_notes(self, ir) -> None:
+        """A note per access that no proof covers: it keeps its bounds check at run time."""
+        proven = bounds.prove(ir).in_bounds
+        for node in checks.sites(ir):
+            if id(node) not in proven:
+                self.report.notes.append(Note(node.loc, (
+                    f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); "
+                    f"its index is not proven within the array's shape")))
 
     def build(self, kernel, block, constexprs: dict):
         """(the IR, None), or (None, the Error that stopped the frontend)."""
