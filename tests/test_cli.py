@@ -79,6 +79,18 @@ def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_pa
     assert f"{bad}:5:14" in err and "out[0] = [1, 2]" in err and "^" in err
 
 
+@pytest.mark.parametrize("source, words", [
+    ("import verdigris\nimport no_such_module_here\n", ":2: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    ("x = (\n", ":1: SyntaxError"),
+    ("def f():\n    return 1 / 0\n\nf()\n", ":2: ZeroDivisionError"),
+])
+def test_a_file_that_fails_to_import_is_reported_with_its_line(capsys, tmp_path, source, words):
+    broken = tmp_path / "broken.py"
+    broken.write_text(source)
+    status, _, err = run(capsys, "compile", f"{broken}::k", "--sig", "f32[::1]")
+    assert status == 2 and f"importing {broken} failed" in err and words in err and "Traceback" not in err
+
+
 def test_doctor_reports_versions_and_backend(capsys):
     status, out, _ = run(capsys, "doctor")
     assert status == 0

@@ -15,6 +15,7 @@ import platform
 import sys
 import textwrap
 import time
+import traceback
 from pathlib import Path
 
 from . import types as T
@@ -93,6 +94,10 @@ def load_kernel(spec: str):
     sys.path.insert(0, str(file.parent.resolve()))
     try:
         loader.loader.exec_module(module)
+    except Error:
+        raise  # verdigris's own errors already name the user's line
+    except Exception as err:  # the file's own failure: where in it, not the CLI's traceback
+        raise UsageError(f"importing {path} failed: {_where_in(err, file)}{type(err).__name__}: {err}") from None
     finally:
         sys.path.pop(0)
     kernel = getattr(module, name, None)
@@ -101,6 +106,15 @@ def load_kernel(spec: str):
         raise UsageError(f"{path} defines no kernel {name!r}"
                          + (f"; its kernels: {', '.join(kernels)}" if kernels else ""))
     return kernel
+
+
+def _where_in(err: BaseException, file: Path) -> str:
+    """'FILE:LINE: ' of the last frame of `err`'s traceback inside `file` (or of the syntax
+    error in it), else ''."""
+    if isinstance(err, SyntaxError) and err.lineno:
+        return f"{err.filename}:{err.lineno}: "
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == file.resolve()]
+    return f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
 
 
 def _split_top_level(text: str) -> list[str]:
