@@ -1,4 +1,5 @@
 """Frontend: typed IR from Python source, and the errors users get for what it refuses."""
+import inspect
 import re
 
 import numpy as np
@@ -247,6 +248,16 @@ def test_wrong_argument_count_and_names():
         axpy.specialize(1.0, F32, F32, F32, z=1)
     with pytest.raises(vg.LaunchError, match="argument 'alpha' is a list"):
         axpy.specialize([1.0], F32, F32, F32)
+
+
+def test_a_launch_error_names_the_users_call_with_a_caret():
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(vg.LaunchError) as info:
+        axpy[1, 32]("two", np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
+    text = str(info.value)
+    assert text.startswith(f"{__file__}:{line}:9: axpy: argument 'alpha' is a str")
+    assert 'axpy[1, 32]("two"' in text.splitlines()[1] and text.splitlines()[2].strip() == "^"
+    assert "hint: pass an array or a number" in text
 
 
 @pytest.mark.parametrize("config, words", [

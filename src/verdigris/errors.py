@@ -9,6 +9,7 @@ one is known, what to do. Guarantees: every error a user can cause is a subclass
 from __future__ import annotations
 
 import linecache
+import sys
 from dataclasses import dataclass, field
 
 
@@ -42,6 +43,27 @@ class Loc:
 
 
 UNKNOWN_LOC = Loc("<unknown>", 0, 0)
+
+
+def _is_machinery(module: str) -> bool:
+    """verdigris's own modules; its examples are user code (their launches are named)."""
+    return module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples")
+
+
+def user_call_site() -> Loc | None:
+    """Where the user called into verdigris: the innermost frame outside its modules, with
+    the column of the call. None when there is no such frame, or when it is a thread's
+    machinery (a compile that verdigris runs on a thread of its own)."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_machinery(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+    if frame is None or frame.f_globals.get("__name__", "").startswith(("threading", "concurrent.")):
+        return None
+    positions = list(frame.f_code.co_positions())
+    here = positions[frame.f_lasti // 2] if frame.f_lasti // 2 < len(positions) else None
+    line = here[0] if here and here[0] else frame.f_lineno
+    col = here[2] if here and here[0] == line and here[2] is not None else 0
+    return Loc(frame.f_code.co_filename, line, col, frame.f_code.co_name)
 
 
 def format_message(message: str, loc: Loc | None, hint: str = "", code: str = "") -> str:
@@ -90,7 +112,11 @@ class AliasError(SafetyError):
 
 
 class LaunchError(Error):
-    """A launch cannot be made: wrong arguments, bad grid, host arrays on the GPU."""
+    """A launch cannot be made: wrong arguments, bad grid, host arrays on the GPU. Without a
+    location of its own it names the user's call (`user_call_site`)."""
+
+    def __init__(self, message: str, loc: Loc | None = None, hint: str = "", code: str = ""):
+        super().__init__(message, loc if loc is not None else user_call_site(), hint, code)
 
 
 class KernelError(Error):

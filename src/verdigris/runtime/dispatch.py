@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import threading
 import time
 import weakref
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import AliasError, CompileError, LaunchError, Loc
+from ..errors import AliasError, CompileError, LaunchError, Loc, user_call_site
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
@@ -72,20 +71,6 @@ def _dims(value, what: str, name: str) -> tuple:
         raise LaunchError(f"{name}: every {what} dimension must be positive, got {value!r}",
                           hint="a grid of zero blocks runs nothing; skip the launch instead")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
-
-
-def _is_machinery(module: str) -> bool:
-    """verdigris's own modules; its examples are user code (their launches are named)."""
-    return module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples")
-
-
-def _call_site() -> Loc | None:
-    """The first frame outside verdigris's machinery: where the user launched the kernel."""
-    frame = sys._getframe(1)
-    while frame is not None and _is_machinery(frame.f_globals.get("__name__", "")):
-        frame = frame.f_back
-    return None if frame is None else Loc(frame.f_code.co_filename, frame.f_lineno, 0,
-                                          frame.f_code.co_name)
 
 
 @dataclass(eq=False)
@@ -413,7 +398,7 @@ class KernelFunction:
         names = [p.name for p in self.params]
         same = infos[w].ptr == infos[j].ptr and byte_extent(infos[w]) == byte_extent(infos[j])
         how = "is the same memory as" if same else "overlaps"
-        site = _call_site()
+        site = user_call_site()
         raise AliasError(
             f"{self.__name__} writes {names[w]!r}, which {how} {names[j]!r}: the result would "
             f"depend on the order threads run in" + (f" (launched at {site})" if site else ""),
@@ -572,7 +557,8 @@ def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
     except TypeError:
         raise LaunchError(f"{kernel}: argument {name!r} is a {type(value).__name__}; kernels "
                           "take arrays (NumPy, vg.Array, torch, CuPy, JAX) and numbers",
-                          hint="wrap lists with numpy.asarray(...)") from None
+                          hint="wrap lists with numpy.asarray(...)" if isinstance(value, (list, tuple))
+                          else "pass an array or a number") from None
 
 
 def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
