@@ -12,7 +12,7 @@ import pytest
 import verdigris as vg
 from verdigris import codegen, simt
 from verdigris.codegen import checks
-from verdigris.examples.gather_sum import gather_sum
+from verdigris.examples.gather_sum import gather_sum, gather_sum_any
 from verdigris.runtime import backend
 
 from test_codegen import (L, N, T, array, assign, axpy, compare, const, global_id, kernel, load,
@@ -270,19 +270,8 @@ def test_a_checked_loop_is_unrolled_and_its_loads_come_before_its_record(rng, cp
 
 
 @simt.kernel
-def gather_count(x, idx, out, count):
-    """out[i] = the sum of x[idx[i, k]] over k < count: a loop over a run-time count."""
-    i = simt.global_id(0)
-    if i < out.shape[0]:
-        total = 0.0
-        for k in range(count):
-            total += x[idx[i, k]]
-        out[i] = total
-
-
-@simt.kernel
 def gather_until(x, idx, out, count):
-    """gather_count's sum, ending early once it passes 100."""
+    """gather_sum_any's sum over the first `count` indices, ending early once it passes 100."""
     i = simt.global_id(0)
     if i < out.shape[0]:
         total = 0.0
@@ -326,7 +315,7 @@ def test_a_rolled_loop_carries_its_first_fault_to_its_exit(rng, cpu):
     idx = rng.integers(0, 64, (16, 9))
     idx[9, 3], idx[9, 6] = 70, 90  # thread 9 reads past x in two iterations
     out = np.full(16, np.nan, np.float32)
-    kern, record = checked_on_host(gather_count, (1,), (16,), x=x, idx=idx, out=out, count=9)
+    kern, record = checked_on_host(gather_sum_any, (1,), (16,), x=x, idx=idx, out=out)
     np.testing.assert_allclose(out, gather_reference(x, idx), rtol=1e-5, atol=1e-5)
     assert record[checks.RECORD_SITE] == site_of(kern, "x") and record[checks.RECORD_INDEX] == 70
     assert list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [9, 0, 0]
@@ -389,7 +378,7 @@ def test_kernels_with_settled_checks_assemble(target, cpu):
              (walk_while_positive, (np.ones(4, np.float32), np.zeros(4, np.int64))),
              (pick, (np.ones(4, np.int32), np.zeros(4, np.int64), np.ones(4, np.float32), np.ones(4, np.float32))),
              (gather_sum, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
-             (gather_count, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
+             (gather_sum_any, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32))),
              (gather_until, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 8)),
              (gather_nest, (np.ones(4, np.float32), np.zeros((4, 2, 8), np.int64), np.ones(4, np.float32), 2, 8)),
              (head_loop_tail, (np.ones(4, np.float32), np.zeros((4, 8), np.int64), np.ones(4, np.float32), 7))]
