@@ -17,10 +17,12 @@ Gives `CheckingBuilder`, an `ir.IRBuilder` with
   the description of the first skipped access in program order, picked by selects. Checks
   made inside `around`'s `perform` settle at the end of that arm.
 - `carrying()`: a context for a loop that is not unrolled. Inside it, settling branches
-  nowhere: it keeps the thread's first skipped access in variables (a flag and the record
-  words, registers once promoted), and one branch at the end of the outermost `carrying`
-  (the loop's exit) records it. So the loop body holds no fault path, and LLVM may unroll
-  the loop and ptxas issue its iterations' loads together.
+  nowhere: it keeps the thread's first skipped access in variables (registers once
+  promoted): a flag, the access's number, and the record words some access computes;
+  words that are constants or parameters come back from the number at the record. One
+  branch at the end of the outermost `carrying` (the loop's exit) records it. So the loop
+  body holds no fault path, LLVM may unroll the loop, and ptxas issues its iterations'
+  loads together.
 
 Guarantees: `branch`, `cbranch` and `ret_void` settle before they end a block, so a record
 is never lost and is always written where the values it reads (computed before the
@@ -44,7 +46,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from llvmlite import ir
-
 
 I32 = ir.IntType(32)
 
