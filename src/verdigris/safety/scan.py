@@ -515,9 +515,11 @@ class FileCheck:
         proven = bounds.prove(ir).in_bounds
         for node in checks.sites(ir):
             if id(node) not in proven:
+                loaded = any(isinstance(n, N.Load) for n in walk(list(node.indices)))
+                why = "its index is read from memory" if loaded else \
+                    "its index is not proven within the array's shape"
                 self.report.notes.append(Note(node.loc, (
-                    f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); "
-                    f"its index is not proven within the array's shape")))
+                    f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); {why}")))
 
     def build(self, kernel, block, constexprs: dict):
         """(the IR, None), or (None, the Error that stopped the frontend)."""
