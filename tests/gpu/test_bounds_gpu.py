@@ -8,7 +8,7 @@ import pytest
 
 import verdigris as vg
 from verdigris import simt
-from verdigris.examples.gather_sum import gather_sum
+from verdigris.examples.gather_sum import gather_sum, gather_sum_any
 
 pytestmark = pytest.mark.gpu
 
@@ -67,21 +67,25 @@ def test_short_input_runs_the_checked_kernel(rng):
     np.testing.assert_allclose(out.numpy(), 3.0 * y.astype(np.float64), rtol=1e-6, atol=1e-6)
 
 
-def test_a_stretch_of_checked_loads_records_its_first_skipped_load(rng):
+@pytest.mark.parametrize("kernel, constexprs", [(gather_sum, {"K": 8}), (gather_sum_any, {})],
+                         ids=["unrolled", "rolled loop"])
+def test_checked_loads_record_their_first_skipped_load(rng, kernel, constexprs):
+    """In a stretch of straight-line code (gather_sum's loop, unrolled) and carried out of a
+    loop that stays a loop (gather_sum_any, K at run time) alike."""
     n, K = 3000, 8
     x = rng.standard_normal(n).astype(np.float32)
     idx = rng.integers(0, n, (n, K))
     idx[1234, 2], idx[1234, 5] = n + 11, n + 40  # one thread reads past x twice
     out = vg.asarray(np.full(n, np.nan, np.float32))
-    gather_sum[vg.cdiv(n, 256), 256](vg.asarray(x), vg.asarray(idx), out, K=K)
+    kernel[vg.cdiv(n, 256), 256](vg.asarray(x), vg.asarray(idx), out, **constexprs)
     with pytest.raises(vg.BoundsError) as info:
         vg.synchronize()
-    assert re.fullmatch(rf"out of bounds: x\[{n + 11}\] with shape \({n},\) in kernel gather_sum, "
+    assert re.fullmatch(rf"out of bounds: x\[{n + 11}\] with shape \({n},\) in kernel {kernel.__name__}, "
                         r"block \(4, 0, 0\) thread \(210, 0, 0\)", info.value.message), info.value.message
     assert "total += x[idx[i, k]]" in str(info.value)
     want = np.where(idx < n, x[np.minimum(idx, n - 1)].astype(np.float64), 0.0).sum(1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)  # skipped loads read 0
     idx[idx >= n] = 0
-    gather_sum[vg.cdiv(n, 256), 256](vg.asarray(x), vg.asarray(idx), out, K=K)
+    kernel[vg.cdiv(n, 256), 256](vg.asarray(x), vg.asarray(idx), out, **constexprs)
     vg.synchronize()  # in bounds: no fault left behind
     np.testing.assert_allclose(out.numpy(), x[idx].astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
