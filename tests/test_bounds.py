@@ -4,6 +4,7 @@ No GPU here: proofs and guards run on the host, the PTX is grepped and assembled
 and the checked code runs on the host through test_codegen's harness (its fault record is
 a NumPy array), which shows an out-of-bounds access skipped and the first fault recorded.
 """
+import copy
 import re
 
 import numpy as np
@@ -369,6 +370,28 @@ def test_an_index_with_a_small_top_is_proven_when_the_extent_passes_it(cpu):
     out = np.full(100, np.nan, np.float32)
     with pytest.raises(vg.BoundsError, match=r"x\[3\] with shape \(3,\)"):
         periodic[2, 64](np.arange(3, dtype=np.float32), out)
+
+
+def test_a_32_bit_index_is_tested_in_32_bits_under_a_launch_condition(rng, cpu):
+    x = rng.standard_normal(40).astype(np.float32)
+    idx = rng.integers(0, 40, 16).astype(np.int32)
+    idx[3], idx[9] = -5, 40  # negative, and one past the end: both skipped, the first recorded
+    out = np.full(16, np.nan, np.float32)
+    kern, record = checked_on_host(gather, (1,), (16,), idx=idx, x=x, out=out)
+    assert kern.facts["narrow_extents"] == ("x:0",)
+    assert "x.shape[0] <= 2147483647" in [t for _, t in kern.facts["bounds_preconditions"]]
+    want = np.where((idx >= 0) & (idx < 40), x[np.clip(idx, 0, 39)], 0.0)
+    np.testing.assert_array_equal(out, want)
+    assert record[checks.RECORD_INDEX] == -5 and list(record[checks.RECORD_THREAD:checks.RECORD_THREAD + 3]) == [3, 0, 0]
+    llvm = codegen.lower_to_llvm(checks.as_launched(kern, checked=False), "sm_90")
+    assert re.search(r"icmp ult i32 %[^,]+, %\S+", llvm)  # x's test, on the loaded int32 itself
+    checked = codegen.lower_to_llvm(checks.as_launched(kern, checked=True), "sm_90")
+    assert not re.search(r"icmp ult i32", checked)  # the variant for launches past 2**31 - 1
+    spec, values, infos = spec_for(gather, (1, 1, 1), (16, 1, 1), idx, x, out)
+    assert spec.bounds_guard(values, infos, (1, 1, 1), (16, 1, 1))
+    huge = copy.copy(infos[1])
+    huge.shape = (2**31,)
+    assert not spec.bounds_guard(values, [infos[0], huge, infos[2]], (1, 1, 1), (16, 1, 1))
 
 
 @needs_ptxas

@@ -248,8 +248,9 @@ def _as_launched(ir, timings: dict, checked: bool):
     timings["safety"] = time.perf_counter() - start
     conditions = [text for _, text in ir.facts.get("bounds_preconditions", ())]
     if conditions and not checked:
-        print(f"bounds checks dropped for launches where {' and '.join(conditions)} "
-              "(the launch checks this; --checked shows the code it runs otherwise)", file=sys.stderr)
+        print(f"bounds proofs apply for launches where {' and '.join(conditions)}: checks dropped "
+              "or tested in 32 bits (the launch checks this; --checked shows the code it runs "
+              "otherwise)", file=sys.stderr)
     return checks.as_launched(ir, checked)
 
 

@@ -59,10 +59,12 @@ def as_launched(kernel: N.Kernel, checked: bool, tma: bool = True) -> N.Kernel:
     specialization's own may still be growing on the safety check's thread): written
     arrays are `noalias`, since every launch passes the alias check first; `checked`: no
     access counts as proven in bounds (the variant for launches that break the proofs'
-    shape conditions); `tma` False: matrix products stream without the copy engine."""
+    shape conditions, so no index is tested in 32 bits either); `tma` False: matrix products
+    stream without the copy engine."""
     facts = {**kernel.facts, "noalias": True}
     if checked:
         facts["in_bounds"] = frozenset()
+        facts["narrow_extents"] = ()
     if not tma:
         facts["tma"] = False
     return dataclasses.replace(kernel, facts=facts)

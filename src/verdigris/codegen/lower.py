@@ -121,13 +121,32 @@ def _indexes_local_by(node, var: str) -> bool:
         isinstance(n, N.Var) and n.name == var for i in node.indices for n in walk([i]))
 
 
-def within(b: ir.IRBuilder, index: list, extents: list) -> ir.Value:
+def within(b: ir.IRBuilder, index: list, extents: list, narrow: frozenset = frozenset()) -> ir.Value:
     """Whether every index is inside its extent (compared unsigned: a negative index is
-    outside too)."""
+    outside too). On the axes in `narrow` (extents at most `N.NARROW_EXTENT`, a launch
+    condition) and against constant extents that small, an index widened from 32 bits or
+    fewer is compared in 32 bits: the same answer, one instruction where the 64-bit test of
+    a sign-extended index takes three."""
     inside = ir.Constant(ir.IntType(1), True)
-    for i, extent in zip(index, extents):
-        inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
+    for axis, (i, extent) in enumerate(zip(index, extents)):
+        small = axis in narrow or (isinstance(extent, ir.Constant) and extent.constant <= N.NARROW_EXTENT)
+        source = _widened_from(i) if small else None
+        inside = b.and_(inside, b.icmp_unsigned("<", i, extent) if source is None else
+                        b.icmp_unsigned("<", source(b), b.trunc(extent, I32)))
     return inside
+
+
+def _widened_from(value: ir.Value):
+    """For a sign or zero extension of an integer of 32 bits or fewer: a function giving
+    that integer extended to i32 the same way. Else None."""
+    if not (isinstance(value, ir.CastInstr) and value.opname in ("sext", "zext")):
+        return None
+    narrow = value.operands[0]
+    if not isinstance(narrow.type, ir.IntType) or narrow.type.width > 32:
+        return None
+    if narrow.type.width == 32:
+        return lambda b: narrow
+    return lambda b: (b.sext if value.opname == "sext" else b.zext)(narrow, I32)
 
 
 def needs_branch(e: N.Expr) -> bool:
@@ -163,6 +182,7 @@ class _KernelLowering:
         self.loops: list[tuple] = []  # (continue target, break target), innermost last
         self.regions: dict[str, ir.Block] = {}  # region label -> its end block
         self.proven = kernel.facts.get("in_bounds", frozenset())
+        self.narrow_extents = frozenset(kernel.facts.get("narrow_extents", ()))
         self.site_of = {id(n): i for i, n in enumerate(checks.sites(kernel))}
         self.kernel_id = checks.kernel_id(kernel)
         self.faults = self.fn.args[len(abi)]
@@ -289,7 +309,8 @@ class _KernelLowering:
     def checked_access(self, node, view: _Array, index: list, perform, zero: ir.Value | None = None):
         """`perform(element pointer)` under the bounds check of access `node` at `index`
         (`CheckingBuilder.checked`): its value, or `zero` where the access is skipped."""
-        return self.b.checked(self.likely(within(self.b, index, view.shape)),
+        narrow = frozenset(k for k in range(len(index)) if f"{node.array.name}:{k}" in self.narrow_extents)
+        return self.b.checked(self.likely(within(self.b, index, view.shape, narrow)),
                               self._fault_description(node, index, view.shape),
                               lambda: perform(self._element(view, index)), zero)
 

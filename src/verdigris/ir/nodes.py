@@ -39,6 +39,7 @@ from ..types import DType
 # ----------------------------------------------------------------------------- types
 
 ON_GRID_EXTENT = 2**30  # an on-grid array's extents are below it (`ArrayType.on_grid`)
+NARROW_EXTENT = 2**31 - 1  # the largest extent a 32-bit bounds test serves (`safety.bounds.narrow_axes`)
 
 
 @dataclass(frozen=True)

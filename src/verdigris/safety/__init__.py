@@ -28,7 +28,8 @@ assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must hav
 block: the kernel never reads `block_id` there, so two blocks along them would do the same
 work), `unit_block_axes` (likewise for an unspecialized block), and `max_axis_threads`
 (grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap). Then the
-bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check) and
+bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check),
+`narrow_extents` (the array axes whose checked 32-bit indices are tested in 32 bits) and
 `bounds_preconditions` (what a launch must satisfy to use them; the launcher checks).
 
 A kernel's first check imports only what its track and constructs need (`solver` when the
@@ -90,7 +91,7 @@ def check(kernel: N.Kernel) -> Analysis:
     kernel.facts.update(analysis.facts)
     proof = bounds.prove(kernel)  # which accesses need no check on the GPU, and on what condition
     kernel.facts.update(in_bounds=proof.in_bounds, bounds_preconditions=proof.preconditions,
-                        bounds_seconds=proof.seconds)
+                        narrow_extents=proof.narrow, bounds_seconds=proof.seconds)
     return analysis
 
 

@@ -42,6 +42,7 @@ class Proof:
     preconditions: tuple = ()  # of (Poly, text): the launch must have poly <= 0
     seconds: float = 0.0
     solver_queries: int = 0
+    narrow: tuple = ()  # "array:axis" where checked indices may be tested in 32 bits (`narrow_axes`)
 
 
 @dataclass
@@ -194,12 +195,16 @@ class _Prover:
         for axis, index in enumerate(found.indices):
             if not self.bound(index, self.extent(found.array, axis), found.pc, pending):
                 return False
-        for need in pending:  # of `v + c <= 0` and `v + d <= 0`, keep the stronger
-            variable = Poly({m: c for m, c in need.terms.items() if m})
-            known = self.preconditions.get(variable)
-            if known is None or need.terms.get((), 0) > known.terms.get((), 0):
-                self.preconditions[variable] = need
+        for need in pending:
+            self.require(need)
         return True
+
+    def require(self, need: Poly) -> None:
+        """`need <= 0` as a launch precondition; of `v + c <= 0` and `v + d <= 0`, the stronger."""
+        variable = Poly({m: c for m, c in need.terms.items() if m})
+        known = self.preconditions.get(variable)
+        if known is None or need.terms.get((), 0) > known.terms.get((), 0):
+            self.preconditions[variable] = need
 
 
 def prove(kernel: N.Kernel) -> Proof:
@@ -217,9 +222,24 @@ def prove(kernel: N.Kernel) -> Proof:
     for found in run.found:
         key = id(found.node)
         verdict[key] = verdict.get(key, True) and prover.prove(found)
+    narrow = narrow_axes(kernel, [f for f in run.found if not verdict[id(f.node)]])
+    for axis in narrow:
+        name, k = axis.rsplit(":", 1)
+        prover.require(space.shape(name, int(k)) - Poly.const(N.NARROW_EXTENT))
     preconditions = tuple((p, _describe(p, space)) for p in prover.preconditions.values())
     return Proof(frozenset(k for k, ok in verdict.items() if ok), preconditions,
-                 time.perf_counter() - start, prover.queries)
+                 time.perf_counter() - start, prover.queries, narrow)
+
+
+def narrow_axes(kernel: N.Kernel, checked: list) -> tuple:
+    """"array:axis" of the global arrays' axes that a checked access indexes with an integer
+    of 32 bits or fewer: under the precondition that the extent is at most N.NARROW_EXTENT, the
+    code generator tests such an index in 32 bits (one compare, where a 64-bit test of a
+    sign-extended index takes three instructions)."""
+    axes = {f"{f.array.name}:{k}" for f in checked if f.array.type.shape is None
+            for k, index in enumerate(f.node.indices)
+            if isinstance(index, N.Cast) and index.value.dtype.is_int and index.value.dtype.bits <= 32}
+    return tuple(sorted(axes))
 
 
 def _describe(p: Poly, space) -> str:
