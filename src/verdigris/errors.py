@@ -8,6 +8,7 @@ one is known, what to do. Guarantees: every error a user can cause is a subclass
 """
 from __future__ import annotations
 
+import itertools
 import linecache
 import sys
 from dataclasses import dataclass, field
@@ -59,11 +60,12 @@ def user_call_site() -> Loc | None:
         frame = frame.f_back
     if frame is None or frame.f_globals.get("__name__", "").startswith(("threading", "concurrent.")):
         return None
-    positions = list(frame.f_code.co_positions())
-    here = positions[frame.f_lasti // 2] if frame.f_lasti // 2 < len(positions) else None
-    line = here[0] if here and here[0] else frame.f_lineno
-    col = here[2] if here and here[0] == line and here[2] is not None else 0
-    return Loc(frame.f_code.co_filename, line, col, frame.f_code.co_name)
+    col = 0
+    positions = getattr(frame.f_code, "co_positions", None)  # Python 3.11 and later
+    if positions is not None:  # the current instruction's (line, end line, column, end column)
+        line, _, start, _ = next(itertools.islice(positions(), frame.f_lasti // 2, None), (None,) * 4)
+        col = start if line == frame.f_lineno and start is not None else 0
+    return Loc(frame.f_code.co_filename, frame.f_lineno, col, frame.f_code.co_name)
 
 
 def format_message(message: str, loc: Loc | None, hint: str = "", code: str = "") -> str:
