@@ -130,23 +130,20 @@ def within(b: ir.IRBuilder, index: list, extents: list, narrow: frozenset = froz
     inside = ir.Constant(ir.IntType(1), True)
     for axis, (i, extent) in enumerate(zip(index, extents)):
         small = axis in narrow or (isinstance(extent, ir.Constant) and extent.constant <= N.NARROW_EXTENT)
-        source = _widened_from(i) if small else None
-        inside = b.and_(inside, b.icmp_unsigned("<", i, extent) if source is None else
-                        b.icmp_unsigned("<", source(b), b.trunc(extent, I32)))
+        if small and _widened_from_32_bits(i):
+            source = i.operands[0]
+            if source.type != I32:  # widened the same way, to 32 bits only
+                source = (b.sext if i.opname == "sext" else b.zext)(source, I32)
+            inside = b.and_(inside, b.icmp_unsigned("<", source, b.trunc(extent, I32)))
+        else:
+            inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
     return inside
 
 
-def _widened_from(value: ir.Value):
-    """For a sign or zero extension of an integer of 32 bits or fewer: a function giving
-    that integer extended to i32 the same way. Else None."""
-    if not (isinstance(value, ir.CastInstr) and value.opname in ("sext", "zext")):
-        return None
-    narrow = value.operands[0]
-    if not isinstance(narrow.type, ir.IntType) or narrow.type.width > 32:
-        return None
-    if narrow.type.width == 32:
-        return lambda b: narrow
-    return lambda b: (b.sext if value.opname == "sext" else b.zext)(narrow, I32)
+def _widened_from_32_bits(value: ir.Value) -> bool:
+    """Whether `value` is a sign or zero extension of an integer of 32 bits or fewer."""
+    return isinstance(value, ir.CastInstr) and value.opname in ("sext", "zext") \
+        and isinstance(value.operands[0].type, ir.IntType) and value.operands[0].type.width <= 32
 
 
 def needs_branch(e: N.Expr) -> bool:
