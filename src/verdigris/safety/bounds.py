@@ -42,7 +42,7 @@ class Proof:
     preconditions: tuple = ()  # of (Poly, text): the launch must have poly <= 0
     seconds: float = 0.0
     solver_queries: int = 0
-    narrow: tuple = ()  # "array:axis" where checked indices may be tested in 32 bits (`narrow_axes`)
+    narrow: tuple = ()  # "array:axis" (a JSON-safe fact) where checked indices are tested in 32 bits
 
 
 @dataclass
@@ -222,24 +222,23 @@ def prove(kernel: N.Kernel) -> Proof:
     for found in run.found:
         key = id(found.node)
         verdict[key] = verdict.get(key, True) and prover.prove(found)
-    narrow = narrow_axes(kernel, [f for f in run.found if not verdict[id(f.node)]])
-    for axis in narrow:
-        name, k = axis.rsplit(":", 1)
-        prover.require(space.shape(name, int(k)) - Poly.const(N.NARROW_EXTENT))
+    narrow = narrow_axes([f for f in run.found if not verdict[id(f.node)]])
+    for name, axis in narrow:
+        prover.require(space.shape(name, axis) - Poly.const(N.NARROW_EXTENT))
     preconditions = tuple((p, _describe(p, space)) for p in prover.preconditions.values())
     return Proof(frozenset(k for k, ok in verdict.items() if ok), preconditions,
-                 time.perf_counter() - start, prover.queries, narrow)
+                 time.perf_counter() - start, prover.queries,
+                 tuple(f"{name}:{axis}" for name, axis in narrow))
 
 
-def narrow_axes(kernel: N.Kernel, checked: list) -> tuple:
-    """"array:axis" of the global arrays' axes that a checked access indexes with an integer
-    of 32 bits or fewer: under the precondition that the extent is at most N.NARROW_EXTENT, the
-    code generator tests such an index in 32 bits (one compare, where a 64-bit test of a
-    sign-extended index takes three instructions)."""
-    axes = {f"{f.array.name}:{k}" for f in checked if f.array.type.shape is None
-            for k, index in enumerate(f.node.indices)
-            if isinstance(index, N.Cast) and index.value.dtype.is_int and index.value.dtype.bits <= 32}
-    return tuple(sorted(axes))
+def narrow_axes(checked: list) -> list:
+    """(array, axis) of the global arrays' axes that a checked access indexes with an
+    integer of 32 bits or fewer: under the precondition that the extent is at most
+    N.NARROW_EXTENT, the code generator tests such an index in 32 bits (one compare, where a
+    64-bit test of a sign-extended index takes three instructions)."""
+    return sorted({(f.array.name, k) for f in checked if f.array.type.shape is None
+                   for k, index in enumerate(f.node.indices)
+                   if isinstance(index, N.Cast) and index.value.dtype.is_int and index.value.dtype.bits <= 32})
 
 
 def _describe(p: Poly, space) -> str:
