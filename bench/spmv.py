@@ -16,6 +16,7 @@ import argparse
 
 import numpy as np
 
+from verdigris.benchsuite import relative_error
 from verdigris.examples import spmv
 
 CUDA_C = r'''
@@ -76,7 +77,7 @@ def main() -> None:
         y.fill_(float("nan"))
         run()
         torch.cuda.synchronize()
-        err = float((y.double() - want).norm() / want.norm())
+        err = relative_error(y, want)
         ms = do_bench(run, warmup=25, rep=200, return_mode="median")
         results.append((name, ms, err))
     best_peer = min(ms for name, ms, _ in results[:2])

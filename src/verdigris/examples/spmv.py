@@ -34,7 +34,8 @@ def spmv_csr(indptr, indices, data, x, y, LANES: vg.constexpr = 32):
 def lanes_for(mean_entries: float) -> int:
     """Threads per row for rows of about `mean_entries` entries: the largest power of two
     not above half of it, from 2 to 32 (so each thread takes about two entries or more)."""
-    return min(32, max(2, 1 << round(max(mean_entries / 2, 1)).bit_length() - 1))
+    half = round(max(mean_entries / 2, 1))
+    return min(32, max(2, 1 << (half.bit_length() - 1)))
 
 
 def multiply(indptr, indices, data, x, y, lanes: int | None = None, block: int = 256):
