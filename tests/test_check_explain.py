@@ -197,6 +197,60 @@ def gather(x, index, out):
     assert status == 0 and "no problems" in out and "1 access checked at run time" in out
 
 
+BYTE_INDEX = HEADER + """
+
+@simt.kernel
+def lookup(table, keys, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = table[int(keys[i])]
+
+
+def main(n, rng):
+    table = vg.asarray(np.arange(256, dtype=np.float32))
+    {binding}
+    out = vg.empty(n)
+    lookup[vg.cdiv(n, 256), 256](table, {argument}, out)
+"""
+
+
+@pytest.mark.parametrize("binding, argument, proven", [
+    ("keys = rng.integers(0, 256, n).astype(np.uint8)", "vg.asarray(keys)", True),
+    ("keys = vg.asarray(np.zeros(n, dtype=np.uint8))", "keys", True),
+    ("keys = vg.zeros(n, vg.uint8)", "keys[1:]", True),
+    ("keys = vg.zeros(n, vg.int32)", "keys", False),
+    ("keys = make_keys(n)", "keys", False),  # not stated: int64, as an index's default
+])
+def test_check_takes_element_types_from_the_launch(capsys, tmp_path, binding, argument, proven):
+    """A uint8 key cannot pass a table of 256 elements: the check is dropped; where the
+    launch does not state a byte type, the read keeps its run-time check."""
+    source = BYTE_INDEX.format(binding=binding, argument=argument)
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    notes = [n for n in out.splitlines() if n.startswith("note: bounds check kept at run time")]
+    assert status == 0 and "no problems" in out
+    assert notes == ([] if proven else [
+        f"note: bounds check kept at run time: table[...] at {path}:"
+        f"{line_of(source, 'table[int(keys[i])]')}:18 (kernel lookup); its index is read "
+        "from memory"])
+
+
+@pytest.mark.parametrize("expression, dtype", [
+    ("np.zeros(n, dtype=np.int32)", "int32"), ("np.full(n, 7, np.int16)", "int16"),
+    ("vg.zeros((4, 4), vg.bf16)", "bfloat16"), ("torch.arange(n, dtype=torch.long)", "int64"),
+    ("x.astype('float16')", "float16"), ("x.astype(float)", "float64"),
+    ("torch.from_numpy(np.ones(3, np.uint16)).cuda()", "uint16"),
+    ("bound.T[::2].reshape(-1)", "int8"), ("t.to(torch.float)", "float32"),
+    ("t.to('cuda')", None), ("t.view(torch.int8)", "int8"), ("x.astype(my_type)", None),
+    ("np.zeros(n)", None), ("vg.empty_like(bound)", "int8"), ("f(bound)", None),
+])
+def test_element_types_stated_in_source(expression, dtype):
+    from verdigris.safety.elements import element_dtype
+
+    bindings = {"bound": ast.parse("np.ones(3, np.int8)", mode="eval").body}
+    found = element_dtype(ast.parse(expression, mode="eval").body, bindings)
+    assert (found and found.name) == dtype
+
+
 def test_check_runs_no_user_code(capsys, tmp_path):
     marker = tmp_path / "ran"
     source = HEADER + f"""

@@ -18,8 +18,10 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites where they are literal (constexpr arguments and block shapes,
   also through names bound once to a literal, or looped over a literal tuple), else
-  defaults: arrays are float32 (int64 where their elements serve as indices, and for
-  `block_ticket` counters), of the rank
+  defaults. An array's element type is what its launch argument's source states
+  (`elements`: `np.zeros(n, np.int32)`, `x.astype(np.uint8)`, a name bound once to such an
+  expression, `vg.asarray(...)` of one); else arrays are float32 (int64 where their
+  elements serve as indices, and for `block_ticket` counters), of the rank
   their subscripts show; scalars are int64 where used in an index, a range, an integer-only
   operation or a comparison with an integer, else float32. Launches without a literal
   block shape specialize without one.
@@ -54,8 +56,9 @@ from ..frontend.source import function_source
 from ..ir import nodes as N
 from ..codegen import checks
 from . import analyze, bounds
+from .elements import element_dtype
 from .statics import (MAX_CONFIGS, decorator_name, is_definition, load_definitions,
-                      possible_values, scope_nodes, scope_values)
+                      possible_values, scope_bindings, scope_nodes, scope_values)
 from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
@@ -179,10 +182,12 @@ class Usage:
         self.int_elements |= other.int_elements
         self.int_scalar |= other.int_scalar
 
-    def spec(self):
+    def spec(self, element: T.DType | None = None):
+        """The type to specialize on; `element`: the array's element type where its launch
+        states it."""
         if self.array:
-            return N.ArrayType(T.int64 if self.int_elements else T.float32, self.rank,
-                               "global", True, True)
+            default = T.int64 if self.int_elements else T.float32
+            return N.ArrayType(element or default, self.rank, "global", True, True)
         return T.int64 if self.int_scalar else T.float32
 
 
@@ -319,6 +324,7 @@ class LaunchSite:
     call: ast.Call
     kernel: object  # the KernelFunction
     scope: dict  # name -> possible values, where the launch is written
+    bindings: dict  # name -> the expression it is bound to once, where the launch is written
     file: str
 
     def loc(self, node) -> Loc:
@@ -335,9 +341,14 @@ class LaunchSite:
         bound.update({k.arg: k.value for k in self.call.keywords if k.arg in names})
         return bound
 
+    def element_types(self) -> dict:
+        """Parameter name -> element dtype, for the array arguments whose source states it."""
+        found = {name: element_dtype(arg, self.bindings) for name, arg in self.arguments().items()}
+        return {name: dtype for name, dtype in found.items() if dtype is not None}
+
     def configs(self) -> list:
-        """(block, constexpr values) specializations this launch can have; [] if a
-        constexpr has neither a literal value nor a default."""
+        """(block, constexpr values, element types) specializations this launch can have;
+        [] if a constexpr has neither a literal value nor a default."""
         config = self.call.func.slice
         blocks = []
         if self.kernel.track == "simt" and isinstance(config, ast.Tuple) and len(config.elts) == 2:
@@ -353,14 +364,16 @@ class LaunchSite:
             if values is None:
                 return []
             choices.append([(p.name, v) for v in values])
-        return [(b, dict(c)) for b, c in itertools.islice(
+        elements = self.element_types()
+        return [(b, dict(c), elements) for b, c in itertools.islice(
             itertools.product(blocks or [None], itertools.product(*choices)), MAX_CONFIGS)]
 
 
-def default_configs(kernel) -> list:
-    """The specialization without launch information: no block, constexpr defaults."""
+def default_configs(kernel, elements: dict | None = None) -> list:
+    """The specialization without launch information: no block, constexpr defaults, and
+    `elements` (parameter -> element dtype) or else the default element types."""
     values = {p.name: p.default for p in kernel.params if p.constexpr}
-    return [] if inspect.Parameter.empty in values.values() else [(None, values)]
+    return [] if inspect.Parameter.empty in values.values() else [(None, values, elements or {})]
 
 
 def _block_shape(value) -> tuple | None:
@@ -408,20 +421,22 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
     sites = []
 
     def visit(body, outer: dict, params=(), defaults=None):
-        values = scope_values(body, outer, params, defaults or {})
+        values = scope_values(body, outer[0], params, defaults or {})
+        bindings = scope_bindings(body, outer[1], params)
         for node in scope_nodes(body):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
                 kernel = _resolve(node.func.value, namespace)
                 if getattr(kernel, "__vg_kernel__", False):
-                    sites.append(LaunchSite(node, kernel, values, file))
+                    sites.append(LaunchSite(node, kernel, values, bindings, file))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 a = node.args
-                visit(node.body, values, {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                visit(node.body, (values, bindings),
+                      {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
                       | {x.arg for x in (a.vararg, a.kwarg) if x}, _default_values(a, values))
             elif isinstance(node, ast.ClassDef):
-                visit(node.body, values)
+                visit(node.body, (values, bindings))
 
-    visit(tree.body, {})
+    visit(tree.body, ({}, {}))
     return sorted(sites, key=lambda s: (s.call.lineno, s.call.col_offset))
 
 
@@ -475,7 +490,9 @@ class FileCheck:
                                    "a decorator argument that check does not run)")
             return
         mine = [s for s in sites if s.kernel is kernel]
-        configs = [c for s in mine for c in s.configs()] or default_configs(kernel)
+        configs = [c for s in mine for c in s.configs()] \
+            or [c for s in mine for c in default_configs(kernel, s.element_types())] \
+            or default_configs(kernel)
         if not configs:
             missing = [p.name for p in kernel.params
                        if p.constexpr and p.default is inspect.Parameter.empty]
@@ -485,8 +502,9 @@ class FileCheck:
                                    "vg.constexpr = 64`, to have it checked)")
             return
         built, failures = [], []
-        for block, constexprs in dict.fromkeys((b, tuple(c.items())) for b, c in configs):
-            ir, error = self.build(kernel, block, dict(constexprs))
+        for block, constexprs, elements in dict.fromkeys(
+                (b, tuple(c.items()), tuple(e.items())) for b, c, e in configs):
+            ir, error = self.build(kernel, block, dict(constexprs), dict(elements))
             (built.append(ir) if ir is not None else failures.append(error))
         refusals = [e for e in failures if e.code]  # a safety rule the frontend enforces
         for err in refusals:
@@ -521,14 +539,15 @@ class FileCheck:
                 self.report.notes.append(Note(node.loc, (
                     f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); {why}")))
 
-    def build(self, kernel, block, constexprs: dict):
+    def build(self, kernel, block, constexprs: dict, elements: dict):
         """(the IR, None), or (None, the Error that stopped the frontend)."""
-        key = (id(kernel), block, tuple(sorted(constexprs.items())))
+        key = (id(kernel), block, tuple(sorted(constexprs.items())),
+               tuple(sorted((k, v.name) for k, v in elements.items())))
         if key not in self.builds:
             try:
                 usage = param_usage(kernel.fn)
-                specs = {p.name: constexprs[p.name] if p.constexpr else usage[p.name].spec()
-                         for p in kernel.params}
+                specs = {p.name: constexprs[p.name] if p.constexpr
+                         else usage[p.name].spec(elements.get(p.name)) for p in kernel.params}
                 self.builds[key] = (kernel.specialize_types(specs, block), None)
             except Error as err:
                 self.builds[key] = (None, err)
@@ -537,9 +556,9 @@ class FileCheck:
     # ------------------------------------------------------------------ launches
 
     def check_launch(self, site: LaunchSite) -> None:
-        configs = site.configs() + default_configs(site.kernel)
-        ir = next((ir for block, c in configs
-                   for ir in [self.build(site.kernel, block, c)[0]] if ir is not None), None)
+        configs = site.configs() + default_configs(site.kernel, site.element_types())
+        ir = next((ir for block, c, e in configs
+                   for ir in [self.build(site.kernel, block, c, e)[0]] if ir is not None), None)
         if ir is None:
             return  # the kernel's own check says why it could not be built
         self.report.launches += 1

@@ -7,6 +7,8 @@ Takes: `ast` nodes of a parsed file. Gives:
 - `possible_values(node, scope)` and `scope_values(body, outer, ...)`: the short literal
   lists a name or expression can take (constants, arithmetic of them, loops over literal
   tuples), for the constexprs and block shapes of launch sites;
+- `scope_bindings(body, outer, ...)`: the expression each name bound once is bound to, for
+  the element types of launch arguments (`elements`);
 - `load_definitions(tree, filename, extra_names)`: a fresh namespace with the file's
   kernels, helpers and constants: only the imports they use, the `@...kernel`/`@...func`
   definitions whose decorators, defaults and annotations are inert, and assignments of
@@ -96,17 +98,9 @@ def scope_values(body, outer: dict, params=(), defaults=None) -> dict:
     """Name -> possible values, for names of this scope bound exactly once, to something
     `possible_values` understands (an assignment, or a for loop over a literal tuple), and
     for parameters never rebound, their `defaults` (name -> values)."""
-    stores: dict = {}
+    stores = _store_counts(body)
     definitions = []
     for node in scope_nodes(body):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            stores[node.name] = stores.get(node.name, 0) + 2
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                name = (alias.asname or alias.name).partition(".")[0]
-                stores[name] = stores.get(name, 0) + 2
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
             definitions.append((node.targets[0].id, node.value, False))
@@ -124,6 +118,35 @@ def scope_values(body, outer: dict, params=(), defaults=None) -> dict:
         if found is not None:
             values[name] = found
     return values
+
+
+def scope_bindings(body, outer: dict, params=()) -> dict:
+    """Name -> the expression it is bound to, for names of this scope bound exactly once,
+    by a plain assignment (`data = rng.random(n).astype(np.float16)`), and for the names of
+    enclosing scopes (`outer`, the same mapping there) this scope leaves alone."""
+    stores = _store_counts(body)
+    bindings = {k: v for k, v in outer.items() if k not in stores and k not in params}
+    for node in scope_nodes(body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and stores[node.targets[0].id] == 1:
+            bindings[node.targets[0].id] = node.value
+    return bindings
+
+
+def _store_counts(body) -> dict:
+    """Name -> how many times this scope binds it (definitions and imports count twice, so
+    that a name they bind is never taken as bound once to a value)."""
+    stores: dict = {}
+    for node in scope_nodes(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] = stores.get(node.name, 0) + 2
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = (alias.asname or alias.name).partition(".")[0]
+                stores[name] = stores.get(name, 0) + 2
+    return stores
 
 
 def decorator_name(node) -> str | None:
