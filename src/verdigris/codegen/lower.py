@@ -678,12 +678,33 @@ class _KernelLowering:
 
     # ------------------------------------------------------------------ kernel
 
+    def threads_per_block(self) -> int | None:
+        """Threads of the block the kernel is launched with, where it is specialized on it."""
+        return None if self.kernel.block is None else prod(self.kernel.block)
+
     def run(self) -> ir.Module:
+        threads = self.threads_per_block()
+        if self.kernel.min_blocks_per_sm and threads and not self.fn.attributes:
+            self.fn.attributes = launch_bounds(threads, self.kernel.min_blocks_per_sm)
         self.stmts(self.kernel.body)
         if not self.b.block.is_terminated:
             self.b.ret_void()
         self.allocas.branch(self.body)
         return self.module
+
+
+def launch_bounds(threads: int, min_blocks: int) -> ir.values.FunctionAttributes:
+    """`.maxntid threads` and `.minnctapersm min_blocks` (CUDA's `__launch_bounds__`):
+    ptxas then keeps to the registers that let `min_blocks` blocks share a multiprocessor."""
+    names = (f'"nvvm.maxntid"="{threads}"', f'"nvvm.minctasm"="{min_blocks}"')
+
+    class Bounds(ir.values.FunctionAttributes):  # llvmlite knows no string attributes
+        _known = MappingProxyType({**{k: None for k in ir.values.FunctionAttributes._known},
+                                   **{n: None for n in names}})
+    attributes = Bounds()
+    for name in names:
+        attributes.add(name)
+    return attributes
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:

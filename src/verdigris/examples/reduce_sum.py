@@ -6,7 +6,9 @@ import verdigris as vg
 from verdigris import simt
 
 
-@simt.kernel
+# Two blocks per multiprocessor at least: at 1024 threads the driver's ptxas would take 36
+# registers and fit one block (half the threads in flight); held to 32, two fit.
+@simt.kernel(min_blocks_per_sm=2)
 def block_sum(x, out, BLOCK: vg.constexpr = 256, PER_THREAD: vg.constexpr = 8):
     """out[0] += x.sum(): launch with blocks of BLOCK threads (a multiple of 32) and any grid."""
     warp_sums = simt.shared.array(BLOCK // simt.warp_size, vg.float32)

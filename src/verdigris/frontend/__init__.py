@@ -3,8 +3,9 @@
 Takes: the user's function, its track ("simt" or "tile"), one spec per parameter (an
 `ir.ArrayType` for arrays, a `DType` for scalars, `Static(value)` for constexprs; see
 `signature`), and optionally the block shape, which folds `block_dim` to constants, and
-the grid axes launched with one block (facts for the race checker), and the `fma` option. Gives: `build_kernel(...)`, the typed IR, with `reads`/`writes` inferred
-from the body. Guarantees: deterministic output for identical input (names come from a
+the grid axes launched with one block (facts for the race checker), and the kernel options
+`fma` and `min_blocks_per_sm`. Gives: `build_kernel(...)`, the typed IR, with
+`reads`/`writes` inferred from the body. Guarantees: deterministic output for identical input (names come from a
 counter that restarts with every build); unsupported Python is a `CompileError` at the
 user's line, and so is a read of a variable that some path leaves unassigned (`assigned`).
 """
@@ -61,7 +62,8 @@ def _resolve_annotation(text: str, src):
 
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
                  unit_grid_axes: tuple | None = None, fma: bool = False,
-                 multiples: dict | None = None) -> N.Kernel:
+                 multiples: dict | None = None,
+                 min_blocks_per_sm: int | None = None) -> N.Kernel:
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
     `multiples`: integer scalar parameter -> what its launch values are multiples of."""
     src = function_source(fn)
@@ -76,6 +78,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
             continue
         kernel.unit_grid_axes = unit_grid_axes
         kernel.fma = fma
+        kernel.min_blocks_per_sm = min_blocks_per_sm
         for p in kernel.params:
             p.multiple_of = (multiples or {}).get(p.name, 1)
         return kernel

@@ -404,6 +404,9 @@ class Kernel:
     # Float `x * y + z` may run as one fused multiply-add, rounded once, on the GPU (the
     # kernel option `fma=True`); off, every operation rounds, as on the cpu backend.
     fma: bool = False
+    # At least this many blocks should fit on one multiprocessor (the kernel option
+    # `min_blocks_per_sm`, CUDA's `__launch_bounds__`): ptxas holds registers to that.
+    min_blocks_per_sm: Optional[int] = None
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

@@ -148,6 +148,8 @@ def format_kernel(k: N.Kernel) -> str:
         block += f" unit_grid_axes={k.unit_grid_axes}"
     if k.fma:
         block += " fma=True"
+    if k.min_blocks_per_sm:
+        block += f" min_blocks_per_sm={k.min_blocks_per_sm}"
     lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
              "  locals " + ", ".join(f"{n}: {_type_name(t)}" for n, t in sorted(k.locals.items()))]

@@ -114,8 +114,10 @@ class Specialization:
                      if isinstance(n, WRITE_NODES) and n.array.name == name), self.kernel.loc)
 
 
-# `@simt.kernel(...)` / `@tile.kernel(...)` options and their defaults
-KERNEL_OPTIONS = {"fma": False}  # fuse float multiply-adds on the GPU (see ir.nodes.Kernel)
+# `@simt.kernel(...)` / `@tile.kernel(...)` options and their defaults (see ir.nodes.Kernel):
+# fuse float multiply-adds on the GPU; blocks that must fit on one multiprocessor at once
+KERNEL_OPTIONS = {"fma": False, "min_blocks_per_sm": None}
+MAX_BLOCKS_PER_SM = 32  # every GPU verdigris targets (sm_80 to sm_90)
 
 
 class KernelFunction:
@@ -132,6 +134,13 @@ class KernelFunction:
             code = fn.__code__
             raise CompileError(f"@{track}.kernel: unknown option {', '.join(map(repr, unknown))}; "
                                f"the options are {', '.join(KERNEL_OPTIONS)}",
+                               Loc(code.co_filename, code.co_firstlineno, 0))
+        blocks = options.get("min_blocks_per_sm")
+        if blocks is not None and not (type(blocks) is int and 1 <= blocks <= MAX_BLOCKS_PER_SM):
+            code = fn.__code__
+            raise CompileError(f"@{track}.kernel: min_blocks_per_sm={blocks!r}: give a whole "
+                               f"number from 1 to {MAX_BLOCKS_PER_SM} (the blocks that should "
+                               "fit on one multiprocessor at once), or leave it out",
                                Loc(code.co_filename, code.co_firstlineno, 0))
         self.options = {**KERNEL_OPTIONS, **options}
         self._params: tuple[ParamInfo, ...] | None = None
@@ -271,7 +280,7 @@ class KernelFunction:
                 if divisibility(k):
                     multiples[p.name] = MULTIPLE
         return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
-                            multiples)
+                            multiples, self.options["min_blocks_per_sm"])
 
     def recorded(self, key: tuple) -> Specialization | None:
         """The specialization for `key` from its launch record (`records`: compiled by an
@@ -329,7 +338,8 @@ class KernelFunction:
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
             specs[p.name].dtype if p.name in multiples else specs[p.name]
-            for p in self.params}, block, fma=self.options["fma"], multiples=multiples)
+            for p in self.params}, block, fma=self.options["fma"], multiples=multiples,
+            min_blocks_per_sm=self.options["min_blocks_per_sm"])
 
     # ---------------------------------------------------------------- launching
 

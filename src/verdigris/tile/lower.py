@@ -449,6 +449,9 @@ class TileLowering(_KernelLowering):
 
     # ------------------------------------------------------------------ kernel
 
+    def threads_per_block(self) -> int:
+        return launch_block(self.kernel)[0]
+
     def run(self) -> ir.Module:
         module = super().run()
         ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)

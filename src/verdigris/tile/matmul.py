@@ -47,6 +47,7 @@ from ..ir import tiles as X
 from ..types import from_name
 from . import issue, memory, operand, ptx
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
+from ..codegen.lower import launch_bounds
 from .lower import TileLowering, TileValue, num_warps
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
@@ -317,19 +318,6 @@ class _GridConstant(ir.values.ArgumentAttributes):
                                '"nvvm.grid_constant"': False})
 
 
-def _launch_bounds(threads: int) -> ir.values.FunctionAttributes:
-    """`.maxntid threads` and `.minnctapersm 1`: the register cap `setmaxnreg` needs."""
-    names = (f'"nvvm.maxntid"="{threads}"', '"nvvm.minctasm"="1"')
-
-    class Bounds(ir.values.FunctionAttributes):
-        _known = MappingProxyType({**{k: None for k in ir.values.FunctionAttributes._known},
-                                   **{n: None for n in names}})
-    attributes = Bounds()
-    for name in names:
-        attributes.add(name)
-    return attributes
-
-
 class MmaLowering(TileLowering):
     variables_where_made = False  # accumulators and operands have layouts of their own
 
@@ -359,7 +347,13 @@ class MmaLowering(TileLowering):
             arg.attributes.align = 64
             self.tensor_map_args.append(self.allocas.ptrtoint(arg, I64))
         if self.plan.specialized is not None:
-            self.fn.attributes = _launch_bounds(self.plan.specialized.threads)
+            if (kernel.min_blocks_per_sm or 1) > 1:
+                raise CompileError(
+                    f"min_blocks_per_sm={kernel.min_blocks_per_sm} cannot hold for this kernel: "
+                    "its warp-specialized matrix product takes a whole multiprocessor "
+                    "(leave the option out, or use smaller product tiles)", kernel.loc)
+            # `.minnctapersm 1` with `.maxntid`: the register cap `setmaxnreg` needs
+            self.fn.attributes = launch_bounds(self.plan.specialized.threads, 1)
 
     def default(self, shape: tuple) -> Layout:
         shape = padded(shape)
