@@ -401,3 +401,23 @@ def test_a_helper_that_can_end_without_returning_is_refused_at_the_call():
 def test_variables_assigned_on_every_path_are_accepted(kernel, args):
     kwargs = {"K": 3} if kernel is set_in_a_loop_that_runs else {}
     assert typed_ir(kernel, *args, **kwargs).body
+
+
+def test_and_or_give_an_operand_value_as_python_does(rng):
+    from tests.sources import python_values as pv
+
+    x = pv.and_or_inputs(rng)
+    out = np.full((7, len(x) + 37), np.nan, np.float32)
+    pv.and_or_values[2, 128](x, len(x), out)
+    np.testing.assert_allclose(out, pv.and_or_reference(x, out.shape[1]), rtol=1e-6)
+
+
+def test_and_or_of_conditions_stay_conditions():
+    from tests.sources import python_values as pv
+
+    x, out = np.zeros(4, np.float32), np.zeros((7, 4), np.float32)
+    ir = pv.and_or_values.specialize(x, 4, out, block=(128,))
+    from verdigris.frontend import walk
+
+    logical = [n for n in walk(ir.body) if isinstance(n, N.Logical)]
+    assert [n.op for n in logical] == ["or", "or"]  # `i < 2 or v > 1.0`, `not inside or ...`

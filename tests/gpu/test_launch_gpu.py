@@ -99,3 +99,12 @@ def test_aliased_vg_arrays_through_a_view_are_refused():
     x = vg.asarray(np.arange(128, dtype=np.float32))
     with pytest.raises(vg.AliasError, match="overlaps 'x'"):
         axpy[1, 64](2.0, x[::2], vg.asarray(np.ones(64, np.float32)), x[64:])
+
+
+def test_and_or_give_an_operand_value_on_the_gpu(rng):
+    from tests.sources import python_values as pv
+
+    x = pv.and_or_inputs(rng)
+    out = vg.asarray(np.full((7, len(x) + 37), np.nan, np.float32))
+    pv.and_or_values[2, 128](vg.asarray(x), len(x), out)
+    np.testing.assert_allclose(out.numpy(), pv.and_or_reference(x, out.shape[1]), rtol=1e-6)

@@ -176,14 +176,31 @@ class Expressions:
         return result
 
     def logical(self, op: str, lhs, rhs_thunk, loc: Loc):
-        """Short-circuit `and`/`or`: the right side runs only where it decides the result."""
+        """Python's short-circuit `and`/`or`: the right side runs only where it decides the
+        result, and the result is an operand's value (`x or 7.0` is x where x is nonzero),
+        as one dtype both operands meet at; two conditions give a condition."""
         if isinstance(lhs, Static):
             decided = bool(lhs.value) == (op == "or")
-            return Static(bool(lhs.value)) if decided else self.as_bool(rhs_thunk(), loc)
-        lhs = truth(lhs, loc)
+            return lhs if decided else rhs_thunk()
+        truth(lhs, loc)  # a value without one (a tile, an array) is refused here
         out: list = []
-        setup = self.nested(lambda: out.append(self.as_bool(rhs_thunk(), loc)))
+        setup = self.nested(lambda: out.append(rhs_thunk()))
         rhs = out[0]
+        if lhs.dtype.is_bool and (rhs.dtype.is_bool if not isinstance(rhs, Static)
+                                  else isinstance(rhs.value, bool)):
+            return self._conditions(op, lhs, rhs, setup, loc)
+        from .typing import common_dtype
+
+        dtype = common_dtype(lhs, rhs, loc)
+        key = self.fresh(op)
+        self.unit.types.setdefault(key, dtype)
+        self.emit(N.Assign(loc, key, typed(lhs, loc, dtype)))
+        test = truth(N.Var(loc, key, dtype), loc)  # widened: as true as the operand was
+        run_rhs = setup + [N.Assign(loc, key, typed(rhs, loc, dtype))]
+        self.emit(N.If(loc, test, run_rhs, []) if op == "and" else N.If(loc, test, [], run_rhs))
+        return N.Var(loc, key, dtype)
+
+    def _conditions(self, op: str, lhs: N.Expr, rhs, setup: list, loc: Loc):
         if isinstance(rhs, Static):
             return lhs if bool(rhs.value) == (op == "and") else Static(op == "or")
         if not setup:
