@@ -104,6 +104,25 @@ def test_dynamic_shared_memory_is_sized_by_the_launch(rng):
     np.testing.assert_array_equal(out, dynamic_reference(x, 2, 75, 90))
 
 
+@simt.kernel
+def dynamic_reverse(x, out):
+    """Indexed by the int32 thread id, unguarded: its checks are kept (the launch states no
+    condition on the dynamic array's extent, which no argument carries)."""
+    buf = simt.shared.dynamic(vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    simt.barrier()
+    out[i] = buf[simt.block_dim(0) - 1 - t]
+
+
+def test_dynamic_shared_memory_indexed_by_thread_ids(rng):
+    x = rng.standard_normal(128).astype(np.float32)
+    out = np.full(128, np.nan, np.float32)
+    dynamic_reverse[2, 64](x, out, shared_bytes=64 * 4)  # the launch path, with its guard
+    np.testing.assert_array_equal(out, x.reshape(2, 64)[:, ::-1].ravel())
+
+
 # ----------------------------------------------------------------------------- warps
 
 SHUFFLE_DTYPES = [np.int32, np.int64, np.uint8, np.float32, np.float64, np.float16, np.bool_]

@@ -235,8 +235,10 @@ def narrow_axes(checked: list) -> list:
     """(array, axis) of the global arrays' axes that a checked access indexes with an
     integer of 32 bits or fewer: under the precondition that the extent is at most
     N.NARROW_EXTENT, the code generator tests such an index in 32 bits (one compare, where a
-    64-bit test of a sign-extended index takes three instructions)."""
-    return sorted({(f.array.name, k) for f in checked if f.array.type.shape is None
+    64-bit test of a sign-extended index takes three instructions). Global arrays only:
+    a launch cannot state a condition on the dynamic shared array, whose extent no
+    argument carries."""
+    return sorted({(f.array.name, k) for f in checked if f.array.type.space == "global"
                    for k, index in enumerate(f.node.indices)
                    if isinstance(index, N.Cast) and index.value.dtype.is_int and index.value.dtype.bits <= 32})
 
