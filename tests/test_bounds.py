@@ -113,8 +113,12 @@ def test_stencil_proofs_and_what_stays_checked(cpu):
     _, values, infos = spec_for(stencil3, (1, 1, 1), (64, 1, 1), np.ones(n - 1, np.float32),
                                 np.ones(n, np.float32))
     assert not spec.bounds_guard(values, infos, (1, 1, 1), (64, 1, 1))
-    spec, *_ = spec_for(unguarded, (1, 1, 1), (64, 1, 1), np.ones(n, np.float32))
+    spec, *_ = spec_for(unguarded, (2, 1, 1), (64, 1, 1), np.ones(n, np.float32))
     assert not any(accesses(spec.kernel).values()) and spec.bounds_guard is None
+    # one block: the index is a thread id, below 64, proven where out has 64 elements
+    spec, *_ = spec_for(unguarded, (1, 1, 1), (64, 1, 1), np.ones(n, np.float32))
+    assert all(accesses(spec.kernel).values())
+    assert [t for _, t in spec.kernel.facts["bounds_preconditions"]] == ["64 <= out.shape[0]"]
     spec, *_ = spec_for(gather, (1, 1, 1), (64, 1, 1), np.zeros(n, np.int64), np.ones(n, np.float32),
                         np.ones(n, np.float32))
     proofs = {name: ok for (_, name, _), ok in accesses(spec.kernel).items()}

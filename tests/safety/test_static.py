@@ -261,3 +261,34 @@ def test_examples_are_accepted_and_proof_time_is_reported(capsys, uncompiled):
         print("\nproof time per example specialization (analysis, seconds, solver queries):")
         for name, seconds, result in rows:
             print(f"  {name:24s} {result.seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
+
+
+@simt.kernel
+def last_reduction(partials, out):
+    """The second pass of a two-pass sum: one block adds the first pass's partials. Its
+    store to out[0] races between blocks, so it is right only as launched: one block."""
+    s = simt.shared.array(256, vg.float32)
+    t = simt.thread_id(0)
+    acc = vg.float32(0)
+    for k in range(t, partials.shape[0], 256):
+        acc += partials[k]
+    s[t] = acc
+    simt.barrier()
+    stride = 128
+    while stride > 0:
+        if t < stride:
+            s[t] += s[t + stride]
+        simt.barrier()
+        stride //= 2
+    if t == 0:
+        out[0] = s[0]
+
+
+def test_a_one_block_launch_is_proven_as_one_block(rng):
+    partials = rng.random(1000).astype(np.float32)
+    out = np.full(1, np.nan, np.float32)
+    last_reduction[1, 256](partials, out)
+    np.testing.assert_allclose(out[0], partials.astype(np.float64).sum(), rtol=1e-5)
+    with pytest.raises(vg.SafetyError) as info:
+        last_reduction[2, 256](partials, out)
+    assert info.value.code == "VG202" and "out[0]" in info.value.message

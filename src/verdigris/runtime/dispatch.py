@@ -232,8 +232,8 @@ class KernelFunction:
     def spec_key(self, values: list, infos: list, block: tuple | None,
                  grid: tuple | None = None) -> tuple:
         """What a compiled form depends on: the block shape, the grid axes with one block
-        (the race proofs use both; axis 0 only for tile kernels, where one block storing a
-        fixed tile is a common, race-free launch), then one entry per argument: a tile
+        (the race proofs use both: one block storing a fixed tile, or a last reduction
+        launched `[1, 256]`, is race-free), then one entry per argument: a tile
         kernel's integer scalar also says whether it is a multiple of `MULTIPLE` (masks
         against it then compare once per run of elements, `Param.multiple_of`), and its
         array whether it is `on_grid` (`ArrayType.on_grid`)."""
@@ -255,8 +255,7 @@ class KernelFunction:
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
         """The grid axes launched with one block, as specialization keys hold them."""
         return None if grid is None else (
-            (0,) * (grid[0] == 1 and self.track == "tile") + (1,) * (grid[1] == 1)
-            + (2,) * (grid[2] == 1))
+            (0,) * (grid[0] == 1) + (1,) * (grid[1] == 1) + (2,) * (grid[2] == 1))
 
     def compile_aot(self, signatures, *, block=None, grid=None, targets=("sm_90",)):
         """A `runtime.bundle.Bundle` of this kernel compiled for `signatures` (one or a list,
