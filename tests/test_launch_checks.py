@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import verdigris as vg
+from verdigris import simt
 from verdigris.examples.axpy import axpy
 
 
@@ -59,6 +60,21 @@ def test_broadcast_output_is_refused(rng):
     out = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (64,), (0,))
     with pytest.raises(vg.AliasError, match="zero or overlapping stride"):
         axpy[1, 64](1.0, x, x, out)
+
+
+@simt.kernel
+def copy_2d(x, out):
+    r, c = simt.global_id(1), simt.global_id(0)
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = x[r, c]
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_an_empty_output_is_no_overlap_whatever_its_strides(shape):
+    x, out = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    copy_2d[(1, 1), (8, 8)](x, out)  # NumPy gives empty arrays zero strides: nothing to run
+    strided = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape, (0, 0))
+    copy_2d[(1, 1), (8, 8)](x, strided)
 
 
 def test_threads_along_an_axis_must_fit_int32():

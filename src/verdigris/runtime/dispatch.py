@@ -526,7 +526,10 @@ _EMPTY = _Parameter.empty
 @functools.lru_cache(maxsize=1024)
 def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
     """Whether two distinct indices of this layout can reach one element (a sufficient test:
-    sorted by stride, each axis must step past everything the smaller axes cover)."""
+    sorted by stride, each axis must step past everything the smaller axes cover). An
+    empty view has no elements to share, whatever its strides (NumPy gives some zeros)."""
+    if 0 in shape:
+        return False
     covered = 0
     for extent, stride in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
                                  key=lambda axis: axis[1]):
