@@ -80,3 +80,12 @@ def test_an_empty_output_is_no_overlap_whatever_its_strides(shape):
 def test_threads_along_an_axis_must_fit_int32():
     with pytest.raises(vg.LaunchError, match="threads along one axis"):
         axpy[2**31 - 1, 2]
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1, 2**70])
+def test_an_int_argument_beyond_int64_names_the_argument(value):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(vg.LaunchError, match=r"argument 'alpha' is -?\d+, which does not fit "
+                                             r"int64") as info:
+        axpy[1, 32](value, x, x, np.zeros(8, np.float32))
+    assert info.value.loc is not None and info.value.loc.file == __file__

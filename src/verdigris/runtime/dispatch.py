@@ -565,12 +565,18 @@ def _hashable(value, name: str, kernel: str):
 
 def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
     try:
-        return T.of_python_scalar(value)
+        dtype = T.of_python_scalar(value)
     except TypeError:
         raise LaunchError(f"{kernel}: argument {name!r} is a {type(value).__name__}; kernels "
                           "take arrays (NumPy, vg.Array, torch, CuPy, JAX) and numbers",
                           hint="wrap lists with numpy.asarray(...)" if isinstance(value, (list, tuple))
                           else "pass an array or a number") from None
+    if type(value) is int and not -2**63 <= value < 2**63:
+        raise LaunchError(f"{kernel}: argument {name!r} is {value}, which does not fit int64, "
+                          "the dtype of a Python int argument",
+                          hint="pass a NumPy scalar of the dtype you mean, e.g. np.uint64(...), "
+                               "or a float")
+    return dtype
 
 
 def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
