@@ -197,6 +197,31 @@ def gather(x, index, out):
     assert status == 0 and "no problems" in out and "1 access checked at run time" in out
 
 
+def test_python_no_kernel_can_have_is_a_problem(capsys, tmp_path):
+    """Whatever the types check assumes, a launch would refuse these: errors, status 1."""
+    source = HEADER + """
+
+@simt.kernel
+def noisy(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        print("i =", i)
+        out[i] = x[i]
+
+
+@simt.kernel
+def host_math(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = np.exp(x[i])
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 1
+    assert f"{path}:{line_of(source, 'print(')}:9: error: cannot call 'print' inside a kernel" in out
+    assert f"{path}:{line_of(source, 'np.exp')}:18: error: cannot call 'exp' inside a kernel" in out
+    assert "2 problems (2 errors)" in out
+
+
 BYTE_INDEX = HEADER + """
 
 @simt.kernel

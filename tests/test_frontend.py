@@ -204,7 +204,19 @@ def string_const(out):
     out[0] = "text"  # MARK-string
 
 
+@simt.kernel
+def prints(out):
+    print("out =", out[0])  # MARK-print
+
+
+@simt.kernel
+def calls_numpy(out):
+    out[0] = np.sin(out[0])  # MARK-numpy
+
+
 @pytest.mark.parametrize("kernel, args, marker, words", [
+    (prints, (F32,), "MARK-print", "cannot call 'print'"),
+    (calls_numpy, (F32,), "MARK-numpy", "call vg.math.sin(...)"),
     (uses_list_comp, (F32,), "MARK-listcomp", "ListComp"),
     (uses_try, (F32,), "MARK-try", "Try"),
     (calls_python, (F32,), "MARK-python-call", "cannot call"),
@@ -215,7 +227,7 @@ def string_const(out):
     (returns_value, (F32,), "MARK-return", "kernels return nothing"),
     (undefined_name, (F32,), "MARK-undefined", "not defined"),
     (bad_axis, (I32,), "MARK-axis", "constant axis"),
-    (string_const, (F32,), "MARK-string", "str constant"),
+    (string_const, (F32,), "MARK-string", "a string is not supported"),
 ])
 def test_refused_constructs_point_at_the_line(kernel, args, marker, words):
     err = compile_error(kernel, *args)

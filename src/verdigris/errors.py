@@ -105,6 +105,12 @@ class CompileError(Error):
     """The kernel cannot be compiled: an unsupported construct, a type error, bad arguments."""
 
 
+class UnsupportedConstruct(CompileError):
+    """Python the kernel languages do not have (a `print`, a `try`, a call of a host
+    function, recursion): refused whatever the argument types, so `verdigris check`
+    reports it without a launch."""
+
+
 class SafetyError(CompileError):
     """A safety rule is broken. `.code` is VG2xx (races, aliasing) or VG3xx (memory safety)."""
 

@@ -17,7 +17,7 @@ import types as pytypes
 
 from .. import lang
 from .. import types as T
-from ..errors import CompileError, Loc, SafetyError
+from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
 from . import intrinsics, tiles
 from .tiles import binary, compare, unary
@@ -38,6 +38,20 @@ TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the oth
 }
 
 
+
+def _call_hint(fn) -> str:
+    """What to call instead of a host function: its `vg.math` namesake, where there is one."""
+    from .. import math as kernel_math
+
+    name = getattr(fn, "__name__", "")
+    if fn is print:
+        return "kernels cannot print; store the values to look at into an output array"
+    if name and not name.startswith("_") and callable(getattr(kernel_math, name, None)):
+        module = getattr(fn, "__module__", None) or type(fn).__module__ or "the host"
+        return (f"{module.partition('.')[0]} functions run on the host; in a kernel, call "
+                f"vg.math.{name}(...)")
+    return "kernels call intrinsics, vg.math functions and @vg.func helpers"
+
 class Expressions:
     """Mixed into `translate.Translator`, whose state and statement methods it uses."""
 
@@ -50,6 +64,11 @@ class Expressions:
     def expr_Constant(self, node):
         if isinstance(node.value, (bool, int, float)) or node.value is None:
             return Static(node.value)
+        if isinstance(node.value, str):
+            raise UnsupportedConstruct(
+                "a string is not supported in kernels", self.loc(node),
+                hint="kernels have numbers, arrays and tiles; strings go only to keyword "
+                     "arguments that take one (tile.dot(..., input_precision=\"tf32\"))")
         self.unsupported(node, f"a {type(node.value).__name__} constant")
 
     def expr_Name(self, node):
@@ -116,7 +135,7 @@ class Expressions:
             raise CompileError("only arrays and tuples can be indexed", loc)
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if any(isinstance(p, ast.Slice) for p in parts):
-            raise CompileError("slices are not supported inside kernels", loc,
+            raise UnsupportedConstruct("slices are not supported inside kernels", loc,
                                hint="index one element at a time, or pass a sliced view")
         values = [(self.expr(part), self.loc(part)) for part in parts]
         return array, self.indices_for(array, values, loc)
@@ -245,13 +264,16 @@ class Expressions:
         callee = self.expr(node.func)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             self.unsupported(node, "*args and **kwargs in calls")
+        fn = callee.value if isinstance(callee, Static) else None
+        if fn is None:
+            raise CompileError("this value cannot be called", loc)
+        if not (isinstance(fn, (T.DType, tiles.TileMethod, lang.func))
+                or intrinsics.intrinsic_name(fn) is not None):
+            self.refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         args = [self.expr(a) for a in node.args]
         # A string literal is a value only as a keyword argument (input_precision="tf32").
         kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
                   isinstance(k.value.value, str) else self.expr(k.value) for k in node.keywords}
-        fn = callee.value if isinstance(callee, Static) else None
-        if fn is None:
-            raise CompileError("this value cannot be called", loc)
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
         if isinstance(fn, tiles.TileMethod):
@@ -263,13 +285,15 @@ class Expressions:
             if handler is None:
                 raise CompileError(f"{name}() is not available in this kind of kernel", loc)
             return handler(self, args, kwargs, loc)
-        if isinstance(fn, lang.func):
-            return self.inline(fn, args, kwargs, loc)
+        return self.inline(fn, args, kwargs, loc)
+
+    @staticmethod
+    def refuse_call(fn, loc: Loc):
         if getattr(fn, "__vg_kernel__", False):
-            raise CompileError(f"kernel {fn.__name__!r} cannot be called from a kernel", loc,
-                               hint="make the shared code a @vg.func helper")
-        raise CompileError(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel", loc,
-                           hint="kernels call intrinsics, vg.math functions and @vg.func helpers")
+            raise UnsupportedConstruct(f"kernel {fn.__name__!r} cannot be called from a kernel",
+                                       loc, hint="make the shared code a @vg.func helper")
+        raise UnsupportedConstruct(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel",
+                                   loc, hint=_call_hint(fn))
 
     def check_track(self, name: str, loc: Loc) -> None:
         track = name.partition(".")[0]

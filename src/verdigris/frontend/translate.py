@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import lang
 from .. import types as T
-from ..errors import CompileError, SafetyError, Loc
+from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
 from . import tiles
 from .expressions import BIN_OPS, Expressions
@@ -121,7 +121,7 @@ class Translator(Expressions):
 
     def unsupported(self, node, what: str | None = None):
         what = what or f"`{type(node).__name__}`"
-        raise CompileError(f"{what} is not supported in kernels", self.loc(node),
+        raise UnsupportedConstruct(f"{what} is not supported in kernels", self.loc(node),
                            hint=UNSUPPORTED_HINTS.get(type(node), ""))
 
     def fresh(self, stem: str) -> str:
@@ -483,7 +483,7 @@ class Translator(Expressions):
     def inline(self, fn: lang.func, args, kwargs, loc: Loc):
         src = function_source(fn.fn)
         if fn in self.unit.call_stack:
-            raise CompileError(f"{src.name}() calls itself: recursion is not supported", loc,
+            raise UnsupportedConstruct(f"{src.name}() calls itself: recursion is not supported", loc,
                                hint="rewrite it as a loop")
         spec = src.tree.args
         if spec.vararg or spec.kwarg or spec.kwonlyargs:

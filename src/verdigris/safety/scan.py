@@ -36,8 +36,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   bounds check at run time.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
   so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
-  frontend refused it with a safety code, which is a finding. Only findings make the exit
-  status 1.
+  frontend refused it with a safety code or as Python no kernel can have (a `print`, a
+  `try`, a call of a NumPy function: `errors.UnsupportedConstruct`), which is a finding.
+  Only findings make the exit status 1.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from .. import lang
 from .. import types as T
-from ..errors import Error, Loc
+from ..errors import Error, Loc, UnsupportedConstruct
 from ..frontend import walk
 from ..frontend.source import function_source
 from ..ir import nodes as N
@@ -125,7 +126,8 @@ class Report:
             (unsafe, "unsafe region", "unsafe regions"),
             (runtime, "access checked at run time", "accesses checked at run time")) if n]
         head = (f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)} ("
-                + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())) + ")"
+                + ", ".join(f"{n} {c}" + "s" * (c == "error" and n != 1)
+                            for c, n in sorted(counts.items())) + ")"
                 if self.findings else "no problems")
         return f"verdigris check: {head} in {files}; " + "; ".join([checked] + extras)
 
@@ -506,7 +508,9 @@ class FileCheck:
                 (b, tuple(c.items()), tuple(e.items())) for b, c, e in configs):
             ir, error = self.build(kernel, block, dict(constexprs), dict(elements))
             (built.append(ir) if ir is not None else failures.append(error))
-        refusals = [e for e in failures if e.code]  # a safety rule the frontend enforces
+        # a safety rule the frontend enforces, or Python no kernel can have: whatever the
+        # types check assumed, a launch would be refused the same way
+        refusals = [e for e in failures if e.code or isinstance(e, UnsupportedConstruct)]
         for err in refusals:
             self.report.findings.append(Finding(err.code, err.loc or node_loc, err.message,
                                                 err.hint))
