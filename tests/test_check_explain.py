@@ -442,6 +442,31 @@ def k(table, index, out, n, scale):
     assert usage["n"].int_scalar and not usage["scale"].int_scalar
 
 
+def test_elements_that_reach_an_index_through_names_are_integers(capsys, tmp_path):
+    source = HEADER + """
+
+@simt.kernel
+def gather(x, idx, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        j = idx[i]
+        k = j + 1
+        out[i] = x[k] if 0 <= k < x.shape[0] else 0.0
+
+
+@simt.kernel
+def compact(x, out, count):
+    i = simt.global_id(0)
+    if i < x.shape[0] and x[i] > 0.5:
+        slot = simt.atomic_add(count, 0, 1)
+        with vg.unsafe():
+            out[slot] = x[i]
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert "not checked" not in out and "2 kernels" in out
+    assert status == 0
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

@@ -278,13 +278,44 @@ def param_usage(fn, seen=frozenset()) -> dict:
                 and node.value.attr == "shape" and param(node.value.value) \
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             param(node.value.value).rank = max(param(node.value.value).rank, node.slice.value + 1)
+    flows = _element_flows(src.tree, set(usage))
     for position in _index_positions(src.tree):
         for node in ast.walk(position):
             if param(node):
                 param(node).int_scalar = True
-            elif isinstance(node, ast.Subscript) and param(node.value):
-                param(node.value).int_elements = True
+            for name in _elements_read(node, set(usage)) | flows.get(getattr(node, "id", None), set()):
+                usage[name].int_elements = True
     return usage
+
+
+def _elements_read(node, params: set) -> set:
+    """The parameters whose elements `node` itself reads: `idx[i]`, `atomic_add(count, 0, 1)`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id in params:
+        return {node.value.id}
+    if isinstance(node, ast.Call) and (_callee(node) or "").startswith("atomic_") and node.args \
+            and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
+        return {node.args[0].id}
+    return set()
+
+
+def _element_flows(tree, params: set) -> dict:
+    """Local name -> the parameters whose elements its value is computed from (`j = idx[i]`,
+    `k = int(idx[i]) + 1`, `slot = atomic_add(count, 0, 1)`, and names made of those)."""
+    flows: dict = {}
+    while True:
+        before = sum(map(len, flows.values()))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found = set()
+                for part in ast.walk(node.value):
+                    found |= _elements_read(part, params) | flows.get(getattr(part, "id", None), set())
+                for target in targets:
+                    if isinstance(target, ast.Name) and found:
+                        flows.setdefault(target.id, set()).update(found)
+        if sum(map(len, flows.values())) == before:
+            return flows
 
 
 def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
