@@ -315,7 +315,7 @@ def test_store_index_of_int32_products_is_refused_with_a_hint():
         tile.store(out, index=(2 * i,), tile=tile.load(x, index=(2 * i,), shape=(B,)))
 
     (err,) = analyze(doubled, F32, F32, B=8).errors
-    assert err.code == "VG205" and "a wrapped integer" in err.message
+    assert err.code == "VG205" and "int32 arithmetic that may wrap" in err.message
     assert "int(tile.bid(0))" in err.hint
 
 

@@ -25,6 +25,10 @@ HINTS = {
     "VG205": "restructure the index arithmetic (a guard such as `if c < W:` or an index "
              "built from simt.global_id), use an atomic, or wrap the access in "
              "`with vg.unsafe():`",
+    "VG205 wrap": "thread and block ids (simt.thread_id, block_id, block_dim, grid_dim) are "
+                  "int32, and so is arithmetic on them, which wraps past 2**31 on a grid that "
+                  "large: widen before multiplying, e.g. `int(simt.block_id(0)) * 256 + t`, or "
+                  "index with simt.global_id(axis), which is int64",
     "VG210": "move the barrier (simt.barrier(), or a call that holds one, such as "
              "simt.block_ticket()) out of the condition, so that every thread of the block "
              "reaches it (guard only the memory accesses), or make the condition the same for "
@@ -126,7 +130,8 @@ def data_error(a: Access, b: Access, outcome) -> SafetyError:
     example = (f"{t1} {verbs[a.kind]} {element} and {t2} {verbs[b.kind]} it if those values "
                f"allow ({situation(outcome)})")
     reason = f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot see; {example}"
-    return unproven_error(a, b, reason)
+    wraps = any(u.endswith("arithmetic that may wrap") for u in outcome.unknowns)
+    return unproven_error(a, b, reason, hint=HINTS["VG205 wrap"] if wraps else HINTS["VG205"])
 
 
 def unproven_error(a, b, reason: str, who: str = "threads", hint: str = HINTS["VG205"]) -> SafetyError:

@@ -73,6 +73,11 @@ class _Frame:
     continues: list = field(default_factory=list)
 
 
+def wrapped(dtype: T.DType) -> str:
+    """How a diagnosis names an integer result that may have wrapped."""
+    return f"{dtype.name} arithmetic that may wrap"
+
+
 # ----------------------------------------------------------------------------- executor
 
 
@@ -178,7 +183,7 @@ class _Thread:
         """`p` if its value surely fits `dtype`, else an unknown (it may have wrapped)."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, "a wrapped integer", p)
+        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, wrapped(dtype), p)
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
