@@ -89,3 +89,16 @@ def test_an_int_argument_beyond_int64_names_the_argument(value):
                                              r"int64") as info:
         axpy[1, 32](value, x, x, np.zeros(8, np.float32))
     assert info.value.loc is not None and info.value.loc.file == __file__
+
+
+def test_a_bad_block_gets_a_block_hint():
+    x = np.zeros(8, np.float32)
+    with pytest.raises(vg.LaunchError, match="every block dimension must be positive") as info:
+        axpy[1, -1](1.0, x, x, np.zeros(8, np.float32))
+    assert "1 to 1024 threads" in info.value.hint
+
+
+def test_an_intrinsic_called_on_the_host_names_the_call():
+    with pytest.raises(vg.CompileError, match=r"can only be called inside a verdigris kernel") as info:
+        simt.global_id(0)
+    assert info.value.loc.file == __file__ and "@simt.kernel" in info.value.hint

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .errors import CompileError
+from .errors import CompileError, user_call_site
 
 
 class constexpr:
@@ -53,7 +53,9 @@ def device_only(name: str, doc: str):
     """The host-side stand-in of intrinsic `name`: recognised by the frontend by identity."""
 
     def intrinsic(*args, **kwargs):
-        raise CompileError(f"{name}() can only be called inside a verdigris kernel")
+        raise CompileError(f"{name}() can only be called inside a verdigris kernel",
+                           user_call_site(), hint="call it in a function decorated with "
+                           "@simt.kernel, @tile.kernel or @vg.func")
 
     intrinsic.__name__ = name.rsplit(".", 1)[-1]
     intrinsic.__qualname__ = name

@@ -69,7 +69,8 @@ def _dims(value, what: str, name: str) -> tuple:
                           f"not {value!r}")
     if any(d <= 0 for d in dims):
         raise LaunchError(f"{name}: every {what} dimension must be positive, got {value!r}",
-                          hint="a grid of zero blocks runs nothing; skip the launch instead")
+                          hint="a grid of zero blocks runs nothing; skip the launch instead"
+                          if what == "grid" else "a block has 1 to 1024 threads, e.g. 256")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
