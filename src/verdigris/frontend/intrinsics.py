@@ -52,14 +52,18 @@ def _global_id(tr, args, kwargs, loc):
 
 def _static_shape(shape, what: str, loc: Loc) -> tuple:
     """A constant shape (an int or a tuple of ints) as a tuple of positive ints."""
-    shape = shape.value if isinstance(shape, Static) else None
-    shape = (shape,) if isinstance(shape, int) else shape
-    if isinstance(shape, tuple):  # a tuple expression holds Static items
-        shape = tuple(s.value if isinstance(s, Static) else s for s in shape)
-    if not isinstance(shape, tuple) or not shape or not all(
+    constant = isinstance(shape, Static) or (
+        isinstance(shape, tuple) and all(isinstance(s, Static) for s in shape))
+    shape = shape.value if isinstance(shape, Static) else shape
+    shape = (shape,) if not isinstance(shape, tuple) else shape
+    shape = tuple(s.value if isinstance(s, Static) else s for s in shape)
+    if not shape or not constant or not all(
             isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape):
-        raise CompileError(f"{what} needs a constant shape of positive ints", loc,
-                           hint="make the size a vg.constexpr parameter")
+        got = f", not {shape[0] if len(shape) == 1 else shape!r}" if constant else ""
+        raise CompileError(f"{what} needs a constant shape of positive ints{got}", loc,
+                           hint="give the size as a positive int (a literal, or a vg.constexpr "
+                                "parameter launched with one)" if constant else
+                                "make the size a vg.constexpr parameter")
     return shape
 
 
