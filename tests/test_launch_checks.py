@@ -102,3 +102,31 @@ def test_an_intrinsic_called_on_the_host_names_the_call():
     with pytest.raises(vg.CompileError, match=r"can only be called inside a verdigris kernel") as info:
         simt.global_id(0)
     assert info.value.loc.file == __file__ and "@simt.kernel" in info.value.hint
+
+
+@pytest.mark.parametrize("written, read", [
+    (np.s_[:, 15:], np.s_[:, :15]),  # column halves: the rows interleave, no element shared
+    (np.s_[1::2, :], np.s_[::2, :]),  # odd and even rows
+    (np.s_[:, 1::2], np.s_[:, ::2]),
+])
+def test_disjoint_views_of_one_matrix_are_accepted(rng, written, read):
+    base = rng.standard_normal((30, 30)).astype(np.float32)
+    want = base.copy()
+    want[written] = base[read] + 1.0
+    copy_plus_one[(2, 2), (16, 16)](base[read], base[written])
+    np.testing.assert_array_equal(base, want)
+
+
+@pytest.mark.parametrize("written, read", [(np.s_[:, 14:29], np.s_[:, :15]),
+                                           (np.s_[2::2, :], np.s_[::2, :])])
+def test_views_that_share_an_element_are_refused(written, read):
+    base = np.zeros((30, 30), np.float32)
+    with pytest.raises(vg.AliasError, match="overlaps"):
+        copy_plus_one[(2, 2), (16, 16)](base[read], base[written])
+
+
+@simt.kernel
+def copy_plus_one(x, out):
+    r, c = simt.global_id(1), simt.global_id(0)
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = x[r, c] + 1.0

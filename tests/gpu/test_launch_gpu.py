@@ -108,3 +108,17 @@ def test_and_or_give_an_operand_value_on_the_gpu(rng):
     out = vg.asarray(np.full((7, len(x) + 37), np.nan, np.float32))
     pv.and_or_values[2, 128](vg.asarray(x), len(x), out)
     np.testing.assert_allclose(out.numpy(), pv.and_or_reference(x, out.shape[1]), rtol=1e-6)
+
+
+def test_disjoint_column_halves_launch_on_the_gpu(rng):
+    from tests.test_launch_checks import copy_plus_one
+
+    host = rng.standard_normal((30, 30)).astype(np.float32)
+    base = vg.asarray(host)
+    for _ in range(2):  # the second launch goes through the generated launcher
+        copy_plus_one[(2, 2), (16, 16)](base[:, :15], base[:, 15:])
+    want = host.copy()
+    want[:, 15:] = host[:, :15] + 1.0
+    np.testing.assert_array_equal(base.numpy(), want)
+    with pytest.raises(vg.AliasError):
+        copy_plus_one[(2, 2), (16, 16)](base[:, :15], base[:, 14:29])

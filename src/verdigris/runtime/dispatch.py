@@ -30,7 +30,7 @@ from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..ir import nodes as N
 from . import backend, warmup
-from .interop import byte_extent, describe
+from .interop import byte_extent, describe, shares_elements
 
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
@@ -382,7 +382,9 @@ class KernelFunction:
 
     def check_aliasing(self, spec: Specialization, infos: list) -> None:
         """Refuse a launch where an array the kernel writes shares memory with another
-        array argument, or with itself (a broadcast view). O(args²) integer compares."""
+        array argument, or with itself (a broadcast view). O(args²) integer compares; where
+        two byte ranges overlap, whether the views share an element (`shares_elements`:
+        the two column halves of a matrix do not)."""
         if not spec.written_slots:
             return
         extents = [byte_extent(infos[j]) for j in spec.array_slots]
@@ -394,7 +396,8 @@ class KernelFunction:
             lo, hi = extents[k]
             for m, j in enumerate(spec.array_slots):
                 if m != k and lo < extents[m][1] and extents[m][0] < hi \
-                        and infos[j].device == infos[w].device:
+                        and infos[j].device == infos[w].device \
+                        and shares_elements(infos[w], infos[j]):
                     self.raise_alias(spec, w, j, infos)
 
     def raise_self_overlap(self, spec: Specialization, w: int):

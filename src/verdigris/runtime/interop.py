@@ -3,7 +3,8 @@
 Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | None` (None:
 not an array), `extractor(type)` (the per-type function `describe` uses), and
 `byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
-byte range a view can touch, which the launch-time alias check compares.
+byte range a view can touch, which the launch-time alias check compares, and
+`shares_elements(a, b)`, which it asks where two ranges overlap.
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -84,6 +85,41 @@ _ITEMSIZE = {d: d.itemsize for d in T.ALL}  # a dict lookup beats the DType prop
 def byte_extent(info: ArrayInfo) -> tuple:
     """The half-open byte range [lo, hi) the view can touch; (ptr, ptr) when it is empty."""
     return span(info.ptr, info.shape, info.strides, _ITEMSIZE[info.dtype])
+
+
+SHARING_WORK = 10_000  # search steps `shares_elements` takes before it answers "maybe"
+
+
+def shares_elements(a: ArrayInfo, b: ArrayInfo) -> bool:
+    """Whether two views whose byte ranges overlap can reach one element. Exact for views
+    with the same dtype and strides (columns `x[:, :k]` and `x[:, k:]`, `x[::2]` and
+    `x[1::2]`): is `b.ptr - a.ptr` a sum of `d_k * strides[k]` with each `d_k` a difference
+    of two indices along axis k (NumPy's `shares_memory` asks the same)? Otherwise, or past
+    `SHARING_WORK` steps, True."""
+    size = _ITEMSIZE[a.dtype]
+    offset, rest = divmod(b.ptr - a.ptr, size)
+    if a.dtype != b.dtype or a.strides != b.strides or len(a.shape) != len(b.shape) or rest:
+        return True
+    # d_k * stride_k over the axes that move, as (|stride|, lowest d, highest d)
+    axes = sorted(((abs(s), *((-(nb - 1), na - 1) if s > 0 else (-(na - 1), nb - 1)))
+                   for s, na, nb in zip(a.strides, a.shape, b.shape) if s and max(na, nb) > 1),
+                  reverse=True)
+    reach = [(0, 0)] * (len(axes) + 1)  # what the axes after k can add: (least, most)
+    for k in range(len(axes) - 1, -1, -1):
+        s, lo, hi = axes[k]
+        reach[k] = (reach[k + 1][0] + lo * s, reach[k + 1][1] + hi * s)
+    work = [SHARING_WORK]
+
+    def reachable(k: int, left: int) -> bool:
+        work[0] -= 1
+        if k == len(axes) or work[0] < 0:
+            return left == 0 or work[0] < 0
+        s, lo, hi = axes[k]
+        least, most = reach[k + 1]
+        first, last = max(lo, -((most - left) // s)), min(hi, (left - least) // s)
+        return any(reachable(k + 1, left - d * s) for d in range(first, last + 1))
+
+    return reachable(0, offset)
 
 
 def span(ptr: int, shape, strides, itemsize: int) -> tuple:
