@@ -292,3 +292,44 @@ def test_a_one_block_launch_is_proven_as_one_block(rng):
     with pytest.raises(vg.SafetyError) as info:
         last_reduction[2, 256](partials, out)
     assert info.value.code == "VG202" and "out[0]" in info.value.message
+
+
+@simt.kernel
+def while_grid_stride(x, out):
+    i = simt.global_id(0)
+    stride = simt.grid_dim(0) * simt.block_dim(0)
+    while i < out.shape[0]:
+        out[i] = x[i] * 2.0
+        i += stride
+
+
+@simt.kernel
+def while_block_stride(x, out):
+    """Steps by the block, not the grid: block 1's first element is block 0's second."""
+    i = simt.global_id(0)
+    while i < out.shape[0]:
+        out[i] = x[i] * 2.0
+        i += simt.block_dim(0)
+
+
+@simt.kernel
+def while_step_changes(x, out, n):
+    """The step changes in the body: no progression, so no proof."""
+    i = simt.global_id(0)
+    step = simt.grid_dim(0) * simt.block_dim(0)
+    while i < out.shape[0]:
+        out[i] = x[i] * 2.0
+        i += step
+        step = n
+
+
+def test_a_while_grid_stride_loop_is_proven_as_its_for_twin(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    while_grid_stride[3, 128](x, out)
+    np.testing.assert_array_equal(out, x * 2)
+    for racy, code in ((while_block_stride, "VG202"), (while_step_changes, "VG205")):
+        args = (x, out) if racy is while_block_stride else (x, out, 1)
+        with pytest.raises(vg.SafetyError) as info:
+            racy[3, 128](*args)
+        assert info.value.code == code, racy.__name__

@@ -129,6 +129,32 @@ def _loop_info(body) -> tuple:
     return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned
 
 
+def _inductions(body) -> dict:
+    """Variable -> its step, for each variable of a while loop's body that the body assigns
+    once, unconditionally and at its top level, as `v = v + step` (or `v - step`), with a
+    step the body does not change; none when a `continue` could skip the assignment."""
+    nodes = list(_walk(body))
+    if any(isinstance(n, N.Continue) for n in nodes):
+        return {}
+    counts: dict = {}
+    for n in nodes:
+        if isinstance(n, (N.Assign, N.For)):
+            name = n.name if isinstance(n, N.Assign) else n.var
+            counts[name] = counts.get(name, 0) + 1
+    steps = {}
+    for stmt in body:
+        v = stmt.value if isinstance(stmt, N.Assign) else None
+        if not (isinstance(v, N.Binary) and v.op in ("add", "sub") and counts[stmt.name] == 1):
+            continue
+        for own, step in [(v.lhs, v.rhs)] + [(v.rhs, v.lhs)] * (v.op == "add"):
+            if isinstance(own, N.Var) and own.name == stmt.name and not any(
+                    isinstance(n, N.Var) and n.name in counts for n in _walk([step])):
+                steps[stmt.name] = step if v.op == "add" else \
+                    N.Unary(step.loc, "neg", step, step.dtype)
+                break
+    return steps
+
+
 class _Thread:
     def __init__(self, kernel: N.Kernel, space: Space):
         self.kernel, self.space = kernel, space
@@ -520,12 +546,27 @@ class _Thread:
         self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,))
 
     def s_while(self, s: N.While):
+        # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
+        # iteration k, i is its value before the loop plus k * step
+        steps = {name: (self.env.get(name), self.eval(step))
+                 for name, step in _inductions(s.body).items() if name in self.env}
+
         def enter(k: Poly) -> tuple:
+            for name, (start, step) in steps.items():
+                if isinstance(start, Poly) and isinstance(step, Poly):
+                    self.env[name] = self.progression(name, start, step, k)
             cond = self.eval(s.cond)
             self.origin(cond, s.cond.loc)
             return cond
 
         self.loop(s.body, enter, "an iteration of the while loop")
+
+    def progression(self, name: str, start: Poly, step: Poly, k: Poly) -> Poly:
+        """`start + k * step` as a loop variable of `name`'s dtype (within its range)."""
+        (slo, shi), (plo, phi) = self.space.interval(start), self.space.interval(step)
+        rlo, rhi = dtype_range(self.kernel.locals[name])
+        lo, hi = (slo, rhi) if plo >= 0 else (rlo, shi) if phi <= 0 else (rlo, rhi)
+        return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
 
     def innermost_loop(self) -> _Frame:
         return next(f for f in reversed(self.frames) if f.counter)
