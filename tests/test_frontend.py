@@ -433,3 +433,13 @@ def test_and_or_of_conditions_stay_conditions():
 
     logical = [n for n in walk(ir.body) if isinstance(n, N.Logical)]
     assert [n.op for n in logical] == ["or", "or"]  # `i < 2 or v > 1.0`, `not inside or ...`
+
+
+def test_min_max_are_minnum_maxnum_in_kernels_and_on_the_host():
+    from tests.sources import python_values as pv
+
+    x, y = pv.min_max_inputs()
+    out = np.zeros((4, len(x)), np.float32)
+    pv.min_max[1, 32](x, y, out)
+    np.testing.assert_array_equal(out, pv.min_max_reference(x, y))
+    assert out[0, 0] == 1.0 and np.isnan(out[1, 2])  # a NaN loses; two NaNs give NaN

@@ -4,6 +4,11 @@ Inside a kernel each name lowers to NVIDIA's libdevice on the GPU and to NumPy o
 backend; the `math` module's names (`math.exp`, ...) and the builtins `abs`, `min`, `max`
 mean the same there. On the host these are NumPy's functions, so helpers can be tested in
 plain Python.
+
+`min` and `max` of floats are IEEE minNum/maxNum, as CUDA's `fminf`/`fmaxf` and NumPy's
+`fmin`/`fmax` (not `np.minimum`, and not Python's order-dependent builtins): a NaN operand
+yields the other operand, and only two NaNs give NaN. Where a NaN must carry through, test
+for it: `x if vg.math.isnan(x) else max(x, y)`.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ def _rsqrt(x):
 
 
 def _host(name):
-    special = {"rsqrt": _rsqrt, "min": _np.minimum, "max": _np.maximum, "pow": _np.power,
+    special = {"rsqrt": _rsqrt, "min": _np.fmin, "max": _np.fmax, "pow": _np.power,
                "atan2": _np.arctan2, "asin": _np.arcsin, "acos": _np.arccos,
                "atan": _np.arctan, "asinh": _np.arcsinh, "acosh": _np.arccosh,
                "atanh": _np.arctanh, "fma": lambda a, b, c: a * b + c, "round": _np.rint,

@@ -122,3 +122,12 @@ def test_disjoint_column_halves_launch_on_the_gpu(rng):
     np.testing.assert_array_equal(base.numpy(), want)
     with pytest.raises(vg.AliasError):
         copy_plus_one[(2, 2), (16, 16)](base[:, :15], base[:, 14:29])
+
+
+def test_min_max_are_minnum_maxnum_on_the_gpu():
+    from tests.sources import python_values as pv
+
+    x, y = pv.min_max_inputs()
+    out = vg.asarray(np.zeros((4, len(x)), np.float32))
+    pv.min_max[1, 32](vg.asarray(x), vg.asarray(y), out)
+    np.testing.assert_array_equal(out.numpy(), pv.min_max_reference(x, y))

@@ -44,3 +44,25 @@ def and_or_inputs(rng, n=200):
     x = rng.standard_normal(n).astype(np.float32)
     x[rng.random(n) < 0.3] = 0.0  # zeros: the falsy case
     return x
+
+
+@simt.kernel
+def min_max(x, y, out):
+    """Builtin and vg.math min/max: IEEE minNum/maxNum (a NaN operand yields the other)."""
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        out[0, i] = min(x[i], y[i])
+        out[1, i] = max(x[i], y[i])
+        out[2, i] = vg.math.min(x[i], y[i])
+        out[3, i] = vg.math.max(x[i], y[i])
+
+
+def min_max_inputs():
+    nan = np.nan
+    x = np.array([nan, 1.0, nan, -0.5, 2.0], np.float32)
+    y = np.array([1.0, nan, nan, 0.25, -3.0], np.float32)
+    return x, y
+
+
+def min_max_reference(x, y):
+    return np.stack([np.fmin(x, y), np.fmax(x, y), vg.math.min(x, y), vg.math.max(x, y)])
