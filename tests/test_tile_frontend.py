@@ -588,3 +588,33 @@ def test_permute_needs_a_permutation():
     err = compile_error(bad_permute, M32, M32)
     assert "(0, 0)" in err.message and "(4, 8)" in err.message
     assert_points_at(err, "marker: bad permute")
+
+
+@tile.kernel
+def matmul_operator(a, b, c, B: vg.constexpr):
+    x = tile.load(a, index=(0, 0), shape=(B, B))
+    y = tile.load(b, index=(0, 0), shape=(B, B))
+    tile.store(c, index=(tile.bid(0), 0), tile=x @ y.T)
+
+
+def test_the_matmul_operator_is_tile_dot(rng):
+    a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    c = np.full((16, 16), np.nan, np.float32)
+    matmul_operator[1](a, b, c, B=16)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-5)
+    ir = matmul_operator.specialize(a, b, c, B=16)
+    assert any(isinstance(n, X.TileDot) for n in walk(ir.body))
+
+
+@tile.kernel
+def oversized(a, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i,), tile=tile.load(a, index=(i,), shape=(BLOCK,)))  # MARK-huge
+
+
+def test_a_tile_past_the_limit_is_refused_at_its_line():
+    x = np.zeros(8, np.float32)
+    with pytest.raises(vg.CompileError, match=r"2,097,152 elements, more than the 1,048,576") as info:
+        oversized.specialize(x, x, BLOCK=1 << 21)
+    assert_points_at(info.value, "MARK-huge")
+    oversized.specialize(x, x, BLOCK=1 << 20)  # at the limit: accepted

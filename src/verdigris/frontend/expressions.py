@@ -167,6 +167,10 @@ class Expressions:
         return tuple(indices)
 
     def expr_BinOp(self, node):
+        if isinstance(node.op, ast.MatMult):  # `a @ b` of tiles: tile.dot(a, b)
+            self.check_track("tile.dot", self.loc(node))
+            return intrinsics.HANDLERS["tile.dot"](
+                self, [self.expr(node.left), self.expr(node.right)], {}, self.loc(node))
         op = BIN_OPS.get(type(node.op))
         if op is None:
             self.unsupported(node, f"operator {type(node.op).__name__}")

@@ -268,10 +268,20 @@ def _ints(v, what: str, loc: Loc) -> tuple:
     return tuple(int(i) for i in values)
 
 
+# Elements one tile may hold (Triton's limit too): a block keeps its tiles in registers and
+# shared memory, and past this the compiler would take minutes to lay out what no SM holds.
+MAX_TILE_ELEMENTS = 1 << 20
+
+
 def _shape(v, loc: Loc) -> tuple:
     shape = _ints(v, "a tile shape", loc)
     if not shape or any(n <= 0 for n in shape):
         raise CompileError(f"tile shape {show(shape)} must have one or more positive sizes", loc)
+    if prod(shape) > MAX_TILE_ELEMENTS:
+        raise CompileError(f"tile shape {show(shape)} has {prod(shape):,} elements, more than "
+                           f"the {MAX_TILE_ELEMENTS:,} a tile may hold", loc,
+                           hint="use smaller tiles and more blocks (or a loop over tiles "
+                                "inside the kernel)")
     return shape
 
 
