@@ -618,3 +618,32 @@ def test_a_tile_past_the_limit_is_refused_at_its_line():
         oversized.specialize(x, x, BLOCK=1 << 21)
     assert_points_at(info.value, "MARK-huge")
     oversized.specialize(x, x, BLOCK=1 << 20)  # at the limit: accepted
+
+
+@tile.kernel
+def shapes_from_names(x, out, B: vg.constexpr):
+    i = tile.bid(0)
+    half = B // 2
+    t = tile.load(x, index=(i, 0), shape=(1, half * 2))
+    rows, cols = t.shape
+    width = 16
+    flat = t.reshape((cols,)) + tile.arange(width * (cols // width)).astype(vg.float32)
+    tile.store(out, index=(i,), tile=flat.reshape((rows * cols,)))
+
+
+@tile.kernel
+def shape_from_a_reassigned_name(x, out, B: vg.constexpr):
+    n = B
+    if tile.bid(0) > 0:
+        n = 2 * B
+    tile.store(out, index=(tile.bid(0),), tile=tile.arange(n).astype(vg.float32))  # MARK-varying
+
+
+def test_names_bound_once_to_ints_are_tile_shapes(rng):
+    x = rng.standard_normal((3, 32)).astype(np.float32)
+    out = np.full(96, np.nan, np.float32)
+    shapes_from_names[3](x, out, B=32)
+    np.testing.assert_array_equal(out, (x + np.arange(32, dtype=np.float32)).ravel())
+    with pytest.raises(vg.CompileError, match="a tile shape must be a constant") as info:
+        shape_from_a_reassigned_name.specialize(x, out, B=32)
+    assert_points_at(info.value, "MARK-varying")

@@ -19,6 +19,7 @@ tile value the frontend handles has `dtype` and `shape`.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from math import prod
 
 import numpy as np
@@ -256,15 +257,38 @@ def _arguments(name: str, params: tuple, args, kwargs, loc: Loc) -> list:
     return [bound.get(p, default) for p, default in params]
 
 
+_KNOWN_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+              "floordiv": operator.floordiv, "mod": operator.mod, "lshift": operator.lshift,
+              "rshift": operator.rshift}
+
+
+def _known_int(e):
+    """The int an integer expression of compile-time ints computes (`h * 2` where `h = B //
+    2` was bound once), or None."""
+    if isinstance(e, N.Var):
+        return e.known
+    if isinstance(e, N.Const):
+        return e.value if type(e.value) is int else None
+    if isinstance(e, N.Cast) and e.dtype.is_int:
+        return _known_int(e.value)
+    if isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
+        lhs, rhs = _known_int(e.lhs), _known_int(e.rhs)
+        if lhs is not None and rhs is not None and (rhs != 0 or e.op not in ("floordiv", "mod")):
+            return _KNOWN_OPS[e.op](lhs, rhs)
+    return None
+
+
 def _ints(v, what: str, loc: Loc) -> tuple:
     """A constant int or tuple of ints (literal, constexpr, or a tuple of them)."""
     raw = v.value if isinstance(v, Static) else v
     items = raw if isinstance(raw, tuple) else (raw,)
-    values = tuple(i.value if isinstance(i, Static) else i for i in items)
+    values = tuple(i.value if isinstance(i, Static) else _known_int(i) if isinstance(i, N.Expr)
+                   else i for i in items)
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in values):
         raise CompileError(f"{what} must be a constant int or tuple of ints", loc,
-                           hint="tile shapes are compile-time constants: use literals or "
-                                "vg.constexpr parameters")
+                           hint="tile shapes are compile-time constants: use literals, "
+                                "vg.constexpr parameters, tile shapes (t.shape) and names "
+                                "bound once, outside any if or loop, to such ints")
     return tuple(int(i) for i in values)
 
 

@@ -13,6 +13,7 @@ a variable, `Retry` is raised and the build runs again with the wider type.
 from __future__ import annotations
 
 import ast
+import collections
 import itertools
 import math
 import types as pytypes
@@ -48,6 +49,7 @@ class Unit:
     dynamic_shared: object = None  # the ArrayRef of `shared.dynamic`, once called
     unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
     array_names: set = field(default_factory=set)  # names given to local/shared arrays
+    known: dict = field(default_factory=dict)  # variable -> the compile-time int it holds
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -91,8 +93,9 @@ class Translator(Expressions):
         self.loop_depth = 0
         self.nesting = 0
         self.returns: list = []  # per `return`: None or a tuple of typed values' arity
-        self.assigned = {n.id for n in ast.walk(src.tree)
-                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.stores = collections.Counter(n.id for n in ast.walk(src.tree)
+                                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        self.assigned = set(self.stores)
 
     # ------------------------------------------------------------------ helpers
 
@@ -191,6 +194,9 @@ class Translator(Expressions):
         key = binding[1] if isinstance(binding, tuple) else self.prefix + name
         self.scope[name] = ("var", key)
         self.set_var(key, value, loc)
+        if isinstance(value, Static) and type(value.value) is int and not self.nesting \
+                and self.stores[name] == 1:
+            self.unit.known[key] = value.value
 
     def read_name(self, node: ast.Name):
         name, loc = node.id, self.loc(node)
@@ -214,7 +220,7 @@ class Translator(Expressions):
         kind = self.unit.types[key]
         if isinstance(kind, tiles.TileType):
             return tiles.tile_var(loc, key, kind)
-        return N.Var(loc, key, kind)
+        return N.Var(loc, key, kind, self.unit.known.get(key))
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (

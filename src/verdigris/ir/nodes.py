@@ -90,6 +90,9 @@ class Var(Expr):
 
     name: str
     dtype: DType
+    # the int the variable holds wherever it is read, when it is bound once, at the top
+    # level, to a compile-time int (`n = BLOCK // 2`): what a tile shape may be made of
+    known: Optional[int] = None
 
 
 @dataclass(eq=False)
