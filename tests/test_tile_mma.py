@@ -242,6 +242,8 @@ PTX_CASES = {
     "gemm_f16_small": (gemm, dict(a=_a(T.float16), b=_a(T.float16), c=_a(T.float32), BM=64, BN=64, BK=32)),
     "gemm_nt_fp8": (gemm_nt, dict(a=_a(T.float8_e4m3fn), bt=_a(T.float8_e4m3fn), c=_a(T.bfloat16),
                                   scale=T.float32, BM=128, BN=128, BK=128)),
+    "gemm_fp8_b_row_major": (gemm, dict(a=_a(T.float8_e5m2), b=_a(T.float8_e4m3fn), c=_a(T.float32),
+                                        BM=128, BN=128, BK=64)),
     "gemm_bias_gelu": (gemm_bias_gelu, dict(a=_a(T.bfloat16), b=_a(T.bfloat16), bias=_a(T.bfloat16),
                                             c=_a(T.bfloat16), BM=128, BN=128, BK=64)),
     "batched": (batched_gemm, dict(a=_a(T.float16, 3), b=_a(T.float16, 3), c=_a(T.float16, 3),

@@ -83,3 +83,17 @@ def test_gemm_fp8(rng, target, tiles):
     # relative at K = 1024, as measured); mma.sync (sm_80 code) adds them in float32.
     error = np.linalg.norm(c - want) / np.linalg.norm(want)
     assert error <= (5e-3 if target == "native" else 1e-6), error
+
+
+@pytest.mark.parametrize("formats", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")])
+def test_gemm_fp8_with_b_row_major(rng, target, formats):
+    """B stored (K, N): wgmma reads fp8 only K-major, so B passes through registers into
+    shared memory transposed (it had no fp8 element type there: a KeyError)."""
+    m, n, k = 300, 200, 256
+    a, a64 = _narrow(rng, (m, k), formats[0])
+    b, b64 = _narrow(rng, (k, n), formats[1])
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm, (vg.cdiv(m, 128), vg.cdiv(n, 128)), a, b, c, BM=128, BN=128, BK=64)[2]
+    want = a64 @ b64
+    error = np.linalg.norm(c - want) / np.linalg.norm(want)
+    assert error <= (5e-3 if target == "native" else 1e-6), error

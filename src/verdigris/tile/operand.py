@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..codegen import fp8
 from ..codegen.dtypes import BFLOAT, FLOAT, HALF, I8, I32, I64
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3, 16: 0}  # panel bytes -> wgmma descriptor mode
@@ -101,8 +102,10 @@ def descriptor(b, address: ir.Value, bits: int) -> ir.Value:
     return b.or_(start, ir.Constant(I64, bits))
 
 
-# What registers become in shared memory: staged dtype -> (LLVM element type, converter)
-_ELEMENT = {"bfloat16": BFLOAT, "float16": HALF, "float32": FLOAT}
+# The LLVM element type of a staged dtype in shared memory (fp8: its byte, encoded from the
+# float registers hold; wgmma reads fp8 K-major only, so a row-major B is staged this way)
+_ELEMENT = {"bfloat16": BFLOAT, "float16": HALF, "float32": FLOAT,
+            "float8_e4m3fn": I8, "float8_e5m2": I8}
 
 
 def stage(low, stored: Stored, base: ir.Value, value, logical: tuple, transposed: bool,
@@ -134,6 +137,8 @@ def stage(low, stored: Stored, base: ir.Value, value, logical: tuple, transposed
                 reg = b.select(inside, reg, zero)
             if tf32:
                 words.append(b.bitcast(ptx.cvt_tf32(em, reg), FLOAT))
+            elif staged in fp8.FORMATS:  # registers hold it decoded: exact both ways
+                words.append(fp8.encode(b, reg, staged))
             elif reg.type != ty:
                 words.append(b.fptrunc(reg, ty) if reg.type == FLOAT else b.fpext(reg, ty))
             else:
