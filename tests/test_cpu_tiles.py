@@ -690,3 +690,30 @@ def test_row_statistics_in_variables_on_the_cpu_backend(rng):
     out = np.full_like(x, np.nan)
     center_rows[3](x, out, 1000, R=4, C=1024)
     np.testing.assert_allclose(out, x - x.astype(np.float64).mean(1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_masked_scatters_skip_their_masked_elements(rng):
+    from test_tile_codegen import masked_histogram, reverse_scatter
+
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    reverse_scatter[cdiv(1000, 128)](x, out, B=128)  # the last tile's 24 lanes past the end
+    np.testing.assert_array_equal(out, x[::-1])
+    values = rng.integers(-5, 60, 1000).astype(np.int32)
+    counts = np.zeros(37, np.int32)
+    masked_histogram[cdiv(1000, 300)](values, counts, 37, BLOCK=300)
+    np.testing.assert_array_equal(counts, np.bincount(values[(values >= 0) & (values < 37)],
+                                                      minlength=37))
+
+
+def test_an_unmasked_element_outside_the_array_names_its_place_in_the_tile(rng):
+    n, block = 128, 32
+    indices = rng.permutation(n)
+    indices[66], indices[70] = -4, n + 3  # block 2: element 2 is masked off, element 6 is not
+
+    def body(a, ix, out, block):
+        keep = tmap("ne", ix, splat(const(-4, i64), [block]), dtype=b1)
+        return [t.Scatter(LOC, out, (ix,), load(a, [bid()], [block]), mask=keep)]
+    with pytest.raises(BoundsError, match=r"out\[131\] .* \(tile element \(6,\)\)"):
+        run_tile(_indexed(body, n, block), n // block,
+                 {"a": np.zeros(n, np.float32), "idx": indices, "out": np.zeros(n, np.float32)})

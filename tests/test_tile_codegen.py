@@ -141,6 +141,23 @@ def histogram(x, counts, BLOCK: vg.constexpr):
 
 
 @tile.kernel
+def reverse_scatter(x, out, B: vg.constexpr):
+    """out = x[::-1] by a scatter whose last tile's lanes past the end are masked off."""
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    n = x.shape[0]
+    tile.scatter(out, (n - 1 - offsets,), tile.load(x, index=(i,), shape=(B,)), mask=offsets < n)
+
+
+@tile.kernel
+def masked_histogram(x, counts, limit, BLOCK: vg.constexpr):
+    """counts of the values below `limit` (the others, some outside counts, are skipped)."""
+    i = tile.bid(0)
+    v = tile.load(x, index=(i,), shape=(BLOCK,), padding=-1)
+    tile.scatter_add(counts, v, tile.full((BLOCK,), 1, vg.int32), mask=(v >= 0) & (v < limit))
+
+
+@tile.kernel
 def split_sum(x, out, R: vg.constexpr, C: vg.constexpr):
     i, j = tile.bid(0), tile.bid(1)
     tile.atomic_add(out, (i,), tile.sum(tile.load(x, index=(i, j), shape=(R, C)), axis=1))
@@ -178,6 +195,9 @@ SPECS = {
     "gather": (permute_gather, dict(x=arr(f32), idx=arr(T.int64), out=arr(f32), BLOCK=256)),
     "scatter": (scatter_rows, dict(x=arr(f32, 2), idx=arr(i32), out=arr(f32, 2), R=4, C=64)),
     "scatter_add": (histogram, dict(x=arr(i32), counts=arr(i32), BLOCK=300)),
+    "scatter_masked": (reverse_scatter, dict(x=arr(f32), out=arr(f32), B=128)),
+    "scatter_add_masked": (masked_histogram, dict(x=arr(i32), counts=arr(i32), limit=T.int32,
+                                                  BLOCK=300)),
     "atomic_add": (split_sum, dict(x=arr(f32, 2), out=arr(f32), R=4, C=256)),
 }
 

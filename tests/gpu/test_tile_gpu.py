@@ -10,8 +10,9 @@ import pytest
 import verdigris as vg
 from verdigris.runtime import backend
 from test_tile_codegen import (add, block_2d, center_rows, cumsum_2d, elementwise, histogram, layernorm,
-                               loop_max, outer, permute_gather, positions, rand_tile, rmsnorm,
-                               row_stats, row_sum, scatter_rows, softmax, split_sum, transpose)
+                               loop_max, masked_histogram, outer, permute_gather, positions,
+                               rand_tile, reverse_scatter, rmsnorm, row_stats, row_sum,
+                               scatter_rows, softmax, split_sum, transpose)
 
 pytestmark = pytest.mark.gpu
 
@@ -203,6 +204,20 @@ def test_scatter_of_permuted_rows_and_scatter_add(rng):
     gpu, cpu = run_both(histogram, vg.cdiv(10_000, 300),
                         dict(x=values, counts=np.zeros(37, np.int32), BLOCK=300), ("counts",))
     np.testing.assert_array_equal(gpu["counts"], cpu["counts"])
+
+
+def test_masked_scatters_skip_the_masked_elements(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    gpu, cpu = run_both(reverse_scatter, vg.cdiv(1000, 128),
+                        dict(x=x, out=np.full(1000, np.nan, np.float32), B=128), ("out",))
+    np.testing.assert_array_equal(gpu["out"], x[::-1])
+    np.testing.assert_array_equal(cpu["out"], x[::-1])
+    values = rng.integers(-5, 60, 1000).astype(np.int32)
+    gpu, cpu = run_both(masked_histogram, vg.cdiv(1000, 300),
+                        dict(x=values, counts=np.zeros(37, np.int32), limit=37, BLOCK=300), ("counts",))
+    want = np.bincount(values[(values >= 0) & (values < 37)], minlength=37)
+    np.testing.assert_array_equal(gpu["counts"], want)
+    np.testing.assert_array_equal(cpu["counts"], want)
 
 
 def test_scatter_outside_the_array_is_a_bounds_error(rng):

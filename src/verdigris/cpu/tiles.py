@@ -109,8 +109,9 @@ class _BlockShadow(Shadow):
     def _thread(self, tid) -> str:
         return f"block {self._coords(int(tid), self.grid)}"
 
-    def check_distinct(self, access: Access, tile_shape: tuple) -> None:
-        """A plain scatter must not write one element from two of its tile's elements."""
+    def check_distinct(self, access: Access, tile_shape: tuple, elements: np.ndarray) -> None:
+        """A plain scatter must not write one element from two of its tile's elements
+        (`elements`: the position in the tile of each element written)."""
         if access.unsafe:
             return
         order = np.argsort(access.flat, kind="stable")
@@ -118,7 +119,7 @@ class _BlockShadow(Shadow):
         repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
         if not len(repeated):
             return
-        first, second = (np.unravel_index(int(order[k]), tile_shape)
+        first, second = (np.unravel_index(int(elements[order[k]]), tile_shape)
                          for k in (repeated[0], repeated[0] + 1))
         raise SafetyError(
             f"{CODES['VG202'].title}: {self._thread(access.block[0])} writes "
@@ -463,6 +464,7 @@ class _Compiler:
     def _scatter(self, node):
         name, indices = node.array.name, [self.expr(i) for i in node.indices]
         value, shape, loc = self.expr(node.value), node.value.shape, node.loc
+        mask = None if node.mask is None else self.expr(node.mask)
         site = self._site(node, is_write=True, atomic=node.atomic)
         scan = atomics.scan_for("add", node.array.dtype) if node.atomic else None
         if node.atomic and scan is None:
@@ -473,16 +475,20 @@ class _Compiler:
             at = [np.broadcast_to(np.asarray(i(bl), np.int64), shape).reshape(-1)
                   for i in indices]
             tile = np.broadcast_to(value(bl), shape).reshape(-1)
+            elements = np.arange(len(tile))  # positions in the tile, for the messages
+            if mask is not None:
+                keep = np.broadcast_to(mask(bl), shape).reshape(-1)
+                at, tile, elements = [i[keep] for i in at], tile[keep], elements[keep]
             outside = np.zeros(len(tile), bool)
             for i, extent in zip(at, mem.shape):
                 outside |= (i < 0) | (i >= extent)
             if outside.any():
                 first = int(outside.argmax())
                 raise bl.out_of_bounds(mem, [i[first] for i in at], loc,
-                                       np.unravel_index(first, shape))
+                                       np.unravel_index(elements[first], shape))
             access = bl.access(mem, np.ravel_multi_index(at, mem.shape), site)
             if not node.atomic:
-                bl.launch.shadow.check_distinct(access, shape)
+                bl.launch.shadow.check_distinct(access, shape, elements)
             bl.launch.shadow(access)
             if node.atomic:
                 atomics.perform(scan, mem.data, tuple(at), np.ascontiguousarray(tile), None,

@@ -436,18 +436,25 @@ def _gather(tr, loc, array, indices, padding):
 def _scatter(atomic: bool):
     op = "scatter_add" if atomic else "scatter"
 
-    def build(tr, loc, array, indices, value):
+    def build(tr, loc, array, indices, value, mask):
         array = _array(array, op, loc)
         value = _tile(value, f"tile.{op}()", loc)
-        indices, shape = _element_indices(indices, array, op, [value.shape], loc)
+        shapes = [value.shape] + ([mask.shape] if is_tile(mask) else [])
+        indices, shape = _element_indices(indices, array, op, shapes, loc)
         if value.dtype.is_float and not array.dtype.is_float:
             raise CompileError(f"scattering a {value.dtype.name} tile into {array.name!r}, an "
                                f"array of {array.dtype.name}, would drop the fraction", loc,
                                hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
-        tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic))
+        if is_tile(mask) and not mask.dtype.is_bool:
+            raise CompileError(f"tile.{op}()'s mask is a tile of {mask.dtype.name}; it takes "
+                               "a bool tile", loc, hint="compare, e.g. mask=offsets < n")
+        keep = None if isinstance(mask, Static) and mask.value is None else \
+            to_shape(mask, T.bool_, shape, loc)
+        tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic,
+                          keep))
         return Static(None)
 
-    intrinsic(op, "array", "indices", "tile")(build)
+    intrinsic(op, "array", "indices", "tile", ("mask", Static(None)))(build)
 
 
 _scatter(False)

@@ -47,7 +47,8 @@ _TILE_STMTS = {  # `@[...]` is a tile index, `[...]` element index tiles
     X.TileStore: lambda s: f"{s.array.name}@[{_list(s.index)}] = {format_expr(s.value)}",
     X.TileAtomicAdd: lambda s: f"{s.array.name}@[{_list(s.index)}] atomic+= {format_expr(s.value)}",
     X.Scatter: lambda s: f"{s.array.name}[{_list(s.indices)}] {'atomic+' if s.atomic else ''}= "
-                         f"{format_expr(s.value)}",
+                         f"{format_expr(s.value)}"
+                         + (f" where {format_expr(s.mask)}" if s.mask is not None else ""),
 }
 
 

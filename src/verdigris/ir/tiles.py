@@ -217,12 +217,14 @@ class TileStore(Stmt):
 
 @dataclass(eq=False)
 class Scatter(Stmt):
-    """`tile.scatter(array, indices, tile)` (or its atomic add form when `atomic`)."""
+    """`tile.scatter(array, indices, tile, mask)` (or its atomic add form when `atomic`):
+    the elements where `mask` (a bool tile of the value's shape, or None: all) holds."""
 
     array: ArrayRef
     indices: tuple
     value: TileExpr
     atomic: bool = False
+    mask: Optional[TileExpr] = None
 
 
 @dataclass(eq=False)

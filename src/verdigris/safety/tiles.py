@@ -325,6 +325,8 @@ class _Block(_Thread):
     def s_scatter(self, s: X.Scatter):
         indices = tuple(self.eval(i) for i in s.indices)
         self.eval(s.value)
+        if s.mask is not None:  # its loads are reads; the writes are taken as all elements'
+            self.eval(s.mask)
         self.element_access(s.array, "atomic" if s.atomic else "write", indices,
                             s.value.shape, s.loc, "scatter")
 

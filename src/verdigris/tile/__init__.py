@@ -48,8 +48,10 @@ _DOCS = {
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
     "gather": "gather(array, indices, padding=0): array[indices[0], indices[1], ...] per "
               "element (one int tile per axis, broadcast together); outside: `padding`.",
-    "scatter": "scatter(array, indices, tile): array[indices...] = tile, per element.",
-    "scatter_add": "scatter_add(array, indices, tile): array[indices...] += tile, atomically.",
+    "scatter": "scatter(array, indices, tile, mask=None): array[indices...] = tile, per "
+               "element (only where the bool tile `mask` holds, when given).",
+    "scatter_add": "scatter_add(array, indices, tile, mask=None): array[indices...] += tile, "
+                   "atomically (only where `mask` holds, when given).",
     "arange": "arange(n): the int32 tile 0, 1, ..., n-1.",
     "zeros": "zeros(shape, dtype=float32): a tile of zeros.",
     "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",

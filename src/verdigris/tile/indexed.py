@@ -47,6 +47,7 @@ def scatter(low, node) -> None:
     layout = low.default(node.value.shape)
     value = low.tile(node.value, layout)
     indices = [low.tile(i, layout) for i in node.indices]
+    keep = None if node.mask is None else low.tile(node.mask, layout)
     view = low._view(node.array, node)
     owner = low.is_owner(layout)
     padded = [k for k, (n, p) in enumerate(zip(node.value.shape, layout.shape)) if n != p]
@@ -72,7 +73,9 @@ def scatter(low, node) -> None:
         coords = low.coords(layout, r) if padded else []
         for k in padded:  # the padding of a shape that is not a power of two
             mine = b.and_(mine, b.icmp_unsigned("<", coords[k], ir.Constant(I32, node.value.shape[k])))
-        if owner is None and not padded:
+        if keep is not None:
+            mine = b.and_(mine, keep.regs[r])
+        if owner is None and not padded and keep is None:
             element(r)
         else:
             b.around(mine, lambda r=r: element(r), "scatter.mine")
