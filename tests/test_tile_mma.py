@@ -273,6 +273,14 @@ def _ptx(name, target):
 
 
 @needs_ptxas
+def test_sm90a_fp8_products_name_each_operand_format():
+    """e5m2 times e4m3: the instruction names A's format, then B's (it named A's twice)."""
+    ptx = _ptx("gemm_fp8_b_row_major", "sm_90a")
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e5m2\.e4m3 ", ptx)
+    assert ".e4m3.e4m3" not in ptx and ".e5m2.e5m2" not in ptx
+
+
+@needs_ptxas
 def test_sm90a_gemm_streams_through_tma_into_wgmma():
     ptx = _ptx("gemm_bf16", "sm_90a")
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx

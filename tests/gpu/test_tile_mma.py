@@ -70,12 +70,13 @@ def test_gemm_on_views_ending_inside_a_16_byte_chunk(rng, target, dtype):
     assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
 
 
+@pytest.mark.parametrize("formats", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e4m3fn", "float8_e5m2")])
 @pytest.mark.parametrize("tiles", [(128, 256, 128), (128, 128, 128)])
-def test_gemm_fp8(rng, target, tiles):
+def test_gemm_fp8(rng, target, tiles, formats):
     m, n, k = 512, 768, 1024
     bm, bn, bk = tiles
-    a, a64 = _narrow(rng, (m, k), "float8_e4m3fn")
-    bt, bt64 = _narrow(rng, (n, k), "float8_e4m3fn")
+    a, a64 = _narrow(rng, (m, k), formats[0])
+    bt, bt64 = _narrow(rng, (n, k), formats[1])
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm_nt, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, bt, c, 0.25, BM=bm, BN=bn, BK=bk)[2]
     want = 0.25 * a64 @ bt64.T

@@ -134,7 +134,7 @@ def wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=F
                 first = count * (nb + g.n_blocks * mb)
                 if fragments is None:
                     regs[first:first + count] = ptx.wgmma(
-                        em, dot.kind, dot.kind, g.inst_n, regs[first:first + count], desc_a, desc_b,
+                        em, dot.kind, dot.b_kind or dot.kind, g.inst_n, regs[first:first + count], desc_a, desc_b,
                         accumulate, int(not a_kmajor), int(not b_kmajor))
                 else:
                     frag = 4 * (ks + steps * mb)

@@ -59,9 +59,10 @@ _STAGED = {  # (engine, kind) -> element type staged in shared memory
 }
 
 
-def kind_of(node: X.TileDot) -> str:
-    """The operand kind of a product: its dtype name, or "tf32"."""
-    return "tf32" if node.precision == "tf32" else node.a.dtype.name
+def kind_of(node: X.TileDot, which: int = 0) -> str:
+    """The kind of a product's operand `which` (0: A, 1: B): its dtype name, or "tf32".
+    Only fp8 products mix kinds (e4m3 with e5m2)."""
+    return "tf32" if node.precision == "tf32" else (node.a, node.b)[which].dtype.name
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class DotPlan:
     kind: str
     staged: str  # element type in shared memory ("" for fma: register type)
     k_major: tuple  # (A, B) stored K-major; None: decided by the registers
+    b_kind: str = ""  # B's kind where it differs from A's (e5m2 with e4m3); else `kind`
 
 
 @dataclass
@@ -136,7 +138,7 @@ def _dot_plan(node: X.TileDot, target: str, warps: int) -> DotPlan:
     # are for 16-bit types): their operands are stored K-major.
     forced = (True, True) if kind == "tf32" or (engine == "wgmma" and kind.startswith("float8")) \
         else (None, None)
-    return DotPlan(engine, geometry.layout(), geometry, kind, staged, forced)
+    return DotPlan(engine, geometry.layout(), geometry, kind, staged, forced, kind_of(node, 1))
 
 
 def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
@@ -536,9 +538,11 @@ class MmaLowering(TileLowering):
         k_major = forced if forced is not None else \
             run_along(value.layout, k_axis) >= run_along(value.layout, 1 - k_axis)
         transposed = k_major != (k_axis == 1)
-        size = from_name(dot.staged).itemsize
+        # fp8 operands keep their own format (a product may mix e4m3 and e5m2)
+        staged = node.dtype.name if dot.staged.startswith("float8") else dot.staged
+        size = from_name(staged).itemsize
         stored = operand.Stored(cols, rows, size) if transposed else operand.Stored(rows, cols, size)
         base = self.shared_dynamic(offset)
-        operand.stage(self, stored, base, value, node.shape, transposed, dot.staged, tf32=dot.kind == "tf32")
+        operand.stage(self, stored, base, value, node.shape, transposed, staged, tf32=dot.kind == "tf32")
         return stored, base, k_major, operand.aligned(stored.nbytes)
 
