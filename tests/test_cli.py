@@ -79,6 +79,18 @@ def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_pa
     assert f"{bad}:5:14" in err and "out[0] = [1, 2]" in err and "^" in err
 
 
+def test_compile_takes_the_grid_a_one_block_kernel_is_launched_with(capsys, tmp_path):
+    source = tmp_path / "one.py"
+    source.write_text("import verdigris as vg\nfrom verdigris import tile\n\n@tile.kernel\n"
+                      "def one(x, out, B: vg.constexpr):\n"
+                      "    tile.store(out, index=(0,), tile=tile.load(x, index=(0,), shape=(B,)))\n")
+    argv = ("compile", f"{source}::one", "--sig", "f32[::1], f32[::1], 64", "--emit", "ptx")
+    status, _, err = run(capsys, *argv)
+    assert status == 1 and "VG202" in err and "--grid 1" in err
+    status, out, _ = run(capsys, *argv, "--grid", "1")
+    assert status == 0 and ".entry one" in out
+
+
 @pytest.mark.parametrize("source, words", [
     ("import verdigris\nimport no_such_module_here\n", ":2: ModuleNotFoundError: No module named 'no_such_module_here'"),
     ("x = (\n", ":1: SyntaxError"),

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from . import types as T
-from .errors import Error
+from .errors import Error, SafetyError
 
 EMITS = ("ir", "llvm", "llvm-opt", "ptx", "sass", "bundle")
 TARGETS = ("sm_80", "sm_89", "sm_90", "sm_90a")
@@ -209,8 +209,9 @@ def cmd_compile(args) -> int:
     target = (args.target or ["sm_90"])[-1]
     if target == "ptx":
         raise UsageError("--target ptx is for bundles (--emit bundle)")
+    grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
     start = time.perf_counter()
-    ir = kernel.specialize_types(parse_signature(kernel, args.sig), block)
+    ir = kernel.specialize_types(parse_signature(kernel, args.sig), block, grid)
     timings = {"frontend": time.perf_counter() - start}
     if args.emit != "ir":
         ir = _as_launched(ir, timings, args.checked)
@@ -244,7 +245,13 @@ def _as_launched(ir, timings: dict, checked: bool):
     from .codegen import checks
 
     start = time.perf_counter()
-    safety.check(ir)
+    try:
+        safety.check(ir)
+    except SafetyError as err:
+        if err.code != "VG202" or ir.unit_grid_axes is not None:
+            raise
+        raise SafetyError(err.message, err.loc, f"{err.hint}; or, if it is launched with one "
+                          "block, compile it for that grid: --grid 1", err.code) from None
     timings["safety"] = time.perf_counter() - start
     conditions = [text for _, text in ir.facts.get("bounds_preconditions", ())]
     if conditions and not checked:
@@ -419,8 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--target", choices=TARGETS + ("ptx",), action="append",
                       help="the GPU architecture (default sm_90); for --emit bundle, give it "
                            "once per target ('ptx': PTX the driver compiles at load)")
-    comp.add_argument("--grid", help="--emit bundle: a grid the kernel will be launched with "
-                                     "(which axes have one block), e.g. 1024 or 64,64")
+    comp.add_argument("--grid", help="specialize for launches with this grid, as a launch "
+                                     "does (which axes have one block: a kernel storing one "
+                                     "fixed tile is race-free only with one), e.g. 1 or 64,64")
     comp.add_argument("--out", help="write to this file instead of stdout (a bundle: "
                                     "vg.load_bundle loads it)")
     comp.add_argument("--time", action="store_true", help="print stage timings on stderr")

@@ -327,18 +327,21 @@ class KernelFunction:
         block = None if block is None else _dims(block, "block", self.__name__)
         return self.specialization(self.spec_key(values, infos, block)).kernel
 
-    def specialize_types(self, specs: dict, block: tuple | None = None) -> N.Kernel:
+    def specialize_types(self, specs: dict, block: tuple | None = None,
+                         grid: tuple | None = None) -> N.Kernel:
         """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple` or
-        constexpr value)."""
+        constexpr value); with `grid`, as launched with it (which axes have one block)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
+        grid = None if grid is None else _dims(grid, "grid", self.__name__)
         multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
             specs[p.name].dtype if p.name in multiples else specs[p.name]
-            for p in self.params}, block, fma=self.options["fma"], multiples=multiples,
+            for p in self.params}, block, self.unit_grid_axes(grid), fma=self.options["fma"],
+            multiples=multiples,
             min_blocks_per_sm=self.options["min_blocks_per_sm"])
 
     # ---------------------------------------------------------------- launching
