@@ -467,6 +467,42 @@ def compact(x, out, count):
     assert status == 0
 
 
+def test_a_library_module_without_launches_is_checked_for_any_block(capsys, tmp_path):
+    """The index CUDA spells `blockIdx.x * blockDim.x + threadIdx.x` stays below 2**31 on
+    any launch; a racy twin still gets a counterexample a GPU could run: at most 1024
+    threads a block, and no division by zero."""
+    source = HEADER + """
+
+@simt.kernel
+def scale(x, out):
+    i = simt.block_id(0) * simt.block_dim(0) + simt.thread_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * 2.0
+
+
+@simt.kernel
+def scale_2d(x, out):
+    r = simt.block_id(1) * simt.block_dim(1) + simt.thread_id(1)
+    c = simt.block_id(0) * simt.block_dim(0) + simt.thread_id(0)
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = x[r, c] * 2.0
+
+
+@simt.kernel
+def folded(x, out, m):
+    i = simt.global_id(0)
+    j = simt.global_id(1)
+    if i < x.shape[0]:
+        out[i % m, j % m] = x[i]
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    findings = [line for line in out.splitlines() if line.startswith(str(path))]
+    assert len(findings) == 1 and "VG202" in findings[0], out
+    blocks = re.search(r"blocks of \((\d+), (\d+)\) threads", findings[0])
+    assert blocks is None or int(blocks[1]) * int(blocks[2]) <= 1024, findings[0]
+    assert "m = 0" not in findings[0]
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

@@ -282,7 +282,17 @@ class Space:
         if kind == "block_dim":
             if block is not None or axis in self.unit_block_axes:
                 return Poly.const(block or 1)
-            return self.add(Atom(f"bdim{axis}", "size", 1, MAX_BLOCK, label=f"block_dim({axis})"))
+            name = f"bdim{axis}"
+            if name not in self.atoms:
+                dim = self.add(Atom(name, "size", 1, MAX_BLOCK, label=f"block_dim({axis})"))
+                dims = [Poly.atom(f"bdim{a}") for a in range(3) if f"bdim{a}" in self.atoms]
+                if len(dims) > 1:  # a block has at most MAX_BLOCK threads in all
+                    threads = dims[0]
+                    for d in dims[1:]:
+                        threads = threads * d
+                    self.uniform_domain.append(compare("le", threads, Poly.const(MAX_BLOCK)))
+                return dim
+            return Poly.atom(name)
         if kind == "grid_dim":
             if axis in self.unit_grid_axes:
                 return Poly.const(1)

@@ -92,13 +92,15 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = F
 
 
 def readable(solver, enc, ids: list, one_block: bool, timeout_ms: int):
-    """A model of the satisfiable `solver` that a user can picture: block 0 where the two
-    threads share a block (`one_block`), small sizes and values, each where it still holds."""
+    """A model of the satisfiable `solver` that a user can picture: run-time divisors not
+    zero (a division by zero is no launch to show), block 0 where the two threads share a
+    block (`one_block`), small sizes and values, each where it still holds."""
     z3 = enc.z3
     model = solver.model()
     solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
     first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
-    for preference in ([first_block] if one_block else []) + [enc.small()]:
+    nonzero = [d != 0 for d in enc.divisors]
+    for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
         solver.push()
         solver.add(*preference)
         if solver.check() == z3.sat:
@@ -128,6 +130,7 @@ class _Encoder:
         self.space, self.z3 = space, z3
         self.consts: dict = {}
         self.side: list = []
+        self.divisors: list = []  # run-time divisors: a readable model keeps them nonzero
         self.used: set = set()
 
     def atom(self, name: str):
@@ -191,6 +194,7 @@ class _Encoder:
         if d is not None:
             return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else z3.IntVal(0)
         xv, yv = self.poly(x), self.poly(y)
+        self.divisors.append(yv)
         return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
 
     def mod(self, x, y):

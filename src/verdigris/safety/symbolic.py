@@ -50,7 +50,7 @@ from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
 from . import barriers, invariants
-from .algebra import (FALSE, INF, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
+from .algebra import (FALSE, INF, MAX_AXIS_THREADS, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
 from .trace import Checkpoint, Ordered, Trace
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
@@ -209,7 +209,23 @@ class _Thread:
         """`p` if its value surely fits `dtype`, else an unknown (it may have wrapped)."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, wrapped(dtype), p)
+        lo, hi = self.global_id_range(p) or (lo, hi)
+        if rlo <= lo and hi <= rhi:
+            return p
+        return self.scoped(dtype, wrapped(dtype), p)
+
+    def global_id_range(self, p: Poly) -> tuple | None:
+        """The range of `block_id(a) * block_dim(a) (+ thread_id(a)) + c`, where `p` is that:
+        below grid_dim(a) * block_dim(a) <= 2**31 - 1 + c (a launch guarantee intervals
+        cannot see when the block is not specialized, as in a kernel checked without its
+        launch); else None."""
+        c = p.terms.get((), 0)
+        for axis in range(3):
+            pair = tuple(sorted((f"bdim{axis}", f"bid{axis}@")))
+            if set(p.terms) - {()} in ({pair}, {pair, (f"tid{axis}@",)}) \
+                    and p.terms[pair] == p.terms.get((f"tid{axis}@",), 1) == 1:
+                return c, MAX_AXIS_THREADS - 1 + c
+        return None
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
