@@ -672,9 +672,23 @@ def _bitand(t, a, b, dtype):
     return t.scoped(dtype, "a bitwise and", a, b)
 
 
+def _bit_set(op: str):
+    """`a ^ c` and `a | c` of a non-negative `a` and a power of two `c` (a lane's partner
+    `t ^ 1`, `t | 16`): `a` plus or minus `c`, by the bit of `a` that `c` selects."""
+    def handler(t, a, b, dtype):
+        c = b.value if b.value is not None else a.value
+        other = a if b.value is not None else b
+        if not (c and c > 0 and c & (c - 1) == 0 and t.space.interval(other)[0] >= 0):
+            return t.scoped(dtype, f"a bitwise {op}", a, b)
+        bit = _divmod("mod")(t, _divmod("floordiv")(t, other, Poly.const(c), dtype), Poly.const(2), dtype)
+        # bit 0: both add c; bit 1: xor takes c away, or leaves a as it is
+        return t.fit(other + Poly.const(c) - Poly.const(2 * c if op == "xor" else c) * bit, dtype)
+    return handler
+
+
 _INT_OPS = {"add": _add, "sub": _sub, "mul": _mul_op, "floordiv": _divmod("floordiv"),
             "mod": _divmod("mod"), "lshift": _shift("lshift"), "rshift": _shift("rshift"),
-            "and": _bitand}
+            "and": _bitand, "xor": _bit_set("xor"), "or": _bit_set("or")}
 
 _EXPR = {N.Const: _Thread.e_const, N.Var: _Thread.e_var, N.Special: _Thread.e_special,
          N.Shape: _Thread.e_shape, N.Unary: _Thread.e_unary, N.Binary: _Thread.e_binary,
