@@ -329,7 +329,9 @@ print("freed")
 
 def test_cpu_backend_constructors():
     a = rng.standard_normal((3, 4))
-    assert arrays.asarray(a, backend="cpu") is a
+    view = arrays.asarray(a, backend="cpu")  # the same memory, with numpy() as vg.Array has
+    assert isinstance(view, arrays.HostArray) and np.shares_memory(view, a)
+    assert type(view.numpy()) is np.ndarray and np.shares_memory(view.numpy(), a)
     assert arrays.asarray([1, 2], backend="cpu").dtype == np.int64
     assert arrays.asarray(a, T.float32, backend="cpu").dtype == np.float32
     z = arrays.zeros((2, 5), T.int8, backend="cpu")

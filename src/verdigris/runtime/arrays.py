@@ -1,12 +1,14 @@
 """Device arrays (`vg.Array`) and the array constructors of both backends.
 
 Takes: shapes and dtypes, host data (NumPy arrays, lists, scalars) or arrays of other
-libraries. Gives: `Array`, and `asarray`, `empty`, `zeros`, `empty_like`, `from_dlpack`.
+libraries. Gives: `Array`, `HostArray`, and `asarray`, `empty`, `zeros`, `empty_like`,
+`from_dlpack`.
 
 On the cuda backend an `Array` is a view of device memory allocated with `cuMemAlloc` in the
 device's primary context (shared with PyTorch and CuPy). On the cpu backend NumPy arrays
-*are* the device arrays: the constructors return `np.ndarray`s and `asarray` does not copy
-a NumPy array it is given.
+*are* the device arrays: the constructors return `HostArray`s (NumPy arrays with a
+`numpy()` method, as `vg.Array` has) and `asarray` views a NumPy array it is given
+without copying.
 
 Guarantees:
 - `Array.strides` are in *elements* (as the kernel ABI uses them), not bytes as in NumPy.
@@ -56,6 +58,17 @@ class _Allocation(MemoryOwner):
                 driver.api().cuMemFree(self.ptr)
             except Exception:  # at interpreter exit the driver may already be gone
                 pass
+
+
+class HostArray(np.ndarray):
+    """A NumPy array that is a cpu-backend device array: what the constructors give there.
+    It is a NumPy array in every way, plus `numpy()`, so code written for `vg.Array`
+    (`out.numpy()`) runs on both backends."""
+
+    def numpy(self) -> np.ndarray:
+        """This array as a plain NumPy array: the same memory, as torch's `.numpy()` of a
+        cpu tensor (a `vg.Array`'s `numpy()` copies from the device)."""
+        return self.view(np.ndarray)
 
 
 class Array(ArrayInfo):
@@ -247,7 +260,7 @@ def empty(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0
     _check_backend(backend)
     shape, dtype = _normalize_shape(shape), T.from_any(dtype)
     if backend == "cpu":
-        return np.empty(shape, dtype.np)
+        return np.empty(shape, dtype.np).view(HostArray)
     strides = _c_strides(shape)
     size = 1
     for n in shape:
@@ -294,7 +307,7 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
     if backend == "cpu":
         if info is not None and info.device >= 0:
             obj = _as_array(info).numpy()
-        return np.asarray(obj, None if dtype is None else dtype.np)
+        return np.asarray(obj, None if dtype is None else dtype.np).view(HostArray)
     if info is not None and info.device >= 0:
         array = _as_array(info)
         if dtype is None or dtype is array.dtype:
