@@ -336,32 +336,22 @@ def test_a_while_grid_stride_loop_is_proven_as_its_for_twin(rng):
 
 
 @simt.kernel
-def warp_partner_exchange(x, out):
-    """Each lane reads its partner's element (t ^ 1) after syncwarp(): the pair is one warp."""
+def warp_partner_exchange(x, out, PARTNER: vg.constexpr):
+    """Each thread reads element t ^ PARTNER after syncwarp(): with PARTNER 1 a lane of its
+    own warp (ordered), with 32 a lane of the other warp, which syncwarp() does not order."""
     s = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
     i = simt.global_id(0)
     s[t] = x[i]
     simt.syncwarp()
-    out[i] = s[t ^ 1]
-
-
-@simt.kernel
-def warp_partner_exchange_across_warps(x, out):
-    """t ^ 32 is a lane of the other warp: syncwarp() does not order it (VG211)."""
-    s = simt.shared.array(64, vg.float32)
-    t = simt.thread_id(0)
-    i = simt.global_id(0)
-    s[t] = x[i]
-    simt.syncwarp()
-    out[i] = s[t ^ 32]
+    out[i] = s[t ^ PARTNER]
 
 
 def test_xor_with_a_power_of_two_is_a_known_partner(rng):
     x = rng.standard_normal(128).astype(np.float32)
     out = np.full(128, np.nan, np.float32)
-    warp_partner_exchange[2, 64](x, out)
+    warp_partner_exchange[2, 64](x, out, PARTNER=1)
     np.testing.assert_array_equal(out, x[np.arange(128) ^ 1])
     with pytest.raises(vg.SafetyError) as info:
-        warp_partner_exchange_across_warps[2, 64](x, out)
+        warp_partner_exchange[2, 64](x, out, PARTNER=32)
     assert info.value.code == "VG211"
