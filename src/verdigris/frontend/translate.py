@@ -55,23 +55,27 @@ class Unit:
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
 MAX_STATIC_SHARED = 48 * 1024  # bytes of shared arrays a kernel may declare (CUDA's limit)
 
-UNSUPPORTED_HINTS = {
-    ast.ListComp: "comprehensions build Python lists; write a for loop over range()",
-    ast.DictComp: "comprehensions build Python dicts, which kernels cannot hold",
-    ast.SetComp: "comprehensions build Python sets, which kernels cannot hold",
-    ast.GeneratorExp: "write a for loop over range()",
-    ast.Lambda: "define a @vg.func helper instead",
-    ast.Try: "kernels cannot catch exceptions; check the condition with `if` instead",
-    ast.Raise: "kernels cannot raise; return early instead",
-    ast.ClassDef: "define classes outside the kernel",
-    ast.FunctionDef: "define helpers outside the kernel, decorated with @vg.func",
-    ast.Global: "kernels cannot assign globals; pass an array and write into it",
-    ast.Nonlocal: "kernels cannot assign enclosing variables",
-    ast.List: "kernels cannot build lists; use simt.local.array(shape, dtype)",
-    ast.Dict: "kernels cannot build dicts",
-    ast.Delete: "kernels cannot delete names",
-    ast.JoinedStr: "kernels cannot format strings",
-    ast.Assert: "kernels cannot assert; check the condition with `if` and return early",
+# Python that kernels do not have -> (how the error names it, what to do instead)
+UNSUPPORTED = {
+    ast.ListComp: ("a list comprehension", "comprehensions build Python lists; write a for loop over range()"),
+    ast.DictComp: ("a dict comprehension", "comprehensions build Python dicts, which kernels cannot hold"),
+    ast.SetComp: ("a set comprehension", "comprehensions build Python sets, which kernels cannot hold"),
+    ast.GeneratorExp: ("a generator expression", "write a for loop over range()"),
+    ast.Lambda: ("a lambda", "define a @vg.func helper instead"),
+    ast.Try: ("try/except", "kernels cannot catch exceptions; check the condition with `if` instead"),
+    ast.Raise: ("raise", "kernels cannot raise; return early instead"),
+    ast.ClassDef: ("a class definition", "define classes outside the kernel"),
+    ast.FunctionDef: ("a function definition", "define helpers outside the kernel, decorated with @vg.func"),
+    ast.Global: ("global", "kernels cannot assign globals; pass an array and write into it"),
+    ast.Nonlocal: ("nonlocal", "kernels cannot assign enclosing variables"),
+    ast.List: ("a list", "kernels cannot build lists; use simt.local.array(shape, dtype)"),
+    ast.Dict: ("a dict", "kernels cannot build dicts"),
+    ast.Set: ("a set", "kernels cannot build sets"),
+    ast.Delete: ("del", "kernels cannot delete names"),
+    ast.JoinedStr: ("an f-string", "kernels cannot format strings"),
+    ast.Assert: ("assert", "kernels cannot assert; check the condition with `if` and return early"),
+    ast.Yield: ("yield", "kernels write their results into arrays"),
+    ast.Await: ("await", "kernels run synchronously on the device"),
 }
 
 
@@ -123,9 +127,9 @@ class Translator(Expressions):
             self.loop_depth -= loop
 
     def unsupported(self, node, what: str | None = None):
-        what = what or f"`{type(node).__name__}`"
-        raise UnsupportedConstruct(f"{what} is not supported in kernels", self.loc(node),
-                           hint=UNSUPPORTED_HINTS.get(type(node), ""))
+        named, hint = UNSUPPORTED.get(type(node), (f"`{type(node).__name__}`", ""))
+        raise UnsupportedConstruct(f"{what or named} is not supported in kernels", self.loc(node),
+                                   hint=hint)
 
     def fresh(self, stem: str) -> str:
         return f"{self.prefix}{stem}.{next(self.unit.counter)}"
