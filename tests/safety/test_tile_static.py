@@ -372,3 +372,21 @@ def test_tile_examples_are_proven_without_the_solver(capsys, uncompiled):
         print("\ntile proof time per specialization (analysis, solver queries):")
         for name, result in rows:
             print(f"  {name:28s} {result.seconds * 1e3:7.2f} ms  {result.solver_queries} queries")
+
+
+@tile.kernel
+def scatter_folded(x, out, SLACK: vg.constexpr, B: vg.constexpr):
+    """out[offsets % n] = x[offsets] where offsets < n + SLACK: with SLACK 0 each element
+    once; with SLACK 5 the last tile's lanes past the end fold onto out[0..4] again."""
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    n = x.shape[0]
+    tile.scatter(out, (offsets % n,), tile.load(x, index=(i,), shape=(B,)), mask=offsets < n + SLACK)
+
+
+def test_a_scatter_mask_is_a_condition_of_the_proof(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.empty_like(x)
+    assert not analyze(scatter_folded, x, out, SLACK=0, B=128).errors
+    (err,) = analyze(scatter_folded, x, out, SLACK=5, B=128).errors
+    assert err.code == "VG202"

@@ -40,7 +40,7 @@ from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
 from .solver import _depends
-from .algebra import FALSE, Atom, Poly, Space, dtype_range
+from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
 from .symbolic import _INT_OPS, _STMT, _Thread
 from .trace import Access, Trace
 
@@ -325,10 +325,12 @@ class _Block(_Thread):
     def s_scatter(self, s: X.Scatter):
         indices = tuple(self.eval(i) for i in s.indices)
         self.eval(s.value)
-        if s.mask is not None:  # its loads are reads; the writes are taken as all elements'
-            self.eval(s.mask)
+        keep = TRUE if s.mask is None else self.eval(s.mask)  # a formula of the lanes, or
+        outer = self.pc  # a value the checker cannot see: then every lane is taken to write
+        self.pc = conj(outer, keep) if isinstance(keep, tuple) else outer
         self.element_access(s.array, "atomic" if s.atomic else "write", indices,
                             s.value.shape, s.loc, "scatter")
+        self.pc = outer
 
 
 _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t_given,
