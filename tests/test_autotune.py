@@ -68,6 +68,16 @@ def test_cpu_backend_uses_the_first_config_without_timing(rng, cache_dir):
     assert blocks == [256] and not tuning_entries(cache_dir)
 
 
+def test_a_launch_cannot_give_what_autotune_chooses(rng):
+    add = vg.autotune(configs=CONFIGS, key=["n"])(make_add())
+    a, b, out = inputs(rng, 1000)
+    with pytest.raises(LaunchError, match="'BLOCK' is chosen by vg.autotune") as info:
+        add[4](a, b, out, 1000, BLOCK=256)
+    assert info.value.loc.file == __file__ and "tuned_kernel" in info.value.hint
+    add.tuned_kernel[4](a, b, out, 1000, BLOCK=256)  # the kernel itself takes it
+    np.testing.assert_array_equal(out, a + b)
+
+
 def test_the_fastest_config_wins_once_per_key(rng, capsys):
     timer = FakeTimer({256: 3e-6, 1024: 1e-6, 512: 2e-6})
     add, grid = tuned(timer)

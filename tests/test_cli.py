@@ -79,6 +79,21 @@ def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_pa
     assert f"{bad}:5:14" in err and "out[0] = [1, 2]" in err and "^" in err
 
 
+def test_compile_and_check_an_autotuned_kernel(capsys, tmp_path):
+    """`verdigris compile` compiles the kernel autotune times; `check` checks it with each
+    config's constexprs (a racy one is a finding, not 'not checked')."""
+    source = tmp_path / "tuned.py"
+    source.write_text("import verdigris as vg\nfrom verdigris import simt\n\n"
+                      "@vg.autotune(configs=[{'K': 1}, {'K': 2}], key=['n'])\n@simt.kernel\n"
+                      "def shift(x, n, K: vg.constexpr):\n    i = simt.global_id(0)\n"
+                      "    if i < n - K:\n        x[i] = x[i + K]\n")
+    status, out, _ = run(capsys, "compile", f"{source}::shift", "--sig", "f32[::1], i64, 1",
+                         "--emit", "ir")
+    assert status == 0 and "x[i] = x[(i + 1:i64)]" in out
+    status, out, _ = run(capsys, "check", str(source))
+    assert status == 1 and f"{source}:9:16: VG203" in out
+
+
 def test_compile_takes_the_grid_a_one_block_kernel_is_launched_with(capsys, tmp_path):
     source = tmp_path / "one.py"
     source.write_text("import verdigris as vg\nfrom verdigris import tile\n\n@tile.kernel\n"

@@ -105,7 +105,7 @@ def load_kernel(spec: str):
         kernels = [k for k, v in vars(module).items() if getattr(v, "__vg_kernel__", False)]
         raise UsageError(f"{path} defines no kernel {name!r}"
                          + (f"; its kernels: {', '.join(kernels)}" if kernels else ""))
-    return kernel
+    return getattr(kernel, "tuned_kernel", kernel)  # `@vg.autotune`: the kernel it times
 
 
 def _where_in(err: BaseException, file: Path) -> str:

@@ -91,6 +91,12 @@ class Autotuner:
     def __repr__(self) -> str:
         return f"<verdigris autotuned {self.kernel.track} kernel {self.__name__}>"
 
+    @property
+    def tuned_kernel(self):
+        """The kernel whose configurations this times (`verdigris compile` and `check`
+        compile it with a config's constexprs)."""
+        return self.kernel
+
     def __getitem__(self, config) -> "_TunedLaunch":
         return _TunedLaunch(self, config)
 
@@ -149,6 +155,12 @@ class _TunedLaunch:
         missing = [n for n in tuner.key if n not in meta]
         if missing:
             raise LaunchError(f"{tuner.__name__} is missing its argument {missing[0]!r}")
+        tuned = sorted({name for c in tuner.configs for name in c} & set(kwargs))
+        if tuned:
+            raise LaunchError(f"{tuner.__name__}: {tuned[0]!r} is chosen by vg.autotune from "
+                              "its configs; the launch cannot also give it",
+                              hint=f"leave {tuned[0]}= out of the launch, or launch "
+                                   f"{tuner.__name__}.tuned_kernel to give it yourself")
 
         def launch(config: dict):
             constexprs = {k: v for k, v in config.items() if k not in LAUNCH_OPTIONS}

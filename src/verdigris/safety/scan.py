@@ -355,7 +355,8 @@ def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
 @dataclass(frozen=True)
 class LaunchSite:
     call: ast.Call
-    kernel: object  # the KernelFunction
+    kernel: object  # the KernelFunction (of a `@vg.autotune`d kernel: the one it times)
+    tuned: tuple  # the autotune configs (dicts of constexpr values), or ()
     scope: dict  # name -> possible values, where the launch is written
     bindings: dict  # name -> the expression it is bound to once, where the launch is written
     file: str
@@ -392,8 +393,9 @@ class LaunchSite:
         for p in self.kernel.params:
             if not p.constexpr:
                 continue
+            tuned = tuple(dict.fromkeys(c[p.name] for c in self.tuned if p.name in c))
             values = possible_values(arguments[p.name], self.scope) if p.name in arguments \
-                else None if p.default is inspect.Parameter.empty else (p.default,)
+                else tuned or (None if p.default is inspect.Parameter.empty else (p.default,))
             if values is None:
                 return []
             choices.append([(p.name, v) for v in values])
@@ -402,10 +404,13 @@ class LaunchSite:
             itertools.product(blocks or [None], itertools.product(*choices)), MAX_CONFIGS)]
 
 
-def default_configs(kernel, elements: dict | None = None) -> list:
+def default_configs(kernel, elements: dict | None = None, required: bool = True) -> list:
     """The specialization without launch information: no block, constexpr defaults, and
-    `elements` (parameter -> element dtype) or else the default element types."""
+    `elements` (parameter -> element dtype) or else the default element types; [] where a
+    constexpr has no default, unless not `required` (then it is left out)."""
     values = {p.name: p.default for p in kernel.params if p.constexpr}
+    if not required:
+        values = {k: v for k, v in values.items() if v is not inspect.Parameter.empty}
     return [] if inspect.Parameter.empty in values.values() else [(None, values, elements or {})]
 
 
@@ -440,6 +445,12 @@ def candidate_launches(tree):
             and isinstance(n.func, ast.Subscript) and _root_name(n.func.value)]
 
 
+def _tuned(kernel) -> tuple:
+    """(the kernel, its autotune configs): a `@vg.autotune`d kernel is checked as the kernel
+    it times, with each config's constexprs."""
+    return getattr(kernel, "tuned_kernel", kernel), tuple(getattr(kernel, "configs", ()))
+
+
 def _default_values(args: ast.arguments, scope: dict) -> dict:
     """Parameter name -> (its literal default,): the value a launch inside the function
     sees when the caller leaves the parameter out (callers are not followed)."""
@@ -460,7 +471,7 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
                 kernel = _resolve(node.func.value, namespace)
                 if getattr(kernel, "__vg_kernel__", False):
-                    sites.append(LaunchSite(node, kernel, values, bindings, file))
+                    sites.append(LaunchSite(node, *_tuned(kernel), values, bindings, file))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 a = node.args
                 visit(node.body, (values, bindings),
@@ -522,9 +533,12 @@ class FileCheck:
             self.not_checked(node, "its definition could not be evaluated (an import or "
                                    "a decorator argument that check does not run)")
             return
+        kernel, tuned = _tuned(kernel)
         mine = [s for s in sites if s.kernel is kernel]
         configs = [c for s in mine for c in s.configs()] \
             or [c for s in mine for c in default_configs(kernel, s.element_types())] \
+            or [(None, {**default_configs(kernel, {}, required=False)[0][1], **c}, {})
+                for c in tuned] \
             or default_configs(kernel)
         if not configs:
             missing = [p.name for p in kernel.params

@@ -32,8 +32,8 @@ BIN_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
            ast.Div: operator.truediv, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
 UNARY_OPS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-INERT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.BinOp,
-               ast.UnaryOp, ast.expr_context, ast.operator, ast.unaryop)
+INERT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.Dict,
+               ast.BinOp, ast.UnaryOp, ast.expr_context, ast.operator, ast.unaryop)
 # The standard `math` module's functions: pure, so constants computed with them (e.g.
 # `LOG2_E = math.log2(math.e)`) are kept, provided `math` is that module when they run.
 PURE_MATH = frozenset(name for name in dir(math) if callable(getattr(math, name)))
