@@ -606,3 +606,18 @@ def test_the_readme_racy_example_gets_the_message_it_shows(capsys, tmp_path):
     path, status, out, _ = check_source(capsys, tmp_path, racy, "smooth.py")
     assert status == 1
     assert f"{path}:{shown.group(1)}:{shown.group(2)}: {shown.group(3)} " in out, out
+
+
+@pytest.mark.parametrize("code", sorted(set(CODES) - DYNAMIC_CODES - {"VG201"}))
+def test_each_explanation_shows_the_message_and_hint_check_gives(capsys, tmp_path, code):
+    """The place, the words up to the first colon, and the hint `explain` shows are what
+    `check` prints for the racy program (the threads of a counterexample may differ from
+    run to run)."""
+    entry = EXPLANATIONS[code]
+    path, _, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
+    found = re.search(rf"^{re.escape(str(path))}:(\d+):(\d+): {code} ([^:]*)", out, re.M)
+    shown = " ".join(entry.message.split())
+    assert shown.startswith(f"kernel.py:{int(found[1]) - PRELUDE_LINES}:{found[2]}: {code}: "
+                            f"{found[3]}"), (shown, found[0])
+    hint = re.search(r"^  hint: (.*)$", out[found.end():], re.M)
+    assert " ".join(entry.hint.split()) == (hint[1] if hint else "")

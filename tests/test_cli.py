@@ -177,3 +177,28 @@ def test_signatures_say_multiples_of_16_for_tile_kernels():
         parse_signature(layernorm, "bf16[:, ::1], bf16[::1], bf16[::1], bf16[:, ::1], i64, f32:16, 8192")
     with pytest.raises(UsageError, match="for tile kernels"):
         parse_signature(axpy, "f32, f32[::1]:16, f32[::1], f32[::1]")
+
+
+def test_doctor_says_when_the_backend_asked_for_cannot_run(capsys, monkeypatch):
+    from verdigris.runtime import backend
+
+    monkeypatch.setattr(backend, "_chosen", None)
+    monkeypatch.setenv("VERDIGRIS_BACKEND", "bogus")
+    status, out, _ = run(capsys, "doctor")
+    assert status == 1 and "backend: NONE: unknown backend 'bogus'" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("check", str(ROOT / "README.md")), "is not a Python source file"),
+    (("compile", AXPY, "--sig", "f32, f32[::1, f32[::1], f32[::1]"), "unbalanced brackets"),
+])
+def test_more_usage_errors(capsys, argv, words):
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and words in err and "Traceback" not in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    out, _ = capsys.readouterr()
+    assert done.value.code == 0 and out.startswith("verdigris 0.1")

@@ -544,3 +544,13 @@ def test_abi_binder_orders_values_as_the_abi_says():
     assert roles == [("alpha", "scalar"), ("x", "ptr"), ("x", "shape"), ("y", "ptr"),
                      ("y", "shape"), ("y", "stride"), ("out", "ptr"), ("out", "shape")]
     assert got == (2.5, infos[1].ptr, 10, infos[2].ptr, 10, 3, infos[3].ptr, 10, 0xFA)
+
+
+def test_dtypes_by_short_name_and_with_numpy():
+    assert arrays.empty(3, "f32", backend="cpu").dtype == np.float32
+    assert arrays.zeros(2, "bf16", backend="cpu").dtype == T.bfloat16
+    assert np.dtype(T.float32) == np.float32 and np.zeros(2, T.int16).dtype == np.int16
+    assert arrays.asarray(np.zeros(3, np.float32), backend="cpu").dtype == T.float32
+    assert T.float32 == np.dtype("float32") and T.float32 != np.dtype("float64")
+    with pytest.raises(TypeError, match="unknown dtype 'floaty'"):
+        arrays.empty(3, "floaty", backend="cpu")

@@ -6,8 +6,8 @@ on first use, not at import.
 from __future__ import annotations
 
 from . import math, simt, tile
-from .errors import (AliasError, BackendError, BoundsError, CompileError, Error, KernelError,
-                     LaunchError, SafetyError)
+from .errors import (AliasError, BackendError, BoundsError, CompileError, DivergenceError,
+                     Error, KernelError, LaunchError, SafetyError)
 from .lang import constexpr, func, unsafe
 from .runtime.backend import current as current_backend
 from .runtime.backend import set_backend

@@ -121,11 +121,17 @@ def _split_top_level(text: str) -> list[str]:
     parts, depth, current = [], 0, ""
     for ch in text:
         depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            raise UsageError(f"unbalanced brackets in the signature: a ')' or ']' closes "
+                             f"nothing in {current + ch!r}")
         if ch == "," and depth == 0:
             parts.append(current.strip())
             current = ""
         else:
             current += ch
+    if depth:
+        raise UsageError(f"unbalanced brackets in the signature: {text!r} leaves {depth} "
+                         "'[' or '(' open")
     return parts + [current.strip()] if current.strip() else parts
 
 
@@ -295,6 +301,8 @@ def cmd_check(args) -> int:
         report = check_paths(args.paths)
     except FileNotFoundError as err:
         raise UsageError(f"no such file or directory: {err.args[0]}") from None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     sys.stdout.write(report.format())
     return report.status
 
@@ -346,11 +354,11 @@ def cmd_doctor(args) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:>{width}}: {value}")
-    return 0
+    return 1 if dict(rows)["backend"].startswith("NONE:") else 0  # kernels could not run
 
 
 def _gpu_rows() -> list:
-    from .runtime import backend, driver
+    from .runtime import driver
 
     if not driver.is_available():
         try:
@@ -358,15 +366,26 @@ def _gpu_rows() -> list:
             reason = "the driver reports no GPU"
         except Error as err:
             reason = err.message
-        return [("gpu", f"none ({reason})"), ("backend", "cpu")]
+        return [("gpu", f"none ({reason})"), ("backend", _backend_in_use())]
     rows = []
     for ordinal in range(driver.device_count()):
         props = driver.properties(ordinal)
         rows.append((f"gpu {ordinal}", f"{props.name}, {props.arch}, "
                                        f"{props.multiprocessors} SMs"))
     rows.append(("driver", ".".join(map(str, driver.driver_version()))))
-    rows.append(("backend", backend.current()))
+    rows.append(("backend", _backend_in_use()))
     return rows
+
+
+def _backend_in_use() -> str:
+    """The backend kernels would run on, or why they could not run (`VERDIGRIS_BACKEND`
+    asking for one that is unknown or has no GPU)."""
+    from .runtime import backend
+
+    try:
+        return backend.current()
+    except Error as err:
+        return f"NONE: {err.message}"
 
 
 def _version() -> str:
@@ -410,9 +429,11 @@ def cmd_bench(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verdigris", description=(
         "Safe GPU kernels written in Python, compiled straight to PTX."))
+    parser.add_argument("--version", action="version", version=f"verdigris {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="compile and run the example kernels, check them "
-                                       "against NumPy, and show a refused aliased launch")
+                                       "against NumPy, and show two refused launches (an "
+                                       "aliased output, a racy kernel)")
     demo.add_argument("--backend", choices=("cuda", "cpu"))
     demo.add_argument("--seed", type=int, default=None)
     demo.set_defaults(run=cmd_demo)

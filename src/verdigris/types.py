@@ -53,6 +53,12 @@ class DType:
     def np(self) -> np.dtype:
         return _NUMPY[self.name]
 
+    @property
+    def dtype(self) -> np.dtype:
+        """NumPy's dtype for it, which NumPy reads wherever it takes a dtype:
+        `np.zeros(3, vg.bf16)`, `np.dtype(vg.f32)`, `a.dtype == vg.float32`."""
+        return self.np
+
     def __repr__(self) -> str:
         return f"vg.{self.name}"
 
@@ -81,6 +87,7 @@ ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
        float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool_"] = bool_
+_BY_SHORT = {d.short: d for d in ALL}  # "f32", "bf16", "i64", "u8", "b1"
 
 
 def _numpy_table():
@@ -139,7 +146,11 @@ def from_any(x) -> DType:
     if isinstance(x, DType):
         return x
     if isinstance(x, str):
-        return _BY_NAME[x]
+        found = _BY_NAME.get(x) or _BY_SHORT.get(x)
+        if found is None:
+            raise TypeError(f"unknown dtype {x!r}: give a name such as 'float32' or 'f32', a "
+                            "verdigris dtype (vg.float32) or a NumPy or torch dtype")
+        return found
     name = getattr(x, "__module__", "")
     if name.startswith("torch"):
         return _BY_NAME[str(x).removeprefix("torch.")]

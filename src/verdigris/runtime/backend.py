@@ -35,6 +35,9 @@ def set_backend(name: str) -> None:
 
 
 def current() -> str:
+    """The backend kernels run on, "cuda" or "cpu": the one `set_backend` or
+    `VERDIGRIS_BACKEND` chose, else cuda where a GPU and driver are present (cpu otherwise,
+    announced once on stderr). Raises BackendError for a backend that cannot run."""
     global _chosen
     if _chosen is None:
         requested = os.environ.get("VERDIGRIS_BACKEND", "").strip().lower()

@@ -70,7 +70,7 @@ EXPLANATIONS = {
             """),
         message="""kernel.py:5:9: VG201: axpy writes 'out', which is the same memory as
             'x': the result would depend on the order threads run in (launched at
-            kernel.py:10)""",
+            kernel.py:10:1)""",
         hint="pass a separate output array for 'out' (e.g. vg.empty_like), or, to update it in "
              "place, a kernel that takes it once",
         fixed=_snippet("""
@@ -226,12 +226,14 @@ EXPLANATIONS = {
                 scatter[vg.cdiv(x.shape[0], 256), 256](idx, x, out)
             """),
         message="""kernel.py:5:9: VG205: a write index could not be proven disjoint between
-            threads: could not prove that threads write distinct elements of out: the index
-            depends on idx[...], which the checker cannot see; thread (block 0, thread 0)
-            writes out[0] and thread (block 1, thread 1) writes it if those values allow
-            (with out.shape[0] = 1, x.shape[0] = 258, 2 blocks of 256 threads)""",
-        hint="restructure the index arithmetic (a guard such as `if c < W:` or an index built "
-             "from simt.global_id), use an atomic, or wrap the access in `with vg.unsafe():`",
+            threads: could not prove that threads write distinct elements of out: the
+            index depends on idx[...], which the checker cannot see; thread (block 0,
+            thread 0) writes out[0] and thread (block 1, thread 1) writes it if those
+            values allow (with out.shape[0] = 1, x.shape[0] = 258, 2 blocks of 256
+            threads)""",
+        hint="restructure the index arithmetic (a guard such as `if c < W:` or an index "
+             "built from simt.global_id), use an atomic, or wrap the access in `with "
+             "vg.unsafe():`",
         fixed=_snippet("""
             @simt.kernel
             def scatter(idx, x, out):
@@ -269,8 +271,14 @@ EXPLANATIONS = {
             """),
         message="""kernel.py:8:9: VG210: a barrier may be reached by some threads of a block
             and not others: barrier() is under `i < x.shape[0]` (line 6), which differs
-            between threads of one block: thread (block 0, thread 0) reaches it and thread
-            (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 2 threads)""",
+            between threads of one block: thread (block 0, thread 0) reaches it and
+            thread (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 2
+            threads)""",
+        hint="move the barrier (simt.barrier(), or a call that holds one, such as "
+             "simt.block_ticket()) out of the condition, so that every thread of the block "
+             "reaches it (guard only the memory accesses), or make the condition the same "
+             "for the whole block (built from block ids, scalar arguments, constexprs or "
+             "loop counters)",
         fixed=_snippet("""
             @simt.kernel
             def block_sum(x, out):
@@ -302,10 +310,12 @@ EXPLANATIONS = {
                 tile[t] = x[i]
                 out[i] = tile[255 - t]  # written by another thread, no barrier between
             """),
-        message="""kernel.py:7:14: VG211: threads of one block access the same shared
-            element between two barriers: thread (block 0, thread 0) writes tile[0] while
-            thread (block 0, thread 255) reads it, with no barrier() between them (with 1
-            block of 256 threads); the other access is at line 6""",
+        message="""kernel.py:7:14: VG211: threads of one block access the same shared element
+            between two barriers: thread (block 0, thread 127) writes tile[127] while
+            thread (block 0, thread 128) reads it, with no barrier() between them (with
+            1 block of 129 threads); the other access is at line 6""",
+        hint="put simt.barrier() between the write and the other threads' accesses (in a "
+             "loop, also one at the end of the body, before the next iteration's writes)",
         fixed=_snippet("""
             @simt.kernel
             def reverse_blocks(x, out):
@@ -336,9 +346,11 @@ EXPLANATIONS = {
                     out[i] = buf[(lane + 1) % 32]  # lanes are not in lock step
             """),
         message="""kernel.py:8:18: VG212: warp-synchronous shared memory accesses without
-            syncwarp(): thread (block 0, thread 1) writes buf[1] while thread (block 0,
-            thread 0) reads it, two lanes of one warp with no syncwarp() between them (with
-            1 block of 2 threads); the other access is at line 7""",
+            syncwarp(): thread (block 0, thread 3) writes buf[3] while thread (block 0,
+            thread 2) reads it, two lanes of one warp with no syncwarp() between them
+            (with 1 block of 4 threads); the other access is at line 7""",
+        hint="put simt.syncwarp() between the write and the other lane's access, or exchange"
+             " the values in registers with simt.shfl_down / simt.shfl_xor",
         fixed=_snippet("""
             @simt.kernel
             def rotate_warp(x, out):
@@ -379,6 +391,8 @@ EXPLANATIONS = {
         message="""kernel.py:9:14: VG213: shared memory is read before anything wrote it:
             thread (block 0, thread 128) reads tile[128], which no thread of its block
             writes before (with 1 block of 256 threads)""",
+        hint="write every element the block reads before the barrier() that precedes the "
+             "read (e.g. store a neutral value where the input runs out)",
         fixed=_snippet("""
             @simt.kernel
             def copy_through_shared(x, out):
@@ -426,6 +440,9 @@ EXPLANATIONS = {
             differs between lanes of one warp: thread (block 0, thread 0) reaches it and
             thread (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 256
             threads)""",
+        hint="let all 32 lanes of the warp reach it (compute the value under the condition, "
+             "call it outside), or make the condition the same for the whole warp (e.g. "
+             "built from simt.thread_id(0) // 32)",
         fixed=_snippet("""
             @simt.kernel
             def warp_sums(x, out):
@@ -456,8 +473,9 @@ EXPLANATIONS = {
                 if i < out.shape[0]:
                     out[i] = x[i] - x[-1]  # -1 is out of bounds, not the last element
             """),
-        message="kernel.py:5:25: VG301: an index is out of bounds on every launch: x[-1]",
-        hint="a negative index is out of bounds: indices never wrap around",
+        message="""kernel.py:5:27: VG301: index -1 of 'x' is out of bounds: verdigris never
+            wraps negative indices""",
+        hint="write x.shape[0] - 1",
         fixed=_snippet("""
             @simt.kernel
             def last_minus(x, out):

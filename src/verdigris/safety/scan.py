@@ -149,6 +149,8 @@ def source_files(paths) -> list:
             files.extend(sorted(p for p in path.rglob("*.py") if not any(
                 part.startswith(".") or part in SKIPPED_DIRS for part in p.relative_to(path).parts)))
         elif path.is_file():
+            if path.suffix != ".py":
+                raise ValueError(f"{raw} is not a Python source file (.py)")
             files.append(path)
         else:
             raise FileNotFoundError(raw)
