@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import verdigris as vg
@@ -119,6 +120,8 @@ def test_a_bundle_launches_without_the_compiler(bundles):
                 out[label] = [type(err).__name__, str(err)]
         k[4, 256](2.0, x[:10], y, o)
         out["checked"] = last_launch().function != first.function
+        k[1, 256](2.0, x, y, o)  # one block: the entry compiled for any grid serves it
+        out["one block"] = list(last_launch().grid)
         a = vg.load_bundle({str(bundles / "add.vgb")!r})
         a[8](x, y, o, BLOCK=1024)
         out["tile block"] = list(last_launch().block)
@@ -140,7 +143,7 @@ def test_a_bundle_launches_without_the_compiler(bundles):
     done = fakecuda.run(code)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["same"] and got["checked"] and got["loaded"] == []
+    assert got["same"] and got["checked"] and got["loaded"] == [] and got["one block"] == [1, 1, 1]
     p = got["pointers"]
     assert got["slots"] == [0x40000000, p[0], 1000, p[1], 1000, p[2], 1000]  # 2.0f, then arrays
     assert got["f64"][0] == "LaunchError" and "no specialization for this launch" in got["f64"][1]
@@ -187,3 +190,13 @@ def test_a_bundled_product_of_matrices_launches_as_the_compiled_one(tmp_path):
     compiled, bundled = runs
     assert json.loads(bundled[-2]) == json.loads(compiled[-1])
     assert json.loads(bundled[-1]) == []  # neither the compiler nor the tile lowering
+
+
+def test_a_bundle_on_the_cpu_backend_says_it_runs_on_cuda_only(bundles, monkeypatch):
+    from verdigris.runtime import backend
+
+    monkeypatch.setattr(backend, "_chosen", "cpu")
+    k = vg.load_bundle(str(bundles / "axpy.vgb"))
+    x = np.ones(8, np.float32)
+    with pytest.raises(vg.LaunchError, match="comes from a bundle, which runs on the cuda backend only"):
+        k[1, 256](2.0, x, x, np.zeros(8, np.float32))

@@ -94,17 +94,19 @@ def load_bundle(path):
     return load_bundle(path)
 
 
+# names imported on first use: they pull in the driver bindings -> (module, attribute)
+_LAZY = {"Array": ("runtime.arrays", "Array"), "Event": ("runtime.streams", "Event"),
+         "torch_op": ("runtime.torch_ops", "torch_op")}
+
+
 def __getattr__(name):
-    if name == "Array":  # imported lazily: it pulls in the driver bindings
-        from .runtime.arrays import Array
+    if name in _LAZY:
+        import importlib
 
-        return Array
-    if name == "Event":
-        from .runtime.streams import Event
-
-        return Event
-    if name == "torch_op":
-        from .runtime.torch_ops import torch_op
-
-        return torch_op
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attribute)
     raise AttributeError(f"module 'verdigris' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

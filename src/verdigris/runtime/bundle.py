@@ -151,6 +151,18 @@ def _any_value(key: tuple) -> tuple:
     return key[:2] + tuple(map(relaxed, key[2:]))
 
 
+def _serving(key: tuple) -> list:
+    """The keys of the entries that may serve a launch with `key`, the closest first: `key`,
+    then any values (`_any_value`), then both for any number of blocks along grid axis 0
+    (a bundle compiled for the default grid, launched with one block: its proofs hold for
+    any grid, so for this one too)."""
+    keys = [key, _any_value(key)]
+    if key[1] is not None and 0 in key[1]:
+        wider = (key[0], tuple(a for a in key[1] if a != 0), *key[2:])
+        keys += [wider, _any_value(wider)]
+    return keys
+
+
 WITHOUT_TMA = " without tma"  # an image variant's suffix (`_entry`)
 
 
@@ -293,7 +305,11 @@ class BundleKernel(KernelFunction):
         compiles beside it, whatever `beside_compile` says)."""
         spec = self._specializations.get(key)
         if spec is None:
-            entry = self._entries.get(key) or self._entries.get(_any_value(key))
+            from .backend import current
+
+            if current() == "cpu":
+                self.launch_cpu(None, None, None, None, None)
+            entry = next((self._entries[k] for k in _serving(key) if k in self._entries), None)
             if entry is None:
                 raise LaunchError(
                     f"{self.__name__}: the bundle has no specialization for this launch "
