@@ -554,3 +554,12 @@ def test_dtypes_by_short_name_and_with_numpy():
     assert T.float32 == np.dtype("float32") and T.float32 != np.dtype("float64")
     with pytest.raises(TypeError, match="unknown dtype 'floaty'"):
         arrays.empty(3, "floaty", backend="cpu")
+
+
+def test_from_dlpack_of_what_is_not_an_array_says_so():
+    with pytest.raises(TypeError, match="not list"):
+        arrays.from_dlpack([1, 2])
+    with pytest.raises(TypeError, match="not its capsule"):
+        arrays.from_dlpack(np.zeros(2).__dlpack__())
+    view = arrays.from_dlpack(np.arange(3.0))
+    assert isinstance(view, arrays.HostArray) and view.numpy().tolist() == [0.0, 1.0, 2.0]

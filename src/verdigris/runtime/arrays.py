@@ -341,10 +341,15 @@ def _from_host(host: np.ndarray, device: int) -> Array:
 
 def from_dlpack(obj):
     """A zero-copy view of `obj` (anything with `__dlpack__`): an `Array` for CUDA memory,
-    a NumPy array for host memory."""
+    a NumPy array for host memory (a `HostArray`, as the cpu backend's constructors give)."""
+    if not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack needs an array with __dlpack__ and __dlpack_device__ "
+                        f"(NumPy, torch, CuPy, JAX, vg.Array), not {type(obj).__name__}"
+                        + ("; pass the array itself, not its capsule"
+                           if type(obj).__name__ == "PyCapsule" else ""))
     device_type, _ = obj.__dlpack_device__()
     if device_type in (dlpack.KDL_CPU, dlpack.KDL_CUDA_HOST):
-        return np.from_dlpack(obj)
+        return np.from_dlpack(obj).view(HostArray)
     return _as_array(dlpack.consume(obj))
 
 
