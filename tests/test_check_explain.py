@@ -503,6 +503,37 @@ def folded(x, out, m):
     assert "m = 0" not in findings[0]
 
 
+def test_literal_grids_and_constants_bound_in_tuples(capsys, tmp_path):
+    """`k[1, 128]` is checked as one block, as its launch is; `BX, BY = 16, 16` binds two
+    constants (the kernel was 'not checked', and its race went unreported)."""
+    source = HEADER + """
+BX, BY = 16, 16
+
+
+@simt.kernel
+def bump(x):
+    t = simt.thread_id(0)
+    x[t] = x[t] + 1
+
+
+@simt.kernel
+def racy(out):
+    s = simt.shared.array((BY, BX), vg.float32)
+    s[0, 0] = simt.thread_id(0)
+    simt.barrier()
+    out[simt.global_id(1), simt.global_id(0)] = s[0, 0]
+
+
+def main():
+    bump[1, 128](np.ones(128, np.int32))
+    racy[(2, 2), (BX, BY)](np.zeros((32, 32), np.float32))
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    findings = [line for line in out.splitlines() if line.startswith(str(path))]
+    assert status == 1 and "not checked" not in out
+    assert len(findings) == 1 and "VG211" in findings[0] and "s[0, 0]" in findings[0]
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

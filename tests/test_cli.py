@@ -197,6 +197,17 @@ def test_more_usage_errors(capsys, argv, words):
     assert status == 2 and words in err and "Traceback" not in err
 
 
+def test_signatures_take_every_dtype_spelling(capsys, tmp_path):
+    source = tmp_path / "flags.py"
+    source.write_text("from verdigris import simt\n\n@simt.kernel\ndef flip(x, out):\n"
+                      "    i = simt.global_id(0)\n    if i < out.shape[0]:\n"
+                      "        out[i] = not x[i]\n")
+    for spelling in ("b1", "bool", "bool_"):
+        status, out, _ = run(capsys, "compile", f"{source}::flip", "--sig",
+                             f"{spelling}[::1], {spelling}[::1]", "--emit", "ir")
+        assert status == 0 and "x: bool[1d" in out, spelling
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])

@@ -136,12 +136,11 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _dtype(name: str) -> T.DType:
-    import verdigris
-
-    value = getattr(verdigris, name.strip(), None)
-    if not isinstance(value, T.DType):
-        raise UsageError(f"unknown dtype {name.strip()!r} (use e.g. f32, float32, i64, bf16)")
-    return value
+    try:
+        return T.from_any(name.strip())  # "float32", "f32", "bool", "b1"
+    except TypeError:
+        raise UsageError(f"unknown dtype {name.strip()!r} (use e.g. f32, float32, i64, bf16, "
+                         "bool)") from None
 
 
 def parse_signature(kernel, text: str) -> dict:

@@ -383,13 +383,18 @@ class LaunchSite:
         return {name: dtype for name, dtype in found.items() if dtype is not None}
 
     def configs(self) -> list:
-        """(block, constexpr values, element types) specializations this launch can have;
+        """((block, grid), constexpr values, element types) specializations this launch can
+        have, block and grid where they are literal (a grid of one block is proven as one);
         [] if a constexpr has neither a literal value nor a default."""
         config = self.call.func.slice
         blocks = []
+        grid = config
         if self.kernel.track == "simt" and isinstance(config, ast.Tuple) and len(config.elts) == 2:
             shapes = possible_values(config.elts[1], self.scope) or ()
-            blocks = [b for b in map(_block_shape, shapes) if b is not None]
+            blocks = [b for b in map(_launch_dims, shapes) if b is not None]
+            grid = config.elts[0]
+        grids = [g for g in map(_launch_dims, possible_values(grid, self.scope) or ())
+                 if g is not None]
         arguments = self.arguments()
         choices = []
         for p in self.kernel.params:
@@ -402,8 +407,8 @@ class LaunchSite:
                 return []
             choices.append([(p.name, v) for v in values])
         elements = self.element_types()
-        return [(b, dict(c), elements) for b, c in itertools.islice(
-            itertools.product(blocks or [None], itertools.product(*choices)), MAX_CONFIGS)]
+        return [((b, g), dict(c), elements) for b, g, c in itertools.islice(itertools.product(
+            blocks or [None], grids or [None], itertools.product(*choices)), MAX_CONFIGS)]
 
 
 def default_configs(kernel, elements: dict | None = None, required: bool = True) -> list:
@@ -413,10 +418,13 @@ def default_configs(kernel, elements: dict | None = None, required: bool = True)
     values = {p.name: p.default for p in kernel.params if p.constexpr}
     if not required:
         values = {k: v for k, v in values.items() if v is not inspect.Parameter.empty}
-    return [] if inspect.Parameter.empty in values.values() else [(None, values, elements or {})]
+    return [] if inspect.Parameter.empty in values.values() \
+        else [((None, None), values, elements or {})]
 
 
-def _block_shape(value) -> tuple | None:
+def _launch_dims(value) -> tuple | None:
+    """A block or grid shape as a launch takes it (an int or 1 to 3 positive ints), padded
+    to three; None for anything else."""
     dims = value if isinstance(value, tuple) else (value,)
     if not 1 <= len(dims) <= 3 or not all(type(d) is int and d > 0 for d in dims):
         return None
@@ -539,7 +547,7 @@ class FileCheck:
         mine = [s for s in sites if s.kernel is kernel]
         configs = [c for s in mine for c in s.configs()] \
             or [c for s in mine for c in default_configs(kernel, s.element_types())] \
-            or [(None, {**default_configs(kernel, {}, required=False)[0][1], **c}, {})
+            or [((None, None), {**default_configs(kernel, {}, required=False)[0][1], **c}, {})
                 for c in tuned] \
             or default_configs(kernel)
         if not configs:
@@ -551,9 +559,9 @@ class FileCheck:
                                    "vg.constexpr = 64`, to have it checked)")
             return
         built, failures = [], []
-        for block, constexprs, elements in dict.fromkeys(
-                (b, tuple(c.items()), tuple(e.items())) for b, c, e in configs):
-            ir, error = self.build(kernel, block, dict(constexprs), dict(elements))
+        for launch, constexprs, elements in dict.fromkeys(
+                (shape, tuple(c.items()), tuple(e.items())) for shape, c, e in configs):
+            ir, error = self.build(kernel, launch, dict(constexprs), dict(elements))
             (built.append(ir) if ir is not None else failures.append(error))
         # a safety rule the frontend enforces, or Python no kernel can have: whatever the
         # types check assumed, a launch would be refused the same way
@@ -590,16 +598,17 @@ class FileCheck:
                 self.report.notes.append(Note(node.loc, (
                     f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); {why}")))
 
-    def build(self, kernel, block, constexprs: dict, elements: dict):
-        """(the IR, None), or (None, the Error that stopped the frontend)."""
-        key = (id(kernel), block, tuple(sorted(constexprs.items())),
+    def build(self, kernel, launch: tuple, constexprs: dict, elements: dict):
+        """(the IR, None), or (None, the Error that stopped the frontend); `launch`: the
+        (block, grid) it is specialized on, each None where unknown."""
+        key = (id(kernel), launch, tuple(sorted(constexprs.items())),
                tuple(sorted((k, v.name) for k, v in elements.items())))
         if key not in self.builds:
             try:
                 usage = param_usage(kernel.fn)
                 specs = {p.name: constexprs[p.name] if p.constexpr
                          else usage[p.name].spec(elements.get(p.name)) for p in kernel.params}
-                self.builds[key] = (kernel.specialize_types(specs, block), None)
+                self.builds[key] = (kernel.specialize_types(specs, *launch), None)
             except Error as err:
                 self.builds[key] = (None, err)
         return self.builds[key]
@@ -608,8 +617,8 @@ class FileCheck:
 
     def check_launch(self, site: LaunchSite) -> None:
         configs = site.configs() + default_configs(site.kernel, site.element_types())
-        ir = next((ir for block, c, e in configs
-                   for ir in [self.build(site.kernel, block, c, e)[0]] if ir is not None), None)
+        ir = next((ir for launch, c, e in configs
+                   for ir in [self.build(site.kernel, launch, c, e)[0]] if ir is not None), None)
         if ir is None:
             return  # the kernel's own check says why it could not be built
         self.report.launches += 1

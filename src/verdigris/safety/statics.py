@@ -104,6 +104,11 @@ def scope_values(body, outer: dict, params=(), defaults=None) -> dict:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
             definitions.append((node.targets[0].id, node.value, False))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                and len(node.targets[0].elts) == len(node.value.elts):  # BX, BY = 16, 16
+            definitions.extend((t.id, v, False) for t, v in zip(node.targets[0].elts, node.value.elts)
+                               if isinstance(t, ast.Name))
         elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) \
                 and isinstance(node.iter, (ast.Tuple, ast.List)):
             definitions.append((node.target.id, node.iter, True))
@@ -174,8 +179,9 @@ def _loadable_definition(node) -> bool:
 def _kept(node) -> bool:
     if is_definition(node, "kernel") or is_definition(node, "func"):
         return _loadable_definition(node)
-    if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in node.targets) and inert(node.value)
+    if isinstance(node, ast.Assign):  # `B = 256`, `BX, BY = 16, 16`
+        return all(isinstance(n, ast.Name) for t in node.targets
+                   for n in (t.elts if isinstance(t, ast.Tuple) else [t])) and inert(node.value)
     if isinstance(node, ast.AnnAssign):
         return isinstance(node.target, ast.Name) and node.value is not None \
             and inert(node.value) and inert(node.annotation)
