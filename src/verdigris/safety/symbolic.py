@@ -179,17 +179,19 @@ class _Thread:
 
     # ---------------------------------------------------------------- values
 
-    def unknown(self, dtype: T.DType, label: str = ""):
+    def unknown(self, dtype: T.DType, label: str = "", bounds: tuple | None = None):
+        """A value the checker cannot see, within `bounds` where known, else its dtype's."""
         if dtype.is_bool:
             return self.space.fresh_bool(label)
         if dtype.is_int:
-            lo, hi = dtype_range(dtype)
+            lo, hi = bounds or dtype_range(dtype)
             return self.space.fresh("unknown", lo, hi, label=label)
         return self.floating(None)
 
-    def scoped(self, dtype: T.DType, label: str, *inputs, scope: str = ""):
+    def scoped(self, dtype: T.DType, label: str, *inputs, scope: str = "",
+               bounds: tuple | None = None):
         """An unknown that is as uniform as `inputs` (or `scope`), for a cooperative kernel."""
-        value = self.unknown(dtype, label)
+        value = self.unknown(dtype, label, bounds)
         if not self.cooperative:
             return value
         scope = cap(meet(scope or "launch", *map(self.scopes.of, inputs)))
@@ -656,12 +658,24 @@ def _divmod(op: str):
 def _shift(direction: str):
     def handler(t, a, b, dtype):
         amount = b.value
-        if amount is None or not 0 <= amount < dtype.bits:
+        if amount is None:  # `128 >> k` in a loop over k: bounded, if not known exactly
+            return t.scoped(dtype, "a shift", a, b, bounds=_shifted_bounds(t, a, b, dtype, direction))
+        if not 0 <= amount < dtype.bits:
             return t.scoped(dtype, "a shift", a, b)
         if direction == "lshift":
             return t.fit(a * Poly.const(2**amount), dtype)
         return _divmod("floordiv")(t, a, Poly.const(2**amount), dtype)
     return handler
+
+
+def _shifted_bounds(t, a, b, dtype, direction: str) -> tuple | None:
+    """The range of a non-negative `a` shifted by an amount `b` whose range is within the
+    dtype's bits, where it fits the dtype; else None (the dtype's range)."""
+    (alo, ahi), (blo, bhi) = t.space.interval(a), t.space.interval(b)
+    if alo < 0 or ahi == INF or blo < 0 or bhi >= dtype.bits:
+        return None
+    lo, hi = (alo >> bhi, ahi >> blo) if direction == "rshift" else (alo << blo, ahi << bhi)
+    return (lo, hi) if hi <= dtype_range(dtype)[1] else None
 
 
 def _bitand(t, a, b, dtype):

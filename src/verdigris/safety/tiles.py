@@ -126,19 +126,20 @@ class _Block(_Thread):
     def lanes(self, shape: tuple) -> tuple:
         return tuple(lane(self.space, k, e) for k, e in enumerate(shape))
 
-    def unknown(self, dtype, label: str = ""):
-        """An unknown value; of a tile type (or made by an elementwise op of a tile: a
-        wrapped sum, a bit operation), one that depends on the tile's lanes."""
+    def unknown(self, dtype, label: str = "", bounds: tuple | None = None):
+        """An unknown value (within `bounds` where known); of a tile type (or made by an
+        elementwise op of a tile: a wrapped sum, a bit operation), one that depends on the
+        tile's lanes."""
         if not isinstance(dtype, X.TileType):
             if self.elementwise is None:
-                return super().unknown(dtype, label)
+                return super().unknown(dtype, label, bounds)
             dtype = X.TileType(dtype, self.elementwise)
         lanes = tuple(p for p in self.lanes(dtype.shape) if p.atoms())
         if dtype.dtype.is_bool:
             return self.lane_bool(lanes, label)
         if not dtype.dtype.is_int:
             return None
-        lo, hi = dtype_range(dtype.dtype)
+        lo, hi = bounds or dtype_range(dtype.dtype)
         return self.space.fresh("unknown", lo, hi, lanes, label)
 
     def lane_bool(self, lanes: tuple, label: str) -> tuple:
