@@ -15,6 +15,7 @@ import textwrap
 from dataclasses import dataclass
 
 from .codes import CODES
+from .diagnose import HINTS
 
 PRELUDE = "import numpy as np\n\nimport verdigris as vg\nfrom verdigris import simt\n\n\n"
 
@@ -112,9 +113,7 @@ EXPLANATIONS = {
         message="""kernel.py:5:9: VG202: two threads may write the same element: thread
             (block 0, thread 0) and thread (block 1, thread 0) both write out[0] (with
             out.shape[0] = 1, 2 blocks of 256 threads)""",
-        hint="give each thread its own elements (index with simt.global_id(0)), use an "
-             "atomic such as simt.atomic_add, or wrap the access in `with vg.unsafe():` if "
-             "the race is intended",
+        hint=HINTS["VG202"],
         fixed=_snippet("""
             @simt.kernel
             def scale(x, out):
@@ -149,8 +148,7 @@ EXPLANATIONS = {
         message="""kernel.py:5:17: VG203: a thread may read an element that another thread
             writes: thread (block 0, thread 255) writes x[255] while thread (block 1, thread
             0) reads it (with x.shape[0] = 258, 2 blocks of 256 threads)""",
-        hint="read from a different array than the one written (pass a separate output), "
-             "or split the kernel in two launches",
+        hint=HINTS["VG203"],
         fixed=_snippet("""
             @simt.kernel
             def smooth(x, out):
@@ -187,8 +185,7 @@ EXPLANATIONS = {
             reads or writes: thread (block 1, thread 1) updates total[0] atomically while
             thread (block 0, thread 0) writes it without an atomic (with total.shape[0] = 1,
             x.shape[0] = 258, 2 blocks of 256 threads); the other access is at line 7""",
-        hint="make every access to total in this kernel atomic, or do the plain accesses in "
-             "a separate launch",
+        hint=HINTS["VG204"].format(array="total"),
         fixed=_snippet("""
             @simt.kernel
             def count_positive(x, total):
@@ -231,9 +228,7 @@ EXPLANATIONS = {
             thread 0) writes out[0] and thread (block 1, thread 1) writes it if those
             values allow (with out.shape[0] = 1, x.shape[0] = 258, 2 blocks of 256
             threads)""",
-        hint="restructure the index arithmetic (a guard such as `if c < W:` or an index "
-             "built from simt.global_id), use an atomic, or wrap the access in `with "
-             "vg.unsafe():`",
+        hint=HINTS["VG205"],
         fixed=_snippet("""
             @simt.kernel
             def scatter(idx, x, out):
@@ -274,11 +269,7 @@ EXPLANATIONS = {
             between threads of one block: thread (block 0, thread 0) reaches it and
             thread (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 2
             threads)""",
-        hint="move the barrier (simt.barrier(), or a call that holds one, such as "
-             "simt.block_ticket()) out of the condition, so that every thread of the block "
-             "reaches it (guard only the memory accesses), or make the condition the same "
-             "for the whole block (built from block ids, scalar arguments, constexprs or "
-             "loop counters)",
+        hint=HINTS["VG210"],
         fixed=_snippet("""
             @simt.kernel
             def block_sum(x, out):
@@ -314,8 +305,7 @@ EXPLANATIONS = {
             between two barriers: thread (block 0, thread 127) writes tile[127] while
             thread (block 0, thread 128) reads it, with no barrier() between them (with
             1 block of 129 threads); the other access is at line 6""",
-        hint="put simt.barrier() between the write and the other threads' accesses (in a "
-             "loop, also one at the end of the body, before the next iteration's writes)",
+        hint=HINTS["VG211"],
         fixed=_snippet("""
             @simt.kernel
             def reverse_blocks(x, out):
@@ -349,8 +339,7 @@ EXPLANATIONS = {
             syncwarp(): thread (block 0, thread 3) writes buf[3] while thread (block 0,
             thread 2) reads it, two lanes of one warp with no syncwarp() between them
             (with 1 block of 4 threads); the other access is at line 7""",
-        hint="put simt.syncwarp() between the write and the other lane's access, or exchange"
-             " the values in registers with simt.shfl_down / simt.shfl_xor",
+        hint=HINTS["VG212"],
         fixed=_snippet("""
             @simt.kernel
             def rotate_warp(x, out):
@@ -391,8 +380,7 @@ EXPLANATIONS = {
         message="""kernel.py:9:14: VG213: shared memory is read before anything wrote it:
             thread (block 0, thread 128) reads tile[128], which no thread of its block
             writes before (with 1 block of 256 threads)""",
-        hint="write every element the block reads before the barrier() that precedes the "
-             "read (e.g. store a neutral value where the input runs out)",
+        hint=HINTS["VG213"],
         fixed=_snippet("""
             @simt.kernel
             def copy_through_shared(x, out):
@@ -440,9 +428,7 @@ EXPLANATIONS = {
             differs between lanes of one warp: thread (block 0, thread 0) reaches it and
             thread (block 0, thread 1) does not (with x.shape[0] = 1, 1 block of 256
             threads)""",
-        hint="let all 32 lanes of the warp reach it (compute the value under the condition, "
-             "call it outside), or make the condition the same for the whole warp (e.g. "
-             "built from simt.thread_id(0) // 32)",
+        hint=HINTS["VG214"],
         fixed=_snippet("""
             @simt.kernel
             def warp_sums(x, out):
