@@ -411,15 +411,15 @@ class LaunchSite:
             blocks or [None], grids or [None], itertools.product(*choices)), MAX_CONFIGS)]
 
 
-def default_configs(kernel, elements: dict | None = None, required: bool = True) -> list:
-    """The specialization without launch information: no block, constexpr defaults, and
-    `elements` (parameter -> element dtype) or else the default element types; [] where a
-    constexpr has no default, unless not `required` (then it is left out)."""
-    values = {p.name: p.default for p in kernel.params if p.constexpr}
-    if not required:
-        values = {k: v for k, v in values.items() if v is not inspect.Parameter.empty}
-    return [] if inspect.Parameter.empty in values.values() \
-        else [((None, None), values, elements or {})]
+def default_configs(kernel, elements: dict | None = None, tuned: tuple = ()) -> list:
+    """The specializations without launch information: no block or grid, the constexprs'
+    defaults (over which each autotune config of `tuned` sets its own), and `elements`
+    (parameter -> element dtype) or else the default element types; none where a
+    constexpr has neither a default nor a config's value."""
+    defaults = {p.name: p.default for p in kernel.params if p.constexpr}
+    choices = [{**defaults, **c} for c in tuned or ({},)]
+    return [((None, None), values, elements or {}) for values in choices
+            if inspect.Parameter.empty not in values.values()]
 
 
 def _launch_dims(value) -> tuple | None:
@@ -546,10 +546,8 @@ class FileCheck:
         kernel, tuned = _tuned(kernel)
         mine = [s for s in sites if s.kernel is kernel]
         configs = [c for s in mine for c in s.configs()] \
-            or [c for s in mine for c in default_configs(kernel, s.element_types())] \
-            or [((None, None), {**default_configs(kernel, {}, required=False)[0][1], **c}, {})
-                for c in tuned] \
-            or default_configs(kernel)
+            or [c for s in mine for c in default_configs(kernel, s.element_types(), tuned)] \
+            or default_configs(kernel, tuned=tuned)
         if not configs:
             missing = [p.name for p in kernel.params
                        if p.constexpr and p.default is inspect.Parameter.empty]
@@ -616,7 +614,7 @@ class FileCheck:
     # ------------------------------------------------------------------ launches
 
     def check_launch(self, site: LaunchSite) -> None:
-        configs = site.configs() + default_configs(site.kernel, site.element_types())
+        configs = site.configs() + default_configs(site.kernel, site.element_types(), site.tuned)
         ir = next((ir for launch, c, e in configs
                    for ir in [self.build(site.kernel, launch, c, e)[0]] if ir is not None), None)
         if ir is None:
