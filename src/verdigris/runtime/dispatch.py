@@ -130,19 +130,16 @@ class KernelFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.track = track
+        definition = Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno, 0)
         unknown = sorted(set(options) - set(KERNEL_OPTIONS))
         if unknown:
-            code = fn.__code__
             raise CompileError(f"@{track}.kernel: unknown option {', '.join(map(repr, unknown))}; "
-                               f"the options are {', '.join(KERNEL_OPTIONS)}",
-                               Loc(code.co_filename, code.co_firstlineno, 0))
+                               f"the options are {', '.join(KERNEL_OPTIONS)}", definition)
         blocks = options.get("min_blocks_per_sm")
         if blocks is not None and not (type(blocks) is int and 1 <= blocks <= MAX_BLOCKS_PER_SM):
-            code = fn.__code__
             raise CompileError(f"@{track}.kernel: min_blocks_per_sm={blocks!r}: give a whole "
                                f"number from 1 to {MAX_BLOCKS_PER_SM} (the blocks that should "
-                               "fit on one multiprocessor at once), or leave it out",
-                               Loc(code.co_filename, code.co_firstlineno, 0))
+                               "fit on one multiprocessor at once), or leave it out", definition)
         self.options = {**KERNEL_OPTIONS, **options}
         self._params: tuple[ParamInfo, ...] | None = None
         self._specializations: dict = {}
