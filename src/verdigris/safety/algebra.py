@@ -253,7 +253,17 @@ class Space:
 
     def interval(self, p: Poly) -> tuple:
         lo = hi = 0
-        for mono, coef in p.terms.items():
+        terms = dict(p.terms)
+        for axis in range(3):
+            # c * (block_id(a) * block_dim(a) + thread_id(a)), the thread tid's global id on
+            # the axis, is below c * grid_dim(a) * block_dim(a) <= c * MAX_AXIS_THREADS:
+            # a launch guarantee that the interval of each term apart cannot see
+            coef = terms.pop(tuple(sorted((f"bdim{axis}", f"bid{axis}@"))), None)
+            if coef is not None:
+                if terms.get((f"tid{axis}@",)) == coef:
+                    del terms[(f"tid{axis}@",)]
+                lo, hi = (x + y for x, y in zip((lo, hi), _imul((coef, coef), (0, MAX_AXIS_THREADS - 1))))
+        for mono, coef in terms.items():
             m = (coef, coef)
             for name in _merge_axis_products(mono):
                 m = _imul(m, self.bounds(name))

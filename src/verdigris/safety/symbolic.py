@@ -50,7 +50,7 @@ from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
 from . import barriers, invariants
-from .algebra import (FALSE, INF, MAX_AXIS_THREADS, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
+from .algebra import (FALSE, INF, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
 from .trace import Checkpoint, Ordered, Trace
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
@@ -211,23 +211,7 @@ class _Thread:
         """`p` if its value surely fits `dtype`, else an unknown (it may have wrapped)."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        lo, hi = self.global_id_range(p) or (lo, hi)
-        if rlo <= lo and hi <= rhi:
-            return p
-        return self.scoped(dtype, wrapped(dtype), p)
-
-    def global_id_range(self, p: Poly) -> tuple | None:
-        """The range of `block_id(a) * block_dim(a) (+ thread_id(a)) + c`, where `p` is that:
-        below grid_dim(a) * block_dim(a) <= 2**31 - 1 + c (a launch guarantee intervals
-        cannot see when the block is not specialized, as in a kernel checked without its
-        launch); else None."""
-        c = p.terms.get((), 0)
-        for axis in range(3):
-            pair = tuple(sorted((f"bdim{axis}", f"bid{axis}@")))
-            if set(p.terms) - {()} in ({pair}, {pair, (f"tid{axis}@",)}) \
-                    and p.terms[pair] == p.terms.get((f"tid{axis}@",), 1) == 1:
-                return c, MAX_AXIS_THREADS - 1 + c
-        return None
+        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, wrapped(dtype), p)
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
@@ -547,13 +531,11 @@ class _Thread:
 
     def s_for(self, s: N.For):
         start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
-        dtype = self.kernel.locals[s.var]
         (slo, shi), (tlo, thi), (plo, phi) = map(self.space.interval, (start, stop, step))
-        rlo, rhi = dtype_range(dtype)
-        lo, hi = (slo, thi - 1) if plo >= 1 else (tlo + 1, shi) if phi <= -1 else (rlo, rhi)
+        bounds = (slo, thi - 1) if plo >= 1 else (tlo + 1, shi) if phi <= -1 else None
 
         def enter(k: Poly) -> tuple:
-            var = self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), s.var)
+            var = self.progression(s.var, start, step, k, bounds)
             self.env[s.var] = var
             up, down = compare("lt", var, stop), compare("gt", var, stop)
             cond = up if plo >= 1 else down if phi <= -1 else disj(
@@ -579,11 +561,16 @@ class _Thread:
 
         self.loop(s.body, enter, "an iteration of the while loop")
 
-    def progression(self, name: str, start: Poly, step: Poly, k: Poly) -> Poly:
-        """`start + k * step` as a loop variable of `name`'s dtype (within its range)."""
-        (slo, shi), (plo, phi) = self.space.interval(start), self.space.interval(step)
+    def progression(self, name: str, start: Poly, step: Poly, k: Poly,
+                    bounds: tuple | None = None) -> Poly:
+        """`start + k * step`, the loop variable `name` at the head of iteration k, within
+        `bounds` (a `for` loop's from its stop) or those its start and step's sign give,
+        and within its dtype's range."""
         rlo, rhi = dtype_range(self.kernel.locals[name])
-        lo, hi = (slo, rhi) if plo >= 0 else (rlo, shi) if phi <= 0 else (rlo, rhi)
+        if bounds is None:
+            (slo, shi), (plo, phi) = self.space.interval(start), self.space.interval(step)
+            bounds = (slo, rhi) if plo >= 0 else (rlo, shi) if phi <= 0 else (rlo, rhi)
+        lo, hi = bounds
         return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
 
     def innermost_loop(self) -> _Frame:
