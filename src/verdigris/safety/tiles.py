@@ -41,7 +41,8 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
-from .symbolic import _INT_OPS, _STMT, _Thread
+from .intops import INT_OPS
+from .symbolic import _STMT, _Thread
 from .trace import Access, Trace
 
 LANE = "lane"  # the atom kind of an element's position along one axis of a tile
@@ -243,8 +244,8 @@ class _Block(_Thread):
                 flat = flat * Poly.const(n) + lane(self.space, k, n)
             mapping, stride = {}, 1
             for k, n in reversed(kept_src):
-                over = _INT_OPS["floordiv"](self, flat, Poly.const(stride), T.int64)
-                mapping[f"{LANE}{k}x{n}@"] = _INT_OPS["mod"](self, over, Poly.const(n), T.int64)
+                over = INT_OPS["floordiv"](self, flat, Poly.const(stride), T.int64)
+                mapping[f"{LANE}{k}x{n}@"] = INT_OPS["mod"](self, over, Poly.const(n), T.int64)
                 stride *= n
         return self.remap(value, mapping)
 
