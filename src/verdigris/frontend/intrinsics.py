@@ -16,6 +16,7 @@ from dataclasses import replace
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
+from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tiles
 from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
 

@@ -7,7 +7,8 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
   scalar expression over stand-ins of the operands, which is then lifted to `TileMap`s,
   with `Broadcast`/`Splat` bringing every operand to the result shape. `binary`, `compare`
   and `unary` are the operators built this way.
-- `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ...;
+- `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ... (`intrinsic`
+  registers one; the matrix products register from `tile_products`);
   `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
   (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`).
 - `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
@@ -326,7 +327,7 @@ def _dtype(v, loc: Loc) -> T.DType:
     return v.value
 
 
-def _tile(v, what: str, loc: Loc) -> N.Expr:
+def tile_operand(v, what: str, loc: Loc) -> N.Expr:
     if not is_tile(v):
         raise CompileError(f"{what} needs a tile, not a scalar", loc,
                            hint="make one with tile.load, tile.full or tile.arange")
@@ -358,7 +359,7 @@ def _tile_index(tr, array: N.ArrayRef, index, loc: Loc) -> tuple:
 
 def _stored(value, array: N.ArrayRef, op: str, loc: Loc) -> N.Expr:
     """A tile to write into `array`: one axis per array axis, converted to its dtype."""
-    value = _tile(value, f"tile.{op}()", loc)
+    value = tile_operand(value, f"tile.{op}()", loc)
     ndim = array.type.ndim
     if len(value.shape) != ndim:
         raise CompileError(f"tile.{op}() of a tile of shape {show(value.shape)} into {array.name!r}, "
@@ -438,7 +439,7 @@ def _scatter(atomic: bool):
 
     def build(tr, loc, array, indices, value, mask):
         array = _array(array, op, loc)
-        value = _tile(value, f"tile.{op}()", loc)
+        value = tile_operand(value, f"tile.{op}()", loc)
         shapes = [value.shape] + ([mask.shape] if is_tile(mask) else [])
         indices, shape = _element_indices(indices, array, op, shapes, loc)
         if value.dtype.is_float and not array.dtype.is_float:
@@ -513,7 +514,7 @@ def _accumulator(dtype: T.DType) -> T.DType:
 
 def _reduction(op: str):
     def build(tr, loc, value, axis, keepdims):
-        value = _tile(value, f"tile.{op}()", loc)
+        value = tile_operand(value, f"tile.{op}()", loc)
         shape = value.shape
         axis = _axis(axis, shape, loc, allow_none=True)
         if len(shape) == 1:
@@ -540,7 +541,7 @@ for _op in X.REDUCE_OPS:
 
 @intrinsic("cumsum", "tile", ("axis", Static(0)))
 def _cumsum(tr, loc, value, axis):
-    value = _tile(value, "tile.cumsum()", loc)
+    value = tile_operand(value, "tile.cumsum()", loc)
     axis = _axis(axis, value.shape, loc)
     value = astype(value, _accumulator(value.dtype), loc)
     return X.TileScan(loc, "cumsum", value, axis, value.dtype, value.shape)
@@ -548,12 +549,12 @@ def _cumsum(tr, loc, value, axis):
 
 @intrinsic("astype", "tile", "dtype")
 def _astype(tr, loc, value, dtype):
-    return astype(_tile(value, "astype()", loc), _dtype(dtype, loc), loc)
+    return astype(tile_operand(value, "astype()", loc), _dtype(dtype, loc), loc)
 
 
 @intrinsic("reshape", "tile", "shape")
 def _reshape(tr, loc, value, shape):
-    value = _tile(value, "reshape()", loc)
+    value = tile_operand(value, "reshape()", loc)
     shape = _shape(shape, loc)
     if prod(shape) != prod(value.shape):
         raise CompileError(f"cannot reshape a tile of shape {show(value.shape)} "
@@ -564,7 +565,7 @@ def _reshape(tr, loc, value, shape):
 
 @intrinsic("permute", "tile", "axes")
 def _permute(tr, loc, value, axes):
-    value = _tile(value, "permute()", loc)
+    value = tile_operand(value, "permute()", loc)
     rank = len(value.shape)
     axes = _ints(axes, "permute axes", loc)
     perm = tuple(a % rank for a in axes if -rank <= a < rank)
@@ -582,98 +583,13 @@ def permuted(value, perm: tuple, loc: Loc):
 
 @intrinsic("rand", "seed", "offsets")
 def _rand(tr, loc, seed, offsets):
-    offsets = _tile(offsets, "tile.rand()", loc)
+    offsets = tile_operand(offsets, "tile.rand()", loc)
     if not offsets.dtype.is_int:
         raise CompileError(f"tile.rand() offsets must be integers, not {offsets.dtype.name}", loc)
     if is_tile(seed) or not (is_number(seed) and isinstance(seed.value, int) or
                              isinstance(seed, N.Expr) and seed.dtype.is_int):
         raise CompileError("tile.rand() seed must be an integer scalar", loc)
     return X.Rand(loc, _scalar(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
-
-
-# ----------------------------------------------------------------------------- matrix products
-
-# The largest products a block carries: the accumulator lives in registers (128 KiB is 128
-# float32 registers per thread of 8 warps) and one step's operands in shared memory.
-MAX_ACCUMULATOR_BYTES = 128 * 1024
-MAX_OPERAND_BYTES = 96 * 1024
-_DOT_HINT = ("tiles of float16, bfloat16, float8_e4m3fn/float8_e5m2 (float32 accumulator), "
-             "float32 (exact, or tf32 with allow_tf32=True) or float64")
-
-
-def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
-    """The rounding of the operands: "tf32" only when asked for, and only float32 has one."""
-    asked = input_precision.value if isinstance(input_precision, Static) else input_precision
-    allow = allow_tf32.value if isinstance(allow_tf32, Static) else allow_tf32
-    if asked is not None and asked not in X.DOT_PRECISIONS:
-        raise CompileError(f"tile.{op}(): input_precision must be one of "
-                           f"{', '.join(map(repr, X.DOT_PRECISIONS))}, not {asked!r}", loc)
-    if allow not in (None, True, False):
-        raise CompileError(f"tile.{op}(): allow_tf32 must be a constant True or False", loc)
-    if asked is not None and allow is not None and (asked == "tf32") != allow:
-        raise CompileError(f"tile.{op}(): input_precision={asked!r} contradicts "
-                           f"allow_tf32={allow}", loc, hint="give one of the two")
-    tf32 = asked == "tf32" or allow is True
-    return "tf32" if tf32 and a.dtype is T.float32 else "ieee"
-
-
-def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.TileDot:
-    """`acc + a @ b` (`acc` None: a fresh accumulator), with the checks of `ir.tiles`."""
-    a, b = _tile(a, f"tile.{op}()", loc), _tile(b, f"tile.{op}()", loc)
-    for name, t in (("a", a), ("b", b)):
-        if len(t.shape) != 2:
-            raise CompileError(f"tile.{op}() multiplies 2-d tiles, but {name} has shape "
-                               f"{show(t.shape)}", loc, hint="reshape it to (rows, columns); for "
-                               "a batch of products, give each block one (a grid axis) or loop")
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2:
-        raise CompileError(f"tile.{op}(a, b): a is {m}x{k} and b is {k2}x{n}: the inner sizes "
-                           f"{k} and {k2} differ", loc,
-                           hint="a (M, K) tile times a (K, N) tile; transpose one with .T")
-    fp8 = ("float8_e4m3fn", "float8_e5m2")
-    if a.dtype.name not in X.DOT_INPUTS or b.dtype.name not in X.DOT_INPUTS:
-        bad = a.dtype if a.dtype.name not in X.DOT_INPUTS else b.dtype
-        raise CompileError(f"tile.{op}() does not multiply {bad.name} tiles", loc,
-                           hint=f"it takes {_DOT_HINT}; convert with .astype(...)")
-    if a.dtype is not b.dtype and not (a.dtype.name in fp8 and b.dtype.name in fp8):
-        raise CompileError(f"tile.{op}() of a {a.dtype.name} tile and a {b.dtype.name} tile: "
-                           "both operands need one dtype", loc,
-                           hint=f"convert one, e.g. b.astype(vg.{a.dtype.name})")
-    dtype = T.from_name(X.DOT_INPUTS[a.dtype.name])
-    if m * n * dtype.itemsize > MAX_ACCUMULATOR_BYTES:
-        raise CompileError(f"tile.{op}(): a {m}x{n} {dtype.name} result is more than a block "
-                           f"holds in registers ({MAX_ACCUMULATOR_BYTES // dtype.itemsize} "
-                           "elements, such as 128x256)", loc, hint="use smaller tiles")
-    if (m + n) * k * a.dtype.itemsize > MAX_OPERAND_BYTES:
-        raise CompileError(f"tile.{op}(): operands of {m}x{k} and {k}x{n} {a.dtype.name} take "
-                           f"{(m + n) * k * a.dtype.itemsize} bytes, more than the "
-                           f"{MAX_OPERAND_BYTES} one step may hold in shared memory", loc,
-                           hint="loop over K in smaller pieces and accumulate with tile.mma")
-    if acc is not None:
-        if is_number(acc) or not is_tile(acc):
-            acc = to_shape(acc, dtype, (m, n), loc)
-        elif acc.dtype is not dtype:
-            raise CompileError(f"tile.{op}() accumulates {a.dtype.name} products in "
-                               f"{dtype.name}, but acc is {acc.dtype.name}", loc,
-                               hint=f"start it as tile.zeros(({m}, {n}), vg.{dtype.name}), or "
-                                    f"convert: acc.astype(vg.{dtype.name})")
-        acc = broadcast_to(acc, (m, n), loc) if acc.shape != (m, n) and \
-            broadcast_shape([acc.shape, (m, n)], loc) == (m, n) else acc
-        if acc.shape != (m, n):
-            raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
-                               f"shape {show((m, n))}", loc)
-    precision = _precision(a, input_precision, allow_tf32, op, loc)
-    return X.TileDot(loc, a, b, acc, precision, dtype, (m, n))
-
-
-@intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
-def _mma(tr, loc, a, b, acc, input_precision, allow_tf32):
-    return matmul(a, b, acc, input_precision, allow_tf32, "mma", loc)
-
-
-@intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
-def _dot(tr, loc, a, b, input_precision, allow_tf32):
-    return matmul(a, b, None, input_precision, allow_tf32, "dot", loc)
 
 
 # ----------------------------------------------------------------------------- attributes

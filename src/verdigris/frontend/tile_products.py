@@ -1,0 +1,99 @@
+"""`tile.mma` and `tile.dot` (and the `@` operator): the frontend's checks of a matrix
+product, which it registers with the tile intrinsics (`tiles.intrinsic`).
+
+Takes: the operand tiles (and an accumulator) the translator computes, and the precision
+options. Gives: `matmul(...)`, a checked `ir.tiles.TileDot`. Guarantees: the operands are
+2-d with matching inner sizes and one dtype (or two fp8 formats) that tensor cores take,
+the result fits a block's registers and one step's operands its shared memory, and the
+accumulator has the result's shape and dtype; else a `CompileError` at the user's line
+that says what to change.
+"""
+from __future__ import annotations
+
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import tiles as X
+from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, to_shape
+from .typing import Static, is_number
+
+# The largest products a block carries: the accumulator lives in registers (128 KiB is 128
+# float32 registers per thread of 8 warps) and one step's operands in shared memory.
+MAX_ACCUMULATOR_BYTES = 128 * 1024
+MAX_OPERAND_BYTES = 96 * 1024
+_DOT_HINT = ("tiles of float16, bfloat16, float8_e4m3fn/float8_e5m2 (float32 accumulator), "
+             "float32 (exact, or tf32 with allow_tf32=True) or float64")
+
+
+def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
+    """The rounding of the operands: "tf32" only when asked for, and only float32 has one."""
+    asked = input_precision.value if isinstance(input_precision, Static) else input_precision
+    allow = allow_tf32.value if isinstance(allow_tf32, Static) else allow_tf32
+    if asked is not None and asked not in X.DOT_PRECISIONS:
+        raise CompileError(f"tile.{op}(): input_precision must be one of "
+                           f"{', '.join(map(repr, X.DOT_PRECISIONS))}, not {asked!r}", loc)
+    if allow not in (None, True, False):
+        raise CompileError(f"tile.{op}(): allow_tf32 must be a constant True or False", loc)
+    if asked is not None and allow is not None and (asked == "tf32") != allow:
+        raise CompileError(f"tile.{op}(): input_precision={asked!r} contradicts "
+                           f"allow_tf32={allow}", loc, hint="give one of the two")
+    tf32 = asked == "tf32" or allow is True
+    return "tf32" if tf32 and a.dtype is T.float32 else "ieee"
+
+
+def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.TileDot:
+    """`acc + a @ b` (`acc` None: a fresh accumulator), with the checks of `ir.tiles`."""
+    a, b = tile_operand(a, f"tile.{op}()", loc), tile_operand(b, f"tile.{op}()", loc)
+    for name, t in (("a", a), ("b", b)):
+        if len(t.shape) != 2:
+            raise CompileError(f"tile.{op}() multiplies 2-d tiles, but {name} has shape "
+                               f"{show(t.shape)}", loc, hint="reshape it to (rows, columns); for "
+                               "a batch of products, give each block one (a grid axis) or loop")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise CompileError(f"tile.{op}(a, b): a is {m}x{k} and b is {k2}x{n}: the inner sizes "
+                           f"{k} and {k2} differ", loc,
+                           hint="a (M, K) tile times a (K, N) tile; transpose one with .T")
+    fp8 = ("float8_e4m3fn", "float8_e5m2")
+    if a.dtype.name not in X.DOT_INPUTS or b.dtype.name not in X.DOT_INPUTS:
+        bad = a.dtype if a.dtype.name not in X.DOT_INPUTS else b.dtype
+        raise CompileError(f"tile.{op}() does not multiply {bad.name} tiles", loc,
+                           hint=f"it takes {_DOT_HINT}; convert with .astype(...)")
+    if a.dtype is not b.dtype and not (a.dtype.name in fp8 and b.dtype.name in fp8):
+        raise CompileError(f"tile.{op}() of a {a.dtype.name} tile and a {b.dtype.name} tile: "
+                           "both operands need one dtype", loc,
+                           hint=f"convert one, e.g. b.astype(vg.{a.dtype.name})")
+    dtype = T.from_name(X.DOT_INPUTS[a.dtype.name])
+    if m * n * dtype.itemsize > MAX_ACCUMULATOR_BYTES:
+        raise CompileError(f"tile.{op}(): a {m}x{n} {dtype.name} result is more than a block "
+                           f"holds in registers ({MAX_ACCUMULATOR_BYTES // dtype.itemsize} "
+                           "elements, such as 128x256)", loc, hint="use smaller tiles")
+    if (m + n) * k * a.dtype.itemsize > MAX_OPERAND_BYTES:
+        raise CompileError(f"tile.{op}(): operands of {m}x{k} and {k}x{n} {a.dtype.name} take "
+                           f"{(m + n) * k * a.dtype.itemsize} bytes, more than the "
+                           f"{MAX_OPERAND_BYTES} one step may hold in shared memory", loc,
+                           hint="loop over K in smaller pieces and accumulate with tile.mma")
+    if acc is not None:
+        if is_number(acc) or not is_tile(acc):
+            acc = to_shape(acc, dtype, (m, n), loc)
+        elif acc.dtype is not dtype:
+            raise CompileError(f"tile.{op}() accumulates {a.dtype.name} products in "
+                               f"{dtype.name}, but acc is {acc.dtype.name}", loc,
+                               hint=f"start it as tile.zeros(({m}, {n}), vg.{dtype.name}), or "
+                                    f"convert: acc.astype(vg.{dtype.name})")
+        acc = broadcast_to(acc, (m, n), loc) if acc.shape != (m, n) and \
+            broadcast_shape([acc.shape, (m, n)], loc) == (m, n) else acc
+        if acc.shape != (m, n):
+            raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
+                               f"shape {show((m, n))}", loc)
+    precision = _precision(a, input_precision, allow_tf32, op, loc)
+    return X.TileDot(loc, a, b, acc, precision, dtype, (m, n))
+
+
+@intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
+def _mma(tr, loc, a, b, acc, input_precision, allow_tf32):
+    return matmul(a, b, acc, input_precision, allow_tf32, "mma", loc)
+
+
+@intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
+def _dot(tr, loc, a, b, input_precision, allow_tf32):
+    return matmul(a, b, None, input_precision, allow_tf32, "dot", loc)
