@@ -55,7 +55,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from math import prod
-from types import MappingProxyType
 
 import numpy as np
 from llvmlite import ir
@@ -67,6 +66,7 @@ from ..types import DType
 from . import arith, atomics, casts, checks, mathlib, nvptx, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
+from .attributes import launch_bounds, pointer_attributes
 from .builder import CheckingBuilder
 from .emitter import Emitter
 
@@ -74,12 +74,6 @@ MAX_UNROLL = 32
 GLOBAL = 1  # NVPTX address space of global memory
 SHARED = 3  # NVPTX address space of shared memory
 _SREG = {"thread_id": "tid", "block_id": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
-
-
-class _PointerAttributes(ir.values.ArgumentAttributes):
-    """llvmlite's parameter attributes, plus `readonly`."""
-
-    _known = MappingProxyType({**ir.values.ArgumentAttributes._known, "readonly": False})
 
 
 @dataclass
@@ -252,7 +246,7 @@ class _KernelLowering:
         return self.entry.b.udiv(nbytes, ir.Constant(I64, dt.itemsize))
 
     def _mark_pointer(self, arg: ir.Argument, param: N.Param) -> None:
-        arg.attributes = _PointerAttributes()
+        arg.attributes = pointer_attributes()
         if param.name not in self.kernel.writes:
             for attr in ("noalias", "readonly", "captures(none)"):
                 arg.add_attribute(attr)
@@ -691,20 +685,6 @@ class _KernelLowering:
             self.b.ret_void()
         self.allocas.branch(self.body)
         return self.module
-
-
-def launch_bounds(threads: int, min_blocks: int) -> ir.values.FunctionAttributes:
-    """`.maxntid threads` and `.minnctapersm min_blocks` (CUDA's `__launch_bounds__`):
-    ptxas then keeps to the registers that let `min_blocks` blocks share a multiprocessor."""
-    names = (f'"nvvm.maxntid"="{threads}"', f'"nvvm.minctasm"="{min_blocks}"')
-
-    class Bounds(ir.values.FunctionAttributes):  # llvmlite knows no string attributes
-        _known = MappingProxyType({**{k: None for k in ir.values.FunctionAttributes._known},
-                                   **{n: None for n in names}})
-    attributes = Bounds()
-    for name in names:
-        attributes.add(name)
-    return attributes
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:

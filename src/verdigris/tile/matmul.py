@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
-from types import MappingProxyType
 
 from llvmlite import ir
 
@@ -47,7 +46,7 @@ from ..ir import tiles as X
 from ..types import from_name
 from . import issue, memory, operand, ptx
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
-from ..codegen.lower import launch_bounds
+from ..codegen.attributes import grid_constant_attributes, launch_bounds
 from .lower import TileLowering, TileValue, num_warps
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
@@ -313,13 +312,6 @@ def _wanted(e, layout: Layout, found: dict) -> None:
 run_along = operand._run
 
 
-class _GridConstant(ir.values.ArgumentAttributes):
-    """llvmlite's parameter attributes, plus a 128-byte byval and nvvm.grid_constant."""
-
-    _known = MappingProxyType({**ir.values.ArgumentAttributes._known, "byval([128 x i8])": False,
-                               '"nvvm.grid_constant"': False})
-
-
 class MmaLowering(TileLowering):
     variables_where_made = False  # accumulators and operands have layouts of their own
 
@@ -343,9 +335,7 @@ class MmaLowering(TileLowering):
             self.virtual_bid = [self._alloca(I32, f"bid.{'xyz'[k]}") for k in range(3)]
         self.tensor_map_args = []
         for arg in args:
-            arg.attributes = _GridConstant()
-            arg.attributes.add("byval([128 x i8])")
-            arg.attributes.add('"nvvm.grid_constant"')
+            arg.attributes = grid_constant_attributes()
             arg.attributes.align = 64
             self.tensor_map_args.append(self.allocas.ptrtoint(arg, I64))
         if self.plan.specialized is not None:
