@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 import verdigris as vg
-from verdigris.benchsuite import relative_error
+from verdigris.benchsuite import time_each
 from verdigris.examples.gather_sum import gather_sum, gather_sum_any
 
 CUDA_C = r'''
@@ -45,7 +45,6 @@ extern "C" __global__ void gather_any(const float* __restrict__ x, const int* __
 def main() -> None:
     import cupy
     import torch
-    from triton.testing import do_bench
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1 << 24, help="outputs")
@@ -67,14 +66,7 @@ def main() -> None:
         "verdigris, run-time K": lambda: gather_sum_any[grid, 256](x, idx, out),
         "torch": lambda: out.copy_(x[idx.long()].sum(1)),
     }
-    rows = []
-    for name, run in impls.items():
-        out.fill_(float("nan"))
-        run()
-        torch.cuda.synchronize()
-        err = relative_error(out, want)
-        ms = do_bench(run, warmup=25, rep=100, return_mode="median")
-        rows.append((name, ms, err))
+    rows = time_each(impls, out, want)
     unrolled_ms, any_ms = rows[0][1], rows[2][1]
     moved = n * k * 4 * 2 + n * 4
     print(f"gather of {k} float32 per output, {n:,} outputs, {torch.cuda.get_device_name()}")

@@ -16,7 +16,7 @@ import argparse
 
 import numpy as np
 
-from verdigris.benchsuite import relative_error
+from verdigris.benchsuite import time_each
 from verdigris.examples import spmv
 
 CUDA_C = r'''
@@ -46,7 +46,6 @@ def main() -> None:
     import cupy
     import cupyx.scipy.sparse as cusparse
     import torch
-    from triton.testing import do_bench
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1 << 20)
@@ -72,14 +71,7 @@ def main() -> None:
         kernel, grid = module.get_function(f"spmv<{lanes}>"), ((rows * lanes + 255) // 256,)
         impls[f"verdigris, {lanes} lanes"] = lambda n=lanes: spmv.multiply(indptr_t, indices_t, data_t, x, y, lanes=n)
         impls[f"CUDA C, {lanes} lanes, no checks"] = lambda f=kernel, g=grid: f(g, (256,), c_args)
-    results = []
-    for name, run in impls.items():
-        y.fill_(float("nan"))
-        run()
-        torch.cuda.synchronize()
-        err = relative_error(y, want)
-        ms = do_bench(run, warmup=25, rep=200, return_mode="median")
-        results.append((name, ms, err))
+    results = time_each(impls, y, want, rep_ms=200)
     best_peer = min(ms for name, ms, _ in results[:2])
     moved = indptr.nbytes + indices.nbytes * 2 + data.nbytes + rows * 4
     print(f"CSR SpMV float32, {rows:,} rows, {len(data):,} entries, {torch.cuda.get_device_name()}")

@@ -17,7 +17,7 @@ from .peers import has
 from .registry import ROOFLINE, Impl, case, load_script
 
 __all__ = ["case", "Impl", "checked", "returning", "has", "load_script", "ROOFLINE",
-           "relative_error"]
+           "relative_error", "time_each"]
 
 
 def _is_cupy(array) -> bool:
@@ -64,6 +64,22 @@ def _poison(out) -> None:
 def _within(got, want, rtol: float):
     error = relative_error(got, want)
     return None if error <= rtol else f"relative error {error:.2e} > {rtol:.0e}"
+
+
+def time_each(runs: dict, out, want, rep_ms: int = 100) -> list:
+    """(name, median ms, relative error) per callable of `runs` (name -> callable that
+    writes `out`), in order, for the bench scripts' tables: `out` is poisoned, the callable
+    runs once and is compared with `want` (reading the error waits for it), then timed by
+    `triton.testing.do_bench`."""
+    from triton.testing import do_bench
+
+    rows = []
+    for name, run in runs.items():
+        _poison(out)
+        run()
+        error = relative_error(out, want)
+        rows.append((name, do_bench(run, warmup=25, rep=rep_ms, return_mode="median"), error))
+    return rows
 
 
 def checked(run, out, want, rtol: float = 1e-5, *, start=None) -> Impl:
