@@ -676,10 +676,18 @@ class _KernelLowering:
         """Threads of the block the kernel is launched with, where it is specialized on it."""
         return None if self.kernel.block is None else prod(self.kernel.block)
 
-    def run(self) -> ir.Module:
+    def bounds(self) -> tuple | None:
+        """(threads per block, blocks that must fit on a multiprocessor) for the entry's
+        launch bounds, or None: the kernel option `min_blocks_per_sm`, where the block
+        is known."""
         threads = self.threads_per_block()
-        if self.kernel.min_blocks_per_sm and threads and not self.fn.attributes:
-            self.fn.attributes = launch_bounds(threads, self.kernel.min_blocks_per_sm)
+        blocks = self.kernel.min_blocks_per_sm
+        return (threads, blocks) if threads and blocks else None
+
+    def run(self) -> ir.Module:
+        bounds = self.bounds()
+        if bounds is not None:
+            self.fn.attributes = launch_bounds(*bounds)
         self.stmts(self.kernel.body)
         if not self.b.block.is_terminated:
             self.b.ret_void()

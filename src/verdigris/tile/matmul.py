@@ -46,7 +46,7 @@ from ..ir import tiles as X
 from ..types import from_name
 from . import issue, memory, operand, ptx
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
-from ..codegen.attributes import grid_constant_attributes, launch_bounds
+from ..codegen.attributes import grid_constant_attributes
 from .lower import TileLowering, TileValue, num_warps
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
@@ -338,14 +338,18 @@ class MmaLowering(TileLowering):
             arg.attributes = grid_constant_attributes()
             arg.attributes.align = 64
             self.tensor_map_args.append(self.allocas.ptrtoint(arg, I64))
-        if self.plan.specialized is not None:
-            if (kernel.min_blocks_per_sm or 1) > 1:
-                raise CompileError(
-                    f"min_blocks_per_sm={kernel.min_blocks_per_sm} cannot hold for this kernel: "
-                    "its warp-specialized matrix product takes a whole multiprocessor "
-                    "(leave the option out, or use smaller product tiles)", kernel.loc)
-            # `.minnctapersm 1` with `.maxntid`: the register cap `setmaxnreg` needs
-            self.fn.attributes = launch_bounds(self.plan.specialized.threads, 1)
+
+    def bounds(self) -> tuple | None:
+        """A warp-specialized product: its threads and one block per multiprocessor, the
+        register cap `setmaxnreg` needs."""
+        if self.plan.specialized is None:
+            return super().bounds()
+        if (self.kernel.min_blocks_per_sm or 1) > 1:
+            raise CompileError(
+                f"min_blocks_per_sm={self.kernel.min_blocks_per_sm} cannot hold for this kernel: "
+                "its warp-specialized matrix product takes a whole multiprocessor "
+                "(leave the option out, or use smaller product tiles)", self.kernel.loc)
+        return self.plan.specialized.threads, 1
 
     def default(self, shape: tuple) -> Layout:
         shape = padded(shape)
