@@ -39,6 +39,15 @@ TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the oth
 
 
 
+def _refuse_call(fn, loc: Loc):
+    """A call of what kernels cannot call: a kernel, or a host function."""
+    if getattr(fn, "__vg_kernel__", False):
+        raise UnsupportedConstruct(f"kernel {fn.__name__!r} cannot be called from a kernel",
+                                   loc, hint="make the shared code a @vg.func helper")
+    raise UnsupportedConstruct(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel",
+                               loc, hint=_call_hint(fn))
+
+
 def _call_hint(fn) -> str:
     """What to call instead of a host function: its `vg.math` namesake, where there is one."""
     from .. import math as kernel_math
@@ -271,9 +280,9 @@ class Expressions:
         fn = callee.value if isinstance(callee, Static) else None
         if fn is None:
             raise CompileError("this value cannot be called", loc)
-        if not (isinstance(fn, (T.DType, tiles.TileMethod, lang.func))
-                or intrinsics.intrinsic_name(fn) is not None):
-            self.refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
+        name = intrinsics.intrinsic_name(fn)
+        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)):
+            _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         args = [self.expr(a) for a in node.args]
         # A string literal is a value only as a keyword argument (input_precision="tf32").
         kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
@@ -282,7 +291,6 @@ class Expressions:
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
         if isinstance(fn, tiles.TileMethod):
             return fn.call(self, args, kwargs, loc)
-        name = intrinsics.intrinsic_name(fn)
         if name is not None:
             self.check_track(name, loc)
             handler = intrinsics.HANDLERS.get(name)
@@ -290,14 +298,6 @@ class Expressions:
                 raise CompileError(f"{name}() is not available in this kind of kernel", loc)
             return handler(self, args, kwargs, loc)
         return self.inline(fn, args, kwargs, loc)
-
-    @staticmethod
-    def refuse_call(fn, loc: Loc):
-        if getattr(fn, "__vg_kernel__", False):
-            raise UnsupportedConstruct(f"kernel {fn.__name__!r} cannot be called from a kernel",
-                                       loc, hint="make the shared code a @vg.func helper")
-        raise UnsupportedConstruct(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel",
-                                   loc, hint=_call_hint(fn))
 
     def check_track(self, name: str, loc: Loc) -> None:
         track = name.partition(".")[0]
