@@ -188,6 +188,19 @@ def test_accepted_with_symbolic_sizes_and_any_block(kernel, args, block):
     assert result.facts["race_free"]
 
 
+def test_the_solver_works_to_a_budget_of_steps_not_of_seconds():
+    """A verdict must not depend on how fast or busy the machine is: a proof that needs
+    more steps than its budget is refused the same way every time, and passes with more."""
+    (pair,) = [p for p in PAIRS if p.name == "i // 2 as write index"]
+    grid, block, args, kwargs = pair.make(np.random.default_rng())
+    ir = fresh(pair.fixed).specialize(*args, block=block, **kwargs)
+    starved = [safety.analyze(ir, budget=1000).errors for _ in range(2)]
+    assert [[e.code for e in errors] for errors in starved] == [["VG205"], ["VG205"]]
+    assert starved[0][0].message == starved[1][0].message
+    assert "the solver spent its budget of 1,000 steps" in starved[0][0].message
+    assert not safety.analyze(ir).errors
+
+
 @simt.kernel
 def missing_offset(x, out):
     out[simt.thread_id(0)] = x[simt.global_id(0)]

@@ -43,12 +43,11 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..ir import nodes as N
-from . import bounds, diagnose, fastpath
+from . import bounds, budgets, diagnose, fastpath
 from .codes import CODES
 from .algebra import MAX_AXIS_THREADS
 from .symbolic import execute
 
-TIMEOUT_MS = 8000  # per query; slow proofs are rare, and a timeout refuses a correct kernel
 
 CODE_OF_KINDS = {  # the kinds of the two accesses -> the code if they may meet
     ("write", "write"): "VG202",
@@ -66,14 +65,14 @@ class Analysis:
     solver_queries: int = 0
 
 
-def analyze(kernel: N.Kernel, timeout_ms: int = TIMEOUT_MS) -> Analysis:
+def analyze(kernel: N.Kernel, budget: int = budgets.RACE) -> Analysis:
     start = time.perf_counter()
     check_pairs = _PAIR_CHECKS.get(kernel.track)
     if check_pairs is None:
         return Analysis(facts={"race_free": None})
     analysis = Analysis()
     try:
-        check_pairs(kernel, analysis, timeout_ms)
+        check_pairs(kernel, analysis, budget)
     except Exception as exc:  # a construct the model lacks: refuse rather than pass
         analysis.errors.append(SafetyError(
             f"{CODES['VG205'].title}: the race checker could not model this kernel "
@@ -95,7 +94,7 @@ def check(kernel: N.Kernel) -> Analysis:
     return analysis
 
 
-def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
+def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     trace = execute(kernel)
     space = trace.space
     analysis.facts.update(unit_grid_axes=space.unit_grid_axes, unit_block_axes=space.unit_block_axes,
@@ -118,31 +117,30 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
                 analysis.solver_queries += 1
                 from . import solver
 
-                outcome = solver.collide(a, b, space, timeout_ms)
+                outcome = solver.collide(a, b, space, budget)
                 if outcome.status == "sat" and outcome.unknowns:
                     analysis.errors.append(diagnose.data_error(a, b, outcome))
                 elif outcome.status == "sat":
                     analysis.errors.append(diagnose.race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
-                    reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
-                    analysis.errors.append(diagnose.unproven_error(a, b, reason))
+                    analysis.errors.append(diagnose.unproven_error(a, b, outcome.reason))
     if trace.checkpoints or space.static_shapes:  # threads of a block work together
         from . import diverge, shared
 
-        errors, queries = diverge.check(trace, timeout_ms)
+        errors, queries = diverge.check(trace, budget)
         analysis.errors += errors
         analysis.solver_queries += queries
-        for tally in (shared.check_pairs(trace, timeout_ms), shared.check_reads(trace, timeout_ms)):
+        for tally in (shared.check_pairs(trace, budget), shared.check_reads(trace, budget)):
             analysis.errors += tally.errors
             analysis.solver_queries += tally.queries
             fast += tally.fast
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 
-def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, timeout_ms: int) -> None:
+def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     from . import tilerace
 
-    tilerace.check_pairs(kernel, analysis, timeout_ms)
+    tilerace.check_pairs(kernel, analysis, budget)
 
 
 _PAIR_CHECKS = {"simt": _check_pairs, "tile": _check_tile_pairs}  # track -> its race rules

@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..ir import nodes as N
+from . import budgets
 from .algebra import FALSE, Poly
 from .symbolic import _STMT, _Thread, execute
 
-Z3_TIMEOUT_MS = 200
 SMALL_INDEX = 1 << 20  # an index below this whatever the launch is compared with the extent as is
 
 
@@ -185,8 +185,7 @@ class _Prover:
         i, bound = enc.poly(index), enc.poly(limit)
         facts = [enc.formula(pc), i < bound if violation == "lt" else i >= bound]
         facts += [enc.formula(f) for f in self.space.domain + self.space.uniform_domain]
-        solver = z3.Solver()
-        solver.set("timeout", Z3_TIMEOUT_MS)
+        solver = enc.solver(budgets.BOUNDS)
         solver.add(*facts, *enc.side)
         return solver.check() == z3.unsat
 

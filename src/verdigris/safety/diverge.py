@@ -3,7 +3,7 @@ of a warp each syncwarp(), shuffle and vote.
 
 Takes: a `symbolic.Trace` (its `Checkpoint`s: barriers, warp operations, and `break`s and
 `return`s that leave loops containing them, each with its path condition and the loops
-around it). Gives: `check(trace, timeout_ms) -> (errors, solver queries)`: a `SafetyError`
+around it). Gives: `check(trace, budget) -> (errors, solver queries)`: a `SafetyError`
 VG210 (block) or VG214 (warp) for each checkpoint two threads of one block (or warp) may
 disagree on: one reaches it, the other does not, at the same iteration of the loops around
 it. The error names both threads, and the condition that splits them, at its source line.
@@ -23,27 +23,27 @@ from ..errors import SafetyError
 from . import diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
-from .solver import COPIES, Outcome, _Encoder, readable, situation_of
+from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"block": "VG210", "warp": "VG214"}
 
 
-def check(trace, timeout_ms: int) -> tuple:
+def check(trace, budget: int) -> tuple:
     scopes = Scopes(trace.space)
     errors, queries, seen = [], 0, set()
     for point in trace.checkpoints:
         if at_least(scopes.of(point.pc), point.scope) or (point.loc, point.scope) in seen:
             continue
         queries += 1
-        error = _split(point, trace, timeout_ms)
+        error = _split(point, trace, budget)
         if error is not None:
             seen.add((point.loc, point.scope))
             errors.append(error)
     return errors, queries
 
 
-def _split(point, trace, timeout_ms: int):
+def _split(point, trace, budget: int):
     import z3
 
     space = trace.space
@@ -55,8 +55,8 @@ def _split(point, trace, timeout_ms: int):
     facts += [enc.formula(f) for f in space.uniform_domain]
     ids = space.identity()
     facts += [enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
-    facts.append(z3.Or([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2"))
-                        for n in ids if n.startswith("tid")]))
+    facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2"))
+                          for n in ids if n.startswith("tid")]))
     facts += [enc.atom(per_thread(k, "1")) == enc.atom(per_thread(k, "2")) for k in point.loops]
     together = None
     if point.scope == "warp":
@@ -64,18 +64,17 @@ def _split(point, trace, timeout_ms: int):
         together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
         facts.append(together)
     facts += equalities(enc, space, together)
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = enc.solver(budget)
     solver.add(*facts, *enc.side)
     result = solver.check()
     if result == z3.unsat:
         return None
     code = CODE[point.scope]
     if result != z3.sat:
-        reason = f"the solver gave up ({solver.reason_unknown() or 'unknown'}, limit {timeout_ms} ms)"
+        reason = gave_up(solver, budget)
         return SafetyError(f"{CODES[code].title}: could not prove that {_subject(point)} is reached "
                            f"by all of them together: {reason}", point.loc, diagnose.HINTS[code], code)
-    model = readable(solver, enc, ids, True, timeout_ms)
+    model = readable(solver, enc, ids, True, budget)
     _, threads, sizes, launch = situation_of(model, enc, space, ids)
     culprit = _culprit(point.pc, trace.origins, enc, model)
     outcome = Outcome("sat", threads, (), sizes, launch)

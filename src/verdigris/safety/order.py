@@ -41,14 +41,14 @@ def _same_epoch(enc, a, b, kind: str):
             options.append(z3.And(
                 enc.formula(rename_formula(x.cond, "1")), enc.formula(rename_formula(y.cond, "2")),
                 *[enc.poly(p.rename("1")) == enc.poly(q.rename("2")) for p, q in zip(x.iters, y.iters)]))
-    return z3.Or(options) if options else z3.BoolVal(False)
+    return enc.any(options)
 
 
 def unordered(enc, a, b, space, apart: bool = False):
     z3 = enc.z3
     pairs = {n: (enc.atom(per_thread(n, "1")), enc.atom(per_thread(n, "2"))) for n in space.identity()}
     if not space.barriers and getattr(a, "memory", "global") == "global" and not apart:
-        return z3.Or([x != y for x, y in pairs.values()]) if pairs else z3.BoolVal(False)
+        return enc.any([x != y for x, y in pairs.values()])
     differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
     pair = _unordered(enc, a, b, space, apart, differ)
     # after `_unordered`, which may encode more atoms (tickets only come with barriers, so the
@@ -65,7 +65,7 @@ def _tickets_apart(enc, space, blocks_differ: list) -> list:
         return []
     apart = [enc.atom(per_thread(x, "1")) != enc.atom(per_thread(y, "2"))
              for x in used for y in used if space.tickets[x] == space.tickets[y]]
-    return [z3.Implies(z3.Or(blocks_differ), z3.And(apart))]
+    return [z3.Implies(enc.any(blocks_differ), enc.all(apart))]
 
 
 def _unordered(enc, a, b, space, apart: bool, differ: dict):
@@ -75,13 +75,13 @@ def _unordered(enc, a, b, space, apart: bool, differ: dict):
     when = _same_epoch(enc, a, b, "block")
     if "warp" in space.barriers:
         when = z3.If(together, _same_epoch(enc, a, b, "warp"), when)
-    inside = [z3.Not(z3.Or(differ["bid"])), z3.Or(differ["tid"]), when]
+    inside = [z3.Not(enc.any(differ["bid"])), enc.any(differ["tid"]), when]
     if apart:
         inside.append(z3.Not(together))
     inside_block = z3.And(*inside, *equalities(enc, space, together))
     if getattr(a, "memory", "global") == "shared":
         return inside_block
-    return z3.Or(z3.Or(differ["bid"]), inside_block)
+    return z3.Or(enc.any(differ["bid"]), inside_block)
 
 
 def warp_of(ids: dict, block: tuple) -> int:

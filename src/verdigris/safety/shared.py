@@ -1,13 +1,13 @@
 """Shared memory: races between the threads of a block, and reads of what nothing wrote.
 
 Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs). Gives:
-- `check_pairs(trace, timeout_ms) -> Tally`: for each pair of accesses of one shared array
+- `check_pairs(trace, budget) -> Tally`: for each pair of accesses of one shared array
   (outside `vg.unsafe()`) with a plain write, or an atomic and a plain access: two distinct
   threads of one block touching one element after the same barrier is VG211 (VG212 when
   only lanes of one warp can, with no syncwarp() between them; VG204 for an atomic and a
   plain access); a pair the solver cannot decide, or whose collision needs values the
   checker cannot see, is VG205. Atomics never race with atomics.
-- `check_reads(trace, timeout_ms) -> Tally`: VG213 for a plain read of an element that no
+- `check_reads(trace, budget) -> Tally`: VG213 for a plain read of an element that no
   thread of the block writes before it (earlier in the program, or in an earlier iteration
   of a loop around both). Only where it is certain: the block shape is known (how many
   threads write depends on it), the read's index and path do not depend on loaded or
@@ -21,21 +21,20 @@ a write every thread of the block makes (unconditionally, wherever the read runs
 index `tid` covers the array along each axis, or the same thread's earlier write of the
 same element, proves it written; else `coverage` enumerates the block's writes and reads;
 else z3 looks for a read element that, for every thread of the block and every write
-before the read, is not the written one (a quantified query, with a short timeout;
+before the read, is not the written one (a quantified query, with a small budget;
 unknown is no finding).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import coverage, diagnose, fastpath, order, solver
+from . import budgets, coverage, diagnose, fastpath, order, solver
 from .algebra import Poly, formula_atoms, per_thread, rename_formula
 from .solver import Outcome, _depends, _Encoder, readable
 from .uniform import Scopes, at_least
 
 CODE_OF_KINDS = {("write", "write"): "VG211", ("read", "write"): "VG211",
                  ("atomic", "read"): "VG204", ("atomic", "write"): "VG204"}
-READ_TIMEOUT_MS = 1000  # a VG213 proof that takes longer is left to the cpu backend
 _UNSEEN = ("unknown", "bool")  # atoms for values the checker cannot see
 
 
@@ -54,7 +53,7 @@ def by_array(trace) -> dict:
     return groups
 
 
-def check_pairs(trace, timeout_ms: int) -> Tally:
+def check_pairs(trace, budget: int) -> Tally:
     space, tally = trace.space, Tally()
     tids = [n for n in space.identity() if n.startswith("tid")]
     for accesses in by_array(trace).values():
@@ -70,7 +69,7 @@ def check_pairs(trace, timeout_ms: int) -> Tally:
                     tally.fast += 1
                     continue
                 tally.queries += 1
-                error = _pair(code, a, b, space, timeout_ms, tally)
+                error = _pair(code, a, b, space, budget, tally)
                 if error is not None:
                     tally.errors.append(error)
                     reported.add(error.loc.line)
@@ -86,19 +85,18 @@ def _flagged(a, b):
     return a if a.kind == "read" else b
 
 
-def _pair(code: str, a, b, space, timeout_ms: int, tally: Tally):
-    outcome = solver.collide(a, b, space, timeout_ms)
+def _pair(code: str, a, b, space, budget: int, tally: Tally):
+    outcome = solver.collide(a, b, space, budget)
     if outcome.status == "unsat":
         return None
     if outcome.status == "unknown":
-        reason = f"the solver gave up ({outcome.reason or 'unknown'}, limit {timeout_ms} ms)"
-        return diagnose.unproven_error(a, b, reason)
+        return diagnose.unproven_error(a, b, outcome.reason)
     if outcome.unknowns:
         return diagnose.data_error(a, b, outcome)
     block = outcome.launch[1]
     if code == "VG211" and order.warp_of(outcome.threads[0], block) == order.warp_of(outcome.threads[1], block):
         tally.queries += 1
-        apart = solver.collide(a, b, space, timeout_ms, apart=True)  # threads of two warps?
+        apart = solver.collide(a, b, space, budget, apart=True)  # threads of two warps?
         outcome, code = (apart, code) if apart.status == "sat" else (outcome, "VG212")
     return diagnose.race_error(code, a, b, outcome)
 
@@ -106,7 +104,7 @@ def _pair(code: str, a, b, space, timeout_ms: int, tally: Tally):
 # ----------------------------------------------------------------------------- VG213
 
 
-def check_reads(trace, timeout_ms: int) -> Tally:
+def check_reads(trace, budget: int) -> Tally:
     space, tally = trace.space, Tally()
     if space.block is None:
         return tally
@@ -129,7 +127,7 @@ def check_reads(trace, timeout_ms: int) -> Tally:
                     tally.errors.append(diagnose.uninitialized_error(r, outcome))
                 continue
             tally.queries += 1
-            outcome = _never_written(r, before, space, min(timeout_ms, READ_TIMEOUT_MS))
+            outcome = _never_written(r, before, space, min(budget, budgets.READ))
             if outcome is not None:
                 tally.errors.append(diagnose.uninitialized_error(r, outcome))
     return tally
@@ -195,7 +193,7 @@ def _expand_formula(f: tuple, space, rename: dict) -> tuple:
     return f
 
 
-def _never_written(r, writes: list, space, timeout_ms: int):
+def _never_written(r, writes: list, space, budget: int):
     """A thread and an element it reads at `r` that no thread of its block writes at any of
     `writes`, or None (none, or not found in time)."""
     import z3
@@ -208,7 +206,7 @@ def _never_written(r, writes: list, space, timeout_ms: int):
     facts += [enc.formula(f) for f in space.uniform_domain]
     ids = space.identity()
     for w in writes:
-        inner = _Encoder(space, z3)  # its own side conditions: they belong under the quantifier
+        inner = _Encoder(space, z3, enc.ctx)  # its own side conditions: they belong under the quantifier
         hit = [inner.formula(rename_formula(w.pc, "1"))]
         hit += [inner.poly(p.rename("1")) == x for p, x in zip(w.indices, element)]
         hit += [inner.formula(rename_formula(f, "1")) for f in space.domain]
@@ -216,12 +214,11 @@ def _never_written(r, writes: list, space, timeout_ms: int):
         bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
         never = z3.Not(z3.And(*hit, *inner.side))
         facts.append(z3.ForAll(bound, never) if bound else never)
-    s = z3.Solver()
-    s.set("timeout", timeout_ms)
+    s = enc.solver(budget)
     s.add(*facts, *enc.side)
     if s.check() != z3.sat:
         return None
-    model = readable(s, enc, ids, True, timeout_ms)
+    model = readable(s, enc, ids, True, budget)
 
     def value(term) -> int:
         return model.eval(term, model_completion=True).as_long()

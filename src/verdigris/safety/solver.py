@@ -1,9 +1,12 @@
 """The two-thread race query, decided by z3.
 
 Takes: two accesses of one array (from `symbolic.execute`) and their `Space`. Gives:
-`collide(a, b, space, timeout_ms) -> Outcome`: "unsat" (no two distinct threads reach `a`
+`collide(a, b, space, budget) -> Outcome`: "unsat" (no two distinct threads reach `a`
 and `b` at one element), "sat" with a concrete counterexample (thread ids, the element,
-the sizes and parameters z3 chose), or "unknown" (gave up or timed out; the caller refuses).
+the sizes and parameters z3 chose), or "unknown" (gave up or spent its budget; the caller
+refuses).
+Each query has a z3 context of its own and a budget of steps (`budgets`), so its verdict is
+reproducible.
 
 Why z3 (`z3-solver`): the index maps are integer polynomials in thread ids *and* run-time
 sizes (`r * W + c` with `W = out.shape[1]`, `block_id * block_dim` when the block is not
@@ -22,12 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import order
+from . import budgets, order
 from .algebra import INF, Poly, Space, formula_atoms, per_thread, rename_formula
 from .trace import Access
 
 COPIES = ("1", "2")
-SMALL_TIMEOUT_MS = 200
 # bounds for readable examples, per kind of atom (tickets as a counter from zero hands them out)
 SMALL = {"size": (-4, 4), "shape": (-1024, 1024), "param": (-1024, 1024),
          "unknown": (-1024, 1024), "ticket": (0, 1024)}
@@ -60,7 +62,7 @@ def situation_of(model, enc, space: Space, ids):
     return value, threads, sizes, launch
 
 
-def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = False) -> Outcome:
+def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False) -> Outcome:
     """`apart`: only threads of different warps (see `order.unordered`)."""
     import z3
 
@@ -76,28 +78,27 @@ def collide(a: Access, b: Access, space: Space, timeout_ms: int, apart: bool = F
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
     facts.append(order.unordered(enc, a, b, space, apart))
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = enc.solver(budget)
     solver.add(*facts, *enc.side)
     result = solver.check()
     if result == z3.unsat:
         return Outcome("unsat")
     if result != z3.sat:
-        return Outcome("unknown", reason=solver.reason_unknown())
-    model = readable(solver, enc, ids, getattr(a, "memory", "global") == "shared", timeout_ms)
+        return Outcome("unknown", reason=gave_up(solver, budget))
+    model = readable(solver, enc, ids, getattr(a, "memory", "global") == "shared", budget)
     value, threads, sizes, launch = situation_of(model, enc, space, ids)
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
     return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)
 
 
-def readable(solver, enc, ids: list, one_block: bool, timeout_ms: int):
+def readable(solver, enc, ids: list, one_block: bool, budget: int):
     """A model of the satisfiable `solver` that a user can picture: run-time divisors not
     zero (a division by zero is no launch to show), block 0 where the two threads share a
     block (`one_block`), small sizes and values, each where it still holds."""
     z3 = enc.z3
     model = solver.model()
-    solver.set("timeout", min(timeout_ms, SMALL_TIMEOUT_MS))
+    solver.set("rlimit", min(budget, budgets.READABLE))
     first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
     nonzero = [d != 0 for d in enc.divisors]
     for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
@@ -108,6 +109,16 @@ def readable(solver, enc, ids: list, one_block: bool, timeout_ms: int):
         else:
             solver.pop()
     return model
+
+
+def gave_up(solver, budget: int) -> str:
+    """Why `solver` answered unknown, in words a refusal can carry."""
+    reason = solver.reason_unknown() or "unknown"
+    if reason == "canceled" or "resource limit" in reason:  # z3 says either when the rlimit is reached
+        return f"the solver spent its budget of {budget:,} steps"
+    if reason == "timeout":
+        return f"the solver ran past {budgets.BACKSTOP_MS // 1000} s"
+    return f"the solver gave up ({reason})"
 
 
 def _depends(p: Poly, space: Space) -> set:
@@ -124,10 +135,12 @@ def _depends(p: Poly, space: Space) -> set:
 
 
 class _Encoder:
-    """Polynomials and formulas of one query as z3 terms, with each atom's constraints."""
+    """Polynomials and formulas of one query as z3 terms, with each atom's constraints, in
+    the query's own z3 context (`context`: another encoder's, for terms of one query)."""
 
-    def __init__(self, space: Space, z3):
+    def __init__(self, space: Space, z3, context=None):
         self.space, self.z3 = space, z3
+        self.ctx = context or z3.Context()
         self.consts: dict = {}
         self.side: list = []
         self.divisors: list = []  # run-time divisors: a readable model keeps them nonzero
@@ -143,9 +156,9 @@ class _Encoder:
         self.used.add(generic)
         z3 = self.z3
         if atom.kind == "bool":
-            term = self.consts[name] = z3.Bool(name)
+            term = self.consts[name] = z3.Bool(name, self.ctx)
             return term
-        term = self.consts[name] = z3.Int(name)
+        term = self.consts[name] = z3.Int(name, self.ctx)
         if atom.lo != -INF:
             self.side.append(term >= atom.lo)
         if atom.hi != INF:
@@ -156,6 +169,26 @@ class _Encoder:
                      for p in atom.definition] if suffix else list(atom.definition)
             self.side.append(term == define(self, *parts))
         return term
+
+    def solver(self, budget: int):
+        """A solver in this query's context that gives up after `budget` steps."""
+        solver = self.z3.Solver(ctx=self.ctx)
+        solver.set("rlimit", budget)
+        solver.set("timeout", budgets.BACKSTOP_MS)
+        return solver
+
+    def any(self, terms: list):
+        """The disjunction of `terms`, false if there are none, in this query's context."""
+        return self.z3.Or(*terms, self.ctx)
+
+    def all(self, terms: list):
+        """The conjunction of `terms`, true if there are none, in this query's context."""
+        return self.z3.And(*terms, self.ctx)
+
+    def constant(self, value):
+        """An integer or truth value as a term of this query."""
+        z3 = self.z3
+        return z3.BoolVal(value, self.ctx) if isinstance(value, bool) else z3.IntVal(value, self.ctx)
 
     def small(self) -> list:
         """Bounds that keep a counterexample's sizes and values small."""
@@ -173,14 +206,14 @@ class _Encoder:
         for mono, coef in p.terms.items():
             factors = [self.atom(n) for n in mono]
             product = factors[0] if len(factors) == 1 else z3.Product(*factors) if factors else None
-            terms.append(z3.IntVal(coef) if product is None else product if coef == 1 else coef * product)
-        return z3.IntVal(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(*terms)
+            terms.append(self.constant(coef) if product is None else product if coef == 1 else coef * product)
+        return self.constant(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(*terms)
 
     def formula(self, f: tuple):
         z3 = self.z3
         tag = f[0]
         if tag in ("true", "false"):
-            return z3.BoolVal(tag == "true")
+            return self.constant(tag == "true")
         if tag == "cmp":
             x = self.poly(f[2])
             return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
@@ -192,7 +225,7 @@ class _Encoder:
     def floordiv(self, x, y):
         z3, d = self.z3, y.value
         if d is not None:
-            return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else z3.IntVal(0)
+            return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else self.constant(0)
         xv, yv = self.poly(x), self.poly(y)
         self.divisors.append(yv)
         return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))

@@ -131,4 +131,4 @@ def equalities(enc, space, together=None) -> list:
             if scope == "warp":
                 same.append(together)
             equal = enc.atom(per_thread(name, "1")) == enc.atom(per_thread(name, "2"))
-            facts.append(z3.Implies(z3.And(same), equal) if same else equal)
+            facts.append(z3.Implies(enc.all(same), equal) if same else equal)
