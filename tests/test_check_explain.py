@@ -534,6 +534,42 @@ def main():
     assert len(findings) == 1 and "VG211" in findings[0] and "s[0, 0]" in findings[0]
 
 
+def test_launches_in_one_file_specialize_kernels_defined_in_another(capsys, tmp_path):
+    """Kernels in a module, launches in the program that imports it (by name, by `*` or
+    through the module): checking the program checks the kernels as launched there, at
+    their own lines, once; checking the module alone checks them with their defaults."""
+    library = tmp_path / "spread_kernels.py"
+    library.write_text(HEADER + """
+
+@simt.kernel
+def spread(x, out, S: vg.constexpr = 1):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        out[i // S] = x[i]
+""")
+    program = tmp_path / "program.py"
+    program.write_text(HEADER + """
+from spread_kernels import *
+import spread_kernels
+
+
+def main(n):
+    x = vg.asarray(np.ones(n, np.float32))
+    y = vg.empty_like(x)
+    spread[vg.cdiv(n, 128), 128](x, y, S=2)
+    spread_kernels.spread[vg.cdiv(n, 128), 128](x, x)
+""")
+    store = f"{library}:{line_of(library.read_text(), 'out[i // S]')}:"
+    for paths in ([program], [tmp_path], [library, program]):
+        status, out, _ = run(capsys, "check", *map(str, paths))
+        findings = sorted((line.split()[1], line) for line in out.splitlines() if ": VG" in line)
+        assert status == 1 and "2 files" in out, out
+        assert [code for code, _ in findings] == ["VG201", "VG202"], out
+        assert findings[0][1].startswith(f"{program}:") and findings[1][1].startswith(store), out
+    status, out, _ = run(capsys, "check", str(library))
+    assert status == 0 and "1 kernel and 0 launches checked" in out, out
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

@@ -24,7 +24,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   elements serve as indices, and for `block_ticket` counters), of the rank
   their subscripts show; scalars are int64 where used in an index, a range, an integer-only
   operation or a comparison with an integer, else float32. Launches without a literal
-  block shape specialize without one.
+  block shape specialize without one. A launch specializes its kernel wherever the kernel
+  is defined (matched by `defined_at`): in another of the files, or in a module a file
+  imports, whose launched kernels are then checked too, at their own lines.
 - Aliased launches (VG201): at each launch site `k[grid, block](args)`, the argument of
   every parameter the kernel writes (`ir.writes`) is compared with every other argument:
   the same name, or views of one name (subscripts, `.T`, `.reshape(...)`...) that are not
@@ -133,12 +135,36 @@ class Report:
 
 
 def check_paths(paths) -> Report:
-    """Check every `.py` file under `paths` (FileNotFoundError for a path that is missing)."""
+    """Check every `.py` file under `paths` (FileNotFoundError for a path that is missing).
+    A launch specializes its kernel wherever the kernel is defined: in another of the files,
+    or in a module one of them imports, whose launched kernels are then checked as well."""
     report = Report()
-    for file in source_files(paths):
-        report.files += 1
-        FileCheck(file, report).run()
+    files = [FileCheck(file, report) for file in source_files(paths)]
+    for check in files:
+        check.load()
+    sites = [site for check in files for site in check.sites]
+    checked = set()
+    for check in files:
+        checked |= check.check_kernels(sites)
+    imported: dict = {}  # file -> the kernels launched here that it defines
+    for site in sites:
+        where = defined_at(site.kernel)
+        if where not in checked and where[0].endswith(".py") and Path(where[0]).is_file():
+            imported.setdefault(where[0], set()).add(where)
+    for file, launched in imported.items():
+        check = FileCheck(Path(file), report)
+        check.load()
+        check.check_kernels(sites, launched)
+    for check in files:
+        check.check_launches()
     return report
+
+
+def defined_at(kernel) -> tuple:
+    """(the absolute path of the file, the line) where `kernel`'s function is defined: the
+    kernel's identity across the namespaces check builds and the modules files import."""
+    code = kernel.fn.__code__
+    return str(Path(code.co_filename).resolve()), code.co_firstlineno
 
 
 def source_files(paths) -> list:
@@ -498,12 +524,17 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
 
 
 class FileCheck:
+    """One file: `load` it, then `check_kernels` (with the launch sites of every file) and
+    `check_launches`."""
+
     def __init__(self, path: Path, report: Report):
         self.file = str(path)
         self.report = report
         self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, Error)
+        self.tree, self.namespace, self.sites = None, {}, []
 
-    def run(self) -> None:
+    def load(self) -> None:
+        self.report.files += 1
         try:
             text = Path(self.file).read_text(encoding="utf-8")
             tree = ast.parse(text, self.file)
@@ -517,16 +548,35 @@ class FileCheck:
             return
         linecache.checkcache(self.file)  # quote the file as it is now
         roots = {_root_name(c.func.value) for c in candidate_launches(tree)}
-        namespace = load_definitions(tree, self.file, roots)
-        sites = launch_sites(tree, namespace, self.file)
-        for node in tree.body:
-            if is_definition(node, "kernel"):
-                self.check_kernel(node, namespace.get(node.name), sites)
-        for node in ast.walk(tree):
-            if is_definition(node, "kernel") and node not in tree.body:
-                self.not_checked(node, "it is defined inside a function or class, and "
-                                       "check runs no code")
-        for site in sites:
+        self.tree = tree
+        self.namespace = load_definitions(tree, self.file, roots)
+        self.sites = launch_sites(tree, self.namespace, self.file)
+
+    def check_kernels(self, sites: list, only: set | None = None) -> set:
+        """Check the kernels defined here (those `only` names by `defined_at`, if given),
+        specialized by `sites`; gives the `defined_at` of each kernel defined here."""
+        if self.tree is None:
+            return set()
+        found = set()
+        for node in self.tree.body:
+            if not is_definition(node, "kernel"):
+                continue
+            where = (str(Path(self.file).resolve()), node.lineno)
+            kernel = self.namespace.get(node.name)
+            if getattr(kernel, "__vg_kernel__", False):
+                where = defined_at(_tuned(kernel)[0])
+            found.add(where)
+            if only is None or where in only:
+                self.check_kernel(node, kernel, [s for s in sites if defined_at(s.kernel) == where])
+        if only is None:
+            for node in ast.walk(self.tree):
+                if is_definition(node, "kernel") and node not in self.tree.body:
+                    self.not_checked(node, "it is defined inside a function or class, and "
+                                           "check runs no code")
+        return found
+
+    def check_launches(self) -> None:
+        for site in self.sites:
             self.check_launch(site)
 
     # ------------------------------------------------------------------ kernels
@@ -537,14 +587,14 @@ class FileCheck:
                                       f"kernel {node.name!r} at {self.file}:{node.lineno} "
                                       f"not checked: {reason}"))
 
-    def check_kernel(self, node: ast.FunctionDef, kernel, sites: list) -> None:
+    def check_kernel(self, node: ast.FunctionDef, kernel, mine: list) -> None:
+        """`mine`: the launch sites of this kernel, in any file."""
         node_loc = Loc(self.file, node.lineno, node.col_offset)
         if not getattr(kernel, "__vg_kernel__", False):
             self.not_checked(node, "its definition could not be evaluated (an import or "
                                    "a decorator argument that check does not run)")
             return
         kernel, tuned = _tuned(kernel)
-        mine = [s for s in sites if s.kernel is kernel]
         configs = [c for s in mine for c in s.configs()] \
             or [c for s in mine for c in default_configs(kernel, s.element_types(), tuned)] \
             or default_configs(kernel, tuned=tuned)

@@ -13,8 +13,9 @@ Takes: `ast` nodes of a parsed file. Gives:
   kernels, helpers and constants: only the imports they use, the `@...kernel`/`@...func`
   definitions whose decorators, defaults and annotations are inert, and assignments of
   inert values run, statement by statement; no function body runs (imported modules do,
-  as any import does); a statement that fails is skipped; calls of `math` functions run
-  only where `math` is the standard module.
+  as any import does, with the file's directory first on `sys.path`, as when Python runs
+  the file); a statement that fails is skipped; calls of `math` functions run only where
+  `math` is the standard module.
 Also `decorator_name`, `is_definition`, `MAX_CONFIGS`.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ import builtins
 import itertools
 import math
 import operator
+import sys
+from pathlib import Path
 
 MAX_CONFIGS = 16  # specializations checked per launch site when names loop over literals
 
@@ -214,13 +217,17 @@ def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
     chosen = [n for n in tree.body if n in kept or _wanted_import(n, needed)]
     namespace = {"__name__": "__verdigris_check__", "__file__": filename,
                  "__builtins__": builtins}
-    for node in chosen:
-        if namespace.get("math", math) is not math and any(map(_math_call, ast.walk(node))):
-            continue  # `math` is something else in this file: its calls could run anything
-        code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec",
-                       flags=flags, dont_inherit=True)
-        try:
-            exec(code, namespace)
-        except (Exception, SystemExit):  # an import that fails, a name that is not there
-            continue
+    sys.path.insert(0, str(Path(filename).resolve().parent))  # its sibling modules, as Python run on it
+    try:
+        for node in chosen:
+            if namespace.get("math", math) is not math and any(map(_math_call, ast.walk(node))):
+                continue  # `math` is something else in this file: its calls could run anything
+            code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec",
+                           flags=flags, dont_inherit=True)
+            try:
+                exec(code, namespace)
+            except (Exception, SystemExit):  # an import that fails, a name that is not there
+                continue
+    finally:
+        sys.path.pop(0)
     return namespace
