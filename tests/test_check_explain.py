@@ -77,7 +77,7 @@ def main(x, out):
     path, status, out, _ = check_source(capsys, tmp_path, source)
     assert status == 1
     line = line_of(source, "out[i] = 2.0 * x[i]")
-    assert re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202 ", out, re.M), out
+    assert re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202: ", out, re.M), out
     assert "out[i] = 2.0 * x[i]" in out and "^" in out
     assert "1 problem (1 VG202)" in out
 
@@ -106,7 +106,7 @@ def main(n):
     path, status, out, _ = check_source(capsys, tmp_path, source)
     line = line_of(source, "axpy[")
     assert status == 1
-    findings = re.findall(rf"^{re.escape(str(path))}:{line}:(\d+): VG201 (.*)$", out, re.M)
+    findings = re.findall(rf"^{re.escape(str(path))}:{line}:(\d+): VG201: (.*)$", out, re.M)
     # out is written and is also x and y: one finding per pair, caret at the other argument
     x_col = source.splitlines()[line - 1].index("x, x, x)") + 1
     assert [(int(col), msg.split(":")[0]) for col, msg in findings] == [
@@ -120,7 +120,7 @@ def test_overlapping_slices_of_one_array_are_vg201(capsys, tmp_path):
     path, status, out, _ = check_source(capsys, tmp_path, source)
     assert status == 1
     assert f"{path}:{line_of(source, 'shift[')}:" in out
-    assert "VG201 shift writes 'a', which overlaps 'b' (x[1:] and x[:-1] are views of 'x')" in out
+    assert "VG201: shift writes 'a', which overlaps 'b' (x[1:] and x[:-1] are views of 'x')" in out
 
 
 @pytest.mark.parametrize("args", ["x[:n], x[n:]", "x[::2], x[1::2]", "x[0:4], x[4:8]",
@@ -342,7 +342,7 @@ def main(out, step=0):
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
     # with the default STEP = 0 every thread writes out[0]
-    assert status == 1 and re.search(rf"^{re.escape(str(path))}:\d+:\d+: VG202 ", out, re.M), out
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:\d+:\d+: VG202: ", out, re.M), out
     path, status, out, _ = check_source(capsys, tmp_path, source.replace("step=0", "step=1"))
     assert status == 0 and "1 kernel and 1 launch checked" in out, out
 
@@ -362,7 +362,7 @@ def main(x, out):
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
     line = line_of(source, "tile.store(out")
-    assert status == 1 and re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202 ", out, re.M), out
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202: ", out, re.M), out
     fixed = source.replace("index=(0,), tile=t", "index=(tile.bid(0),), tile=t")
     path, status, out, _ = check_source(capsys, tmp_path, fixed)
     assert status == 0 and "not checked" not in out, out
@@ -562,7 +562,7 @@ def main(n):
     store = f"{library}:{line_of(library.read_text(), 'out[i // S]')}:"
     for paths in ([program], [tmp_path], [library, program]):
         status, out, _ = run(capsys, "check", *map(str, paths))
-        findings = sorted((line.split()[1], line) for line in out.splitlines() if ": VG" in line)
+        findings = sorted((line.split()[1].rstrip(":"), line) for line in out.splitlines() if ": VG" in line)
         assert status == 1 and "2 files" in out, out
         assert [code for code, _ in findings] == ["VG201", "VG202"], out
         assert findings[0][1].startswith(f"{program}:") and findings[1][1].startswith(store), out
@@ -628,7 +628,7 @@ def test_check_refuses_each_racy_example_and_accepts_its_fix(capsys, tmp_path, c
     path, status, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
     if "not checked" in out:
         pytest.skip(f"the frontend cannot build the {code} example yet: {out}")
-    assert status == 1 and re.search(rf"^{re.escape(str(path))}:(\d+):\d+: {code} ", out, re.M), out
+    assert status == 1 and re.search(rf"^{re.escape(str(path))}:(\d+):\d+: {code}: ", out, re.M), out
     if code != "VG201":  # a launch finding points at the launch, the message at the write
         line = int(re.search(r"kernel\.py:(\d+):", entry.message).group(1))
         assert f"{path}:{line + PRELUDE_LINES}:" in out
@@ -672,7 +672,7 @@ def test_the_readme_racy_example_gets_the_message_it_shows(capsys, tmp_path):
     shown = re.search(r"```text\nsmooth\.py:(\d+):(\d+): (VG\d+):", section)
     path, status, out, _ = check_source(capsys, tmp_path, racy, "smooth.py")
     assert status == 1
-    assert f"{path}:{shown.group(1)}:{shown.group(2)}: {shown.group(3)} " in out, out
+    assert f"{path}:{shown.group(1)}:{shown.group(2)}: {shown.group(3)}: " in out, out
 
 
 @pytest.mark.parametrize("code", sorted(set(CODES) - DYNAMIC_CODES - {"VG201"}))
@@ -682,7 +682,7 @@ def test_each_explanation_shows_the_message_and_hint_check_gives(capsys, tmp_pat
     run to run)."""
     entry = EXPLANATIONS[code]
     path, _, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
-    found = re.search(rf"^{re.escape(str(path))}:(\d+):(\d+): {code} ([^:]*)", out, re.M)
+    found = re.search(rf"^{re.escape(str(path))}:(\d+):(\d+): {code}: ([^:]*)", out, re.M)
     shown = " ".join(entry.message.split())
     assert shown.startswith(f"kernel.py:{int(found[1]) - PRELUDE_LINES}:{found[2]}: {code}: "
                             f"{found[3]}"), (shown, found[0])

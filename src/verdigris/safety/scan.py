@@ -78,7 +78,7 @@ class Finding:
     hint: str = ""
 
     def format(self) -> str:
-        lines = [f"{self.loc}: {self.code or 'error:'} {self.message}"]
+        lines = [f"{self.loc}: {self.code or 'error'}: {self.message}"]
         excerpt = self.loc.excerpt()
         if excerpt:
             lines.append(excerpt)
