@@ -273,8 +273,8 @@ def test_a_launch_error_names_the_users_call_with_a_caret():
 
 
 @pytest.mark.parametrize("config, words", [
-    ((0, 32), "must be positive"),
-    ((-1, 32), "must be positive"),
+    ((-1, 32), "every grid dimension must be 0 or more"),
+    ((1, (32, 0)), "every block dimension must be positive"),
     ((4, (64, 32)), "more than 1024 threads"),
     ((4, 2.5), "tuple of 1 to 3 ints"),
     ((1, 2, 3, 4), "grid and a block"),
@@ -282,6 +282,16 @@ def test_a_launch_error_names_the_users_call_with_a_caret():
 def test_bad_launch_configurations(config, words):
     with pytest.raises(vg.LaunchError, match=re.escape(words)):
         axpy[config]
+
+
+def test_a_grid_of_zero_blocks_runs_nothing_but_checks_its_arguments():
+    """`k[vg.cdiv(n, 256), 256]` with n = 0 is a launch of nothing, as in Triton."""
+    x, out = np.ones(0, np.float32), np.full(4, 7.0, np.float32)
+    axpy[0, 32](2.0, x, x, out)
+    axpy[(4, 0), 32](2.0, x, x, out)
+    assert (out == 7.0).all()
+    with pytest.raises(vg.LaunchError, match="argument 'alpha' is a str"):
+        axpy[0, 32]("two", x, x, out)
 
 
 def test_promotion_rules():

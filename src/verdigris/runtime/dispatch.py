@@ -61,16 +61,19 @@ def on_grid(shape, strides) -> bool:
     return not (extents & OFF_GRID or strides_left & (MULTIPLE - 1))
 
 
-def _dims(value, what: str, name: str) -> tuple:
+def _dims(value, what: str, name: str, empty: bool = False) -> tuple:
+    """A grid or block shape, padded to three; `empty`: a launch's grid, which may have no
+    blocks (`k[vg.cdiv(n, 256), 256]` with n = 0 launches nothing, as in Triton)."""
     dims = value if isinstance(value, tuple) else (value,)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not
                                           isinstance(d, bool) for d in dims):
         raise LaunchError(f"{name}: the {what} must be an int or a tuple of 1 to 3 ints, "
                           f"not {value!r}")
-    if any(d <= 0 for d in dims):
-        raise LaunchError(f"{name}: every {what} dimension must be positive, got {value!r}",
-                          hint="a grid of zero blocks runs nothing; skip the launch instead"
-                          if what == "grid" else "a block has 1 to 1024 threads, e.g. 256")
+    if any(d < (0 if empty else 1) for d in dims):
+        raise LaunchError(f"{name}: every {what} dimension must be "
+                          f"{'0 or more' if empty else 'positive'}, got {value!r}",
+                          hint="the grid counts blocks, e.g. vg.cdiv(n, 256)" if what == "grid"
+                          else "a block has 1 to 1024 threads, e.g. 256")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
@@ -178,7 +181,7 @@ class KernelFunction:
         if not (isinstance(config, tuple) and len(config) == 2):
             raise LaunchError(f"{self.__name__}: a SIMT launch needs a grid and a block: "
                               f"{self.__name__}[grid, block](...)")
-        grid = _dims(config[0], "grid", self.__name__)
+        grid = _dims(config[0], "grid", self.__name__, empty=True)
         block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
         if block is not None and any(g * b > MAX_AXIS_THREADS for g, b in zip(grid, block)):
             raise LaunchError(f"{self.__name__}: grid {grid} x block {block} has more than "
@@ -461,6 +464,10 @@ class Launch:
         if _skipping.depth:  # tracing a torch op with fake tensors (`runtime.torch_ops`)
             return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
+        if 0 in self.grid:  # no blocks: nothing runs, but the arguments must still fit
+            values = self.kernel.bind(args, kwargs)
+            self.kernel.spec_key(values, self.kernel.describe_args(values), block, self.grid)
+            return
         plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
         # Launches with dynamic shared memory stay on this path (generated launchers pass
         # ABI values only).
