@@ -48,6 +48,16 @@ def test_host_array_on_gpu_launch_says_how_to_move_it(rng):
         axpy[1, 32](1.0, x, poisoned(16), poisoned(16))
 
 
+def test_a_grid_of_zero_blocks_launches_nothing_and_still_refuses_host_arrays():
+    torch = pytest.importorskip("torch")
+    empty = torch.empty(0, device="cuda")
+    axpy[vg.cdiv(0, 256), 256](2.0, empty, empty, empty)
+    torch.cuda.synchronize()
+    host = np.zeros(0, np.float32)
+    with pytest.raises(vg.LaunchError, match="host"):
+        axpy[0, 256](2.0, host, host, host)
+
+
 def test_aliased_torch_launch_is_refused_before_it_runs():
     torch = pytest.importorskip("torch")
     x = torch.arange(64, dtype=torch.float32, device="cuda")
