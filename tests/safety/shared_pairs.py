@@ -304,6 +304,90 @@ def scan_reference(args):
     return {1: np.cumsum(args[0].reshape(-1, B).astype(np.float64), axis=1).reshape(-1)}
 
 
+# ----------------------------------------------------------------------------- Blelloch scan
+# GPU Gems 3, chapter 39, Example 39-2: the work-efficient exclusive scan of a block's 2*B
+# elements in place. Its indices stay below 2*B and apart only because `offset * d` is B
+# throughout: the checker needs both loops' trip counts (their bounds are constants).
+
+
+@simt.kernel
+def blelloch_scan_no_down_barrier(x, out):  # the down-sweep's steps are not ordered
+    temp = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    base = int(simt.block_id(0)) * (2 * B)
+    temp[2 * t] = x[base + 2 * t]
+    temp[2 * t + 1] = x[base + 2 * t + 1]
+    offset = 1
+    d = B
+    while d > 0:
+        simt.barrier()
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            temp[bi] += temp[ai]  # refused here: thread 0's last step meets the down-sweep's
+        offset *= 2
+        d >>= 1
+    if t == 0:
+        temp[2 * B - 1] = 0.0
+    d = 1
+    while d < 2 * B:
+        offset >>= 1
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            v = temp[ai]
+            temp[ai] = temp[bi]
+            temp[bi] += v
+        d *= 2
+    simt.barrier()
+    out[base + 2 * t] = temp[2 * t]
+    out[base + 2 * t + 1] = temp[2 * t + 1]
+
+
+@simt.kernel
+def blelloch_scan(x, out):
+    temp = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    base = int(simt.block_id(0)) * (2 * B)
+    temp[2 * t] = x[base + 2 * t]
+    temp[2 * t + 1] = x[base + 2 * t + 1]
+    offset = 1
+    d = B
+    while d > 0:  # up-sweep: partial sums up the tree
+        simt.barrier()
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            temp[bi] += temp[ai]
+        offset *= 2
+        d >>= 1
+    if t == 0:  # no barrier: thread 0 alone took the up-sweep's last step
+        temp[2 * B - 1] = 0.0
+    d = 1
+    while d < 2 * B:  # down-sweep: the scan down the tree
+        offset >>= 1
+        simt.barrier()
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            v = temp[ai]
+            temp[ai] = temp[bi]
+            temp[bi] += v
+        d *= 2
+    simt.barrier()
+    out[base + 2 * t] = temp[2 * t]
+    out[base + 2 * t + 1] = temp[2 * t + 1]
+
+
+def pairs_setup(rng):
+    return (3,), (B,), (_f32(rng, 6 * B), _poison(6 * B)), {}
+
+
+def exclusive_scan_reference(args):
+    inclusive = np.cumsum(args[0].reshape(-1, 2 * B).astype(np.float64), axis=1)
+    return {1: (inclusive - args[0].reshape(-1, 2 * B)).reshape(-1)}
+
+
 # ----------------------------------------------------------------------------- reused buffer
 
 
@@ -589,6 +673,8 @@ SHARED_PAIRS = [
          transpose_setup, transpose_reference),
     Pair("Hillis-Steele scan in one buffer", scan_in_place, scan_through_registers, "VG211",
          full_setup, scan_reference),
+    Pair("Blelloch scan without the down-sweep barrier", blelloch_scan_no_down_barrier,
+         blelloch_scan, "VG211", pairs_setup, exclusive_scan_reference),
     Pair("loop reusing shared memory with one barrier", rotate_chunks_one_barrier, rotate_chunks,
          "VG211", chunks_setup, rotate_reference),
     Pair("halo stencil without the barrier", smooth_no_barrier, smooth, "VG211", stencil_setup,

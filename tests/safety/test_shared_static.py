@@ -404,6 +404,86 @@ def test_barriers_order_the_threads_of_a_block():
     assert [e.code for e in errors] == ["VG211"], errors
 
 
+@simt.kernel
+def halving_loop_passes_its_barrier(x, out):  # runs 6 times: its barrier orders the read
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    d = 32
+    while d > 0:
+        simt.barrier()
+        d >>= 1
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def empty_range_passes_no_barrier(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    for _ in range(0):
+        simt.barrier()
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def halving_loop_of_a_parameter(x, out, n):  # n may be 0: the loop may pass no barrier
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    d = n
+    while d > 0:
+        simt.barrier()
+        d >>= 1
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def halving_loop_left_early(x, out, n):  # the break may come before any barrier
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    buf[t] = x[i]
+    d = 32
+    while d > 0:
+        if n > 3:
+            break
+        simt.barrier()
+        d >>= 1
+    out[i] = buf[63 - t]
+
+
+@simt.kernel
+def doubled_after_the_loop(x, out, gap: vg.constexpr):  # offset is 8 after the loop
+    buf = simt.shared.array(512, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    offset = 1
+    d = 8
+    while d > 1:
+        simt.barrier()
+        offset *= 2
+        d >>= 1
+    buf[t * (offset - gap)] = x[i]  # gap 8: every thread writes buf[0]
+    simt.barrier()
+    out[i] = buf[t]
+
+
+def test_loops_with_constant_bounds_run_a_known_number_of_times():
+    """Their barriers count after them, and their variables are known after them."""
+    assert not analyze(halving_loop_passes_its_barrier, F32, F32).errors
+    for kernel, args in [(empty_range_passes_no_barrier, ()), (halving_loop_of_a_parameter, (5,)),
+                         (halving_loop_left_early, (5,))]:
+        errors = analyze(kernel, F32, F32, *args).errors
+        assert [e.code for e in errors] == ["VG211"] and "buf[63 - t]" in str(errors[0]), errors
+    assert not analyze(doubled_after_the_loop, F32, F32, gap=7).errors
+    errors = analyze(doubled_after_the_loop, F32, F32, gap=8).errors
+    assert errors[0].code == "VG211" and "buf[0]" in str(errors[0]), errors
+
+
 def test_a_read_of_unwritten_shared_memory_needs_a_known_block_shape():
     """How many threads write depends on the block: without its shape, no VG213."""
     from .shared_pairs import half_tile_written

@@ -17,15 +17,17 @@ Its first iteration starts where the loop was entered (the epochs at entry, unde
 a later one where iteration k - 1 ended: the placeholder `Alt(("back", k), (k - 1,))`,
 resolved at the end to the barriers that may end an iteration, at that iteration (or at any
 earlier one, and the loop's entry, where an iteration may pass no barrier at all). After the
-loop (trip count T, a block-uniform atom with k < T): the entry if T == 0, else the end of
-iteration T - 1, or the barrier before a `break` in it. Conditions that mention values of
+loop (trip count T, with k < T: a constant where the executor knows how many times the
+loop runs, else a block-uniform atom): the entry if T == 0, else the end of iteration
+T - 1, or the barrier before a `break` in it (with T a constant of at least 1, not the
+entry: an alternative whose condition is false is dropped). Conditions that mention values of
 one iteration are dropped when carried to another one (a sound over-approximation).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algebra import INF, TRUE, Poly, compare, conj, disj
+from .algebra import FALSE, INF, TRUE, Poly, compare, conj, disj
 
 KINDS = ("block", "warp")
 
@@ -82,9 +84,12 @@ def _guard(alts: tuple, cond: tuple) -> tuple:
 
 
 def _union(alts) -> tuple:
-    """One alternative per (barrier, iteration), their conditions or-ed."""
+    """One alternative per (barrier, iteration), their conditions or-ed; none for one whose
+    condition is false (the entry of a loop known to run: not where it leaves)."""
     merged: dict = {}
     for x in alts:
+        if x.cond == FALSE:
+            continue
         key = (x.barrier, x.iters)
         merged[key] = disj(merged[key], x.cond) if key in merged else x.cond
     return tuple(Alt(b, i, c) for (b, i), c in merged.items())

@@ -13,21 +13,32 @@ Takes: the values a loop's variables have where the loop is entered and at its b
 - `progression(back, current)` and `closed_form(...)`: a variable that each iteration
   steps by a constant (`j += 2`), halves or doubles (`s //= 2`, `offset *= 2`) is, at
   iteration k, `entry + k*d` (a loop variable) or the k-th term of its sequence (spelled
-  out while it stays in the assumed interval), instead of an unknown: then the two threads
-  of a race query at different iterations see the values they really have.
+  out while it stays in the assumed interval: no iteration past the last term starts, so
+  k is at most its index), instead of an unknown: then the two threads of a race query at
+  different iterations see the values they really have.
+- `trip_count(cond, counter, space)`: how many times a loop runs where its condition is a
+  constant at each iteration k (`value_at` follows the closed forms' definitions), and
+  `bound(...)`: what k < that count says of the counter and the variables in the body.
+  Why closed forms and not unrolling: a tree's loops (`d = N >> 1; while d > 0: ...;
+  d >>= 1` with `offset *= 2`) are already in closed form over k, so the known count only
+  has to bound k, which bounds the index arithmetic (no wrap) and lets z3 split on the few
+  values of k; the accesses stay one iteration's, so the race queries do not multiply
+  with the trip count, and loops whose bounds are not constants keep their model.
 Guarantee: an assumption that `widen` leaves unchanged holds at entry and is kept by every
 iteration, so it holds at the start of every iteration (the body runs under it), and, with
 the values at the `break`s, after the loop. A closed form is used only where the pass that
 used it found the same progression at the back edge (the step cannot wrap: `symbolic`
 turns a step that may wrap into an unknown). This keeps narrow index arithmetic on carried
 variables (`t + s` with `s //= 2`, `t - offset` with `offset *= 2` while `offset < n`) from
-looking like it could wrap.
+looking like it could wrap. A trip count holds where the closed forms do: at the head of
+every iteration that starts, and where the loop stops, each variable is within its
+assumed interval, and there its spelled-out value is the one it has.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .algebra import INF, Poly, compare, dtype_range
+from .algebra import FALSE, INF, Poly, compare, dtype_range
 from .uniform import cap, meet
 
 
@@ -137,9 +148,107 @@ def closed_form(form: tuple, entry, k: Poly, lo, hi, space, label: str):
             break
     if not terms:
         return None
-    # past the last term the value leaves the invariant's interval: no such iteration starts
+    if not lo <= v <= hi:  # past the last term the value leaves the invariant's interval:
+        counter = space.atoms[next(iter(k.atoms()))]  # no such iteration starts
+        counter.hi = min(counter.hi, len(terms) - 1)
     value = Poly.const(terms[-1])
     for i in reversed(range(len(terms) - 1)):
         value = space.fresh("ite", min(terms[i:]), max(terms[i:]),
                             (compare("eq", k, Poly.const(i)), Poly.const(terms[i]), value))
     return value
+
+
+# ----------------------------------------------------------------------------- trip counts
+
+
+def trip_count(cond: tuple, counter: str, space) -> int | None:
+    """How many iterations a loop whose condition at the head of iteration k (`counter`) is
+    `cond` runs, where `cond` is a constant at each k (its variables are constants or closed
+    forms in k: `d = 256; while d > 0: ... d >>= 1` runs 9) and fails before MAX_TERMS;
+    else None. Sound where the closed forms are: at the head of each iteration that starts,
+    and where the loop stops, every variable is in its invariant's interval, so the values
+    spelled out there are the values it has (`value_at` refuses the others)."""
+    for i in range(MAX_TERMS):
+        if i > space.atoms[counter].hi:  # past the end of a closed form: no iteration starts
+            return i
+        holds = truth(cond, {counter: i}, space)
+        if holds is None:
+            return None
+        if not holds:
+            return i
+    return None
+
+
+def bound(cond: tuple, counter: str, count: int, heads, space) -> tuple:
+    """`cond` for a loop known to run `count` times: FALSE if never; else the counter's
+    interval and those of the values at the head of iteration k (`heads`) that follow from
+    k < count (`offset` of a loop that doubles it 9 times is at most 256, not 2**30)."""
+    if count == 0:
+        return FALSE
+    space.atoms[counter].hi = count - 1
+    for name in filter(None, map(_lone_atom, heads)):
+        values = [value_at(Poly.atom(name), {counter: i}, space) for i in range(count)]
+        if None not in values:
+            atom = space.atoms[name]
+            atom.lo, atom.hi = max(atom.lo, min(values)), min(atom.hi, max(values))
+    return cond
+
+
+def truth(f: tuple, known: dict, space) -> bool | None:
+    """Whether formula `f` holds where the atoms of `known` have those values, as `value_at`
+    finds them; None where it cannot tell."""
+    tag = f[0]
+    if tag in ("true", "false"):
+        return tag == "true"
+    if tag == "cmp":
+        v = value_at(f[2], known, space)
+        return None if v is None else {"lt": v < 0, "le": v <= 0, "eq": v == 0, "ne": v != 0}[f[1]]
+    if tag == "not":
+        inner = truth(f[1], known, space)
+        return None if inner is None else not inner
+    if tag in ("and", "or"):
+        parts = [truth(sub, known, space) for sub in f[1:]]
+        decisive = tag == "or"  # one true part decides an or, one false part an and
+        if decisive in parts:
+            return decisive
+        return None if None in parts else not decisive
+    return None
+
+
+def value_at(p: Poly, known: dict, space) -> int | None:
+    """The constant `p` is where the atoms of `known` (name -> int) have those values,
+    following the definitions of the atoms it is written in (if-then-else, loop variable,
+    floor division, modulo); None where an atom is neither known nor so defined, or where
+    its value would leave the atom's interval (which a step that wraps would do: the
+    definition does not hold there)."""
+    values = {}
+    for name in p.atoms():
+        v = known[name] if name in known else _defined(space.atoms[name], known, space)
+        if v is None:
+            return None
+        values[name] = Poly.const(v)
+    return p.substitute(values).value
+
+
+def _lone_atom(p) -> str | None:
+    """The atom `p` is, if it is one."""
+    if isinstance(p, Poly) and len(p.terms) == 1:
+        (mono, coef), = p.terms.items()
+        if coef == 1 and len(mono) == 1:
+            return mono[0]
+    return None
+
+
+def _defined(atom, known: dict, space) -> int | None:
+    d = atom.definition
+    if atom.kind == "ite":
+        holds = truth(d[0], known, space)
+        v = None if holds is None else value_at(d[1] if holds else d[2], known, space)
+    elif atom.kind == "loopvar":
+        v = value_at(d[0] + d[1] * d[2], known, space)
+    elif atom.kind in ("floordiv", "mod"):
+        x, y = value_at(d[0], known, space), value_at(d[1], known, space)
+        v = None if x is None or y is None else 0 if y == 0 else x // y if atom.kind == "floordiv" else x % y
+    else:
+        return None
+    return v if v is not None and atom.lo <= v <= atom.hi else None

@@ -23,7 +23,13 @@ The model (sound over-approximation of what a thread can do):
   `intops`.
 - Loops are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
-  counter k >= 0 under the loop condition. `break`/`continue`/`exit` end the path;
+  counter k >= 0 under the loop condition. Where that condition is a constant at each k
+  (its variables are constants or closed forms in k, `invariants`: `d = N >> 1; while
+  d > 0: ...; d >>= 1`) or a `for` loop's range is constant, the loop runs a known number
+  of times n: k < n in the body, which bounds the variables there (`offset *= 2` stays
+  below N), and, unless the body can leave early, the variables with a closed form are
+  constants after the loop (their values at the head of iteration n).
+  `break`/`continue`/`exit` end the path;
   `exit` contributes its path and values where its region ends. Where paths join, a value
   is an if-then-else on the condition of the path taken since they parted.
 - Launch shape: `tid(a) in [0, block_dim(a))`, `bid(a) in [0, grid_dim(a))`; block_dim is the
@@ -32,7 +38,8 @@ The model (sound over-approximation of what a thread can do):
   for `thread_id` and an unspecialized block: `unit_block_axes`), and along each axis
   grid_dim*block_dim < 2**31: the launch must guarantee both (they are in the facts).
 - Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
-  gets a trip count T (a block-uniform atom, with k < T in the body).
+  gets a trip count T, with k < T in the body: n where the loop runs n times and has no
+  early exit, else a block-uniform atom (up to n where n is known).
 - `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
   counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
@@ -473,10 +480,12 @@ class _Thread:
         for label, count in mark[2].items():
             del self.exits[label][count:]
 
-    def loop(self, body, enter, label: str, carried: tuple = ()) -> None:
+    def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
-        its condition) until what it assumes of the variables it carries holds at the back
-        edge (`invariants`; cooperative kernels only), then continue after the loop."""
+        its condition; `carried`: the variables it sets there, a `for` loop's; `count`: its
+        trip count, where its range gives it) until what it assumes of the variables it
+        carries holds at the back edge (`invariants`; cooperative kernels only), then
+        continue after the loop."""
         kinds, needs, exact, assigned = _loop_info(body)
         outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
@@ -494,11 +503,14 @@ class _Thread:
             current = {n: self.env[n] for n in names}
             self.epochs = barriers.iteration(outer.epochs, kinds, counter)  # (the condition's too)
             cond = enter(Poly.atom(counter))
+            heads = {n: self.env.get(n) for n in names}
+            runs = count if count is not None else invariants.trip_count(cond, counter, self.space)
+            settled = self.settled(heads, counter, runs, exact, carried)
+            if runs is not None:
+                cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
             invariants.refine(cond, fresh, self.space)
-            trips = None
             if kinds:
-                trips = self.space.fresh("trips", 0, INF, label=f"the trip count of {label}")
-                self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
+                trips = self.trip_count(runs, exact, label)
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
             self.block(body)
@@ -529,6 +541,27 @@ class _Thread:
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
                                               [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
                            for n in names})
+        self.env.update(settled)
+
+    def settled(self, heads: dict, counter: str, runs: int | None, exact: bool, carried: tuple) -> dict:
+        """The variables' values after a loop that runs `runs` times and is left only where
+        its condition fails: their values at the head of iteration `runs`, where these are
+        constants (`offset` after `while d > 0: ...; offset *= 2; d >>= 1`). Not the
+        variables `carried` (a `for` loop's keeps the value of its last iteration)."""
+        if runs is None or not exact:
+            return {}
+        values = {n: invariants.value_at(v, {counter: runs}, self.space) for n, v in heads.items()
+                  if n not in carried and isinstance(v, Poly)}
+        return {n: Poly.const(v) for n, v in values.items() if v is not None}
+
+    def trip_count(self, runs: int | None, exact: bool, label: str) -> Poly:
+        """The trip count of a loop that passes barriers: `runs` where the loop runs exactly
+        that many times (it has no early exit), else a block-uniform atom up to it."""
+        if runs is not None and exact:
+            return Poly.const(runs)
+        trips = self.space.fresh("trips", 0, INF if runs is None else runs, label=f"the trip count of {label}")
+        self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
+        return trips
 
     def s_for(self, s: N.For):
         start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
@@ -544,7 +577,9 @@ class _Thread:
             self.origin(cond, s.loc)
             return cond
 
-        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,))
+        steps = (start.value, stop.value, step.value)
+        count = len(range(*steps)) if None not in steps and steps[2] != 0 else None
+        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), count)
 
     def s_while(self, s: N.While):
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
