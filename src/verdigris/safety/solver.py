@@ -3,8 +3,8 @@
 Takes: two accesses of one array (from `symbolic.execute`) and their `Space`. Gives:
 `collide(a, b, space, budget) -> Outcome`: "unsat" (no two distinct threads reach `a`
 and `b` at one element), "sat" with a concrete counterexample (thread ids, the element,
-the sizes and parameters z3 chose), or "unknown" (gave up or spent its budget; the caller
-refuses).
+the sizes and parameters z3 chose, the narrow arithmetic that wrapped around on the way),
+or "unknown" (gave up or spent its budget; the caller refuses).
 Each query has a z3 context of its own and a budget of steps (`budgets`), so its verdict is
 reproducible.
 
@@ -43,6 +43,7 @@ class Outcome:
     sizes: dict = field(default_factory=dict)  # label -> value, for shapes and parameters
     launch: tuple = ()  # (grid, block), 3 ints each
     unknowns: list = field(default_factory=list)  # labels of loaded values the indices depend on
+    wraps: list = field(default_factory=list)  # labels of the wrap-arounds the example takes
     reason: str = ""
 
 
@@ -89,7 +90,8 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
     value, threads, sizes, launch = situation_of(model, enc, space, ids)
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
-    return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)
+    wraps = sorted({label for label, wrapped, exact in enc.wraps if value(wrapped) != value(exact)})
+    return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns, wraps)
 
 
 def readable(solver, enc, ids: list, one_block: bool, budget: int):
@@ -144,6 +146,7 @@ class _Encoder:
         self.consts: dict = {}
         self.side: list = []
         self.divisors: list = []  # run-time divisors: a readable model keeps them nonzero
+        self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.used: set = set()
 
     def atom(self, name: str):
@@ -168,6 +171,8 @@ class _Encoder:
             parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
                      for p in atom.definition] if suffix else list(atom.definition)
             self.side.append(term == define(self, *parts))
+            if atom.kind == "wrap":
+                self.wraps.append((atom.label, term, self.poly(parts[0])))
         return term
 
     def solver(self, budget: int):
@@ -237,10 +242,16 @@ class _Encoder:
         xv, yv = self.poly(x), self.poly(y)
         return z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
 
+    def wrap(self, x, modulus):
+        """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
+        it the one two's complement or unsigned wrap-around gives)."""
+        return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
+
 
 _DEFINITIONS = {
     "ite": lambda enc, cond, a, b: enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
     "floordiv": _Encoder.floordiv,
     "mod": _Encoder.mod,
     "loopvar": lambda enc, start, k, step: enc.poly(start + k * step),
+    "wrap": _Encoder.wrap,
 }
