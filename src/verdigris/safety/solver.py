@@ -19,7 +19,8 @@ Query: thread 1 reaches `a`, thread 2 reaches `b` (each path condition, with its
 every per-thread atom), all indices are equal and in bounds (an out-of-bounds access faults
 instead of touching memory), nothing orders the two threads (`order.unordered`: distinct
 threads of different blocks, or of one block after the same barrier), plus each atom's
-interval and definition, and the launch-domain constraints.
+interval and definition (a remainder by a run-time divisor also with its range), and the
+launch-domain constraints.
 """
 from __future__ import annotations
 
@@ -240,7 +241,12 @@ class _Encoder:
         if y.value is not None and y.value > 0:
             return self.poly(x) % y.value
         xv, yv = self.poly(x), self.poly(y)
-        return z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
+        rest = z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
+        # its range, stated: z3 would have to derive it from nonlinear terms (a grouped GEMM
+        # ordering's `% group_size_m` was out of budget without it)
+        self.side.append(z3.If(yv > 0, z3.And(0 <= rest, rest < yv),
+                               z3.If(yv < 0, z3.And(yv < rest, rest <= 0), rest == 0)))
+        return rest
 
     def wrap(self, x, modulus):
         """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
