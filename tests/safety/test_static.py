@@ -399,3 +399,28 @@ def test_a_stride_shifted_by_the_loop_counter_is_bounded(rng):
     # the stride is bounded, not known exactly: across iterations with no barrier between
     # them the checker cannot pin the two strides down, and says so (VG205), not VG211
     assert info.value.code == "VG205" and "a shift" in info.value.message
+
+
+@simt.kernel
+def two_per_thread(x, out):
+    i = 2 * (simt.block_id(0) * 64 + simt.thread_id(0))  # int32: wraps to negative indices only
+    if 0 <= i and i + 1 < out.shape[0]:
+        out[i] = x[i]
+        out[i + 1] = x[i + 1]
+
+
+@simt.kernel
+def wrapped_onto_one_row(x, out):
+    row = simt.block_id(0) * 65536 * 32768  # int32: 0 for every even block
+    out[row + simt.thread_id(0)] = x[simt.thread_id(0)]
+
+
+def test_int32_arithmetic_wraps_as_the_hardware_does():
+    """A wrapped int32 value is a function of what wrapped, not any int32: where it wraps
+    only to negative indices (skipped), threads stay apart; where it wraps two blocks onto
+    one row, that race is reported as one, with how to widen the index."""
+    x, out = np.zeros(256, np.float32), np.zeros(256, np.float32)
+    assert analyze(two_per_thread, x, out).errors == []
+    (err,) = analyze(wrapped_onto_one_row, x, out).errors
+    assert err.code == "VG202" and "wraps around in int32 arithmetic" in err.message
+    assert "int(simt.block_id(0))" in err.hint

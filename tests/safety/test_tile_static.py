@@ -306,17 +306,30 @@ def test_accesses_inside_unsafe_are_exempt_and_counted():
     assert analyze(racy_but_unsafe, F32, F32, B=16).facts["unsafe_accesses"] == 2
 
 
-def test_store_index_of_int32_products_is_refused_with_a_hint():
-    """`2 * bid` in int32 may wrap past 2**31 on a grid that large: the checker does not
-    assume it cannot (the SIMT rule), and says how to compute the index in int64."""
+def test_int32_products_that_wrap_only_to_negative_tiles_are_accepted():
+    """`2 * bid` in int32 wraps past 2**31 on a grid of more than 2**30 blocks, but only to
+    negative tile indices, which store nothing: the wrapped value is a function of `bid`,
+    not any int32, so no two blocks meet."""
 
     @tile.kernel
     def doubled(x, out, B: vg.constexpr):
         i = tile.bid(0)
         tile.store(out, index=(2 * i,), tile=tile.load(x, index=(2 * i,), shape=(B,)))
 
-    (err,) = analyze(doubled, F32, F32, B=8).errors
-    assert err.code == "VG205" and "int32 arithmetic that may wrap" in err.message
+    assert analyze(doubled, F32, F32, B=8).errors == []
+
+
+def test_int32_products_that_wrap_onto_one_tile_are_a_race_with_a_hint():
+    """`bid * 2**31` in int32 is 0 for every even block: blocks 0 and 2 store one tile."""
+
+    @tile.kernel
+    def aliased(x, out, B: vg.constexpr):
+        i = tile.bid(0) * 65536 * 32768
+        tile.store(out, index=(i,), tile=tile.load(x, index=(0,), shape=(B,)))
+
+    (err,) = analyze(aliased, F32, F32, B=8).errors
+    assert err.code == "VG202" and "wraps around in int32 arithmetic" in err.message
+    assert re.search(r"block 0 and block 2 both write out\[\d\]", err.message), err.message
     assert "int(tile.bid(0))" in err.hint
 
 

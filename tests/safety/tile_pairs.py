@@ -5,8 +5,9 @@ sums stored plainly, a persistent loop stepping by 1 instead of `num_blocks`, an
 shift reading the neighbour's tile, scatters through loaded indices or offsets, a scatter
 whose lanes meet, a 2-D grid whose store ignores one block axis, an in-place transpose, a
 tail tile of another shape that overlaps the next block's tile, a read of the sum that
-other blocks add to atomically, one scalar written by every block, and a gather of another
-block's output. Tile shapes are mostly not powers of two, and arrays are ragged (the last
+other blocks add to atomically, one scalar written by every block, a gather of another
+block's output, and blocks of two tiles each that overlap the next block's (fixed: tiles
+`2 * bid` and `2 * bid + 1` in int32, which wraps only to negative indices). Tile shapes are mostly not powers of two, and arrays are ragged (the last
 tile is masked) wherever the kernel allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
@@ -115,7 +116,7 @@ def persistent_setup(rng):
     return 3, (_f32(rng, n), _poison(n)), {"B": B}
 
 
-def persistent_reference(args):
+def doubled_reference(args):
     return {1: args[0] * np.float32(2)}
 
 
@@ -417,13 +418,34 @@ def rows_reference(args):
     return {1: args[0].copy()}
 
 
+# ----------------------------------------------------------------------------- two tiles a block
+
+
+@tile.kernel
+def two_tiles_overlapping(x, out, B: vg.constexpr):
+    i = tile.bid(0)  # block b stores tiles b and b + 1: its neighbour's first tile too
+    tile.store(out, index=(i,), tile=tile.load(x, index=(i,), shape=(B,)) * 2.0)  # race
+    tile.store(out, index=(i + 1,), tile=tile.load(x, index=(i + 1,), shape=(B,)) * 2.0)
+
+
+@tile.kernel
+def two_tiles_per_block(x, out, B: vg.constexpr):
+    i = 2 * tile.bid(0)  # int32: past 2**31 it wraps to a negative index, which stores nothing
+    tile.store(out, index=(i,), tile=tile.load(x, index=(i,), shape=(B,)) * 2.0)
+    tile.store(out, index=(i + 1,), tile=tile.load(x, index=(i + 1,), shape=(B,)) * 2.0)
+
+
+def two_tiles_setup(rng):
+    return vg.cdiv(N, 2 * B), (_f32(rng), _poison()), {"B": B}
+
+
 PAIRS = [
     TilePair("two blocks storing one tile", all_store_tile_zero, copy_tiles, "VG202",
              copy_setup, copy_reference),
     TilePair("split-K partial sums stored plainly", split_k_plain, split_k_atomic, "VG202",
              split_k_setup, split_k_reference),
     TilePair("persistent loop stepping by 1", persistent_step_one, persistent_step_blocks,
-             "VG202", persistent_setup, persistent_reference),
+             "VG202", persistent_setup, doubled_reference),
     TilePair("in-place shift reading the neighbour's tile", shift_in_place, shift_into_out,
              "VG203", copy_setup, shift_reference),
     TilePair("in-place transpose", transpose_in_place, transpose_into_out, "VG203",
@@ -449,4 +471,6 @@ PAIRS = [
              lanes_setup, lanes_reference),
     TilePair("2-D scatter with the row index twice", scatter_transposed_rows_meet,
              scatter_transposed_rows, "VG202", rows_setup, rows_reference),
+    TilePair("two tiles a block, overlapping the neighbour's", two_tiles_overlapping,
+             two_tiles_per_block, "VG202", two_tiles_setup, doubled_reference),
 ]

@@ -205,10 +205,12 @@ def joined(a: tuple, b: tuple, base: tuple) -> tuple:
 @dataclass
 class Atom:
     name: str
-    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar bool
+    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar wrap bool
     lo: float = -INF
     hi: float = INF
-    definition: tuple = ()  # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step)
+    # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); wrap: (x, modulus),
+    # x less a multiple of the modulus, in [lo, hi]
+    definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 
 

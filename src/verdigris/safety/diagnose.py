@@ -4,7 +4,8 @@ Takes: the code, the two accesses (from `symbolic`), and the solver's `Outcome`.
 `race_error(...)` and `unproven_error(...)`: a `SafetyError` at the user's line of one of
 the accesses, naming two concrete threads, the element they meet on and the sizes that
 make it happen, e.g. "thread (block 1, thread 0) and thread (block 0, thread 127) both
-write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint. Also `divergence_error` (a barrier or warp operation
+write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint (how to
+widen the index, where the example's index wrapped around in int32: `wrap_note`). Also `divergence_error` (a barrier or warp operation
 that one thread reaches and another does not, and the condition that splits them) and
 `uninitialized_error` (a shared element read before anything wrote it).
 """
@@ -25,7 +26,7 @@ HINTS = {
     "VG205": "restructure the index arithmetic (a guard such as `if c < W:` or an index "
              "built from simt.global_id), use an atomic, or wrap the access in "
              "`with vg.unsafe():`",
-    "VG205 wrap": "thread and block ids (simt.thread_id, block_id, block_dim, grid_dim) are "
+    "wrap": "thread and block ids (simt.thread_id, block_id, block_dim, grid_dim) are "
                   "int32, and so is arithmetic on them, which wraps past 2**31 on a grid that "
                   "large: widen before multiplying, e.g. `int(simt.block_id(0)) * 256 + t`, or "
                   "index with simt.global_id(axis), which is int64",
@@ -98,9 +99,14 @@ def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
         what = f"{what}, {_UNORDERED[code]}"
     elif shared:
         what = f"{what} between the same two barriers"
-    message = f"{CODES[code].title}: {what} ({situation(outcome)}){where}"
-    hint = HINTS["VG204 shared" if code == "VG204" and shared else code]
+    message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({situation(outcome)}){where}"
+    hint = HINTS["wrap" if outcome.wraps else "VG204 shared" if code == "VG204" and shared else code]
     return SafetyError(message, loc, hint.format(array=a.array), code)
+
+
+def wrap_note(outcome) -> str:
+    """Where the example's indices wrap around (a race only a large launch can have)."""
+    return f", where the index wraps around in {' and '.join(outcome.wraps)}" if outcome.wraps else ""
 
 
 def divergence_error(code: str, subject: str, loc, condition, outcome) -> SafetyError:
@@ -128,10 +134,9 @@ def data_error(a: Access, b: Access, outcome) -> SafetyError:
     element = f"{a.array}[{', '.join(map(str, outcome.element))}]"
     verbs = {"write": "writes", "read": "reads", "atomic": "updates"}
     example = (f"{t1} {verbs[a.kind]} {element} and {t2} {verbs[b.kind]} it if those values "
-               f"allow ({situation(outcome)})")
+               f"allow{wrap_note(outcome)} ({situation(outcome)})")
     reason = f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot see; {example}"
-    wraps = any(u.endswith("arithmetic that may wrap") for u in outcome.unknowns)
-    return unproven_error(a, b, reason, hint=HINTS["VG205 wrap"] if wraps else HINTS["VG205"])
+    return unproven_error(a, b, reason, hint=HINTS["wrap" if outcome.wraps else "VG205"])
 
 
 def unproven_error(a, b, reason: str, who: str = "threads", hint: str = HINTS["VG205"]) -> SafetyError:

@@ -5,8 +5,8 @@ Takes: the operands as polynomials (`algebra.Poly`) and the thread whose `space`
 `fit` and `scoped` the handlers use. Gives: a polynomial where the result is one exactly
 (sums, products, a shift or xor by a constant), a fresh atom defined by its operands
 (`//`, `%`), or an unknown of the result's range (bounded where the operands' ranges
-bound it: `128 >> k`). Guarantees: a result that may have wrapped past its dtype is an
-unknown, never a polynomial (`fit`).
+bound it: `128 >> k`). Guarantees: a result that may have wrapped past its dtype is a
+`wrap` atom of the exact result, never the polynomial itself (`fit`).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Guarantee: an assumption that `widen` leaves unchanged holds at entry and is kep
 iteration, so it holds at the start of every iteration (the body runs under it), and, with
 the values at the `break`s, after the loop. A closed form is used only where the pass that
 used it found the same progression at the back edge (the step cannot wrap: `symbolic`
-turns a step that may wrap into an unknown). This keeps narrow index arithmetic on carried
+turns a result that may wrap into a `wrap` atom, which is no progression). This keeps narrow index arithmetic on carried
 variables (`t + s` with `s //= 2`, `t - offset` with `offset *= 2` while `offset < n`) from
 looking like it could wrap. A trip count holds where the closed forms do: at the head of
 every iteration that starts, and where the loop stops, each variable is within its

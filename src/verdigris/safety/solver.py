@@ -3,8 +3,8 @@
 Takes: two accesses of one array (from `symbolic.execute`) and their `Space`. Gives:
 `collide(a, b, space, budget) -> Outcome`: "unsat" (no two distinct threads reach `a`
 and `b` at one element), "sat" with a concrete counterexample (thread ids, the element,
-the sizes and parameters z3 chose), or "unknown" (gave up or spent its budget; the caller
-refuses).
+the sizes and parameters z3 chose, the narrow arithmetic that wrapped around on the way),
+or "unknown" (gave up or spent its budget; the caller refuses).
 Each query has a z3 context of its own and a budget of steps (`budgets`), so its verdict is
 reproducible.
 
@@ -19,7 +19,8 @@ Query: thread 1 reaches `a`, thread 2 reaches `b` (each path condition, with its
 every per-thread atom), all indices are equal and in bounds (an out-of-bounds access faults
 instead of touching memory), nothing orders the two threads (`order.unordered`: distinct
 threads of different blocks, or of one block after the same barrier), plus each atom's
-interval and definition, and the launch-domain constraints.
+interval and definition (a remainder by a run-time divisor also with its range), and the
+launch-domain constraints.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Outcome:
     sizes: dict = field(default_factory=dict)  # label -> value, for shapes and parameters
     launch: tuple = ()  # (grid, block), 3 ints each
     unknowns: list = field(default_factory=list)  # labels of loaded values the indices depend on
+    wraps: list = field(default_factory=list)  # labels of the wrap-arounds the example takes
     reason: str = ""
 
 
@@ -89,7 +91,8 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
     value, threads, sizes, launch = situation_of(model, enc, space, ids)
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
-    return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns)
+    wraps = sorted({label for label, wrapped, exact in enc.wraps if value(wrapped) != value(exact)})
+    return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns, wraps)
 
 
 def readable(solver, enc, ids: list, one_block: bool, budget: int):
@@ -144,6 +147,7 @@ class _Encoder:
         self.consts: dict = {}
         self.side: list = []
         self.divisors: list = []  # run-time divisors: a readable model keeps them nonzero
+        self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.used: set = set()
 
     def atom(self, name: str):
@@ -168,6 +172,8 @@ class _Encoder:
             parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
                      for p in atom.definition] if suffix else list(atom.definition)
             self.side.append(term == define(self, *parts))
+            if atom.kind == "wrap":
+                self.wraps.append((atom.label, term, self.poly(parts[0])))
         return term
 
     def solver(self, budget: int):
@@ -235,7 +241,17 @@ class _Encoder:
         if y.value is not None and y.value > 0:
             return self.poly(x) % y.value
         xv, yv = self.poly(x), self.poly(y)
-        return z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
+        rest = z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
+        # its range, stated: z3 would have to derive it from nonlinear terms (a grouped GEMM
+        # ordering's `% group_size_m` was out of budget without it)
+        self.side.append(z3.If(yv > 0, z3.And(0 <= rest, rest < yv),
+                               z3.If(yv < 0, z3.And(yv < rest, rest <= 0), rest == 0)))
+        return rest
+
+    def wrap(self, x, modulus):
+        """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
+        it the one two's complement or unsigned wrap-around gives)."""
+        return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
 
 
 _DEFINITIONS = {
@@ -243,4 +259,5 @@ _DEFINITIONS = {
     "floordiv": _Encoder.floordiv,
     "mod": _Encoder.mod,
     "loopvar": lambda enc, start, k, step: enc.poly(start + k * step),
+    "wrap": _Encoder.wrap,
 }

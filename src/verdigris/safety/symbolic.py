@@ -14,11 +14,13 @@ The model (sound over-approximation of what a thread can do):
   per-thread atom, renamed `@1`/`@2` for the two threads of a query), launch sizes and
   scalar parameters shared by all threads (`gdim0`, `bdim0`, `shape:out:0`, `param:n`), and
   per-thread unknowns. Every atom carries an interval; some carry a definition (if-then-else,
-  floor div/mod, loop variable) that the solver adds as a constraint.
+  floor div/mod, loop variable, wrap-around) that the solver adds as a constraint.
 - Straight-line locals are substituted. Loads from memory, float->int casts and bit
   operations the model does not follow are fresh unknowns in their dtype's range. A
-  narrow (<= 32-bit) integer result whose interval may leave its dtype's range is also an
-  unknown (it may have wrapped); 64-bit arithmetic is modelled without wrap-around, as in
+  narrow (<= 32-bit) integer result whose interval may leave its dtype's range is a `wrap`
+  atom defined by the exact result and the dtype's modulus: the solver knows its value
+  (the result minus a multiple of 2**bits, in range), so wrapped indices collide exactly
+  where the hardware's would; 64-bit arithmetic is modelled without wrap-around, as in
   GPUVerify's and Faial's default integer logic. The integer operators' models are in
   `intops`.
 - Loops are one arbitrary iteration: variables the body assigns are havocked (fresh
@@ -82,8 +84,8 @@ class _Frame:
 
 
 def wrapped(dtype: T.DType) -> str:
-    """How a diagnosis names an integer result that may have wrapped."""
-    return f"{dtype.name} arithmetic that may wrap"
+    """How a diagnosis names an integer result that wrapped."""
+    return f"{dtype.name} arithmetic"
 
 
 # ----------------------------------------------------------------------------- executor
@@ -216,10 +218,14 @@ class _Thread:
         return Opaque(meet(*map(self.scopes.of, inputs))) if self.cooperative else None
 
     def fit(self, p: Poly, dtype: T.DType) -> Poly:
-        """`p` if its value surely fits `dtype`, else an unknown (it may have wrapped)."""
+        """`p` if its value surely fits `dtype`, else `p` wrapped into the dtype's range (a
+        `wrap` atom): a function of `p`, so two threads' results are equal exactly where
+        the hardware's are, not wherever an unknown could make them."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        return p if rlo <= lo and hi <= rhi else self.scoped(dtype, wrapped(dtype), p)
+        if rlo <= lo and hi <= rhi:
+            return p
+        return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:

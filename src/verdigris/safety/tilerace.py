@@ -15,7 +15,9 @@ distinct blocks must not touch one element of a global array with at least one p
 - a plain scatter must write distinct elements across blocks and within its own block (the
   lanes of the scatter are then among the ids of the query: two lanes of one block writing
   one element is VG202, as the cpu backend reports it); an index the checker cannot see
-  (loaded, gathered, carried by a loop) is VG205, never a pass. Accesses inside
+  (loaded, gathered, carried by a loop) is VG205, never a pass. int32 index arithmetic
+  wraps as the hardware's does (`symbolic`): blocks that meet only through a wrap-around
+  are a race, named as such, with a hint to widen the index. Accesses inside
   `with vg.unsafe():` are neither proven nor reported.
 Each pair goes first to the fast path: views (see `tiles`) of one shape, whose tile indices
 `fastpath.disjoint` proves distinct for distinct blocks (and, for a scatter against itself,
@@ -31,7 +33,7 @@ import itertools
 from ..errors import SafetyError
 from . import fastpath, solver
 from .codes import CODES
-from .diagnose import _dims, _plural, unproven_error
+from .diagnose import _dims, _plural, unproven_error, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
 from .trace import Access
 from .tiles import LANE, TileAccess, execute
@@ -50,6 +52,9 @@ HINTS = {
     "VG205": "build the indices from tile.bid, tile.num_blocks and tile.arange (in int64, "
              "e.g. int(tile.bid(0)), where a product may pass 2**31), use tile.scatter_add, "
              "or wrap the access in `with vg.unsafe():`",
+    "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
+            "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
+            "`int(tile.bid(0)) * 4096`",
 }
 
 
@@ -234,8 +239,9 @@ def _race_error(code: str, a: TileAccess, b: TileAccess, outcome) -> SafetyError
 def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome) -> SafetyError:
     line = other.loc.line
     where = f"; the other access is at line {line}" if line != at.loc.line else ""
-    message = f"{CODES[code].title}: {what} ({_situation(outcome)}){where}"
-    return SafetyError(message, at.loc, HINTS[code].format(array=at.array), code)
+    message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({_situation(outcome)}){where}"
+    hint = HINTS["wrap" if outcome.wraps else code]
+    return SafetyError(message, at.loc, hint.format(array=at.array), code)
 
 
 def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
@@ -248,8 +254,8 @@ def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
                    f"{_position(a, ids2)} of one scatter")
     else:
         example = f"{b1} {_VERBS[a.kind]} {element} and {b2} {_VERBS[b.kind]} it"
-    example += f" if those values allow ({_situation(outcome)})"
+    example += f" if those values allow{wrap_note(outcome)} ({_situation(outcome)})"
     reason = (f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot "
               f"see; {example}")
-    return unproven_error(a, b, reason, "blocks", HINTS["VG205"])
+    return unproven_error(a, b, reason, "blocks", HINTS["wrap" if outcome.wraps else "VG205"])
 

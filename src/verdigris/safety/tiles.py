@@ -16,8 +16,9 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   broadcast keeps its value (a stretched axis had extent 1); `permute` and `reshape` map
   lanes (a reshape that moves elements between axes, through floor division and modulo of
   the flat position). Integer elementwise ops are the scalar ops of `symbolic` applied to
-  these polynomials (wrap-around included: a narrow result that may leave its dtype is an
-  unknown). Loaded, gathered, reduced, scanned or multiplied (`dot`) integer tiles are
+  these polynomials (wrap-around included: a narrow result that may leave its dtype is a
+  `wrap` atom of the exact result, so `2 * bid` past 2**31 is a negative tile index, not
+  any int32). Loaded, gathered, reduced, scanned or multiplied (`dot`) integer tiles are
   unknowns that depend on their lanes: an atom whose definition mentions a lane is copied
   afresh when lanes are mapped, so `u.T` is not `u` (masks of float comparisons likewise).
   Boolean tiles are formulas; float tiles are not modelled.
