@@ -6,8 +6,9 @@ shift reading the neighbour's tile, scatters through loaded indices or offsets, 
 whose lanes meet, a 2-D grid whose store ignores one block axis, an in-place transpose, a
 tail tile of another shape that overlaps the next block's tile, a read of the sum that
 other blocks add to atomically, one scalar written by every block, a gather of another
-block's output, and blocks of two tiles each that overlap the next block's (fixed: tiles
-`2 * bid` and `2 * bid + 1` in int32, which wraps only to negative indices). Tile shapes are mostly not powers of two, and arrays are ragged (the last
+block's output, blocks of two tiles each that overlap the next block's (fixed: tiles
+`2 * bid` and `2 * bid + 1` in int32, which wraps only to negative indices), and Triton's
+grouped tile order with the wrong divisor in a ragged last group. Tile shapes are mostly not powers of two, and arrays are ragged (the last
 tile is masked) wherever the kernel allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
@@ -439,6 +440,43 @@ def two_tiles_setup(rng):
     return vg.cdiv(N, 2 * B), (_f32(rng), _poison()), {"B": B}
 
 
+# ------------------------------------------------------------- tiles in grouped order (Triton's GEMM)
+
+
+@vg.func
+def _grouped(c, BM, BN, GROUP_M, group_columns: bool):
+    """The tile (pid_m, pid_n) of block tile.bid(0) in the grouped order of Triton's matmul
+    tutorial: GROUP_M block rows at a time, column by column. `group_columns`: the bug of
+    dividing by GROUP_M where the last group has fewer rows."""
+    pid = tile.bid(0)
+    num_pid_m = (c.shape[0] + BM - 1) // BM
+    num_pid_n = (c.shape[1] + BN - 1) // BN
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // (GROUP_M if group_columns else group_size_m)
+    return pid_m, pid_n
+
+
+@tile.kernel
+def grouped_order_wrong_divisor(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    pid_m, pid_n = _grouped(out, BM, BN, GROUP_M, True)
+    tile.store(out, index=(pid_m, pid_n),  # race
+               tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def grouped_order(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    pid_m, pid_n = _grouped(out, BM, BN, GROUP_M, False)
+    tile.store(out, index=(pid_m, pid_n), tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+def grouped_setup(rng):
+    rows, cols = 5 * 8 - 3, 3 * 8  # five block rows (the last group has one), three columns
+    return 15, (_f32(rng, rows, cols), _poison(rows, cols)), {"BM": 8, "BN": 8, "GROUP_M": 2}
+
+
 PAIRS = [
     TilePair("two blocks storing one tile", all_store_tile_zero, copy_tiles, "VG202",
              copy_setup, copy_reference),
@@ -473,4 +511,6 @@ PAIRS = [
              scatter_transposed_rows, "VG202", rows_setup, rows_reference),
     TilePair("two tiles a block, overlapping the neighbour's", two_tiles_overlapping,
              two_tiles_per_block, "VG202", two_tiles_setup, doubled_reference),
+    TilePair("grouped tile order dividing by GROUP_M in the last group", grouped_order_wrong_divisor,
+             grouped_order, "VG202", grouped_setup, doubled_reference),
 ]

@@ -185,9 +185,7 @@ class _Prover:
         i, bound = enc.poly(index), enc.poly(limit)
         facts = [enc.formula(pc), i < bound if violation == "lt" else i >= bound]
         facts += [enc.formula(f) for f in self.space.domain + self.space.uniform_domain]
-        solver = enc.solver(budgets.BOUNDS)
-        solver.add(*facts, *enc.side)
-        return solver.check() == z3.unsat
+        return enc.decide(facts, budgets.BOUNDS)[0] == z3.unsat
 
     def prove(self, found: _Found) -> bool:
         pending: dict = {}

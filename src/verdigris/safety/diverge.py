@@ -64,9 +64,7 @@ def _split(point, trace, budget: int):
         together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
         facts.append(together)
     facts += equalities(enc, space, together)
-    solver = enc.solver(budget)
-    solver.add(*facts, *enc.side)
-    result = solver.check()
+    result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return None
     code = CODE[point.scope]
@@ -90,10 +88,8 @@ def _subject(point) -> str:
 
 def _culprit(f: tuple, origins: dict, enc, model):
     """The Loc of a part of `f` (with a known origin) that the two threads disagree on."""
-    z3 = enc.z3
     if f in origins:
-        one, two = (z3.is_true(model.eval(enc.formula(rename_formula(f, c)), model_completion=True))
-                    for c in COPIES)
+        one, two = (model.true(enc.formula(rename_formula(f, c))) for c in COPIES)
         if one != two:
             return origins[f]
     if f[0] in ("and", "or", "not"):

@@ -214,15 +214,10 @@ def _never_written(r, writes: list, space, budget: int):
         bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
         never = z3.Not(z3.And(*hit, *inner.side))
         facts.append(z3.ForAll(bound, never) if bound else never)
-    s = enc.solver(budget)
-    s.add(*facts, *enc.side)
-    if s.check() != z3.sat:
+    result, s = enc.decide(facts, budget)
+    if result != z3.sat:
         return None
-    model = readable(s, enc, ids, True, budget)
-
-    def value(term) -> int:
-        return model.eval(term, model_completion=True).as_long()
-
+    value = readable(s, enc, ids, True, budget).int
     thread = {n: value(enc.atom(per_thread(n, "2"))) for n in ids}
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
              if space.atoms[n].kind in ("shape", "param")}

@@ -51,9 +51,7 @@ class Outcome:
 def situation_of(model, enc, space: Space, ids):
     """From a model of the two-thread query: (value of a term, the two threads' ids, the
     sizes it chose, its (grid, block))."""
-    def value(term) -> int:
-        return model.eval(term, model_completion=True).as_long()
-
+    value = model.int
     tickets = sorted(n for n in enc.used if n in space.tickets)[:1]  # a block's ticket, if any
     threads = tuple({**{n: value(enc.atom(per_thread(n, c))) for n in ids},
                      **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in COPIES)
@@ -80,9 +78,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
     facts.append(order.unordered(enc, a, b, space, apart))
-    solver = enc.solver(budget)
-    solver.add(*facts, *enc.side)
-    result = solver.check()
+    result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return Outcome("unsat")
     if result != z3.sat:
@@ -96,9 +92,10 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
 
 
 def readable(solver, enc, ids: list, one_block: bool, budget: int):
-    """A model of the satisfiable `solver` that a user can picture: run-time divisors not
-    zero (a division by zero is no launch to show), block 0 where the two threads share a
-    block (`one_block`), small sizes and values, each where it still holds."""
+    """A model (`Found`) of the satisfiable `solver` (from `_Encoder.decide`) that a user can
+    picture: run-time divisors not zero (a division by zero is no launch to show), block 0
+    where the two threads share a block (`one_block`), small sizes and values, each where it
+    still holds."""
     z3 = enc.z3
     model = solver.model()
     solver.set("rlimit", min(budget, budgets.READABLE))
@@ -106,12 +103,31 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     nonzero = [d != 0 for d in enc.divisors]
     for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
         solver.push()
-        solver.add(*preference)
+        solver.add(*[term.translate(solver.ctx) for term in preference])
         if solver.check() == z3.sat:
             model = solver.model()
         else:
             solver.pop()
-    return model
+    return Found(model)
+
+
+class Found:
+    """A model of a query `_Encoder.decide` decided, for the encoder's terms (which live in
+    the encoder's context, not the one the query was decided in)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def eval(self, term):
+        return self.model.eval(term.translate(self.model.ctx), model_completion=True)
+
+    def int(self, term) -> int:
+        return self.eval(term).as_long()
+
+    def true(self, formula) -> bool:
+        import z3
+
+        return z3.is_true(self.eval(formula))
 
 
 def gave_up(solver, budget: int) -> str:
@@ -176,12 +192,20 @@ class _Encoder:
                 self.wraps.append((atom.label, term, self.poly(parts[0])))
         return term
 
-    def solver(self, budget: int):
-        """A solver in this query's context that gives up after `budget` steps."""
-        solver = self.z3.Solver(ctx=self.ctx)
+    def decide(self, facts: list, budget: int) -> tuple:
+        """(z3's verdict on `facts` with the atoms' constraints, the solver that reached it),
+        giving up after `budget` steps. The query is rebuilt from its text in a context of its
+        own: z3's search follows the numbering of its terms, which here would depend on what
+        Python built and freed before (the same query took 3.7M or 36M steps with the hash
+        seed); parsed, the same text is numbered the same way every time."""
+        z3 = self.z3
+        draft = z3.Solver(ctx=self.ctx)
+        draft.add(*facts, *self.side)
+        solver = z3.Solver(ctx=z3.Context())
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
-        return solver
+        solver.from_string(draft.sexpr())
+        return solver.check(), solver
 
     def any(self, terms: list):
         """The disjunction of `terms`, false if there are none, in this query's context."""

@@ -52,6 +52,11 @@ HINTS = {
     "VG205": "build the indices from tile.bid, tile.num_blocks and tile.arange (in int64, "
              "e.g. int(tile.bid(0)), where a product may pass 2**31), use tile.scatter_add, "
              "or wrap the access in `with vg.unsafe():`",
+    "scatter": "use tile.scatter_add where lanes may add to one element; where the loaded "
+               "indices are distinct (a permutation), wrap the scatter in `with vg.unsafe():`; "
+               "either way, a last tile that runs past the end of the indices needs "
+               "mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), or its padded lanes write "
+               "their padding to the element the padding indexes",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
             "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
             "`int(tile.bid(0)) * 4096`",
@@ -257,5 +262,7 @@ def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
     example += f" if those values allow{wrap_note(outcome)} ({_situation(outcome)})"
     reason = (f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot "
               f"see; {example}")
-    return unproven_error(a, b, reason, "blocks", HINTS["wrap" if outcome.wraps else "VG205"])
+    scatter = "scatter" in (a.op, b.op)
+    return unproven_error(a, b, reason, "blocks",
+                          HINTS["wrap" if outcome.wraps else "scatter" if scatter else "VG205"])
 
