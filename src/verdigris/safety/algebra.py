@@ -109,6 +109,11 @@ def per_thread(name: str, suffix: str) -> str:
     return name + suffix if name.endswith("@") else name
 
 
+def generic(name: str) -> str:
+    """The atom that `name` is a thread's copy of (`per_thread`); other names unchanged."""
+    return name[:-1] if name[-1:] in ("1", "2") and name[:-1].endswith("@") else name
+
+
 # ----------------------------------------------------------------------------- formulas
 
 TRUE, FALSE = ("true",), ("false",)
@@ -205,10 +210,12 @@ def joined(a: tuple, b: tuple, base: tuple) -> tuple:
 @dataclass
 class Atom:
     name: str
-    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar bool
+    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar pow2 rshift bool
     lo: float = -INF
     hi: float = INF
-    definition: tuple = ()  # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step)
+    # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); pow2 (2**e): (e,);
+    # rshift (x >> e): (x, e)
+    definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 
 
@@ -273,7 +280,7 @@ class Space:
     def bounds(self, name) -> tuple:
         if isinstance(name, tuple):  # gdim(a) * bdim(a): at most MAX_AXIS_THREADS
             return 1, MAX_AXIS_THREADS
-        atom = self.atoms[name]
+        atom = self.atoms[generic(name)]  # a thread's copy has its atom's bounds
         return atom.lo, atom.hi
 
     def shape(self, array: str, axis: int) -> Poly:

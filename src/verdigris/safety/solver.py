@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import budgets, order
-from .algebra import INF, Poly, Space, formula_atoms, per_thread, rename_formula
+from .algebra import INF, Poly, Space, formula_atoms, generic, per_thread, rename_formula
 from .trace import Access
 
 COPIES = ("1", "2")
@@ -150,10 +150,9 @@ class _Encoder:
         term = self.consts.get(name)
         if term is not None:
             return term
-        generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
-        suffix = name[len(generic):]
-        atom = self.space.atoms[generic]
-        self.used.add(generic)
+        atom = self.space.atoms[generic(name)]
+        suffix = name[len(atom.name):]
+        self.used.add(atom.name)
         z3 = self.z3
         if atom.kind == "bool":
             term = self.consts[name] = z3.Bool(name, self.ctx)
@@ -167,7 +166,7 @@ class _Encoder:
         if define is not None:
             parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
                      for p in atom.definition] if suffix else list(atom.definition)
-            self.side.append(term == define(self, *parts))
+            self.side.append(define(self, term, *parts))
         return term
 
     def solver(self, budget: int):
@@ -194,8 +193,7 @@ class _Encoder:
         """Bounds that keep a counterexample's sizes and values small."""
         z3, bounds = self.z3, []
         for name, term in self.consts.items():
-            generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
-            limits = SMALL.get(self.space.atoms[generic].kind)
+            limits = SMALL.get(self.space.atoms[generic(name)].kind)
             if limits is not None:
                 bounds.append(z3.And(term >= limits[0], term <= limits[1]))
         return bounds
@@ -230,6 +228,23 @@ class _Encoder:
         self.divisors.append(yv)
         return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
 
+    def power_of_two(self, exponent):
+        """2**exponent, spelled out for each value in the exponent's range (`intops` keeps
+        it within a dtype's bits): z3 splits on them where a proof needs one, and each case
+        is linear."""
+        e = self.poly(exponent)
+        lo, hi = (int(v) for v in self.space.interval(exponent))
+        value = self.constant(2**hi)
+        for i in reversed(range(lo, hi)):
+            value = self.z3.If(e == i, self.constant(2**i), value)
+        return value
+
+    def shifted_right(self, term, x, exponent):
+        """`term` is x >> exponent, floor(x / 2**exponent): its multiple of 2**exponent is at
+        most x, and the next one above it (z3 proves little about a division by a term)."""
+        power, xv = self.power_of_two(exponent), self.poly(x)
+        return self.z3.And(term * power <= xv, xv < term * power + power)
+
     def mod(self, x, y):
         z3 = self.z3
         if y.value is not None and y.value > 0:
@@ -238,9 +253,12 @@ class _Encoder:
         return z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
 
 
+# atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {
-    "ite": lambda enc, cond, a, b: enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
-    "floordiv": _Encoder.floordiv,
-    "mod": _Encoder.mod,
-    "loopvar": lambda enc, start, k, step: enc.poly(start + k * step),
+    "ite": lambda enc, term, cond, a, b: term == enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
+    "floordiv": lambda enc, term, x, y: term == enc.floordiv(x, y),
+    "mod": lambda enc, term, x, y: term == enc.mod(x, y),
+    "loopvar": lambda enc, term, start, k, step: term == enc.poly(start + k * step),
+    "pow2": lambda enc, term, exponent: term == enc.power_of_two(exponent),
+    "rshift": _Encoder.shifted_right,
 }
