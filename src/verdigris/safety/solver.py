@@ -19,7 +19,9 @@ Query: thread 1 reaches `a`, thread 2 reaches `b` (each path condition, with its
 every per-thread atom), all indices are equal and in bounds (an out-of-bounds access faults
 instead of touching memory), nothing orders the two threads (`order.unordered`: distinct
 threads of different blocks, or of one block after the same barrier), plus each atom's
-interval and definition, and the launch-domain constraints.
+interval and definition, and the launch-domain constraints. A loop's trip count is one
+uninterpreted function of the block and the iteration of the loops around it, so its value
+in another iteration (`Space.trip_count_then`) is the one a thread there sees.
 """
 from __future__ import annotations
 
@@ -163,11 +165,25 @@ class _Encoder:
         if atom.hi != INF:
             self.side.append(term <= atom.hi)
         define = _DEFINITIONS.get(atom.kind)
+        parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
+                 for p in atom.definition] if suffix else list(atom.definition)
         if define is not None:
-            parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
-                     for p in atom.definition] if suffix else list(atom.definition)
             self.side.append(define(self, term, *parts))
+        if atom.kind == "trips":
+            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name], parts, suffix))
         return term
+
+    def trip_count(self, loop: str, iteration: list, suffix: str):
+        """The trip count of `loop` in a block and an iteration of the loops around it: one
+        function of both, so a trip count of another iteration (`Space.trip_count_then`)
+        is the one a thread in that iteration sees."""
+        z3 = self.z3
+        blocks = [self.atom(per_thread(n, suffix)) for n in self.space.identity() if n.startswith("bid")]
+        args = blocks + [self.poly(p) for p in iteration]
+        if not args:
+            return z3.Int(f"trips:{loop}", self.ctx)
+        count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
+        return count(*args)
 
     def solver(self, budget: int):
         """A solver in this query's context that gives up after `budget` steps."""

@@ -32,7 +32,8 @@ The model (sound over-approximation of what a thread can do):
   for `thread_id` and an unspecialized block: `unit_block_axes`), and along each axis
   grid_dim*block_dim < 2**31: the launch must guarantee both (they are in the facts).
 - Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
-  gets a trip count T (a block-uniform atom, with k < T in the body).
+  gets a trip count T (a block-uniform atom, with k < T in the body; T >= 1 for a `for`
+  over a range that is never empty, from the intervals of its start and stop).
 - `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
   counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
@@ -473,10 +474,11 @@ class _Thread:
         for label, count in mark[2].items():
             del self.exits[label][count:]
 
-    def loop(self, body, enter, label: str, carried: tuple = ()) -> None:
+    def loop(self, body, enter, label: str, carried: tuple = (), once: bool = False) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
-        its condition) until what it assumes of the variables it carries holds at the back
-        edge (`invariants`; cooperative kernels only), then continue after the loop."""
+        its condition; `once`: iteration 0 surely runs) until what it assumes of the
+        variables it carries holds at the back edge (`invariants`; cooperative kernels
+        only), then continue after the loop."""
         kinds, needs, exact, assigned = _loop_info(body)
         outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
@@ -497,8 +499,7 @@ class _Thread:
             invariants.refine(cond, fresh, self.space)
             trips = None
             if kinds:
-                trips = self.space.fresh("trips", 0, INF, label=f"the trip count of {label}")
-                self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
+                trips = self.space.trip_count(self.counters()[:-1], once, f"the trip count of {label}")
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
             self.block(body)
@@ -525,7 +526,8 @@ class _Thread:
         leaving = meet(self.scopes.of(cond), *(self.scopes.of(relative(b.pc, base)) for b in frame.breaks))
         self.pc, self.env = outer.pc, dict(outer.env)
         if kinds:
-            self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks])
+            self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks],
+                                         once)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
                                               [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
                            for n in names})
@@ -544,7 +546,8 @@ class _Thread:
             self.origin(cond, s.loc)
             return cond
 
-        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,))
+        once = shi < tlo if plo >= 1 else thi < slo if phi <= -1 else False
+        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), once)
 
     def s_while(self, s: N.While):
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
