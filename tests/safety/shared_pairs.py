@@ -464,6 +464,64 @@ def smooth_reference(args):
     return {1: (x[:-2] + x[1:-1] + x[2:]) / 3}
 
 
+# ----------------------------------------------------------------------------- bitonic sort
+
+
+@simt.kernel
+def bitonic_sort_unguarded(x, out):  # both threads of a pair compare: one writes what the other reads
+    keys = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    simt.barrier()
+    for kk in range(1, 7):
+        k = 1 << kk
+        for jj in range(kk - 1, -1, -1):
+            partner = t ^ (1 << jj)
+            a = keys[t]  # refused here
+            b = keys[partner]
+            if (t & k) == 0:
+                if a > b:
+                    keys[t] = b
+                    keys[partner] = a
+            else:
+                if a < b:
+                    keys[t] = b
+                    keys[partner] = a
+            simt.barrier()
+    out[i] = keys[t]
+
+
+@simt.kernel
+def bitonic_sort(x, out):  # the CUDA samples' sortingNetworks, one block's keys in shared memory
+    keys = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    simt.barrier()
+    for kk in range(1, 7):
+        k = 1 << kk
+        for jj in range(kk - 1, -1, -1):
+            partner = t ^ (1 << jj)
+            if partner > t:  # the lower thread of each pair exchanges the two keys
+                a = keys[t]
+                b = keys[partner]
+                if (t & k) == 0:
+                    if a > b:
+                        keys[t] = b
+                        keys[partner] = a
+                else:
+                    if a < b:
+                        keys[t] = b
+                        keys[partner] = a
+            simt.barrier()
+    out[i] = keys[t]
+
+
+def sorted_blocks_reference(args):
+    return {1: np.sort(args[0].reshape(-1, B), axis=1).reshape(-1)}
+
+
 # ----------------------------------------------------------------------------- divergent barriers
 
 
@@ -679,6 +737,8 @@ SHARED_PAIRS = [
          "VG211", chunks_setup, rotate_reference),
     Pair("halo stencil without the barrier", smooth_no_barrier, smooth, "VG211", stencil_setup,
          smooth_reference),
+    Pair("bitonic sort without the partner guard", bitonic_sort_unguarded, bitonic_sort, "VG211",
+         full_setup, sorted_blocks_reference),
     Pair("barrier under a bounds guard", barrier_in_bounds_guard, barrier_for_all, "VG210",
          stencil_setup, neighbours_reference),
     Pair("barrier in a loop of data-dependent length", rounds_per_thread, rounds_per_block, "VG210",

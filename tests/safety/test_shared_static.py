@@ -589,3 +589,87 @@ def test_split_thread_ids_prove_register_tiles_without_the_solver():
     c = np.zeros((8, 8), np.float32)
     result = analyze(register_tile_store, c, K=1, block=(256, 1, 1))
     assert not result.errors and result.solver_queries == 0, result.errors
+
+
+# ----------------------------------------------------------------------------- partners t ^ j
+
+
+@simt.kernel
+def merge_steps(x, out, ODD: vg.constexpr, SYNC: vg.constexpr):
+    """Compare-exchange steps with partner t ^ j: j = 1 << jj, or (ODD) 3*jj + 1, which is no
+    power of two; SYNC False drops the barrier after each step."""
+    keys = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    simt.barrier()
+    for jj in range(5, -1, -1):
+        partner = t ^ (3 * jj + 1 if ODD else 1 << jj)
+        if partner > t:
+            a = keys[t]
+            b = keys[partner]
+            if a > b:
+                keys[t] = b
+                keys[partner] = a
+        if SYNC:
+            simt.barrier()
+    out[i] = keys[t]
+
+
+def test_a_partner_t_xor_j_is_known_where_j_is_a_power_of_two(rng):
+    from .test_dynamic import run_on_cpu
+
+    x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
+    assert not analyze(merge_steps, x, out, ODD=False, SYNC=True).errors
+    errors = analyze(merge_steps, x, out, ODD=False, SYNC=False).errors
+    assert errors and errors[0].code == "VG211", errors
+    with pytest.raises(vg.SafetyError) as info:
+        run_on_cpu(merge_steps, 1, 64, (x, out), {"ODD": False, "SYNC": False})
+    assert info.value.code in ("VG211", "VG212"), info.value
+    # 3*jj + 1 is no power of two: the checker does not pretend to see the partner
+    errors = analyze(merge_steps, x, out, ODD=True, SYNC=True).errors
+    assert errors and errors[0].code == "VG205" and "bitwise xor" in errors[0].message, errors
+
+
+def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget():
+    from verdigris.safety import budgets
+
+    from .shared_pairs import bitonic_sort
+
+    k = fresh(bitonic_sort)
+    values = k.bind((F32, F32), {})
+    ir = k.build(k.spec_key(values, k.describe_args(values), (64, 1, 1)))
+    result = safety.analyze(ir, budget=budgets.RACE // 100)
+    assert not result.errors, result.errors[0]
+
+
+@simt.kernel
+def rounds_of_growing_length(x, out, n, SYNC: vg.constexpr):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    v = x[i]
+    for a in range(1, n):
+        buf[t] = v
+        for b in range(a):  # runs at least once: a >= 1
+            simt.barrier()
+            v = buf[(t + 1) % 64] + v
+        if SYNC:
+            simt.barrier()
+    out[i] = v
+
+
+def test_an_outer_iteration_ends_with_the_last_iteration_of_its_inner_loop(rng):
+    """An inner loop's trip count is one function of the block and the outer iteration, so
+    the next outer iteration starts after the inner loop's last barrier, not any of them (the
+    bitonic sort's stages); a read in that last iteration still meets the next outer
+    iteration's write when no barrier parts them."""
+    from .test_dynamic import run_on_cpu
+
+    assert not analyze(rounds_of_growing_length, F32, F32, 4, SYNC=True).errors
+    errors = analyze(rounds_of_growing_length, F32, F32, 4, SYNC=False).errors
+    assert errors and errors[0].code == "VG211" and "buf[(t + 1) % 64]" in str(errors[0]), errors
+    x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
+    with pytest.raises(vg.SafetyError) as info:
+        run_on_cpu(rounds_of_growing_length, 1, 64, (x, out, 4), {"SYNC": False})
+    assert info.value.code in ("VG211", "VG212"), info.value

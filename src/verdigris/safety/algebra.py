@@ -7,8 +7,9 @@ with op in lt/le/eq/ne, ("and", ...), ("or", ...), ("not", f), ("bool", atom)) a
 constructors, with `relative` and `joined` for path conditions where paths part and meet,
 `Atom` and `Space`: every atom's kind, interval, definition and label, the
 launch-domain constraints, the launch registers (`register`), static shapes of shared
-arrays, and for atoms that are equal across threads of a warp or block, their *scope* (see
-`uniform`).
+arrays, loops' trip counts (`trip_count`, and `trip_count_then` for another iteration of
+the loops around), and for atoms that are equal across threads of a warp or block, their
+*scope* (see `uniform`).
 
 Atom names: a per-thread atom ends with `@` (thread and block ids, unknowns, loop counters;
 renamed `@1`/`@2` for the two threads of a query); the others are shared by every thread of
@@ -109,6 +110,11 @@ def per_thread(name: str, suffix: str) -> str:
     return name + suffix if name.endswith("@") else name
 
 
+def generic(name: str) -> str:
+    """The atom that `name` is a thread's copy of (`per_thread`); other names unchanged."""
+    return name[:-1] if name[-1:] in ("1", "2") and name[:-1].endswith("@") else name
+
+
 # ----------------------------------------------------------------------------- formulas
 
 TRUE, FALSE = ("true",), ("false",)
@@ -205,11 +211,12 @@ def joined(a: tuple, b: tuple, base: tuple) -> tuple:
 @dataclass
 class Atom:
     name: str
-    kind: str  # thread size param shape unknown counter ite floordiv mod loopvar wrap bool
+    kind: str  # thread size param shape unknown counter trips ite floordiv mod loopvar wrap pow2 rshift bool
     lo: float = -INF
     hi: float = INF
     # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); wrap: (x, modulus),
-    # x less a multiple of the modulus, in [lo, hi]
+    # x less a multiple of the modulus, in [lo, hi]; pow2 (2**e): (e,); rshift (x >> e): (x, e);
+    # trips: the counters of the loops around the loop it counts
     definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 
@@ -238,6 +245,7 @@ class Space:
     scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
     barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
     tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
+    loops_counted: dict = field(default_factory=dict)  # trip count atom -> the loop's (`trip_count`)
 
     def add(self, atom: Atom) -> Poly:
         self.atoms.setdefault(atom.name, atom)
@@ -252,6 +260,26 @@ class Space:
         name = f"b{self.counter}@"
         self.atoms[name] = Atom(name, "bool", label=label)
         return ("bool", name)
+
+    def trip_count(self, iteration: tuple, once: bool, label: str, most: float = INF) -> Poly:
+        """The trip count of a loop in the iteration `iteration` (counter names) of the
+        loops around it: block-uniform, at least 1 if the loop surely runs `once`, at most
+        `most`."""
+        trips = self.fresh("trips", 1 if once else 0, most, tuple(map(Poly.atom, iteration)), label)
+        name = next(iter(trips.atoms()))
+        self.scopes[name] = ("block", iteration)
+        self.loops_counted[name] = name
+        return trips
+
+    def trip_count_then(self, name: str, mapping: dict) -> Poly:
+        """The trip count atom `name` of a loop, in the iteration of the loops around it
+        that `mapping` (counter -> Poly) gives: the solver knows both as one function of the
+        block and the iteration."""
+        atom = self.atoms[name]
+        iteration = tuple(p.substitute(mapping) for p in atom.definition)
+        then = self.fresh("trips", atom.lo, atom.hi, iteration, atom.label)
+        self.loops_counted[next(iter(then.atoms()))] = self.loops_counted[name]
+        return then
 
     def interval(self, p: Poly) -> tuple:
         lo = hi = 0
@@ -275,7 +303,7 @@ class Space:
     def bounds(self, name) -> tuple:
         if isinstance(name, tuple):  # gdim(a) * bdim(a): at most MAX_AXIS_THREADS
             return 1, MAX_AXIS_THREADS
-        atom = self.atoms[name]
+        atom = self.atoms[generic(name)]  # a thread's copy has its atom's bounds
         return atom.lo, atom.hi
 
     def shape(self, array: str, axis: int) -> Poly:

@@ -18,10 +18,15 @@ a later one where iteration k - 1 ended: the placeholder `Alt(("back", k), (k - 
 resolved at the end to the barriers that may end an iteration, at that iteration (or at any
 earlier one, and the loop's entry, where an iteration may pass no barrier at all). After the
 loop (trip count T, with k < T: a constant where the executor knows how many times the
-loop runs, else a block-uniform atom): the entry if T == 0, else the end of iteration
-T - 1, or the barrier before a `break` in it (with T a constant of at least 1, not the
-entry: an alternative whose condition is false is dropped). Conditions that mention values of
-one iteration are dropped when carried to another one (a sound over-approximation).
+loop runs, else a block-uniform atom): the entry if T == 0 (unless the loop surely runs
+once: a `for` over a range that is never empty, or T a constant of at least 1: an
+alternative whose condition is false is dropped), else the end of iteration T - 1, or the
+barrier before a `break` in it. Where an iteration of an outer loop ends with an inner
+loop, it ends in the inner loop's last iteration: the inner trip count of that outer
+iteration (`Space.trip_count_then`; the solver knows a trip count as one function of the
+block and the iteration of the loops around it), so the stages of a bitonic sort do not
+meet. Conditions that mention values of one iteration are dropped when carried to another
+one (a sound over-approximation).
 """
 from __future__ import annotations
 
@@ -65,13 +70,13 @@ def iteration(epochs: dict, kinds: frozenset, counter: str) -> dict:
     return out
 
 
-def after(epochs: dict, kinds: frozenset, counter: str, trips: Poly, breaks: list) -> dict:
+def after(epochs: dict, kinds: frozenset, counter: str, trips: Poly, breaks: list, once: bool) -> dict:
     """The epochs after a loop (`epochs`: at its entry; `breaks`: the epochs of its
-    `break`s, in terms of iteration k)."""
+    `break`s, in terms of iteration k; `once`: its first iteration surely runs)."""
     out = dict(epochs)
     last = trips - Poly.const(1)
     for kind in kinds:
-        never = _guard(epochs[kind], compare("eq", trips, Poly.const(0)))
+        never = () if once else _guard(epochs[kind], compare("eq", trips, Poly.const(0)))
         ended = (Alt(("back", counter), (last,), compare("ge", trips, Poly.const(1))),)
         broke = tuple(Alt(x.barrier, tuple(p.substitute({counter: last}) for p in x.iters))
                       for b in breaks for x in b[kind])
@@ -93,6 +98,15 @@ def _union(alts) -> tuple:
         key = (x.barrier, x.iters)
         merged[key] = disj(merged[key], x.cond) if key in merged else x.cond
     return tuple(Alt(b, i, c) for (b, i), c in merged.items())
+
+
+def _then(name: str, iteration: tuple, mapping: dict, space) -> Poly:
+    """The value the atom `name` of an inner loop's iteration took in the iteration that
+    `mapping` gives of the loops around it (`iteration` before the mapping): where it is the
+    trip count of a loop right inside them, that loop's trip count then; else unknown."""
+    if name in space.loops_counted and space.atoms[name].definition == iteration:
+        return space.trip_count_then(name, mapping)
+    return space.fresh("counter", 0, INF, label="an iteration")
 
 
 def is_back(x: Alt) -> bool:
@@ -132,9 +146,9 @@ def resolve(alts: tuple, kind: str, loops: dict, space, active: frozenset = froz
                                space, active))
         for y in real:
             mapping = {counter: at}
-            for p in y.iters[loop.depth + 1:]:  # inner loops: their iteration then is unknown
-                for name in p.atoms():
-                    mapping.setdefault(name, space.fresh("counter", 0, INF, label="an iteration"))
+            for p in y.iters[loop.depth + 1:]:  # inner loops: their iteration then is unknown,
+                for name in p.atoms():  # but for the last one of a loop right inside this one
+                    mapping.setdefault(name, _then(name, y.iters[:loop.depth + 1], {counter: at}, space))
             out.append(Alt(y.barrier, tuple(p.substitute(mapping) for p in y.iters),
                            conj(x.cond, *facts)))
     return _union(out)

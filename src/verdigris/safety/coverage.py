@@ -16,8 +16,8 @@ How: the points are every thread of one block (`thread_id` ranges from the block
 every iteration of the loops an access depends on (a loop counter's range from its loop
 variables: a constant step, and the intervals the executor proved); the indices and
 path conditions are evaluated over all points at once with NumPy, derived atoms (floor
-division, modulo, if-then-else, loop variables) through their definitions, with the IR's
-semantics (floor division and modulo; by zero gives 0). A path condition conjunct that
+division, modulo, if-then-else, loop variables, `1 << k`, `x >> k`) through their
+definitions, with the IR's semantics (floor division and modulo; by zero gives 0). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
 finding that nothing wrote an element, stays sound); for the read of `decide` it makes the
 verdict not `exact`.
@@ -261,4 +261,6 @@ _DEFINED = {
     "mod": _mod,
     "ite": lambda points, c, a, b: np.where(points.formula(c), points.poly(a), points.poly(b)),
     "loopvar": lambda points, start, k, step: points.poly(start + k * step),
+    "pow2": lambda points, exponent: np.left_shift(np.int64(1), points.poly(exponent)),
+    "rshift": lambda points, x, exponent: np.right_shift(points.poly(x), points.poly(exponent)),
 }

@@ -3,10 +3,16 @@
 
 Takes: the operands as polynomials (`algebra.Poly`) and the thread whose `space`,
 `fit` and `scoped` the handlers use. Gives: a polynomial where the result is one exactly
-(sums, products, a shift or xor by a constant), a fresh atom defined by its operands
-(`//`, `%`), or an unknown of the result's range (bounded where the operands' ranges
-bound it: `128 >> k`). Guarantees: a result that may have wrapped past its dtype is a
-`wrap` atom of the exact result, never the polynomial itself (`fit`).
+(sums, products, a shift or xor by a constant, `1 << k` as a `pow2` atom), a fresh atom
+defined by its operands (`//`, `%`, `128 >> k`), or an unknown of the result's range.
+Guarantees: a result that may have wrapped past its dtype is a `wrap` atom of the exact
+result, never the polynomial itself (`fit`).
+
+Bit operations with a power of two: `a ^ c`, `a | c` and `a & c` of a non-negative `a` and
+a `c` known to be a power of two (a constant, or `1 << k` for any shift amount within the
+dtype's bits) are `a` plus or minus `c`, or `c` or 0, by the bit `(a >> log2(c)) % 2`: a
+lane's partner `t ^ 1`, a bitonic sort's `t ^ j` with `j = 1 << jj`. Other bit operations
+are unknowns.
 """
 from __future__ import annotations
 
@@ -44,8 +50,14 @@ def _divmod(op: str):
 def _shift(direction: str):
     def handler(t, a, b, dtype):
         amount = b.value
-        if amount is None:  # `128 >> k` in a loop over k: bounded, if not known exactly
-            return t.scoped(dtype, "a shift", a, b, bounds=_shifted_bounds(t, a, b, dtype, direction))
+        if amount is None:
+            blo, bhi = t.space.interval(b)
+            if not (0 <= blo and bhi < dtype.bits):
+                return t.scoped(dtype, "a shift", a, b)
+            if direction == "lshift":  # `1 << k` in a loop over k
+                return t.fit(a * _power_of_two(t, b), dtype)
+            lo, hi = _shifted_bounds(t, a, b) or dtype_range(dtype)  # `128 >> k`
+            return t.space.fresh("rshift", lo, hi, (a, b))
         if not 0 <= amount < dtype.bits:
             return t.scoped(dtype, "a shift", a, b)
         if direction == "lshift":
@@ -54,14 +66,43 @@ def _shift(direction: str):
     return handler
 
 
-def _shifted_bounds(t, a, b, dtype, direction: str) -> tuple | None:
-    """The range of a non-negative `a` shifted by an amount `b` whose range is within the
-    dtype's bits, where it fits the dtype; else None (the dtype's range)."""
+def _power_of_two(t, exponent: Poly) -> Poly:
+    """2**exponent, for an exponent whose range is within a dtype's bits: a `pow2` atom
+    defined by it, so the solver knows its value, and bit operations know it is one."""
+    lo, hi = t.space.interval(exponent)
+    return t.space.fresh("pow2", 2 ** int(lo), 2 ** int(hi), (exponent,))
+
+
+def _shifted_bounds(t, a, b) -> tuple | None:
+    """The range of a non-negative `a` shifted right by a non-negative amount `b`; None
+    where `a` may be negative or unbounded."""
     (alo, ahi), (blo, bhi) = t.space.interval(a), t.space.interval(b)
-    if alo < 0 or ahi == INF or blo < 0 or bhi >= dtype.bits:
+    if alo < 0 or ahi == INF:
         return None
-    lo, hi = (alo >> bhi, ahi >> blo) if direction == "rshift" else (alo << blo, ahi << bhi)
-    return (lo, hi) if hi <= dtype_range(dtype)[1] else None
+    return int(alo) >> int(bhi), int(ahi) >> int(blo)
+
+
+def _is_power_of_two(space, p: Poly) -> bool:
+    """Whether `p` is a power of two wherever it is evaluated: a constant one, or one times
+    `pow2` atoms (`1 << k`)."""
+    if len(p.terms) != 1:
+        return False
+    (mono, coef), = p.terms.items()
+    return coef > 0 and coef & (coef - 1) == 0 and all(space.atoms[n].kind == "pow2" for n in mono)
+
+
+def _selected_bit(t, a: Poly, c: Poly, dtype) -> Poly:
+    """The bit of a non-negative `a` that the power of two `c` selects: (a >> log2(c)) % 2."""
+    return _divmod("mod")(t, _shift("rshift")(t, a, _exponent(t.space, c), dtype), Poly.const(2), dtype)
+
+
+def _exponent(space, c: Poly) -> Poly:
+    """log2 of a power of two (`_is_power_of_two`) as a polynomial."""
+    (mono, coef), = c.terms.items()
+    exponent = Poly.const(coef.bit_length() - 1)
+    for name in mono:
+        exponent = exponent + space.atoms[name].definition[0]
+    return exponent
 
 
 def _bitand(t, a, b, dtype):
@@ -69,20 +110,32 @@ def _bitand(t, a, b, dtype):
     other = a if b.value is not None else b
     if mask is not None and mask >= 0 and (mask + 1) & mask == 0 and t.space.interval(other)[0] >= 0:
         return _divmod("mod")(t, other, Poly.const(mask + 1), dtype)
+    c, other = _power_and_other(t, a, b)
+    if c is not None:  # `t & k` with k = 1 << kk: k where t has that bit, else 0
+        return c * _selected_bit(t, other, c, dtype)
     return t.scoped(dtype, "a bitwise and", a, b)
 
 
+def _power_and_other(t, a, b) -> tuple:
+    """(the power of two among `a` and `b`, the other operand) where the other is
+    non-negative, else (None, None)."""
+    for c, other in ((b, a), (a, b)):
+        if _is_power_of_two(t.space, c) and t.space.interval(other)[0] >= 0:
+            return c, other
+    return None, None
+
+
 def _bit_set(op: str):
-    """`a ^ c` and `a | c` of a non-negative `a` and a power of two `c` (a lane's partner
-    `t ^ 1`, `t | 16`): `a` plus or minus `c`, by the bit of `a` that `c` selects."""
+    """`a ^ c` and `a | c` of a non-negative `a` and a power of two `c`, constant or not (a
+    lane's partner `t ^ 1`, `t | 16`, a bitonic sort's `t ^ j` with j = 1 << jj): `a` plus or
+    minus `c`, by the bit of `a` that `c` selects."""
     def handler(t, a, b, dtype):
-        c = b.value if b.value is not None else a.value
-        other = a if b.value is not None else b
-        if not (c and c > 0 and c & (c - 1) == 0 and t.space.interval(other)[0] >= 0):
+        c, other = _power_and_other(t, a, b)
+        if c is None:
             return t.scoped(dtype, f"a bitwise {op}", a, b)
-        bit = _divmod("mod")(t, _divmod("floordiv")(t, other, Poly.const(c), dtype), Poly.const(2), dtype)
         # bit 0: both add c; bit 1: xor takes c away, or leaves a as it is
-        return t.fit(other + Poly.const(c) - Poly.const(2 * c if op == "xor" else c) * bit, dtype)
+        taken = Poly.const(2 if op == "xor" else 1) * c
+        return t.fit(other + c - taken * _selected_bit(t, other, c, dtype), dtype)
     return handler
 
 

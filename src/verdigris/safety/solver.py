@@ -20,14 +20,16 @@ every per-thread atom), all indices are equal and in bounds (an out-of-bounds ac
 instead of touching memory), nothing orders the two threads (`order.unordered`: distinct
 threads of different blocks, or of one block after the same barrier), plus each atom's
 interval and definition (a remainder by a run-time divisor also with its range), and the
-launch-domain constraints.
+launch-domain constraints. A loop's trip count is one uninterpreted function of the block and
+the iteration of the loops around it, so its value in another iteration
+(`Space.trip_count_then`) is the one a thread there sees.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from . import budgets, order
-from .algebra import INF, Poly, Space, formula_atoms, per_thread, rename_formula
+from .algebra import INF, Poly, Space, formula_atoms, generic, per_thread, rename_formula
 from .trace import Access
 
 COPIES = ("1", "2")
@@ -170,10 +172,9 @@ class _Encoder:
         term = self.consts.get(name)
         if term is not None:
             return term
-        generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
-        suffix = name[len(generic):]
-        atom = self.space.atoms[generic]
-        self.used.add(generic)
+        atom = self.space.atoms[generic(name)]
+        suffix = name[len(atom.name):]
+        self.used.add(atom.name)
         z3 = self.z3
         if atom.kind == "bool":
             term = self.consts[name] = z3.Bool(name, self.ctx)
@@ -184,13 +185,27 @@ class _Encoder:
         if atom.hi != INF:
             self.side.append(term <= atom.hi)
         define = _DEFINITIONS.get(atom.kind)
+        parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
+                 for p in atom.definition] if suffix else list(atom.definition)
         if define is not None:
-            parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)
-                     for p in atom.definition] if suffix else list(atom.definition)
-            self.side.append(term == define(self, *parts))
+            self.side.append(define(self, term, *parts))
             if atom.kind == "wrap":
                 self.wraps.append((atom.label, term, self.poly(parts[0])))
+        if atom.kind == "trips":
+            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name], parts, suffix))
         return term
+
+    def trip_count(self, loop: str, iteration: list, suffix: str):
+        """The trip count of `loop` in a block and an iteration of the loops around it: one
+        function of both, so a trip count of another iteration (`Space.trip_count_then`)
+        is the one a thread in that iteration sees."""
+        z3 = self.z3
+        blocks = [self.atom(per_thread(n, suffix)) for n in self.space.identity() if n.startswith("bid")]
+        args = blocks + [self.poly(p) for p in iteration]
+        if not args:
+            return z3.Int(f"trips:{loop}", self.ctx)
+        count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
+        return count(*args)
 
     def decide(self, facts: list, budget: int) -> tuple:
         """(z3's verdict on `facts` with the atoms' constraints, the solver that reached it),
@@ -224,8 +239,7 @@ class _Encoder:
         """Bounds that keep a counterexample's sizes and values small."""
         z3, bounds = self.z3, []
         for name, term in self.consts.items():
-            generic = name[:-1] if name[-1:] in COPIES and name[:-1].endswith("@") else name
-            limits = SMALL.get(self.space.atoms[generic].kind)
+            limits = SMALL.get(self.space.atoms[generic(name)].kind)
             if limits is not None:
                 bounds.append(z3.And(term >= limits[0], term <= limits[1]))
         return bounds
@@ -260,6 +274,23 @@ class _Encoder:
         self.divisors.append(yv)
         return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
 
+    def power_of_two(self, exponent):
+        """2**exponent, spelled out for each value in the exponent's range (`intops` keeps
+        it within a dtype's bits): z3 splits on them where a proof needs one, and each case
+        is linear."""
+        e = self.poly(exponent)
+        lo, hi = (int(v) for v in self.space.interval(exponent))
+        value = self.constant(2**hi)
+        for i in reversed(range(lo, hi)):
+            value = self.z3.If(e == i, self.constant(2**i), value)
+        return value
+
+    def shifted_right(self, term, x, exponent):
+        """`term` is x >> exponent, floor(x / 2**exponent): its multiple of 2**exponent is at
+        most x, and the next one above it (z3 proves little about a division by a term)."""
+        power, xv = self.power_of_two(exponent), self.poly(x)
+        return self.z3.And(term * power <= xv, xv < term * power + power)
+
     def mod(self, x, y):
         z3 = self.z3
         if y.value is not None and y.value > 0:
@@ -278,10 +309,13 @@ class _Encoder:
         return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
 
 
+# atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {
-    "ite": lambda enc, cond, a, b: enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
-    "floordiv": _Encoder.floordiv,
-    "mod": _Encoder.mod,
-    "loopvar": lambda enc, start, k, step: enc.poly(start + k * step),
-    "wrap": _Encoder.wrap,
+    "ite": lambda enc, term, cond, a, b: term == enc.z3.If(enc.formula(cond), enc.poly(a), enc.poly(b)),
+    "floordiv": lambda enc, term, x, y: term == enc.floordiv(x, y),
+    "mod": lambda enc, term, x, y: term == enc.mod(x, y),
+    "loopvar": lambda enc, term, start, k, step: term == enc.poly(start + k * step),
+    "wrap": lambda enc, term, x, modulus: term == enc.wrap(x, modulus),
+    "pow2": lambda enc, term, exponent: term == enc.power_of_two(exponent),
+    "rshift": _Encoder.shifted_right,
 }

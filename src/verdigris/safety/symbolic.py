@@ -41,7 +41,8 @@ The model (sound over-approximation of what a thread can do):
   grid_dim*block_dim < 2**31: the launch must guarantee both (they are in the facts).
 - Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
   gets a trip count T, with k < T in the body: n where the loop runs n times and has no
-  early exit, else a block-uniform atom (up to n where n is known).
+  early exit, else a block-uniform atom (up to n where n is known; at least 1 for a `for`
+  over a range that is never empty, from the intervals of its start and stop).
 - `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
   counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
@@ -486,12 +487,13 @@ class _Thread:
         for label, count in mark[2].items():
             del self.exits[label][count:]
 
-    def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None) -> None:
+    def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None,
+             once: bool = False) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
         its condition; `carried`: the variables it sets there, a `for` loop's; `count`: its
-        trip count, where its range gives it) until what it assumes of the variables it
-        carries holds at the back edge (`invariants`; cooperative kernels only), then
-        continue after the loop."""
+        trip count, where its range gives it; `once`: iteration 0 surely runs) until what it
+        assumes of the variables it carries holds at the back edge (`invariants`;
+        cooperative kernels only), then continue after the loop."""
         kinds, needs, exact, assigned = _loop_info(body)
         outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
@@ -516,7 +518,7 @@ class _Thread:
                 cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
             invariants.refine(cond, fresh, self.space)
             if kinds:
-                trips = self.trip_count(runs, exact, label)
+                trips = self.trip_count(runs, exact, label, once)
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
             self.block(body)
@@ -543,7 +545,8 @@ class _Thread:
         leaving = meet(self.scopes.of(cond), *(self.scopes.of(relative(b.pc, base)) for b in frame.breaks))
         self.pc, self.env = outer.pc, dict(outer.env)
         if kinds:
-            self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks])
+            self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks],
+                                         once)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
                                               [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
                            for n in names})
@@ -560,14 +563,14 @@ class _Thread:
                   if n not in carried and isinstance(v, Poly)}
         return {n: Poly.const(v) for n, v in values.items() if v is not None}
 
-    def trip_count(self, runs: int | None, exact: bool, label: str) -> Poly:
+    def trip_count(self, runs: int | None, exact: bool, label: str, once: bool) -> Poly:
         """The trip count of a loop that passes barriers: `runs` where the loop runs exactly
-        that many times (it has no early exit), else a block-uniform atom up to it."""
+        that many times (it has no early exit), else a block-uniform atom (`Space.trip_count`)
+        up to it, at least 1 if it surely runs `once`."""
         if runs is not None and exact:
             return Poly.const(runs)
-        trips = self.space.fresh("trips", 0, INF if runs is None else runs, label=f"the trip count of {label}")
-        self.space.scopes[next(iter(trips.atoms()))] = ("block", self.counters()[:-1])
-        return trips
+        return self.space.trip_count(self.counters()[:-1], once, f"the trip count of {label}",
+                                     INF if runs is None else runs)
 
     def s_for(self, s: N.For):
         start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
@@ -585,7 +588,8 @@ class _Thread:
 
         steps = (start.value, stop.value, step.value)
         count = len(range(*steps)) if None not in steps and steps[2] != 0 else None
-        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), count)
+        once = shi < tlo if plo >= 1 else thi < slo if phi <= -1 else False
+        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), count, once)
 
     def s_while(self, s: N.While):
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of

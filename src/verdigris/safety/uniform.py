@@ -30,7 +30,7 @@ from .algebra import Poly, formula_atoms, per_thread
 
 SCOPES = ("thread", "warp", "block", "launch")
 _RANK = {s: i for i, s in enumerate(SCOPES)}
-_DERIVED = ("ite", "floordiv", "mod", "loopvar", "wrap")  # atoms defined by other values
+_DERIVED = ("ite", "floordiv", "mod", "loopvar", "wrap", "pow2", "rshift")  # atoms defined by other values
 
 
 @dataclass(frozen=True)
