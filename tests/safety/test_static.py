@@ -415,6 +415,17 @@ def wrapped_onto_one_row(x, out):
     out[row + simt.thread_id(0)] = x[simt.thread_id(0)]
 
 
+@simt.kernel
+def quotient_sign(out, a, b):
+    if a < 0 and b < 0 and a // b < 0:  # only INT_MIN // -1, which wraps to INT_MIN
+        out[0] = 1.0
+
+
+def test_the_one_int32_quotient_that_wraps_is_not_ruled_out():
+    (err,) = analyze(quotient_sign, np.zeros(4, np.float32), np.int32(-5), np.int32(-1)).errors
+    assert err.code == "VG202" and "wraps around in int32 arithmetic" in err.message
+
+
 def test_int32_arithmetic_wraps_as_the_hardware_does():
     """A wrapped int32 value is a function of what wrapped, not any int32: where it wraps
     only to negative indices (skipped), threads stay apart; where it wraps two blocks onto

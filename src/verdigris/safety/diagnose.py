@@ -105,8 +105,9 @@ def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
 
 
 def wrap_note(outcome) -> str:
-    """Where the example's indices wrap around (a race only a large launch can have)."""
-    return f", where the index wraps around in {' and '.join(outcome.wraps)}" if outcome.wraps else ""
+    """Where the example's arithmetic wraps around (in an index or a condition: a race only
+    a large launch or extreme values can have)."""
+    return f", where a value wraps around in {' and '.join(outcome.wraps)}" if outcome.wraps else ""
 
 
 def divergence_error(code: str, subject: str, loc, condition, outcome) -> SafetyError:
