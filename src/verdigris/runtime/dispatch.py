@@ -367,6 +367,17 @@ class KernelFunction:
                 block = spec.launch_block or launch_cuda.tile_block(spec)
             return launch_cuda.launch(self, spec, grid, block, values, infos, stream, shared_bytes)
 
+    def check_arguments(self, grid: tuple, block: tuple, args: tuple, kwargs: dict) -> None:
+        """What a launch refuses of its arguments before it specializes on them: LaunchError
+        for arguments that do not fit the parameters, or arrays a GPU cannot read."""
+        values = self.bind(args, kwargs)
+        infos = self.describe_args(values)
+        self.spec_key(values, infos, block, grid)
+        if backend.current() == "cuda":
+            from . import launch_cuda
+
+            launch_cuda.device_of(self, [i for i, info in enumerate(infos) if info is not None], infos)
+
     def check_shared_bytes(self, spec: Specialization, shared_bytes) -> None:
         """`shared_bytes=`: an int >= 0, for SIMT kernels; at least one element for a kernel
         that declares `simt.shared.dynamic`."""
@@ -465,8 +476,7 @@ class Launch:
             return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
         if 0 in self.grid:  # no blocks: nothing runs, but the arguments must still fit
-            values = self.kernel.bind(args, kwargs)
-            self.kernel.spec_key(values, self.kernel.describe_args(values), block, self.grid)
+            self.kernel.check_arguments(self.grid, block, args, kwargs)
             return
         plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
         # Launches with dynamic shared memory stay on this path (generated launchers pass

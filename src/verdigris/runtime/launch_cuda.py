@@ -83,7 +83,7 @@ class Plan:
 
 
 def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: int = 0) -> Plan:
-    device = _device_of(kernel_fn, spec, infos)
+    device = device_of(kernel_fn, spec.array_slots, infos)
     faults.raise_pending(device)
     checked = spec.bounds_guard is not None and not spec.bounds_guard(values, infos, grid, block)
     variant = (device, "checked") if checked else device
@@ -127,9 +127,11 @@ def abi_binder(abi_slots: tuple):
     return namespace["bind"]
 
 
-def _device_of(kernel_fn, spec, infos) -> int:
+def device_of(kernel_fn, array_slots, infos) -> int:
+    """The GPU all the array arguments (at `array_slots`) are on; LaunchError for one in
+    host memory or on another GPU."""
     device = None
-    for i in spec.array_slots:
+    for i in array_slots:
         info = infos[i]
         if info.device < 0 or (device is not None and info.device != device):
             _raise_device(kernel_fn, info, i, device)
