@@ -570,6 +570,75 @@ def main(n):
     assert status == 0 and "1 kernel and 0 launches checked" in out, out
 
 
+def test_tile_loads_that_reach_scatter_indices_make_integer_arrays(capsys, tmp_path):
+    """Where the source does not state an argument's element type (here x is bound twice),
+    an array whose loaded tile indexes a scatter is taken as integers (it was float32,
+    and the kernel 'not checked')."""
+    source = HEADER + """
+from verdigris import tile
+
+
+@tile.kernel
+def histogram(x, bins, BLOCK: vg.constexpr):
+    i = int(tile.bid(0))
+    v = tile.load(x, index=(i,), shape=(BLOCK,))
+    tile.scatter_add(bins, (v,), tile.full((BLOCK,), 1, vg.int32),
+                     mask=i * BLOCK + tile.arange(BLOCK) < x.shape[0])
+
+
+x = np.random.rand(5).astype(np.float32)
+x = np.random.randint(0, 37, 10001).astype(np.int32)
+histogram[vg.cdiv(10001, 512)](x, np.zeros(37, np.int32), BLOCK=512)
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 0 and "not checked" not in out and "1 kernel and 1 launch checked" in out, out
+
+
+def test_launches_in_lambdas_and_through_helpers_are_found(capsys, tmp_path):
+    """A launch inside a lambda, and one written with a helper's parameter that the file
+    calls with a kernel (positionally or by keyword), specialize the kernel: the block the
+    helper launches with, the constexpr the lambda gives."""
+    source = HEADER + """
+from verdigris import tile
+B = 256
+
+
+@simt.kernel
+def pairs(x, out):
+    buf = simt.shared.array(2 * B, vg.float32)  # written for blocks of B threads
+    t = simt.thread_id(0)
+    i = simt.block_id(0) * (2 * B) + t
+    buf[t] = x[i] if i < x.shape[0] else vg.float32(0)
+    buf[t + B] = x[i + B] if i + B < x.shape[0] else vg.float32(0)
+    simt.barrier()
+    if i < out.shape[0]:
+        out[i] = buf[2 * B - 1 - t]
+
+
+@tile.kernel
+def halves(x, out, T: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i // 2,), tile=tile.load(x, index=(i,), shape=(T,)))
+
+
+def launch(kernel, x, out):
+    kernel[vg.cdiv(x.shape[0], 2 * B), B](x, out)
+
+
+def main(run):
+    x = vg.asarray(np.ones(1000, np.float32))
+    out = vg.empty_like(x)
+    launch(pairs, x, out)
+    launch(x=x, out=out, kernel=pairs)
+    run(lambda: halves[4](x, out, T=64))
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    findings = [line for line in out.splitlines() if ": VG" in line]
+    assert status == 1 and "not checked" not in out, out
+    assert len(findings) == 1 and "VG202" in findings[0] and "halves" not in findings[0], out
+    assert findings[0].startswith(f"{path}:{line_of(source, 'i // 2')}:"), out
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

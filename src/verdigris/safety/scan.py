@@ -16,12 +16,14 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   Kernels defined inside functions are listed as not checked.
 - Racy kernels: every kernel defined at the top level of a file is specialized through the
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
-  from the file's launch sites where they are literal (constexpr arguments and block shapes,
-  also through names bound once to a literal, or looped over a literal tuple), else
-  defaults. An array's element type is what its launch argument's source states
-  (`elements`: `np.zeros(n, np.int32)`, `x.astype(np.uint8)`, a name bound once to such an
-  expression, `vg.asarray(...)` of one); else arrays are float32 (int64 where their
-  elements serve as indices, and for `block_ticket` counters), of the rank
+  from the file's launch sites (at any depth, lambdas included, and launches written with a
+  helper's parameter that the file calls with a kernel) where they are literal
+  (constexpr arguments and block shapes, also through names bound once to a literal, or
+  looped over a literal tuple), else defaults. An array's element type is what its launch
+  argument's source states (`elements`: `np.zeros(n, np.int32)`, `x.astype(np.uint8)`, a
+  name bound once to such an expression, `vg.asarray(...)` of one); else arrays are float32
+  (int64 where their elements serve as indices, read directly, through names, or as a
+  loaded or gathered tile, and for `block_ticket` counters), of the rank
   their subscripts show; scalars are int64 where used in an index, a range, an integer-only
   operation or a comparison with an integer, else float32. Launches without a literal
   block shape specialize without one. A launch specializes its kernel wherever the kernel
@@ -192,6 +194,7 @@ INT_ONLY_OPS = (ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.B
 ARRAY_ATTRS = {"shape", "strides", "ndim", "dtype", "size"}
 # tile operations whose first argument is an array -> the keyword (or position) of the
 # tuple whose length is the array's rank
+TILE_INDEXED_CALLS = ("gather", "scatter", "scatter_add")  # their `indices` index an array
 TILE_ARRAY_CALLS = {"load": ("index", 1), "store": ("index", 1), "atomic_add": ("index", 1),
                     "gather": ("indices", 1), "scatter": ("indices", 1),
                     "scatter_add": ("indices", 1)}
@@ -271,6 +274,8 @@ def _index_positions(tree):
             yield from node.args[1:2]
         elif isinstance(node, ast.Call) and _callee(node) == "rand":
             yield from node.args[:1]  # the seed
+        elif isinstance(node, ast.Call) and _callee(node) in TILE_INDEXED_CALLS:
+            yield from [k.value for k in node.keywords if k.arg == "indices"] or node.args[1:2]
 
 
 def param_usage(fn, seen=frozenset()) -> dict:
@@ -317,11 +322,13 @@ def param_usage(fn, seen=frozenset()) -> dict:
 
 
 def _elements_read(node, params: set) -> set:
-    """The parameters whose elements `node` itself reads: `idx[i]`, `atomic_add(count, 0, 1)`."""
+    """The parameters whose elements `node` itself reads: `idx[i]`, `atomic_add(count, 0, 1)`,
+    `tile.load(idx, ...)`, `tile.gather(idx, ...)`."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
             and node.value.id in params:
         return {node.value.id}
-    if isinstance(node, ast.Call) and (_callee(node) or "").startswith("atomic_") and node.args \
+    callee = _callee(node) if isinstance(node, ast.Call) else None
+    if callee and (callee.startswith("atomic_") or callee in ("load", "gather")) and node.args \
             and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
         return {node.args[0].id}
     return set()
@@ -498,9 +505,13 @@ def _default_values(args: ast.arguments, scope: dict) -> dict:
 
 
 def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
+    """Every launch of a kernel in the file: written with the kernel's name (at any depth,
+    lambdas included), or with a parameter of a function that the file calls with a kernel
+    there (`def launch(k, x): k[grid, block](x)` and `launch(pairs, x)`)."""
     sites = []
+    through: list = []  # (function name, parameter, its position, the launch, values, bindings)
 
-    def visit(body, outer: dict, params=(), defaults=None):
+    def visit(body, outer: dict, function=None, positional=(), params=(), defaults=None):
         values = scope_values(body, outer[0], params, defaults or {})
         bindings = scope_bindings(body, outer[1], params)
         for node in scope_nodes(body):
@@ -508,15 +519,29 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
                 kernel = _resolve(node.func.value, namespace)
                 if getattr(kernel, "__vg_kernel__", False):
                     sites.append(LaunchSite(node, *_tuned(kernel), values, bindings, file))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                elif isinstance(node.func.value, ast.Name) and node.func.value.id in params:
+                    name = node.func.value.id
+                    at = positional.index(name) if name in positional else None
+                    through.append((function, name, at, node, values, bindings))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 a = node.args
-                visit(node.body, (values, bindings),
-                      {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                positional = [x.arg for x in a.posonlyargs + a.args]
+                visit(node.body if isinstance(node.body, list) else [node.body], (values, bindings),
+                      getattr(node, "name", None), positional,
+                      set(positional) | {x.arg for x in a.kwonlyargs}
                       | {x.arg for x in (a.vararg, a.kwarg) if x}, _default_values(a, values))
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, (values, bindings))
 
     visit(tree.body, ({}, {}))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    for function, name, at, launch, values, bindings in through:
+        for call in (c for c in calls if c.func.id == function):
+            given = [k.value for k in call.keywords if k.arg == name] \
+                or (call.args[at:at + 1] if at is not None else [])
+            kernel = _resolve(given[0], namespace) if given else None
+            if getattr(kernel, "__vg_kernel__", False):
+                sites.append(LaunchSite(launch, *_tuned(kernel), values, bindings, file))
     return sorted(sites, key=lambda s: (s.call.lineno, s.call.col_offset))
 
 
