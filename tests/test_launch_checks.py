@@ -117,6 +117,25 @@ def test_disjoint_views_of_one_matrix_are_accepted(rng, written, read):
     np.testing.assert_array_equal(base, want)
 
 
+@simt.kernel
+def copy_1d(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * 2.0
+
+
+def test_views_of_different_strides_that_never_meet_are_accepted(rng):
+    """Odd elements and multiples of 4 interleave without meeting (exact, as
+    np.shares_memory); odd elements and multiples of 3 meet."""
+    base = rng.standard_normal(200).astype(np.float32)
+    want = base.copy()
+    want[::4][:30] = base[1::2][:30] * 2.0
+    copy_1d[1, 32](base[1::2][:30], base[::4][:30])
+    np.testing.assert_array_equal(base, want)
+    with pytest.raises(vg.AliasError, match="overlaps"):
+        copy_1d[1, 32](base[1::2][:30], base[::3][:30])
+
+
 @pytest.mark.parametrize("written, read", [(np.s_[:, 14:29], np.s_[:, :15]),
                                            (np.s_[2::2, :], np.s_[::2, :])])
 def test_views_that_share_an_element_are_refused(written, read):

@@ -91,19 +91,26 @@ SHARING_WORK = 10_000  # search steps `shares_elements` takes before it answers 
 
 
 def shares_elements(a: ArrayInfo, b: ArrayInfo) -> bool:
-    """Whether two views whose byte ranges overlap can reach one element. Exact for views
-    with the same dtype and strides (columns `x[:, :k]` and `x[:, k:]`, `x[::2]` and
-    `x[1::2]`): is `b.ptr - a.ptr` a sum of `d_k * strides[k]` with each `d_k` a difference
-    of two indices along axis k (NumPy's `shares_memory` asks the same)? Otherwise, or past
-    `SHARING_WORK` steps, True."""
+    """Whether two views of one dtype whose byte ranges overlap can reach one element: is
+    `b.ptr - a.ptr` (in elements) a sum of `i_k * a.strides[k] - j_k * b.strides[k]` with
+    each index in its axis' range (NumPy's `shares_memory` asks the same)? Exact: columns
+    `x[:, :k]` and `x[:, k:]`, `x[::2]` and `x[1::2]`, `x[1::2]` and `x[::4]`. An axis with
+    the same stride in both views counts once, as the difference of the two indices. Views
+    of different dtypes, or a search past `SHARING_WORK` steps: True."""
     size = _ITEMSIZE[a.dtype]
     offset, rest = divmod(b.ptr - a.ptr, size)
-    if a.dtype != b.dtype or a.strides != b.strides or len(a.shape) != len(b.shape) or rest:
+    if a.dtype != b.dtype or rest:
         return True
-    # d_k * stride_k over the axes that move, as (|stride|, lowest d, highest d)
-    axes = sorted(((abs(s), *((-(nb - 1), na - 1) if s > 0 else (-(na - 1), nb - 1)))
-                   for s, na, nb in zip(a.strides, a.shape, b.shape) if s and max(na, nb) > 1),
-                  reverse=True)
+    terms = []  # (|coefficient|, lowest, highest multiple)
+    for k in range(max(len(a.shape), len(b.shape))):
+        sa, na = (a.strides[k], a.shape[k]) if k < len(a.shape) else (0, 1)
+        sb, nb = (b.strides[k], b.shape[k]) if k < len(b.shape) else (0, 1)
+        if sa == sb:
+            terms.append((sa, -(nb - 1), na - 1))
+        else:
+            terms += [(sa, 0, na - 1), (-sb, 0, nb - 1)]
+    axes = sorted(((abs(c), lo, hi) if c > 0 else (-c, -hi, -lo) for c, lo, hi in terms
+                   if c and hi > lo), reverse=True)
     reach = [(0, 0)] * (len(axes) + 1)  # what the axes after k can add: (least, most)
     for k in range(len(axes) - 1, -1, -1):
         s, lo, hi = axes[k]
