@@ -1259,3 +1259,38 @@ def test_a_spin_wait_that_would_hang_is_an_error_naming_the_loop():
     flag = np.zeros(1, np.int32)
     waits_for_an_earlier_step[2, 32](flag)
     assert flag[0] == 1
+
+
+WEIGHTS = (0.25, 0.5, 0.25)
+TAPS = (3, -1, 4, 1)
+
+
+@simt.kernel
+def smooth3(x, out):
+    i = simt.global_id(0)
+    if 1 <= i < x.shape[0] - 1:
+        acc = vg.float32(0)
+        for k in range(3):
+            acc += x[i + k - 1] * WEIGHTS[k]
+        out[i] = acc
+
+
+@simt.kernel
+def scale_by_tap(x, out, j):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * TAPS[j]
+
+
+def test_a_constant_tuple_indexed_at_run_time(rng):
+    """A module's tuple of weights indexed by a loop's variable (numba's const arrays), or
+    by a run-time int, which is checked against the tuple's length."""
+    x = rng.standard_normal(300).astype(np.float32)
+    out = np.full(300, np.nan, np.float32)
+    smooth3[3, 128](x, out)
+    want = 0.25 * x[:-2].astype(np.float64) + 0.5 * x[1:-1] + 0.25 * x[2:]
+    np.testing.assert_allclose(out[1:-1], want, rtol=1e-6, atol=1e-6)
+    scale_by_tap[3, 128](x, out, 2)
+    np.testing.assert_array_equal(out, x * np.float32(4))
+    with pytest.raises(BoundsError, match=r"TAPS\.\d+\[4\] with shape \(4,\)"):
+        scale_by_tap[3, 128](x, out, 4)

@@ -128,7 +128,7 @@ class Expressions:
         if isinstance(base, Static) and isinstance(base.value, tuple):
             index = self.expr(node.slice)
             if not (is_number(index) and isinstance(index.value, int)):
-                raise CompileError("tuples can only be indexed by constants", self.loc(node.slice))
+                return self.table_entry(base.value, index, node)
             try:
                 return base.value[index.value]
             except IndexError:
@@ -136,6 +136,26 @@ class Expressions:
                                    f"{len(base.value)}", self.loc(node)) from None
         array, indices = self.subscript_parts(node, base)
         return N.Load(self.loc(node), array, indices, array.dtype)
+
+    def table_entry(self, values: tuple, index, node: ast.Subscript):
+        """`TABLE[i]`, a tuple of numbers (a constant such as a convolution's weights)
+        indexed by a run-time int: an element of a per-thread copy of the table, checked
+        against its length as any array access (with `i` a constant loop's variable, the
+        bounds are proven and LLVM folds the copy away)."""
+        loc = self.loc(node)
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                 for v in values):
+            raise CompileError("only tuples of numbers can be indexed by a run-time value", loc,
+                               hint="index with a constant, or keep the values in an array")
+        if not isinstance(index, N.Expr) or index.dtype is None or not index.dtype.is_int:
+            raise CompileError("a tuple's index must be an int", self.loc(node.slice))
+        dtype = T.float32 if any(isinstance(v, float) for v in values) else \
+            max((T.literal_dtype(v) for v in values), key=lambda d: d.itemsize)
+        table = self.local_array((len(values),), dtype, loc, label=getattr(node.value, "id", "table"))
+        for k, v in enumerate(values):
+            self.emit(N.Store(loc, table, self.indices_for(table, [(Static(k), loc)], loc),
+                              typed(Static(v), loc, dtype)))
+        return N.Load(loc, table, self.indices_for(table, [(index, self.loc(node.slice))], loc), dtype)
 
     def subscript_parts(self, node: ast.Subscript, base=None):
         loc = self.loc(node)

@@ -433,8 +433,10 @@ class Translator(Expressions):
 
     # ------------------------------------------------------------------ local arrays, calls
 
-    def local_array(self, shape: tuple, dtype: T.DType, loc: Loc, space: str = "local") -> N.ArrayRef:
-        """A `local.array` (per thread) or a static `shared.array` (one per block)."""
+    def local_array(self, shape: tuple, dtype: T.DType, loc: Loc, space: str = "local",
+                    label: str | None = None) -> N.ArrayRef:
+        """A `local.array` (per thread) or a static `shared.array` (one per block); `label`
+        names it in messages (else its space does)."""
         if space == "shared":
             size = dtype.itemsize * math.prod(shape)
             self.unit.shared_bytes += -self.unit.shared_bytes % 16 + size  # 16-byte aligned
@@ -443,7 +445,7 @@ class Translator(Expressions):
                                    f"bytes, more than the {MAX_STATIC_SHARED} a block may "
                                    "declare statically", loc, hint="use simt.shared.dynamic("
                                    "dtype) with shared_bytes= at the launch for more")
-        ref = N.ArrayRef(loc, self.fresh(space), N.ArrayType(dtype, len(shape), space,
+        ref = N.ArrayRef(loc, self.fresh(label or space), N.ArrayType(dtype, len(shape), space,
                                                              shape=shape))
         self.unit.unnamed.add(id(ref))
         self.emit(N.LocalAlloc(loc, ref))
