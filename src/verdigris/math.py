@@ -9,6 +9,11 @@ plain Python.
 `fmin`/`fmax` (not `np.minimum`, and not Python's order-dependent builtins): a NaN operand
 yields the other operand, and only two NaNs give NaN. Where a NaN must carry through, test
 for it: `x if vg.math.isnan(x) else max(x, y)`.
+
+Integer bit functions, as CUDA's `__popc`, `__clz`, `__ffs` and `__brev` (numba's
+`cuda.popc`, ...), for integers of any width: `popc(x)` counts the set bits, `clz(x)` the
+leading zeros, `ffs(x)` is the position of the lowest set bit counted from 1 (0 for 0), all
+int32; `brev(x)` reverses the bits, in x's dtype.
 """
 from __future__ import annotations
 
@@ -22,7 +27,10 @@ def _rsqrt(x):
 
 
 def _host(name):
-    special = {"rsqrt": _rsqrt, "min": _np.fmin, "max": _np.fmax, "pow": _np.power,
+    from .cpu import ops
+
+    special = {"popc": ops.popc, "clz": ops.clz, "ffs": ops.ffs, "brev": ops.brev,
+               "rsqrt": _rsqrt, "min": _np.fmin, "max": _np.fmax, "pow": _np.power,
                "atan2": _np.arctan2, "asin": _np.arcsin, "acos": _np.arccos,
                "atan": _np.arctan, "asinh": _np.arcsinh, "acosh": _np.arccosh,
                "atanh": _np.arctanh, "fma": lambda a, b, c: a * b + c, "round": _np.rint,

@@ -141,3 +141,17 @@ def test_min_max_are_minnum_maxnum_on_the_gpu():
     out = vg.asarray(np.zeros((4, len(x)), np.float32))
     pv.min_max[1, 32](vg.asarray(x), vg.asarray(y), out)
     np.testing.assert_array_equal(out.numpy(), pv.min_max_reference(x, y))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint64])
+def test_bit_functions_on_the_gpu_match_the_cpu_backend(rng, dtype):
+    from tests.test_cpu_backend import bit_functions
+    from verdigris.cpu.ops import brev, clz, ffs, popc
+
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, 1000, dtype=dtype, endpoint=True)
+    x[:3] = [0, info.max, info.min]
+    counts, reversed_bits = vg.asarray(np.full((1000, 3), -1, np.int32)), vg.asarray(np.zeros(1000, dtype))
+    bit_functions[8, 128](vg.asarray(x), counts, reversed_bits)
+    np.testing.assert_array_equal(counts.numpy(), np.stack([popc(x), clz(x), ffs(x)], axis=1))
+    np.testing.assert_array_equal(reversed_bits.numpy(), brev(x))

@@ -11,7 +11,9 @@ Guarantees:
 - min/max on floats are IEEE minNum/maxNum (C's fmin/fmax, NumPy's fmin/fmax): when one
   argument is NaN the other is returned.
 - float16, bfloat16, fp8: computed in float32, rounded once to the dtype.
-- integers: abs (wraps: abs(INT_MIN) == INT_MIN; identity on unsigned), min, max.
+- integers: abs (wraps: abs(INT_MIN) == INT_MIN; identity on unsigned), min, max, and the
+  bit functions popc, clz, ffs (int32 results) and brev (LLVM's ctpop, ctlz, cttz,
+  bitreverse: PTX popc, clz, brev).
 
 Also `may_call_libdevice(kernel)`: whether a kernel's IR holds a float operation that
 lowers to a libdevice call (a math function above, float `%`, `//` and `**`, a tile
@@ -65,7 +67,29 @@ def _int_minmax(which: str):
     return emit
 
 
-INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max")}
+def _as_int32(em: Emitter, v: ir.Value) -> ir.Value:
+    i32 = ir.IntType(32)
+    return v if v.type == i32 else em.b.trunc(v, i32) if v.type.width > 32 else em.b.zext(v, i32)
+
+
+def _count(intrinsic: str, zero_poison: bool | None):
+    """A bit count as int32: `llvm.<intrinsic>` (ctpop; ctlz/cttz defined at zero)."""
+    def emit(em: Emitter, dt: DType, v: ir.Value) -> ir.Value:
+        flag = () if zero_poison is None else (ir.Constant(ir.IntType(1), int(zero_poison)),)
+        return _as_int32(em, em.call(f"llvm.{intrinsic}.i{dt.bits}", v.type, v, *flag))
+    return emit
+
+
+def _ffs(em: Emitter, dt: DType, v: ir.Value) -> ir.Value:
+    """The lowest set bit's position from 1, 0 for 0: cttz + 1 (PTX: brev, clz)."""
+    position = em.b.add(_count("cttz", False)(em, dt, v), ir.Constant(ir.IntType(32), 1))
+    return em.b.select(em.b.icmp_unsigned("==", v, ir.Constant(v.type, 0)),
+                       ir.Constant(ir.IntType(32), 0), position)
+
+
+INT_FUNCS = {"abs": _int_abs, "min": _int_minmax("min"), "max": _int_minmax("max"),
+             "popc": _count("ctpop", None), "clz": _count("ctlz", False), "ffs": _ffs,
+             "brev": lambda em, dt, v: em.call(f"llvm.bitreverse.i{dt.bits}", v.type, v)}
 
 
 # Float operations that call libdevice: its functions, divmod (fmod), pow, and sigmoid (exp).

@@ -371,7 +371,49 @@ _FLOAT_MATH = {
     "min": np.fmin, "max": np.fmax,  # IEEE minNum/maxNum: a NaN operand yields the other
     "copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot, "fma": _fma,
 }
-_INT_MATH = {"abs": np.abs, "min": np.minimum, "max": np.maximum}  # abs(INT_MIN) wraps
+_BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], np.int32)
+_BYTE_REVERSED = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], np.uint8)
+
+
+def _bytes(x) -> tuple:
+    """The bytes of an integer array (or scalar) as (n, itemsize) uint8, little end first,
+    and the array's shape and dtype."""
+    x = np.asarray(x)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    return flat.view(np.uint8).reshape(flat.size, x.dtype.itemsize), x.shape, x.dtype
+
+
+def popc(x):
+    """The number of set bits of each integer (two's complement for negative ones), int32."""
+    b, shape, _ = _bytes(x)
+    return _BYTE_BITS[b].sum(axis=1, dtype=np.int32).reshape(shape)
+
+
+def brev(x):
+    """Each integer's bits in reverse order, in its own dtype."""
+    b, shape, dtype = _bytes(x)
+    return np.ascontiguousarray(_BYTE_REVERSED[b][:, ::-1]).view(dtype).reshape(shape)
+
+
+def clz(x):
+    """The number of leading zero bits of each integer, int32."""
+    x = np.asarray(x)
+    u = x.view(np.dtype(f"u{x.dtype.itemsize}")).copy()
+    for shift in (1, 2, 4, 8, 16, 32)[:x.dtype.itemsize.bit_length() + 2]:
+        u |= u >> u.dtype.type(shift)  # every bit below the highest set one set too
+    return (8 * x.dtype.itemsize - popc(u)).astype(np.int32)
+
+
+def ffs(x):
+    """The position of each integer's lowest set bit, counted from 1; 0 for 0; int32."""
+    x = np.asarray(x)
+    u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    lowest = u & (~u + u.dtype.type(1))
+    return np.where(u == 0, 0, popc(lowest - u.dtype.type(1)) + 1).astype(np.int32)
+
+
+_INT_MATH = {"abs": np.abs, "min": np.minimum, "max": np.maximum,  # abs(INT_MIN) wraps
+             "popc": popc, "clz": clz, "ffs": ffs, "brev": brev}
 _PREDICATES = ("isnan", "isinf", "isfinite")
 
 

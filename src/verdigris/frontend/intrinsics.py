@@ -147,6 +147,8 @@ def _math(name):
     arity = N.MATH_FUNCS[name]
 
     def scalar(*args, loc):
+        if name in N.BIT_FUNCS:
+            return _bits(name, args[0], loc)
         if all(is_number(a) for a in args) and name not in ("rsqrt", "fma"):
             return Static(_host_math(name)(*(a.value for a in args)))
         dtype = typed(args[0], loc).dtype if arity == 1 else _join(args, loc)
@@ -163,6 +165,15 @@ def _math(name):
         return tiles.elementwise(lambda *xs: scalar(*xs, loc=loc), args, loc)
 
     return handler
+
+
+def _bits(name: str, value, loc: Loc):
+    """`popc`/`clz`/`ffs`/`brev` of an integer (a literal is int32, or int64 past it)."""
+    operand = typed(value, loc)
+    if not operand.dtype.is_int:
+        raise CompileError(f"{name}() takes an integer, not {operand.dtype.name}", loc,
+                           hint="convert first, e.g. int(x), or view float bits with an int array")
+    return N.MathCall(loc, name, (operand,), operand.dtype if name == "brev" else T.int32)
 
 
 def _host_math(name):

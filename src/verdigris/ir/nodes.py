@@ -206,8 +206,13 @@ MATH_FUNCS = {
     "isnan": 1, "isinf": 1, "isfinite": 1,
     "pow": 2, "atan2": 2, "min": 2, "max": 2, "copysign": 2, "fmod": 2, "hypot": 2,
     "fma": 3,
+    "popc": 1, "clz": 1, "ffs": 1, "brev": 1,
 }
 MATH_PREDICATES = ("isnan", "isinf", "isfinite")  # result bool_
+# Integer bit functions (CUDA's __popc, __clz, __ffs, __brev, of any integer width): the
+# number of set bits, of leading zeros, the position of the lowest set bit counted from 1
+# (0 for none), all int32; the bits in reverse order, in the operand's dtype.
+BIT_FUNCS = ("popc", "clz", "ffs", "brev")
 
 
 @dataclass(eq=False)

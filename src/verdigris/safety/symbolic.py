@@ -364,6 +364,9 @@ class _Thread:
 
     def e_math(self, e: N.MathCall):
         args = [self.eval(a) for a in e.args]
+        if e.func in N.BIT_FUNCS:  # a count is at most the operand's bits
+            bits = e.args[0].dtype.bits
+            return self.scoped(e.dtype, e.func, *args, bounds=None if e.func == "brev" else (0, bits))
         if e.dtype.is_int and e.func in ("abs", "min", "max") and all(isinstance(a, Poly) for a in args):
             a = args[0]
             b = -a if e.func == "abs" else args[1]
