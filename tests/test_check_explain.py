@@ -639,6 +639,26 @@ def main(run):
     assert findings[0].startswith(f"{path}:{line_of(source, 'i // 2')}:"), out
 
 
+def test_a_finding_for_any_block_says_so(capsys, tmp_path):
+    """A kernel written for blocks of B threads, with no launch in the file: check proves it
+    for any block, and the finding says that is what it assumed."""
+    source = HEADER + """
+B = 256
+
+
+@simt.kernel
+def pairs(x, out):
+    buf = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    buf[t] = x[t]
+    buf[t + B] = x[t + B]
+    simt.barrier()
+    out[simt.global_id(0)] = buf[2 * B - 1 - t]
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 1 and "VG211" in out and "'pairs' at" in out and "was checked for any block" in out, out
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

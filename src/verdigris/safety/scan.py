@@ -68,6 +68,8 @@ from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
 RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
+ANY_BLOCK = ("no launch in these files gives it a literal block; a kernel written for one "
+             "block size is checked for it where a launch writes it, e.g. k[grid, 256](...)")
 
 # ----------------------------------------------------------------------------- results
 
@@ -657,6 +659,9 @@ class FileCheck:
         errors = analyze(ir).errors
         for err in errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
+        if errors and ir.track == "simt" and ir.block is None:  # a kernel for one block size fails others
+            self.report.notes.append(Note(ir.loc, f"kernel {ir.name!r} at {ir.loc.file}:{ir.loc.line} "
+                                                  f"was checked for any block: {ANY_BLOCK}"))
         if not errors and ir.track == "simt":
             self.runtime_check_notes(ir)
 
