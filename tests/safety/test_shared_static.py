@@ -631,12 +631,36 @@ def test_a_partner_t_xor_j_is_known_where_j_is_a_power_of_two(rng):
     assert errors and errors[0].code == "VG205" and "bitwise xor" in errors[0].message, errors
 
 
-def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget():
+@simt.kernel
+def group_offsets(out, WHOLE: vg.constexpr):
+    """Each thread writes at its group's start `t & ~(w - 1)` plus its offset in the group
+    `t & (w - 1)` (that is t) for groups of w = 1, 2, ..., 32; without the offset (WHOLE False)
+    the threads of a group write one element."""
+    t = simt.global_id(0)
+    for ww in range(6):
+        w = 1 << ww
+        start = t & ~(w - 1)
+        if WHOLE:
+            out[start + (t & (w - 1))] = vg.float32(ww)
+        else:
+            out[start] = vg.float32(ww)
+
+
+def test_masks_below_a_power_of_two_are_remainders(rng):
+    assert not analyze(group_offsets, F32, WHOLE=True).errors
+    errors = analyze(group_offsets, F32, WHOLE=False).errors
+    assert [e.code for e in errors] == ["VG202"] and "both write out[" in str(errors[0]), errors
+
+
+@pytest.mark.parametrize("name", ["bitonic_sort", "bitonic_sort_by_position"])
+def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget(name):
+    """Partners `t ^ j`, and the CUDA samples' positions `2*t - (t & (stride - 1))` (each
+    query takes about 0.1M steps of the 0.4M allowed here)."""
     from verdigris.safety import budgets
 
-    from .shared_pairs import bitonic_sort
+    from . import shared_pairs
 
-    k = fresh(bitonic_sort)
+    k = fresh(getattr(shared_pairs, name))
     values = k.bind((F32, F32), {})
     ir = k.build(k.spec_key(values, k.describe_args(values), (64, 1, 1)))
     result = safety.analyze(ir, budget=budgets.RACE // 100)
