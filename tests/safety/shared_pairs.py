@@ -523,7 +523,7 @@ def sorted_blocks_reference(args):
 
 
 @simt.kernel
-def bitonic_sort_by_position_one_barrier_per_stage(x, out):  # a stride's reads meet the last one's writes
+def bitonic_sort_by_position_one_barrier_per_stage(x, out):  # strides meet: no barrier between
     keys = simt.shared.array(2 * B, vg.float32)
     t = simt.thread_id(0)
     base = simt.block_id(0) * (2 * B)
@@ -557,7 +557,7 @@ def bitonic_sort_by_position(x, out):  # the CUDA samples' bitonicSortShared: 2 
         for ls in range(kk - 1, -1, -1):
             stride = 1 << ls
             simt.barrier()
-            pos = 2 * t - (t & (stride - 1))  # thread t's pair: t's rank among the pairs of this stride
+            pos = 2 * t - (t & (stride - 1))  # t's pair: s[pos] and s[pos + stride]
             a = keys[pos]
             b = keys[pos + stride]
             if (a > b) == ascending:
