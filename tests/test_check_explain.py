@@ -725,6 +725,22 @@ def test_check_refuses_each_racy_example_and_accepts_its_fix(capsys, tmp_path, c
     assert status == 0, out
 
 
+def test_check_refuses_a_partial_warp_as_explain_describes_it(capsys, tmp_path):
+    """The VG214 example's fixed kernel, launched with one block of 40 threads: its last warp
+    has 8 lanes, which must not reach the shuffles."""
+    from verdigris.safety.diagnose import HINTS
+
+    fixed = EXPLANATIONS["VG214"].fixed
+    assert "warp_sums[4, 256](x, out)" in fixed
+    partial = fixed.replace("[4, 256]", "[1, 40]")
+    path, status, out, _ = _check_snippet(capsys, tmp_path, partial, "partial.py")
+    line = PRELUDE_LINES + line_of(fixed, "simt.shfl_down")
+    assert status == 1 and f"{path}:{line}:" in out and "which has 8 lanes" in out, out
+    assert f"hint: {HINTS['VG214 partial']}" in out
+    text = " ".join(explain("VG214").split())
+    assert "not a multiple of 32" in text and "`if simt.thread_id(0) < 32:`" in text
+
+
 def test_the_vg302_example_faults_and_its_fix_runs(tmp_path):
     entry = EXPLANATIONS["VG302"]
     for name, snippet in (("racy", entry.racy), ("fixed", entry.fixed)):

@@ -522,6 +522,60 @@ def sorted_blocks_reference(args):
     return {1: np.sort(args[0].reshape(-1, B), axis=1).reshape(-1)}
 
 
+@simt.kernel
+def bitonic_sort_by_position_one_barrier_per_stage(x, out):  # strides meet: no barrier between
+    keys = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    base = simt.block_id(0) * (2 * B)
+    keys[t] = x[base + t]
+    keys[t + B] = x[base + t + B]
+    for kk in range(1, 8):
+        ascending = (t & (1 << (kk - 1))) == 0
+        simt.barrier()
+        for ls in range(kk - 1, -1, -1):
+            stride = 1 << ls
+            pos = 2 * t - (t & (stride - 1))
+            a = keys[pos]  # refused here
+            b = keys[pos + stride]
+            if (a > b) == ascending:
+                keys[pos] = b
+                keys[pos + stride] = a
+    simt.barrier()
+    out[base + t] = keys[t]
+    out[base + t + B] = keys[t + B]
+
+
+@simt.kernel
+def bitonic_sort_by_position(x, out):  # the CUDA samples' bitonicSortShared: 2 keys a thread
+    keys = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    base = simt.block_id(0) * (2 * B)
+    keys[t] = x[base + t]
+    keys[t + B] = x[base + t + B]
+    for kk in range(1, 8):
+        ascending = (t & (1 << (kk - 1))) == 0
+        for ls in range(kk - 1, -1, -1):
+            stride = 1 << ls
+            simt.barrier()
+            pos = 2 * t - (t & (stride - 1))  # t's pair: s[pos] and s[pos + stride]
+            a = keys[pos]
+            b = keys[pos + stride]
+            if (a > b) == ascending:
+                keys[pos] = b
+                keys[pos + stride] = a
+    simt.barrier()
+    out[base + t] = keys[t]
+    out[base + t + B] = keys[t + B]
+
+
+def two_keys_setup(rng):
+    return (2,), (B,), (_f32(rng, 4 * B), _poison(4 * B)), {}
+
+
+def sorted_pairs_of_blocks_reference(args):
+    return {1: np.sort(args[0].reshape(-1, 2 * B), axis=1).reshape(-1)}
+
+
 # ----------------------------------------------------------------------------- divergent barriers
 
 
@@ -739,6 +793,9 @@ SHARED_PAIRS = [
          smooth_reference),
     Pair("bitonic sort without the partner guard", bitonic_sort_unguarded, bitonic_sort, "VG211",
          full_setup, sorted_blocks_reference),
+    Pair("bitonic sort by position with one barrier per stage",
+         bitonic_sort_by_position_one_barrier_per_stage, bitonic_sort_by_position, "VG211",
+         two_keys_setup, sorted_pairs_of_blocks_reference),
     Pair("barrier under a bounds guard", barrier_in_bounds_guard, barrier_for_all, "VG210",
          stencil_setup, neighbours_reference),
     Pair("barrier in a loop of data-dependent length", rounds_per_thread, rounds_per_block, "VG210",

@@ -18,6 +18,7 @@ import pytest
 
 import verdigris as vg
 from verdigris import safety, simt
+from verdigris.safety import diagnose
 
 from .shared_pairs import SHARED_PAIRS
 from .test_static import fresh
@@ -31,10 +32,10 @@ def marked_line(kernel) -> int:
     return next(first + n for n, text in enumerate(lines) if "# refused here" in text)
 
 
-def analyze(kernel, *args, block=(64, 1, 1), **kwargs):
+def analyze(kernel, *args, block=(64, 1, 1), grid=None, **kwargs):
     k = fresh(kernel)
     values = k.bind(args, kwargs)
-    return safety.analyze(k.build(k.spec_key(values, k.describe_args(values), block)))
+    return safety.analyze(k.build(k.spec_key(values, k.describe_args(values), block, grid)))
 
 
 def test_the_suite_covers_every_cooperation_code():
@@ -238,6 +239,63 @@ def warp_uniform_barrier(x, out):
     if simt.thread_id(0) // 32 == 1:
         simt.barrier()
     out[i] = x[i]
+
+
+# ----------------------------------------------------------------------------- partial warps
+
+
+@simt.kernel
+def warp_sums_of_one_block(x, out, SHUFFLING: vg.constexpr):
+    """Each warp of one block adds up its lanes' x; threads from SHUFFLING on keep their
+    own. In a block of 40 threads, the last warp has 8 lanes."""
+    t = simt.thread_id(0)
+    v = x[t]
+    if t < SHUFFLING:
+        for k in range(5):
+            v += simt.shfl_down(v, 16 >> k)  # refused here
+    if simt.lane_id() == 0:
+        out[t // 32] = v
+
+
+@simt.kernel
+def votes_of_a_2d_block(x, out):
+    t = simt.thread_id(0) + simt.block_dim(0) * simt.thread_id(1)
+    simt.syncwarp()  # refused here
+    out[t] = vg.float32(simt.ballot(x[t] > 0.0))
+
+
+def test_a_warp_operation_in_a_partial_warp_is_refused_before_memory_is_touched(rng):
+    x, out = rng.standard_normal(40).astype(np.float32), np.full(2, -7, np.float32)
+    with pytest.raises(vg.SafetyError) as info:
+        fresh(warp_sums_of_one_block)[1, 40](x, out, SHUFFLING=64)
+    err = info.value
+    assert (err.code, err.loc.line) == ("VG214", marked_line(warp_sums_of_one_block)), str(err)
+    assert "thread (block 0, thread 3" in err.message and "last warp, which has 8 lanes" in err.message
+    assert err.hint == diagnose.HINTS["VG214 partial"] and "multiple of 32 threads" in err.hint
+    np.testing.assert_array_equal(out, np.full(2, -7, np.float32))
+    errors = analyze(votes_of_a_2d_block, F32, F32, block=(10, 4, 1), grid=(1, 1, 1)).errors
+    assert {(e.code, e.loc.line) for e in errors} == {("VG214", marked_line(votes_of_a_2d_block)),
+                                                      ("VG214", marked_line(votes_of_a_2d_block) + 1)}
+    assert all("which has 8 lanes" in e.message for e in errors), errors
+
+
+@pytest.mark.parametrize("block, shuffling", [(64, 64), (40, 32)], ids=["whole warps", "guarded"])
+def test_a_warp_operation_that_no_partial_warp_reaches_is_accepted(rng, block, shuffling):
+    x, out = rng.standard_normal(block).astype(np.float32), np.full(2, -7, np.float32)
+    fresh(warp_sums_of_one_block)[1, block](x, out, SHUFFLING=shuffling)
+    want = [x[:32].astype(np.float64).sum(), x[32:].sum() if block == 64 else x[32]]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert not analyze(votes_of_a_2d_block, F32, F32, block=(8, 4, 1), grid=(1, 1, 1)).errors
+
+
+def test_a_block_of_unknown_shape_is_assumed_to_be_whole_warps():
+    """No launch runs this proof: each launch specializes the kernel on its block."""
+    k = fresh(warp_sums_of_one_block)
+    values = k.bind((F32, F32), {"SHUFFLING": 1024})
+    result = safety.analyze(k.build(k.spec_key(values, k.describe_args(values), None, (1, 1, 1))))
+    assert not result.errors and result.facts["whole_warps"], result.errors
+    result = analyze(warp_sums_of_one_block, F32, F32, SHUFFLING=1024, grid=(1, 1, 1))
+    assert not result.errors and not result.facts["whole_warps"], result.errors
 
 
 # ----------------------------------------------------------------------------- ordering
@@ -631,12 +689,36 @@ def test_a_partner_t_xor_j_is_known_where_j_is_a_power_of_two(rng):
     assert errors and errors[0].code == "VG205" and "bitwise xor" in errors[0].message, errors
 
 
-def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget():
+@simt.kernel
+def group_offsets(out, WHOLE: vg.constexpr):
+    """Each thread writes at its group's start `t & ~(w - 1)` plus its offset in the group
+    `t & (w - 1)` (that is t) for groups of w = 1, 2, ..., 32; without the offset (WHOLE False)
+    the threads of a group write one element."""
+    t = simt.global_id(0)
+    for ww in range(6):
+        w = 1 << ww
+        start = t & ~(w - 1)
+        if WHOLE:
+            out[start + (t & (w - 1))] = vg.float32(ww)
+        else:
+            out[start] = vg.float32(ww)
+
+
+def test_masks_below_a_power_of_two_are_remainders(rng):
+    assert not analyze(group_offsets, F32, WHOLE=True).errors
+    errors = analyze(group_offsets, F32, WHOLE=False).errors
+    assert [e.code for e in errors] == ["VG202"] and "both write out[" in str(errors[0]), errors
+
+
+@pytest.mark.parametrize("name", ["bitonic_sort", "bitonic_sort_by_position"])
+def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget(name):
+    """Partners `t ^ j`, and the CUDA samples' positions `2*t - (t & (stride - 1))` (each
+    query takes about 0.1M steps of the 0.4M allowed here)."""
     from verdigris.safety import budgets
 
-    from .shared_pairs import bitonic_sort
+    from . import shared_pairs
 
-    k = fresh(bitonic_sort)
+    k = fresh(getattr(shared_pairs, name))
     values = k.bind((F32, F32), {})
     ir = k.build(k.spec_key(values, k.describe_args(values), (64, 1, 1)))
     result = safety.analyze(ir, budget=budgets.RACE // 100)

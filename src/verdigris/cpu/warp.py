@@ -105,15 +105,16 @@ def shuffle(fr, op: str, value, arg, mask: np.ndarray, loc) -> np.ndarray:
     source = _SOURCES[op](warps.lane_id.astype(np.int64),
                           np.broadcast_to(np.asarray(arg, np.int64), (fr.lanes,)))
     inside = (source >= 0) & (source < WARP_SIZE)
-    missing = inside & (source >= warps.size_of_lane) & mask
-    if missing.any():
-        lane = int(missing.argmax())
+    missing = inside & (source >= warps.size_of_lane)  # lanes a partial warp lacks
+    if (missing & mask).any():
+        lane = int((missing & mask).argmax())
         raise KernelError(
             f"{fr.describe(lane)} reads lane {source[lane]} of its warp with {_NAMES[op]}, but "
             f"that warp has only {warps.size_of_lane[lane]} lanes (blocks of {warps.threads} "
             "threads)", loc, hint="use blocks of a multiple of 32 threads, or keep the source "
                                   "lane inside the warp")
-    return value[np.where(inside, warps.first_lane + source, fr.lane)]
+    # a lane outside `mask` may name a missing lane too: it gets its own value, unused
+    return value[np.where(inside & ~missing, warps.first_lane + source, fr.lane)]
 
 
 def vote(fr, op: str, pred, mask: np.ndarray, loc) -> np.ndarray:

@@ -18,15 +18,18 @@ timeout, or a collision that needs values the checker cannot see (indices comput
 loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are neither proven
 nor reported. Each pair of accesses goes to `fastpath` first, then to
 `solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
-warp operation reached by all of them together: VG210, VG214) and `shared` (races in
-shared memory between barriers: VG211, VG212, VG204; reads of what nothing wrote: VG213).
+warp operation reached by all of them together, and no warp operation by a warp short of
+32 lanes: VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
+VG212, VG204; reads of what nothing wrote: VG213).
 Tile kernels follow the same rule with a block as the thread (`tilerace`, on
 the accesses `tiles` maps to elements); other tracks get `race_free: None`.
 
 Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions the proof
 assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one
 block: the kernel never reads `block_id` there, so two blocks along them would do the same
-work), `unit_block_axes` (likewise for an unspecialized block), and `max_axis_threads`
+work), `unit_block_axes` (likewise for an unspecialized block), `whole_warps` (an
+unspecialized block's thread count is a multiple of 32, where the kernel has warp
+operations: a launch's own specialization checks its block) and `max_axis_threads`
 (grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap). Then the
 bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check),
 `narrow_extents` (the array axes whose checked 32-bit indices are tested in 32 bits) and
@@ -97,7 +100,9 @@ def check(kernel: N.Kernel) -> Analysis:
 def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     trace = execute(kernel)
     space = trace.space
+    warp_operations = any(p.warp_operation for p in trace.checkpoints)
     analysis.facts.update(unit_grid_axes=space.unit_grid_axes, unit_block_axes=space.unit_block_axes,
+                          whole_warps=space.block is None and warp_operations,
                           max_axis_threads=MAX_AXIS_THREADS,
                           unsafe_accesses=sum(a.unsafe for a in trace.accesses))
     by_array: dict = {}

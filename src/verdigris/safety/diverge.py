@@ -8,15 +8,26 @@ VG210 (block) or VG214 (warp) for each checkpoint two threads of one block (or w
 disagree on: one reaches it, the other does not, at the same iteration of the loops around
 it. The error names both threads, and the condition that splits them, at its source line.
 
+Partial warps: in a block whose thread count is not a multiple of 32, the last warp has
+fewer lanes, and the lanes it lacks never reach anything; yet a warp operation's member
+mask names all 32 (on a GPU that is undefined: garbage, or a hang). A warp operation that a
+thread of that warp may reach is VG214 too, naming the thread and the lanes the warp has.
+A block that is not specialized (`verdigris check` of a launch without a literal block,
+`verdigris compile` without --block) is assumed to be whole warps (the `whole_warps` fact):
+no launch runs such a proof, since each launch specializes its kernel on its block, and
+that check sees the partial warp.
+
 How: a path condition that is uniform by its atoms (`uniform.Scopes`: only sizes,
 parameters, block ids, uniform loads and loop counters) passes without a solver; otherwise
 z3 looks for two threads of one block (one warp) at equal loop counters, with the facts of
-uniformity between them, where the condition holds for one and not the other. A timeout
-is a refusal too, with the reason.
+uniformity between them, where the condition holds for one and not the other. For a
+partial warp, z3 looks for one thread of it under the path condition. A timeout is a
+refusal too, with the reason.
 """
 from __future__ import annotations
 
 import linecache
+import math
 import re
 
 from ..errors import SafetyError
@@ -27,20 +38,60 @@ from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"block": "VG210", "warp": "VG214"}
+WARP_SIZE = 32
 
 
 def check(trace, budget: int) -> tuple:
     scopes = Scopes(trace.space)
+    lanes = _last_warp_lanes(trace.space)
     errors, queries, seen = [], 0, set()
     for point in trace.checkpoints:
-        if at_least(scopes.of(point.pc), point.scope) or (point.loc, point.scope) in seen:
+        if (point.loc, point.scope) in seen:
             continue
-        queries += 1
-        error = _split(point, trace, budget)
+        error = None
+        if lanes and point.warp_operation:
+            queries += 1
+            error = _in_partial_warp(point, trace, lanes, budget)
+        if error is None and not at_least(scopes.of(point.pc), point.scope):
+            queries += 1
+            error = _split(point, trace, budget)
         if error is not None:
             seen.add((point.loc, point.scope))
             errors.append(error)
     return errors, queries
+
+
+def _last_warp_lanes(space) -> int:
+    """The lanes of the block's last warp where it has fewer than 32, else 0 (also for a
+    block that is not specialized: assumed to be whole warps)."""
+    if space.block is None:
+        return 0
+    return math.prod(space.block) % WARP_SIZE
+
+
+def _in_partial_warp(point, trace, lanes: int, budget: int):
+    """A refusal if a thread of the block's last warp, which has only `lanes` lanes, may
+    reach the warp operation `point`, else None."""
+    import z3
+
+    space = trace.space
+    enc = _Encoder(space, z3)
+    facts = [enc.formula(rename_formula(f, "1")) for f in (point.pc, *space.domain)]
+    facts += [enc.formula(f) for f in space.uniform_domain]
+    facts.append(enc.poly(space.linear().rename("1")) >= math.prod(space.block) - lanes)
+    result, solver = enc.decide(facts, budget)
+    if result == z3.unsat:
+        return None
+    if result != z3.sat:
+        return SafetyError(f"{CODES['VG214'].title}: could not prove that no lane of the block's "
+                           f"last warp, which has {lanes} lanes, reaches {point.what}: "
+                           f"{gave_up(solver, budget)}", point.loc, diagnose.HINTS["VG214 partial"],
+                           "VG214")
+    ids = space.identity()
+    model = readable(solver, enc, ids, True, budget)
+    _, threads, sizes, launch = situation_of(model, enc, space, ids, ("1",))
+    outcome = Outcome("sat", threads, (), sizes, launch)
+    return diagnose.partial_warp_error(point.what, point.loc, lanes, outcome)
 
 
 def _split(point, trace, budget: int):

@@ -402,11 +402,15 @@ EXPLANATIONS = {
             all 32 lanes of the warp together: it may not sit under a condition that
             differs between lanes of one warp (a bounds guard, a lane index, data), nor
             inside a loop whose trip count does. Conditions the same for a whole warp
-            (warp index, block index, arguments) are fine.""",
+            (warp index, block index, arguments) are fine. A block whose thread count is
+            not a multiple of 32 ends with a partial warp (a block of 40 threads: a warp of
+            8 lanes), whose missing lanes never arrive: no lane of it may reach a warp
+            operation. Launch blocks of a multiple of 32 threads, or keep the partial warp
+            out of the operation with a condition (`if simt.thread_id(0) < 32:`).""",
         why="""These operations exchange values between the lanes named in their mask (all
             32): a lane that never arrives leaves the others waiting, or hands them an
             undefined value. The sum comes out wrong only for some inputs, typically at
-            the end of the array.""",
+            the end of the array, or only for some block sizes.""",
         racy=_snippet("""
             @simt.kernel
             def warp_sums(x, out):

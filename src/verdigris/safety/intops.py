@@ -11,8 +11,9 @@ result, never the polynomial itself (`fit`).
 Bit operations with a power of two: `a ^ c`, `a | c` and `a & c` of a non-negative `a` and
 a `c` known to be a power of two (a constant, or `1 << k` for any shift amount within the
 dtype's bits) are `a` plus or minus `c`, or `c` or 0, by the bit `(a >> log2(c)) % 2`: a
-lane's partner `t ^ 1`, a bitonic sort's `t ^ j` with `j = 1 << jj`. Other bit operations
-are unknowns.
+lane's partner `t ^ 1`, a bitonic sort's `t ^ j` with `j = 1 << jj`. The masks around such
+a `c` are remainders: `a & (c - 1)` is `a % c` (`t & 31`, the CUDA samples' bitonic sort's
+`t & (stride - 1)`) and `a & ~(c - 1)` is `a - a % c`. Other bit operations are unknowns.
 """
 from __future__ import annotations
 
@@ -111,13 +112,17 @@ def _exponent(space, c: Poly) -> Poly:
 
 
 def _bitand(t, a, b, dtype):
-    mask = b.value if b.value is not None else a.value
-    other = a if b.value is not None else b
-    if mask is not None and mask >= 0 and (mask + 1) & mask == 0 and t.space.interval(other)[0] >= 0:
-        return _divmod("mod")(t, other, Poly.const(mask + 1), dtype)
-    c, other = _power_and_other(t, a, b)
-    if c is not None:  # `t & k` with k = 1 << kk: k where t has that bit, else 0
-        return c * _selected_bit(t, other, c, dtype)
+    for mask, other in ((b, a), (a, b)):
+        if t.space.interval(other)[0] < 0:
+            continue
+        if _is_power_of_two(t.space, mask):  # `t & k` with k = 1 << kk: k where t has that bit, else 0
+            return mask * _selected_bit(t, other, mask, dtype)
+        below = mask + Poly.const(1)
+        if _is_power_of_two(t.space, below):  # `t & (c - 1)`, the bits below c: t % c
+            return _divmod("mod")(t, other, below, dtype)
+        above = -mask
+        if _is_power_of_two(t.space, above):  # `t & ~(c - 1)` (two's complement: -c): t rounded down to c
+            return t.fit(other - _divmod("mod")(t, other, above, dtype), dtype)
     return t.scoped(dtype, "a bitwise and", a, b)
 
 

@@ -50,13 +50,13 @@ class Outcome:
     reason: str = ""
 
 
-def situation_of(model, enc, space: Space, ids):
-    """From a model of the two-thread query: (value of a term, the two threads' ids, the
-    sizes it chose, its (grid, block))."""
+def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
+    """From a model of a query about the threads `copies` (two, or one): (value of a term,
+    the threads' ids, the sizes it chose, its (grid, block))."""
     value = model.int
     tickets = sorted(n for n in enc.used if n in space.tickets)[:1]  # a block's ticket, if any
     threads = tuple({**{n: value(enc.atom(per_thread(n, c))) for n in ids},
-                     **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in COPIES)
+                     **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in copies)
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
              if space.atoms[n].kind in ("shape", "param")}
     launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))

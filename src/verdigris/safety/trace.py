@@ -48,6 +48,12 @@ class Checkpoint:
     loc: Loc
     loops: tuple  # the counters of the loops around it
 
+    @property
+    def warp_operation(self) -> bool:
+        """Whether it is a syncwarp(), shuffle or vote (not a `break` or `return` leaving a
+        loop with one inside): an instruction whose member mask names all 32 lanes."""
+        return self.scope == "warp" and self.what not in ("break", "return")
+
 
 @dataclass
 class Trace:
