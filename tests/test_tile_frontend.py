@@ -647,3 +647,23 @@ def test_names_bound_once_to_ints_are_tile_shapes(rng):
     with pytest.raises(vg.CompileError, match="a tile shape must be a constant") as info:
         shape_from_a_reassigned_name.specialize(x, out, B=32)
     assert_points_at(info.value, "MARK-varying")
+
+
+@tile.kernel
+def by_dtype(x, out, B: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,))
+    if x.dtype == vg.float64:
+        t = t * 2.0
+    acc = tile.zeros((B,), out.dtype if out.dtype == vg.float64 else vg.float32)
+    tile.store(out, index=(i,), tile=acc + t)
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 2.0), (np.float32, 1.0)])
+def test_dtype_comparisons_choose_while_compiling(rng, dtype, scale):
+    x = rng.standard_normal(100).astype(dtype)
+    out = np.full(100, np.nan, dtype)
+    by_dtype[vg.cdiv(100, 32)](x, out, B=32)
+    np.testing.assert_array_equal(out, x.astype(np.float64) * scale)
+    locals_ = typed_ir(by_dtype, x, out, B=32).locals
+    assert locals_["acc"] == TileType(vg.float64 if dtype is np.float64 else vg.float32, (32,))
