@@ -717,3 +717,16 @@ def test_an_unmasked_element_outside_the_array_names_its_place_in_the_tile(rng):
     with pytest.raises(BoundsError, match=r"out\[131\] .* \(tile element \(6,\)\)"):
         run_tile(_indexed(body, n, block), n // block,
                  {"a": np.zeros(n, np.float32), "idx": indices, "out": np.zeros(n, np.float32)})
+
+
+# ----------------------------------------------------------------------------- Triton idioms
+
+
+def test_new_axes_make_a_pairwise_tile(rng):
+    from test_tile_codegen import pairwise
+
+    x, y = rng.standard_normal(50).astype(np.float32), rng.standard_normal(70).astype(np.float32)
+    out = np.full((50, 70), np.nan, np.float32)
+    pairwise[cdiv(50, 16), cdiv(70, 32)](x, y, out, M=16, N=32)
+    want = x.astype(np.float64)[:, None] - y.astype(np.float64)[None, :] * 2
+    np.testing.assert_allclose(out, want, rtol=1e-6)

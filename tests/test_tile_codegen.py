@@ -106,6 +106,15 @@ def outer(x, y, out, M: vg.constexpr, N: vg.constexpr):
 
 
 @tile.kernel
+def pairwise(x, y, out, M: vg.constexpr, N: vg.constexpr):
+    """Triton's `a[:, None] - b[None, :]`: new axes by subscript."""
+    i, j = tile.bid(0), tile.bid(1)
+    a = tile.load(x, index=(i,), shape=(M,))
+    b = tile.load(y, index=(j,), shape=(N,))
+    tile.store(out, index=(i, j), tile=a[:, None] - b[None, :] * 2)
+
+
+@tile.kernel
 def cumsum_2d(x, out, R: vg.constexpr, C: vg.constexpr, AXIS: vg.constexpr):
     i = tile.bid(0)
     tile.store(out, index=(i, 0), tile=tile.cumsum(tile.load(x, index=(i, 0), shape=(R, C)), AXIS))
@@ -187,6 +196,7 @@ SPECS = {
     "positions": (positions, dict(x=arr(f32, 2), amax=arr(i32), amin=arr(i32), best=arr(i32),
                                   R=4, C=48)),
     "outer": (outer, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=64)),
+    "pairwise": (pairwise, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=32)),
     "transpose": (transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=32)),
     "cumsum_rows": (cumsum_2d, dict(x=arr(f32, 2), out=arr(f32, 2), R=4, C=1024, AXIS=1)),
     "cumsum_cols": (cumsum_2d, dict(x=arr(i32, 2), out=arr(i32, 2), R=64, C=48, AXIS=0)),

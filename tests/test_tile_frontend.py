@@ -667,3 +667,53 @@ def test_dtype_comparisons_choose_while_compiling(rng, dtype, scale):
     np.testing.assert_array_equal(out, x.astype(np.float64) * scale)
     locals_ = typed_ir(by_dtype, x, out, B=32).locals
     assert locals_["acc"] == TileType(vg.float64 if dtype is np.float64 else vg.float32, (32,))
+
+
+@tile.kernel
+def new_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    outer = t[:, None] * t[None, :]
+    tile.store(out, index=(0, 0), tile=outer + t[..., None] + t[None][0:1, ...])  # marker: new axes
+
+
+def test_none_subscripts_add_axes_as_reshapes():
+    err = compile_error(new_axes, F32, M32, B=8)
+    assert "indexed only with `:`, `None` and `...`" in err.message and "reshape" in err.hint
+    assert_points_at(err, "marker: new axes")
+
+
+@tile.kernel
+def outer_by_new_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=t[:, None] * t[None, :] + t[..., None] + t[None][:, ...])
+
+
+def test_new_axes_reshape_without_moving_data():
+    k = typed_ir(outer_by_new_axes, F32, M32, B=8)
+    shapes = sorted(r.shape for r in nodes(k, X.Reshape))
+    assert shapes == [(1, 8), (1, 8), (8, 1), (8, 1)]
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def too_many_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=t[:, :, None])  # marker: too many
+
+
+@tile.kernel
+def assigns_an_element(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    t[0] = 1.0  # marker: element assignment
+    tile.store(out, index=(0,), tile=t)
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (too_many_axes, (F32, M32), "marker: too many", ["(8,) has 1 axis", "2 `:`"]),
+    (assigns_an_element, (F32, F32), "marker: element assignment", ["element by element",
+                                                                    "tile.where"]),
+])
+def test_other_tile_subscripts_are_refused(kernel, args, marker, words):
+    err = compile_error(kernel, *args, B=8)
+    assert all(w in str(err) for w in words), str(err)
+    assert_points_at(err, marker)

@@ -134,15 +134,36 @@ class Expressions:
             except IndexError:
                 raise CompileError(f"index {index.value} out of range for a tuple of "
                                    f"{len(base.value)}", self.loc(node)) from None
+        if tiles.is_tile(base):
+            return tiles.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
+                                   self.loc(node))
         array, indices = self.subscript_parts(node, base)
         return N.Load(self.loc(node), array, indices, array.dtype)
+
+    def tile_index_item(self, part):
+        """One item of a tile's subscript: `slice(None)` for `:`, None for `None` (or
+        `np.newaxis`), Ellipsis for `...`; anything else is refused at the item."""
+        if isinstance(part, ast.Slice):
+            if part.lower is None and part.upper is None and part.step is None:
+                return slice(None)
+        elif isinstance(part, ast.Constant) and part.value is Ellipsis:
+            return Ellipsis
+        else:
+            value = self.expr(part)
+            if isinstance(value, Static) and value.value is None:
+                return None
+        raise tiles.unsupported_subscript(self.loc(part))
 
     def subscript_parts(self, node: ast.Subscript, base=None):
         loc = self.loc(node)
         array = self.expr(node.value) if base is None else base
+        if tiles.is_tile(array):
+            raise CompileError("a tile cannot be assigned element by element", loc,
+                               hint="tiles are values: make the new tile, e.g. "
+                                    "t = tile.where(mask, value, t)")
         if not isinstance(array, N.ArrayRef):
-            raise CompileError("only arrays and tuples can be indexed", loc)
-        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            raise CompileError("only arrays, tuples and tiles can be indexed", loc)
+        parts = _subscript_items(node)
         if any(isinstance(p, ast.Slice) for p in parts):
             raise UnsupportedConstruct("slices are not supported inside kernels", loc,
                                hint="index one element at a time, or pass a sliced view")
@@ -304,6 +325,11 @@ class Expressions:
         if track in TRACK_HINTS and track != self.unit.track:
             raise CompileError(f"{name}() belongs to the {track} track; this is a "
                                f"{self.unit.track} kernel", loc, hint=TRACK_HINTS[track])
+
+
+def _subscript_items(node: ast.Subscript) -> list:
+    """The items of `x[a, b]` (one for `x[a]`)."""
+    return node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
 
 
 def _no_attribute(value, attr: str, loc: Loc) -> CompileError:

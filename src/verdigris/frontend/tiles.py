@@ -10,7 +10,8 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
 - `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ... (`intrinsic`
   registers one; the matrix products register from `tile_products`);
   `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
-  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`).
+  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`); `subscript` for
+  `t[:, None]` (new size-1 axes, the one subscript tiles take).
 - `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
 Guarantees: every tile expression returned satisfies `ir.tiles`' contract; shape errors
 are `CompileError`s at the user's line that name the shapes involved. A read of a tile
@@ -590,6 +591,34 @@ def _rand(tr, loc, seed, offsets):
                              isinstance(seed, N.Expr) and seed.dtype.is_int):
         raise CompileError("tile.rand() seed must be an integer scalar", loc)
     return X.Rand(loc, _scalar(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
+
+
+def subscript(value, items: list, loc: Loc):
+    """`t[:, None]`, `t[None]`, `t[..., None]`: NumPy's new axes, as the reshape that adds
+    them. `items` holds `slice(None)` (`:`, one axis of `t`), None (a new size-1 axis) and
+    at most one Ellipsis (the axes no `:` names; implied at the end, as in NumPy)."""
+    if items.count(Ellipsis) > 1:
+        raise CompileError("a tile subscript may hold one `...`", loc)
+    if Ellipsis not in items:
+        items = [*items, Ellipsis]
+    rest = len(value.shape) - sum(isinstance(item, slice) for item in items)
+    if rest < 0:
+        raise CompileError(f"a tile of shape {show(value.shape)} has {len(value.shape)} ax{'ie'[len(value.shape) != 1]}s, "
+                           f"indexed here with {len(value.shape) - rest} `:`", loc,
+                           hint="write one `:` per axis of the tile, and None for each new one")
+    at = items.index(Ellipsis)
+    items = items[:at] + [slice(None)] * rest + items[at + 1:]
+    axes = iter(value.shape)
+    shape = tuple(1 if item is None else next(axes) for item in items)
+    return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
+
+
+def unsupported_subscript(loc: Loc) -> CompileError:
+    return CompileError("a tile is indexed only with `:`, `None` and `...`, to add size-1 axes "
+                        "(t[:, None] is t.reshape((n, 1)))", loc,
+                        hint="change the shape with t.reshape(shape); take part of an array with "
+                             "tile.load, elements at computed indices with tile.gather, and "
+                             "one value with a reduction (tile.sum(tile.where(mask, t, 0)))")
 
 
 # ----------------------------------------------------------------------------- attributes

@@ -14,8 +14,10 @@ with scalars, and through math: the elementwise functions of `vg.math` are here 
 (`tile.exp`, `tile.sqrt`, ..., `tile.maximum`/`tile.minimum` for the two-operand max/min;
 `tile.max`/`tile.min` reduce). Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`,
 `t.astype(dtype)`, `t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other
-reductions, `t.cumsum(axis)`. The functions below are the intrinsics kernels call; on the
-host they raise.
+reductions, `t.cumsum(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
+`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
+and `...` index a tile). The functions below are the intrinsics kernels call; on the host
+they raise.
 """
 from __future__ import annotations
 
