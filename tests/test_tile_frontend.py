@@ -717,3 +717,48 @@ def test_other_tile_subscripts_are_refused(kernel, args, marker, words):
     err = compile_error(kernel, *args, B=8)
     assert all(w in str(err) for w in words), str(err)
     assert_points_at(err, marker)
+
+
+@tile.kernel
+def and_of_tiles(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where((t > 0) and (t < 1), t, 0.0))  # marker: and
+
+
+@tile.kernel
+def scalar_or_tile(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where(tile.bid(0) > 0 or t > 0, t, 0.0))  # marker: or
+
+
+@tile.kernel
+def chained_on_tiles(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where(0.0 < t < 1.0, t, 0.0))  # marker: chained
+
+
+@pytest.mark.parametrize("kernel, marker, what", [
+    (and_of_tiles, "marker: and", "Python's `and`"),
+    (scalar_or_tile, "marker: or", "Python's `or`"),
+    (chained_on_tiles, "marker: chained", "a chained comparison"),
+])
+def test_and_or_and_chained_comparisons_of_tiles_point_to_the_elementwise_operators(
+        kernel, marker, what):
+    err = compile_error(kernel, F32, F32, B=4)
+    assert err.message.startswith(what) and "cannot work elementwise" in err.message
+    assert "(4,)" in err.message and "(t > 0) & (t < 1)" in err.hint
+    assert_points_at(err, marker)
+
+
+@tile.kernel
+def in_open_interval(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where((0.0 < t) & (t < 1.0) | ~(t == t), t, -1.0))
+
+
+def test_elementwise_operators_combine_the_comparisons(rng):
+    x = rng.uniform(-1, 2, 64).astype(np.float32)
+    x[:3] = np.nan
+    out = np.full(64, 7.0, np.float32)
+    in_open_interval[1](x, out, B=64)
+    np.testing.assert_array_equal(out, np.where((0 < x) & (x < 1) | np.isnan(x), x, -1.0))

@@ -217,7 +217,12 @@ class Expressions:
                 self.unsupported(node, f"comparison {type(op).__name__}")
             right = self.expr(comparator)
             part = compare(CMP_OPS[type(op)], left, right, loc)
-            result = part if result is None else self.logical("and", result, lambda p=part: p, loc)
+            if result is not None:
+                tiles.one_truth_value("a chained comparison (`a < t < b` is `(a < t) and (t < b)`)",
+                                      (result, part), loc)
+                result = self.logical("and", result, lambda p=part: p, loc)
+            else:
+                result = part
             left = right
         return result
 
@@ -235,10 +240,12 @@ class Expressions:
         if isinstance(lhs, Static):
             decided = bool(lhs.value) == (op == "or")
             return lhs if decided else rhs_thunk()
-        truth(lhs, loc)  # a value without one (a tile, an array) is refused here
+        tiles.one_truth_value(f"Python's `{op}`", (lhs,), loc)
+        truth(lhs, loc)  # a value without one (an array) is refused here
         out: list = []
         setup = self.nested(lambda: out.append(rhs_thunk()))
         rhs = out[0]
+        tiles.one_truth_value(f"Python's `{op}`", (rhs,), loc)
         if lhs.dtype.is_bool and (rhs.dtype.is_bool if not isinstance(rhs, Static)
                                   else isinstance(rhs.value, bool)):
             return self._conditions(op, lhs, rhs, setup, loc)

@@ -169,6 +169,18 @@ def unary(op: str, v, loc: Loc):
     return elementwise(lambda x: typing_.unary(op, x, loc), [v], loc)
 
 
+def one_truth_value(what: str, values, loc: Loc) -> None:
+    """Refuse a tile among `values`, operands of `what` (`and`, `or`, a chained comparison),
+    which takes one truth value per operand and decides on it (as NumPy refuses them too)."""
+    tile = next((v for v in values if is_tile(v)), None)
+    if tile is not None:
+        raise CompileError(f"{what} cannot work elementwise: it takes one truth value, and a "
+                           f"tile of shape {show(tile.shape)} has one per element", loc,
+                           hint="combine bool tiles elementwise with & (and), | (or), ~ (not), "
+                                "each comparison in parentheses (& binds tighter than <): "
+                                "(t > 0) & (t < 1)")
+
+
 def astype(v, dtype: T.DType, loc: Loc):
     return elementwise(lambda x: cast(typed(x, loc), dtype, loc), [v], loc)
 

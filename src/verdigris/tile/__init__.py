@@ -12,9 +12,12 @@
 Tiles combine with NumPy broadcasting (`+ - * / // % **`, comparisons, `&`, `|`, ...),
 with scalars, and through math: the elementwise functions of `vg.math` are here too
 (`tile.exp`, `tile.sqrt`, ..., `tile.maximum`/`tile.minimum` for the two-operand max/min;
-`tile.max`/`tile.min` reduce). Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`,
-`t.astype(dtype)`, `t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other
-reductions, `t.cumsum(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
+`tile.max`/`tile.min` reduce). Bool tiles combine with `&`, `|`, `^` and `~` (and `not t`),
+element by element; Python's `and`, `or` and chained comparisons (`0 < t < 1`) take one
+truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
+
+Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)`, `t.reshape(shape)`,
+`t.permute(axes)`, `t.sum(axis)` and the other reductions, `t.cumsum(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
 `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
 and `...` index a tile). The functions below are the intrinsics kernels call; on the host
 they raise.
