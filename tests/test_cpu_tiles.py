@@ -730,3 +730,19 @@ def test_new_axes_make_a_pairwise_tile(rng):
     pairwise[cdiv(50, 16), cdiv(70, 32)](x, y, out, M=16, N=32)
     want = x.astype(np.float64)[:, None] - y.astype(np.float64)[None, :] * 2
     np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@tile.kernel
+def _row_max(x, out, COLS: vg.constexpr):
+    """Triton's attention tutorial's spelling of minus infinity."""
+    r = tile.bid(0)
+    m = tile.zeros((1, COLS), vg.float32) - float("inf")
+    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=float("-inf"))
+    tile.store(out, index=(r,), tile=tile.max(tile.maximum(m, t), axis=1))
+
+
+def test_float_of_inf_strings_pads_and_starts_a_running_max(rng):
+    x = -1 - np.abs(rng.standard_normal((5, 30))).astype(np.float32)  # a padding of 0 would win
+    out = np.full(5, np.nan, np.float32)
+    _row_max[5](x, out, COLS=32)
+    np.testing.assert_array_equal(out, x.max(axis=1))

@@ -1,5 +1,6 @@
 """Frontend: typed IR from Python source, and the errors users get for what it refuses."""
 import inspect
+import math
 import re
 
 import numpy as np
@@ -483,3 +484,39 @@ def test_dtypes_compare_while_compiling(rng, x_dtype, out_dtype, scale):
     branches = [n for n in walk(typed_ir(scale_by_dtype, x, out).body)
                 if isinstance(n, (N.If, N.Select))]
     assert len(branches) == 1  # `i < x.shape[0]`: the dtype tests were decided while compiling
+
+
+@simt.kernel
+def infinities(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        v = x[i]
+        if v > 1.0:
+            v = float("inf")
+        elif v < -1.0:
+            v = float(" -Infinity ")
+        elif v < -0.5:
+            v = float("NaN")
+        elif v < 0.0:
+            v = -math.inf
+        out[i] = v
+
+
+def test_float_of_a_string_is_a_constant_as_math_inf_is(rng):
+    x = (2 * rng.standard_normal(200)).astype(np.float16)
+    out = np.zeros(200, np.float16)
+    infinities[2, 128](x, out)
+    want = np.select([x > 1, x < -1, x < -0.5, x < 0], [np.inf, -np.inf, np.nan, -np.inf], x)
+    np.testing.assert_array_equal(out, want)
+    assert typed_ir(infinities, x, out).locals["v"] is vg.float16  # weak: no float32 widening
+
+
+@simt.kernel
+def float_of_a_word(out):
+    out[0] = float("one")  # MARK-float-word
+
+
+def test_float_of_a_string_that_is_no_number_is_refused_at_the_call():
+    err = compile_error(float_of_a_word, F32)
+    assert err.message == "float('one') is not a number" and 'float("inf")' in err.hint
+    assert_points_at(err, "MARK-float-word")

@@ -77,7 +77,8 @@ class Expressions:
             raise UnsupportedConstruct(
                 "a string is not supported in kernels", self.loc(node),
                 hint="kernels have numbers, arrays and tiles; strings go only to keyword "
-                     "arguments that take one (tile.dot(..., input_precision=\"tf32\"))")
+                     "arguments that take one (tile.dot(..., input_precision=\"tf32\")) "
+                     "and to float() (float(\"inf\"))")
         self.unsupported(node, f"a {type(node.value).__name__} constant")
 
     def expr_Name(self, node):
@@ -311,10 +312,10 @@ class Expressions:
         name = intrinsics.intrinsic_name(fn)
         if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
-        args = [self.expr(a) for a in node.args]
-        # A string literal is a value only as a keyword argument (input_precision="tf32").
-        kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
-                  isinstance(k.value.value, str) else self.expr(k.value) for k in node.keywords}
+        # A string literal is a value only as a keyword argument (input_precision="tf32")
+        # and as float()'s argument (float("inf"), Triton's spelling of infinity).
+        args = [self.argument(a, strings=fn is float) for a in node.args]
+        kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
         if isinstance(fn, tiles.TileMethod):
@@ -326,6 +327,11 @@ class Expressions:
                 raise CompileError(f"{name}() is not available in this kind of kernel", loc)
             return handler(self, args, kwargs, loc)
         return self.inline(fn, args, kwargs, loc)
+
+    def argument(self, node, strings: bool):
+        if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return Static(node.value)
+        return self.expr(node)
 
     def check_track(self, name: str, loc: Loc) -> None:
         track = name.partition(".")[0]

@@ -208,6 +208,22 @@ def _conversion(dtype: T.DType, label: str):
     return handler
 
 
+_to_float32 = _conversion(T.float32, "float")
+
+
+def _float(tr, args, kwargs, loc):
+    """`float(x)`: a float32 conversion; of a string (`float("-inf")`, Triton's spelling), the
+    Python float it names, a literal as `math.inf` is."""
+    if len(args) == 1 and isinstance(args[0], Static) and isinstance(args[0].value, str):
+        try:
+            return Static(float(args[0].value))
+        except ValueError:
+            raise CompileError(f"float({args[0].value!r}) is not a number", loc,
+                               hint='float() of a string takes a number: float("inf"), '
+                                    'float("-inf"), float("nan")') from None
+    return _to_float32(tr, args, kwargs, loc)
+
+
 def _atomic(op: str):
     def handler(tr, args, kwargs, loc):
         arity = 4 if op == "cas" else 3
@@ -304,7 +320,7 @@ HANDLERS = {
     **{f"simt.{op}": _warp(op) for op in N.WARP_OPS},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),
-    "builtin.float": _conversion(T.float32, "float"),
+    "builtin.float": _float,
     "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),
     "builtin.len": _len,
     "builtin.range": _range,
