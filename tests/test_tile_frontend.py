@@ -762,3 +762,54 @@ def test_elementwise_operators_combine_the_comparisons(rng):
     out = np.full(64, 7.0, np.float32)
     in_open_interval[1](x, out, B=64)
     np.testing.assert_array_equal(out, np.where((0 < x) & (x < 1) | np.isnan(x), x, -1.0))
+
+
+@tile.kernel
+def conveniences(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    m = t.mean()
+    rows = tile.broadcast_to(t, (2, B))
+    c = tile.clamp(t, 0, 1)
+    tile.store(out, index=(0,), tile=(rows.sum(axis=0) + c + m).to(vg.float32))
+
+
+@pytest.mark.parametrize("dtype, mean, summed, clamped", [
+    (np.float16, vg.float16, vg.float32, vg.float16),
+    (np.float64, vg.float64, vg.float64, vg.float64),
+    (np.int8, vg.float32, vg.float32, vg.int8),
+])
+def test_mean_broadcast_to_clamp_and_to_types(dtype, mean, summed, clamped):
+    k = typed_ir(conveniences, np.zeros(64, dtype), F32, B=64)
+    assert k.locals["m"] is mean and k.locals["c"] == TileType(clamped, (64,))
+    assert k.locals["rows"].shape == (2, 64)
+    means = [r for r in nodes(k, X.TileReduce) if r.shape == ()]
+    assert [r.dtype for r in means] == [summed]
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def broadcast_to_fewer_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0, 0), shape=(2, B))
+    tile.store(out, index=(0,), tile=tile.broadcast_to(t, (B,)))  # marker: drops an axis
+
+
+@tile.kernel
+def broadcast_to_another_size(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=tile.broadcast_to(t, (2, 3)))  # marker: another size
+
+
+@tile.kernel
+def mean_of_a_scalar(x, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.full((B,), tile.mean(tile.bid(0))))  # marker: mean
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (broadcast_to_fewer_axes, (M32, F32), "marker: drops an axis", ["(2, 4)", "(4,)", "drops"]),
+    (broadcast_to_another_size, (F32, M32), "marker: another size", ["(4,)", "(2, 3)"]),
+    (mean_of_a_scalar, (F32, F32), "marker: mean", ["tile.mean() needs a tile"]),
+])
+def test_conveniences_refuse_misuses_at_their_line(kernel, args, marker, words):
+    err = compile_error(kernel, *args, B=4)
+    assert all(w in str(err) for w in words), str(err)
+    assert_points_at(err, marker)

@@ -165,6 +165,12 @@ def _math(name):
     return handler
 
 
+@tiles.intrinsic("clamp", "x", "lo", "hi")
+def _clamp(tr, loc, x, lo, hi):
+    """min(max(x, lo), hi): one NaN rule (maxNum/minNum's) for clamp, maximum and minimum."""
+    return _math("min")(tr, [_math("max")(tr, [x, lo], {}, loc), hi], {}, loc)
+
+
 def _host_math(name):
     return {"abs": builtins.abs, "min": builtins.min, "max": builtins.max,
             "round": builtins.round, "exp2": lambda x: 2.0 ** x,
