@@ -637,13 +637,13 @@ def subscript(value, items: list, loc: Loc):
         raise CompileError("a tile subscript may hold one `...`", loc)
     if Ellipsis not in items:
         items = [*items, Ellipsis]
-    rest = len(value.shape) - sum(isinstance(item, slice) for item in items)
-    if rest < 0:
-        raise CompileError(f"a tile of shape {show(value.shape)} has {len(value.shape)} ax{'ie'[len(value.shape) != 1]}s, "
-                           f"indexed here with {len(value.shape) - rest} `:`", loc,
+    ndim, named = len(value.shape), sum(isinstance(item, slice) for item in items)
+    if named > ndim:
+        raise CompileError(f"a tile of shape {show(value.shape)} has {ndim} "
+                           f"ax{'ie'[ndim != 1]}s, indexed here with {named} `:`", loc,
                            hint="write one `:` per axis of the tile, and None for each new one")
     at = items.index(Ellipsis)
-    items = items[:at] + [slice(None)] * rest + items[at + 1:]
+    items = items[:at] + [slice(None)] * (ndim - named) + items[at + 1:]
     axes = iter(value.shape)
     shape = tuple(1 if item is None else next(axes) for item in items)
     return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
