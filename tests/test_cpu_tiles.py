@@ -717,3 +717,75 @@ def test_an_unmasked_element_outside_the_array_names_its_place_in_the_tile(rng):
     with pytest.raises(BoundsError, match=r"out\[131\] .* \(tile element \(6,\)\)"):
         run_tile(_indexed(body, n, block), n // block,
                  {"a": np.zeros(n, np.float32), "idx": indices, "out": np.zeros(n, np.float32)})
+
+
+# ----------------------------------------------------------------------------- Triton idioms
+
+
+def test_new_axes_make_a_pairwise_tile(rng):
+    from test_tile_codegen import pairwise
+
+    x, y = rng.standard_normal(50).astype(np.float32), rng.standard_normal(70).astype(np.float32)
+    out = np.full((50, 70), np.nan, np.float32)
+    pairwise[cdiv(50, 16), cdiv(70, 32)](x, y, out, M=16, N=32)
+    want = x.astype(np.float64)[:, None] - y.astype(np.float64)[None, :] * 2
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@tile.kernel
+def _row_max(x, out, COLS: vg.constexpr):
+    """Triton's attention tutorial's spelling of minus infinity."""
+    r = tile.bid(0)
+    m = tile.zeros((1, COLS), vg.float32) - float("inf")
+    t = tile.load(x, index=(r, 0), shape=(1, COLS), padding=float("-inf"))
+    tile.store(out, index=(r,), tile=tile.max(tile.maximum(m, t), axis=1))
+
+
+def test_float_of_inf_strings_pads_and_starts_a_running_max(rng):
+    x = -1 - np.abs(rng.standard_normal((5, 30))).astype(np.float32)  # a padding of 0 would win
+    out = np.full(5, np.nan, np.float32)
+    _row_max[5](x, out, COLS=32)
+    np.testing.assert_array_equal(out, x.max(axis=1))
+
+
+def test_mean_broadcast_to_and_clamp_of_centered_rows(rng):
+    from test_tile_codegen import center_and_clamp
+
+    x = (2 * rng.standard_normal((10, 64))).astype(np.float16)
+    means = np.full(10, np.nan, np.float32)
+    out = np.full_like(x, np.nan)
+    center_and_clamp[cdiv(10, 4)](x, means, out, R=4, C=64)
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(means, wide.mean(axis=1), rtol=1e-6, atol=1e-6)
+    want = np.clip(wide - wide.mean(axis=1, keepdims=True), -1, 1)
+    np.testing.assert_allclose(out, want, rtol=2 ** -10, atol=2 ** -11)  # float16's rounding
+
+
+@tile.kernel
+def _int_means(x, overall, columns, B: vg.constexpr):
+    t = tile.load(x, index=(0, 0), shape=(B, B))
+    tile.store(overall, index=(0,), tile=tile.full((1,), t.mean(), vg.float32))
+    tile.store(columns, index=(0,), tile=tile.mean(t, axis=0))
+
+
+def test_the_mean_of_integers_is_float32(rng):
+    x = rng.integers(-1000, 1000, (16, 16)).astype(np.int32)
+    overall, columns = np.full(1, np.nan, np.float32), np.full(16, np.nan, np.float32)
+    _int_means[1](x, overall, columns, B=16)
+    np.testing.assert_allclose(overall, x.mean(), rtol=1e-6)
+    np.testing.assert_allclose(columns, x.mean(axis=0), rtol=1e-6)
+
+
+@tile.kernel
+def _clamped(x, lo, hi, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.clamp(tile.load(x, index=(0,), shape=(B,)), lo, hi))
+
+
+def test_clamp_is_clip_except_that_a_nan_gives_lo(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    x[::7] = np.nan
+    out = np.full(64, 7.0, np.float32)
+    _clamped[1](x, -0.5, 0.75, out, B=64)
+    np.testing.assert_array_equal(out, np.where(np.isnan(x), -0.5, np.clip(x, -0.5, 0.75)))
+    _clamped[1](x, 1.0, -1.0, out, B=64)
+    np.testing.assert_array_equal(out, np.full(64, -1.0))  # lo > hi gives hi, as np.clip

@@ -1,5 +1,6 @@
 """Frontend: typed IR from Python source, and the errors users get for what it refuses."""
 import inspect
+import math
 import re
 
 import numpy as np
@@ -214,6 +215,11 @@ def calls_numpy(out):
     out[0] = np.sin(out[0])  # MARK-numpy
 
 
+@simt.kernel
+def orders_dtypes(x, out):
+    out[0] = 1.0 if x.dtype < vg.float64 else 2.0  # MARK-dtype-order
+
+
 @pytest.mark.parametrize("kernel, args, marker, words", [
     (prints, (F32,), "MARK-print", "cannot call 'print'"),
     (calls_numpy, (F32,), "MARK-numpy", "call vg.math.sin(...)"),
@@ -228,6 +234,7 @@ def calls_numpy(out):
     (undefined_name, (F32,), "MARK-undefined", "not defined"),
     (bad_axis, (I32,), "MARK-axis", "constant axis"),
     (string_const, (F32,), "MARK-string", "a string is not supported"),
+    (orders_dtypes, (F32, F32), "MARK-dtype-order", "compare two with == or !="),
 ])
 def test_refused_constructs_point_at_the_line(kernel, args, marker, words):
     err = compile_error(kernel, *args)
@@ -453,3 +460,63 @@ def test_min_max_are_minnum_maxnum_in_kernels_and_on_the_host():
     pv.min_max[1, 32](x, y, out)
     np.testing.assert_array_equal(out, pv.min_max_reference(x, y))
     assert out[0, 0] == 1.0 and np.isnan(out[1, 2])  # a NaN loses; two NaNs give NaN
+
+
+@simt.kernel
+def scale_by_dtype(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        scale = 2.0 if x.dtype == vg.float64 else 3.0
+        if out.dtype != x.dtype:
+            scale = -scale
+        out[i] = x[i] * scale
+
+
+@pytest.mark.parametrize("x_dtype, out_dtype, scale", [
+    (np.float64, np.float64, 2.0), (np.float32, np.float32, 3.0), (np.float32, np.float64, -3.0)])
+def test_dtypes_compare_while_compiling(rng, x_dtype, out_dtype, scale):
+    x = rng.standard_normal(100).astype(x_dtype)
+    out = np.full(100, np.nan, out_dtype)
+    scale_by_dtype[1, 128](x, out)
+    np.testing.assert_allclose(out, x.astype(np.float64) * scale, rtol=1e-6)
+    from verdigris.frontend import walk
+
+    branches = [n for n in walk(typed_ir(scale_by_dtype, x, out).body)
+                if isinstance(n, (N.If, N.Select))]
+    assert len(branches) == 1  # `i < x.shape[0]`: the dtype tests were decided while compiling
+
+
+@simt.kernel
+def infinities(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        v = x[i]
+        if v > 1.0:
+            v = float("inf")
+        elif v < -1.0:
+            v = float(" -Infinity ")
+        elif v < -0.5:
+            v = float("NaN")
+        elif v < 0.0:
+            v = -math.inf
+        out[i] = v
+
+
+def test_float_of_a_string_is_a_constant_as_math_inf_is(rng):
+    x = (2 * rng.standard_normal(200)).astype(np.float16)
+    out = np.zeros(200, np.float16)
+    infinities[2, 128](x, out)
+    want = np.select([x > 1, x < -1, x < -0.5, x < 0], [np.inf, -np.inf, np.nan, -np.inf], x)
+    np.testing.assert_array_equal(out, want)
+    assert typed_ir(infinities, x, out).locals["v"] is vg.float16  # weak: no float32 widening
+
+
+@simt.kernel
+def float_of_a_word(out):
+    out[0] = float("one")  # MARK-float-word
+
+
+def test_float_of_a_string_that_is_no_number_is_refused_at_the_call():
+    err = compile_error(float_of_a_word, F32)
+    assert err.message == "float('one') is not a number" and 'float("inf")' in err.hint
+    assert_points_at(err, "MARK-float-word")

@@ -106,6 +106,25 @@ def outer(x, y, out, M: vg.constexpr, N: vg.constexpr):
 
 
 @tile.kernel
+def pairwise(x, y, out, M: vg.constexpr, N: vg.constexpr):
+    """Triton's `a[:, None] - b[None, :]`: new axes by subscript."""
+    i, j = tile.bid(0), tile.bid(1)
+    a = tile.load(x, index=(i,), shape=(M,))
+    b = tile.load(y, index=(j,), shape=(N,))
+    tile.store(out, index=(i, j), tile=a[:, None] - b[None, :] * 2)
+
+
+@tile.kernel
+def center_and_clamp(x, means, out, R: vg.constexpr, C: vg.constexpr):
+    """Triton's conveniences: t.to, t.mean, tile.broadcast_to, tile.clamp."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(i, 0), shape=(R, C)).to(vg.float32)
+    tile.store(means, index=(i,), tile=t.mean(axis=1).to(means.dtype))
+    centered = t - tile.broadcast_to(t.mean(axis=1, keepdims=True), (R, C))
+    tile.store(out, index=(i, 0), tile=tile.clamp(centered, -1.0, 1.0).to(out.dtype))
+
+
+@tile.kernel
 def cumsum_2d(x, out, R: vg.constexpr, C: vg.constexpr, AXIS: vg.constexpr):
     i = tile.bid(0)
     tile.store(out, index=(i, 0), tile=tile.cumsum(tile.load(x, index=(i, 0), shape=(R, C)), AXIS))
@@ -187,6 +206,9 @@ SPECS = {
     "positions": (positions, dict(x=arr(f32, 2), amax=arr(i32), amin=arr(i32), best=arr(i32),
                                   R=4, C=48)),
     "outer": (outer, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=64)),
+    "pairwise": (pairwise, dict(x=arr(f32), y=arr(f32), out=arr(f32, 2), M=16, N=32)),
+    "center_and_clamp": (center_and_clamp, dict(x=arr(bf16, 2), means=arr(f32), out=arr(bf16, 2),
+                                                R=4, C=64)),
     "transpose": (transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=32)),
     "cumsum_rows": (cumsum_2d, dict(x=arr(f32, 2), out=arr(f32, 2), R=4, C=1024, AXIS=1)),
     "cumsum_cols": (cumsum_2d, dict(x=arr(i32, 2), out=arr(i32, 2), R=64, C=48, AXIS=0)),

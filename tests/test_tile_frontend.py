@@ -647,3 +647,169 @@ def test_names_bound_once_to_ints_are_tile_shapes(rng):
     with pytest.raises(vg.CompileError, match="a tile shape must be a constant") as info:
         shape_from_a_reassigned_name.specialize(x, out, B=32)
     assert_points_at(info.value, "MARK-varying")
+
+
+@tile.kernel
+def by_dtype(x, out, B: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,))
+    if x.dtype == vg.float64:
+        t = t * 2.0
+    acc = tile.zeros((B,), out.dtype if out.dtype == vg.float64 else vg.float32)
+    tile.store(out, index=(i,), tile=acc + t)
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 2.0), (np.float32, 1.0)])
+def test_dtype_comparisons_choose_while_compiling(rng, dtype, scale):
+    x = rng.standard_normal(100).astype(dtype)
+    out = np.full(100, np.nan, dtype)
+    by_dtype[vg.cdiv(100, 32)](x, out, B=32)
+    np.testing.assert_array_equal(out, x.astype(np.float64) * scale)
+    locals_ = typed_ir(by_dtype, x, out, B=32).locals
+    assert locals_["acc"] == TileType(vg.float64 if dtype is np.float64 else vg.float32, (32,))
+
+
+@tile.kernel
+def new_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    outer = t[:, None] * t[None, :]
+    tile.store(out, index=(0, 0), tile=outer + t[..., None] + t[None][0:1, ...])  # marker: new axes
+
+
+def test_none_subscripts_add_axes_as_reshapes():
+    err = compile_error(new_axes, F32, M32, B=8)
+    assert "indexed only with `:`, `None` and `...`" in err.message and "reshape" in err.hint
+    assert_points_at(err, "marker: new axes")
+
+
+@tile.kernel
+def outer_by_new_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=t[:, None] * t[None, :] + t[..., None] + t[None][:, ...])
+
+
+def test_new_axes_reshape_without_moving_data():
+    k = typed_ir(outer_by_new_axes, F32, M32, B=8)
+    shapes = sorted(r.shape for r in nodes(k, X.Reshape))
+    assert shapes == [(1, 8), (1, 8), (8, 1), (8, 1)]
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def too_many_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=t[:, :, None])  # marker: too many
+
+
+@tile.kernel
+def assigns_an_element(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    t[0] = 1.0  # marker: element assignment
+    tile.store(out, index=(0,), tile=t)
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (too_many_axes, (F32, M32), "marker: too many", ["(8,) has 1 axis", "2 `:`"]),
+    (assigns_an_element, (F32, F32), "marker: element assignment", ["element by element",
+                                                                    "tile.where"]),
+])
+def test_other_tile_subscripts_are_refused(kernel, args, marker, words):
+    err = compile_error(kernel, *args, B=8)
+    assert all(w in str(err) for w in words), str(err)
+    assert_points_at(err, marker)
+
+
+@tile.kernel
+def and_of_tiles(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where((t > 0) and (t < 1), t, 0.0))  # marker: and
+
+
+@tile.kernel
+def scalar_or_tile(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where(tile.bid(0) > 0 or t > 0, t, 0.0))  # marker: or
+
+
+@tile.kernel
+def chained_on_tiles(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where(0.0 < t < 1.0, t, 0.0))  # marker: chained
+
+
+@pytest.mark.parametrize("kernel, marker, what", [
+    (and_of_tiles, "marker: and", "Python's `and`"),
+    (scalar_or_tile, "marker: or", "Python's `or`"),
+    (chained_on_tiles, "marker: chained", "a chained comparison"),
+])
+def test_and_or_and_chained_comparisons_of_tiles_point_to_the_elementwise_operators(
+        kernel, marker, what):
+    err = compile_error(kernel, F32, F32, B=4)
+    assert err.message.startswith(what) and "cannot work elementwise" in err.message
+    assert "(4,)" in err.message and "(t > 0) & (t < 1)" in err.hint
+    assert_points_at(err, marker)
+
+
+@tile.kernel
+def in_open_interval(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=tile.where((0.0 < t) & (t < 1.0) | ~(t == t), t, -1.0))
+
+
+def test_elementwise_operators_combine_the_comparisons(rng):
+    x = rng.uniform(-1, 2, 64).astype(np.float32)
+    x[:3] = np.nan
+    out = np.full(64, 7.0, np.float32)
+    in_open_interval[1](x, out, B=64)
+    np.testing.assert_array_equal(out, np.where((0 < x) & (x < 1) | np.isnan(x), x, -1.0))
+
+
+@tile.kernel
+def conveniences(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    m = t.mean()
+    rows = tile.broadcast_to(t, (2, B))
+    c = tile.clamp(t, 0, 1)
+    tile.store(out, index=(0,), tile=(rows.sum(axis=0) + c + m).to(vg.float32))
+
+
+@pytest.mark.parametrize("dtype, mean, summed, clamped", [
+    (np.float16, vg.float16, vg.float32, vg.float16),
+    (np.float64, vg.float64, vg.float64, vg.float64),
+    (np.int8, vg.float32, vg.float32, vg.int8),
+])
+def test_mean_broadcast_to_clamp_and_to_types(dtype, mean, summed, clamped):
+    k = typed_ir(conveniences, np.zeros(64, dtype), F32, B=64)
+    assert k.locals["m"] is mean and k.locals["c"] == TileType(clamped, (64,))
+    assert k.locals["rows"].shape == (2, 64)
+    means = [r for r in nodes(k, X.TileReduce) if r.shape == ()]
+    assert [r.dtype for r in means] == [summed]
+    check_tile_invariants(k)
+
+
+@tile.kernel
+def broadcast_to_fewer_axes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0, 0), shape=(2, B))
+    tile.store(out, index=(0,), tile=tile.broadcast_to(t, (B,)))  # marker: drops an axis
+
+
+@tile.kernel
+def broadcast_to_another_size(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0, 0), tile=tile.broadcast_to(t, (2, 3)))  # marker: another size
+
+
+@tile.kernel
+def mean_of_a_scalar(x, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.full((B,), tile.mean(tile.bid(0))))  # marker: mean
+
+
+@pytest.mark.parametrize("kernel, args, marker, words", [
+    (broadcast_to_fewer_axes, (M32, F32), "marker: drops an axis", ["(2, 4)", "(4,)", "drops"]),
+    (broadcast_to_another_size, (F32, M32), "marker: another size", ["(4,)", "(2, 3)"]),
+    (mean_of_a_scalar, (F32, F32), "marker: mean", ["tile.mean() needs a tile"]),
+])
+def test_conveniences_refuse_misuses_at_their_line(kernel, args, marker, words):
+    err = compile_error(kernel, *args, B=4)
+    assert all(w in str(err) for w in words), str(err)
+    assert_points_at(err, marker)

@@ -262,3 +262,19 @@ def test_row_statistics_kept_in_variables(rng, rows, cols, tile_cols, r, warps):
     args = dict(x=x, out=x.copy(), n=cols, R=r, C=tile_cols)
     gpu, cpu = run_both(center_rows, rows // r, args, ("out",), num_warps=warps)
     close(gpu["out"], cpu["out"], 1e-5)
+
+
+def test_triton_idioms_match_the_cpu_backend(rng):
+    """New axes by subscript, t.to, t.mean, tile.broadcast_to and tile.clamp: frontend
+    spellings of nodes the other kernels here cover, on edge tiles."""
+    from test_tile_codegen import center_and_clamp, pairwise
+
+    x, y = rng.standard_normal(50).astype(np.float32), rng.standard_normal(70).astype(np.float32)
+    gpu, cpu = run_both(pairwise, (vg.cdiv(50, 16), vg.cdiv(70, 32)),
+                        dict(x=x, y=y, out=np.zeros((50, 70), np.float32), M=16, N=32), ("out",))
+    np.testing.assert_array_equal(gpu["out"], cpu["out"])
+    x = (2 * rng.standard_normal((10, 64))).astype(np.float16)
+    args = dict(x=x, means=np.zeros(10, np.float32), out=np.zeros_like(x), R=4, C=64)
+    gpu, cpu = run_both(center_and_clamp, vg.cdiv(10, 4), args, ("means", "out"))
+    close(gpu["means"], cpu["means"], 1e-6)
+    close(gpu["out"], cpu["out"], 2 ** -10)  # sums in another order may move a float16 ulp

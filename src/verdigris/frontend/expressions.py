@@ -77,7 +77,8 @@ class Expressions:
             raise UnsupportedConstruct(
                 "a string is not supported in kernels", self.loc(node),
                 hint="kernels have numbers, arrays and tiles; strings go only to keyword "
-                     "arguments that take one (tile.dot(..., input_precision=\"tf32\"))")
+                     "arguments that take one (tile.dot(..., input_precision=\"tf32\")) "
+                     "and to float() (float(\"inf\"))")
         self.unsupported(node, f"a {type(node.value).__name__} constant")
 
     def expr_Name(self, node):
@@ -134,6 +135,9 @@ class Expressions:
             except IndexError:
                 raise CompileError(f"index {index.value} out of range for a tuple of "
                                    f"{len(base.value)}", self.loc(node)) from None
+        if tiles.is_tile(base):
+            return tiles.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
+                                   self.loc(node))
         array, indices = self.subscript_parts(node, base)
         return N.Load(self.loc(node), array, indices, array.dtype)
 
@@ -157,12 +161,30 @@ class Expressions:
                               typed(Static(v), loc, dtype)))
         return N.Load(loc, table, self.indices_for(table, [(index, self.loc(node.slice))], loc), dtype)
 
+    def tile_index_item(self, part):
+        """One item of a tile's subscript: `slice(None)` for `:`, None for `None` (or
+        `np.newaxis`), Ellipsis for `...`; anything else is refused at the item."""
+        if isinstance(part, ast.Slice):
+            if part.lower is None and part.upper is None and part.step is None:
+                return slice(None)
+        elif isinstance(part, ast.Constant) and part.value is Ellipsis:
+            return Ellipsis
+        else:
+            value = self.expr(part)
+            if isinstance(value, Static) and value.value is None:
+                return None
+        raise tiles.unsupported_subscript(self.loc(part))
+
     def subscript_parts(self, node: ast.Subscript, base=None):
         loc = self.loc(node)
         array = self.expr(node.value) if base is None else base
+        if tiles.is_tile(array):
+            raise CompileError("a tile cannot be assigned element by element", loc,
+                               hint="tiles are values: make the new tile, e.g. "
+                                    "t = tile.where(mask, value, t)")
         if not isinstance(array, N.ArrayRef):
-            raise CompileError("only arrays and tuples can be indexed", loc)
-        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            raise CompileError("only arrays, tuples and tiles can be indexed", loc)
+        parts = _subscript_items(node)
         if any(isinstance(p, ast.Slice) for p in parts):
             raise UnsupportedConstruct("slices are not supported inside kernels", loc,
                                hint="index one element at a time, or pass a sliced view")
@@ -216,7 +238,12 @@ class Expressions:
                 self.unsupported(node, f"comparison {type(op).__name__}")
             right = self.expr(comparator)
             part = compare(CMP_OPS[type(op)], left, right, loc)
-            result = part if result is None else self.logical("and", result, lambda p=part: p, loc)
+            if result is not None:
+                tiles.one_truth_value("a chained comparison (`a < t < b` is `(a < t) and (t < b)`)",
+                                      (result, part), loc)
+                result = self.logical("and", result, lambda p=part: p, loc)
+            else:
+                result = part
             left = right
         return result
 
@@ -234,10 +261,12 @@ class Expressions:
         if isinstance(lhs, Static):
             decided = bool(lhs.value) == (op == "or")
             return lhs if decided else rhs_thunk()
-        truth(lhs, loc)  # a value without one (a tile, an array) is refused here
+        tiles.one_truth_value(f"Python's `{op}`", (lhs,), loc)
+        truth(lhs, loc)  # a value without one (an array) is refused here
         out: list = []
         setup = self.nested(lambda: out.append(rhs_thunk()))
         rhs = out[0]
+        tiles.one_truth_value(f"Python's `{op}`", (rhs,), loc)
         if lhs.dtype.is_bool and (rhs.dtype.is_bool if not isinstance(rhs, Static)
                                   else isinstance(rhs.value, bool)):
             return self._conditions(op, lhs, rhs, setup, loc)
@@ -303,10 +332,10 @@ class Expressions:
         name = intrinsics.intrinsic_name(fn)
         if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
-        args = [self.expr(a) for a in node.args]
-        # A string literal is a value only as a keyword argument (input_precision="tf32").
-        kwargs = {k.arg: Static(k.value.value) if isinstance(k.value, ast.Constant) and
-                  isinstance(k.value.value, str) else self.expr(k.value) for k in node.keywords}
+        # A string literal is a value only as a keyword argument (input_precision="tf32")
+        # and as float()'s argument (float("inf"), Triton's spelling of infinity).
+        args = [self.argument(a, strings=fn is float) for a in node.args]
+        kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
         if isinstance(fn, tiles.TileMethod):
@@ -319,11 +348,21 @@ class Expressions:
             return handler(self, args, kwargs, loc)
         return self.inline(fn, args, kwargs, loc)
 
+    def argument(self, node, strings: bool):
+        if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return Static(node.value)
+        return self.expr(node)
+
     def check_track(self, name: str, loc: Loc) -> None:
         track = name.partition(".")[0]
         if track in TRACK_HINTS and track != self.unit.track:
             raise CompileError(f"{name}() belongs to the {track} track; this is a "
                                f"{self.unit.track} kernel", loc, hint=TRACK_HINTS[track])
+
+
+def _subscript_items(node: ast.Subscript) -> list:
+    """The items of `x[a, b]` (one for `x[a]`)."""
+    return node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
 
 
 def _no_attribute(value, attr: str, loc: Loc) -> CompileError:

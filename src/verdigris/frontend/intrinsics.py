@@ -176,6 +176,12 @@ def _bits(name: str, value, loc: Loc):
     return N.MathCall(loc, name, (operand,), operand.dtype if name == "brev" else T.int32)
 
 
+@tiles.intrinsic("clamp", "x", "lo", "hi")
+def _clamp(tr, loc, x, lo, hi):
+    """min(max(x, lo), hi): one NaN rule (maxNum/minNum's) for clamp, maximum and minimum."""
+    return _math("min")(tr, [_math("max")(tr, [x, lo], {}, loc), hi], {}, loc)
+
+
 def _host_math(name):
     return {"abs": builtins.abs, "min": builtins.min, "max": builtins.max,
             "round": builtins.round, "exp2": lambda x: 2.0 ** x,
@@ -217,6 +223,22 @@ def _conversion(dtype: T.DType, label: str):
         return tiles.astype(args[0], dtype, loc)
 
     return handler
+
+
+_to_float32 = _conversion(T.float32, "float")
+
+
+def _float(tr, args, kwargs, loc):
+    """`float(x)`: a float32 conversion; of a string (`float("-inf")`, Triton's spelling), the
+    Python float it names, a literal as `math.inf` is."""
+    if len(args) == 1 and isinstance(args[0], Static) and isinstance(args[0].value, str):
+        try:
+            return Static(float(args[0].value))
+        except ValueError:
+            raise CompileError(f"float({args[0].value!r}) is not a number", loc,
+                               hint='float() of a string takes a number: float("inf"), '
+                                    'float("-inf"), float("nan")') from None
+    return _to_float32(tr, args, kwargs, loc)
 
 
 def _atomic(op: str):
@@ -315,7 +337,7 @@ HANDLERS = {
     **{f"simt.{op}": _warp(op) for op in N.WARP_OPS},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),
-    "builtin.float": _conversion(T.float32, "float"),
+    "builtin.float": _float,
     "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),
     "builtin.len": _len,
     "builtin.range": _range,

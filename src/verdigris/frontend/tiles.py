@@ -10,7 +10,8 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
 - `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ... (`intrinsic`
   registers one; the matrix products register from `tile_products`);
   `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
-  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`).
+  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`); `subscript` for
+  `t[:, None]` (new size-1 axes, the one subscript tiles take).
 - `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
 Guarantees: every tile expression returned satisfies `ir.tiles`' contract; shape errors
 are `CompileError`s at the user's line that name the shapes involved. A read of a tile
@@ -166,6 +167,18 @@ def unary(op: str, v, loc: Loc):
     if op == "invert" and is_tile(v) and v.dtype.is_bool:
         op = "not"  # `~mask` negates a bool tile, as in NumPy
     return elementwise(lambda x: typing_.unary(op, x, loc), [v], loc)
+
+
+def one_truth_value(what: str, values, loc: Loc) -> None:
+    """Refuse a tile among `values`, operands of `what` (`and`, `or`, a chained comparison),
+    which takes one truth value per operand and decides on it (as NumPy refuses them too)."""
+    tile = next((v for v in values if is_tile(v)), None)
+    if tile is not None:
+        raise CompileError(f"{what} cannot work elementwise: it takes one truth value, and a "
+                           f"tile of shape {show(tile.shape)} has one per element", loc,
+                           hint="combine bool tiles elementwise with & (and), | (or), ~ (not), "
+                                "each comparison in parentheses (& binds tighter than <): "
+                                "(t > 0) & (t < 1)")
 
 
 def astype(v, dtype: T.DType, loc: Loc):
@@ -512,31 +525,43 @@ def _accumulator(dtype: T.DType) -> T.DType:
     return T.int32 if dtype.is_bool or (dtype.is_int and dtype.bits < 32) else dtype
 
 
-def _reduction(op: str):
-    def build(tr, loc, value, axis, keepdims):
-        value = tile_operand(value, f"tile.{op}()", loc)
-        shape = value.shape
-        axis = _axis(axis, shape, loc, allow_none=True)
-        if len(shape) == 1:
-            axis = None  # over every axis: a scalar
-        if op in ("sum", "prod"):
-            value = astype(value, _accumulator(value.dtype), loc)
-        dtype = T.int32 if op in ("argmax", "argmin") else value.dtype
-        kept = tuple(1 if axis in (None, k) else n for k, n in enumerate(shape))
-        out_shape = () if axis is None else shape[:axis] + shape[axis + 1:]
-        result = X.TileReduce(loc, op, value, axis, dtype, out_shape)
-        if not (isinstance(keepdims, Static) and keepdims.value in (True, False)):
-            raise CompileError("keepdims must be a constant True or False", loc)
-        if not keepdims.value:
-            return result
-        return X.Splat(loc, result, dtype, kept) if axis is None else \
-            X.Reshape(loc, result, dtype, kept)
-
-    intrinsic(op, "tile", ("axis", Static(None)), ("keepdims", Static(False)))(build)
+def reduce(op: str, value, axis, keepdims, loc: Loc) -> N.Expr:
+    """`tile.<op>(value, axis, keepdims)` for `op` in `ir.tiles.REDUCE_OPS`."""
+    value = tile_operand(value, f"tile.{op}()", loc)
+    shape = value.shape
+    axis = _axis(axis, shape, loc, allow_none=True)
+    if len(shape) == 1:
+        axis = None  # over every axis: a scalar
+    if op in ("sum", "prod"):
+        value = astype(value, _accumulator(value.dtype), loc)
+    dtype = T.int32 if op in ("argmax", "argmin") else value.dtype
+    kept = tuple(1 if axis in (None, k) else n for k, n in enumerate(shape))
+    out_shape = () if axis is None else shape[:axis] + shape[axis + 1:]
+    result = X.TileReduce(loc, op, value, axis, dtype, out_shape)
+    if not (isinstance(keepdims, Static) and keepdims.value in (True, False)):
+        raise CompileError("keepdims must be a constant True or False", loc)
+    if not keepdims.value:
+        return result
+    return X.Splat(loc, result, dtype, kept) if axis is None else \
+        X.Reshape(loc, result, dtype, kept)
 
 
+_REDUCTION_PARAMS = ("tile", ("axis", Static(None)), ("keepdims", Static(False)))
 for _op in X.REDUCE_OPS:
-    _reduction(_op)
+    intrinsic(_op, *_REDUCTION_PARAMS)(
+        lambda tr, loc, value, axis, keepdims, op=_op: reduce(op, value, axis, keepdims, loc))
+
+
+@intrinsic("mean", *_REDUCTION_PARAMS)
+def _mean(tr, loc, value, axis, keepdims):
+    """The sum over the count, in the tile's float dtype (float32 for integers and bools, as
+    their `/` gives); narrower floats are summed in float32, as NumPy sums float16."""
+    value = tile_operand(value, "tile.mean()", loc)
+    dtype = value.dtype if value.dtype.is_float else T.float32
+    over = _axis(axis, value.shape, loc, allow_none=True)
+    count = prod(value.shape) if over is None else value.shape[over]
+    total = reduce("sum", astype(value, T.promote(dtype, T.float32), loc), axis, keepdims, loc)
+    return astype(binary("truediv", total, Static(count), loc), dtype, loc)
 
 
 @intrinsic("cumsum", "tile", ("axis", Static(0)))
@@ -561,6 +586,18 @@ def _reshape(tr, loc, value, shape):
                            f"({prod(value.shape)} elements) to {show(shape)} ({prod(shape)} "
                            "elements)", loc)
     return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
+
+
+@intrinsic("broadcast_to", "tile", "shape")
+def _broadcast_to(tr, loc, value, shape):
+    value = tile_operand(value, "tile.broadcast_to()", loc)
+    shape = _shape(shape, loc)
+    if broadcast_shape([value.shape, shape], loc) != shape:
+        raise CompileError(f"a tile of shape {show(value.shape)} does not broadcast to "
+                           f"{show(shape)}: broadcasting adds leading axes and stretches "
+                           "size-1 ones, and drops none", loc,
+                           hint="reduce the tile first (tile.sum, ...), or reshape it")
+    return broadcast_to(value, shape, loc)
 
 
 @intrinsic("permute", "tile", "axes")
@@ -592,6 +629,34 @@ def _rand(tr, loc, seed, offsets):
     return X.Rand(loc, _scalar(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
 
 
+def subscript(value, items: list, loc: Loc):
+    """`t[:, None]`, `t[None]`, `t[..., None]`: NumPy's new axes, as the reshape that adds
+    them. `items` holds `slice(None)` (`:`, one axis of `t`), None (a new size-1 axis) and
+    at most one Ellipsis (the axes no `:` names; implied at the end, as in NumPy)."""
+    if items.count(Ellipsis) > 1:
+        raise CompileError("a tile subscript may hold one `...`", loc)
+    if Ellipsis not in items:
+        items = [*items, Ellipsis]
+    ndim, named = len(value.shape), sum(isinstance(item, slice) for item in items)
+    if named > ndim:
+        raise CompileError(f"a tile of shape {show(value.shape)} has {ndim} "
+                           f"ax{'ie'[ndim != 1]}s, indexed here with {named} `:`", loc,
+                           hint="write one `:` per axis of the tile, and None for each new one")
+    at = items.index(Ellipsis)
+    items = items[:at] + [slice(None)] * (ndim - named) + items[at + 1:]
+    axes = iter(value.shape)
+    shape = tuple(1 if item is None else next(axes) for item in items)
+    return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
+
+
+def unsupported_subscript(loc: Loc) -> CompileError:
+    return CompileError("a tile is indexed only with `:`, `None` and `...`, to add size-1 axes "
+                        "(t[:, None] is t.reshape((n, 1)))", loc,
+                        hint="change the shape with t.reshape(shape); take part of an array with "
+                             "tile.load, elements at computed indices with tile.gather, and "
+                             "one value with a reduction (tile.sum(tile.where(mask, t, 0)))")
+
+
 # ----------------------------------------------------------------------------- attributes
 
 
@@ -608,7 +673,9 @@ class TileMethod:
         return HANDLERS[f"tile.{self.name}"](tr, [self.tile, *args], kwargs, loc)
 
 
-METHODS = ("astype", "reshape", "permute", "cumsum") + X.REDUCE_OPS
+# Tile methods -> the intrinsic each calls with the tile first; `to` is Triton's astype.
+METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "cumsum",
+                                                      "mean", *X.REDUCE_OPS)}}
 
 
 def attribute(tile: N.Expr, name: str, loc: Loc):
@@ -621,6 +688,6 @@ def attribute(tile: N.Expr, name: str, loc: Loc):
     if name == "T":
         return permuted(tile, tuple(reversed(range(len(tile.shape)))), loc)
     if name in METHODS:
-        return Static(TileMethod(name, tile))
+        return Static(TileMethod(METHODS[name], tile))
     raise CompileError(f"tiles have no attribute {name!r}", loc,
                        hint="available: shape, dtype, ndim, T, " + ", ".join(METHODS))

@@ -3,10 +3,11 @@
 Takes: values the translator computes — typed `ir.Expr`s or `Static` compile-time Python
 values (literals, constexprs, tuples, modules, functions). Gives: typed IR for unary,
 binary and comparison operators following the promotion rules of `types.py`, with the
-`Cast`s inserted, and constant folding of operations on static values. Guarantees: every
-`ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
-`CompileError`s at the operator's location; a tile where a scalar is needed is refused here
-(`tiles` lifts these rules to tiles).
+`Cast`s inserted, and constant folding of operations on static values (numbers, and
+`==`/`!=` of two dtypes, a compile-time bool). Guarantees: every `ir.Expr` it returns
+satisfies the IR invariants (operands of one dtype); type errors are `CompileError`s at the
+operator's location; a tile where a scalar is needed is refused here (`tiles` lifts these
+rules to tiles), and so is any other value that is not a number (an array, a dtype).
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
     """`v` as a typed expression (of `dtype` if given)."""
     if isinstance(v, Static):
         if not is_number(v):
-            raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc)
+            raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc,
+                               hint=DTYPE_HINT if isinstance(v.value, T.DType) else "")
         return const(v.value, dtype or T.literal_dtype(v.value), loc)
     if isinstance(v, N.ArrayRef):
         raise CompileError(f"array {v.name!r} used where a number is expected", loc,
@@ -67,6 +69,10 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
                            loc, hint="reduce it first (tile.sum, tile.max, ...), use tile.where "
                                      "to choose elementwise, or tile.store to write it")
     return v if dtype is None else cast(v, dtype, loc)
+
+
+DTYPE_HINT = ("a dtype is a compile-time value: compare two with == or != (`if x.dtype == "
+              "vg.float64:`), or convert with it (vg.float64(x), t.astype(vg.float64))")
 
 
 def cast(e: N.Expr, dtype: T.DType, loc: Loc) -> N.Expr:
@@ -92,7 +98,11 @@ def _describe(v) -> str:
 
 
 def common_dtype(a, b, loc: Loc) -> T.DType:
-    """The dtype two operands meet at; literals are weak (see types.py)."""
+    """The dtype two operands meet at; literals are weak (see types.py). Operands that are
+    not numbers (arrays, dtypes, modules) are refused here, at the operator."""
+    for v in (a, b):
+        if not is_number(v):
+            typed(v, loc)  # raises for arrays, tiles and values that are not numbers
     try:
         if isinstance(a, Static):
             return T.promote_weak(b.dtype, a.value)
@@ -131,9 +141,6 @@ def binary(op: str, a, b, loc: Loc):
             return Static(_STATIC_BINARY[op](a.value, b.value))
         except (ZeroDivisionError, ValueError, TypeError) as exc:
             raise CompileError(f"constant expression fails: {exc}", loc) from None
-    for v in (a, b):
-        if not is_number(v):
-            typed(v, loc)  # raises for arrays and non-numbers
     dtype = common_dtype(a, b, loc)
     if op in INT_ONLY or op in INT_OR_BOOL:
         if dtype.is_float:
@@ -179,6 +186,9 @@ def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
 def compare(op: str, a, b, loc: Loc):
     if is_number(a) and is_number(b):
         return Static(_STATIC_COMPARE[op](a.value, b.value))
+    if op in ("eq", "ne") and all(isinstance(v, Static) and isinstance(v.value, T.DType)
+                                  for v in (a, b)):
+        return Static((a.value is b.value) == (op == "eq"))  # `if x.dtype == vg.float64:`
     dtype = common_dtype(a, b, loc)
     return N.Compare(loc, op, typed(a, loc, dtype), typed(b, loc, dtype), T.bool_)
 

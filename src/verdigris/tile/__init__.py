@@ -12,10 +12,16 @@
 Tiles combine with NumPy broadcasting (`+ - * / // % **`, comparisons, `&`, `|`, ...),
 with scalars, and through math: the elementwise functions of `vg.math` are here too
 (`tile.exp`, `tile.sqrt`, ..., `tile.maximum`/`tile.minimum` for the two-operand max/min;
-`tile.max`/`tile.min` reduce). Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`,
-`t.astype(dtype)`, `t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other
-reductions, `t.cumsum(axis)`. The functions below are the intrinsics kernels call; on the
-host they raise.
+`tile.max`/`tile.min` reduce). Bool tiles combine with `&`, `|`, `^` and `~` (and `not t`),
+element by element; Python's `and`, `or` and chained comparisons (`0 < t < 1`) take one
+truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
+
+Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
+`t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other reductions,
+`t.mean(axis)`, `t.cumsum(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
+`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
+and `...` index a tile). The functions below are the intrinsics kernels call; on the host
+they raise.
 """
 from __future__ import annotations
 
@@ -57,15 +63,24 @@ _DOCS = {
     "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",
     "where": "where(cond, x, y): x where cond holds, else y, element by element.",
     "sigmoid": "sigmoid(x): 1 / (1 + exp(-x)), element by element.",
+    "clamp": "clamp(x, lo, hi): minimum(maximum(x, lo), hi), element by element (lo > hi "
+             "gives hi, as np.clip). As tile.maximum/tile.minimum take the number over a NaN, a "
+             "NaN x gives lo (np.clip gives NaN) and a NaN bound bounds nothing.",
     "sum": "sum(t, axis=None, keepdims=False): the sum over `axis` (None: all, a scalar).",
     "max": "max(t, axis=None, keepdims=False): the largest element over `axis`.",
     "min": "min(t, axis=None, keepdims=False): the smallest element over `axis`.",
     "prod": "prod(t, axis=None, keepdims=False): the product over `axis`.",
     "argmax": "argmax(t, axis=None, keepdims=False): the first position of the largest (int32).",
     "argmin": "argmin(t, axis=None, keepdims=False): the first position of the smallest (int32).",
+    "mean": "mean(t, axis=None, keepdims=False): the sum over `axis` divided by its length, in "
+            "t's float dtype (float32 for integers and bools, as their `/` gives); float16, "
+            "bfloat16 and float8 are summed in float32.",
     "cumsum": "cumsum(t, axis=0): the inclusive running sum along `axis`.",
-    "astype": "astype(t, dtype): `t` converted to `dtype` (also the method t.astype(dtype)).",
+    "astype": "astype(t, dtype): `t` converted to `dtype` (also the methods t.astype(dtype) "
+              "and, Triton's name, t.to(dtype)).",
     "reshape": "reshape(t, shape): the same elements, row-major, in another shape.",
+    "broadcast_to": "broadcast_to(t, shape): `t` stretched to `shape` by NumPy's rules "
+                    "(leading axes added, size-1 axes repeated).",
     "permute": "permute(t, axes): axes reordered; result axis k is t's axis axes[k].",
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
