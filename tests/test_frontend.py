@@ -285,6 +285,7 @@ def test_a_launch_error_names_the_users_call_with_a_caret():
     ((4, (64, 32)), "more than 1024 threads"),
     ((4, 2.5), "tuple of 1 to 3 ints"),
     ((1, 2, 3, 4), "grid and a block"),
+    ((1, None), "grid and a block"),
 ])
 def test_bad_launch_configurations(config, words):
     with pytest.raises(vg.LaunchError, match=re.escape(words)):

@@ -178,9 +178,11 @@ class KernelFunction:
 
     def _make_launch(self, key) -> "Launch":
         config = (key, None) if self.track != "simt" else key
-        if not (isinstance(config, tuple) and len(config) == 2):
+        if not (isinstance(config, tuple) and len(config) == 2) or \
+                (self.track == "simt" and config[1] is None):
             raise LaunchError(f"{self.__name__}: a SIMT launch needs a grid and a block: "
-                              f"{self.__name__}[grid, block](...)")
+                              f"{self.__name__}[grid, block](...)", hint="a block is 1 to 1024 "
+                              "threads, e.g. 256; a tile kernel (@tile.kernel) chooses its own")
         grid = _dims(config[0], "grid", self.__name__, empty=True)
         block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
         if block is not None and any(g * b > MAX_AXIS_THREADS for g, b in zip(grid, block)):
