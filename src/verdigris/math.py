@@ -19,17 +19,23 @@ from __future__ import annotations
 
 import numpy as _np
 
-from .ir.nodes import MATH_FUNCS as _MATH_FUNCS
+from .ir.nodes import BIT_FUNCS as _BIT_FUNCS, MATH_FUNCS as _MATH_FUNCS
 
 
 def _rsqrt(x):
     return 1.0 / _np.sqrt(x)
 
 
-def _host(name):
-    from .cpu import ops
+def _bit_function(name):
+    def bits(x):
+        from .cpu import ops  # on first use: a GPU launch never imports the cpu backend
 
-    special = {"popc": ops.popc, "clz": ops.clz, "ffs": ops.ffs, "brev": ops.brev,
+        return getattr(ops, name)(x)
+    return bits
+
+
+def _host(name):
+    special = {**{n: _bit_function(n) for n in _BIT_FUNCS},
                "rsqrt": _rsqrt, "min": _np.fmin, "max": _np.fmax, "pow": _np.power,
                "atan2": _np.arctan2, "asin": _np.arcsin, "acos": _np.arccos,
                "atan": _np.arctan, "asinh": _np.arcsinh, "acosh": _np.arccosh,
