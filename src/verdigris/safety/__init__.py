@@ -28,8 +28,8 @@ Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions 
 assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one
 block: the kernel never reads `block_id` there, so two blocks along them would do the same
 work), `unit_block_axes` (likewise for an unspecialized block), `whole_warps` (an
-unspecialized block's thread count is a multiple of 32, where the kernel has warp
-operations: a launch's own specialization checks its block) and `max_axis_threads`
+unspecialized block's thread count is a multiple of 32, where the kernel has shuffles
+that read other lanes: a launch's own specialization checks its block) and `max_axis_threads`
 (grid_dim(a) * block_dim(a) along each axis, so 32-bit id arithmetic cannot wrap). Then the
 bounds proofs (`bounds`): `in_bounds` (ids of accesses the GPU code need not check),
 `narrow_extents` (the array axes whose checked 32-bit indices are tested in 32 bits) and
@@ -100,9 +100,9 @@ def check(kernel: N.Kernel) -> Analysis:
 def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     trace = execute(kernel)
     space = trace.space
-    warp_operations = any(p.warp_operation for p in trace.checkpoints)
+    shuffles = any(p.source is not None for p in trace.checkpoints)
     analysis.facts.update(unit_grid_axes=space.unit_grid_axes, unit_block_axes=space.unit_block_axes,
-                          whole_warps=space.block is None and warp_operations,
+                          whole_warps=space.block is None and shuffles,
                           max_axis_threads=MAX_AXIS_THREADS,
                           unsafe_accesses=sum(a.unsafe for a in trace.accesses))
     by_array: dict = {}

@@ -7,7 +7,7 @@ make it happen, e.g. "thread (block 1, thread 0) and thread (block 0, thread 127
 write out[127] (with out.shape[0] = 256, 2 blocks of 128 threads)", with a hint (how to
 widen the index, where the example's index wrapped around in int32: `wrap_note`). Also `divergence_error` (a barrier or warp operation
 that one thread reaches and another does not, and the condition that splits them),
-`partial_warp_error` (a warp operation that a thread of a warp short of 32 lanes reaches)
+`partial_warp_error` (a shuffle that reads a lane its partial warp lacks)
 and `uninitialized_error` (a shared element read before anything wrote it).
 """
 from __future__ import annotations
@@ -45,9 +45,9 @@ HINTS = {
     "VG214": "let all 32 lanes of the warp reach it (compute the value under the condition, "
              "call it outside), or make the condition the same for the whole warp (e.g. built "
              "from simt.thread_id(0) // 32)",
-    "VG214 partial": "launch blocks of a multiple of 32 threads, or keep the last warp out of "
-                     "the warp operation with a condition the same for its lanes (e.g. "
-                     "`if simt.thread_id(0) < 32:` in a block of 40)",
+    "VG214 partial": "launch blocks of a multiple of 32 threads, or keep the last warp's "
+                     "lanes from reading past it (e.g. `if simt.thread_id(0) < 32:` around "
+                     "the shuffle in a block of 40)",
     "VG204 shared": "make every access to {array} between two barriers atomic, or separate "
                     "the atomics from the plain accesses with simt.barrier()",
 }
@@ -125,12 +125,13 @@ def divergence_error(code: str, subject: str, loc, condition, outcome) -> Safety
     return SafetyError(message, loc, HINTS[code], code)
 
 
-def partial_warp_error(subject: str, loc, lanes: int, outcome) -> SafetyError:
-    """`subject` at `loc` is reached by the thread of `outcome`, of its block's last warp,
-    which has only `lanes` lanes."""
-    message = (f"{CODES['VG214'].title}: {subject} is reached by {thread_name(outcome.threads[0])}, "
-               f"of the block's last warp, which has {lanes} lanes: the other {32 - lanes} do "
-               f"not exist, and a warp operation needs all 32 ({situation(outcome)})")
+def partial_warp_error(subject: str, loc, lanes: int, outcome, source: int) -> SafetyError:
+    """The shuffle `subject` at `loc`, in the thread of `outcome`, of its block's last warp
+    (which has only `lanes` lanes), reads lane `source`, which that warp lacks."""
+    message = (f"{CODES['VG214'].title}: {thread_name(outcome.threads[0])}, of the block's "
+               f"last warp, which has {lanes} lanes, reads lane {source} with {subject}: that "
+               f"lane does not exist, and what it reads is undefined on a GPU "
+               f"({situation(outcome)})")
     return SafetyError(message, loc, HINTS["VG214 partial"], "VG214")
 
 

@@ -9,9 +9,11 @@ disagree on: one reaches it, the other does not, at the same iteration of the lo
 it. The error names both threads, and the condition that splits them, at its source line.
 
 Partial warps: in a block whose thread count is not a multiple of 32, the last warp has
-fewer lanes, and the lanes it lacks never reach anything; yet a warp operation's member
-mask names all 32 (on a GPU that is undefined: garbage, or a hang). A warp operation that a
-thread of that warp may reach is VG214 too, naming the thread and the lanes the warp has.
+fewer lanes. Votes and syncwarp() name only the lanes it has (`codegen.warp.member_mask`),
+but a shuffle that reads a lane it lacks reads nothing defined on a GPU (the cpu backend
+stops there). A shuffle whose source lane may be one of those (`Checkpoint.source`:
+lane + d, lane ^ m, or the lane given) for a thread of that warp is VG214 too, naming the
+thread, the lane it reads and the lanes the warp has.
 A block that is not specialized (`verdigris check` of a launch without a literal block,
 `verdigris compile` without --block) is assumed to be whole warps (the `whole_warps` fact):
 no launch runs such a proof, since each launch specializes its kernel on its block, and
@@ -21,7 +23,8 @@ How: a path condition that is uniform by its atoms (`uniform.Scopes`: only sizes
 parameters, block ids, uniform loads and loop counters) passes without a solver; otherwise
 z3 looks for two threads of one block (one warp) at equal loop counters, with the facts of
 uniformity between them, where the condition holds for one and not the other. For a
-partial warp, z3 looks for one thread of it under the path condition. A timeout is a
+partial warp, z3 looks for one thread of it under the path condition whose shuffle reads a
+missing lane. A timeout is a
 refusal too, with the reason.
 """
 from __future__ import annotations
@@ -49,7 +52,7 @@ def check(trace, budget: int) -> tuple:
         if (point.loc, point.scope) in seen:
             continue
         error = None
-        if lanes and point.warp_operation:
+        if lanes and point.source is not None:
             queries += 1
             error = _in_partial_warp(point, trace, lanes, budget)
         if error is None and not at_least(scopes.of(point.pc), point.scope):
@@ -79,19 +82,21 @@ def _in_partial_warp(point, trace, lanes: int, budget: int):
     facts = [enc.formula(rename_formula(f, "1")) for f in (point.pc, *space.domain)]
     facts += [enc.formula(f) for f in space.uniform_domain]
     facts.append(enc.poly(space.linear().rename("1")) >= math.prod(space.block) - lanes)
+    source = enc.poly(point.source.rename("1"))  # a lane the warp lacks: undefined on a GPU
+    facts += [lanes <= source, source < WARP_SIZE]
     result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return None
     if result != z3.sat:
         return SafetyError(f"{CODES['VG214'].title}: could not prove that no lane of the block's "
-                           f"last warp, which has {lanes} lanes, reaches {point.what}: "
+                           f"last warp, which has {lanes} lanes, reads a missing lane with {point.what}: "
                            f"{gave_up(solver, budget)}", point.loc, diagnose.HINTS["VG214 partial"],
                            "VG214")
     ids = space.identity()
     model = readable(solver, enc, ids, True, budget)
     _, threads, sizes, launch = situation_of(model, enc, space, ids, ("1",))
     outcome = Outcome("sat", threads, (), sizes, launch)
-    return diagnose.partial_warp_error(point.what, point.loc, lanes, outcome)
+    return diagnose.partial_warp_error(point.what, point.loc, lanes, outcome, model.int(source))
 
 
 def _split(point, trace, budget: int):

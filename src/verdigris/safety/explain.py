@@ -404,9 +404,10 @@ EXPLANATIONS = {
             inside a loop whose trip count does. Conditions the same for a whole warp
             (warp index, block index, arguments) are fine. A block whose thread count is
             not a multiple of 32 ends with a partial warp (a block of 40 threads: a warp of
-            8 lanes), whose missing lanes never arrive: no lane of it may reach a warp
-            operation. Launch blocks of a multiple of 32 threads, or keep the partial warp
-            out of the operation with a condition (`if simt.thread_id(0) < 32:`).""",
+            8 lanes): votes and syncwarp() count only the lanes it has, but a shuffle of it
+            may not read a lane it lacks (lane + 16 in a warp of 8). Launch blocks of a
+            multiple of 32 threads, or keep the partial warp out of such a shuffle with a
+            condition (`if simt.thread_id(0) < 32:`).""",
         why="""These operations exchange values between the lanes named in their mask (all
             32): a lane that never arrives leaves the others waiting, or hands them an
             undefined value. The sum comes out wrong only for some inputs, typically at

@@ -127,6 +127,13 @@ _WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "
                "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()"}
 
 
+_SHUFFLE_SOURCES = {  # op -> (thread, its lane, the argument) -> the lane it reads
+    "shfl_down": lambda t, lane, d: lane + d,
+    "shfl_xor": lambda t, lane, m: INT_OPS["xor"](t, lane, m, T.int32),
+    "shfl_idx": lambda t, lane, source: source,
+}
+
+
 def _loop_info(body) -> tuple:
     """(epoch kinds the body's barriers change, who must leave the loop together ("block",
     "warp" or ""), whether it has no early exit, the variables it assigns)."""
@@ -377,7 +384,7 @@ class _Thread:
     def e_warp(self, e: N.WarpOp):
         value = self.eval(e.value)
         lane = None if e.lane is None else self.eval(e.lane)
-        self.checkpoint(_WARP_CALLS[e.op], "warp", e.loc)
+        self.checkpoint(_WARP_CALLS[e.op], "warp", e.loc, self.shuffle_source(e.op, lane))
         # the same for the whole warp: votes, a value read from one lane; else as uniform as
         # the value (a vote of a predicate, a shuffle of a value, the same on every lane)
         voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp"))
@@ -395,9 +402,18 @@ class _Thread:
                 self.seq, self.counters(), all(f.exact for f in self.frames)))
         return polys
 
-    def checkpoint(self, what: str, scope: str, loc: Loc) -> None:
+    def checkpoint(self, what: str, scope: str, loc: Loc, source=None) -> None:
         if self.pc != FALSE:
-            self.checkpoints.append(Checkpoint(what, scope, self.pc, loc, self.counters()))
+            self.checkpoints.append(Checkpoint(what, scope, self.pc, loc, self.counters(), source))
+
+    def shuffle_source(self, op: str, arg):
+        """The lane a shuffle reads, where it may be a higher lane than the reader's own (a
+        lane a partial warp may lack); None for votes and `shfl_up` (which reads lower lanes
+        only), or an argument the checker cannot see."""
+        if op not in _SHUFFLE_SOURCES or not isinstance(arg, Poly):
+            return None
+        lane = self.space.register("lane_id", 0)
+        return _SHUFFLE_SOURCES[op](self, lane, arg)
 
     def origin(self, cond: tuple, loc: Loc) -> None:
         """Remember where a condition (and its parts, and their negations) comes from."""

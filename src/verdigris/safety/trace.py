@@ -47,12 +47,9 @@ class Checkpoint:
     pc: tuple
     loc: Loc
     loops: tuple  # the counters of the loops around it
-
-    @property
-    def warp_operation(self) -> bool:
-        """Whether it is a syncwarp(), shuffle or vote (not a `break` or `return` leaving a
-        loop with one inside): an instruction whose member mask names all 32 lanes."""
-        return self.scope == "warp" and self.what not in ("break", "return")
+    # of a shuffle: the lane it reads (a lane index, 0..31 where it reads another lane;
+    # outside that it reads the thread's own value); None for anything else
+    source: object = None
 
 
 @dataclass
