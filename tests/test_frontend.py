@@ -302,6 +302,21 @@ def test_a_grid_of_zero_blocks_runs_nothing_but_checks_its_arguments():
         axpy[0, 32]("two", x, x, out)
 
 
+@simt.kernel
+def scale_by(x, out, S: vg.constexpr):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * S
+
+
+def test_a_float_constexpr_after_an_equal_int_one_gets_its_own_code():
+    x, out = np.array([2], np.int8), np.zeros(1, np.float32)
+    scale_by[1, 32](x, out, S=100)  # int8 arithmetic: wraps to -56
+    assert out[0] == -56.0
+    scale_by[1, 32](x, out, S=100.0)  # an int times a float literal is float32
+    assert out[0] == 200.0
+
+
 def test_promotion_rules():
     from verdigris import types as T
 

@@ -133,6 +133,26 @@ def test_each_changed_fact_goes_to_the_general_path():
     assert got["misaligned view"]["launch"]["slots"][1] % 16 == 4
 
 
+def test_a_constexpr_equal_in_value_but_not_in_type_is_another_specialization():
+    """100 == 100.0 and they hash alike, but compile to different code: the launcher and the
+    specialization cache must tell them apart (BLOCK=256.0 is refused, not run as 256)."""
+    got = run("""
+    n = 1000
+    a, b, o = f32(n), f32(n), f32(n)
+    for label, block in (("int", 256), ("int again", 256), ("float", 256.0), ("bool", True)):
+        before = general_calls[0]
+        try:
+            add[4](a, b, o, BLOCK=block)
+            result = "ok"
+        except vg.Error as err:
+            result = type(err).__name__
+        out[label] = dict(result=result, general=general_calls[0] - before)
+    """)
+    assert got["int"] == {"result": "ok", "general": 1} and got["int again"] == {"result": "ok", "general": 0}
+    assert got["float"]["general"] == 1 and got["float"]["result"] != "ok"
+    assert got["bool"]["general"] == 1
+
+
 def test_a_second_specialization_joins_the_chain():
     got = run("""
     x, y, o = f32(1000), f32(1000), f32(1000)

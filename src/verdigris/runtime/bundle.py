@@ -41,7 +41,8 @@ import struct
 from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
-from .dispatch import MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims, divisibility
+from .dispatch import (MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims, constexpr_entry,
+                       divisibility)
 
 MAGIC = b"VGBUNDLE1\n"
 PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
@@ -128,7 +129,7 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
             raise CompileError(f"{kernel.__name__}: the signature gives no type for {p.name!r}")
         spec = signature[p.name]
         if p.constexpr:
-            out.append(("c", spec))
+            out.append(constexpr_entry(spec))
         elif isinstance(spec, ArrayType):
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
                         bool(spec.aligned16)) + ((spec.on_grid,) if kernel.track == "tile" else ()))

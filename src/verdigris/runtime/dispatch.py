@@ -243,7 +243,7 @@ class KernelFunction:
         key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
-                key.append(("c", _hashable(v, p.name, self.__name__)))
+                key.append(constexpr_entry(_hashable(v, p.name, self.__name__)))
             elif info is not None:
                 key.append(("a", info.dtype.name, info.ndim,
                             info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0)
@@ -575,6 +575,18 @@ def _describe_fails(value) -> bool:
     except LaunchError:
         return True
     return False
+
+
+def constexpr_entry(value) -> tuple:
+    """A constexpr's specialization key entry: its value and its type's name (100 and
+    100.0 are equal, and hash alike, but compile to different code: int8 * 100 wraps,
+    int8 * 100.0 is float32)."""
+    return ("c", value, type_tag(value))
+
+
+def type_tag(value):
+    """The name of `value`'s type, element by element for a tuple."""
+    return tuple(map(type_tag, value)) if isinstance(value, tuple) else type(value).__name__
 
 
 def _hashable(value, name: str, kernel: str):

@@ -54,7 +54,7 @@ import threading
 from inspect import Parameter
 
 from . import cache, faults, interop, streams
-from .dispatch import MULTIPLE, OFF_GRID, divisibility
+from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .interop import span
 from .module import PACK_ERRORS, CudaKernel
 
@@ -229,9 +229,9 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
     w.env["_DEV"] = plan.device
     facts: dict = {}  # array argument index -> _Facts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
-        if entry[0] == "c":
-            w.env[f"_c{i}"] = entry[1]
-            w.check(f"{name} is not _c{i} and {name} != _c{i}")
+        if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
+            w.env[f"_c{i}"], w.env[f"_ct{i}"], w.env["_type_tag"] = entry[1], entry[2], type_tag
+            w.check(f"{name} is not _c{i} and (_type_tag({name}) != _ct{i} or {name} != _c{i})")
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
