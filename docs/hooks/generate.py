@@ -118,7 +118,7 @@ def _safety_section(code: str, work: Path) -> str:
         parts.append(f"Running it (`python {racy.name}`, on the cpu backend) ends with:\n")
     else:
         _, said = _cli(["check", racy.name], work)
-        detected = re.search(rf"^{re.escape(racy.name)}:\d+:\d+: {code} ", said, re.M) is not None
+        detected = re.search(rf"^{re.escape(racy.name)}:\d+:\d+: {code}: ", said, re.M) is not None
         parts.append(f"`verdigris check {racy.name}` says (a launch raises the same message):\n")
     parts.append(_code_block(said))
     if not detected:
