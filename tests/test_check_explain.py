@@ -659,6 +659,24 @@ def pairs(x, out):
     assert status == 1 and "VG211" in out and "'pairs' at" in out and "was checked for any block" in out, out
 
 
+def test_a_name_the_file_binds_nowhere_is_a_problem(capsys, tmp_path):
+    """A kernel reading a name the module never binds fails whatever its types: a problem
+    (exit 1). A name the module binds in code check does not run stays a note."""
+    source = HEADER + """
+
+@simt.kernel
+def shift(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] + OFFSET
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert status == 1 and f"{path}:{line_of(source, 'OFFSET')}:" in out and "error: name 'OFFSET'" in out, out
+    bound = source + "\nOFFSET = np.float32(np.pi)  # a call check does not run\n"
+    path, status, out, _ = check_source(capsys, tmp_path, bound)
+    assert status == 0 and "not checked: name 'OFFSET' is not defined" in out, out
+
+
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
     status, _, err = run(capsys, "check", str(tmp_path / "nope.py"))
     assert status == 2 and "no such file or directory" in err

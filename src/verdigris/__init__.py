@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import math, simt, tile
 from .errors import (AliasError, BackendError, BoundsError, CompileError, DivergenceError,
-                     Error, KernelError, LaunchError, SafetyError)
+                     Error, KernelError, LaunchError, SafetyError, UnsupportedConstruct)
 from .lang import constexpr, func, unsafe
 from .runtime.backend import current as current_backend
 from .runtime.backend import set_backend

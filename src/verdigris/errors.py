@@ -106,9 +106,19 @@ class CompileError(Error):
 
 
 class UnsupportedConstruct(CompileError):
-    """Python the kernel languages do not have (a `print`, a `try`, a call of a host
-    function, recursion): refused whatever the argument types, so `verdigris check`
-    reports it without a launch."""
+    """Code no kernel can have, whatever its argument types: Python the kernel languages do
+    not have (a `print`, a `try`, a call of a host function, recursion) or a name that is
+    not defined; so `verdigris check` reports it without a launch."""
+
+
+class UndefinedName(UnsupportedConstruct):
+    """A kernel reads a name its module does not define (`.name`). `verdigris check`, which
+    runs only part of a module, reports it only where the module binds the name nowhere."""
+
+    def __init__(self, name: str, loc=None):
+        self.name = name
+        super().__init__(f"name {name!r} is not defined", loc, hint="define it at module level "
+                         "before the kernel, import it, or pass it as an argument")
 
 
 class SafetyError(CompileError):

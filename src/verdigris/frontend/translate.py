@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .. import lang
 from .. import types as T
-from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
+from ..errors import CompileError, Loc, SafetyError, UndefinedName, UnsupportedConstruct
 from ..ir import nodes as N
 from . import tiles
 from .expressions import BIN_OPS, Expressions
@@ -216,7 +216,7 @@ class Translator(Expressions):
             raise SafetyError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
         found, value = self.src.lookup(name)
         if not found:
-            raise CompileError(f"name {name!r} is not defined", loc)
+            raise UndefinedName(name, loc)
         return self.static_global(name, value, loc)
 
     def variable(self, key: str, loc: Loc) -> N.Var:

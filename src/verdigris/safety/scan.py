@@ -55,15 +55,16 @@ from pathlib import Path
 
 from .. import lang
 from .. import types as T
-from ..errors import Error, Loc, UnsupportedConstruct
+from ..errors import Error, Loc, UndefinedName, UnsupportedConstruct
 from ..frontend import walk
 from ..frontend.source import function_source
 from ..ir import nodes as N
 from ..codegen import checks
 from . import analyze, bounds
 from .elements import element_dtype
-from .statics import (MAX_CONFIGS, decorator_name, is_definition, load_definitions,
-                      possible_values, scope_bindings, scope_nodes, scope_values)
+from .statics import (MAX_CONFIGS, store_counts, decorator_name, is_definition,
+                      load_definitions, possible_values, scope_bindings, scope_nodes,
+                      scope_values)
 from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
@@ -639,8 +640,11 @@ class FileCheck:
             ir, error = self.build(kernel, launch, dict(constexprs), dict(elements))
             (built.append(ir) if ir is not None else failures.append(error))
         # a safety rule the frontend enforces, or Python no kernel can have: whatever the
-        # types check assumed, a launch would be refused the same way
-        refusals = [e for e in failures if e.code or isinstance(e, UnsupportedConstruct)]
+        # types check assumed, a launch would be refused the same way (a name is undefined
+        # for sure only where the file binds it nowhere: check runs part of the file)
+        bound = store_counts(self.tree.body)
+        refusals = [e for e in failures if e.code or isinstance(e, UnsupportedConstruct)
+                    and not (isinstance(e, UndefinedName) and e.name in bound)]
         for err in refusals:
             self.report.findings.append(Finding(err.code, err.loc or node_loc, err.message,
                                                 err.hint))

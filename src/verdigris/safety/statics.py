@@ -101,7 +101,7 @@ def scope_values(body, outer: dict, params=(), defaults=None) -> dict:
     """Name -> possible values, for names of this scope bound exactly once, to something
     `possible_values` understands (an assignment, or a for loop over a literal tuple), and
     for parameters never rebound, their `defaults` (name -> values)."""
-    stores = _store_counts(body)
+    stores = store_counts(body)
     definitions = []
     for node in scope_nodes(body):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
@@ -132,7 +132,7 @@ def scope_bindings(body, outer: dict, params=()) -> dict:
     """Name -> the expression it is bound to, for names of this scope bound exactly once,
     by a plain assignment (`data = rng.random(n).astype(np.float16)`), and for the names of
     enclosing scopes (`outer`, the same mapping there) this scope leaves alone."""
-    stores = _store_counts(body)
+    stores = store_counts(body)
     bindings = {k: v for k, v in outer.items() if k not in stores and k not in params}
     for node in scope_nodes(body):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
@@ -141,7 +141,7 @@ def scope_bindings(body, outer: dict, params=()) -> dict:
     return bindings
 
 
-def _store_counts(body) -> dict:
+def store_counts(body) -> dict:
     """Name -> how many times this scope binds it (definitions and imports count twice, so
     that a name they bind is never taken as bound once to a value)."""
     stores: dict = {}
