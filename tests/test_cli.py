@@ -66,10 +66,26 @@ def test_compile_without_signature_says_what_to_give(capsys):
     (["compile", AXPY.replace("::axpy", ""), "--sig", SIG], "expected FILE::KERNEL"),
     (["compile", AXPY, "--sig", "f32, f32[::1, f32[::1], f32[::1]"], "unbalanced brackets"),
     (["check", str(ROOT / "README.md")], "is not a Python source file"),
+    (["compile", AXPY, "--sig", SIG, "--block", "abc"], "--block takes 1 to 3 comma-separated ints"),
+    (["compile", AXPY, "--sig", SIG, "--block", "0"], "--block 0: axpy: every block dimension must be positive"),
+    (["compile", AXPY, "--sig", SIG, "--block", "32,32,32"], "a block has at most 1024 threads"),
+    (["compile", AXPY, "--sig", SIG, "--grid", "1,2,3,4"], "--grid 1,2,3,4"),
+    (["compile", AXPY, "--sig", SIG, "--out", "/no/such/folder/k.ptx"], "cannot write --out"),
+    (["compile", AXPY, "--sig", SIG, "--block", "256", "--emit", "bundle", "--out",
+      "/no/such/folder/k.vgb"], "cannot write --out"),
+    (["compile", str(ROOT) + "::k", "--sig", "f32"], "is a directory"),
 ])
 def test_usage_errors_are_one_line_not_a_traceback(capsys, argv, words):
     status, _, err = run(capsys, *argv)
     assert status == 2 and words in err and "Traceback" not in err
+
+
+def test_compile_keeps_what_the_file_prints_out_of_its_output(capsys, tmp_path):
+    """compile imports the file (it runs): what it prints goes to stderr, not into the PTX."""
+    path = tmp_path / "noisy.py"
+    path.write_text(Path(AXPY.split("::")[0]).read_text() + "\nprint('program output')\n")
+    status, out, err = run(capsys, "compile", f"{path}::axpy", "--sig", SIG, "--emit", "ptx")
+    assert status == 0 and out.lstrip().startswith("//") and "program output" in err
 
 
 def test_a_kernel_that_does_not_compile_is_reported_with_its_line(capsys, tmp_path):

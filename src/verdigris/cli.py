@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import importlib.util
+import os
 import platform
 import sys
 import textwrap
@@ -86,14 +88,16 @@ def load_kernel(spec: str):
         raise UsageError(f"expected FILE::KERNEL, got {spec!r}")
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"no such file: {path}")
+        raise UsageError(f"{path} is a directory: give FILE::KERNEL" if file.is_dir()
+                         else f"no such file: {path}")
     module_name = f"_verdigris_cli_{file.stem}"
     loader = importlib.util.spec_from_file_location(module_name, file)
     module = importlib.util.module_from_spec(loader)
     sys.modules[module_name] = module
     sys.path.insert(0, str(file.parent.resolve()))
-    try:
-        loader.loader.exec_module(module)
+    try:  # what the module prints is not compile's output (PTX on stdout)
+        with contextlib.redirect_stdout(sys.stderr):
+            loader.loader.exec_module(module)
     except Error:
         raise  # verdigris's own errors already name the user's line
     except Exception as err:  # the file's own failure: where in it, not the CLI's traceback
@@ -208,13 +212,12 @@ def cmd_compile(args) -> int:
         params = ", ".join(p.name + (" (constexpr)" if p.constexpr else "") for p in kernel.params)
         raise UsageError(f"give the argument types with --sig, one per parameter: {params}; "
                          "e.g. --sig 'f32, f32[::1], f32[::1], f32[::1]'")
-    block = tuple(int(b) for b in args.block.split(",")) if args.block else None
+    block, grid = launch_shape(kernel, args.block, "block"), launch_shape(kernel, args.grid, "grid")
     if args.emit == "bundle":
-        return _compile_bundle(kernel, args, block)
+        return _compile_bundle(kernel, args, block, grid)
     target = (args.target or ["sm_90"])[-1]
     if target == "ptx":
         raise UsageError("--target ptx is for bundles (--emit bundle)")
-    grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
     start = time.perf_counter()
     ir = kernel.specialize_types(parse_signature(kernel, args.sig), block, grid)
     timings = {"frontend": time.perf_counter() - start}
@@ -233,7 +236,7 @@ def cmd_compile(args) -> int:
             output = codegen.disassemble(codegen.assemble(compiled.ptx, target))
             timings["ptxas+disassemble"] = time.perf_counter() - start
     if args.out:
-        Path(args.out).write_text(output)
+        write_output(args.out, lambda path: Path(path).write_text(output))
     else:
         sys.stdout.write(output)
     if args.time:
@@ -266,21 +269,47 @@ def _as_launched(ir, timings: dict, checked: bool):
     return checks.as_launched(ir, checked)
 
 
-def _compile_bundle(kernel, args, block) -> int:
+def launch_shape(kernel, text: str | None, what: str) -> tuple | None:
+    """`--block 256,2` / `--grid 1`: the shape a launch would take, checked as a launch
+    checks it (UsageError, not the launch's error located in this file)."""
+    if not text:
+        return None
+    from .runtime.dispatch import MAX_BLOCK_THREADS, _dims
+
+    try:
+        dims = _dims(tuple(int(d) for d in text.split(",")), what, kernel.__name__)
+    except ValueError:
+        raise UsageError(f"--{what} takes 1 to 3 comma-separated ints, e.g. 256 or 16,16; "
+                         f"got {text!r}") from None
+    except Error as err:
+        raise UsageError(f"--{what} {text}: {err.message}") from None
+    if what == "block" and dims[0] * dims[1] * dims[2] > MAX_BLOCK_THREADS:
+        raise UsageError(f"--block {text}: a block has at most {MAX_BLOCK_THREADS} threads")
+    return dims
+
+
+def write_output(path: str, write) -> None:
+    """`write(path)`, with a missing folder or a path that is not a file as a UsageError."""
+    try:
+        write(path)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError) as err:
+        raise UsageError(f"cannot write --out {path}: {err.strerror}") from None
+
+
+def _compile_bundle(kernel, args, block, grid) -> int:
     """`--emit bundle`: the kernel compiled for --sig (several signatures: separate them
     with ';') and each --target, written to --out for `vg.load_bundle`."""
     if not args.out:
         raise UsageError("--emit bundle writes a file: give it with --out, e.g. --out k.vgb")
     if kernel.track == "simt" and block is None:
         raise UsageError("a SIMT kernel is compiled for its block: give --block, e.g. 256")
-    grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
     signatures = [sig for sig in args.sig.split(";") if sig.strip()]
     for sig in signatures:
         parse_signature(kernel, sig)  # a usage error before anything compiles
     start = time.perf_counter()
     bundle = kernel.compile_aot(signatures, block=block, grid=grid,
                                 targets=tuple(args.target or ["sm_90"]))
-    bundle.save(args.out)
+    write_output(args.out, bundle.save)
     if args.time:
         print(f"{'bundle':>20}: {(time.perf_counter() - start) * 1e3:8.2f} ms "
               f"({len(signatures)} signature(s) x {len(args.target or ['sm_90'])} target(s))",
@@ -503,6 +532,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # `verdigris explain VG201 | head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except UsageError as err:
         print(f"verdigris {args.command}: {err}", file=sys.stderr)
         return 2
