@@ -518,6 +518,54 @@ def bitonic_sort(x, out):  # the CUDA samples' sortingNetworks, one block's keys
     out[i] = keys[t]
 
 
+@simt.kernel
+def bitonic_sort_halving_one_barrier_per_stage(x, out):  # a stage's steps are not ordered
+    keys = simt.shared.array(B, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    k = 2
+    while k <= B:
+        simt.barrier()
+        j = k // 2
+        while j > 0:
+            partner = t ^ j
+            if partner > t:
+                a = keys[t]  # refused here
+                b = keys[partner]
+                if (a > b) == ((t & k) == 0):
+                    keys[t] = b
+                    keys[partner] = a
+            j //= 2
+        k *= 2
+    simt.barrier()
+    out[i] = keys[t]
+
+
+@simt.kernel
+def bitonic_sort_halving(x, out):  # the textbook form: k doubles and j halves in while loops
+    keys = simt.shared.array(B, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    simt.barrier()
+    k = 2
+    while k <= B:
+        j = k // 2
+        while j > 0:  # j is a power of two here: the partner t ^ j is t + j or t - j
+            partner = t ^ j
+            if partner > t:
+                a = keys[t]
+                b = keys[partner]
+                if (a > b) == ((t & k) == 0):
+                    keys[t] = b
+                    keys[partner] = a
+            simt.barrier()
+            j //= 2
+        k *= 2
+    out[i] = keys[t]
+
+
 def sorted_blocks_reference(args):
     return {1: np.sort(args[0].reshape(-1, B), axis=1).reshape(-1)}
 
@@ -793,6 +841,9 @@ SHARED_PAIRS = [
          smooth_reference),
     Pair("bitonic sort without the partner guard", bitonic_sort_unguarded, bitonic_sort, "VG211",
          full_setup, sorted_blocks_reference),
+    Pair("bitonic sort in while loops with one barrier per stage",
+         bitonic_sort_halving_one_barrier_per_stage, bitonic_sort_halving, "VG211", full_setup,
+         sorted_blocks_reference),
     Pair("bitonic sort by position with one barrier per stage",
          bitonic_sort_by_position_one_barrier_per_stage, bitonic_sort_by_position, "VG211",
          two_keys_setup, sorted_pairs_of_blocks_reference),

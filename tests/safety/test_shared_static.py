@@ -691,6 +691,42 @@ def test_a_partner_t_xor_j_is_known_where_j_is_a_power_of_two(rng):
 
 
 @simt.kernel
+def halving_steps(x, out, GUARD: vg.constexpr, ZERO: vg.constexpr):
+    """The steps of a bitonic merge with j halving in a while loop, a power of two where
+    the loop runs; GUARD False lets both threads of a pair exchange; ZERO 1 also runs a
+    step at j == 0, where j is no power of two (t ^ 0 is t: no exchange, but the checker
+    must not take 0 for one)."""
+    keys = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    keys[t] = x[i]
+    simt.barrier()
+    j = 32
+    while j + ZERO > 0:
+        partner = t ^ j
+        if partner > t if GUARD else True:
+            a = keys[t]
+            b = keys[partner]
+            if a > b:
+                keys[t] = b
+                keys[partner] = a
+        simt.barrier()
+        if j == 0:
+            break
+        j //= 2
+    out[i] = keys[t]
+
+
+def test_a_partner_t_xor_j_is_known_where_j_halves_while_it_is_positive(rng):
+    x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
+    assert not analyze(halving_steps, x, out, GUARD=True, ZERO=0).errors
+    errors = analyze(halving_steps, x, out, GUARD=False, ZERO=0).errors
+    assert errors and errors[0].code == "VG211", errors
+    errors = analyze(halving_steps, x, out, GUARD=True, ZERO=1).errors
+    assert errors and errors[0].code == "VG205" and "bitwise xor" in errors[0].message, errors
+
+
+@simt.kernel
 def group_offsets(out, WHOLE: vg.constexpr):
     """Each thread writes at its group's start `t & ~(w - 1)` plus its offset in the group
     `t & (w - 1)` (that is t) for groups of w = 1, 2, ..., 32; without the offset (WHOLE False)
@@ -711,10 +747,11 @@ def test_masks_below_a_power_of_two_are_remainders(rng):
     assert [e.code for e in errors] == ["VG202"] and "both write out[" in str(errors[0]), errors
 
 
-@pytest.mark.parametrize("name", ["bitonic_sort", "bitonic_sort_by_position"])
+@pytest.mark.parametrize("name", ["bitonic_sort", "bitonic_sort_halving", "bitonic_sort_by_position"])
 def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget(name):
-    """Partners `t ^ j`, and the CUDA samples' positions `2*t - (t & (stride - 1))` (each
-    query takes about 0.1M steps of the 0.4M allowed here)."""
+    """Partners `t ^ j` (with `j = 1 << jj`, or halving in a while loop), and the CUDA
+    samples' positions `2*t - (t & (stride - 1))` (each query takes about 0.1M steps of the
+    0.4M allowed here)."""
     from verdigris.safety import budgets
 
     from . import shared_pairs

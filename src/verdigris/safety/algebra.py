@@ -215,8 +215,8 @@ class Atom:
     lo: float = -INF
     hi: float = INF
     # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); wrap: (x, modulus),
-    # x less a multiple of the modulus, in [lo, hi]; pow2 (2**e): (e,); rshift (x >> e): (x, e);
-    # trips: the counters of the loops around the loop it counts
+    # x less a multiple of the modulus, in [lo, hi]; pow2 (floor(2**e), 0 for e < 0): (e,);
+    # rshift (x >> e): (x, e); trips: the counters of the loops around the loop it counts
     definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 

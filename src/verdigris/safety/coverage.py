@@ -16,8 +16,9 @@ How: the points are every thread of one block (`thread_id` ranges from the block
 every iteration of the loops an access depends on (a loop counter's range from its loop
 variables: a constant step, and the intervals the executor proved); the indices and
 path conditions are evaluated over all points at once with NumPy, derived atoms (floor
-division, modulo, if-then-else, loop variables, `1 << k`, `x >> k`) through their
-definitions, with the IR's semantics (floor division and modulo; by zero gives 0). A path condition conjunct that
+division, modulo, if-then-else, loop variables, `1 << k` and the halving `pow2` atoms,
+`x >> k`) through their definitions, with the IR's semantics (floor division and modulo;
+by zero gives 0; `pow2` of e is floor(2**e), 0 for e < 0). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
 finding that nothing wrote an element, stays sound); for the read of `decide` it makes the
 verdict not `exact`.
@@ -256,11 +257,16 @@ def _mod(points, x, y):
     return np.where(b == 0, 0, np.mod(a, safe))
 
 
+def _floor_power(e):
+    """floor(2**e): 0 where e < 0 (a shift by a negative amount is no such thing)."""
+    return np.where(e < 0, 0, np.left_shift(np.int64(1), np.maximum(e, 0)))
+
+
 _DEFINED = {
     "floordiv": _floordiv,
     "mod": _mod,
     "ite": lambda points, c, a, b: np.where(points.formula(c), points.poly(a), points.poly(b)),
     "loopvar": lambda points, start, k, step: points.poly(start + k * step),
-    "pow2": lambda points, exponent: np.left_shift(np.int64(1), points.poly(exponent)),
+    "pow2": lambda points, exponent: _floor_power(points.poly(exponent)),
     "rshift": lambda points, x, exponent: np.right_shift(points.poly(x), points.poly(exponent)),
 }

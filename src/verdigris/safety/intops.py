@@ -8,11 +8,19 @@ defined by its operands (`//`, `%`, `128 >> k`), or an unknown of the result's r
 Guarantees: a result that may have wrapped past its dtype is a `wrap` atom of the exact
 result, never the polynomial itself (`fit`).
 
+Powers of two: a `pow2` atom of exponent e is floor(2**e), 0 for e < 0 (what halving a
+power of two reaches: `invariants` writes `j //= 2` from a power of two as one, with an
+exponent that falls each iteration). `is_power_of_two` tells where a value surely is one: a
+constant, or a power of two times `pow2` atoms whose intervals exclude 0 (`1 << k` for any
+shift amount within the dtype's bits; a halving sequence where its loop's condition
+`j > 0` holds). Such a value divided by a constant power of two is again a `pow2` atom
+(`j = k // 2`), exactly, with the floor.
+
 Bit operations with a power of two: `a ^ c`, `a | c` and `a & c` of a non-negative `a` and
-a `c` known to be a power of two (a constant, or `1 << k` for any shift amount within the
-dtype's bits) are `a` plus or minus `c`, or `c` or 0, by the bit `(a >> log2(c)) % 2`: a
-lane's partner `t ^ 1`, a bitonic sort's `t ^ j` with `j = 1 << jj`. The masks around such
-a `c` are remainders: `a & (c - 1)` is `a % c` (`t & 31`, the CUDA samples' bitonic sort's
+a `c` known to be a power of two are `a` plus or minus `c`, or `c` or 0, by the bit
+`(a >> log2(c)) % 2`: a lane's partner `t ^ 1`, a bitonic sort's `t ^ j` with
+`j = 1 << jj`, or with `j` halving in a while loop. The masks around such a `c` are
+remainders: `a & (c - 1)` is `a % c` (`t & 31`, the CUDA samples' bitonic sort's
 `t & (stride - 1)`) and `a & ~(c - 1)` is `a - a % c`. Other bit operations are unknowns.
 """
 from __future__ import annotations
@@ -38,6 +46,8 @@ def _divmod(op: str):
     def handler(t, a, b, dtype):
         lo, hi = t.space.interval(a)
         d = b.value
+        if op == "floordiv" and d is not None and is_power_of_two(t.space, b) and is_power_of_two(t.space, a):
+            return power_of_two(t.space, log2(t.space, a) - log2(t.space, b))  # `k // 2`
         if d is not None and d > 0:
             bounds = (math.floor(lo / d) if lo != -INF else -INF, math.floor(hi / d) if hi != INF else INF) \
                 if op == "floordiv" else (0, d - 1)
@@ -61,7 +71,7 @@ def _shift(direction: str):
             if not (0 <= blo and bhi < dtype.bits):
                 return t.scoped(dtype, "a shift", a, b)
             if direction == "lshift":  # `1 << k` in a loop over k
-                return t.fit(a * _power_of_two(t, b), dtype)
+                return t.fit(a * power_of_two(t.space, b), dtype)
             lo, hi = _shifted_bounds(t, a, b) or dtype_range(dtype)  # `128 >> k`
             return t.space.fresh("rshift", lo, hi, (a, b))
         if not 0 <= amount < dtype.bits:
@@ -72,11 +82,18 @@ def _shift(direction: str):
     return handler
 
 
-def _power_of_two(t, exponent: Poly) -> Poly:
-    """2**exponent, for an exponent whose range is within a dtype's bits: a `pow2` atom
-    defined by it, so the solver knows its value, and bit operations know it is one."""
-    lo, hi = t.space.interval(exponent)
-    return t.space.fresh("pow2", 2 ** int(lo), 2 ** int(hi), (exponent,))
+def power_of_two(space, exponent: Poly) -> Poly:
+    """floor(2**exponent), for an exponent whose range is below a dtype's bits: a constant
+    where the exponent is one, else a `pow2` atom defined by it, so the solver knows its
+    value, and bit operations know where it is a power of two."""
+    if exponent.value is not None:
+        return Poly.const(_floor_power(exponent.value))
+    lo, hi = space.interval(exponent)
+    return space.fresh("pow2", _floor_power(lo), _floor_power(hi), (exponent,))
+
+
+def _floor_power(e) -> int:
+    return 2 ** int(e) if e >= 0 else 0
 
 
 def _shifted_bounds(t, a, b) -> tuple | None:
@@ -88,22 +105,23 @@ def _shifted_bounds(t, a, b) -> tuple | None:
     return int(alo) >> int(bhi), int(ahi) >> int(blo)
 
 
-def _is_power_of_two(space, p: Poly) -> bool:
+def is_power_of_two(space, p: Poly) -> bool:
     """Whether `p` is a power of two wherever it is evaluated: a constant one, or one times
-    `pow2` atoms (`1 << k`)."""
+    `pow2` atoms that are not 0 there (`1 << k`; `j` halving while `j > 0`)."""
     if len(p.terms) != 1:
         return False
     (mono, coef), = p.terms.items()
-    return coef > 0 and coef & (coef - 1) == 0 and all(space.atoms[n].kind == "pow2" for n in mono)
+    return coef > 0 and coef & (coef - 1) == 0 and all(
+        space.atoms[n].kind == "pow2" and space.atoms[n].lo >= 1 for n in mono)
 
 
 def _selected_bit(t, a: Poly, c: Poly, dtype) -> Poly:
     """The bit of a non-negative `a` that the power of two `c` selects: (a >> log2(c)) % 2."""
-    return _divmod("mod")(t, _shift("rshift")(t, a, _exponent(t.space, c), dtype), Poly.const(2), dtype)
+    return _divmod("mod")(t, _shift("rshift")(t, a, log2(t.space, c), dtype), Poly.const(2), dtype)
 
 
-def _exponent(space, c: Poly) -> Poly:
-    """log2 of a power of two (`_is_power_of_two`) as a polynomial."""
+def log2(space, c: Poly) -> Poly:
+    """log2 of a power of two (`is_power_of_two`) as a polynomial."""
     (mono, coef), = c.terms.items()
     exponent = Poly.const(coef.bit_length() - 1)
     for name in mono:
@@ -115,13 +133,13 @@ def _bitand(t, a, b, dtype):
     for mask, other in ((b, a), (a, b)):
         if t.space.interval(other)[0] < 0:
             continue
-        if _is_power_of_two(t.space, mask):  # `t & k` with k = 1 << kk: k where t has that bit, else 0
+        if is_power_of_two(t.space, mask):  # `t & k` with k = 1 << kk: k where t has that bit, else 0
             return mask * _selected_bit(t, other, mask, dtype)
         below = mask + Poly.const(1)
-        if _is_power_of_two(t.space, below):  # `t & (c - 1)`, the bits below c: t % c
+        if is_power_of_two(t.space, below):  # `t & (c - 1)`, the bits below c: t % c
             return _divmod("mod")(t, other, below, dtype)
         above = -mask
-        if _is_power_of_two(t.space, above):  # `t & ~(c - 1)` (two's complement: -c): t rounded down to c
+        if is_power_of_two(t.space, above):  # `t & ~(c - 1)` (two's complement: -c): t rounded down to c
             return t.fit(other - _divmod("mod")(t, other, above, dtype), dtype)
     return t.scoped(dtype, "a bitwise and", a, b)
 
@@ -130,7 +148,7 @@ def _power_and_other(t, a, b) -> tuple:
     """(the power of two among `a` and `b`, the other operand) where the other is
     non-negative, else (None, None)."""
     for c, other in ((b, a), (a, b)):
-        if _is_power_of_two(t.space, c) and t.space.interval(other)[0] >= 0:
+        if is_power_of_two(t.space, c) and t.space.interval(other)[0] >= 0:
             return c, other
     return None, None
 

@@ -9,13 +9,20 @@ Takes: the values a loop's variables have where the loop is entered and at its b
   the entry value, -1, 0, 1 and the dtype's range, so the fixpoint is reached in a few
   passes);
 - `refine(cond, atoms, space)`: the havocked atoms' intervals tightened by the loop
-  condition, which holds in the body (`s < 256` bounds `s` there);
+  condition, which holds in the body (`s < 256` bounds `s` there; `narrow`: a power of
+  two's closed form, and its exponent with it);
 - `progression(back, current)` and `closed_form(...)`: a variable that each iteration
   steps by a constant (`j += 2`), halves or doubles (`s //= 2`, `offset *= 2`) is, at
-  iteration k, `entry + k*d` (a loop variable) or the k-th term of its sequence (spelled
-  out while it stays in the assumed interval: no iteration past the last term starts, so
-  k is at most its index), instead of an unknown: then the two threads of a race query at
-  different iterations see the values they really have.
+  iteration k, `entry + k*d` (a loop variable), or the k-th term of its sequence instead
+  of an unknown: then the two threads of a race query at different iterations see the
+  values they really have. A power of two times or divided by a power of two (entering
+  as a constant, or as a power of two of the loop around: a bitonic sort's `j = k // 2`)
+  is a `pow2` atom (`intops`) of a loop variable exponent, so bit operations see a power
+  of two where the loop condition excludes 0 (`j > 0`); other constants are spelled out.
+  Either holds while the value stays in the assumed interval: no iteration past the last
+  term (the last exponent in range) starts, so k is at most its index.
+- `entered(cond, heads, entries, space)`: whether a loop surely runs its first iteration,
+  by its condition with the values at entry (`j > 0` where `j = k // 2`, k >= 2);
 - `trip_count(cond, counter, space)`: how many times a loop runs where its condition is a
   constant at each iteration k (`value_at` follows the closed forms' definitions), and
   `bound(...)`: what k < that count says of the counter and the variables in the body.
@@ -38,7 +45,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .algebra import FALSE, INF, Poly, compare, dtype_range
+from .algebra import FALSE, INF, TRUE, Poly, compare, dtype_range
+from .intops import is_power_of_two, log2, power_of_two
 from .uniform import cap, meet
 
 
@@ -102,11 +110,11 @@ def refine(cond: tuple, atoms: set, space) -> None:
         atom, d = space.atoms[mono[0]], part[2].terms.get((), 0)
         strict = 1 if part[1] == "lt" else 0
         if part[1] == "eq":  # h == -d*c
-            atom.lo, atom.hi = max(atom.lo, -d * c), min(atom.hi, -d * c)
+            narrow(atom, -d * c, -d * c, space)
         elif c == 1:  # h + d < 0 (or <= 0)
-            atom.hi = min(atom.hi, -d - strict)
+            narrow(atom, -INF, -d - strict, space)
         else:  # -h + d < 0 (or <= 0)
-            atom.lo = max(atom.lo, d + strict)
+            narrow(atom, d + strict, INF, space)
 
 
 def progression(back, current, space) -> tuple:
@@ -122,12 +130,16 @@ def progression(back, current, space) -> tuple:
     ratio = back.terms.get(mono, 0) // coef
     if ratio >= 2 and back == current * Poly.const(ratio):
         return ("mul", ratio)
-    if len(back.terms) == 1:
-        (mono, coef), = back.terms.items()
-        atom = space.atoms[mono[0]] if len(mono) == 1 and coef == 1 else None
-        divisor = atom.definition[1].value if atom is not None and atom.kind == "floordiv" else None
+    atom, mine = space.atoms.get(_lone_atom(back)), space.atoms.get(_lone_atom(current))
+    if atom is not None and atom.kind == "floordiv":
+        divisor = atom.definition[1].value
         if divisor is not None and divisor >= 2 and atom.definition[0] == current:
             return ("div", divisor)
+    if atom is not None and mine is not None and atom.kind == mine.kind == "pow2":
+        # floor(2**e) // 2**m is floor(2**(e - m)) (`intops` so divides a power of two)
+        fall = (mine.definition[0] - atom.definition[0]).value
+        if fall is not None and fall >= 1:
+            return ("div", 2**fall)
     return ()
 
 
@@ -137,6 +149,8 @@ def closed_form(form: tuple, entry, k: Poly, lo, hi, space, label: str):
         return None
     if form[0] == "add":
         return space.fresh("loopvar", lo, hi, (entry, k, form[1]), label)
+    if is_power_of_two(space, entry) and form[1] & (form[1] - 1) == 0:
+        return _power_form(form, entry, k, lo, hi, space, label)
     v = entry.value
     if v is None:
         return None
@@ -148,14 +162,53 @@ def closed_form(form: tuple, entry, k: Poly, lo, hi, space, label: str):
             break
     if not terms:
         return None
-    if not lo <= v <= hi:  # past the last term the value leaves the invariant's interval:
-        counter = space.atoms[next(iter(k.atoms()))]  # no such iteration starts
-        counter.hi = min(counter.hi, len(terms) - 1)
+    if not lo <= v <= hi:  # past the last term the value leaves the invariant's interval
+        _last_iteration(k, len(terms) - 1, space)
     value = Poly.const(terms[-1])
     for i in reversed(range(len(terms) - 1)):
         value = space.fresh("ite", min(terms[i:]), max(terms[i:]),
                             (compare("eq", k, Poly.const(i)), Poly.const(terms[i]), value))
     return value
+
+
+def _power_form(form: tuple, entry: Poly, k: Poly, lo, hi, space, label: str) -> Poly:
+    """A power of two times or divided by a power of two each iteration, at iteration k:
+    floor(2**e) (a `pow2` atom) with e = log2(entry) +- k*log2(ratio) (a loop variable), so
+    that bit operations see a power of two wherever it is not 0: the halving `j` of a
+    bitonic sort's while loops, under `j > 0`, whose `j = k // 2` enters with a power of two
+    of the loop around. The interval [lo, hi] holds at the head of every iteration that
+    starts: so does the one it gives e (which bounds k)."""
+    step = (form[1].bit_length() - 1) * (1 if form[0] == "mul" else -1)
+    start = log2(space, entry)
+    (slo, shi), (elo, ehi) = space.interval(start), _exponent_range(lo, hi)
+    room = ehi - slo if step > 0 else shi - elo  # how far the exponent may go within [elo, ehi]
+    if room != INF:
+        _last_iteration(k, int(room) // abs(step), space)
+    reach = space.interval(start + k * Poly.const(step))
+    exponent = space.fresh("loopvar", max(elo, reach[0]), min(ehi, reach[1]), (start, k, Poly.const(step)), label)
+    return power_of_two(space, exponent)
+
+
+def _last_iteration(k: Poly, last, space) -> None:
+    """Iteration `last` is the last whose head a closed form covers (past it the variable
+    leaves its invariant's interval): no later iteration starts."""
+    counter = space.atoms[next(iter(k.atoms()))]
+    counter.hi = min(counter.hi, last)
+
+
+def _exponent_range(lo, hi) -> tuple:
+    """The exponents e for which floor(2**e) may be in [lo, hi] (hi >= 1)."""
+    return ((int(lo) - 1).bit_length() if lo >= 1 else -INF, int(hi).bit_length() - 1 if hi != INF else INF)
+
+
+def narrow(atom, lo, hi, space) -> None:
+    """Tighten the interval of `atom`, made for one iteration of a loop (a havocked variable,
+    or its closed form), to [lo, hi]; with it that of a closed form's exponent, which is
+    made for it alone (`_power_form`)."""
+    atom.lo, atom.hi = max(atom.lo, lo), min(atom.hi, hi)
+    exponent = space.atoms.get(_lone_atom(atom.definition[0])) if atom.kind == "pow2" else None
+    if exponent is not None and exponent.kind == "loopvar" and atom.hi >= 1:
+        narrow(exponent, *_exponent_range(atom.lo, atom.hi), space)
 
 
 # ----------------------------------------------------------------------------- trip counts
@@ -179,6 +232,26 @@ def trip_count(cond: tuple, counter: str, space) -> int | None:
     return None
 
 
+def entered(cond: tuple, heads: dict, entries: dict, space) -> bool:
+    """Whether a while loop surely runs its first iteration: its condition `cond` (at the
+    head of iteration k, where the variables it carries have the values `heads`, whose
+    intervals hold at every head) holds by the intervals of its terms where those have
+    their values at entry (`entries`): `j > 0` with `j = k // 2` of a power of two k >= 2.
+    (An inner loop that surely runs ends each iteration of the loop around it with its own
+    last barrier.)"""
+    at_entry = {atom: entries[n] for n, atom in ((n, _lone_atom(v)) for n, v in heads.items())
+                if atom is not None and isinstance(entries.get(n), Poly)}
+    parts = () if cond == TRUE else cond[1:] if cond[0] == "and" else (cond,)
+    return all(part[0] == "cmp" and _holds(part[1], space.interval(part[2].substitute(at_entry)))
+               for part in parts)
+
+
+def _holds(op: str, interval: tuple) -> bool:
+    """Whether `x op 0` holds for every x in `interval`."""
+    lo, hi = interval
+    return {"lt": hi < 0, "le": hi <= 0, "eq": lo == hi == 0, "ne": lo > 0 or hi < 0}[op]
+
+
 def bound(cond: tuple, counter: str, count: int, heads, space) -> tuple:
     """`cond` for a loop known to run `count` times: FALSE if never; else the counter's
     interval and those of the values at the head of iteration k (`heads`) that follow from
@@ -189,8 +262,7 @@ def bound(cond: tuple, counter: str, count: int, heads, space) -> tuple:
     for name in filter(None, map(_lone_atom, heads)):
         values = [value_at(Poly.atom(name), {counter: i}, space) for i in range(count)]
         if None not in values:
-            atom = space.atoms[name]
-            atom.lo, atom.hi = max(atom.lo, min(values)), min(atom.hi, max(values))
+            narrow(space.atoms[name], min(values), max(values), space)
     return cond
 
 
@@ -246,6 +318,9 @@ def _defined(atom, known: dict, space) -> int | None:
         v = None if holds is None else value_at(d[1] if holds else d[2], known, space)
     elif atom.kind == "loopvar":
         v = value_at(d[0] + d[1] * d[2], known, space)
+    elif atom.kind == "pow2":
+        e = value_at(d[0], known, space)
+        v = None if e is None else 2**e if e >= 0 else 0
     elif atom.kind in ("floordiv", "mod"):
         x, y = value_at(d[0], known, space), value_at(d[1], known, space)
         v = None if x is None or y is None else 0 if y == 0 else x // y if atom.kind == "floordiv" else x % y

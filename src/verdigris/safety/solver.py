@@ -275,15 +275,17 @@ class _Encoder:
         return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
 
     def power_of_two(self, exponent):
-        """2**exponent, spelled out for each value in the exponent's range (`intops` keeps
-        it within a dtype's bits): z3 splits on them where a proof needs one, and each case
-        is linear."""
+        """floor(2**exponent), spelled out for each value in the exponent's range (`intops`
+        keeps it below a dtype's bits), 0 below 0 (a halving sequence's end): z3 splits on
+        them where a proof needs one, and each case is linear."""
         e = self.poly(exponent)
-        lo, hi = (int(v) for v in self.space.interval(exponent))
-        value = self.constant(2**hi)
-        for i in reversed(range(lo, hi)):
+        lo, hi = self.space.interval(exponent)
+        if hi < 0:
+            return self.constant(0)
+        value = self.constant(2 ** int(hi))
+        for i in reversed(range(max(int(lo), 0) if lo != -INF else 0, int(hi))):
             value = self.z3.If(e == i, self.constant(2**i), value)
-        return value
+        return self.z3.If(e < 0, self.constant(0), value) if lo < 0 else value
 
     def shifted_right(self, term, x, exponent):
         """`term` is x >> exponent, floor(x / 2**exponent): its multiple of 2**exponent is at

@@ -42,7 +42,8 @@ The model (sound over-approximation of what a thread can do):
 - Barriers: each path carries its epochs (`barriers`); a loop whose body passes a barrier
   gets a trip count T, with k < T in the body: n where the loop runs n times and has no
   early exit, else a block-uniform atom (up to n where n is known; at least 1 for a `for`
-  over a range that is never empty, from the intervals of its start and stop).
+  over a range that is never empty, from the intervals of its start and stop, and for a
+  loop whose condition holds at entry by the intervals of the values there).
 - `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
   counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
@@ -507,12 +508,15 @@ class _Thread:
             del self.exits[label][count:]
 
     def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None,
-             once: bool = False) -> None:
+             once: bool | None = None) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
         its condition; `carried`: the variables it sets there, a `for` loop's; `count`: its
-        trip count, where its range gives it; `once`: iteration 0 surely runs) until what it
-        assumes of the variables it carries holds at the back edge (`invariants`;
-        cooperative kernels only), then continue after the loop."""
+        trip count, where its range gives it; `once`: iteration 0 surely runs, as a `for`
+        loop's range says, or None: as the condition says at entry, for a `while` loop,
+        whose variables' intervals hold at the head of every iteration, not only in the
+        body as a `for` loop's does) until what it assumes of the variables it carries
+        holds at the back edge (`invariants`; cooperative kernels only), then continue
+        after the loop."""
         kinds, needs, exact, assigned = _loop_info(body)
         outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
@@ -532,12 +536,13 @@ class _Thread:
             cond = enter(Poly.atom(counter))
             heads = {n: self.env.get(n) for n in names}
             runs = count if count is not None else invariants.trip_count(cond, counter, self.space)
+            surely = once if once is not None else invariants.entered(cond, heads, outer.env, self.space)
             settled = self.settled(heads, counter, runs, exact, carried)
             if runs is not None:
                 cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
             invariants.refine(cond, fresh, self.space)
             if kinds:
-                trips = self.trip_count(runs, exact, label, once)
+                trips = self.trip_count(runs, exact, label, surely)
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
             self.block(body)
@@ -565,7 +570,7 @@ class _Thread:
         self.pc, self.env = outer.pc, dict(outer.env)
         if kinds:
             self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks],
-                                         once)
+                                         surely)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
                                               [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
                            for n in names})
