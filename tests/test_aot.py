@@ -73,6 +73,17 @@ def test_a_bundle_is_not_a_file_of_another_kind(tmp_path):
     (tmp_path / "x.vgb").write_bytes(b"not a bundle")
     with pytest.raises(vg.LaunchError, match="not a verdigris bundle"):
         vg.load_bundle(tmp_path / "x.vgb")
+    with pytest.raises(vg.LaunchError, match="cannot read the bundle"):
+        vg.load_bundle(tmp_path)
+
+
+@needs_assembler
+def test_a_bundle_cut_short_is_damaged(tmp_path):
+    axpy.compile_aot(AXPY_SIG, block=256).save(tmp_path / "k.vgb")
+    data = (tmp_path / "k.vgb").read_bytes()
+    (tmp_path / "cut.vgb").write_bytes(data[:40])
+    with pytest.raises(vg.LaunchError, match="damaged verdigris bundle"):
+        vg.load_bundle(tmp_path / "cut.vgb")
 
 
 @needs_assembler

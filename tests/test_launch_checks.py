@@ -149,3 +149,20 @@ def copy_plus_one(x, out):
     r, c = simt.global_id(1), simt.global_id(0)
     if r < out.shape[0] and c < out.shape[1]:
         out[r, c] = x[r, c] + 1.0
+
+
+def test_host_api_mistakes_get_clear_errors():
+    from verdigris.examples.tile_vector_add import add
+
+    with pytest.raises(vg.LaunchError, match=r"launch it with add\[grid\]\(\.\.\.\)"):
+        add(np.ones(4, np.float32), np.ones(4, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(vg.LaunchError, match="non-empty list of configs") as info:
+        vg.autotune(configs=[1024, 4096], key=["n"])(add)
+    assert "BLOCK" in info.value.hint
+    before = vg.current_backend()
+    if before == "cpu":
+        with pytest.raises(vg.BackendError, match="need the cuda backend"):
+            vg.Event()
+    vg.set_backend("CPU")
+    assert vg.current_backend() == "cpu"
+    vg.set_backend(before)

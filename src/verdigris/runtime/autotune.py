@@ -70,10 +70,11 @@ class Autotuner:
         self.kernel, self.timer = kernel, timer
         self.__name__ = kernel.__name__
         names = {p.name: p for p in kernel.params}
-        self.configs = [dict(c) for c in configs or ()]
-        if not self.configs or not all(isinstance(c, dict) for c in configs):
+        if not configs or not all(isinstance(c, dict) for c in configs):
             raise LaunchError(f"{self.__name__}: autotune needs a non-empty list of configs "
-                              "(dicts of constexpr values)")
+                              "(dicts of constexpr values)", hint="e.g. configs=[{'BLOCK': 1024}, "
+                              "{'BLOCK': 4096}]")
+        self.configs = [dict(c) for c in configs]
         for config in self.configs:
             for name in config:
                 if name in LAUNCH_OPTIONS and kernel.track == "tile":

@@ -23,8 +23,9 @@ def on_switch(callback) -> None:
 
 
 def set_backend(name: str) -> None:
-    """Run kernels on `name` ("cuda" or "cpu") from now on."""
+    """Run kernels on `name` ("cuda" or "cpu", in any case, as VERDIGRIS_BACKEND) from now on."""
     global _chosen
+    name = name.lower() if isinstance(name, str) else name
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "cuda":

@@ -269,14 +269,21 @@ def _loc(loc: Loc | None) -> list | None:
 
 def load_bundle(path) -> "BundleKernel":
     """The kernel in a bundle file, ready to launch on the cuda backend."""
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise LaunchError(f"cannot read the bundle {path}: {err.strerror}") from None
     if not data.startswith(MAGIC):
         raise LaunchError(f"{path} is not a verdigris bundle")
-    (length,) = struct.unpack_from("<Q", data, len(MAGIC))
-    start = len(MAGIC) + 8
-    manifest = json.loads(data[start:start + length])
-    return BundleKernel(manifest, memoryview(data)[start + length:])
+    try:
+        (length,) = struct.unpack_from("<Q", data, len(MAGIC))
+        start = len(MAGIC) + 8
+        manifest = json.loads(data[start:start + length])
+        return BundleKernel(manifest, memoryview(data)[start + length:])
+    except (struct.error, ValueError, KeyError, TypeError):  # cut short, or written by hand
+        raise LaunchError(f"{path} is a damaged verdigris bundle",
+                          hint="write it again with verdigris compile --emit bundle") from None
 
 
 class BundleKernel(KernelFunction):

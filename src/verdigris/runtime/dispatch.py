@@ -157,8 +157,9 @@ class KernelFunction:
         return f"<verdigris {self.track} kernel {self.__name__}>"
 
     def __call__(self, *args, **kwargs):
+        config = "grid, block" if self.track == "simt" else "grid"
         raise LaunchError(f"{self.__name__} is a kernel: launch it with "
-                          f"{self.__name__}[grid, block](...)")
+                          f"{self.__name__}[{config}](...)")
 
     @property
     def params(self) -> tuple[ParamInfo, ...]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import sys
 
-from ..errors import LaunchError
+from ..errors import BackendError, LaunchError
 
 DEFAULT_STREAM = 0
 
@@ -94,8 +94,11 @@ class Event:
     inside stream capture (they become graph nodes)."""
 
     def __init__(self, device: int = 0, timing: bool = True):
-        from . import driver
+        from . import backend, driver
 
+        if backend.current() != "cuda":
+            raise BackendError("events order and time work on a GPU: they need the cuda "
+                               "backend (on the cpu backend kernels run to completion in turn)")
         drv = driver.api()
         flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
             drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
