@@ -144,6 +144,19 @@ class KernelError(Error):
 class BoundsError(KernelError):
     """An index out of bounds, naming kernel, line, block, thread, index and shape."""
 
+    @classmethod
+    def of(cls, array: str, index, shape: tuple, where: str, loc) -> "BoundsError":
+        """VG302 for `array[index]` outside `shape`, `where` saying in which kernel, block
+        and thread (or tile element)."""
+        index = [int(i) for i in index]
+        hint = ("a negative index is out of bounds: indices never wrap around"
+                if min(index, default=0) < 0 else
+                "guard the access with the array's shape (`if i < x.shape[0]:`), launch no "
+                "more threads than there are elements, or give a tile scatter or gather "
+                "mask= for its lanes past the end")
+        return cls(f"out of bounds: {array}[{', '.join(map(str, index))}] with shape {shape} "
+                   f"in {where}", loc, hint=hint, code="VG302")
+
 
 class DivergenceError(KernelError, SafetyError):
     """While a kernel ran: a barrier (or a warp's shuffle, vote or syncwarp) reached by some

@@ -169,12 +169,8 @@ def _check_bounds(fr, mem: Memory, index: list, mask: np.ndarray, loc: Loc) -> N
     outside &= mask
     if outside.any():
         lane = int(outside.argmax())
-        at = [int(i[lane]) for i in index]
-        raise BoundsError(
-            f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} "
-            f"in kernel {fr.kernel_name}, {fr.describe(lane)}", loc,
-            hint="a negative index is out of bounds: indices never wrap around"
-            if min(at) < 0 else "", code="VG302")
+        raise BoundsError.of(mem.name, [i[lane] for i in index], mem.shape,
+                             f"kernel {fr.kernel_name}, {fr.describe(lane)}", loc)
 
 
 def _observed(fr, mem: Memory, index: list, mask: np.ndarray, site: Site) -> Access:

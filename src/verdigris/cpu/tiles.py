@@ -169,13 +169,8 @@ class _Block:
 
     def out_of_bounds(self, mem: _Memory, at, loc, element=None) -> BoundsError:
         where = "" if element is None else f" (tile element {tuple(map(int, element))})"
-        at = [int(i) for i in at]
-        return BoundsError(
-            f"out of bounds: {mem.name}[{', '.join(map(str, at))}] with shape {mem.shape} in "
-            f"kernel {self.launch.kernel.name}, block {tuple(map(int, self.block_id))}{where}",
-            loc, code="VG302",
-            hint="a negative index is out of bounds: indices never wrap around"
-            if min(at) < 0 else "")
+        return BoundsError.of(mem.name, at, mem.shape, f"kernel {self.launch.kernel.name}, "
+                              f"block {tuple(map(int, self.block_id))}{where}", loc)
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,11 @@ class Expressions:
                                hint="tiles are values: make the new tile, e.g. "
                                     "t = tile.where(mask, value, t)")
         if not isinstance(array, N.ArrayRef):
-            raise CompileError("only arrays, tuples and tiles can be indexed", loc)
+            what = getattr(getattr(array, "dtype", None), "name", None)
+            named = f"{node.value.id!r} is a {what} scalar, and " if what and \
+                isinstance(node.value, ast.Name) else ""
+            raise CompileError(f"{named}only arrays, tuples and tiles can be indexed", loc,
+                               hint="pass an array for it at the launch" if named else "")
         parts = _subscript_items(node)
         if any(isinstance(p, ast.Slice) for p in parts):
             raise UnsupportedConstruct("slices are not supported inside kernels", loc,
@@ -196,7 +200,8 @@ class Expressions:
         if len(values) != array.type.ndim:
             raise CompileError(f"{array.name!r} has {array.type.ndim} dimension"
                                f"{'s' * (array.type.ndim != 1)} but is indexed with {len(values)}",
-                               loc)
+                               loc, hint=f"give one index per dimension, or pass an array of "
+                               f"{len(values)} dimension{'s' * (len(values) != 1)}")
         indices = []
         for axis, (value, ploc) in enumerate(values):
             if is_number(value):

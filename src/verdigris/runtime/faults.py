@@ -111,8 +111,4 @@ def _error(words: list) -> BoundsError:
     shape = tuple(words[checks.RECORD_EXTENT:checks.RECORD_EXTENT + ndim])
     block = tuple(words[checks.RECORD_BLOCK:checks.RECORD_BLOCK + 3])
     thread = tuple(words[checks.RECORD_THREAD:checks.RECORD_THREAD + 3])
-    return BoundsError(
-        f"out of bounds: {array}[{', '.join(map(str, index))}] with shape {shape} "
-        f"in kernel {name}, block {block} thread {thread}", loc,
-        hint="a negative index is out of bounds: indices never wrap around"
-        if min(index, default=0) < 0 else "", code="VG302")
+    return BoundsError.of(array, index, shape, f"kernel {name}, block {block} thread {thread}", loc)
