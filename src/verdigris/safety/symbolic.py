@@ -130,6 +130,7 @@ _WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "
 
 _SHUFFLE_SOURCES = {  # op -> (thread, its lane, the argument) -> the lane it reads
     "shfl_down": lambda t, lane, d: lane + d,
+    "shfl_up": lambda t, lane, d: lane - d,
     "shfl_xor": lambda t, lane, m: INT_OPS["xor"](t, lane, m, T.int32),
     "shfl_idx": lambda t, lane, source: source,
 }
@@ -379,7 +380,7 @@ class _Thread:
             a = args[0]
             b = -a if e.func == "abs" else args[1]
             first = compare("ge" if e.func in ("abs", "max") else "le", a, b)
-            return self.ite(first, a, b, e.dtype)
+            return self.fit(self.ite(first, a, b, e.dtype), e.dtype)  # abs(INT_MIN) wraps to INT_MIN
         return self.scoped(e.dtype, e.func, *args) if e.dtype.is_bool else self.floating(*args)
 
     def e_warp(self, e: N.WarpOp):
@@ -388,7 +389,10 @@ class _Thread:
         self.checkpoint(_WARP_CALLS[e.op], "warp", e.loc, self.shuffle_source(e.op, lane))
         # the same for the whole warp: votes, a value read from one lane; else as uniform as
         # the value (a vote of a predicate, a shuffle of a value, the same on every lane)
-        voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp"))
+        # (a lane outside 0..31 gives each lane its own value: not one value for the warp)
+        voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp")
+                                     and 0 <= self.space.interval(lane)[0]
+                                     and self.space.interval(lane)[1] < 32)
         scope = "warp" if voted else join(meet(self.scopes.of(value), "block"),
                                            "warp" if e.op in ("any", "all") else "thread")
         return self.scoped(e.dtype, _WARP_CALLS[e.op], scope=scope)
@@ -408,9 +412,9 @@ class _Thread:
             self.checkpoints.append(Checkpoint(what, scope, self.pc, loc, self.counters(), source))
 
     def shuffle_source(self, op: str, arg):
-        """The lane a shuffle reads, where it may be a higher lane than the reader's own (a
-        lane a partial warp may lack); None for votes and `shfl_up` (which reads lower lanes
-        only), or an argument the checker cannot see."""
+        """The lane a shuffle reads (one a partial warp may lack: a higher lane than the
+        reader's own, `shfl_up` by a negative delta too); None for votes, or an argument
+        the checker cannot see."""
         if op not in _SHUFFLE_SOURCES or not isinstance(arg, Poly):
             return None
         lane = self.space.register("lane_id", 0)

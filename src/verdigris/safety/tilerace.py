@@ -57,6 +57,8 @@ HINTS = {
                "either way, a last tile that runs past the end of the indices needs "
                "mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), or its padded lanes write "
                "their padding to the element the padding indexes",
+    "one block": "write to a separate output array (or read from a copy), or split the "
+                 "kernel in two launches",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
             "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
             "`int(tile.bid(0)) * 4096`",
@@ -77,6 +79,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
             by_array.setdefault(access.array, []).append(access)
     fast = 0
     for accesses in by_array.values():
+        found = len(analysis.errors)
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
                 code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
@@ -95,7 +98,29 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                     analysis.errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
                     analysis.errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
+        inside = _inside_one_block(accesses, CODE_OF_KINDS)  # when blocks do not already collide
+        if inside is not None and len(analysis.errors) == found:
+            analysis.errors.append(inside)
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+
+
+def _inside_one_block(accesses: list, code_of_kinds: dict) -> SafetyError | None:
+    """A gather or scatter of an array the block also writes (or reads) elsewhere: the
+    threads of one block are not ordered between its statements, and a gather or scatter
+    reaches elements that other threads of the block hold (a tile view at one index and
+    shape keeps each element with one thread; a gather or scatter does not). The first
+    such pair, in program order, or None."""
+    for i, a in enumerate(accesses):
+        for b in accesses[i + 1:]:
+            code = code_of_kinds.get(tuple(sorted((a.kind, b.kind))))
+            if code is None or "gather" not in (a.op, b.op) and "scatter" not in (a.op, b.op):
+                continue
+            message = (f"{CODES[code].title}: the threads of one block are not ordered between "
+                       f"its accesses to {a.array}: line {a.loc.line} {_VERBS[a.kind]} it "
+                       f"({a.op}) and line {b.loc.line} {_VERBS[b.kind]} it ({b.op}), and a "
+                       f"gather or scatter reaches elements other threads of the block hold")
+            return SafetyError(message, b.loc, HINTS["one block"], code)
+    return None
 
 
 # ----------------------------------------------------------------------------- proofs
