@@ -25,7 +25,8 @@ The model (sound over-approximation of what a thread can do):
   `intops`.
 - Loops are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
-  counter k >= 0 under the loop condition. Where that condition is a constant at each k
+  counter k >= 0 under the loop condition, and so is a 64-bit variable a `while` loop
+  steps once per iteration by a loop-invariant amount (a narrower one may wrap). Where that condition is a constant at each k
   (its variables are constants or closed forms in k, `invariants`: `d = N >> 1; while
   d > 0: ...; d >>= 1`) or a `for` loop's range is constant, the loop runs a known number
   of times n: k < n in the body, which bounds the variables there (`offset *= 2` stays
@@ -621,9 +622,12 @@ class _Thread:
 
     def s_while(self, s: N.While):
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
-        # iteration k, i is its value before the loop plus k * step
+        # iteration k, i is its value before the loop plus k * step. Only a 64-bit i: a
+        # narrower one may wrap between iterations (uint32 i += 2**31 comes back to i), which
+        # a progression cannot say; 64-bit wrap-around is outside the model everywhere.
         steps = {name: (self.env.get(name), self.eval(step))
-                 for name, step in _inductions(s.body).items() if name in self.env}
+                 for name, step in _inductions(s.body).items()
+                 if name in self.env and self.kernel.locals[name].bits == 64}
 
         def enter(k: Poly) -> tuple:
             for name, (start, step) in steps.items():
