@@ -119,9 +119,9 @@ def _k_no_counter(counter, out):
 
 @pytest.mark.parametrize("fn,counter,marker,message", [
     (_k_float_counter, np.zeros(1, np.float32), "simt.block_ticket(counter)]", "int32, uint32"),
-    (_k_counter_reset, np.zeros(1, np.int32), "counter[0] = 0", "only by atomic_add of a positive"),
+    (_k_counter_reset, np.zeros(1, np.int32), "counter[0] = 0", "only by atomic_add of 1"),
     (_k_counter_exchanged, np.zeros(1, np.int64), "simt.atomic_exch(counter, 0, 5)",
-     "only by atomic_add of a positive"),
+     "only by atomic_add of 1"),
     (_k_no_counter, np.zeros(1, np.int32), "simt.block_ticket()]", "takes one argument"),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_misuse_is_a_compile_error_at_the_line(fn, counter, marker, message):

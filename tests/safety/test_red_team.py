@@ -86,7 +86,8 @@ def test_a_gather_of_what_the_block_stores_is_refused_and_its_twin_accepted():
 @simt.kernel
 def ticket_counter_that_wraps(x, counter, out):
     """Each block adds 2**30 - 1 to the counter besides its ticket's 1: the int32 counter
-    wraps after 4 blocks, so blocks 0 and 4 both hold ticket 0 and write out[0..31]."""
+    wraps after 4 blocks, so blocks 0 and 4 both hold ticket 0 and write out[0..31]
+    (fixed: a ticket counter may change only by adds of 1)."""
     t = simt.thread_id(0)
     ticket = simt.block_ticket(counter)
     if t == 0:
@@ -141,10 +142,10 @@ def read_in_the_failing_loop_check(x, out):
     out[t] = buf[t]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: block_ticket counters may wrap")
 def test_a_ticket_counter_that_wraps_is_refused():
     x, counter, out = np.ones(32, np.float32), np.zeros(1, np.int32), np.zeros(128, np.float32)
-    assert verdict(ticket_counter_that_wraps, (5,), (32,), x, counter, out)
+    with pytest.raises(vg.CompileError, match="only by atomic_add of 1"):
+        verdict(ticket_counter_that_wraps, (5,), (32,), x, counter, out)
 
 
 def test_a_while_induction_that_wraps_is_refused():

@@ -134,8 +134,10 @@ def accesses(stmts) -> tuple[set, set]:
 
 
 def _check_ticket_counters(body) -> None:
-    """Tickets are distinct only while every write of their counter is an atomic add of a
-    positive constant (each such add returns a value no other add returns)."""
+    """Tickets are distinct only while the counter does not wrap around: every write of it
+    must be an atomic add of 1, as the ticket's own is (each returns a value no other add
+    returns, and fewer than 2**32 of them, which the proofs assume, cannot wrap a 32-bit
+    counter; 5 adds of 2**30 would)."""
     nodes = list(walk(body))
     counters = {n.array.type.ticket_of for n in nodes if isinstance(n, N.LocalAlloc)} - {None}
     if not counters:
@@ -143,9 +145,9 @@ def _check_ticket_counters(body) -> None:
     for node in nodes:
         if isinstance(node, WRITE_NODES) and node.array.name in counters and not (
                 isinstance(node, N.Atomic) and node.op == "add" and isinstance(node.value, N.Const)
-                and node.value.value > 0):
+                and node.value.value == 1):
             raise CompileError(f"'{node.array.name}' is the counter of a simt.block_ticket(), so it "
-                               "may change only by atomic_add of a positive constant: this write "
+                               "may change only by atomic_add of 1: this write "
                                "could make two blocks' tickets equal", node.loc,
                                hint="keep the counter for tickets alone; use another array for this")
 

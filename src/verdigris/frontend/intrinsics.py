@@ -275,7 +275,7 @@ def _block_ticket(tr, args, kwargs, loc):
     on `counter[0]` by the block's first thread, handed to the others through a shared slot:
     barrier (earlier readers of the slot are done), the add, barrier, the read. Every block
     sees counter's value before its add, so tickets are distinct across blocks (the frontend
-    checks that nothing else writes the counter but adds of a positive constant), and a
+    checks that nothing else writes the counter but adds of 1), and a
     block that waits only on lower tickets waits on blocks that are already running. The
     ticket is the counter's value as an unsigned integer of its width, so that indices built
     from it are provably not negative (and need no bounds check below zero)."""

@@ -58,7 +58,7 @@ class ArrayType:
     # and their bounds tests are 32-bit)
     on_grid: bool = False
     # the shared slot of a `simt.block_ticket(counter)`: the name of its counter, whose every
-    # write the frontend has checked to be an atomic add of a positive constant
+    # write the frontend has checked to be an atomic add of 1
     ticket_of: Optional[str] = None
 
     def __str__(self) -> str:

@@ -58,7 +58,7 @@ def unordered(enc, a, b, space, apart: bool = False):
 
 def _tickets_apart(enc, space, blocks_differ: list) -> list:
     """Two blocks never hold the same ticket of one counter: each `block_ticket` is the old
-    value of its own atomic add, and every write of the counter adds a positive constant."""
+    value of its own atomic add, and every write of the counter adds 1."""
     z3 = enc.z3
     used = [n for n in enc.used if n in space.tickets]
     if not used or not blocks_differ:

@@ -72,8 +72,9 @@ block_ticket = device_only(
     "for blocks with lower tickets waits for blocks that are already running, whatever order "
     "the GPU starts blocks in; the race checker knows two blocks' tickets differ. Every "
     "thread of the block must reach it together (it holds two barriers), and nothing else "
-    "may write `counter` but atomic_add of a positive constant. The proofs assume fewer "
-    "than 2**32 tickets of a 32-bit counter per launch (they wrap around after that).")
+    "may write `counter` but atomic_add of 1 (a larger constant would wrap it sooner). The "
+    "proofs assume fewer than 2**32 tickets and adds of a 32-bit counter per launch (they "
+    "wrap around after that).")
 
 _WARP_DOCS = {
     "shfl_down": "shfl_down(value, delta): `value` of lane lane_id() + delta (own value past "
