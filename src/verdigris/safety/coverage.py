@@ -107,14 +107,16 @@ def _within(elements, shape):
 def _counter_ranges(space) -> dict:
     """counter -> how many iterations to enumerate: what its loop variables' intervals and
     constant steps allow (from the lowest start), else the length of a progression spelled
-    out on it (past it, the values repeat the last one)."""
-    bounded, spelled = {}, {}
+    out on it (past it, its values repeat the last one), unless another variable of that
+    loop goes on changing without bound (the loop then runs past the spelled-out part)."""
+    bounded, spelled, endless = {}, {}, set()
     for atom in space.atoms.values():
         if atom.kind == "loopvar":
             start, k, step = atom.definition
             counter = next(iter(k.atoms()), None)
             first, d = space.interval(start)[0 if (step.value or 0) > 0 else 1], step.value
             if counter is None or not d or INF in (abs(first), abs(atom.lo), abs(atom.hi)):
+                endless |= {counter} - {None}
                 continue
             count = max(int((atom.hi - first) // d + 1 if d > 0 else (atom.lo - first) // d + 1), 0)
             bounded[counter] = min(bounded.get(counter, count), count)
@@ -123,6 +125,7 @@ def _counter_ranges(space) -> dict:
             names = [m[0] for m in k.terms if m]
             if len(names) == 1 and space.atoms[names[0]].kind == "counter":
                 spelled[names[0]] = max(spelled.get(names[0], 0), 2 - k.terms.get((), 0))
+    spelled = {c: n for c, n in spelled.items() if c not in endless}
     return {c: n for c, n in {**spelled, **bounded}.items() if n <= LIMIT}
 
 
