@@ -1,8 +1,8 @@
 """Kernels a red team wrote to get unsafe code past the static checker (2026-12-01).
 
-Fixed ones are regression tests: each is unsafe and must be refused. The others are known
-gaps, `xfail(strict=True)`: each asserts the refusal the checker owes, so the day a fix
-lands the test passes and the marker must go. Each docstring says why the kernel is unsafe.
+Each kernel is unsafe and must be refused; each docstring says why, and what fixed it. (They
+were strict xfail tests until fixed: a known gap is kept that way, asserting the refusal
+owed, so that the fix turns it into a regression test.)
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def verdict(kernel, grid, block, *args) -> list:
     return [e.code for e in safety.analyze(fresh.build(key)).errors]
 
 
-# ----------------------------------------------------------------------------- fixed
+# ----------------------------------------------------------------------------- warp operations, abs, tiles
 
 
 @simt.kernel
@@ -80,7 +80,7 @@ def test_a_gather_of_what_the_block_stores_is_refused_and_its_twin_accepted():
     assert verdict(reverse_into_out, (4,), None, x, out, 64) == []
 
 
-# ----------------------------------------------------------------------------- known gaps
+# ----------------------------------------------------------------------------- gaps fixed later
 
 
 @simt.kernel
@@ -129,7 +129,8 @@ def loop_past_a_sequence_that_ends(x, out, n):
 
 @simt.kernel
 def read_in_the_failing_loop_check(x, out):
-    """The last, failing check of the loop reads buf[4], which thread 40 writes meanwhile."""
+    """The last, failing check of the loop reads buf[4], which thread 40 writes meanwhile
+    (fixed: a while condition that loads is evaluated once more after the loop)."""
     buf = simt.shared.array(64, vg.int32)
     t = simt.thread_id(0)
     buf[t] = x[t]
@@ -158,7 +159,6 @@ def test_a_loop_running_past_a_sequence_that_ends_is_refused():
     assert verdict(loop_past_a_sequence_that_ends, (1,), (64,), x, out, np.int64(20))
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a loop condition's last, failing check")
 def test_a_read_in_the_failing_loop_check_is_refused():
     x, out = np.arange(64, dtype=np.int32), np.zeros(64, np.int32)
     assert verdict(read_in_the_failing_loop_check, (1,), (64,), x, out)

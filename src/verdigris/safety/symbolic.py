@@ -638,6 +638,10 @@ class _Thread:
             return cond
 
         self.loop(s.body, enter, "an iteration of the while loop")
+        # the last, failing check reads too, with what the loop leaves (the checks inside the
+        # loop see only values that pass: `refine` and a known trip count narrow them)
+        if any(isinstance(n, N.Load) for n in _walk([s.cond])):
+            self.eval(s.cond)
 
     def progression(self, name: str, start: Poly, step: Poly, k: Poly,
                     bounds: tuple | None = None) -> Poly:
