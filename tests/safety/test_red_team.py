@@ -162,3 +162,19 @@ def test_a_loop_running_past_a_sequence_that_ends_is_refused():
 def test_a_read_in_the_failing_loop_check_is_refused():
     x, out = np.arange(64, dtype=np.int32), np.zeros(64, np.int32)
     assert verdict(read_in_the_failing_loop_check, (1,), (64,), x, out)
+
+
+@simt.kernel
+def previous_element_in_uint64(x, out):
+    t = vg.uint64(simt.thread_id(0))
+    if t > vg.uint64(0):
+        out[t] = x[t - vg.uint64(1)]
+
+
+def test_uint64_arithmetic_is_modelled_without_wrap_around_not_a_crash():
+    """64-bit wrap-around is outside the model: `t - 1` in uint64 made a wrap atom of an
+    unbounded modulus, and the bounds prover raised a z3 parser error from inside."""
+    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    assert verdict(previous_element_in_uint64, (1,), (64,), x, out) == []
+    previous_element_in_uint64[1, 64](x, out)
+    np.testing.assert_array_equal(out[1:], x[:-1])

@@ -218,7 +218,7 @@ def prove(kernel: N.Kernel) -> Proof:
     verdict: dict = {}
     for found in run.found:
         key = id(found.node)
-        verdict[key] = verdict.get(key, True) and prover.prove(found)
+        verdict[key] = verdict.get(key, True) and _proves(prover, found)
     narrow = narrow_axes([f for f in run.found if not verdict[id(f.node)]])
     for name, axis in narrow:
         prover.require(space.shape(name, axis) - Poly.const(N.NARROW_EXTENT))
@@ -226,6 +226,14 @@ def prove(kernel: N.Kernel) -> Proof:
     return Proof(frozenset(k for k, ok in verdict.items() if ok), preconditions,
                  time.perf_counter() - start, prover.queries,
                  tuple(f"{name}:{axis}" for name, axis in narrow))
+
+
+def _proves(prover: _Prover, found: _Found) -> bool:
+    """Whether `found` is proven in bounds; an index the model cannot take keeps its check."""
+    try:
+        return prover.prove(found)
+    except Exception:
+        return False
 
 
 def narrow_axes(checked: list) -> list:

@@ -234,7 +234,7 @@ class _Thread:
         the hardware's are, not wherever an unknown could make them."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        if rlo <= lo and hi <= rhi:
+        if rlo <= lo and hi <= rhi or dtype.bits == 64:  # 64-bit wrap-around: outside the model
             return p
         return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
 
