@@ -178,3 +178,18 @@ def test_uint64_arithmetic_is_modelled_without_wrap_around_not_a_crash():
     assert verdict(previous_element_in_uint64, (1,), (64,), x, out) == []
     previous_element_in_uint64[1, 64](x, out)
     np.testing.assert_array_equal(out[1:], x[:-1])
+
+
+@simt.kernel
+def grid_stride_in_int32(x, out):
+    i = simt.block_id(0) * simt.block_dim(0) + simt.thread_id(0)
+    while i < out.shape[0]:
+        out[i] = x[i] * 2.0
+        i += simt.grid_dim(0) * simt.block_dim(0)
+
+
+def test_an_int32_variable_a_while_loop_steps_is_refused_with_how_to_widen_it():
+    x, out = np.ones(1000, np.float32), np.zeros(1000, np.float32)
+    with pytest.raises(vg.SafetyError, match=r"depends on i \(int32, stepped by the loop: it "
+                                             r"may wrap; make it 64-bit, e.g. from simt.global_id\)"):
+        grid_stride_in_int32[4, 128](x, out)

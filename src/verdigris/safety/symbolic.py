@@ -484,17 +484,18 @@ class _Thread:
         iters = tuple(Poly.atom(c) for c in self.counters())
         self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 
-    def havoc(self, names, assumed: dict, entry: dict = None, k: Poly = None) -> set:
+    def havoc(self, names, assumed: dict, entry: dict = None, k: Poly = None,
+              labels: dict | None = None) -> set:
         """Values for `names` (`assumed`: name -> `invariants.Assumed`) at iteration `k` of a
-        loop entered with `entry` (a closed form where one is assumed), else fresh ones;
-        gives their atoms."""
+        loop entered with `entry` (a closed form where one is assumed), else fresh ones
+        (named by `labels` where given); gives their atoms."""
         atoms = set()
         for name in names:
             a, dtype = assumed[name], self.kernel.locals[name]
             value = None if not a.form or k is None else invariants.closed_form(
                 a.form, entry.get(name), k, a.lo, a.hi, self.space, name)
             if value is None:
-                value = self.scoped(dtype, name, scope=a.scope)
+                value = self.scoped(dtype, (labels or {}).get(name, name), scope=a.scope)
                 if isinstance(value, Poly):
                     atom = self.space.atoms[next(iter(value.atoms()))]
                     atom.lo, atom.hi = max(atom.lo, a.lo), min(atom.hi, a.hi)
@@ -513,7 +514,7 @@ class _Thread:
             del self.exits[label][count:]
 
     def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None,
-             once: bool | None = None) -> None:
+             once: bool | None = None, labels: dict | None = None) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
         its condition; `carried`: the variables it sets there, a `for` loop's; `count`: its
         trip count, where its range gives it; `once`: iteration 0 surely runs, as a `for`
@@ -521,7 +522,7 @@ class _Thread:
         whose variables' intervals hold at the head of every iteration, not only in the
         body as a `for` loop's does) until what it assumes of the variables it carries
         holds at the back edge (`invariants`; cooperative kernels only), then continue
-        after the loop."""
+        after the loop. `labels`: how a refusal names a variable that comes out unknown."""
         kinds, needs, exact, assigned = _loop_info(body)
         outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
@@ -535,7 +536,7 @@ class _Thread:
             frame = _Frame("", counter, needs, exact)
             self.frames.append(frame)
             self.env = dict(outer.env)
-            fresh = self.havoc(names, assumed, outer.env, Poly.atom(counter))
+            fresh = self.havoc(names, assumed, outer.env, Poly.atom(counter), labels)
             current = {n: self.env[n] for n in names}
             self.epochs = barriers.iteration(outer.epochs, kinds, counter)  # (the condition's too)
             cond = enter(Poly.atom(counter))
@@ -578,7 +579,7 @@ class _Thread:
                                          surely)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
                                               [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
-                           for n in names})
+                           for n in names}, labels=labels)
         self.env.update(settled)
 
     def settled(self, heads: dict, counter: str, runs: int | None, exact: bool, carried: tuple) -> dict:
@@ -625,9 +626,12 @@ class _Thread:
         # iteration k, i is its value before the loop plus k * step. Only a 64-bit i: a
         # narrower one may wrap between iterations (uint32 i += 2**31 comes back to i), which
         # a progression cannot say; 64-bit wrap-around is outside the model everywhere.
-        steps = {name: (self.env.get(name), self.eval(step))
-                 for name, step in _inductions(s.body).items()
-                 if name in self.env and self.kernel.locals[name].bits == 64}
+        stepped = {name: step for name, step in _inductions(s.body).items() if name in self.env}
+        steps = {name: (self.env.get(name), self.eval(step)) for name, step in stepped.items()
+                 if self.kernel.locals[name].bits == 64}
+        labels = {name: f"{name} ({self.kernel.locals[name].name}, stepped by the loop: it may "
+                        f"wrap; make it 64-bit, e.g. from simt.global_id)"
+                  for name in stepped if name not in steps}
 
         def enter(k: Poly) -> tuple:
             for name, (start, step) in steps.items():
@@ -637,7 +641,7 @@ class _Thread:
             self.origin(cond, s.cond.loc)
             return cond
 
-        self.loop(s.body, enter, "an iteration of the while loop")
+        self.loop(s.body, enter, "an iteration of the while loop", labels=labels)
         # the last, failing check reads too, with what the loop leaves (the checks inside the
         # loop see only values that pass: `refine` and a known trip count narrow them)
         if any(isinstance(n, N.Load) for n in _walk([s.cond])):
