@@ -13,7 +13,8 @@ from verdigris.cli import main
 from verdigris.examples import axpy
 from verdigris.safety.codes import CODES
 from verdigris.safety.explain import EXPLANATIONS, PRELUDE_LINES, explain, program
-from verdigris.safety.scan import as_view, overlap, param_usage
+from verdigris.safety.usage import param_usage
+from verdigris.safety.views import as_view, overlap
 
 EXAMPLES = Path(vg.__file__).parent / "examples"
 README = Path(__file__).resolve().parents[1] / "README.md"
