@@ -230,8 +230,13 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
     facts: dict = {}  # array argument index -> _Facts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
         if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
-            w.env[f"_c{i}"], w.env[f"_ct{i}"], w.env["_type_tag"] = entry[1], entry[2], type_tag
-            w.check(f"{name} is not _c{i} and (_type_tag({name}) != _ct{i} or {name} != _c{i})")
+            w.env[f"_c{i}"] = entry[1]
+            if isinstance(entry[1], tuple):  # element by element
+                w.env[f"_ct{i}"], w.env["_type_tag"] = entry[2], type_tag
+                w.check(f"{name} is not _c{i} and (_type_tag({name}) != _ct{i} or {name} != _c{i})")
+            else:  # one identity test, as for a scalar's type
+                w.env[f"_ct{i}"] = type(entry[1])
+                w.check(f"{name} is not _c{i} and (type({name}) is not _ct{i} or {name} != _c{i})")
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")

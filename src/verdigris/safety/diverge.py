@@ -34,6 +34,7 @@ import math
 import re
 
 from ..errors import SafetyError
+from ..simt import warp_size
 from . import diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
@@ -41,7 +42,6 @@ from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"block": "VG210", "warp": "VG214"}
-WARP_SIZE = 32
 
 
 def check(trace, budget: int) -> tuple:
@@ -69,7 +69,7 @@ def _last_warp_lanes(space) -> int:
     block that is not specialized: assumed to be whole warps)."""
     if space.block is None:
         return 0
-    return math.prod(space.block) % WARP_SIZE
+    return math.prod(space.block) % warp_size
 
 
 def _in_partial_warp(point, trace, lanes: int, budget: int):
@@ -83,7 +83,7 @@ def _in_partial_warp(point, trace, lanes: int, budget: int):
     facts += [enc.formula(f) for f in space.uniform_domain]
     facts.append(enc.poly(space.linear().rename("1")) >= math.prod(space.block) - lanes)
     source = enc.poly(point.source.rename("1"))  # a lane the warp lacks: undefined on a GPU
-    facts += [lanes <= source, source < WARP_SIZE]
+    facts += [lanes <= source, source < warp_size]
     result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return None

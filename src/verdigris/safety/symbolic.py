@@ -60,6 +60,7 @@ from typing import NamedTuple
 from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
+from ..simt import warp_size
 from . import barriers
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
@@ -109,6 +110,11 @@ def cooperative(nodes) -> bool:
 
 _WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "shfl_xor()",
                "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()"}
+
+
+def _within_warp(interval: tuple) -> bool:
+    lo, hi = interval
+    return 0 <= lo and hi < warp_size
 
 
 _SHUFFLE_SOURCES = {  # op -> (thread, its lane, the argument) -> the lane it reads
@@ -335,8 +341,7 @@ class _Thread(Loops):
         # the value (a vote of a predicate, a shuffle of a value, the same on every lane)
         # (a lane outside 0..31 gives each lane its own value: not one value for the warp)
         voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp")
-                                     and 0 <= self.space.interval(lane)[0]
-                                     and self.space.interval(lane)[1] < 32)
+                                     and _within_warp(self.space.interval(lane)))
         scope = "warp" if voted else join(meet(self.scopes.of(value), "block"),
                                            "warp" if e.op in ("any", "all") else "thread")
         return self.scoped(e.dtype, _WARP_CALLS[e.op], scope=scope)
