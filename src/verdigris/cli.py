@@ -274,7 +274,7 @@ def launch_shape(kernel, text: str | None, what: str) -> tuple | None:
     checks it (UsageError, not the launch's error located in this file)."""
     if not text:
         return None
-    from .runtime.dispatch import MAX_BLOCK_THREADS, _dims
+    from .runtime.dispatch import _dims
 
     try:
         dims = _dims(tuple(int(d) for d in text.split(",")), what, kernel.__name__)
@@ -282,9 +282,7 @@ def launch_shape(kernel, text: str | None, what: str) -> tuple | None:
         raise UsageError(f"--{what} takes 1 to 3 comma-separated ints, e.g. 256 or 16,16; "
                          f"got {text!r}") from None
     except Error as err:
-        raise UsageError(f"--{what} {text}: {err.message}") from None
-    if what == "block" and dims[0] * dims[1] * dims[2] > MAX_BLOCK_THREADS:
-        raise UsageError(f"--block {text}: a block has at most {MAX_BLOCK_THREADS} threads")
+        raise UsageError(f"--{what} {text}: {err.message}" + (f" ({err.hint})" if err.hint else "")) from None
     return dims
 
 

@@ -19,6 +19,7 @@ import functools
 import threading
 import time
 import weakref
+from math import prod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +75,9 @@ def _dims(value, what: str, name: str, empty: bool = False) -> tuple:
                           f"{'0 or more' if empty else 'positive'}, got {value!r}",
                           hint="the grid counts blocks, e.g. vg.cdiv(n, 256)" if what == "grid"
                           else "a block has 1 to 1024 threads, e.g. 256")
+    if what == "block" and prod(dims) > MAX_BLOCK_THREADS:
+        raise LaunchError(f"{name}: a block of {value!r} has more than {MAX_BLOCK_THREADS} threads",
+                          hint=f"a block has at most {MAX_BLOCK_THREADS} threads, e.g. 256 or (16, 16)")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
@@ -190,9 +194,6 @@ class KernelFunction:
             raise LaunchError(f"{self.__name__}: grid {grid} x block {block} has more than "
                               f"{MAX_AXIS_THREADS} threads along one axis",
                               hint="use a grid-stride loop over a smaller grid")
-        if block is not None and block[0] * block[1] * block[2] > MAX_BLOCK_THREADS:
-            raise LaunchError(f"{self.__name__}: a block of {block} has more than "
-                              f"{MAX_BLOCK_THREADS} threads")
         return Launch(self, grid, block, key)
 
     # ---------------------------------------------------------------- specialization
