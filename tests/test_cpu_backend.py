@@ -656,6 +656,22 @@ def test_min_max_ignore_nan():
         np.testing.assert_array_equal(out, expected)
 
 
+@simt.kernel
+def nan_rule_folded_and_run(x, out):
+    i = simt.global_id(0)
+    if i < 1:
+        out[0] = max(float("nan"), 2.0)  # folded while compiling
+        out[1] = min(3.0, float("nan"))
+        out[2] = max(x[0], 2.0)  # x[0] is NaN: computed at run time
+        out[3] = min(3.0, x[0])
+
+
+def test_constant_folded_min_max_take_the_number_over_nan_as_the_run_time_does():
+    out = np.zeros(4, np.float32)
+    nan_rule_folded_and_run[1, 32](np.array([np.nan], np.float32), out)
+    np.testing.assert_array_equal(out, [2.0, 3.0, 2.0, 3.0])
+
+
 # ----------------------------------------------------------------------------- narrow floats
 
 

@@ -182,8 +182,14 @@ def _clamp(tr, loc, x, lo, hi):
     return _math("min")(tr, [_math("max")(tr, [x, lo], {}, loc), hi], {}, loc)
 
 
+def _number_over_nan(pick):
+    """min/max of two constants by the run time's rule (fminf/fmaxf): a NaN yields the other."""
+    return lambda a, b: b if a != a else a if b != b else pick(a, b)
+
+
 def _host_math(name):
-    return {"abs": builtins.abs, "min": builtins.min, "max": builtins.max,
+    return {"abs": builtins.abs, "min": _number_over_nan(builtins.min),
+            "max": _number_over_nan(builtins.max),
             "round": builtins.round, "exp2": lambda x: 2.0 ** x,
             "log2": math.log2, "fma": None}.get(name) or getattr(math, name)
 
