@@ -140,7 +140,7 @@ def main() -> None:
     impls = {
         "Triton, 8 warps": lambda: tile_bench.tr_layernorm[(ROWS,)](x, w, b, out, COLS, COLS, EPS, BLOCK=COLS,
                                                                      num_warps=8),
-        "ours, 8 warps": lambda: layernorm[ROWS](x, w, b, out, COLS, EPS, COLS=COLS, num_warps=8),
+        "ours, 8 warps": lambda: layernorm[ROWS](x, w, b, out, EPS, COLS=COLS, num_warps=8),
         "ours, 8 warps, fma": lambda: fused[ROWS](x, w, b, out, COLS, EPS, COLS=COLS, num_warps=8),
     }
     for label, name in VARIANTS.items():

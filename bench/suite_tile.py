@@ -149,20 +149,20 @@ def bench_layernorm(size):
     want = F.layer_norm(x.double(), (cols,), w.double(), b.double(), EPS)
     fused = _fused(layernorm)
     ours = {f"{nw} warps{', fma' if k is fused else ''}": checked(
-        lambda nw=nw, k=k: k[rows](x, w, b, out, cols, EPS, COLS=cols, num_warps=nw),
-        out, want, 1e-2) for nw in (4, 8, 16) for k in (layernorm, fused)}
+        lambda nw=nw, k=k: k[rows](x, w, b, out, EPS, COLS=cols, num_warps=nw),
+        out, want, 1e-2) for nw in (2, 4, 8, 16) for k in (layernorm, fused)}
     impls = {"verdigris": ours,
              "torch": returning(lambda: F.layer_norm(x, (cols,), w, b, EPS), want, 1e-2)}
     tb = _tile_bench()
     if tb:
         ours.update({f"weights first, {nw} warps": checked(
-            lambda nw=nw: tb.layernorm_weights_first[rows](x, w, b, out, cols, EPS, COLS=cols,
+            lambda nw=nw: tb.layernorm_weights_first[rows](x, w, b, out, EPS, COLS=cols,
                                                            num_warps=nw), out, want, 1e-2)
             for nw in (8, 16)})
         impls["triton"] = {f"{nw} warps": checked(
             lambda nw=nw: tb.tr_layernorm[(rows,)](x, w, b, out, cols, cols, EPS, BLOCK=cols,
                                                    num_warps=nw), out, want, 1e-2)
-            for nw in (4, 8, 16)}
+            for nw in (2, 4, 8, 16)}
     cutile = _cutile()
     if cutile:
         impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in
@@ -183,15 +183,15 @@ def bench_rmsnorm(size):
     want = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + EPS) * w.double()
     fused = _fused(rmsnorm)
     impls = {"verdigris": {f"{nw} warps{', fma' if k is fused else ''}": checked(
-                 lambda nw=nw, k=k: k[rows](x, w, out, cols, EPS, COLS=cols, num_warps=nw),
-                 out, want, 1e-2) for nw in (4, 8, 16) for k in (rmsnorm, fused)},
+                 lambda nw=nw, k=k: k[rows](x, w, out, EPS, COLS=cols, num_warps=nw),
+                 out, want, 1e-2) for nw in (2, 4, 8, 16) for k in (rmsnorm, fused)},
              "torch": returning(lambda: F.rms_norm(x, (cols,), w, EPS), want, 1e-2)}
     tb = _tile_bench()
     if tb:
         impls["triton"] = {f"{nw} warps": checked(
             lambda nw=nw: tb.tr_rmsnorm[(rows,)](x, w, out, cols, cols, EPS, BLOCK=cols,
                                                  num_warps=nw), out, want, 1e-2)
-            for nw in (4, 8, 16)}
+            for nw in (2, 4, 8, 16)}
     cutile = _cutile()
     if cutile:
         impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in

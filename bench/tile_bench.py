@@ -33,9 +33,10 @@ EPS = 1e-5
 
 
 @tile.kernel
-def layernorm_weights_first(x, w, b, out, n, eps, COLS: vg.constexpr):
+def layernorm_weights_first(x, w, b, out, eps, COLS: vg.constexpr):
     """The example's LayerNorm with the weight and bias loaded before the reductions."""
     r = tile.bid(0)
+    n = x.shape[1]
     wt = tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32)
     bt = tile.load(b, index=(0,), shape=(COLS,)).astype(vg.float32)
     t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
@@ -185,19 +186,19 @@ def case_norms(table, dev):
     w, b = torch.randn(k, device=dev, dtype=torch.bfloat16), torch.randn(k, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(x)
     want = F.layer_norm(x.float(), (k,), w.float(), b.float(), EPS)
-    launches = {nw: (lambda nw=nw: layernorm[m](x, w, b, out, k, EPS, COLS=k, num_warps=nw)) for nw in (4, 8, 16)}
+    launches = {nw: (lambda nw=nw: layernorm[m](x, w, b, out, EPS, COLS=k, num_warps=nw)) for nw in (2, 4, 8, 16)}
     launches.update({("weights first", nw): (lambda nw=nw: layernorm_weights_first[m](
-        x, w, b, out, k, EPS, COLS=k, num_warps=nw)) for nw in (8, 16)})
+        x, w, b, out, EPS, COLS=k, num_warps=nw)) for nw in (8, 16)})
     ours = best_of("layernorm", launches, out, want, 1e-2)
     theirs = best_of("triton layernorm", {nw: (lambda nw=nw: tr_layernorm[(m,)](
-        x, w, b, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (4, 8, 16)}, out, want, 1e-2)
+        x, w, b, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (2, 4, 8, 16)}, out, want, 1e-2)
     table.add("LayerNorm 16384x8192 bf16", 2 * x.numel() * 2, ours,
               bench(lambda: F.layer_norm(x, (k,), w, b, EPS)), theirs)
     want = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS) * w.float()
-    launches = {nw: (lambda nw=nw: rmsnorm[m](x, w, out, k, EPS, COLS=k, num_warps=nw)) for nw in (4, 8, 16)}
+    launches = {nw: (lambda nw=nw: rmsnorm[m](x, w, out, EPS, COLS=k, num_warps=nw)) for nw in (2, 4, 8, 16)}
     ours = best_of("rmsnorm", launches, out, want, 1e-2)
     theirs = best_of("triton rmsnorm", {nw: (lambda nw=nw: tr_rmsnorm[(m,)](
-        x, w, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (4, 8, 16)}, out, want, 1e-2)
+        x, w, out, k, k, EPS, BLOCK=k, num_warps=nw)) for nw in (2, 4, 8, 16)}, out, want, 1e-2)
     table.add("RMSNorm 16384x8192 bf16", 2 * x.numel() * 2, ours,
               bench(lambda: F.rms_norm(x, (k,), w, EPS)), theirs)
 

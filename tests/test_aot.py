@@ -95,7 +95,8 @@ def test_the_cli_writes_a_bundle(tmp_path):
          "sm_80", "--target", "sm_90a", "--time"], capture_output=True, text=True,
         cwd=fakecuda.ROOT)
     assert done.returncode == 0, done.stderr
-    assert "2 specialization(s), 4 image(s)" in done.stdout and "bundle:" in done.stderr
+    # 2 signatures x 2 targets x (the variant using the bounds proofs, the checked one)
+    assert "2 specialization(s), 8 image(s)" in done.stdout and "bundle:" in done.stderr
     k = vg.load_bundle(out)
     assert all(set(e["images"]) == {"sm_80", "sm_90a"} for e in k._entries.values())
     done = subprocess.run(
@@ -183,8 +184,9 @@ def test_a_bundled_product_of_matrices_launches_as_the_compiled_one(tmp_path):
                               grid=(2, 2), targets=["sm_90a", "sm_80"])
     bundle.save(tmp_path / "gemm.vgb")
     (entry,) = bundle.manifest["specializations"]
-    assert set(entry["images"]["sm_90a"]) == {"proven", "proven without tma"}
-    assert set(entry["images"]["sm_80"]) == {"proven"}
+    # the store of c is proven inside c on launches whose grid fits it: "checked" for the others
+    assert set(entry["images"]["sm_90a"]) == {"proven", "proven without tma", "checked", "checked without tma"}
+    assert set(entry["images"]["sm_80"]) == {"proven", "checked"}
     assert entry["matmul"]["sm_90a"]["proven"]["maps"] and not entry["matmul"]["sm_80"]["proven"]["maps"]
     from_bundle = FAKE_LAUNCH.replace(
         "from verdigris.examples.tile_gemm import gemm",

@@ -113,8 +113,13 @@ def test_stencil_proofs_and_what_stays_checked(cpu):
     _, values, infos = spec_for(stencil3, (1, 1, 1), (64, 1, 1), np.ones(n - 1, np.float32),
                                 np.ones(n, np.float32))
     assert not spec.bounds_guard(values, infos, (1, 1, 1), (64, 1, 1))
-    spec, *_ = spec_for(unguarded, (2, 1, 1), (64, 1, 1), np.ones(n, np.float32))
-    assert not any(accesses(spec.kernel).values()) and spec.bounds_guard is None
+    # 64 * block_id + thread_id: in bounds on launches whose grid covers at most out; this
+    # one (two blocks of 64 over 64 elements) breaks that and runs the checked kernel
+    spec, values, infos = spec_for(unguarded, (2, 1, 1), (64, 1, 1), np.ones(n, np.float32))
+    assert all(accesses(spec.kernel).values())
+    assert [t for _, t in spec.kernel.facts["bounds_preconditions"]] == ["64*grid_dim(0) <= out.shape[0]"]
+    assert not spec.bounds_guard(values, infos, (2, 1, 1), (64, 1, 1))
+    assert spec.bounds_guard(values, infos, (1, 1, 1), (64, 1, 1))
     # one block: the index is a thread id, below 64, proven where out has 64 elements
     spec, *_ = spec_for(unguarded, (1, 1, 1), (64, 1, 1), np.ones(n, np.float32))
     assert all(accesses(spec.kernel).values())

@@ -183,16 +183,18 @@ def test_signatures_say_multiples_of_16_for_tile_kernels():
     import verdigris as vg
     from verdigris.cli import UsageError, parse_signature
     from verdigris.examples.axpy import axpy
+    from verdigris.examples.tile_dropout import dropout
     from verdigris.examples.tile_layernorm import layernorm
     from verdigris.frontend.typing import Multiple
 
-    specs = parse_signature(layernorm, "bf16[:, ::1]:16, bf16[::1], bf16[::1]:16, bf16[:, ::1], i64:16, f32, 8192")
+    specs = parse_signature(layernorm, "bf16[:, ::1]:16, bf16[::1], bf16[::1]:16, bf16[:, ::1], f32, 8192")
     assert [specs[n].on_grid for n in ("x", "w", "b", "out")] == [True, False, True, False]
-    assert specs["n"] == Multiple(vg.int64, 16) and specs["eps"] == vg.float32
-    kernel = layernorm.specialize_types(specs)
-    assert kernel.param("n").multiple_of == 16 and kernel.param("x").type.on_grid
+    assert layernorm.specialize_types(specs).param("x").type.on_grid
+    specs = parse_signature(dropout, "f32[::1], f32[::1], i64:16, f32, 1024")
+    assert specs["seed"] == Multiple(vg.int64, 16) and specs["p"] == vg.float32
+    assert dropout.specialize_types(specs).param("seed").multiple_of == 16
     with pytest.raises(UsageError, match="for integers and arrays"):
-        parse_signature(layernorm, "bf16[:, ::1], bf16[::1], bf16[::1], bf16[:, ::1], i64, f32:16, 8192")
+        parse_signature(layernorm, "bf16[:, ::1], bf16[::1], bf16[::1], bf16[:, ::1], f32:16, 8192")
     with pytest.raises(UsageError, match="for tile kernels"):
         parse_signature(axpy, "f32, f32[::1]:16, f32[::1], f32[::1]")
 

@@ -283,6 +283,20 @@ def test_a_tile_kernel_specializes_on_arrays_being_on_the_grid():
                    "grid": ["float32[1d,ca]", "float32[1d,cag]"]}
 
 
+def test_a_tile_launch_past_its_arrays_runs_the_masked_variant_from_its_first_launch():
+    """The tile add's loads and store are proven inside the arrays on launches whose grid
+    fits them (`128*grid_dim(0) <= a.shape[0]`...): a first launch of 8 tiles of 128 over 1000
+    elements, while the race check still runs beside the compile, must already choose the
+    masked variant; over 1024 elements the unmasked one."""
+    got = run("""
+    for n in (1000, 1024):
+        add[8](f32(n), f32(n), f32(n), BLOCK=128)
+        out[str(n)] = [sorted(map(str, spec.compiled)) for spec in add._specializations.values()]
+    """)
+    assert got["1000"] == [["(0, 'checked')"]]
+    assert sorted(got["1024"]) == [["(0, 'checked')"], ["0"]]
+
+
 def test_the_memo_of_the_last_launch_never_launches_stale_slots():
     """A launcher of vg.Arrays launches its slots as they are only for the same arrays
     (by serial) and the very same other arguments on the default stream; every other

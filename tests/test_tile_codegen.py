@@ -16,7 +16,9 @@ import pytest
 import verdigris as vg
 from verdigris import codegen, tile
 from verdigris import types as T
+from verdigris.codegen import checks
 from verdigris.errors import LaunchError
+from verdigris.ir import tiles as X
 from verdigris.ir import ArrayType
 from verdigris.tile import layout as L
 from verdigris.examples.tile_layernorm import layernorm
@@ -39,6 +41,19 @@ def elementwise(x, y, out, flags, scale, BLOCK: vg.constexpr):
     tile.store(out, index=(i,), tile=tile.maximum(g, tile.minimum(a, b) / (b * b + 1)))
     k = (tile.arange(BLOCK) + i * BLOCK).astype(vg.int32)
     tile.store(flags, index=(i,), tile=(k * 7 // 3) % 5 - (k >> 2) + (a < 0).astype(vg.int32))
+
+
+@tile.kernel
+def layernorm_of_n(x, w, b, out, n, eps, COLS: vg.constexpr):
+    """LayerNorm with the row width an int parameter (as Triton's kernels take it)."""
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(vg.float32)
+    mean = tile.sum(t) / n
+    xc = tile.where(tile.arange(COLS) < n, t - mean, 0.0)
+    rstd = tile.rsqrt(tile.sum(xc * xc) / n + eps)
+    y = xc * rstd * tile.load(w, index=(0,), shape=(COLS,)).astype(vg.float32) \
+        + tile.load(b, index=(0,), shape=(COLS,)).astype(vg.float32)
+    tile.store(out, index=(r, 0), tile=y.astype(out.dtype))
 
 
 @tile.kernel
@@ -197,9 +212,8 @@ SPECS = {
     "block_2d": (block_2d, dict(x=arr(f16, 2, False, False), out=arr(f16, 2), R=8, C=64)),
     "softmax": (softmax, dict(x=arr(f32, 2), out=arr(f32, 2), COLS=4096)),
     "layernorm": (layernorm, dict(x=arr(bf16, 2), w=arr(bf16), b=arr(bf16), out=arr(bf16, 2),
-                                  n=T.int64, eps=f32, COLS=8192)),
-    "rmsnorm": (rmsnorm, dict(x=arr(bf16, 2), w=arr(bf16), out=arr(bf16, 2), n=T.int64, eps=f32,
-                              COLS=8192)),
+                                  eps=f32, COLS=8192)),
+    "rmsnorm": (rmsnorm, dict(x=arr(bf16, 2), w=arr(bf16), out=arr(bf16, 2), eps=f32, COLS=8192)),
     "row_stats": (row_stats, dict(x=arr(f32, 2), sums=arr(f32), maxes=arr(f32, 2), R=4, C=100)),
     "row_sum": (row_sum, dict(x=arr(f32, 2), out=arr(f32), COLS=4096)),
     "loop_max": (loop_max, dict(x=arr(f32, 2), out=arr(f32), COLS=512)),
@@ -393,10 +407,10 @@ def test_a_mask_against_a_multiple_of_16_compares_once_per_vector():
     from verdigris.frontend.typing import Static
 
     _, specs = SPECS["layernorm"]
-    specs = {k: Static(v) if k == "COLS" else v for k, v in specs.items()}
+    specs = {k: Static(v) if k == "COLS" else v for k, v in specs.items()} | {"n": T.int64}
 
     def mask_compares(multiples):
-        kernel = build_kernel(layernorm.fn, "tile", specs, (256, 1, 1), multiples=multiples)
+        kernel = build_kernel(layernorm_of_n.fn, "tile", specs, (256, 1, 1), multiples=multiples)
         ptx = codegen.compile_to_ptx(kernel, "sm_90").ptx
         where = ptx[ptx.index("min.s64"):ptx.index("bar.sync", ptx.index("min.s64"))]
         return len(re.findall(r"setp\.gt\.s32", where)), where.count("selp.f32")
@@ -491,3 +505,75 @@ def test_a_row_statistic_in_a_variable_stays_where_it_was_made():
     module = nvptx.parse(str(DefaultLayouts(kernel, "sm_90").run()))
     nvptx.optimize(module, "sm_90")
     assert nvptx.emit_ptx(module, "sm_90").count("bar.sync") == 4
+
+
+# ----------------------------------------------------------------------------- tiles proven inside
+
+
+def launched_ptx(name: str, checked: bool, emit: str = "ptx") -> str:
+    """The kernel as a launch compiles it after the safety check: the variant that uses the
+    bounds proofs (for launches meeting their conditions), or with `checked` the other."""
+    from verdigris import safety
+
+    kernel_fn, specs = SPECS[name]
+    kernel = kernel_fn.specialize_types(specs)
+    safety.check(kernel)
+    launched = checks.as_launched(kernel, checked)
+    return codegen.lower_to_llvm(launched, "sm_90") if emit == "llvm" else codegen.compile_to_ptx(launched, "sm_90").ptx
+
+
+def test_layernorm_tiles_are_proven_inside_their_arrays_under_launch_conditions():
+    from verdigris import safety
+
+    kernel_fn, specs = SPECS["layernorm"]
+    kernel = kernel_fn.specialize_types(specs)
+    safety.check(kernel)
+    tiles = [n for n in checks.sites(kernel) if isinstance(n, (X.TileLoad, X.TileStore))]
+    assert len(tiles) == 4 and all(id(n) in kernel.facts["in_bounds"] for n in tiles)
+    assert sorted(t for _, t in kernel.facts["bounds_preconditions"]) == [
+        "8192 <= b.shape[0]", "8192 <= out.shape[1]", "8192 <= w.shape[0]", "8192 <= x.shape[1]",
+        "grid_dim(0) <= out.shape[0]", "grid_dim(0) <= x.shape[0]"]
+
+
+def test_tiles_proven_inside_need_no_masks_and_the_conditions_fold_the_where():
+    """On launches meeting the proofs' conditions LayerNorm's loads and store are plain
+    vector accesses (no predicate, no rolled edge path), and `tile.arange(COLS) <
+    x.shape[1]` folds to true under the assumed `8192 <= x.shape[1]` (no select per
+    element); the variant for the other launches keeps every mask."""
+    proven, checked = launched_ptx("layernorm", False), launched_ptx("layernorm", True)
+    assert not re.search(r"@%p\d+ (ld|st)\.global", proven) and "st.local" not in proven
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", proven)) == 3 * 4
+    assert proven.count("selp.f32") < checked.count("selp.f32") // 4
+    assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", checked)) == 3 * 4
+    assert "llvm.assume" in launched_ptx("layernorm", False, "llvm")
+    assert "llvm.assume" not in launched_ptx("layernorm", True, "llvm")
+
+
+@tile.kernel
+def tile_from_a_parameter(x, out, k, B: vg.constexpr):
+    tile.store(out, index=(tile.bid(0),), tile=tile.load(x, index=(k,), shape=(B,)))
+
+
+@tile.kernel
+def padded_rows(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    tile.store(out, index=(r, 0), tile=tile.load(x, index=(r, 0), shape=(1, COLS)) * 2)
+
+
+def test_what_the_tile_proofs_leave_masked():
+    """A tile index that may be negative (a parameter) keeps its load masked, the store by
+    block id is proven; a tile the layout pads (1000 columns in 1024) is proven inside but
+    keeps the test that leaves its padding alone."""
+    from verdigris import safety
+
+    kernel = tile_from_a_parameter.specialize_types(
+        dict(x=arr(f32), out=arr(f32), k=T.int64, B=256))
+    safety.check(kernel)
+    (load_node,), (store_node,) = ([n for n in checks.sites(kernel) if isinstance(n, kind)]
+                                   for kind in (X.TileLoad, X.TileStore))
+    assert id(load_node) not in kernel.facts["in_bounds"] and id(store_node) in kernel.facts["in_bounds"]
+    kernel = padded_rows.specialize_types(dict(x=arr(f32, 2), out=arr(f32, 2), COLS=1000))
+    safety.check(kernel)
+    assert len(kernel.facts["in_bounds"]) == 2
+    ptx = codegen.compile_to_ptx(checks.as_launched(kernel, False), "sm_90").ptx
+    assert re.search(r"@%p\d+ ld\.global", ptx)

@@ -182,11 +182,11 @@ def test_softmax_one_pass_and_online(rng):
 def test_layernorm_and_rmsnorm(rng, cols, tile_cols, warps):
     x = (rng.standard_normal((3, cols)) + 0.5).astype(np.float32)
     w, b = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
-    args = dict(x=x, w=w, b=b, out=np.zeros_like(x), n=cols, eps=np.float32(1e-5), COLS=tile_cols)
+    args = dict(x=x, w=w, b=b, out=np.zeros_like(x), eps=np.float32(1e-5), COLS=tile_cols)
     want = on_cpu(layernorm, 3, **args)
     host_jit.run(layernorm, 3, num_warps=warps, **args)
     close(args["out"], want["out"], 1e-6)
-    args = dict(x=x, w=w, out=np.zeros_like(x), n=cols, eps=np.float32(1e-5), COLS=tile_cols)
+    args = dict(x=x, w=w, out=np.zeros_like(x), eps=np.float32(1e-5), COLS=tile_cols)
     want = on_cpu(rmsnorm, 3, **args)
     host_jit.run(rmsnorm, 3, num_warps=warps, **args)
     close(args["out"], want["out"], 1e-6)

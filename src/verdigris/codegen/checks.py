@@ -40,7 +40,9 @@ RECORD_EXTENT = RECORD_INDEX + RECORD_DIMS
 RECORD_WORDS = RECORD_EXTENT + RECORD_DIMS
 BLOCK_WORDS = 2  # the device block: claim, record address
 
-ACCESS_NODES = (N.Load, N.Store, N.Atomic, X.Scatter)
+# TileLoad and TileStore never fault (edge tiles are masked); they are sites so that a proof
+# that a tile lies inside its array (no mask) is part of what `checked_sites` fingerprints
+ACCESS_NODES = (N.Load, N.Store, N.Atomic, X.Scatter, X.TileLoad, X.TileStore)
 
 
 def sites(kernel: N.Kernel) -> list:

@@ -317,7 +317,7 @@ class KernelFunction:
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
                 key=key, dynamic_shared=_dynamic_itemsize(kernel), verdict=verdict,
-                timings={"frontend": built - start})
+                bounds_guard=verdict.guard, timings={"frontend": built - start})
             self._specializations[key] = spec
         if not (beside_compile and spec.verdict is not None and spec.verdict.threaded):
             spec.settle()

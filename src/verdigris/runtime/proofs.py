@@ -37,7 +37,9 @@ class Verdict:
     done and LLVM and ptxas, which run outside the GIL, take over, so the checker's Python
     runs beside them rather than taking turns with the lowering. `settle()` starts it if
     nobody did, waits, and gives the bounds guard or raises the checker's error, every time
-    it is asked."""
+    it is asked. `guard` is the bounds guard as soon as it is known: for a tile kernel
+    checked beside its compile, before the thread starts (a launch chooses its variant by
+    it before the verdict settles)."""
 
     __slots__ = ("guard", "seconds", "_thread", "_error")
 
@@ -79,18 +81,18 @@ class Verdict:
 
 def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
     """The kernel's safety verdict; on a thread when it is not cached, the cuda backend compiles
-    next and the kernel holds no access whose bounds check the proofs could drop
-    (`checks.sites` is empty: the tile track's tiles are masked, not checked). The code
-    generator then reads nothing the checker gives, and such a kernel has no launch guard,
-    so the compile runs while the checker works (both mostly outside the GIL: LLVM, ptxas
-    and the solver), and the launch settles the verdict before it loads the module."""
+    next and the code generator needs nothing the thread gives: the kernel holds no access
+    whose bounds check the proofs could drop (`checks.sites` is empty), or it is a tile
+    kernel, whose bounds proofs (which tiles need no mask) are reached first, without the
+    solver. The compile then runs while the checker works (both mostly outside the GIL:
+    LLVM, ptxas and the solver), and the launch settles the verdict before it loads the
+    module."""
     started = time.perf_counter()
     record_key = cache.key(format_kernel(kernel), ("safety verdict", key), "any target")
     record = _read(cache.get(record_key))
     if record is not None:
         unproven = set(record["checked"])
-        kernel.facts.update({k: tuple(v) if isinstance(v, list) else v
-                             for k, v in record["facts"].items()})
+        kernel.facts.update({k: _tuples(v) for k, v in record["facts"].items()})
         kernel.facts["in_bounds"] = frozenset(
             id(site) for i, site in enumerate(checks.sites(kernel)) if i not in unproven)
         kernel.facts["bounds_preconditions"] = tuple((None, text) for text in record["texts"])
@@ -101,10 +103,21 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
 
         codegen.prefetch(kernel)
 
+    # A tile kernel's bounds proofs take no solver (milliseconds): they come first, for the
+    # code generator, and its race checks may then run beside the compile.
+    tiles_beside = beside_compile and compiles_next and kernel.track == "tile"
+    if tiles_beside:
+        from .. import safety
+
+        safety.prove_bounds(kernel)
+        early_guard = safety.bounds.launch_guard(kernel, names)  # the first launch needs it
+
     def prove():
         from .. import safety
 
-        safety.check(kernel)
+        safety.check_races(kernel)
+        if not tiles_beside:
+            safety.prove_bounds(kernel)
         launch_guard = safety.bounds.launch_guard(kernel, names)
         facts = {k: v for k, v in kernel.facts.items() if _plain(v)}
         cache.put(record_key, json.dumps({
@@ -113,9 +126,18 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
             "guard": None if launch_guard is None else launch_guard.condition}).encode())
         return launch_guard
 
+    if tiles_beside:
+        verdict = Verdict.beside(prove)
+        verdict.guard = early_guard
+        return verdict
     if beside_compile and compiles_next and not checks.sites(kernel):
         return Verdict.beside(prove)
     return Verdict(prove(), time.perf_counter() - started)
+
+
+def _tuples(value):
+    """A fact read back from JSON: its lists tuples again, at every depth."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _plain(value) -> bool:

@@ -87,14 +87,26 @@ def analyze(kernel: N.Kernel, budget: int = budgets.RACE) -> Analysis:
 
 
 def check(kernel: N.Kernel) -> Analysis:
+    analysis = check_races(kernel)
+    prove_bounds(kernel)
+    return analysis
+
+
+def check_races(kernel: N.Kernel) -> Analysis:
+    """The race checks (`analyze`): raises the first error, else records the facts."""
     analysis = analyze(kernel)
     if analysis.errors:
         raise analysis.errors[0]
     kernel.facts.update(analysis.facts)
-    proof = bounds.prove(kernel)  # which accesses need no check on the GPU, and on what condition
-    kernel.facts.update(in_bounds=proof.in_bounds, bounds_preconditions=proof.preconditions,
-                        narrow_extents=proof.narrow, bounds_seconds=proof.seconds)
     return analysis
+
+
+def prove_bounds(kernel: N.Kernel) -> None:
+    """Which accesses need no check (or mask) on the GPU, and on what launch condition."""
+    proof = bounds.prove(kernel)
+    kernel.facts.update(in_bounds=proof.in_bounds, bounds_preconditions=proof.preconditions,
+                        narrow_extents=proof.narrow, bounds_seconds=proof.seconds,
+                        launch_conditions=tuple(tuple(sorted(p.terms.items())) for p, _ in proof.preconditions))
 
 
 def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:

@@ -1,8 +1,9 @@
 """Bounds proofs: which accesses of a kernel are in bounds, and on what launch condition.
 
-Takes: a specialized SIMT `ir.Kernel`. Gives:
+Takes: a specialized `ir.Kernel`. Gives:
 - `prove(kernel) -> Proof`: `in_bounds`, the ids (`id(node)`) of the Load, Store and Atomic
-  nodes proven in bounds on every launch that satisfies `preconditions`; `preconditions`,
+  nodes (of a tile kernel: the TileLoad and TileStore nodes whose whole tile lies inside
+  the array) proven in bounds on every launch that satisfies `preconditions`; `preconditions`,
   polynomials over launch-uniform values (array shapes, integer scalar parameters, grid and
   block sizes), each meaning `poly <= 0`, with a readable form; `seconds`.
 - `launch_guard(kernel, names)`: None when the proofs need no precondition, else a function
@@ -18,7 +19,10 @@ that bounds the same per-thread part of the index (`i < out.shape[0]` bounds `x[
 `x[i + 1]` when `out.shape[0] + 1 <= x.shape[0] + 1`: the uniform remainder becomes a
 precondition unless it is a constant or its interval settles it); the index's interval
 when its top is below `SMALL_INDEX` (`x[i % 4]` when `4 <= x.shape[0]`, a shared array of
-256 indexed by a uint8 element outright); else z3 (with the same
+256 indexed by a uint8 element outright); the index's top over the launch, each block id at
+`grid_dim - 1` and each lane of a tile at its last position (a tile kernel's
+`tile.load(x, (tile.bid(0), 0), (1, C))` when `grid_dim(0) <= x.shape[0]` and
+`C <= x.shape[1]`); else z3 (with the same
 encoding as the race queries) proves it outright, or the access keeps its check. The model
 is the race checker's: 64-bit index arithmetic does not wrap, loops are one arbitrary
 iteration. Accesses the executor never reaches keep their checks.
@@ -82,7 +86,7 @@ class _Recorder(_Thread):
         polys = tuple(self.eval(i) for i in indices)
         node = self.statement if kind == "write" else self.evaluating[-1]
         if self.pc != FALSE:
-            self.found.append(_Found(node, array, polys, self.pc))
+            self.found.append((node, array, polys, self.pc))
 
 
 def _split(p: Poly) -> tuple:
@@ -120,6 +124,9 @@ class _Prover:
     space: object
     preconditions: dict = field(default_factory=dict)  # non-constant part -> `poly <= 0`
     queries: int = 0
+    # whether z3 may settle what the rules do not: not for tiles, whose proofs the code
+    # generator waits for (a tile index the rules miss keeps its mask)
+    solver: bool = True
 
     def extent(self, array: N.ArrayRef, axis: int) -> Poly:
         if array.type.shape is not None:  # local and shared arrays: static shapes
@@ -160,10 +167,10 @@ class _Prover:
                 # thread >= c_uniform + strict  =>  index >= offset + c_uniform + strict
                 lower = self.settle(-(offset + c_uniform + Poly.const(strict)), pending)
         if not upper:
-            upper = self.below_its_bound(index, extent, pending)
-        if not lower:
+            upper = self.below_its_bound(index, extent, pending) or self.below_its_top(index, extent, pending)
+        if not lower and self.solver:
             lower = self.solve(pc, index, Poly.const(0), "lt")
-        if not upper:
+        if not upper and lower and self.solver:
             upper = self.solve(pc, index, extent, "ge")
         return lower and upper
 
@@ -173,6 +180,28 @@ class _Prover:
         extent exceeds its top, if the extent is not a constant that settles it."""
         top = self.space.interval(index)[1]
         return top < SMALL_INDEX and self.settle(Poly.const(top + 1) - extent, pending)
+
+    def below_its_top(self, index: Poly, extent: Poly, pending: dict) -> bool:
+        """`index < extent` where the index is a sum of per-thread atoms with non-negative
+        coefficients, each with a top the launch knows (a block id's is `grid_dim - 1`, a
+        lane's or a thread id's a constant), plus a uniform part: under the precondition
+        that the extent exceeds that top."""
+        top = Poly({})
+        for mono, coef in index.terms.items():
+            part = Poly({mono: coef})
+            if any(a.endswith("@") for a in mono):
+                most = self.atom_top(mono[0]) if len(mono) == 1 and coef >= 0 else None
+                if most is None:
+                    return False
+                part = Poly.const(coef) * most
+            top = top + part
+        return self.settle(top - extent + Poly.const(1), pending)
+
+    def atom_top(self, name: str) -> Poly | None:
+        if name.startswith("bid") and f"gdim{name[3]}" in self.space.atoms:
+            return Poly.atom(f"gdim{name[3]}") - Poly.const(1)
+        lo, hi = self.space.bounds(name)
+        return Poly.const(int(hi)) if 0 <= lo and hi < SMALL_INDEX else None
 
     def solve(self, pc: tuple, index: Poly, limit: Poly, violation: str) -> bool:
         """Whether z3 proves `index <violation> limit` impossible under `pc`."""
@@ -204,22 +233,34 @@ class _Prover:
             self.preconditions[variable] = need
 
 
+def _executors(track: str):
+    """(the race checker's execution, the recorder of nodes) of a track; the tile
+    checker's modules are imported only for tile kernels."""
+    if track == "simt":
+        return execute, _Recorder
+    from .tiles import Recorder, execute as execute_tiles
+
+    return execute_tiles, Recorder
+
+
 def prove(kernel: N.Kernel) -> Proof:
     start = time.perf_counter()
-    if kernel.track != "simt":
+    if kernel.track not in ("simt", "tile"):
         return Proof()
+    trace, recorder = _executors(kernel.track)
     try:
-        space = execute(kernel).space  # the launch domain, as the race checker sets it up
-        run = _Recorder(kernel, space)
+        space = trace(kernel).space  # the launch domain, as the race checker sets it up
+        run = recorder(kernel, space)
         run.block(kernel.body)
     except Exception:  # a construct the model lacks: no proofs, every access keeps its check
         return Proof(seconds=time.perf_counter() - start)
-    prover = _Prover(kernel, space)
+    found = [_Found(*f) for f in run.found]  # (node, array, indices, pc) from either recorder
+    prover = _Prover(kernel, space, solver=kernel.track == "simt")
     verdict: dict = {}
-    for found in run.found:
-        key = id(found.node)
-        verdict[key] = verdict.get(key, True) and _proves(prover, found)
-    narrow = narrow_axes([f for f in run.found if not verdict[id(f.node)]])
+    for access in found:
+        key = id(access.node)
+        verdict[key] = verdict.get(key, True) and _proves(prover, access)
+    narrow = narrow_axes([f for f in found if not verdict[id(f.node)]]) if kernel.track == "simt" else []
     for name, axis in narrow:
         prover.require(space.shape(name, axis) - Poly.const(N.NARROW_EXTENT))
     preconditions = tuple((p, _describe(p, space)) for p in prover.preconditions.values())

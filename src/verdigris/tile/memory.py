@@ -57,6 +57,9 @@ class _Access:
         self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(self.starts)]
         self.width = self._vector_width()
         self.limits = None  # `vector_inside`'s, by axis, made at its first use (on the vector path)
+        # the bounds proofs put the whole tile inside the array (`safety.bounds`; on launches
+        # that meet their conditions) and the layout pads nothing: no element needs a test
+        self.inside = id(node) in low.kernel.facts.get("in_bounds", ()) and tuple(layout.shape) == tuple(shape)
 
     def _vector_width(self) -> int:
         """Registers per vector access (1: element by element): a thread's consecutive
@@ -85,7 +88,7 @@ class _Access:
         offset = ir.Constant(I64, 0) if offset is None else offset
         return b.gep(self.view.ptr, [offset], inbounds=True, source_etype=mem_type(self.dtype))
 
-    def inside(self, coords, j: int = 0) -> ir.Value:
+    def contains(self, coords, j: int = 0) -> ir.Value:
         b, inside = self.b, ir.Constant(I1, True)
         for k, (base, extent) in enumerate(zip(self.bases, self.view.shape)):
             inside = b.and_(inside, b.icmp_unsigned("<", self._plus(k, coords, j, base), extent))
@@ -107,7 +110,7 @@ class _Access:
         return [k for k, n in enumerate(self.layout.shape) if n > 1]
 
     def vector_inside(self, coords: tuple) -> ir.Value:
-        """`inside(coords)` for the first element of a vector on the vector path. Along a
+        """`contains(coords)` for the first element of a vector on the vector path. Along a
         spanned axis, in 32 bits: once, the thread's limit `extent - start - tc`; then per
         vector one comparison of the register's constant coordinate with it (`start + tc +
         c < extent` as `c < extent - start - tc`), where 64-bit coordinates cost two
@@ -194,34 +197,40 @@ def _ptx_operands(words: _Words, first: int) -> tuple:
         (f"{{{names}}}" if words.count > 1 else names)
 
 
-def _predicated_load(low, access, coords, words: _Words, padding: ir.Value) -> list:
+def _predicated_load(low, access, coords, words: _Words, padding: ir.Value, inside: bool) -> list:
     """The words of the vector at `coords`, loaded where its first element is inside the
     array, else `padding`: one predicated `ld.global` in inline assembly, so that the whole
     vector path stays one straight-line block (no branch per vector to split it up, and no
-    merge). `ld.global.nc` for arrays the kernel does not write (LLVM would choose it too);
-    a load of a written array is `sideeffect`, so LLVM does not move it across stores."""
+    merge); `inside` (the tile is proven inside the array): no predicate. `ld.global.nc` for
+    arrays the kernel does not write (LLVM would choose it too); a load of a written array
+    is `sideeffect`, so LLVM does not move it across stores."""
     b, count = low.b, words.count
     kind, bits, reg, outs = _ptx_operands(words, 0)
     read_only = access.name not in low.kernel.writes
-    text = "".join(f"mov.{bits} ${j}, ${count + 1}; " for j in range(count)) + \
-        f"@${count} ld.global{'.nc' if read_only else ''}.{kind} {outs}, [${count + 2}];"
-    ret = words.word if count == 1 else ir.LiteralStructType([words.word] * count)
     pointer = access.pointer(coords)
-    asm = ir.InlineAsm(ir.FunctionType(ret, [I1, words.word, pointer.type]), text,
-                       ",".join([f"={reg}"] * count + ["b", reg, "l"]), side_effect=not read_only)
-    got = b.call(asm, [access.vector_inside(coords), padding, pointer])
+    operands, constraints, text = [], [], ""
+    if not inside:  # the padding first, then the load where the predicate holds
+        operands, constraints = [access.vector_inside(coords), padding], ["b", reg]
+        text = "".join(f"mov.{bits} ${j}, ${count + 1}; " for j in range(count)) + f"@${count} "
+    text += f"ld.global{'.nc' if read_only else ''}.{kind} {outs}, [${count + len(operands)}];"
+    ret = words.word if count == 1 else ir.LiteralStructType([words.word] * count)
+    asm = ir.InlineAsm(ir.FunctionType(ret, [o.type for o in operands] + [pointer.type]), text,
+                       ",".join([f"={reg}"] * count + constraints + ["l"]), side_effect=not read_only)
+    got = b.call(asm, operands + [pointer])
     return [got] if count == 1 else [b.extract_value(got, j) for j in range(count)]
 
 
-def _predicated_store(low, access, coords, words: _Words, packed: list) -> None:
+def _predicated_store(low, access, coords, words: _Words, packed: list, inside: bool) -> None:
     """`packed` (words, as `words` packs them) stored as one vector at `coords` where its
-    first element is inside the array: a predicated `st.global` (see `_predicated_load`)."""
-    kind, _, reg, ins = _ptx_operands(words, 2)
+    first element is inside the array: a predicated `st.global` (see `_predicated_load`;
+    `inside`: without the predicate)."""
     pointer = access.pointer(coords)
-    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I1, pointer.type] + [words.word] * words.count),
-                       f"@$0 st.global.{kind} [$1], {ins};", ",".join(["b", "l"] + [reg] * words.count + ["~{memory}"]),
-                       side_effect=True)
-    low.b.call(asm, [access.vector_inside(coords), pointer] + packed)
+    operands, constraints = ([], []) if inside else ([access.vector_inside(coords)], ["b"])
+    kind, _, reg, ins = _ptx_operands(words, len(operands) + 1)
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [o.type for o in operands] + [pointer.type] + [words.word] * words.count),
+                       f"{'' if inside else '@$0 '}st.global.{kind} [${len(operands)}], {ins};",
+                       ",".join(constraints + ["l"] + [reg] * words.count + ["~{memory}"]), side_effect=True)
+    low.b.call(asm, operands + [pointer] + packed)
 
 
 def load(low, node, layout):
@@ -275,7 +284,7 @@ class _Group:
 
     def paths(self, then) -> list:
         vectors = lambda: then({k: self.vectors(k) for k in range(len(self.items))})  # noqa: E731
-        whole = _vector_path(self.low, self.accesses)
+        whole = None if all(a.inside for a in self.accesses) else _vector_path(self.low, self.accesses)
         if whole is None:
             return vectors()
         return control.choose(self.low, whole, vectors, lambda: then(
@@ -283,16 +292,19 @@ class _Group:
             "load", ("vectors", "rolled"))
 
     def vectors(self, k: int) -> list:
+        """Access k's words, each vector (or element) loaded where it is inside the array
+        (without a test where the tile is proven inside)."""
         b, low, access, words = self.low.b, self.low, self.accesses[k], self.packing[k]
         padding = words.pack(b, [self.paddings[k]] * words.per_word)
         out = []
         for r0 in range(0, access.layout.num_regs, words.width):
             coords = access.at(r0)
-            if words.width == 1:
-                out.append(low.b.around(access.inside(coords), lambda coords=coords: b.load(
-                    access.pointer(coords), typ=words.word, align=access.dtype.itemsize), "load", padding))
-            else:
-                out += _predicated_load(low, access, coords, words, padding)
+            if words.width > 1:
+                out += _predicated_load(low, access, coords, words, padding, access.inside)
+                continue
+            load = lambda coords=coords: b.load(access.pointer(coords), typ=words.word,  # noqa: E731
+                                                align=access.dtype.itemsize)
+            out.append(load() if access.inside else low.b.around(access.contains(coords), load, "load", padding))
         return out
 
     def rolled(self, k: int) -> list:
@@ -304,7 +316,7 @@ class _Group:
         local = _local_array(low, words.word, count * words.count)
 
         def element(coords, j: int) -> ir.Value:
-            return low.b.around(access.inside(coords, j), lambda: b.load(
+            return low.b.around(access.contains(coords, j), lambda: b.load(
                 access.pointer(coords, j), typ=mem_type(access.dtype), align=access.dtype.itemsize),
                 "load", self.paddings[k])
 
@@ -407,14 +419,18 @@ def store(low, node, value, atomic: bool = False) -> None:
     if atomic or access.width == 1:
         for r, reg in enumerate(value.regs):
             pointer = access.pointer(access.at(r))
-            low.b.around(access.inside(access.at(r)), (lambda reg=reg, pointer=pointer: atomics.atomic(
+            perform = (lambda reg=reg, pointer=pointer: atomics.atomic(  # noqa: E731
                 low.em, "add", dtype, pointer, reg, None)) if atomic else (lambda reg=reg, pointer=pointer: b.store(
-                    to_mem(b, dtype, reg), pointer, align=dtype.itemsize)), "store")
+                    to_mem(b, dtype, reg), pointer, align=dtype.itemsize))
+            perform() if access.inside else low.b.around(access.contains(access.at(r)), perform, "store")
     else:
         packing = _Words(dtype, access.width)
         words = packing.words(b, value.regs)
-        control.choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
-                lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
+        if access.inside:
+            _store_vectors(low, access, packing, words)
+        else:
+            control.choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
+                           lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
     if owner is not None:
         b.branch(end_bb)
         b.position_at_end(end_bb)
@@ -422,7 +438,8 @@ def store(low, node, value, atomic: bool = False) -> None:
 
 def _store_vectors(low, access, packing: _Words, words: list) -> None:
     for v, r0 in enumerate(range(0, access.layout.num_regs, access.width)):
-        _predicated_store(low, access, access.at(r0), packing, words[v * packing.count:(v + 1) * packing.count])
+        _predicated_store(low, access, access.at(r0), packing, words[v * packing.count:(v + 1) * packing.count],
+                          access.inside)
 
 
 def _store_rolled(low, access, packing: _Words, words: list) -> None:
@@ -438,7 +455,7 @@ def _store_rolled(low, access, packing: _Words, words: list) -> None:
             for e in range(packing.per_word):
                 j = i * packing.per_word + e
                 element = packing.unpack(b, word, e)
-                low.b.around(access.inside(coords, j), lambda element=element, j=j: b.store(
+                low.b.around(access.contains(coords, j), lambda element=element, j=j: b.store(
                     element, access.pointer(coords, j), align=access.dtype.itemsize), "store")
     control.rolled(low, access.layout.num_regs // access.width, vector, "store")
 
