@@ -77,8 +77,9 @@ def _check_warps(fr, mask: np.ndarray, what: str, loc) -> None:
             f"warp divergence: {fr.describe(came)} (lane {warps.lane_id[came]}) reached "
             f"{_NAMES[what]}, but lane {warps.lane_id[missed]} of its warp "
             f"({fr.describe(missed)}) did not (observed while running on the cpu backend)", loc,
-            hint="all lanes of a warp must reach a shuffle, vote or syncwarp() together: call "
-                 "it outside the lane-dependent branch and use the result inside", code="VG214")
+            hint="all lanes of a warp must reach a shuffle, vote, match, reduction or syncwarp() "
+                 "together: call it outside the lane-dependent branch and use the result inside",
+            code="VG214")
 
 
 def _check_blocks(fr, mask: np.ndarray, loc) -> np.ndarray:

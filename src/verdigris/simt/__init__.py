@@ -11,10 +11,23 @@
 Threads of one block cooperate through `shared` memory (`shared.array(shape, dtype)`, or
 `shared.dynamic(dtype)` sized by the launch: `k[grid, block](..., shared_bytes=n)`),
 `barrier()` (every thread of the block waits for all the others) and `syncwarp()` (the
-same for the 32 lanes of a warp); the lanes of a warp exchange registers with
-`shfl_down/shfl_up/shfl_xor/shfl_idx` and vote with `ballot/any_/all_`. Atomics work on
-global and shared arrays; `block_ticket(counter)` numbers the blocks in the order they
-arrive, for kernels whose blocks wait on each other (a one-pass scan's look-back).
+same for the 32 lanes of a warp). The lanes of a warp exchange registers with
+`shfl_down/shfl_up/shfl_xor/shfl_idx` (within segments of `width=` lanes), vote with
+`ballot/any_/all_`, find the lanes holding their value with `match_any/match_all`, and
+combine their values with `reduce_add/min/max/and/or/xor`; all of these are reached by
+every lane of the warp together (the checker proves it, VG214). `activemask()` is not: it
+tells which lanes run it with the caller. Atomics work on global and shared arrays;
+`block_ticket(counter)` numbers the blocks in the order they arrive, for kernels whose
+blocks wait on each other (a one-pass scan's look-back).
+
+`threadfence()` (`threadfence_block()`, `threadfence_system()`) orders the calling
+thread's own reads and writes, as CUDA's `__threadfence()`; it waits for nobody, and the
+checker gives it no meaning: a plain store that another block reads is a race (VG203)
+with or without a fence. Blocks hand values over through atomics: CUDA's
+threadFenceReduction is, here, each block `atomic_exch`ing its partial sum, `threadfence()`,
+`block_ticket(counter)`; the block whose ticket is `grid_dim(0) - 1` knows the others are
+done, and after `threadfence()` and `barrier()` reads their sums with atomics
+(`atomic_add(partial, j, 0.0)`).
 
 The functions below are the intrinsics kernels call; on the host they raise.
 """
