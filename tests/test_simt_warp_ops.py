@@ -15,6 +15,7 @@ import pytest
 
 import verdigris as vg
 from verdigris import simt
+from verdigris.errors import DivergenceError
 
 from located import assert_points_at
 from test_simt_coop import run
@@ -235,6 +236,36 @@ def test_activemask_names_the_lanes_on_the_callers_path(block):
         every_third = sum(1 << m for m in range(0, len(lanes), 3))
         np.testing.assert_array_equal(out[1, lanes], [every_third if m % 3 == 0 else 0
                                                       for m in range(len(lanes))])
+
+
+@simt.kernel
+def activemask_in_selects(x, out):
+    i = simt.global_id(0)
+    odd = simt.lane_id() % 2 == 1
+    out[0, i] = simt.activemask() if odd else x[i]  # the load: the GPU branches around both
+    out[1, i] = simt.activemask() if odd else vg.uint32(7)  # cheap: computed on every lane
+
+
+def test_activemask_in_a_select_sees_the_lanes_the_gpu_code_runs_it_on(rng):
+    x = rng.integers(0, 100, 64).astype(np.uint32)
+    out = np.zeros((2, 64), np.uint32)
+    run(activemask_in_selects, 1, 64, x, out)
+    odd = np.arange(64) % 2 == 1
+    np.testing.assert_array_equal(out[0], np.where(odd, 0xAAAAAAAA, x))
+    np.testing.assert_array_equal(out[1], np.where(odd, 0xFFFFFFFF, 7))
+
+
+@simt.kernel
+def shuffle_beside_a_load(x, out):
+    i = simt.global_id(0)
+    v = vg.float32(i)
+    out[i] = simt.shfl_down(v, 1) if simt.lane_id() % 2 == 1 else x[i]  # a cheap arm beside a load
+
+
+def test_a_collective_in_a_select_the_gpu_branches_around_is_divergent(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    with pytest.raises(DivergenceError, match=r"shfl_down\(\)"):
+        run(shuffle_beside_a_load, 1, 64, x, np.zeros(64, np.float32))
 
 
 # ----------------------------------------------------------------------------- fences

@@ -97,3 +97,17 @@ def test_the_last_block_adds_up_the_others(rng, n):
     warp_pairs.last_block_reads_atomic_sums[blocks, warp_pairs.B](*g)
     np.testing.assert_allclose(np.asarray(g[2])[0], x.sum(), rtol=1e-12, atol=1e-9)
     assert int(np.asarray(g[3])[0]) == blocks
+
+
+def test_activemask_in_selects(rng):
+    """Beside a load, the compiled code branches around both arms (the odd lanes' mask,
+    some of them at least); beside a constant it computes the arm on every lane."""
+    x = rng.integers(0, 100, 64 * 40).astype(np.uint32)
+    gx, gout = on_gpu(x, np.zeros((2, x.size), np.uint32))
+    ops.activemask_in_selects[40, 64](gx, gout)
+    out = np.asarray(gout).astype(np.int64)
+    lane = np.arange(x.size) % 32
+    odd = lane % 2 == 1
+    np.testing.assert_array_equal(out[0, ~odd], x[~odd])
+    assert ((out[0, odd] >> lane[odd]) & 1).all() and not (out[0, odd] & 0x55555555).any()
+    np.testing.assert_array_equal(out[1], np.where(odd, 0xFFFFFFFF, 7))

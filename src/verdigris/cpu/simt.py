@@ -230,10 +230,11 @@ class _Compiler:
         lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
         return lambda fr, mask: f(lhs(fr, mask), rhs(fr, mask))
 
-    def _lazy(self, node):
-        """A lazily evaluated operand: f(frame, mask of all lanes, lanes that need it)."""
+    def _lazy(self, node, together=()):
+        """A lazily evaluated operand: f(frame, mask of all lanes, lanes that need it).
+        `together`: what the compiled code branches around with it (a select's arms)."""
         f = self.expr(node)
-        if warp.evaluated_by_all(node):
+        if warp.evaluated_by_all(node, together or (node,)):
             return lambda fr, mask, lanes: f(fr, mask)
         return lambda fr, mask, lanes: f(fr, lanes)
 
@@ -250,7 +251,8 @@ class _Compiler:
         return logical
 
     def _select(self, node):
-        cond, a, b = self.expr(node.cond), self._lazy(node.a), self._lazy(node.b)
+        arms = (node.a, node.b)
+        cond, a, b = self.expr(node.cond), self._lazy(node.a, arms), self._lazy(node.b, arms)
 
         def select(fr, mask):
             c = cond(fr, mask)

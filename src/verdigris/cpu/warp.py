@@ -197,12 +197,14 @@ def barrier(fr, scope: str, mask: np.ndarray, loc) -> None:
         fr.warp_epoch.reshape(-1, fr.warps.per_block)[passed] += 1
 
 
-def evaluated_by_all(e: N.Expr) -> bool:
+def evaluated_by_all(e: N.Expr, together: tuple) -> bool:
     """Whether the compiled code computes `e`, an operand evaluated lazily (a select's arm,
     the right side of `and`/`or`), on every lane rather than behind a branch: when it holds
-    a warp collective and nothing that needs a branch (`codegen.lower.needs_branch`). Then
-    the interpreter evaluates it on every lane too, so the collective sees the whole warp."""
+    a warp operation and none of `together` (the operands the compiled code branches
+    around with it: both arms of a select, or `e` alone) needs a branch
+    (`codegen.lower.needs_branch`). Then the interpreter evaluates it on every lane too, so
+    a collective sees the whole warp and `activemask()` the lanes the GPU's sees."""
     from ..codegen.lower import needs_branch
     from ..frontend import walk
 
-    return any(isinstance(n, N.WarpOp) for n in walk([e])) and not needs_branch(e)
+    return any(isinstance(n, N.WarpOp) for n in walk([e])) and not any(map(needs_branch, together))
