@@ -18,7 +18,7 @@ from verdigris import simt
 from verdigris.errors import DivergenceError
 
 from located import assert_points_at
-from test_simt_coop import run
+from test_simt_coop import build, run
 
 BLOCKS = [64, 48, (8, 6)]  # whole warps, a partial last warp, a 2-d block with one
 
@@ -79,15 +79,22 @@ def segment_reference(x, arg, block: int, width: int) -> np.ndarray:
                      read(np.full_like(a, width - 1))])
 
 
-@pytest.mark.parametrize("block,width", [(64, w) for w in (1, 2, 4, 8, 16, 32)] +
-                         [(48, w) for w in (4, 16)])
-@pytest.mark.parametrize("dtype", [np.int32, np.float64, np.int8], ids=lambda d: np.dtype(d).name)
-def test_shuffles_stay_in_their_segment(rng, block, width, dtype):
-    n = block * 3
+SEGMENTS = [(64, w) for w in (1, 2, 4, 8, 16, 32)] + [(48, w) for w in (4, 16)]  # (block, width)
+SEGMENT_DTYPES = [np.int32, np.float64, np.int8]
+
+
+def segment_inputs(rng, n: int, dtype) -> tuple:
+    """(x, arg, poisoned out) for `segment_shuffles`: arguments inside and outside every
+    segment, negative and past 32 included."""
     x = rng.integers(-100, 100, n).astype(dtype)
     arg = rng.choice([0, 1, 2, 3, 5, 7, 8, 15, 16, 31, 32, -1, -9, 2**31 - 1, -2**31], n)
-    arg = arg.astype(np.int32)
-    out = np.full((8, n), 77, dtype)
+    return x, arg.astype(np.int32), np.full((8, n), 77, dtype)
+
+
+@pytest.mark.parametrize("block,width", SEGMENTS)
+@pytest.mark.parametrize("dtype", SEGMENT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_shuffles_stay_in_their_segment(rng, block, width, dtype):
+    x, arg, out = segment_inputs(rng, block * 3, dtype)
     run(segment_shuffles, 3, block, x, arg, out, W=width)
     np.testing.assert_array_equal(out, segment_reference(x, arg, block, width))
 
@@ -342,6 +349,5 @@ def test_misuse_is_a_compile_error_at_the_line(fn, marker, message):
     k = simt.kernel(fn)
     args = [np.zeros(4, np.float32), np.zeros(4, np.float32)] + ([5] if len(k.params) > 2 else [])
     with pytest.raises(vg.CompileError, match=message) as info:
-        values = k.bind(args, {})
-        k.build(k.spec_key(values, k.describe_args(values), (32, 1, 1)))
+        build(k, 32, *args)
     assert_points_at(info.value, marker, __file__)

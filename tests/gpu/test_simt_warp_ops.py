@@ -18,14 +18,11 @@ def on_gpu(*arrays):
     return [vg.asarray(a) for a in arrays]
 
 
-@pytest.mark.parametrize("block,width", [(64, w) for w in (1, 2, 4, 8, 16, 32)] +
-                         [(48, w) for w in (4, 16)])
-@pytest.mark.parametrize("dtype", [np.int32, np.float64, np.int8], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("block,width", ops.SEGMENTS)
+@pytest.mark.parametrize("dtype", ops.SEGMENT_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_segment_shuffles(rng, block, width, dtype):
-    n = block * 40
-    x = rng.integers(-100, 100, n).astype(dtype)
-    arg = rng.choice([0, 1, 2, 3, 5, 7, 8, 15, 16, 31, 32, -1, -9, 2**31 - 1, -2**31], n)
-    gx, garg, gout = on_gpu(x, arg.astype(np.int32), np.full((8, n), 77, dtype))
+    x, arg, out = ops.segment_inputs(rng, block * 40, dtype)
+    gx, garg, gout = on_gpu(x, arg, out)
     ops.segment_shuffles[40, block](gx, garg, gout, W=width)
     np.testing.assert_array_equal(np.asarray(gout), ops.segment_reference(x, arg, block, width))
 
