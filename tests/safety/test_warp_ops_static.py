@@ -50,7 +50,8 @@ def test_a_segment_past_the_end_of_a_partial_warp_is_refused(rng, block, width, 
         fresh(segment_sums)[1, block](x, out, W=width)
     err = info.value
     assert (err.code, err.loc.line) == ("VG214", marked_line(segment_sums)), str(err)
-    assert f"last warp, which has {lanes} lanes" in err.message and err.hint == diagnose.HINTS["VG214 partial"]
+    assert f"last warp, which has {lanes} lanes" in err.message
+    assert err.hint == diagnose.HINTS["VG214 partial"]
     thread = int(re.search(r"thread \(block 0, thread (\d+)\)", err.message)[1])
     read = int(re.search(r"reads lane (\d+) with shfl_down\(\)", err.message)[1])
     lane = thread % 32

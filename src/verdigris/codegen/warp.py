@@ -2,7 +2,7 @@
 
 Takes: an `Emitter`, register values, and the warp's member mask (`member_mask`). Gives:
 `OPERATIONS` (op -> f(em, node, value, argument, mask): the value of a `WarpOp`),
-`barrier(em, scope, mask)`, `member_mask(em, block)` and `lane_id(em)`.
+`barrier(em, scope, mask)`, `fence(em, scope)`, `member_mask(em, block)` and `lane_id(em)`.
 
 Guarantees (the semantics of `ir.nodes.WarpOp`): a shuffle reads `value` from the source
 position p+d (down), p-d (up), p^m (xor) or l (idx) of the caller's segment of `width`
@@ -23,7 +23,7 @@ warp's existing lanes as its member mask: all 32 (a constant) when the block is 
 be a whole number of warps, else the lanes the block's last warp really has (computed
 once per kernel), so a partial last warp neither waits for lanes that do not exist nor
 counts them. `barrier(block)` is `bar.sync 0` (`llvm.nvvm.barrier0`), `barrier(warp)` is
-`bar.warp.sync mask`.
+`bar.warp.sync mask`; a `Fence` is an LLVM `fence seq_cst` at its scope.
 """
 from __future__ import annotations
 
@@ -165,14 +165,14 @@ OPERATIONS = {**dict.fromkeys(N.SHUFFLES, shuffle), **dict.fromkeys(N.VOTES, vot
               **dict.fromkeys(N.REDUCTIONS, reduce)}
 
 
+_SYNC_SCOPES = {"block": "block", "gpu": "device", "system": None}  # a `Fence` scope: NVPTX's name
+
+
 def fence(em: Emitter, scope: str) -> None:
     """A sequentially consistent fence at `scope` (`fence.sc.cta/gpu/sys`, what CUDA's
     `__threadfence*()` are): an LLVM fence, which no memory access moves across, even one
     through a `noalias` pointer."""
     em.b.fence("seq_cst", _SYNC_SCOPES[scope])
-
-
-_SYNC_SCOPES = {"block": "block", "gpu": "device", "system": None}  # NVPTX's names
 
 
 def barrier(em: Emitter, scope: str, mask: ir.Value) -> None:

@@ -401,7 +401,8 @@ HANDLERS = {
     "simt.activemask": _activemask,
     **{f"simt.{op}": _match(op) for op in N.MATCHES},
     **{f"simt.{op}": _reduce(op) for op in N.REDUCTIONS},
-    **{f"simt.threadfence{suffix}": _statement(f"threadfence{suffix}", lambda loc, scope=scope: N.Fence(loc, scope))
+    **{f"simt.threadfence{suffix}": _statement(f"threadfence{suffix}",
+                                               lambda loc, scope=scope: N.Fence(loc, scope))
        for suffix, scope in FENCES.items()},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),

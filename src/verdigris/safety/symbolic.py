@@ -113,7 +113,8 @@ def _within_warp(interval: tuple) -> bool:
     return 0 <= lo and hi < warp_size
 
 
-_SHUFFLE_SOURCES = {  # op -> (thread, its position in its segment, the argument) -> the position it reads
+# op -> (thread, its position in its segment, the argument) -> the position it reads
+_SHUFFLE_SOURCES = {
     "shfl_down": lambda t, position, d: position + d,
     "shfl_up": lambda t, position, d: position - d,
     "shfl_xor": lambda t, position, m: INT_OPS["xor"](t, position, m, T.int32),
