@@ -90,3 +90,17 @@ def test_activemask_and_fences(target):
     assert "st.global" not in body
     before, after = text.split("fence.sc.cta", 1)[0], text.split("fence.sc.sys", 1)[1]
     assert "st.global" in before and "st.global" in after
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_fixed_pairs_assemble(target):
+    """The warp-aggregated counts and the last-block sum (tests/safety/warp_pairs.py)."""
+    from safety import warp_pairs
+
+    keys, counts = arrays(vg.int32, 1, 1)
+    text = ptx(warp_pairs.aggregated_counts, dict(keys=keys, counts=counts), target)
+    assert "match.any.sync.b32" in text and re.search(r"atom\.(\w+\.)*global\.add\.u32", text)
+    f64 = arrays(vg.float64, 1)[0]
+    specs = dict(x=f64, partial=f64, out=f64, tickets=arrays(vg.int32, 1)[0])
+    text = ptx(warp_pairs.last_block_reads_atomic_sums, specs, target)
+    assert text.count("fence.sc.gpu;") == 2 and "atom.global.exch.b64" in text
