@@ -27,13 +27,18 @@ def _dims(value) -> tuple:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
+def build(k, block, *args, **kwargs):
+    """The kernel's IR for these arguments and block (no static check), and the arguments
+    by parameter name."""
+    values = k.bind(args, kwargs)
+    ir = k.build(k.spec_key(values, k.describe_args(values), _dims(block)))
+    return ir, {p.name: v for p, v in zip(k.params, values) if not p.constexpr}
+
+
 def run(k, grid, block, *args, shared_bytes=0, **kwargs):
     """The kernel's IR for these arguments (no static check), run by the cpu backend."""
-    values = k.bind(args, kwargs)
-    block = _dims(block)
-    ir = k.build(k.spec_key(values, k.describe_args(values), block))
-    named = {p.name: v for p, v in zip(k.params, values) if not p.constexpr}
-    run_simt(ir, _dims(grid), block, named, shared_bytes=shared_bytes)
+    ir, named = build(k, block, *args, **kwargs)
+    run_simt(ir, _dims(grid), _dims(block), named, shared_bytes=shared_bytes)
 
 
 # ----------------------------------------------------------------------------- shared memory
@@ -651,8 +656,7 @@ def test_misuse_is_a_compile_error_at_the_line(fn, marker, message):
     args = [np.zeros(4, np.float32)] + ([np.zeros(4, np.float32)] if "out" in
                                         k.params[-1].name else [5] if len(k.params) > 1 else [])
     with pytest.raises(vg.CompileError, match=message) as info:
-        values = k.bind(args, {})
-        k.build(k.spec_key(values, k.describe_args(values), (32, 1, 1)))
+        build(k, 32, *args)
     assert_points_at(info.value, marker, __file__)
 
 

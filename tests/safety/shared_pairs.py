@@ -16,6 +16,7 @@ import verdigris as vg
 from verdigris import simt
 
 from .pairs import Pair
+from .warp_pairs import WARP_PAIRS
 
 B = 64  # threads per block of the 1-d pairs: two warps
 N = 3 * B - 5  # ragged: the last block is partly idle
@@ -859,4 +860,5 @@ SHARED_PAIRS = [
          counts_setup, counts_reference),
     Pair("half a tile read before it is written", half_tile_written, whole_tile_written, "VG213",
          full_setup, copy_reference),
+    *WARP_PAIRS,
 ]

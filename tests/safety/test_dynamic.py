@@ -1,4 +1,4 @@
-"""Static/dynamic agreement on the safety suite (tests/safety/pairs.py).
+"""Static/dynamic agreement on the safety suite (tests/safety/pairs.py, warp_pairs.py).
 
 Each racy kernel runs on the cpu backend *without* the static checker (its IR straight
 from the frontend, through `cpu.run_simt`): shadow memory must raise a `SafetyError` with
@@ -18,7 +18,7 @@ import pytest
 import verdigris as vg
 from verdigris.cpu import run_simt
 
-from .pairs import PAIRS
+from .test_static import PAIRS
 
 # The static code -> the codes a run may observe for it.
 OBSERVABLE = {"VG205": {"VG202", "VG203", "VG204"}}

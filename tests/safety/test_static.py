@@ -1,6 +1,6 @@
 """The static race checker against the safety suite and the shapes issue 3 names.
 
-Every racy kernel of `pairs.PAIRS` is refused at its launch, with its code, before memory
+Every racy kernel of `pairs.PAIRS` (and `warp_pairs.FENCE_PAIRS`) is refused at its launch, with its code, before memory
 is touched; every fixed twin is accepted and computes its reference on the cpu backend.
 """
 from __future__ import annotations
@@ -15,7 +15,10 @@ import verdigris as vg
 from verdigris import safety, simt
 from verdigris.examples import SIMT_EXAMPLES
 
-from .pairs import PAIRS
+from .pairs import PAIRS as CATALOGUE
+from .warp_pairs import FENCE_PAIRS
+
+PAIRS = CATALOGUE + FENCE_PAIRS
 
 IDS = [p.name for p in PAIRS]
 

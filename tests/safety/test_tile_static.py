@@ -280,25 +280,25 @@ def test_refused_index_maps(kernel, args, kwargs, code, words):
 
 
 @tile.kernel
-def scatter_xor_noise(x, out, S: vg.constexpr):
+def scatter_bitwise_noise(x, out, S: vg.constexpr):
     i = int(tile.bid(0))
-    k = (tile.arange(S) ^ 3).reshape((S, 1)) + tile.zeros((S, S), vg.int32)
+    k = (~tile.arange(S) & 3).reshape((S, 1)) + tile.zeros((S, S), vg.int32)
     rows, cols = tile.arange(S).reshape((S, 1)), tile.arange(S)
     tile.scatter(out, i * S * S + rows * S + cols + (k - k.T), tile.load(x, (i, 0), (S, S)))
 
 
 def test_an_unknown_tile_and_its_transpose_are_different_unknowns():
-    """`k - k.T` is not 0 (here k[r, c] = r ^ 3 = 3 - r, so out[6] is written twice): a
-    checker that took the unknown `k` (xor with a constant that is not a power of two) for
-    one value per tile would prove this scatter injective."""
+    """`k - k.T` is not 0 (here k[r, c] = ~r & 3 = 3 - r, so out[6] is written twice): a
+    checker that took the unknown `k` (a bitwise and of a negative value) for one value per
+    tile would prove this scatter injective."""
     x, out = np.zeros((8, 4), np.float32), np.zeros(32, np.float32)
-    errors = analyze(scatter_xor_noise, x, out, S=4).errors
+    errors = analyze(scatter_bitwise_noise, x, out, S=4).errors
     assert [e.code for e in errors] == ["VG205"]
     assert "which the checker cannot see" in errors[0].message
     from .test_tile_dynamic import run_on_cpu
 
     with pytest.raises(vg.SafetyError) as seen:
-        run_on_cpu(scatter_xor_noise, 2, (x, out), {"S": 4})
+        run_on_cpu(scatter_bitwise_noise, 2, (x, out), {"S": 4})
     assert seen.value.code == "VG202" and "of one scatter" in seen.value.message
 
 

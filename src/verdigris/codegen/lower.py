@@ -453,12 +453,11 @@ class _KernelLowering:
         return self._warp_mask
 
     def _warp_op(self, e: N.WarpOp) -> ir.Value:
-        value = self.expr(e.value)
-        if e.lane is None:
-            return warp.vote(self.em, e.op, value, self._member_mask())
-        lane = self._fold(e.lane)
-        lane = self.expr(e.lane) if lane is None else make_const(e.lane.dtype, lane)
-        return warp.shuffle(self.em, e.op, value, lane, self._member_mask())
+        value, arg = None if e.value is None else self.expr(e.value), None
+        if e.lane is not None:
+            folded = self._fold(e.lane)
+            arg = self.expr(e.lane) if folded is None else make_const(e.lane.dtype, folded)
+        return warp.OPERATIONS[e.op](self.em, e, value, arg, self._member_mask())
 
     def _fold(self, e: N.Expr) -> int | None:
         """The value of an integer expression of constants and unrolled loop counters
@@ -717,6 +716,7 @@ class _KernelLowering:
         N.Region: _region, N.Exit: _exit, N.LocalAlloc: _local_alloc,
         N.Unsafe: lambda self, s: self.stmts(s.body),
         N.Barrier: lambda self, s: warp.barrier(self.em, s.scope, self._member_mask()),
+        N.Fence: lambda self, s: warp.fence(self.em, s.scope),
     }
 
     # ------------------------------------------------------------------ kernel

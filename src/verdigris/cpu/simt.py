@@ -230,10 +230,11 @@ class _Compiler:
         lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
         return lambda fr, mask: f(lhs(fr, mask), rhs(fr, mask))
 
-    def _lazy(self, node):
-        """A lazily evaluated operand: f(frame, mask of all lanes, lanes that need it)."""
+    def _lazy(self, node, together=()):
+        """A lazily evaluated operand: f(frame, mask of all lanes, lanes that need it).
+        `together`: what the compiled code branches around with it (a select's arms)."""
         f = self.expr(node)
-        if warp.evaluated_by_all(node):
+        if warp.evaluated_by_all(node, together or (node,)):
             return lambda fr, mask, lanes: f(fr, mask)
         return lambda fr, mask, lanes: f(fr, lanes)
 
@@ -250,7 +251,8 @@ class _Compiler:
         return logical
 
     def _select(self, node):
-        cond, a, b = self.expr(node.cond), self._lazy(node.a), self._lazy(node.b)
+        arms = (node.a, node.b)
+        cond, a, b = self.expr(node.cond), self._lazy(node.a, arms), self._lazy(node.b, arms)
 
         def select(fr, mask):
             c = cond(fr, mask)
@@ -263,11 +265,10 @@ class _Compiler:
         return select
 
     def _warp_op(self, node):
-        op, loc, value = node.op, node.loc, self.expr(node.value)
-        if node.lane is None:
-            return lambda fr, mask: warp.vote(fr, op, value(fr, mask), mask, loc)
-        lane = self.expr(node.lane)
-        return lambda fr, mask: warp.shuffle(fr, op, value(fr, mask), lane(fr, mask), mask, loc)
+        run = warp.OPERATIONS[node.op]
+        value, arg = (self.expr(e) if e is not None else lambda fr, mask: None
+                      for e in (node.value, node.lane))
+        return lambda fr, mask: run(fr, node, value(fr, mask), arg(fr, mask), mask)
 
     def _cast(self, node):
         f = ops.cast(node.value.dtype, node.dtype)
@@ -482,6 +483,9 @@ class _Compiler:
             return mask
         return run_barrier, frozenset()
 
+    def _fence(self, node):  # memory here is sequentially consistent: nothing to order
+        return (lambda fr, mask: mask), frozenset()
+
     def _unsafe(self, node):
         enclosing, self.unsafe = self.unsafe, True
         try:
@@ -492,7 +496,7 @@ class _Compiler:
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
              ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe,
-             ir.Barrier: _barrier}
+             ir.Barrier: _barrier, ir.Fence: _fence}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
+from ..simt import warp_size
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tiles
 from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
@@ -96,49 +97,108 @@ def _dynamic_shared(tr, args, kwargs, loc):
     return tr.dynamic_shared(_dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc), loc)
 
 
-def _barrier(scope: str):
+def _arity(args, kwargs, usage: str, loc: Loc, count: int) -> None:
+    if len(args) != count or kwargs:
+        raise CompileError(f"{usage} takes " + (f"{count} positional argument{'s' * (count > 1)}"
+                                                if count else "no arguments"), loc)
+
+
+def _statement(label: str, make):
+    """A call of no arguments that is a statement (`barrier()`, `threadfence()`, ...)."""
     def handler(tr, args, kwargs, loc):
-        if args or kwargs:
-            raise CompileError(f"{'barrier' if scope == 'block' else 'syncwarp'}() takes no "
-                               "arguments", loc)
-        tr.emit(N.Barrier(loc, scope))
+        _arity(args, kwargs, f"{label}()", loc, 0)
+        tr.emit(make(loc))
         return Static(None)
 
     return handler
 
 
 def _lane_id(tr, args, kwargs, loc):
-    if args or kwargs:
-        raise CompileError("lane_id() takes no arguments", loc)
+    _arity(args, kwargs, "lane_id()", loc, 0)
     return N.Special(loc, "lane_id", 0, T.int32)
 
 
-def _warp(op: str):
-    """Shuffles (`shfl_*(value, lane)`, any scalar) and votes (`ballot/any_/all_(pred)`)."""
-    shuffle = op.startswith("shfl")
-    label = op if shuffle else f"{op}_" if op in ("any", "all") else op
-    usage = f"{label}(value, {'delta' if op in ('shfl_down', 'shfl_up') else 'lane'})" \
-        if shuffle else f"{label}(predicate)"
+def _lane_value(value, label: str, loc: Loc) -> N.Expr:
+    """The scalar a warp operation takes from each lane."""
+    if tiles.is_tile(value) or isinstance(value, N.ArrayRef):
+        raise CompileError(f"{label}() takes one scalar per lane, not "
+                           f"{'an array' if isinstance(value, N.ArrayRef) else 'a tile'}",
+                           loc, hint="index the array, or use tile operations in a tile kernel")
+    return typed(value, loc)
+
+
+_WIDTHS = tuple(1 << k for k in range(warp_size.bit_length()))  # a shuffle's segment sizes
+_SHUFFLE_ARGUMENTS = {"shfl_down": "delta", "shfl_up": "delta", "shfl_xor": "mask", "shfl_idx": "lane"}
+
+
+def _shuffle(op: str):
+    """`shfl_*(value, arg, width=32)`: any scalar, from another lane of its segment."""
+    usage = f"{op}(value, {_SHUFFLE_ARGUMENTS[op]}, width=32)"
 
     def handler(tr, args, kwargs, loc):
-        if len(args) != (2 if shuffle else 1) or kwargs:
-            raise CompileError(f"{usage} takes {2 if shuffle else 1} positional argument"
-                               f"{'s' if shuffle else ''}", loc)
-        if tiles.is_tile(args[0]) or isinstance(args[0], N.ArrayRef):
-            raise CompileError(f"{label}() exchanges one scalar per lane, not "
-                               f"{'an array' if isinstance(args[0], N.ArrayRef) else 'a tile'}",
-                               loc, hint="index the array, or use tile operations in a tile kernel")
-        if not shuffle:
-            return N.WarpOp(loc, op, truth(args[0], loc), None,
-                            T.uint32 if op == "ballot" else T.bool_)
-        value, lane = typed(args[0], loc), args[1]
+        if not 2 <= len(args) + len(kwargs) <= 3 or len(args) < 2 or set(kwargs) - {"width"}:
+            raise CompileError(f"{usage} takes a value, {'an' if op == 'shfl_xor' else 'a'} "
+                               f"{_SHUFFLE_ARGUMENTS[op]} and, optionally, a width", loc)
+        value, lane = _lane_value(args[0], op, loc), args[1]
         if is_number(lane) and isinstance(lane.value, int) and not isinstance(lane.value, bool):
             lane = typed(lane, loc, T.int32)
         elif isinstance(lane, N.Expr) and not tiles.is_tile(lane) and lane.dtype.is_int:
             lane = cast(lane, T.int32, loc)
         else:
             raise CompileError(f"the second argument of {usage} must be an integer", loc)
-        return N.WarpOp(loc, op, value, lane, value.dtype)
+        width = kwargs.get("width", args[2] if len(args) > 2 else Static(warp_size))
+        if not isinstance(width, Static) or width.value not in _WIDTHS or isinstance(width.value, bool):
+            got = f", not {width.value!r}" if isinstance(width, Static) else ""
+            raise CompileError(f"the width of {op}() must be a constant power of two from 1 to "
+                               f"{warp_size}{got}", loc,
+                               hint="give the lanes of one segment: 2, 4, 8, 16 or 32 (a literal, "
+                                    "or a vg.constexpr parameter)")
+        return N.WarpOp(loc, op, value, lane, value.dtype, width.value)
+
+    return handler
+
+
+def _vote(op: str):
+    """`ballot(pred)`, `any_(pred)`, `all_(pred)`: a predicate from each lane."""
+    label = N.warp_call(op)[:-2]
+
+    def handler(tr, args, kwargs, loc):
+        _arity(args, kwargs, f"{label}(predicate)", loc, 1)
+        pred = truth(_lane_value(args[0], label, loc), loc)
+        return N.WarpOp(loc, op, pred, None, T.uint32 if op == "ballot" else T.bool_)
+
+    return handler
+
+
+def _activemask(tr, args, kwargs, loc):
+    _arity(args, kwargs, "activemask()", loc, 0)
+    return N.WarpOp(loc, "activemask", None, None, T.uint32)
+
+
+def _match(op: str):
+    """`match_any(value)`, `match_all(value)`: masks of lanes holding equal values."""
+    def handler(tr, args, kwargs, loc):
+        _arity(args, kwargs, f"{op}(value)", loc, 1)
+        return N.WarpOp(loc, op, _lane_value(args[0], op, loc), None, T.uint32)
+
+    return handler
+
+
+def _reduce(op: str):
+    """`reduce_<combine>(value)`: the warp's values combined, on every lane."""
+    combine = N.REDUCTIONS[op]
+    floats = combine in ("add", "min", "max")
+
+    def handler(tr, args, kwargs, loc):
+        _arity(args, kwargs, f"{op}(value)", loc, 1)
+        value = _lane_value(args[0], op, loc)
+        if value.dtype.is_bool or (value.dtype.is_float and not floats):
+            raise CompileError(
+                f"{op}() takes {'a number' if floats else 'an integer'}, not {value.dtype.name}", loc,
+                hint="count the lanes where a predicate holds with popc(ballot(pred)); any_() and "
+                     "all_() are its or and and" if value.dtype.is_bool else
+                     "reduce_add, reduce_min and reduce_max take floats too")
+        return N.WarpOp(loc, op, value, None, value.dtype)
 
     return handler
 
@@ -327,6 +387,8 @@ def _range(tr, args, kwargs, loc):
     raise CompileError("range() can only be used as the iterable of a for loop", loc)
 
 
+FENCES = {"_block": "block", "": "gpu", "_system": "system"}  # simt.threadfence<suffix>: scope
+
 HANDLERS = {
     "simt.thread_id": _special("thread_id"),
     "simt.block_id": _special("block_id"),
@@ -337,10 +399,17 @@ HANDLERS = {
     "simt.local.array": _array("local"),
     "simt.shared.array": _array("shared"),
     "simt.shared.dynamic": _dynamic_shared,
-    "simt.barrier": _barrier("block"),
-    "simt.syncwarp": _barrier("warp"),
+    "simt.barrier": _statement("barrier", lambda loc: N.Barrier(loc, "block")),
+    "simt.syncwarp": _statement("syncwarp", lambda loc: N.Barrier(loc, "warp")),
     "simt.block_ticket": _block_ticket,
-    **{f"simt.{op}": _warp(op) for op in N.WARP_OPS},
+    **{f"simt.{op}": _shuffle(op) for op in N.SHUFFLES},
+    **{f"simt.{op}": _vote(op) for op in N.VOTES},
+    "simt.activemask": _activemask,
+    **{f"simt.{op}": _match(op) for op in N.MATCHES},
+    **{f"simt.{op}": _reduce(op) for op in N.REDUCTIONS},
+    **{f"simt.threadfence{suffix}": _statement(f"threadfence{suffix}",
+                                               lambda loc, scope=scope: N.Fence(loc, scope))
+       for suffix, scope in FENCES.items()},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
     "builtin.int": _conversion(T.int64, "int"),
     "builtin.float": _float,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import Loc
+from ..simt import warp_size
 from ..types import DType
 
 # ----------------------------------------------------------------------------- types
@@ -245,26 +246,55 @@ class Atomic(Expr):
     dtype: DType
 
 
-WARP_OPS = ("shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot", "any", "all")
+SHUFFLES = ("shfl_down", "shfl_up", "shfl_xor", "shfl_idx")
+VOTES = ("ballot", "any", "all")
+MATCHES = ("match_any", "match_all")
+# reduce_<op> -> how two lanes' values combine: a `Binary` op, or a `MathCall` (min, max)
+REDUCTIONS = {"reduce_add": "add", "reduce_min": "min", "reduce_max": "max",
+              "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
+WARP_OPS = (*SHUFFLES, *VOTES, "activemask", *MATCHES, *REDUCTIONS)
 
 
 @dataclass(eq=False)
 class WarpOp(Expr):
-    """A warp collective over all 32 lanes of the calling thread's warp (full mask): every
-    lane of the warp must reach it together (the safety checker proves the branch around it
-    warp-uniform).
+    """A warp operation. All but "activemask" are collectives over the lanes the calling
+    thread's warp has (its member mask: all 32, or fewer in a block's partial last warp):
+    every lane of the warp must reach it together (the safety checker proves the branch
+    around it warp-uniform).
 
-    shfl_*: `value` (any scalar dtype; the result has its dtype) read from another lane:
-    shfl_down from lane + `lane`, shfl_up from lane - `lane`, shfl_xor from lane ^ `lane`,
-    shfl_idx from lane `lane`; a source lane outside 0..31 gives the lane its own value
-    (CUDA's semantics). `lane` is int32. ballot: uint32 with bit k set where lane k's bool
-    `value` holds; any/all: bool over the warp's lanes. `lane` is None for those three.
+    shfl_*: `value` (any scalar dtype; the result has its dtype) read from another lane of
+    the caller's segment of `width` lanes (a power of two, 32 by default: the whole warp;
+    segments are lanes [w*width, (w+1)*width)). With p the caller's position in its segment
+    (lane % width), the source position is p + `lane` (shfl_down), p - `lane` (shfl_up),
+    p ^ `lane` (shfl_xor) or `lane` (shfl_idx); a source position outside 0..width-1 gives
+    the lane its own value. `lane` is int32.
+    ballot: uint32 with bit k set where lane k's bool `value` holds; any/all: bool over the
+    warp's lanes. activemask (`value` None): uint32 with bit k set where lane k executes
+    this operation with the caller (not a collective: it waits for no one).
+    match_any: uint32, the lanes whose `value` (any scalar; compared by the bits of its
+    register form) equals the caller's; match_all: the warp's member mask if every lane
+    holds the same value, else 0.
+    reduce_*: every lane gets the same bits, `value`s combined by `REDUCTIONS[op]` over the
+    warp's lanes in a fixed order: a tree, lane i taking in lane i + d for d = 16, 8, 4, 2,
+    1 (where lane i + d exists), then lane 0's result given to all. Integers of every
+    width (they wrap: the order does not matter), floats: add, min, max only.
+    `lane` is None for all but the shuffles.
     """
 
     op: str
-    value: Expr
+    value: Optional[Expr]
     lane: Optional[Expr]
     dtype: DType
+    width: int = warp_size
+
+    @property
+    def collective(self) -> bool:
+        return self.op != "activemask"
+
+
+def warp_call(op: str) -> str:
+    """How a kernel calls warp operation `op`, for messages: `shfl_down()`, `any_()`."""
+    return f"{op}_()" if op in ("any", "all") else f"{op}()"
 
 
 # ----------------------------------------------------------------------------- statements
@@ -362,6 +392,22 @@ class Barrier(Stmt):
 
     scope: str
     called: str = ""  # the intrinsic the user called, where it is not barrier()/syncwarp()
+
+
+FENCE_SCOPES = ("block", "gpu", "system")
+
+
+@dataclass(eq=False)
+class Fence(Stmt):
+    """`simt.threadfence_block()`, `threadfence()`, `threadfence_system()`: the calling
+    thread's memory accesses before the fence are seen by every thread of the scope (its
+    block, the GPU, also the host and peer GPUs) before those after it, as CUDA's
+    `__threadfence*()` (a sequentially consistent fence at that scope). It waits for no
+    other thread and orders no other thread's accesses: it makes no race-free kernel out
+    of a racy one (the checker gives it no meaning; the cpu backend, whose memory is
+    sequentially consistent, none either)."""
+
+    scope: str
 
 
 @dataclass(eq=False)

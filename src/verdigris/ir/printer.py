@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import nodes as N
 from . import tiles as X
+from ..simt import warp_size
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
@@ -86,8 +87,9 @@ def format_expr(e: N.Expr) -> str:
         case N.MathCall():
             return f"{e.func}:{e.dtype.short}({', '.join(map(format_expr, e.args))})"
         case N.WarpOp():
-            operands = [e.value] + ([e.lane] if e.lane is not None else [])
-            return f"{e.op}:{e.dtype.short}({', '.join(map(format_expr, operands))})"
+            operands = [format_expr(x) for x in (e.value, e.lane) if x is not None]
+            width = [f"width={e.width}"] if e.width != warp_size else []
+            return f"{e.op}:{e.dtype.short}({', '.join(operands + width)})"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 
@@ -123,6 +125,8 @@ def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
             return [f"{indent}{s.array.name} = alloc {kind}{at}"]
         case N.Barrier():
             return [f"{indent}{'barrier' if s.scope == 'block' else 'syncwarp'}(){at}"]
+        case N.Fence():
+            return [f"{indent}fence.{s.scope}(){at}"]
         case N.Unsafe():
             return [f"{indent}unsafe:{at}"] + _block(s.body, inner)
     raise TypeError(f"cannot print {type(s).__name__}")

@@ -1,5 +1,5 @@
 """Barrier divergence: every thread of a block reaches each barrier() together, every lane
-of a warp each syncwarp(), shuffle and vote.
+of a warp each syncwarp(), shuffle, vote, match and reduction.
 
 Takes: a `symbolic.Trace` (its `Checkpoint`s: barriers, warp operations, and `break`s and
 `return`s that leave loops containing them, each with its path condition and the loops
@@ -9,11 +9,13 @@ disagree on: one reaches it, the other does not, at the same iteration of the lo
 it. The error names both threads, and the condition that splits them, at its source line.
 
 Partial warps: in a block whose thread count is not a multiple of 32, the last warp has
-fewer lanes. Votes and syncwarp() name only the lanes it has (`codegen.warp.member_mask`),
-but a shuffle that reads a lane it lacks reads nothing defined on a GPU (the cpu backend
-stops there). A shuffle whose source lane may be one of those (`Checkpoint.source`:
-lane + d, lane ^ m, or the lane given) for a thread of that warp is VG214 too, naming the
-thread, the lane it reads and the lanes the warp has.
+fewer lanes. Votes, matches, reductions and syncwarp() name only the lanes it has
+(`codegen.warp.member_mask`), but a shuffle that reads a lane it lacks reads nothing
+defined on a GPU (the cpu backend stops there). A shuffle whose source lane may be one of
+those (`Checkpoint.source`: lane + d, lane ^ m, or the lane given; with a width below 32,
+that position in the lane's segment where it is inside it, else the lane's own) for a
+thread of that warp is VG214 too, naming the thread, the lane it reads and the lanes the
+warp has.
 A block that is not specialized (`verdigris check` of a launch without a literal block,
 `verdigris compile` without --block) is assumed to be whole warps (the `whole_warps` fact):
 no launch runs such a proof, since each launch specializes its kernel on its block, and

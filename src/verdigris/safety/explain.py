@@ -398,16 +398,19 @@ EXPLANATIONS = {
             """),
     ),
     "VG214": Explanation(
-        rule="""A warp shuffle, vote (ballot, any_, all_) or syncwarp() must be reached by
-            all 32 lanes of the warp together: it may not sit under a condition that
+        rule="""A warp shuffle, vote (ballot, any_, all_), match (match_any, match_all),
+            reduction (reduce_add, ...) or syncwarp() must be reached by all 32 lanes of
+            the warp together (activemask() is the one warp operation that is not shared:
+            it may be called anywhere): it may not sit under a condition that
             differs between lanes of one warp (a bounds guard, a lane index, data), nor
             inside a loop whose trip count does. Conditions the same for a whole warp
             (warp index, block index, arguments) are fine. A block whose thread count is
             not a multiple of 32 ends with a partial warp (a block of 40 threads: a warp of
-            8 lanes): votes and syncwarp() count only the lanes it has, but a shuffle of it
-            may not read a lane it lacks (lane + 16 in a warp of 8). Launch blocks of a
-            multiple of 32 threads, or keep the partial warp out of such a shuffle with a
-            condition (`if simt.thread_id(0) < 32:`).""",
+            8 lanes): votes, matches, reductions and syncwarp() count only the lanes it
+            has, but a shuffle of it may not read a lane it lacks (lane + 16 in a warp of
+            8). Launch blocks of a multiple of 32 threads, keep the shuffle inside
+            segments the partial warp has (`width=8`), or keep the partial warp out of
+            such a shuffle with a condition (`if simt.thread_id(0) < 32:`).""",
         why="""These operations exchange values between the lanes named in their mask (all
             32): a lane that never arrives leaves the others waiting, or hands them an
             undefined value. The sum comes out wrong only for some inputs, typically at

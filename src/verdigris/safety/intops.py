@@ -144,26 +144,32 @@ def _bitand(t, a, b, dtype):
     return t.scoped(dtype, "a bitwise and", a, b)
 
 
-def _power_and_other(t, a, b) -> tuple:
-    """(the power of two among `a` and `b`, the other operand) where the other is
-    non-negative, else (None, None)."""
-    for c, other in ((b, a), (a, b)):
-        if is_power_of_two(t.space, c) and t.space.interval(other)[0] >= 0:
-            return c, other
-    return None, None
+def _powers(space, c: Poly) -> list | None:
+    """The powers of two that add up to `c`: `c` itself where it is one (constant or not),
+    the set bits of a positive constant; None otherwise."""
+    if is_power_of_two(space, c):
+        return [c]
+    if c.value is not None and c.value > 0:
+        return [Poly.const(1 << k) for k in range(c.value.bit_length()) if c.value >> k & 1]
+    return None
 
 
 def _bit_set(op: str):
     """`a ^ c` and `a | c` of a non-negative `a` and a power of two `c`, constant or not (a
-    lane's partner `t ^ 1`, `t | 16`, a bitonic sort's `t ^ j` with j = 1 << jj): `a` plus or
-    minus `c`, by the bit of `a` that `c` selects."""
+    lane's partner `t ^ 1`, `t | 16`, a bitonic sort's `t ^ j` with j = 1 << jj), or a
+    positive constant `c` (`lane ^ 5`): `a` plus or minus each power of two of `c`, by the
+    bit of `a` that it selects."""
     def handler(t, a, b, dtype):
-        c, other = _power_and_other(t, a, b)
-        if c is None:
-            return t.scoped(dtype, f"a bitwise {op}", a, b)
-        # bit 0: both add c; bit 1: xor takes c away, or leaves a as it is
-        taken = Poly.const(2 if op == "xor" else 1) * c
-        return t.fit(other + c - taken * _selected_bit(t, other, c, dtype), dtype)
+        for c, other in ((b, a), (a, b)):
+            powers = _powers(t.space, c) if t.space.interval(other)[0] >= 0 else None
+            if powers:
+                # bit 0: both add the power; bit 1: xor takes it away, or leaves a as it is
+                taken = Poly.const(2 if op == "xor" else 1)
+                result = other
+                for power in powers:
+                    result = result + power - taken * power * _selected_bit(t, other, power, dtype)
+                return t.fit(result, dtype)
+        return t.scoped(dtype, f"a bitwise {op}", a, b)
     return handler
 
 

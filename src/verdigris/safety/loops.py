@@ -45,7 +45,7 @@ def _loop_info(body) -> tuple:
     scopes = {n.scope for n in nodes if isinstance(n, N.Barrier)}
     kinds = frozenset(("block", "warp") if "block" in scopes else ("warp",) if scopes else ())
     needs = "block" if "block" in scopes else "warp" if scopes or any(
-        isinstance(n, N.WarpOp) for n in nodes) else ""
+        isinstance(n, N.WarpOp) and n.collective for n in nodes) else ""
     assigned = tuple(n.name if isinstance(n, N.Assign) else n.var
                      for n in nodes if isinstance(n, (N.Assign, N.For)))
     return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned

@@ -108,20 +108,28 @@ def cooperative(nodes) -> bool:
                or (isinstance(n, N.ArrayRef) and n.type.space == "shared") for n in nodes)
 
 
-_WARP_CALLS = {"shfl_down": "shfl_down()", "shfl_up": "shfl_up()", "shfl_xor": "shfl_xor()",
-               "shfl_idx": "shfl_idx()", "ballot": "ballot()", "any": "any_()", "all": "all_()"}
-
-
 def _within_warp(interval: tuple) -> bool:
     lo, hi = interval
     return 0 <= lo and hi < warp_size
 
 
-_SHUFFLE_SOURCES = {  # op -> (thread, its lane, the argument) -> the lane it reads
-    "shfl_down": lambda t, lane, d: lane + d,
-    "shfl_up": lambda t, lane, d: lane - d,
-    "shfl_xor": lambda t, lane, m: INT_OPS["xor"](t, lane, m, T.int32),
-    "shfl_idx": lambda t, lane, source: source,
+# op -> (thread, its position in its segment, the argument) -> the position it reads
+_SHUFFLE_SOURCES = {
+    "shfl_down": lambda t, position, d: position + d,
+    "shfl_up": lambda t, position, d: position - d,
+    "shfl_xor": lambda t, position, m: INT_OPS["xor"](t, position, m, T.int32),
+    "shfl_idx": lambda t, position, source: source,
+}
+
+# op -> (thread, node, the scope of its value, capped at "block", its argument) -> the scope
+# of its result: what every lane gets alike is warp-uniform, what lanes read from one
+# another as uniform as the values they read (a vote of a uniform predicate as uniform as it)
+_RESULT_SCOPES = {
+    **dict.fromkeys(("ballot", "match_all", *N.REDUCTIONS), lambda t, e, scope, arg: "warp"),
+    **dict.fromkeys(("any", "all"), lambda t, e, scope, arg: join(scope, "warp")),
+    "activemask": lambda t, e, scope, arg: "thread",  # lanes may be missing, some not others
+    "match_any": lambda t, e, scope, arg: "warp" if at_least(scope, "warp") else "thread",
+    **dict.fromkeys(N.SHUFFLES, lambda t, e, scope, arg: "warp" if t.one_lane(e, arg) else scope),
 }
 
 
@@ -334,17 +342,18 @@ class _Thread(Loops):
         return self.scoped(e.dtype, e.func, *args) if e.dtype.is_bool else self.floating(*args)
 
     def e_warp(self, e: N.WarpOp):
-        value = self.eval(e.value)
-        lane = None if e.lane is None else self.eval(e.lane)
-        self.checkpoint(_WARP_CALLS[e.op], "warp", e.loc, self.shuffle_source(e.op, lane))
-        # the same for the whole warp: votes, a value read from one lane; else as uniform as
-        # the value (a vote of a predicate, a shuffle of a value, the same on every lane)
-        # (a lane outside 0..31 gives each lane its own value: not one value for the warp)
-        voted = e.op == "ballot" or (e.op == "shfl_idx" and at_least(self.scopes.of(lane), "warp")
-                                     and _within_warp(self.space.interval(lane)))
-        scope = "warp" if voted else join(meet(self.scopes.of(value), "block"),
-                                           "warp" if e.op in ("any", "all") else "thread")
-        return self.scoped(e.dtype, _WARP_CALLS[e.op], scope=scope)
+        value = None if e.value is None else self.eval(e.value)
+        arg = None if e.lane is None else self.eval(e.lane)
+        if e.collective:
+            self.checkpoint(N.warp_call(e.op), "warp", e.loc, self.shuffle_source(e, arg))
+        scope = _RESULT_SCOPES[e.op](self, e, meet(self.scopes.of(value), "block"), arg)
+        return self.scoped(e.dtype, N.warp_call(e.op), scope=scope)
+
+    def one_lane(self, e: N.WarpOp, lane) -> bool:
+        """Whether every lane of the warp reads one lane's value: shfl_idx over the whole warp
+        from a warp-uniform lane in 0..31 (outside it each lane keeps its own value)."""
+        return e.op == "shfl_idx" and e.width == warp_size and at_least(self.scopes.of(lane), "warp") \
+            and _within_warp(self.space.interval(lane))
 
     def access(self, array: N.ArrayRef, kind: str, indices, loc: Loc) -> tuple:
         polys = tuple(self.eval(i) for i in indices)
@@ -360,14 +369,20 @@ class _Thread(Loops):
         if self.pc != FALSE:
             self.checkpoints.append(Checkpoint(what, scope, self.pc, loc, self.counters(), source))
 
-    def shuffle_source(self, op: str, arg):
+    def shuffle_source(self, e: N.WarpOp, arg):
         """The lane a shuffle reads (one a partial warp may lack: a higher lane than the
-        reader's own, `shfl_up` by a negative delta too); None for votes, or an argument
-        the checker cannot see."""
-        if op not in _SHUFFLE_SOURCES or not isinstance(arg, Poly):
+        reader's own, `shfl_up` by a negative delta too); None for other warp operations,
+        or an argument the checker cannot see."""
+        if e.op not in _SHUFFLE_SOURCES or not isinstance(arg, Poly):
             return None
         lane = self.space.register("lane_id", 0)
-        return _SHUFFLE_SOURCES[op](self, lane, arg)
+        if e.width == warp_size:  # a source outside 0..31 is the reader's own lane
+            return _SHUFFLE_SOURCES[e.op](self, lane, arg)
+        width = Poly.const(e.width)
+        position = INT_OPS["mod"](self, lane, width, T.int32)
+        wanted = _SHUFFLE_SOURCES[e.op](self, position, arg)
+        inside = conj(compare("ge", wanted, Poly.const(0)), compare("lt", wanted, width))
+        return self.ite(inside, lane - position + wanted, lane, T.int32)
 
     def origin(self, cond: tuple, loc: Loc) -> None:
         """Remember where a condition (and its parts, and their negations) comes from."""
@@ -471,4 +486,4 @@ _STMT = {N.Assign: _Thread.s_assign, N.Store: _Thread.s_store, N.If: _Thread.s_i
          N.For: _Thread.s_for, N.While: _Thread.s_while, N.Break: _Thread.s_break,
          N.Continue: _Thread.s_continue, N.Region: _Thread.s_region, N.Exit: _Thread.s_exit,
          N.Unsafe: _Thread.s_unsafe, N.LocalAlloc: _Thread.s_nothing,
-         N.Barrier: _Thread.s_barrier}
+         N.Barrier: _Thread.s_barrier, N.Fence: _Thread.s_nothing}

@@ -11,10 +11,23 @@
 Threads of one block cooperate through `shared` memory (`shared.array(shape, dtype)`, or
 `shared.dynamic(dtype)` sized by the launch: `k[grid, block](..., shared_bytes=n)`),
 `barrier()` (every thread of the block waits for all the others) and `syncwarp()` (the
-same for the 32 lanes of a warp); the lanes of a warp exchange registers with
-`shfl_down/shfl_up/shfl_xor/shfl_idx` and vote with `ballot/any_/all_`. Atomics work on
-global and shared arrays; `block_ticket(counter)` numbers the blocks in the order they
-arrive, for kernels whose blocks wait on each other (a one-pass scan's look-back).
+same for the 32 lanes of a warp). The lanes of a warp exchange registers with
+`shfl_down/shfl_up/shfl_xor/shfl_idx` (within segments of `width=` lanes), vote with
+`ballot/any_/all_`, find the lanes holding their value with `match_any/match_all`, and
+combine their values with `reduce_add/min/max/and/or/xor`; all of these are reached by
+every lane of the warp together (the checker proves it, VG214). `activemask()` is not: it
+tells which lanes run it with the caller. Atomics work on global and shared arrays;
+`block_ticket(counter)` numbers the blocks in the order they arrive, for kernels whose
+blocks wait on each other (a one-pass scan's look-back).
+
+`threadfence()` (`threadfence_block()`, `threadfence_system()`) orders the calling
+thread's own reads and writes, as CUDA's `__threadfence()`; it waits for nobody, and the
+checker gives it no meaning: a plain store that another block reads is a race (VG203)
+with or without a fence. Blocks hand values over through atomics: CUDA's
+threadFenceReduction is, here, each block `atomic_exch`ing its partial sum, `threadfence()`,
+`block_ticket(counter)`; the block whose ticket is `grid_dim(0) - 1` knows the others are
+done, and after `threadfence()` and `barrier()` reads their sums with atomics
+(`atomic_add(partial, j, 0.0)`).
 
 The functions below are the intrinsics kernels call; on the host they raise.
 """
@@ -77,17 +90,49 @@ block_ticket = device_only(
     "wrap around after that).")
 
 _WARP_DOCS = {
-    "shfl_down": "shfl_down(value, delta): `value` of lane lane_id() + delta (own value past "
-                 "lane 31).",
-    "shfl_up": "shfl_up(value, delta): `value` of lane lane_id() - delta (own value below lane 0).",
-    "shfl_xor": "shfl_xor(value, mask): `value` of lane lane_id() ^ mask (butterfly).",
-    "shfl_idx": "shfl_idx(value, lane): `value` of lane `lane` (own value outside 0..31).",
+    "shfl_down": "shfl_down(value, delta, width=32): `value` of lane lane_id() + delta (own "
+                 "value past the end of the lane's segment of `width` lanes).",
+    "shfl_up": "shfl_up(value, delta, width=32): `value` of lane lane_id() - delta (own value "
+               "before the start of the lane's segment).",
+    "shfl_xor": "shfl_xor(value, mask, width=32): `value` of lane lane_id() ^ mask (butterfly; "
+                "own value where that lane is outside the lane's segment, mask >= width).",
+    "shfl_idx": "shfl_idx(value, lane, width=32): `value` of lane `lane` of the caller's "
+                "segment (own value outside 0..width-1).",
     "ballot": "ballot(pred): uint32 with bit k set where lane k's pred holds.",
     "any": "any_(pred): whether pred holds on some lane of the warp.",
     "all": "all_(pred): whether pred holds on every lane of the warp.",
+    "activemask": "activemask(): uint32 with bit k set where lane k runs this call with the "
+                  "caller (CUDA's __activemask()). Not a collective: it waits for no lane, and "
+                  "on a GPU lanes on one path may not have reconverged, so a lane may be "
+                  "missing (the cpu backend runs a warp in lock step: every lane on the path).",
+    "match_any": "match_any(value): uint32 with bit k set where lane k's value equals the "
+                 "caller's (CUDA's __match_any_sync; any scalar, compared by its bits: "
+                 "-0.0 and 0.0 differ, a NaN matches the same NaN).",
+    "match_all": "match_all(value): the warp's lanes as a uint32 mask (0xFFFFFFFF for a "
+                 "whole warp) if every lane holds the same value (by its bits), else 0 "
+                 "(CUDA's __match_all_sync, its predicate the result != 0).",
+    **{f"reduce_{op}": f"reduce_{op}(value): {what} of `value` over the warp's lanes, the same "
+                       f"bits on every lane (CUDA's __reduce_{op}_sync; {dtypes})."
+       for op, what, dtypes in (
+           ("add", "the sum", "integers wrap; floats are added in a fixed tree order"),
+           ("min", "the minimum", "integers and floats, a NaN ignored as min() does"),
+           ("max", "the maximum", "integers and floats, a NaN ignored as max() does"),
+           ("and", "the bitwise and", "integers"), ("or", "the bitwise or", "integers"),
+           ("xor", "the bitwise xor", "integers"))},
 }
-shfl_down, shfl_up, shfl_xor, shfl_idx, ballot, any_, all_ = (
-    device_only(f"simt.{op}", doc) for op, doc in _WARP_DOCS.items())
+shfl_down, shfl_up, shfl_xor, shfl_idx, ballot, any_, all_, activemask, match_any, match_all, \
+    reduce_add, reduce_min, reduce_max, reduce_and, reduce_or, reduce_xor = (
+        device_only(f"simt.{op}", doc) for op, doc in _WARP_DOCS.items())
+
+threadfence_block, threadfence, threadfence_system = (
+    device_only(f"simt.{name}", f"{name}(): this thread's reads and writes before it are seen "
+                f"by {who} before those after it (CUDA's __{name}(), a sequentially "
+                "consistent fence). It waits for no other thread and orders nothing between "
+                "threads by itself: a value another block reads must still go through atomics "
+                "(see the module docstring).")
+    for name, who in (("threadfence_block", "the threads of its block"),
+                      ("threadfence", "every thread of the GPU"),
+                      ("threadfence_system", "every thread, the host's and other GPUs' too")))
 
 _ATOMIC_DOCS = {
     "add": "old = atomic_add(array, index, value): array[index] += value, indivisibly.",
@@ -108,4 +153,6 @@ __all__ = ["atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and_"
            "atomic_xor", "atomic_exch", "atomic_cas", "kernel", "thread_id", "block_id",
            "block_dim", "grid_dim", "global_id", "lane_id", "warp_size", "local", "shared",
            "barrier", "syncwarp", "block_ticket", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot",
-           "any_", "all_"]
+           "any_", "all_", "activemask", "match_any", "match_all", "reduce_add", "reduce_min",
+           "reduce_max", "reduce_and", "reduce_or", "reduce_xor", "threadfence_block", "threadfence",
+           "threadfence_system"]
