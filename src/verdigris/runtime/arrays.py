@@ -191,7 +191,8 @@ class Array(ArrayInfo):
         the view (`fill`); an array whose shape broadcasts to the view's (NumPy's rules)
         is copied into it, converted to this dtype as NumPy converts. Device arrays (a
         `vg.Array`, torch, CuPy...) are copied on the device; host data (NumPy arrays,
-        lists) crosses in one transfer of the data as given."""
+        lists) crosses in one transfer (`hostops.upload`); a smaller array that broadcasts
+        crosses as it is and is repeated on the device."""
         view = self[key]
         check_writable(view, "assign to")
         if is_number(value):
@@ -202,10 +203,10 @@ class Array(ArrayInfo):
             hostops.copy(view, broadcast(info, view.shape))
             return
         host = host_data(value, view.dtype)
-        if host.shape == view.shape and view.is_c_contiguous:
-            _copy_to_device(view, np.ascontiguousarray(host))
-        else:
-            broadcast(describe(host), view.shape)  # refuse before anything moves
+        broadcast(describe(host), view.shape)  # refuse before anything moves
+        if host.size == view.size:
+            hostops.upload(view, host.reshape(view.shape))
+        else:  # a smaller array, repeated: it crosses as it is, the device repeats it
             hostops.copy(view, broadcast(asarray(host, device=view.device), view.shape))
 
     # -- views
@@ -468,16 +469,8 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
         return _as_array(info).astype(dtype or info.dtype, copy=False)
     host = np.ascontiguousarray(host_data(obj, dtype))
     out = empty(host.shape, dtype_arg(host.dtype) if dtype is None else dtype, device=device)
-    _copy_to_device(out, host)
+    hostops.to_device(out.ptr, host, device)
     return out
-
-
-def _copy_to_device(out: Array, host: np.ndarray) -> None:
-    """Copy C-contiguous `host` into C-contiguous `out` of the same size."""
-    if host.nbytes:
-        driver.activate(out.device)
-        driver.check(driver.api().cuMemcpyHtoD(out.ptr, host.ctypes.data, host.nbytes),
-                     "cuMemcpyHtoD")
 
 
 def _from_host(host: np.ndarray, device: int) -> Array:

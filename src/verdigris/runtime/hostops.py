@@ -4,8 +4,9 @@
 
 Takes: device views (`ArrayInfo`s, any strides) and values already in the view's dtype
 (`arrays` checks what the user gave). Gives: `fill(view, bits)`, `copy(dst, src)` (device
-to device, converting to `dst`'s dtype where the two differ), `copy_bytes` (one
-contiguous run), and `coalesce(views)`.
+to device, converting to `dst`'s dtype where the two differ), `upload(view, host)` (host
+data into a view), `to_device` and `copy_bytes` (one contiguous run), and
+`coalesce(views)`.
 
 How: the views are coalesced first (`coalesce`: `a.T`, `a[::-1]` and a contiguous 3-d
 array are each one run), then the first of these that fits does the work:
@@ -17,9 +18,9 @@ array are each one run), then the first of these that fits does the work:
 3. the rest (8-byte values whose halves differ, dtype conversions, views that step inside
    their rows): a verdigris kernel (`elementwise`), compiled once per machine, so the
    first such call with a fresh disk cache pays a compile of a few hundred milliseconds.
-Host data crosses in one cuMemcpyHtoD of a contiguous buffer (`arrays`), into a temporary
-device array where its destination is not contiguous, which then goes on by 2 or 3: no
-transfer moves narrow rows.
+Host data is laid out on the host (by NumPy) in the order the view walks memory and
+crosses in one cuMemcpyHtoD: straight into a view that is one run, else into a temporary
+array that goes on by 2 or 3 (no transfer moves narrow rows).
 
 Guarantees: everything is ordered on the legacy default stream, with verdigris's other
 copies and kernels. A copy whose source shares elements with its destination
@@ -90,6 +91,32 @@ def copy(dst: ArrayInfo, src: ArrayInfo) -> None:
     driver.check(drv.cuMemcpy2D(params), "cuMemcpy2D")
 
 
+def upload(view: ArrayInfo, host: np.ndarray) -> None:
+    """Set `view` to `host`, a NumPy array of its shape and dtype."""
+    if not view.size:
+        return
+    flips, order = _walk(view)
+    staged = np.ascontiguousarray(host[_reversing(flips, host.ndim)].transpose(order))
+    (run,) = coalesce([view])
+    rows = _rows([run])
+    if rows is not None and rows[1] == 1:
+        to_device(run.ptr, staged, view.device)
+        return
+    from .arrays import asarray
+
+    temp = asarray(staged, device=view.device)  # the view's walk, contiguous
+    back = tuple(int(a) for a in np.argsort(order))
+    copy(view, temp.transpose(back)[_reversing(flips, host.ndim)])
+
+
+def to_device(dst: int, host: np.ndarray, device: int) -> None:
+    """Copy C-contiguous `host` to `dst` on `device`."""
+    if host.nbytes:
+        driver.activate(device)
+        driver.check(driver.api().cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes),
+                     "cuMemcpyHtoD")
+
+
 def copy_bytes(dst: int, src: int, nbytes: int, device: int) -> None:
     """Copy `nbytes` from `src` to `dst`, both on `device`, on the legacy default stream."""
     if nbytes:
@@ -106,14 +133,15 @@ def coalesce(views: list) -> list:
     shape = views[0].shape
     ptrs = [v.ptr for v in views]
     strides = [list(v.strides) for v in views]
-    for axis, n in enumerate(shape):
-        if strides[0][axis] < 0:
-            for j, view in enumerate(views):
-                ptrs[j] += (n - 1) * strides[j][axis] * view.dtype.itemsize
-                strides[j][axis] = -strides[j][axis]
-    order = sorted((a for a, n in enumerate(shape) if n != 1), key=lambda a: -strides[0][a])
+    flips, order = _walk(views[0])
+    for axis in flips:
+        for j, view in enumerate(views):
+            ptrs[j] += (shape[axis] - 1) * strides[j][axis] * view.dtype.itemsize
+            strides[j][axis] = -strides[j][axis]
     merged_shape, merged = [], [[] for _ in views]
     for a in order:
+        if shape[a] == 1:
+            continue
         if merged_shape and all(m[-1] == s[a] * shape[a] for m, s in zip(merged, strides)):
             merged_shape[-1] *= shape[a]
             for m, s in zip(merged, strides):
@@ -124,6 +152,18 @@ def coalesce(views: list) -> list:
                 m.append(s[a])
     return [ArrayInfo(p, tuple(merged_shape), tuple(m), v.dtype, v.device, v.readonly,
                       v.keepalive) for p, m, v in zip(ptrs, merged, views)]
+
+
+def _walk(view: ArrayInfo) -> tuple:
+    """How `coalesce` walks a view: the axes it turns round (negative strides) and the
+    order it takes all axes in (largest stride first)."""
+    flips = tuple(a for a, s in enumerate(view.strides) if s < 0)
+    return flips, sorted(range(len(view.shape)), key=lambda a: -abs(view.strides[a]))
+
+
+def _reversing(axes: tuple, ndim: int) -> tuple:
+    """The index that reverses `axes` of an array of `ndim` axes."""
+    return tuple(slice(None, None, -1) if a in axes else slice(None) for a in range(ndim))
 
 
 def _rows(views: list) -> tuple | None:
