@@ -1,8 +1,10 @@
 """The host array API's cuda paths without a GPU: each test runs a script in a subprocess
-whose CUDA driver is tests/fakecuda, where "device memory" is host memory (so what the
-driver calls write can be read back) and a launch runs nothing (so a path that needs a
-kernel shows as a launch of `fill` or `convert`, whose results tests/gpu checks).
-Results are compared bit for bit with NumPy, on fresh random data, over poisoned memory."""
+whose CUDA driver is tests/fakecuda, where "device memory" is host memory, so what the
+driver calls write can be read back. A launch there runs nothing: the `elementwise`
+kernels run instead on the cpu backend, over that memory (`fakecuda.host_view`), which
+checks what `hostops` asks of them; `kernels` lists the ones that ran, so a test also
+sees which path a fill or copy took. Results are compared bit for bit with NumPy, on
+fresh random data, over poisoned memory. tests/gpu/test_arrays_gpu.py runs the same on a GPU."""
 import json
 import textwrap
 
@@ -17,7 +19,7 @@ PRELUDE = """
 import gc, json, sys
 import numpy as np
 import verdigris as vg
-from tests.fakecuda import last_launch, live_streams
+from tests.fakecuda import host_view, last_launch, live_streams
 
 rng = np.random.default_rng()
 out = {"mismatches": []}
@@ -29,8 +31,22 @@ def same(name, got, want):
             np.ascontiguousarray(want).reshape(-1).view(np.uint8)):
         out["mismatches"].append([name, repr(got), repr(want)])
 
+kernels = []  # the elementwise kernels that ran, by name
+
 def launches():
-    return last_launch().count
+    return len(kernels) if KERNELS_ON_HOST else last_launch().count
+
+if KERNELS_ON_HOST:
+    from verdigris.runtime import elementwise
+    from verdigris.runtime.interop import ArrayInfo
+
+    def run_on_host(kernel, out, operand):
+        kernels.append(kernel.__name__)
+        views = [host_view(x) if isinstance(x, ArrayInfo) else x for x in (out, operand)]
+        kernel.launch(elementwise.grid(tuple(out.shape)), elementwise.BLOCK, tuple(views), {},
+                      on="cpu")
+
+    elementwise.run = run_on_host
 
 def poisoned(shape, dtype=np.float32):
     host = np.full(shape, 0xAB, np.uint8).astype(dtype) if np.dtype(dtype).kind != "f" else \\
@@ -39,8 +55,11 @@ def poisoned(shape, dtype=np.float32):
 """
 
 
-def run(body: str) -> dict:
-    done = fakecuda.run(PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n")
+def run(body: str, kernels_on_host: bool = True) -> dict:
+    """Run `body` after PRELUDE; with `kernels_on_host`, the elementwise kernels run on the
+    cpu backend over the fake device memory, else they are launched (and do nothing)."""
+    done = fakecuda.run(f"KERNELS_ON_HOST = {kernels_on_host}\n" + PRELUDE
+                        + textwrap.dedent(body) + "\nprint(json.dumps(out))\n")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result.pop("mismatches") == []
@@ -66,7 +85,7 @@ def test_constructors_fill_by_memsets_without_a_kernel():
     same("empty shape", vg.ones((0, 3)), np.ones((0, 3), np.float32))
     out["kernels"] = launches() - before
     out["imported"] = "verdigris.runtime.elementwise" in sys.modules
-    """)
+    """, kernels_on_host=False)
     assert got == {"kernels": 0, "imported": False}
 
 
@@ -78,38 +97,43 @@ def test_eight_byte_values_whose_halves_differ_take_the_fill_kernel():
     out["launch"] = [launch.count - before, launch.name, list(launch.grid), list(launch.block)]
     out["ptr"] = launch.slots[0] == a.ptr  # fill(out, value): out's pointer first
     out["ones"] = [vg.ones(5, vg.float64).dtype.name, launches() - before]
-    """)
+    """, kernels_on_host=False)
     assert got["launch"][0] == 1 and got["launch"][1].startswith("fill")
     assert got["launch"][2:] == [[12, 1, 1], [256, 1, 1]]  # 3000 elements, one run
     assert got["ptr"] and got["ones"] == ["float64", 2]
 
 
-def test_fills_of_views_by_the_2d_memsets():
+def test_fills_of_views():
     got = run("""
-    for dtype in (np.int64, np.float32, np.int16, np.uint8):
+    paths = {}
+    for dtype in (np.int64, np.float64, np.float32, np.int16, np.uint8):
         host = rng.standard_normal((6, 8, 5)).astype(dtype)
         device = vg.asarray(host)
-        before = launches()
         for key, value in [((slice(None), slice(2, 5)), 7), ((slice(1, 5, 2), slice(None, None, -1)), 2),
                            ((Ellipsis, slice(1, 4)), 3), ((2,), 0), ((slice(None), 3, slice(1, 3)), 1),
-                           ((slice(None, None, -1),), 4)]:
-            if np.dtype(dtype).itemsize == 8 and value != 0:  # those take the kernel
-                continue
+                           ((slice(None, None, -1),), 4), ((1, 2, 3), 5),
+                           ((slice(None), slice(None), slice(None, None, 2)), 6),  # a step in the rows
+                           ((slice(None), slice(None), 3), 8)]:  # rows of one element
+            before = launches()
             device[key] = value
             host[key] = value
             same(f"{dtype} {key}", device, host)
-        device.fill(0)
-        same(f"{dtype} fill", device, np.zeros_like(host))
-        all_ones = np.array(-1).astype(dtype)  # every bit set: a memset for 8 bytes too
+            paths.setdefault(np.dtype(dtype).name, []).append(launches() - before)
+        all_ones = np.frombuffer(b"\\xff" * host.itemsize, dtype)[0]  # a memset for 8 bytes too
+        before = launches()
         device.T.fill(all_ones)
-        same(f"{dtype} fill of the transpose", device, np.full_like(host, all_ones))
-        out.setdefault("kernels", []).append(launches() - before)
-    before = launches()
-    device[:, :, ::2] = 1  # a step inside the rows
-    device[:, :, 3] = 1  # rows of one element
-    out["kernels"].append(launches() - before)
+        host.view(np.uint8)[...] = 0xFF
+        same(f"{dtype} fill of the transpose", device, host)
+        paths[np.dtype(dtype).name].append(launches() - before)
+    out["paths"] = paths
+    out["kernels"] = sorted(set(kernels))
     """)
-    assert got["kernels"] == [0, 0, 0, 0, 2]
+    # a memset (0) but for a step in the rows, rows of one element and 8-byte values other
+    # than 0 and all ones (1: the fill kernel)
+    memsets, eight_bytes = [0] * 7 + [1, 1, 0], [1, 1, 1, 0, 1, 1, 1, 1, 1, 0]
+    assert got["paths"] == {"int64": eight_bytes, "float64": eight_bytes, "float32": memsets,
+                            "int16": memsets, "uint8": memsets}
+    assert got["kernels"] == ["fill"]
 
 
 def test_assignments_from_the_host_and_the_device():
@@ -143,26 +167,30 @@ def test_assignments_from_the_host_and_the_device():
     device[:, 1:] = device[:, :-1]
     host[:, 1:] = host[:, :-1]
     same("overlapping columns", device, host)
-    out["kernels"] = launches() - before
+    out["by the driver"] = launches() - before
     before = launches()
-    device[...] = np.arange(8, dtype=np.float32)  # a broadcast row: uploaded once, then a kernel
-    out["broadcast"] = [launches() - before, last_launch().name]
-    device[:, 0] = vg.asarray(np.arange(6, dtype=np.int32))  # another dtype: converted on the device
-    out["converted"] = [launches() - before, last_launch().name]
+    device[...] = np.arange(8, dtype=np.float32)  # a row, repeated on the device
+    host[...] = np.arange(8, dtype=np.float32)
+    same("broadcast", device, host)
+    device[:, 0] = vg.asarray(np.arange(6, dtype=np.int32))  # converted on the device
+    host[:, 0] = np.arange(6)
+    same("converted", device, host)
     device[2:4] = on_device[::-1][2:4]  # rows in the other order: no 2-d copy has that
-    out["reversed"] = launches() - before
+    host[2:4] = source[::-1][2:4]
+    same("reversed source", device, host)
+    device[1:, 1:] = device[:-1, :-1][::-1]  # overlapping, and a kernel
+    host[1:, 1:] = host[:-1, :-1][::-1]
+    same("overlapping and reversed", device, host)
+    out["kernels"] = kernels
     """)
-    assert got["kernels"] == 0
-    assert got["broadcast"][0] == 1 and got["broadcast"][1].startswith("convert")
-    assert got["converted"][0] == 2 and got["converted"][1].startswith("convert")
-    assert got["reversed"] == 3
+    assert got["by the driver"] == 0
+    assert got["kernels"] == ["convert"] * 4
 
 
 def test_copies_views_and_conversions():
     got = run("""
-    host = rng.standard_normal((4, 6)).astype(np.float32)
+    host = rng.standard_normal((4, 6)).astype(np.float32) * 100
     device = vg.asarray(host)
-    before = launches()
     for name, view, want in [("copy", device.copy(), host), ("rows", device[:, 1:5].copy(), host[:, 1:5]),
                              ("one row", device[2].copy(), host[2]),
                              ("transpose of a transpose", device.T.T.copy(), host)]:
@@ -176,32 +204,39 @@ def test_copies_views_and_conversions():
     same("same dtype", device.astype(vg.float32, copy=False), host)
     out["kept"] = device.astype("float32", copy=False) is device
     out["sizes"] = [device.size, device.ndim, device.nbytes, device.itemsize, ints.view(vg.int16).itemsize]
-    out["kernels"] = launches() - before
-    before = launches()
-    converted = device.astype(vg.float16)
-    out["astype"] = [launches() - before, last_launch().name, converted.dtype.name, converted.shape]
-    out["asarray"] = vg.asarray(device, vg.bfloat16).dtype.name
-    device[:, ::2].copy()
-    out["strided copy"] = [launches() - before, last_launch().name]
-    device[::-1].copy()  # rows in the other order
-    out["reversed"] = launches() - before
+    out["by the driver"] = len(kernels)
+    for dtype in (vg.float16, vg.bfloat16, vg.int8, vg.uint8, vg.bool_, vg.float64, vg.int64):
+        values = np.clip(host, -100, 100) if np.dtype(dtype).kind in "iu" else host
+        if np.dtype(dtype).kind == "u":
+            values = np.abs(values)
+        on_device = vg.asarray(values)
+        same(f"astype {dtype}", on_device.astype(dtype), values.astype(dtype.np))
+        same(f"astype {dtype} of a view", on_device[::-1, ::2].astype(dtype), values[::-1, ::2].astype(dtype.np))
+    same("asarray", vg.asarray(device, vg.bfloat16), host.astype(vg.bfloat16.np))
+    same("strided copy", device[:, ::2].copy(), host[:, ::2])
+    same("reversed copy", device[::-1].copy(), host[::-1])
+    out["kernels"] = kernels
     """)
-    assert got["kept"] and got["kernels"] == 0
+    assert got["kept"] and got["by the driver"] == 0
     assert got["sizes"] == [24, 2, 96, 4, 2]
-    assert got["astype"][0] == 1 and got["astype"][1].startswith("convert")
-    assert got["astype"][2:] == ["float16", [4, 6]] and got["asarray"] == "bfloat16"
-    assert got["strided copy"][0] == 3 and got["strided copy"][1].startswith("convert")
-    assert got["reversed"] == 4
+    assert got["kernels"] == ["convert"] * 17
 
 
 def test_many_axes_go_in_slices():
     got = run("""
     host, device = poisoned((3, 4, 5, 6))
-    before = launches()
     device[::2, ::2, ::2, ::2] = 1.0  # four axes that do not merge: a launch per first index
-    out["launches"] = launches() - before
+    host[::2, ::2, ::2, ::2] = 1.0
+    same("fill", device, host)
+    values = rng.standard_normal((3, 4, 5, 6)).astype(np.float32)
+    # two launches each: the conversion of the view, then the copy into another view
+    device[::-2, ::2, ::2, ::3] = vg.asarray(values)[::2, 1::2, ::2, ::3].astype(vg.float64)
+    host[::-2, ::2, ::2, ::3] = values[::2, 1::2, ::2, ::3]
+    same("copy", device, host)
+    out["kernels"] = kernels
     """)
-    assert got["launches"] == 2
+    assert got["kernels"] == ["fill"] * 2 + ["convert"] * 4
+
 
 
 def test_writes_that_are_refused():
@@ -243,7 +278,7 @@ def test_array_operations_run_on_the_gpu_whatever_the_backend():
     a.fill(2.5)  # a kernel on the cuda backend: a is device memory
     a[0] = 0.0  # a memset
     out["launches"] = [launches() - before, last_launch().name]
-    """)
+    """, kernels_on_host=False)
     assert got["launches"][0] == 1 and got["launches"][1].startswith("fill")
 
 
