@@ -176,6 +176,8 @@ def test_view_errors_say_why():
         a[1, 2].view(T.float16)
     with pytest.raises(vg.ArrayError, match="unknown dtype"):
         a.view("f33")
+    with pytest.raises(vg.ArrayError, match=r"axes \(0, 0\) are not a permutation of 2 axes"):
+        a.transpose(0, 0)
 
 
 # ----------------------------------------------------------------------------- hostops plans

@@ -136,8 +136,9 @@ class Array(ArrayInfo):
     def astype(self, dtype, copy: bool = True) -> "Array":
         """This array converted to `dtype`, in new C-contiguous memory on the same device,
         as NumPy's `astype` converts: a float into an integer truncates toward zero, into
-        bool is `x != 0`; a float that does not fit an integer dtype is undefined in NumPy
-        and saturates here. `copy=False` returns this array itself when it has the dtype.
+        bool is `x != 0`, an integer into a narrower one wraps; a float outside an integer
+        dtype's range gives an undefined value, as in NumPy. `copy=False` returns this
+        array itself when it has the dtype.
 
         Done on the device by a verdigris kernel (`elementwise.convert`), compiled once per
         pair of dtypes and machine: the first conversion between two dtypes with a fresh
@@ -283,7 +284,7 @@ class Array(ArrayInfo):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         axes = tuple(axes) or tuple(reversed(range(self.ndim)))
         if sorted(axes) != list(range(self.ndim)):
-            raise ValueError(f"axes {axes} are not a permutation of {self.ndim} axes")
+            raise ArrayError(f"axes {axes} are not a permutation of {self.ndim} axes")
         return Array(self.ptr, tuple(self.shape[a] for a in axes),
                      tuple(self.strides[a] for a in axes), self.dtype, self.device,
                      self.readonly, self.keepalive)

@@ -13,8 +13,9 @@ Guarantees:
   that would overlap `src` and `out` must copy first (`hostops` does).
 - A specialization is compiled once per machine (the disk cache; later processes launch it
   from its launch record, without the frontend): the first call in a fresh cache pays a
-  compile of a few hundred milliseconds. `fill` is launched on unsigned integers only
-  (values as bits), so it has four specializations per layout whatever the dtype.
+  compile of a few hundred milliseconds. Fills and copies of one dtype move bits: they
+  are launched on unsigned integers of the item's size, so they have four specializations
+  per layout whatever the dtype; conversions have one per pair of dtypes.
 - They run on the legacy default stream, ordered with verdigris's copies, and on the cuda
   backend whichever backend kernels run on (`dispatch.KernelFunction.launch(on=)`): a
   `vg.Array` is device memory.

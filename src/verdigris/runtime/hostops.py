@@ -128,8 +128,8 @@ def coalesce(views: list) -> list:
     """The same elements, paired the same way, in the fewest axes: axes the first view
     walks backwards are turned round in every view, axes of one element go, the rest are
     ordered by the first view's strides (largest first), and neighbours merge where every
-    view steps over the inner one exactly. The k-th element of each result is still the
-    k-th of the others."""
+    view steps over the inner one exactly. Elements that pair up across the views (one
+    index in each) still pair up across the results."""
     shape = views[0].shape
     ptrs = [v.ptr for v in views]
     strides = [list(v.strides) for v in views]
