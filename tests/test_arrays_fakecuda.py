@@ -55,11 +55,11 @@ def poisoned(shape, dtype=np.float32):
 """
 
 
-def run(body: str, kernels_on_host: bool = True) -> dict:
+def run(body: str, kernels_on_host: bool = True, devices: int = 1) -> dict:
     """Run `body` after PRELUDE; with `kernels_on_host`, the elementwise kernels run on the
     cpu backend over the fake device memory, else they are launched (and do nothing)."""
     done = fakecuda.run(f"KERNELS_ON_HOST = {kernels_on_host}\n" + PRELUDE
-                        + textwrap.dedent(body) + "\nprint(json.dumps(out))\n")
+                        + textwrap.dedent(body) + "\nprint(json.dumps(out))\n", devices=devices)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result.pop("mismatches") == []
@@ -220,6 +220,22 @@ def test_copies_views_and_conversions():
     assert got["kept"] and got["by the driver"] == 0
     assert got["sizes"] == [24, 2, 96, 4, 2]
     assert got["kernels"] == ["convert"] * 17
+
+
+def test_copies_between_gpus_go_through_the_host():
+    got = run("""
+    values = rng.standard_normal((5, 6)).astype(np.float32)
+    host, device = poisoned((5, 6))
+    other = vg.asarray(values, device=1)
+    device[:, 1:] = other[:, :5]
+    host[:, 1:] = values[:, :5]
+    same("from GPU 1", device, host)
+    device[::2] = other[::2].astype(vg.float64)  # converted on GPU 1, copied, converted again
+    host[::2] = values[::2]
+    same("converted", device, host)
+    out["devices"] = [device.device, other.device, other.copy().device, other.astype(vg.int8).device]
+    """, devices=2)
+    assert got["devices"] == [0, 1, 1, 1]
 
 
 def test_many_axes_go_in_slices():
