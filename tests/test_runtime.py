@@ -306,7 +306,7 @@ import numpy as np
 import verdigris as vg
 a = vg.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
 for make in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x)),
-             lambda x: x.copy(), lambda x: x[:, ::2].copy(), lambda x: x[:0].copy()):
+             lambda x: x.copy(), lambda x: x[:, 1:3].copy(), lambda x: x[:0].copy()):
     b = make(a)
     assert b.ptr != a.ptr or b.size == 0
     print(np.asarray(b).tolist())
@@ -319,7 +319,7 @@ print("freed")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")
     whole = np.arange(12.0).reshape(3, 4).tolist()
-    assert lines[:6] == [str(whole)] * 4 + [str(np.arange(12.0).reshape(3, 4)[:, ::2].tolist()),
+    assert lines[:6] == [str(whole)] * 4 + [str(np.arange(12.0).reshape(3, 4)[:, 1:3].tolist()),
                                             "[]"]
     assert lines[6] == "freed"
 

@@ -6,8 +6,9 @@ on first use, not at import.
 from __future__ import annotations
 
 from . import math, simt, tile
-from .errors import (AliasError, BackendError, BoundsError, CompileError, DivergenceError,
-                     Error, KernelError, LaunchError, SafetyError, UnsupportedConstruct)
+from .errors import (AliasError, ArrayError, BackendError, BoundsError, CompileError,
+                     DivergenceError, Error, KernelError, LaunchError, SafetyError,
+                     UnsupportedConstruct)
 from .lang import constexpr, func, unsafe
 from .runtime.backend import current as current_backend
 from .runtime.backend import set_backend
@@ -48,11 +49,56 @@ def zeros(shape, dtype=float32, *, device: int = 0):
     return arrays.zeros(shape, dtype, backend=current_backend(), device=device)
 
 
+def ones(shape, dtype=float32, *, device: int = 0):
+    """An array of ones on the current backend's device."""
+    from .runtime import arrays
+
+    return arrays.ones(shape, dtype, backend=current_backend(), device=device)
+
+
+def full(shape, fill_value, dtype=None, *, device: int = 0):
+    """An array with every element `fill_value` on the current backend's device; the dtype,
+    unless given, is NumPy's for the value (int64 for an int, float64 for a float)."""
+    from .runtime import arrays
+
+    return arrays.full(shape, fill_value, dtype, backend=current_backend(), device=device)
+
+
+def arange(start, stop=None, step=1, dtype=None, *, device: int = 0):
+    """`numpy.arange(start, stop, step, dtype)` on the current backend's device (made on
+    the host and copied in one transfer)."""
+    from .runtime import arrays
+
+    return arrays.arange(start, stop, step, dtype, backend=current_backend(), device=device)
+
+
 def empty_like(a, dtype=None):
     """An uninitialized array with `a`'s shape and dtype, where `a` lives."""
     from .runtime import arrays
 
     return arrays.empty_like(a, dtype)
+
+
+def zeros_like(a, dtype=None):
+    """A zero-filled array with `a`'s shape and dtype, where `a` lives."""
+    from .runtime import arrays
+
+    return arrays.zeros_like(a, dtype)
+
+
+def ones_like(a, dtype=None):
+    """An array of ones with `a`'s shape and dtype, where `a` lives."""
+    from .runtime import arrays
+
+    return arrays.ones_like(a, dtype)
+
+
+def full_like(a, fill_value, dtype=None):
+    """An array with `a`'s shape and dtype (unless given), every element `fill_value`,
+    where `a` lives."""
+    from .runtime import arrays
+
+    return arrays.full_like(a, fill_value, dtype)
 
 
 def from_dlpack(obj):
@@ -96,7 +142,7 @@ def load_bundle(path):
 
 # names imported on first use: they pull in the driver bindings -> (module, attribute)
 _LAZY = {"Array": ("runtime.arrays", "Array"), "Event": ("runtime.streams", "Event"),
-         "torch_op": ("runtime.torch_ops", "torch_op")}
+         "Stream": ("runtime.streams", "Stream"), "torch_op": ("runtime.torch_ops", "torch_op")}
 
 
 def __getattr__(name):

@@ -93,7 +93,13 @@ def format_message(message: str, loc: Loc | None, hint: str = "", code: str = ""
 class Error(Exception):
     """Base of every error verdigris raises on purpose."""
 
+    # An error about a call made on the host names the user's call when it has no location
+    # of its own (`user_call_site`)
+    at_user_call = False
+
     def __init__(self, message: str, loc: Loc | None = None, hint: str = "", code: str = ""):
+        if loc is None and self.at_user_call:
+            loc = user_call_site()
         self.message = message
         self.loc = loc
         self.hint = hint
@@ -133,8 +139,16 @@ class LaunchError(Error):
     """A launch cannot be made: wrong arguments, bad grid, host arrays on the GPU. Without a
     location of its own it names the user's call (`user_call_site`)."""
 
-    def __init__(self, message: str, loc: Loc | None = None, hint: str = "", code: str = ""):
-        super().__init__(message, loc if loc is not None else user_call_site(), hint, code)
+    at_user_call = True
+
+
+class ArrayError(Error, ValueError, TypeError):
+    """An array call on the host got what it cannot use: a shape that does not fit, a value
+    the dtype cannot hold, an unknown dtype, a view that cannot be reshaped or written. It
+    names the user's call. It is also a ValueError and a TypeError, the errors NumPy raises
+    for the same mistakes, so code written to catch those catches it too."""
+
+    at_user_call = True
 
 
 class KernelError(Error):

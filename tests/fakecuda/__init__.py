@@ -5,7 +5,10 @@ built `libcuda.so.1`, or None without a compiler), `environment(devices=1)` (the
 a subprocess needs to load it instead of the real driver), `run(code, devices=1)` (runs
 Python code in such a subprocess and returns its CompletedProcess), and, inside such a
 process, `last_launch(nparams)` (what the last cuLaunchKernel got, with its first
-`nparams` argument slots read as 8-byte words: the launch's packed buffers outlive it).
+`nparams` argument slots read as 8-byte words: the launch's packed buffers outlive it),
+`live_streams()` (how many streams exist: created and not yet destroyed) and
+`host_view(info)` (a NumPy array over the "device memory" an `ArrayInfo` describes, which
+is host memory here: what lets a test run a kernel on the cpu backend in its place).
 
 The driver must be chosen before cuda-bindings loads it, hence a subprocess per test.
 """
@@ -76,3 +79,19 @@ def last_launch(nparams: int = 0) -> Launch:
     launch.name = lib.vgfake_function_name(ctypes.c_void_p(launch.function)).decode()
     launch.slots = [ctypes.c_uint64.from_address(launch.params[i]).value for i in range(nparams)]
     return launch
+
+
+def live_streams() -> int:
+    return _library().vgfake_live_streams()
+
+
+def host_view(info):
+    import numpy as np
+
+    from verdigris.runtime.interop import byte_extent
+
+    lo, hi = byte_extent(info)
+    memory = (ctypes.c_char * max(hi - lo, 1)).from_address(lo)
+    itemsize = info.dtype.itemsize
+    return np.ndarray(tuple(info.shape), info.dtype.np, buffer=memory, offset=info.ptr - lo,
+                      strides=tuple(s * itemsize for s in info.strides))

@@ -25,7 +25,7 @@ enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, INVALID_HANDLE = 400,
 typedef struct { int device; } Context;
 typedef struct { Context *ctx; } Module;
 typedef struct { Module *module; char name[128]; int max_dynamic_shared; } Function;
-typedef struct { Context *ctx; } Stream;
+typedef struct { Context *ctx; unsigned flags; } Stream;
 typedef struct { double time_ms; } Event;
 
 static Context contexts[MAX_DEVICES];
@@ -78,6 +78,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
     switch (attribute) {
     case 1: *value = 1024; break;      /* max threads per block */
     case 10: *value = 32; break;       /* warp size */
+    case 11: *value = 2147483647; break; /* max pitch */
     case 16: *value = 132; break;      /* SMs */
     case 75: *value = 9; break;        /* compute capability */
     case 76: *value = 0; break;
@@ -168,8 +169,57 @@ CUresult cuMemsetD8(unsigned long long dst, unsigned char v, size_t n) {
     memset((void *)(uintptr_t)dst, v, n);
     return OK;
 }
+CUresult cuMemsetD16(unsigned long long dst, unsigned short v, size_t n) {
+    if (dst % 2) return INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) ((unsigned short *)(uintptr_t)dst)[i] = v;
+    return OK;
+}
 CUresult cuMemsetD32(unsigned long long dst, unsigned v, size_t n) {
+    if (dst % 4) return INVALID_VALUE;
     for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)dst)[i] = v;
+    return OK;
+}
+CUresult cuMemsetD2D8(unsigned long long dst, size_t pitch, unsigned char v, size_t width, size_t height) {
+    if (height > 1 && pitch < width) return INVALID_VALUE;
+    for (size_t r = 0; r < height; r++) cuMemsetD8(dst + r * pitch, v, width);
+    return OK;
+}
+CUresult cuMemsetD2D16(unsigned long long dst, size_t pitch, unsigned short v, size_t width, size_t height) {
+    if ((height > 1 && pitch < 2 * width) || pitch % 2) return INVALID_VALUE;
+    for (size_t r = 0; r < height; r++) cuMemsetD16(dst + r * pitch, v, width);
+    return OK;
+}
+CUresult cuMemsetD2D32(unsigned long long dst, size_t pitch, unsigned v, size_t width, size_t height) {
+    if ((height > 1 && pitch < 4 * width) || pitch % 4) return INVALID_VALUE;
+    for (size_t r = 0; r < height; r++) cuMemsetD32(dst + r * pitch, v, width);
+    return OK;
+}
+typedef struct {  /* CUDA_MEMCPY2D (v2) */
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    unsigned long long srcDevice;
+    void *srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    unsigned long long dstDevice;
+    void *dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} Memcpy2D;
+CUresult cuMemcpy2D(const Memcpy2D *p) {
+    enum { HOST = 1, DEVICE = 2 };
+    if (p->srcMemoryType != DEVICE && p->srcMemoryType != HOST) return NOT_SUPPORTED;
+    if (p->dstMemoryType != DEVICE && p->dstMemoryType != HOST) return NOT_SUPPORTED;
+    if (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes) return INVALID_VALUE;
+    const char *src = p->srcMemoryType == DEVICE ? (const char *)(uintptr_t)p->srcDevice : p->srcHost;
+    char *dst = p->dstMemoryType == DEVICE ? (char *)(uintptr_t)p->dstDevice : p->dstHost;
+    src += p->srcY * p->srcPitch + p->srcXInBytes;
+    dst += p->dstY * p->dstPitch + p->dstXInBytes;
+    for (size_t r = 0; r < p->Height; r++)
+        memcpy(dst + r * p->dstPitch, src + r * p->srcPitch, p->WidthInBytes);
     return OK;
 }
 CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
@@ -194,6 +244,12 @@ CUresult cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr
 /* ------------------------------------------------------------------ modules, launches */
 
 static void *streams[256];
+
+int vgfake_live_streams(void) {
+    int n = 0;
+    for (int i = 0; i < 256; i++) n += streams[i] != NULL;
+    return n;
+}
 
 static int is_stream(void *stream) {
     for (int i = 0; i < 256; i++)
@@ -279,19 +335,29 @@ CUresult cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *addres
 /* ------------------------------------------------------------------ streams, events */
 
 CUresult cuStreamCreate(void **stream, unsigned flags) {
-    (void)flags;
     if (!current) return INVALID_CONTEXT;
+    if (flags > 1) return INVALID_VALUE;  /* CU_STREAM_DEFAULT, CU_STREAM_NON_BLOCKING */
     Stream *s = calloc(1, sizeof *s);
     s->ctx = current;
+    s->flags = flags;
     *stream = s;
     for (int i = 0; i < 256; i++)
         if (!streams[i]) { streams[i] = s; break; }
     return OK;
 }
 CUresult cuStreamDestroy(void *stream) {
+    if (!is_stream(stream)) {  /* the real driver may crash; a test wants to hear of it */
+        fprintf(stderr, "fakecuda: cuStreamDestroy(%p) of no stream (destroyed twice?)\n", stream);
+        abort();
+    }
     for (int i = 0; i < 256; i++)
         if (streams[i] == stream) streams[i] = NULL;
     free(stream);
+    return OK;
+}
+CUresult cuStreamGetFlags(void *stream, unsigned *flags) {
+    if (!is_stream(stream)) return INVALID_HANDLE;
+    *flags = ((Stream *)stream)->flags;
     return OK;
 }
 CUresult cuStreamSynchronize(void *stream) { (void)stream; return OK; }

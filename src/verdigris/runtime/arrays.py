@@ -1,8 +1,8 @@
 """Device arrays (`vg.Array`) and the array constructors of both backends.
 
 Takes: shapes and dtypes, host data (NumPy arrays, lists, scalars) or arrays of other
-libraries. Gives: `Array`, `HostArray`, and `asarray`, `empty`, `zeros`, `empty_like`,
-`from_dlpack`.
+libraries. Gives: `Array`, `HostArray`, and `asarray`, `empty`, `zeros`, `ones`, `full`,
+`arange`, `empty_like`, `zeros_like`, `ones_like`, `full_like`, `from_dlpack`.
 
 On the cuda backend an `Array` is a view of device memory allocated with `cuMemAlloc` in the
 device's primary context (shared with PyTorch and CuPy). On the cpu backend NumPy arrays
@@ -13,12 +13,16 @@ without copying.
 Guarantees:
 - `Array.strides` are in *elements* (as the kernel ABI uses them), not bytes as in NumPy.
 - An `Array` is its own `interop.ArrayInfo`, so describing one at a launch costs nothing.
-- Views (`a[1:, ::2]`, DLPack and `__cuda_array_interface__` imports) keep the memory they
-  view alive; memory is freed when the last view is gone, once: `a.copy()`, `copy.copy`,
-  `copy.deepcopy` and pickling copy the data into new memory.
-- Copies to and from the host and `zeros` are ordered on the legacy default stream, and
-  `numpy()` returns once the data is on the host; like `vg.synchronize()`, it raises
-  `BoundsError` for an out-of-bounds access a kernel recorded (`faults`).
+- Views (`a[1:, ::2]`, `a.T`, `a.reshape`, `a.view`, DLPack and `__cuda_array_interface__`
+  imports) keep the memory they view alive; memory is freed when the last view is gone,
+  once: `a.copy()`, `copy.copy`, `copy.deepcopy` and pickling copy the data into new memory.
+- Fills, copies and conversions on the device (`fill`, `a[key] = value`, `copy`, `astype`,
+  `full`, `zeros`, `ones`) are `hostops`'s: driver calls where they fit, else verdigris
+  kernels. Values follow NumPy's conversions; what cannot be done is an `ArrayError`
+  naming the user's call, never an error from inside NumPy or the driver.
+- Copies to and from the host, fills and conversions are ordered on the legacy default
+  stream, and `numpy()` returns once the data is on the host; like `vg.synchronize()`, it
+  raises `BoundsError` for an out-of-bounds access a kernel recorded (`faults`).
 - DLPack export: `__dlpack__(stream=s)` synchronizes the device first unless `s` is None,
   -1 or 1 (the legacy default stream, which our own work is ordered on).
 """
@@ -30,8 +34,10 @@ import operator
 import numpy as np
 
 from .. import types as T
-from ..errors import BackendError, LaunchError
-from . import dlpack, driver, faults
+from ..errors import ArrayError, BackendError, LaunchError
+from . import dlpack, driver, faults, hostops
+from .arrayargs import (broadcast, check_writable, describe_array, dtype_arg, dtype_of_value,
+                        host_data, is_number, is_real, reshaped, scalar, shape_arg)
 from .interop import ArrayInfo, MemoryOwner, _c_strides, byte_extent, describe
 
 _SERIALS = itertools.count(1 << 62)  # big: an int object of its own, which `is` compares
@@ -73,8 +79,14 @@ class HostArray(np.ndarray):
 
 class Array(ArrayInfo):
     """A view of CUDA device memory: `shape`, `dtype` (a vg DType), `strides` (elements),
-    `ndim`, `size`, `nbytes`, `device` (ordinal), `ptr`. Make them with `vg.empty`,
-    `vg.zeros`, `vg.asarray` or `vg.from_dlpack`, not by calling `Array` directly.
+    `ndim`, `size`, `itemsize`, `nbytes`, `device` (ordinal), `ptr`. Make them with
+    `vg.empty`, `vg.zeros`, `vg.ones`, `vg.full`, `vg.arange`, `vg.asarray` or
+    `vg.from_dlpack`, not by calling `Array` directly.
+
+    As in NumPy: `a.numpy()` (a host copy), `a.copy()`, `a.astype(dtype)`, `a.fill(value)`,
+    `a[key]` (a view: integers, slices, `...`), `a[key] = value` (a number, or an array
+    that broadcasts to the view), `a.reshape(shape)` and `a.view(dtype)` (views), `a.T`,
+    `a.transpose(axes)`.
 
     `kind` is what a launch checks of it, computed once: (dtype, device, rank, C order,
     unit inner stride, 16-byte aligned), one object per distinct kind (`runtime.fastpath`
@@ -118,14 +130,24 @@ class Array(ArrayInfo):
 
     def copy(self) -> "Array":
         """A C-contiguous copy in new memory on the same device (writable, whatever this
-        one is), ordered like the host copies."""
-        out = empty(self.shape, self.dtype, device=self.device)
-        if not out.nbytes:
-            return out
-        if self.is_c_contiguous:
-            copy_on_device(out.ptr, self.ptr, out.nbytes, self.device)
-        else:
-            _copy_to_device(out, self.numpy())
+        one is), made on the device (`hostops.copy`)."""
+        return self.astype(self.dtype)
+
+    def astype(self, dtype, copy: bool = True) -> "Array":
+        """This array converted to `dtype`, in new C-contiguous memory on the same device,
+        as NumPy's `astype` converts: a float into an integer truncates toward zero, into
+        bool is `x != 0`, an integer into a narrower one wraps; a float outside an integer
+        dtype's range gives an undefined value, as in NumPy. `copy=False` returns this
+        array itself when it has the dtype.
+
+        Done on the device by a verdigris kernel (`elementwise.convert`), compiled once per
+        pair of dtypes and machine: the first conversion between two dtypes with a fresh
+        disk cache pays a compile (a few hundred milliseconds), none goes through the host."""
+        dtype = dtype_arg(dtype)
+        if dtype is self.dtype and not copy:
+            return self
+        out = empty(self.shape, dtype, device=self.device)
+        hostops.copy(out, self)
         return out
 
     # copy.copy, copy.deepcopy and pickle copy the data, as NumPy and CuPy do (the memory
@@ -150,6 +172,43 @@ class Array(ArrayInfo):
     def is_c_contiguous(self) -> bool:
         return all(n == 1 or s == c for n, s, c in
                    zip(self.shape, self.strides, _c_strides(self.shape)))
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    # -- writes
+
+    def fill(self, value) -> None:
+        """Set every element to `value`, a number converted as `vg.full` converts it. On
+        the device: a memset where the value's bytes repeat every 1, 2 or 4 bytes (any
+        value of a dtype of up to 4 bytes), else a verdigris kernel (`hostops`)."""
+        check_writable(self, "fill")
+        hostops.fill(self, scalar(value, self.dtype).tobytes())
+
+    def __setitem__(self, key, value) -> None:
+        """`a[key] = value`, the key as `a[key]` takes it. A number sets every element of
+        the view (`fill`); an array whose shape broadcasts to the view's (NumPy's rules)
+        is copied into it, converted to this dtype as NumPy converts. Device arrays (a
+        `vg.Array`, torch, CuPy...) are copied on the device; host data (NumPy arrays,
+        lists) crosses in one transfer (`hostops.upload`); a smaller array that broadcasts
+        crosses as it is and is repeated on the device."""
+        view = self[key]
+        check_writable(view, "assign to")
+        if is_number(value):
+            hostops.fill(view, scalar(value, view.dtype).tobytes())
+            return
+        info = None if isinstance(value, (np.ndarray, list, tuple)) else describe_array(value)
+        if info is not None and info.device >= 0:
+            hostops.copy(view, broadcast(info, view.shape))
+            return
+        host = host_data(value, view.dtype)
+        broadcast(describe(host), view.shape)  # refuse before anything moves
+        if host.size == view.size:
+            hostops.upload(view, host.reshape(view.shape))
+        else:  # a smaller array, repeated: it crosses as it is, the device repeats it
+            hostops.copy(view, broadcast(asarray(host, device=view.device), view.shape))
 
     # -- views
 
@@ -182,12 +241,50 @@ class Array(ArrayInfo):
         return Array(ptr, tuple(shape), tuple(strides), self.dtype, self.device,
                      self.readonly, self.keepalive)
 
+    def reshape(self, *shape) -> "Array":
+        """A view of the same elements in `shape` (a tuple, or the extents as arguments;
+        one of them may be -1: whatever the others leave). Views only: for an array that
+        is not C-contiguous, an ArrayError (reshape a copy: `a.copy().reshape(...)`)."""
+        shape = reshaped(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list))
+                          else shape, self.size)
+        if self.size and not self.is_c_contiguous:
+            raise ArrayError(f"reshape gives views only, and this array of shape {self.shape} "
+                             f"and strides {self.strides} (in elements) is not C-contiguous",
+                             hint="reshape a contiguous copy: a.copy().reshape(...)")
+        return Array(self.ptr, shape, _c_strides(shape), self.dtype, self.device,
+                     self.readonly, self.keepalive)
+
+    def view(self, dtype) -> "Array":
+        """The same memory read as `dtype`, without a copy, by NumPy's rules: a dtype of
+        the same item size keeps the shape; another rescales the last axis, which must be
+        contiguous (a (3, 4) float32 array viewed as uint8 is (3, 16), as float64 (3, 2))."""
+        dtype = dtype_arg(dtype)
+        old, new = self.itemsize, dtype.itemsize
+        shape, strides = self.shape, self.strides
+        if old != new:
+            where = f"a {self.dtype.name} array of shape {tuple(shape)}"
+            if not shape:
+                raise ArrayError(f"a 0-d array can only be viewed as a dtype of its item size "
+                                 f"({old} bytes), not as {dtype.name} ({new})")
+            if shape[-1] != 1 and strides[-1] != 1:
+                raise ArrayError(f"viewing {where} as {dtype.name} needs its last axis "
+                                 "contiguous", hint="view a contiguous copy: a.copy().view(...)")
+            if (shape[-1] * old) % new or any(s * old % new for s in strides[:-1]) \
+                    or self.ptr % new:
+                raise ArrayError(f"{where} cannot be viewed as {dtype.name}: its last axis "
+                                 f"({shape[-1]} x {old} bytes), its rows and its address must "
+                                 f"be whole multiples of {new} bytes")
+            shape = shape[:-1] + (shape[-1] * old // new,)
+            strides = tuple(s * old // new for s in strides[:-1]) + (1,)
+        return Array(self.ptr, tuple(shape), tuple(strides), dtype, self.device, self.readonly,
+                     self.keepalive)
+
     def transpose(self, *axes) -> "Array":
         """A view with the axes permuted (reversed when none are given), as in NumPy."""
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         axes = tuple(axes) or tuple(reversed(range(self.ndim)))
         if sorted(axes) != list(range(self.ndim)):
-            raise ValueError(f"axes {axes} are not a permutation of {self.ndim} axes")
+            raise ArrayError(f"axes {axes} are not a permutation of {self.ndim} axes")
         return Array(self.ptr, tuple(self.shape[a] for a in axes),
                      tuple(self.strides[a] for a in axes), self.dtype, self.device,
                      self.readonly, self.keepalive)
@@ -240,16 +337,6 @@ def _copy_to_host(out: np.ndarray, src: int, nbytes: int, device: int) -> None:
     faults.raise_pending(device)  # a synchronization point: report a recorded bounds fault
 
 
-def _normalize_shape(shape) -> tuple:
-    if isinstance(shape, (tuple, list)):
-        shape = tuple(operator.index(n) for n in shape)
-    else:
-        shape = (operator.index(shape),)
-    if any(n < 0 for n in shape):
-        raise ValueError(f"negative dimensions are not allowed: {shape}")
-    return shape
-
-
 def _check_backend(backend: str) -> None:
     if backend not in ("cuda", "cpu"):
         raise BackendError(f"unknown backend {backend!r}: use 'cuda' or 'cpu'")
@@ -258,7 +345,7 @@ def _check_backend(backend: str) -> None:
 def empty(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
     """An uninitialized C-contiguous array (a NumPy array on the cpu backend)."""
     _check_backend(backend)
-    shape, dtype = _normalize_shape(shape), T.from_any(dtype)
+    shape, dtype = shape_arg(shape), dtype_arg(dtype)
     if backend == "cpu":
         return np.empty(shape, dtype.np).view(HostArray)
     strides = _c_strides(shape)
@@ -269,14 +356,69 @@ def empty(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0
     return Array(memory.ptr, shape, strides, dtype, device, False, memory)
 
 
-def zeros(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
-    """A zero-filled C-contiguous array (a NumPy array on the cpu backend)."""
+def full(shape, fill_value, dtype=None, *, backend: str = "cuda", device: int = 0):
+    """A C-contiguous array with every element `fill_value` (a NumPy array on the cpu
+    backend). The dtype, unless given, is NumPy's for the value: bool, int64 for an int,
+    float64 for a float, a NumPy scalar's own. The value converts as NumPy converts (a
+    float into an integer dtype truncates toward zero); one the dtype cannot hold (an
+    integer out of range, NaN into an integer) is an ArrayError.
+
+    On the device: a memset where the value's bytes repeat every 1, 2 or 4 bytes (every
+    value of a dtype of up to 4 bytes, and 8-byte ones such as 0.0), else a verdigris
+    kernel compiled once per machine (`hostops`); nothing crosses from the host."""
+    dtype = dtype_of_value(fill_value) if dtype is None else dtype_arg(dtype)
+    value = scalar(fill_value, dtype)
     out = empty(shape, dtype, backend=backend, device=device)
     if backend == "cpu":
-        out[...] = 0
-    elif out.nbytes:
-        driver.check(driver.api().cuMemsetD8(out.ptr, 0, out.nbytes), "cuMemsetD8")
+        out.fill(value)
+    else:
+        hostops.fill(out, value.tobytes())
     return out
+
+
+def zeros(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
+    """A zero-filled C-contiguous array (a NumPy array on the cpu backend); one memset."""
+    return full(shape, 0, dtype, backend=backend, device=device)
+
+
+def ones(shape, dtype=_DEFAULT_DTYPE, *, backend: str = "cuda", device: int = 0):
+    """A C-contiguous array of ones (a NumPy array on the cpu backend); one memset, but
+    for 8-byte dtypes (a kernel: `full`)."""
+    return full(shape, 1, dtype, backend=backend, device=device)
+
+
+def arange(start, stop=None, step=1, dtype=None, *, backend: str = "cuda", device: int = 0):
+    """Values from `start` up to, not including, `stop`, `step` apart; one argument is the
+    stop, from 0 (`arange(5)`: 0 to 4). Length, values and dtype are NumPy's: int64 for
+    integers, float64 where any argument is a float, unless `dtype` is given.
+
+    Made by NumPy on the host and copied to the device in one transfer: NumPy's results to
+    the last bit (a float step rounds as NumPy rounds it), and no kernel to compile on a
+    cold start, for n x itemsize bytes through the host, which is little for what arange
+    usually makes (indices, inputs for a test)."""
+    for name, number in (("start", start), ("stop", stop), ("step", step)):
+        if number is not None and not is_real(number):
+            raise ArrayError(f"arange's {name} must be a real number, not "
+                             f"{type(number).__name__}")
+    if step == 0:
+        raise ArrayError("arange's step must not be 0")
+    try:
+        host = np.arange(start, stop, step, None if dtype is None else dtype_arg(dtype).np)
+    except (ValueError, TypeError, OverflowError, MemoryError) as err:
+        raise ArrayError(f"arange({start!r}, {stop!r}, {step!r}): {err}") from None
+    dtype_arg(host.dtype)
+    return asarray(host, backend=backend, device=device)
+
+
+def _like(a, dtype, backend, device, name: str) -> tuple:
+    """`a`'s shape and dtype (unless `dtype` is given), backend and device (unless given)."""
+    info = describe_array(a)
+    if info is None:
+        raise ArrayError(f"{name} needs an array, not {type(a).__name__}")
+    if backend is None:
+        backend = "cpu" if info.device < 0 else "cuda"
+    return (tuple(info.shape), info.dtype if dtype is None else dtype,
+            {"backend": backend, "device": max(info.device, 0) if device is None else device})
 
 
 def empty_like(a, dtype=None, *, backend: str | None = None, device: int | None = None):
@@ -284,13 +426,28 @@ def empty_like(a, dtype=None, *, backend: str | None = None, device: int | None 
 
     The backend defaults to where `a` lives: cpu for host arrays, cuda for device arrays.
     """
-    info = describe(a)
-    if info is None:
-        raise TypeError(f"empty_like needs an array, not {type(a).__name__}")
-    if backend is None:
-        backend = "cpu" if info.device < 0 else "cuda"
-    return empty(tuple(info.shape), info.dtype if dtype is None else dtype, backend=backend,
-                 device=max(info.device, 0) if device is None else device)
+    shape, dtype, where = _like(a, dtype, backend, device, "empty_like")
+    return empty(shape, dtype, **where)
+
+
+def zeros_like(a, dtype=None, *, backend: str | None = None, device: int | None = None):
+    """`zeros` with `a`'s shape (and dtype, unless given), where `a` lives (`empty_like`)."""
+    shape, dtype, where = _like(a, dtype, backend, device, "zeros_like")
+    return full(shape, 0, dtype, **where)
+
+
+def ones_like(a, dtype=None, *, backend: str | None = None, device: int | None = None):
+    """`ones` with `a`'s shape (and dtype, unless given), where `a` lives (`empty_like`)."""
+    shape, dtype, where = _like(a, dtype, backend, device, "ones_like")
+    return full(shape, 1, dtype, **where)
+
+
+def full_like(a, fill_value, dtype=None, *, backend: str | None = None,
+              device: int | None = None):
+    """`full` with `a`'s shape and dtype (unless given: the value does not choose it, as in
+    NumPy), where `a` lives (`empty_like`)."""
+    shape, dtype, where = _like(a, dtype, backend, device, "full_like")
+    return full(shape, fill_value, dtype, **where)
 
 
 def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
@@ -299,39 +456,22 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
     cuda: device arrays of other libraries (torch, CuPy, JAX, numba) become zero-copy
     `Array` views; host data (NumPy arrays, lists, scalars) is copied to the device.
     cpu: NumPy arrays are returned as they are; device arrays are copied to the host.
-    Giving `dtype` that differs from the data's converts it, which copies.
+    Giving `dtype` that differs from the data's converts it, which copies (on the device
+    for device arrays: `Array.astype`).
     """
     _check_backend(backend)
-    dtype = None if dtype is None else T.from_any(dtype)
-    info = describe(obj)
+    dtype = None if dtype is None else dtype_arg(dtype)
+    info = describe_array(obj)
     if backend == "cpu":
         if info is not None and info.device >= 0:
             obj = _as_array(info).numpy()
-        return np.asarray(obj, None if dtype is None else dtype.np).view(HostArray)
+        return host_data(obj, dtype).view(HostArray)
     if info is not None and info.device >= 0:
-        array = _as_array(info)
-        if dtype is None or dtype is array.dtype:
-            return array
-        obj = array.numpy()  # a dtype conversion: done on the host, then copied back
-    host = np.ascontiguousarray(obj, None if dtype is None else dtype.np)
-    out = empty(host.shape, T.from_numpy(host.dtype) if dtype is None else dtype, device=device)
-    _copy_to_device(out, host)
+        return _as_array(info).astype(dtype or info.dtype, copy=False)
+    host = np.ascontiguousarray(host_data(obj, dtype))
+    out = empty(host.shape, dtype_arg(host.dtype) if dtype is None else dtype, device=device)
+    hostops.to_device(out.ptr, host, device)
     return out
-
-
-def copy_on_device(dst: int, src: int, nbytes: int, device: int) -> None:
-    """Copy `nbytes` from `src` to `dst`, both on `device`, ordered like the host copies."""
-    if nbytes:
-        driver.activate(device)
-        driver.check(driver.api().cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
-
-
-def _copy_to_device(out: Array, host: np.ndarray) -> None:
-    """Copy C-contiguous `host` into C-contiguous `out` of the same size."""
-    if host.nbytes:
-        driver.activate(out.device)
-        driver.check(driver.api().cuMemcpyHtoD(out.ptr, host.ctypes.data, host.nbytes),
-                     "cuMemcpyHtoD")
 
 
 def _from_host(host: np.ndarray, device: int) -> Array:

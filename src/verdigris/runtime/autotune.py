@@ -211,11 +211,12 @@ class _Snapshot:
                 host = np.asarray(value)
                 self.saved.append((host, host.copy()))
             else:
-                from .arrays import _Allocation, copy_on_device
+                from .arrays import _Allocation
+                from .hostops import copy_bytes
 
                 lo, hi = byte_extent(info)
                 copy = _Allocation(hi - lo, info.device)
-                copy_on_device(copy.ptr, lo, hi - lo, info.device)
+                copy_bytes(copy.ptr, lo, hi - lo, info.device)
                 self.saved.append((lo, copy))
 
     def restore(self) -> None:
@@ -223,9 +224,9 @@ class _Snapshot:
             if isinstance(target, np.ndarray):
                 target[...] = copy
             else:
-                from .arrays import copy_on_device
+                from .hostops import copy_bytes
 
-                copy_on_device(target, copy.ptr, copy.nbytes, copy.device)
+                copy_bytes(target, copy.ptr, copy.nbytes, copy.device)
 
 
 def _cuda_timer(run, stream=None) -> float:

@@ -31,7 +31,7 @@ from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..ir import nodes as N
 from . import backend, warmup
-from .interop import byte_extent, describe, shares_elements
+from .interop import byte_extent, describe, overlaps_itself, shares_elements
 
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
@@ -351,18 +351,20 @@ class KernelFunction:
     # ---------------------------------------------------------------- launching
 
     def launch(self, grid: tuple, block: tuple, args: tuple, kwargs: dict, stream=None,
-               shared_bytes: int = 0):
-        """The general launch path; on the cuda backend it returns the `launch_cuda.Plan`
-        it followed (what a generated launcher repeats), on the cpu backend None."""
+               shared_bytes: int = 0, on: str | None = None):
+        """The general launch path, on backend `on` (default: the current one); on the cuda
+        backend it returns the `launch_cuda.Plan` it followed (what a generated launcher
+        repeats), on the cpu backend None. `vg.Array`'s own operations (`hostops`) launch
+        `on="cuda"`: their arrays are device memory whichever backend kernels run on."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)
-        cuda = backend.current() == "cuda"
+        cuda = (on or backend.current()) == "cuda"
         spec = (cuda and self.recorded(key)) or self.specialization(key, beside_compile=cuda)
         self.check_aliasing(spec, infos)
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)
-        if backend.current() == "cpu":
+        if not cuda:
             self.launch_cpu(spec, grid, block, values, infos, shared_bytes)
         else:
             from . import launch_cuda
@@ -409,7 +411,7 @@ class KernelFunction:
         for k, w in enumerate(spec.array_slots):
             if w not in spec.written_slots:
                 continue
-            if _overlaps_itself(infos[w]):
+            if overlaps_itself(infos[w].shape, infos[w].strides):
                 self.raise_self_overlap(spec, w)
             lo, hi = extents[k]
             for m, j in enumerate(spec.array_slots):
@@ -546,29 +548,6 @@ _MISSING = object()
 from inspect import Parameter as _Parameter  # noqa: E402
 
 _EMPTY = _Parameter.empty
-
-
-@functools.lru_cache(maxsize=1024)
-def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
-    """Whether two distinct indices of this layout can reach one element (a sufficient test:
-    sorted by stride, each axis must step past everything the smaller axes cover). An
-    empty view has no elements to share, whatever its strides (NumPy gives some zeros)."""
-    if 0 in shape:
-        return False
-    covered = 0
-    for extent, stride in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
-                                 key=lambda axis: axis[1]):
-        if stride <= covered:
-            return True
-        covered += stride * (extent - 1)
-    return False
-
-
-def _overlaps_itself(info) -> bool:
-    shape = info.shape
-    if len(shape) == 1:  # the common case, without the cache lookup
-        return shape[0] > 1 and info.strides[0] == 0
-    return _layout_overlaps(tuple(shape), tuple(info.strides))
 
 
 def _describe_fails(value) -> bool:

@@ -195,6 +195,7 @@ class DeviceProperties:
     max_threads_per_block: int
     max_shared_per_block_optin: int  # bytes of dynamic shared memory a kernel may opt into
     warp_size: int
+    max_pitch: int  # bytes: the widest row pitch cuMemcpy2D takes
     total_memory: int  # bytes
 
     @property
@@ -208,6 +209,7 @@ _ATTRIBUTES = {  # DeviceProperties field -> CU_DEVICE_ATTRIBUTE_ name
     "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
     "max_shared_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
     "warp_size": "WARP_SIZE",
+    "max_pitch": "MAX_PITCH",
 }
 
 

@@ -156,7 +156,7 @@ class _Writer:
         self.grid_extents: list[str] = []
         self.grid_multiples: list[str] = []
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
-                              _overlaps=_overlaps, _element_strides=interop._element_strides,
+                              _overlaps=interop.overlaps_itself, _element_strides=interop._element_strides,
                               _handle=streams.handle, _pack_errors=PACK_ERRORS)
         self.check("_vg_more or _vg_named" + (
             "" if not tile else " or num_warps is not None" if num_warps is None
@@ -474,12 +474,3 @@ class _PerThread(threading.local):
             self.slots = {address: slots for slots, address in self.entries}
             self.cleared = {address: (address,) + (object(),) * keys for address in self.slots}
             self.memos = list(self.cleared.values())
-
-
-def _overlaps(shape: tuple, strides: tuple) -> bool:
-    """Whether a view reaches one element by two indices (`dispatch._layout_overlaps`)."""
-    from .dispatch import _layout_overlaps
-
-    if len(shape) == 1:
-        return shape[0] > 1 and strides[0] == 0
-    return _layout_overlaps(shape, strides)

@@ -3,8 +3,9 @@
 Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | None` (None:
 not an array), `extractor(type)` (the per-type function `describe` uses), and
 `byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
-byte range a view can touch, which the launch-time alias check compares, and
-`shares_elements(a, b)`, which it asks where two ranges overlap.
+byte range a view can touch, which the launch-time alias check compares,
+`shares_elements(a, b)`, which it asks where two ranges overlap, and
+`overlaps_itself(shape, strides)`, which it asks of each array a kernel writes.
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -24,6 +25,7 @@ Guarantees:
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
@@ -127,6 +129,30 @@ def shares_elements(a: ArrayInfo, b: ArrayInfo) -> bool:
         return any(reachable(k + 1, left - d * s) for d in range(first, last + 1))
 
     return reachable(0, offset)
+
+
+def overlaps_itself(shape, strides) -> bool:
+    """Whether two distinct indices of a view with this layout reach one element (a
+    broadcast view: a zero or overlapping stride), which no launch or copy may write."""
+    if len(shape) == 1:  # the common case, without the cache lookup
+        return shape[0] > 1 and strides[0] == 0
+    return _layout_overlaps(tuple(shape), tuple(strides))
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
+    """`overlaps_itself`, a sufficient test: sorted by stride, each axis must step past
+    everything the smaller axes cover. An empty view has no elements to share, whatever
+    its strides (NumPy gives some zeros)."""
+    if 0 in shape:
+        return False
+    covered = 0
+    for extent, stride in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
+                                 key=lambda axis: axis[1]):
+        if stride <= covered:
+            return True
+        covered += stride * (extent - 1)
+    return False
 
 
 def span(ptr: int, shape, strides, itemsize: int) -> tuple:
