@@ -1,0 +1,480 @@
+"""Scans from either end (`cumsum`, `cumprod`, `cummax`, `cummin`), `flip`, and the tile
+atomics `atomic_max/min` and `scatter_max/min`, on every path without a GPU: the cpu backend
+against NumPy (float64 references); the GPU lowering of scans and flips on the block
+emulator, over every layout of `test_tile_emulated`, with padding that would pollute a
+reverse scan or a flip; the whole GPU code through `host_jit` against the cpu backend; PTX
+assembled by ptxas for sm_80 and sm_90a; and the frontend's errors at the user's line.
+`tests/gpu/test_tile_gpu.py` runs these kernels on the GPU."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import host_jit
+import located
+import verdigris as vg
+from block_emulator import Block
+from test_tile_emulated import LAYOUT_PARAMS, held
+from verdigris import codegen, tile
+from verdigris import types as T
+from verdigris.ir import ArrayType
+from verdigris.ir import tiles as X
+from verdigris.runtime import backend
+from verdigris.tile import flips, scan
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@tile.kernel
+def running(x, sums, prods, maxes, mins, pad, R: vg.constexpr, C: vg.constexpr,
+            AXIS: vg.constexpr, REVERSE: vg.constexpr):
+    """The four scans of one tile of R rows; elements outside `x` load as `pad` (`-pad` for
+    the minimum), values that would show if they joined a scan of the valid ones."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(i, 0), shape=(R, C), padding=pad)
+    u = tile.load(x, index=(i, 0), shape=(R, C), padding=-pad)
+    tile.store(sums, index=(i, 0), tile=tile.cumsum(t, AXIS, reverse=REVERSE))
+    tile.store(prods, index=(i, 0), tile=t.cumprod(AXIS, reverse=REVERSE))
+    tile.store(maxes, index=(i, 0), tile=tile.cummax(t, axis=AXIS, reverse=REVERSE))
+    tile.store(mins, index=(i, 0), tile=u.cummin(AXIS, REVERSE))
+
+
+@tile.kernel
+def flipped(x, out, R: vg.constexpr, C: vg.constexpr, AXES: vg.constexpr):
+    i = tile.bid(0)
+    tile.store(out, index=(i, 0), tile=tile.flip(tile.load(x, index=(i, 0), shape=(R, C), padding=-1), AXES))
+
+
+@tile.kernel
+def reversed_blocks(x, out, B: vg.constexpr):
+    """Each tile of B elements reversed in place, through a scatter at flipped offsets."""
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    tile.scatter(out, (tile.flip(offsets),), tile.load(x, index=(i,), shape=(B,)),
+                 mask=tile.flip(offsets) < x.shape[0])
+
+
+@tile.kernel
+def extremes(x, idx, hi, lo, most, least, B: vg.constexpr):
+    """The elementwise max and min of every block's tile, at tile index 0, and of the
+    elements that `idx` sends to each bin."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,))
+    tile.atomic_max(hi, (0,), t)
+    tile.atomic_min(lo, (0,), t)
+    bins = tile.load(idx, index=(i,), shape=(B,))
+    tile.scatter_max(most, (bins,), t)
+    tile.scatter_min(least, (bins,), t, mask=bins != 0)
+
+
+def arr(dtype, ndim=1):
+    return ArrayType(dtype, ndim, "global", True, True)
+
+
+def running_spec(dtype, r, c, axis, reverse):
+    return dict(x=arr(dtype, 2), sums=arr(dtype, 2), prods=arr(dtype, 2), maxes=arr(dtype, 2),
+                mins=arr(dtype, 2), pad=dtype, R=r, C=c, AXIS=axis, REVERSE=reverse)
+
+
+def extremes_spec(dtype):
+    return dict(x=arr(dtype), idx=arr(T.int64), hi=arr(dtype), lo=arr(dtype), most=arr(dtype),
+                least=arr(dtype), B=300)
+
+
+SPECS = {
+    "scans_rows_f32": (running, running_spec(T.float32, 4, 1024, 1, True)),
+    "scans_cols_i32": (running, running_spec(T.int32, 64, 48, 0, True)),
+    "scans_bf16": (running, running_spec(T.bfloat16, 3, 300, 1, True)),
+    "scans_i8_forward": (running, running_spec(T.int8, 5, 33, 0, False)),
+    "flip_registers": (flipped, dict(x=arr(T.float32, 2), out=arr(T.float32, 2), R=64, C=32, AXES=1)),
+    "flip_shared": (flipped, dict(x=arr(T.float32, 2), out=arr(T.float32, 2), R=64, C=48, AXES=None)),
+    "flip_bool": (flipped, dict(x=arr(T.bool_, 2), out=arr(T.bool_, 2), R=3, C=300, AXES=(0, 1))),
+    "flip_f64": (flipped, dict(x=arr(T.float64, 2), out=arr(T.float64, 2), R=16, C=48, AXES=-1)),
+    "flip_scatter": (reversed_blocks, dict(x=arr(T.float32), out=arr(T.float32), B=100)),
+    **{f"extremes_{d.name}": (extremes, extremes_spec(d))
+       for d in (T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64)},
+}
+
+# ----------------------------------------------------------------------------- references
+
+
+def scanned(op: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    """NumPy's scan `op` along `axis` (from the end when `reverse`), in x's dtype."""
+    ufunc = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.fmax, "cummin": np.fmin}[op]
+    if reverse:
+        return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+
+
+def tiled(x: np.ndarray, r: int, pad) -> np.ndarray:
+    """x's rows as tiles of r rows, the last tile filled with `pad` (as the kernel loads it)."""
+    rows = -(-x.shape[0] // r) * r
+    padded = np.full((rows, x.shape[1]), pad, x.dtype)
+    padded[:x.shape[0]] = x
+    return padded.reshape(rows // r, r, x.shape[1])
+
+
+def running_reference(x, pad, r, axis, reverse) -> dict:
+    """What `running` stores, in float64 (integers exactly, in the array's dtype), and
+    `scale`: the running sums of magnitudes, which bound a float sum's rounding."""
+    wide = np.float64 if x.dtype.kind == "f" else x.dtype
+    out = {}
+    for name, op, fill in (("sums", "cumsum", pad), ("prods", "cumprod", pad), ("maxes", "cummax", pad),
+                           ("mins", "cummin", -pad), ("scale", "cumsum", abs(pad))):
+        tiles = tiled(x.astype(wide), r, fill)
+        tiles = np.abs(tiles) if name == "scale" else tiles
+        out[name] = scanned(op, tiles, axis + 1, reverse).reshape(-1, x.shape[1])[:x.shape[0]]
+    return out
+
+
+def inputs(rng, dtype, shape) -> np.ndarray:
+    """Values whose running products neither overflow nor vanish over hundreds of elements
+    (floats near +-1, integers odd, so a product never turns 0)."""
+    if np.dtype(dtype).kind == "f":
+        magnitude = rng.uniform(0.9, 1.1, shape)
+        return (magnitude * rng.choice([-1, 1], shape)).astype(dtype)
+    return (2 * rng.integers(-4, 4, shape) + 1).astype(dtype)
+
+
+def close_scans(got: dict, want: dict, n: int, eps: float) -> None:
+    """Max and min exact; sums and products of float32 steps (n along the axis, in any
+    order), then rounded once to the output's `eps`: sums within that of the running sums
+    of magnitudes, products of their own size."""
+    for name in ("maxes", "mins"):
+        np.testing.assert_array_equal(got[name].astype(np.float64), want[name], err_msg=name)
+    steps = 2 * n * 2.0 ** -24
+    for name, scale in (("sums", want["scale"]), ("prods", np.abs(want["prods"]))):
+        error = np.abs(got[name].astype(np.float64) - want[name])
+        bound = eps * np.abs(want[name]) + steps * scale
+        assert np.all(error <= bound), (name, np.max(error / bound))
+
+
+def poisoned(like: np.ndarray, names) -> dict:
+    return {n: np.full_like(like, 0x55 if like.dtype.kind in "iu" else np.nan) for n in names}
+
+
+SCAN_OUTPUTS = ("sums", "prods", "maxes", "mins")
+SHAPES = [(3, 300, 1), (5, 33, 0), (16, 16, 1), (64, 48, 0), (4, 7, 1)]
+
+# ----------------------------------------------------------------------------- cpu backend
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("r,c,axis", SHAPES)
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float16])
+def test_scans_match_numpy_on_the_cpu_backend(rng, dtype, r, c, axis, reverse):
+    rows = 2 * r - (r > 1)  # the last tile runs past the array: its rows take the padding
+    x = inputs(rng, dtype, (rows, c))
+    pad = 3
+    got = poisoned(x, SCAN_OUTPUTS)
+    running[2](x, **got, pad=dtype(pad), R=r, C=c, AXIS=axis, REVERSE=reverse)
+    want = running_reference(x, pad, r, axis, reverse)
+    if dtype is np.int32:
+        for name in SCAN_OUTPUTS:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    else:  # float16 accumulates in float32 and rounds once at the end
+        close_scans(got, want, (r, c)[axis], np.finfo(dtype).eps / 2)
+
+
+def test_narrow_integer_sums_and_products_widen_max_and_min_keep_the_dtype(rng):
+    @tile.kernel
+    def widths(x, sums, prods, maxes, mins, B: vg.constexpr):
+        t = tile.load(x, index=(0,), shape=(B,))
+        tile.store(sums, index=(0,), tile=tile.cumsum(t, reverse=True))
+        tile.store(prods, index=(0,), tile=tile.cumprod(t))
+        tile.store(maxes, index=(0,), tile=tile.cummax(t, reverse=True).astype(vg.int32))
+        tile.store(mins, index=(0,), tile=tile.cummin(t).astype(vg.int32))
+
+    x = rng.integers(-128, 128, 50).astype(np.int8)
+    got = poisoned(np.zeros(50, np.int32), SCAN_OUTPUTS)
+    widths[1](x, **got, B=50)
+    wide = x.astype(np.int32)
+    np.testing.assert_array_equal(got["sums"], scanned("cumsum", wide, 0, True))
+    np.testing.assert_array_equal(got["prods"], np.cumprod(wide, dtype=np.int32))
+    np.testing.assert_array_equal(got["maxes"], scanned("cummax", x, 0, True))
+    np.testing.assert_array_equal(got["mins"], np.minimum.accumulate(x))
+
+
+def test_running_max_of_bools_and_floats_with_nan(rng):
+    @tile.kernel
+    def seen(x, flags, best, B: vg.constexpr):
+        t = tile.load(x, index=(0,), shape=(B,))
+        tile.store(flags, index=(0,), tile=tile.cummax(t > 1.0, reverse=True))
+        tile.store(best, index=(0,), tile=t.cummax())
+
+    x = rng.standard_normal(40).astype(np.float32)
+    x[[0, 7, 8]] = np.nan  # a NaN loses to a number, and leads while nothing else has come
+    flags, best = np.zeros(40, bool), np.full(40, -7, np.float32)
+    seen[1](x, flags, best, B=40)
+    np.testing.assert_array_equal(flags, np.flip(np.logical_or.accumulate(np.flip(x > 1.0))))
+    np.testing.assert_array_equal(best, np.fmax.accumulate(x))
+    assert np.isnan(best[0]) and not np.isnan(best[8])
+
+
+@pytest.mark.parametrize("axes", [None, 0, 1, -1, (0, 1), (-1, 0)])
+@pytest.mark.parametrize("r,c", [(3, 300), (5, 33), (4, 512)])
+def test_flip_matches_numpy_on_the_cpu_backend(rng, r, c, axes):
+    x = rng.standard_normal((2 * r, c)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    flipped[2](x, out, R=r, C=c, AXES=axes)
+    np.testing.assert_array_equal(out, np.flip(x.reshape(2, r, c), _tile_axes(axes)).reshape(x.shape))
+
+
+def _tile_axes(axes):
+    """The axes of the (blocks, R, C) view that `axes` of one (R, C) tile are."""
+    if axes is None:
+        return (1, 2)
+    return tuple(a % 2 + 1 for a in (axes if isinstance(axes, tuple) else (axes,)))
+
+
+def test_scatter_through_flipped_offsets_reverses_each_tile_and_is_proven(rng):
+    n, b = 1000, 100
+    x, out = rng.standard_normal(n).astype(np.float32), np.full(n, np.nan, np.float32)
+    reversed_blocks[vg.cdiv(n, b)](x, out, B=b)
+    np.testing.assert_array_equal(out, np.flip(x.reshape(-1, b), 1).reshape(-1))
+
+
+EXTREME_DTYPES = [np.float32, np.float64, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def extremes_args(rng, dtype, blocks=3, b=300, bins=17) -> dict:
+    n = blocks * b
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal(n).astype(dtype)
+        x[::7] = np.nan
+        start = lambda m: rng.standard_normal(m).astype(dtype)  # noqa: E731
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        start = lambda m: rng.integers(info.min, info.max, m, dtype=dtype, endpoint=True)  # noqa: E731
+    hi, lo = start(b - 5), start(b - 5)  # the tile's last elements fall outside: not written
+    if np.dtype(dtype).kind == "f":
+        hi[:3] = np.nan  # a NaN start loses to the first number
+    return dict(x=x, idx=rng.integers(0, bins, n), hi=hi, lo=lo, most=start(bins), least=start(bins), B=b)
+
+
+def extremes_reference(args: dict) -> dict:
+    x, idx, b = args["x"], args["idx"], args["B"]
+    tiles = x.reshape(-1, b)[:, :len(args["hi"])]
+    hi, lo, most, least = (args[n].copy() for n in ("hi", "lo", "most", "least"))
+    (np.fmax if x.dtype.kind == "f" else np.maximum).at(most, idx, x)
+    (np.fmin if x.dtype.kind == "f" else np.minimum).at(least, idx[idx != 0], x[idx != 0])
+    return {"hi": np.fmax.reduce(np.vstack([hi, tiles]), 0), "lo": np.fmin.reduce(np.vstack([lo, tiles]), 0),
+            "most": most, "least": least}
+
+
+@pytest.mark.parametrize("dtype", EXTREME_DTYPES)
+def test_atomic_and_scatter_max_min_match_numpy_on_the_cpu_backend(rng, dtype):
+    args = extremes_args(rng, dtype)
+    want = extremes_reference(args)
+    extremes[3](**args)
+    for name, expected in want.items():
+        np.testing.assert_array_equal(args[name], expected, err_msg=name)
+
+
+# ----------------------------------------------------------------------------- block emulator
+
+
+def _padded_extents(shape: tuple) -> list:
+    """Logical extents for a padded shape: one shorter (or a third shorter) per axis."""
+    return [n - max(1, n // 3) if n > 2 else n for n in shape]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("layout,warps", LAYOUT_PARAMS)
+def test_scans_along_every_axis_of_every_layout_skip_the_padding(rng, layout, warps, reverse):
+    for axis in range(layout.rank):
+        for dtype, op in ((T.int32, "cumsum"), (T.int32, "cumprod"), (T.int32, "cummax"),
+                          (T.uint32, "cummin"), (T.float32, "cummax"), (T.float32, "cummin")):
+            shape = list(layout.shape)
+            shape[axis] = _padded_extents(layout.shape)[axis]
+            logical = tuple(shape)
+            x = inputs(rng, dtype.np, layout.shape)
+            if dtype.is_float:
+                x[rng.random(layout.shape) < 0.1] = np.nan
+            polluting = {"cumsum": 1000, "cumprod": 0, "cummax": 1000, "cummin": 0}[op]
+            x[tuple(slice(n, None) if k == axis else slice(None) for k, n in enumerate(logical))] = polluting
+            block = Block(warps)
+            node = X.TileScan(None, op, held(block, layout, x, dtype), axis, dtype, logical, reverse)
+            got = block.gather(scan.scan(block, node), logical)
+            valid = x[tuple(slice(0, n) for n in logical)]
+            np.testing.assert_array_equal(got if dtype.is_float else got.astype(np.int64).astype(dtype.np),
+                                          scanned(op, valid, axis, reverse), err_msg=f"{op} axis {axis}")
+
+
+@pytest.mark.parametrize("layout,warps", LAYOUT_PARAMS)
+def test_flips_of_every_layout_read_valid_elements_only(rng, layout, warps):
+    axes_sets = [(k,) for k in range(layout.rank)] + [tuple(range(layout.rank))]
+    for axes in axes_sets:
+        for logical in (layout.shape, tuple(_padded_extents(layout.shape))):
+            axes_kept = tuple(k for k in axes if logical[k] > 1)
+            if not axes_kept:
+                continue
+            x = rng.integers(0, 1 << 20, layout.shape).astype(np.int32)
+            x[tuple(slice(0, n) for n in logical)] *= -1  # valid elements negative, padding not
+            block = Block(warps)
+            node = X.Flip(None, held(block, layout, x, T.int32), axes_kept, T.int32, logical)
+            value = flips.flip(block, node, None)
+            got = block.gather(value, logical).astype(np.uint32).view(np.int32)
+            want = np.flip(x[tuple(slice(0, n) for n in logical)], axes_kept)
+            np.testing.assert_array_equal(got, want, err_msg=f"axes {axes_kept} of {logical}")
+            in_registers = flips._in_registers(layout, node) is not None
+            assert block.barriers == (not in_registers)
+
+
+def test_a_flip_along_registers_and_lanes_moves_nothing_through_shared_memory():
+    from verdigris.tile import layout as L
+
+    blocked = L.blocked((4, 512), 4, 4)  # the last axis in registers, lanes and warps
+    plan = flips._in_registers(blocked, X.Flip(None, None, (0,), T.float32, (3, 512)))
+    assert plan is not None and plan[1] == 0  # the rows: registers only, padded or not
+    assert flips._in_registers(blocked, X.Flip(None, None, (1,), T.float32, (4, 512))) is None  # warps
+    narrow = L.blocked((64, 32), 1, 4)  # one warp: the columns in registers and lanes
+    sources, lanes = flips._in_registers(narrow, X.Flip(None, None, (1,), T.float32, (64, 32)))
+    assert lanes == 0b111 and sources[0] == 3
+    assert flips._in_registers(narrow, X.Flip(None, None, (1,), T.float32, (64, 30))) is None
+
+
+# ----------------------------------------------------------------------------- GPU code on the host
+
+
+def on_cpu(kernel, grid, arguments: dict) -> dict:
+    copies = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in arguments.items()}
+    backend.set_backend("cpu")
+    kernel[grid](**copies)
+    return copies
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("r,c,axis", [(3, 100, 1), (30, 24, 0), (5, 33, 0), (16, 16, 1)])
+def test_scans_on_the_gpu_path_agree_with_the_cpu_backend(rng, r, c, axis, reverse):
+    for dtype in (np.int32, np.float32):
+        x = inputs(rng, dtype, (2 * r - 1, c))
+        args = dict(x=x, **poisoned(x, SCAN_OUTPUTS), pad=dtype(1000), R=r, C=c, AXIS=axis, REVERSE=reverse)
+        want = on_cpu(running, 2, args)
+        assert host_jit.run(running, 2, num_warps=2, **args) is None
+        if dtype is np.int32:
+            for name in SCAN_OUTPUTS:
+                np.testing.assert_array_equal(args[name], want[name], err_msg=name)
+        else:
+            reference = running_reference(x, 1000, r, axis, reverse)
+            close_scans(args, {**reference, "maxes": want["maxes"], "mins": want["mins"]},
+                        (r, c)[axis], 2.0 ** -24)
+
+
+@pytest.mark.parametrize("axes", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("r,c", [(3, 100), (64, 48), (5, 33), (4, 512)])
+def test_flips_on_the_gpu_path_agree_with_the_cpu_backend(rng, r, c, axes):
+    x = rng.integers(-100, 100, (2 * r - 1, c)).astype(np.int32)
+    args = dict(x=x, out=np.full_like(x, 0x55), R=r, C=c, AXES=axes)
+    want = on_cpu(flipped, 2, args)
+    assert host_jit.run(flipped, 2, num_warps=2, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])
+
+
+@pytest.mark.parametrize("dtype", EXTREME_DTYPES)
+def test_atomic_and_scatter_max_min_on_the_gpu_path(rng, dtype):
+    args = extremes_args(rng, dtype, b=64, bins=5)
+    want = extremes_reference(args)
+    assert host_jit.run(extremes, 3, num_warps=1, **args) is None
+    for name, expected in want.items():
+        np.testing.assert_array_equal(args[name], expected, err_msg=name)
+
+
+# ----------------------------------------------------------------------------- PTX
+
+needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+
+
+def ptx_of(name: str, target: str) -> str:
+    kernel_fn, specs = SPECS[name]
+    return codegen.compile_to_ptx(kernel_fn.specialize_types(specs), target).ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_kernel_assembles(name, target):
+    codegen.assemble(ptx_of(name, target), target)
+
+
+def test_integer_extremes_are_single_atomics_and_float_ones_compare_and_swap():
+    ints = ptx_of("extremes_int32", "sm_90a")
+    assert re.search(r"atom\.global(\.\w+)*\.max\.s32", ints) and re.search(r"atom\.global(\.\w+)*\.min\.s32", ints)
+    unsigned = ptx_of("extremes_uint64", "sm_80")
+    assert re.search(r"atom\.global(\.\w+)*\.max\.u64", unsigned)
+    floats = ptx_of("extremes_float32", "sm_90a")
+    assert "cas.b32" in floats and not re.search(r"atom\.global(\.\w+)*\.max\.f32", floats)
+
+
+def test_a_flip_in_registers_needs_no_barrier():
+    assert "bar.sync" not in ptx_of("flip_registers", "sm_90a")
+    assert "bar.sync" in ptx_of("flip_shared", "sm_90a")
+
+
+# ----------------------------------------------------------------------------- frontend
+
+
+def compile_error(kernel, *args, **kwargs) -> vg.CompileError:
+    with pytest.raises(vg.CompileError) as info:
+        kernel[1](*args, **kwargs)
+    return info.value
+
+
+F32 = np.zeros(64, np.float32)
+M32 = np.zeros((8, 8), np.float32)
+
+
+@tile.kernel
+def scan_past_the_axes(a, out):
+    t = tile.load(a, index=(0, 0), shape=(4, 8))
+    tile.store(out, index=(0, 0), tile=t.cumprod(axis=2))  # marker: scan axis
+
+
+@tile.kernel
+def scan_reverse_at_run_time(a, out, flag):
+    t = tile.load(a, index=(0,), shape=(8,))
+    tile.store(out, index=(0,), tile=tile.cumsum(t, reverse=flag > 0))  # marker: run-time reverse
+
+
+@tile.kernel
+def flip_an_axis_twice(a, out):
+    t = tile.load(a, index=(0, 0), shape=(4, 8))
+    tile.store(out, index=(0, 0), tile=tile.flip(t, (1, -1)))  # marker: flip twice
+
+
+@tile.kernel
+def flip_a_scalar(a, out):
+    tile.store(out, index=(0,), tile=tile.full((8,), tile.flip(a[0])))  # marker: flip scalar
+
+
+@tile.kernel
+def half_max(a, out):
+    tile.atomic_max(out, (0,), tile.load(a, index=(0,), shape=(8,)))  # marker: half max
+
+
+@tile.kernel
+def byte_scatter_min(a, idx, out):
+    tile.scatter_min(out, (tile.load(idx, index=(0,), shape=(8,)),),  # marker: byte min
+                     tile.load(a, index=(0,), shape=(8,)))
+
+
+@pytest.mark.parametrize("kernel,args,marker,words", [
+    (scan_past_the_axes, (M32, M32), "marker: scan axis", "axis 2 is out of range for a tile of shape (4, 8)"),
+    (scan_reverse_at_run_time, (F32, F32, 1), "marker: run-time reverse",
+     "tile.cumsum()'s reverse must be a constant True or False"),
+    (flip_an_axis_twice, (M32, M32), "marker: flip twice", "tile.flip() names an axis twice: (1, -1)"),
+    (flip_a_scalar, (F32, F32), "marker: flip scalar", "tile.flip() needs a tile, not a scalar"),
+    (half_max, (np.zeros(8, np.float16),) * 2, "marker: half max",
+     "tile.atomic_max() is not available for float16 arrays"),
+    (byte_scatter_min, (np.zeros(8, np.int8), np.zeros(8, np.int64), np.zeros(8, np.int8)),
+     "marker: byte min", "tile.scatter_min() is not available for int8 arrays"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_errors_point_at_the_users_line(kernel, args, marker, words):
+    err = compile_error(kernel, *args)
+    assert words in err.message, err.message
+    located.assert_points_at(err, marker, __file__)
+    if "not available" in words:
+        assert "int32, int64, uint32, uint64, float32 and float64" in err.hint
