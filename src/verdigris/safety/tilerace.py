@@ -53,11 +53,11 @@ HINTS = {
     "VG205": "build the indices from tile.bid, tile.num_blocks and tile.arange (in int64, "
              "e.g. int(tile.bid(0)), where a product may pass 2**31), use tile.scatter_add, "
              "or wrap the access in `with vg.unsafe():`",
-    "scatter": "use tile.scatter_add where lanes may add to one element; where the loaded "
-               "indices are distinct (a permutation), wrap the scatter in `with vg.unsafe():`; "
-               "either way, a last tile that runs past the end of the indices needs "
-               "mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), or its padded lanes write "
-               "their padding to the element the padding indexes",
+    "scatter": "use tile.scatter_add (or scatter_max, scatter_min) where lanes may combine "
+               "into one element; where the loaded indices are distinct (a permutation), wrap "
+               "the scatter in `with vg.unsafe():`; either way, a last tile that runs past the "
+               "end of the indices needs mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), "
+               "or its padded lanes write their padding to the element the padding indexes",
     "one block": "write to a separate output array (or read from a copy), or split the "
                  "kernel in two launches",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
