@@ -2,9 +2,10 @@
 atomics `atomic_max/min` and `scatter_max/min`, on every path without a GPU: the cpu backend
 against NumPy (float64 references); the GPU lowering of scans and flips on the block
 emulator, over every layout of `test_tile_emulated`, with padding that would pollute a
-reverse scan or a flip; the whole GPU code through `host_jit` against the cpu backend; PTX
-assembled by ptxas for sm_80 and sm_90a; and the frontend's errors at the user's line.
-`tests/gpu/test_tile_gpu.py` runs these kernels on the GPU."""
+reverse scan or a flip; the whole GPU code through `host_jit` against the cpu backend; the
+shape of their PTX; and the frontend's errors at the user's line.
+The kernels and references are `tile_scan_kernels`'; `test_tile_codegen.py` assembles
+their PTX and `tests/gpu/test_tile_scans_gpu.py` runs them on the GPU."""
 from __future__ import annotations
 
 import re
@@ -16,146 +17,17 @@ import host_jit
 import located
 import verdigris as vg
 from block_emulator import Block
+from test_tile_codegen import ptx_of
 from test_tile_emulated import LAYOUT_PARAMS, held
-from verdigris import codegen, tile
+from tile_scan_kernels import (EXTREME_DTYPES, SCAN_OUTPUTS, close_scans, extremes, extremes_args,
+                               extremes_reference, flipped, inputs, poisoned, reversed_blocks, running,
+                               running_reference, scanned, tile_axes)
+from verdigris import tile
 from verdigris import types as T
-from verdigris.ir import ArrayType
 from verdigris.ir import tiles as X
 from verdigris.runtime import backend
 from verdigris.tile import flips, scan
 
-# ----------------------------------------------------------------------------- kernels
-
-
-@tile.kernel
-def running(x, sums, prods, maxes, mins, pad, R: vg.constexpr, C: vg.constexpr,
-            AXIS: vg.constexpr, REVERSE: vg.constexpr):
-    """The four scans of one tile of R rows; elements outside `x` load as `pad` (`-pad` for
-    the minimum), values that would show if they joined a scan of the valid ones."""
-    i = tile.bid(0)
-    t = tile.load(x, index=(i, 0), shape=(R, C), padding=pad)
-    u = tile.load(x, index=(i, 0), shape=(R, C), padding=-pad)
-    tile.store(sums, index=(i, 0), tile=tile.cumsum(t, AXIS, reverse=REVERSE))
-    tile.store(prods, index=(i, 0), tile=t.cumprod(AXIS, reverse=REVERSE))
-    tile.store(maxes, index=(i, 0), tile=tile.cummax(t, axis=AXIS, reverse=REVERSE))
-    tile.store(mins, index=(i, 0), tile=u.cummin(AXIS, REVERSE))
-
-
-@tile.kernel
-def flipped(x, out, R: vg.constexpr, C: vg.constexpr, AXES: vg.constexpr):
-    i = tile.bid(0)
-    tile.store(out, index=(i, 0), tile=tile.flip(tile.load(x, index=(i, 0), shape=(R, C), padding=-1), AXES))
-
-
-@tile.kernel
-def reversed_blocks(x, out, B: vg.constexpr):
-    """Each tile of B elements reversed in place, through a scatter at flipped offsets."""
-    i = int(tile.bid(0))
-    offsets = i * B + tile.arange(B)
-    tile.scatter(out, (tile.flip(offsets),), tile.load(x, index=(i,), shape=(B,)),
-                 mask=tile.flip(offsets) < x.shape[0])
-
-
-@tile.kernel
-def extremes(x, idx, hi, lo, most, least, B: vg.constexpr):
-    """The elementwise max and min of every block's tile, at tile index 0, and of the
-    elements that `idx` sends to each bin."""
-    i = tile.bid(0)
-    t = tile.load(x, index=(i,), shape=(B,))
-    tile.atomic_max(hi, (0,), t)
-    tile.atomic_min(lo, (0,), t)
-    bins = tile.load(idx, index=(i,), shape=(B,))
-    tile.scatter_max(most, (bins,), t)
-    tile.scatter_min(least, (bins,), t, mask=bins != 0)
-
-
-def arr(dtype, ndim=1):
-    return ArrayType(dtype, ndim, "global", True, True)
-
-
-def running_spec(dtype, r, c, axis, reverse):
-    return dict(x=arr(dtype, 2), sums=arr(dtype, 2), prods=arr(dtype, 2), maxes=arr(dtype, 2),
-                mins=arr(dtype, 2), pad=dtype, R=r, C=c, AXIS=axis, REVERSE=reverse)
-
-
-def extremes_spec(dtype):
-    return dict(x=arr(dtype), idx=arr(T.int64), hi=arr(dtype), lo=arr(dtype), most=arr(dtype),
-                least=arr(dtype), B=300)
-
-
-SPECS = {
-    "scans_rows_f32": (running, running_spec(T.float32, 4, 1024, 1, True)),
-    "scans_cols_i32": (running, running_spec(T.int32, 64, 48, 0, True)),
-    "scans_bf16": (running, running_spec(T.bfloat16, 3, 300, 1, True)),
-    "scans_i8_forward": (running, running_spec(T.int8, 5, 33, 0, False)),
-    "flip_registers": (flipped, dict(x=arr(T.float32, 2), out=arr(T.float32, 2), R=64, C=32, AXES=1)),
-    "flip_shared": (flipped, dict(x=arr(T.float32, 2), out=arr(T.float32, 2), R=64, C=48, AXES=None)),
-    "flip_bool": (flipped, dict(x=arr(T.bool_, 2), out=arr(T.bool_, 2), R=3, C=300, AXES=(0, 1))),
-    "flip_f64": (flipped, dict(x=arr(T.float64, 2), out=arr(T.float64, 2), R=16, C=48, AXES=-1)),
-    "flip_scatter": (reversed_blocks, dict(x=arr(T.float32), out=arr(T.float32), B=100)),
-    **{f"extremes_{d.name}": (extremes, extremes_spec(d))
-       for d in (T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64)},
-}
-
-# ----------------------------------------------------------------------------- references
-
-
-def scanned(op: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
-    """NumPy's scan `op` along `axis` (from the end when `reverse`), in x's dtype."""
-    ufunc = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.fmax, "cummin": np.fmin}[op]
-    if reverse:
-        return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-    return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
-
-
-def tiled(x: np.ndarray, r: int, pad) -> np.ndarray:
-    """x's rows as tiles of r rows, the last tile filled with `pad` (as the kernel loads it)."""
-    rows = -(-x.shape[0] // r) * r
-    padded = np.full((rows, x.shape[1]), pad, x.dtype)
-    padded[:x.shape[0]] = x
-    return padded.reshape(rows // r, r, x.shape[1])
-
-
-def running_reference(x, pad, r, axis, reverse) -> dict:
-    """What `running` stores, in float64 (integers exactly, in the array's dtype), and
-    `scale`: the running sums of magnitudes, which bound a float sum's rounding."""
-    wide = np.float64 if x.dtype.kind == "f" else x.dtype
-    out = {}
-    for name, op, fill in (("sums", "cumsum", pad), ("prods", "cumprod", pad), ("maxes", "cummax", pad),
-                           ("mins", "cummin", -pad), ("scale", "cumsum", abs(pad))):
-        tiles = tiled(x.astype(wide), r, fill)
-        tiles = np.abs(tiles) if name == "scale" else tiles
-        out[name] = scanned(op, tiles, axis + 1, reverse).reshape(-1, x.shape[1])[:x.shape[0]]
-    return out
-
-
-def inputs(rng, dtype, shape) -> np.ndarray:
-    """Values whose running products neither overflow nor vanish over hundreds of elements
-    (floats near +-1, integers odd, so a product never turns 0)."""
-    if np.dtype(dtype).kind == "f":
-        magnitude = rng.uniform(0.9, 1.1, shape)
-        return (magnitude * rng.choice([-1, 1], shape)).astype(dtype)
-    return (2 * rng.integers(-4, 4, shape) + 1).astype(dtype)
-
-
-def close_scans(got: dict, want: dict, n: int, eps: float) -> None:
-    """Max and min exact; sums and products of float32 steps (n along the axis, in any
-    order), then rounded once to the output's `eps`: sums within that of the running sums
-    of magnitudes, products of their own size."""
-    for name in ("maxes", "mins"):
-        np.testing.assert_array_equal(got[name].astype(np.float64), want[name], err_msg=name)
-    steps = 2 * n * 2.0 ** -24
-    for name, scale in (("sums", want["scale"]), ("prods", np.abs(want["prods"]))):
-        error = np.abs(got[name].astype(np.float64) - want[name])
-        bound = eps * np.abs(want[name]) + steps * scale
-        assert np.all(error <= bound), (name, np.max(error / bound))
-
-
-def poisoned(like: np.ndarray, names) -> dict:
-    return {n: np.full_like(like, 0x55 if like.dtype.kind in "iu" else np.nan) for n in names}
-
-
-SCAN_OUTPUTS = ("sums", "prods", "maxes", "mins")
 SHAPES = [(3, 300, 1), (5, 33, 0), (16, 16, 1), (64, 48, 0), (4, 7, 1)]
 
 # ----------------------------------------------------------------------------- cpu backend
@@ -219,14 +91,7 @@ def test_flip_matches_numpy_on_the_cpu_backend(rng, r, c, axes):
     x = rng.standard_normal((2 * r, c)).astype(np.float32)
     out = np.full_like(x, np.nan)
     flipped[2](x, out, R=r, C=c, AXES=axes)
-    np.testing.assert_array_equal(out, np.flip(x.reshape(2, r, c), _tile_axes(axes)).reshape(x.shape))
-
-
-def _tile_axes(axes):
-    """The axes of the (blocks, R, C) view that `axes` of one (R, C) tile are."""
-    if axes is None:
-        return (1, 2)
-    return tuple(a % 2 + 1 for a in (axes if isinstance(axes, tuple) else (axes,)))
+    np.testing.assert_array_equal(out, np.flip(x.reshape(2, r, c), tile_axes(axes)).reshape(x.shape))
 
 
 def test_scatter_through_flipped_offsets_reverses_each_tile_and_is_proven(rng):
@@ -234,35 +99,6 @@ def test_scatter_through_flipped_offsets_reverses_each_tile_and_is_proven(rng):
     x, out = rng.standard_normal(n).astype(np.float32), np.full(n, np.nan, np.float32)
     reversed_blocks[vg.cdiv(n, b)](x, out, B=b)
     np.testing.assert_array_equal(out, np.flip(x.reshape(-1, b), 1).reshape(-1))
-
-
-EXTREME_DTYPES = [np.float32, np.float64, np.int32, np.uint32, np.int64, np.uint64]
-
-
-def extremes_args(rng, dtype, blocks=3, b=300, bins=17) -> dict:
-    n = blocks * b
-    if np.dtype(dtype).kind == "f":
-        x = rng.standard_normal(n).astype(dtype)
-        x[::7] = np.nan
-        start = lambda m: rng.standard_normal(m).astype(dtype)  # noqa: E731
-    else:
-        info = np.iinfo(dtype)
-        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
-        start = lambda m: rng.integers(info.min, info.max, m, dtype=dtype, endpoint=True)  # noqa: E731
-    hi, lo = start(b - 5), start(b - 5)  # the tile's last elements fall outside: not written
-    if np.dtype(dtype).kind == "f":
-        hi[:3] = np.nan  # a NaN start loses to the first number
-    return dict(x=x, idx=rng.integers(0, bins, n), hi=hi, lo=lo, most=start(bins), least=start(bins), B=b)
-
-
-def extremes_reference(args: dict) -> dict:
-    x, idx, b = args["x"], args["idx"], args["B"]
-    tiles = x.reshape(-1, b)[:, :len(args["hi"])]
-    hi, lo, most, least = (args[n].copy() for n in ("hi", "lo", "most", "least"))
-    (np.fmax if x.dtype.kind == "f" else np.maximum).at(most, idx, x)
-    (np.fmin if x.dtype.kind == "f" else np.minimum).at(least, idx[idx != 0], x[idx != 0])
-    return {"hi": np.fmax.reduce(np.vstack([hi, tiles]), 0), "lo": np.fmin.reduce(np.vstack([lo, tiles]), 0),
-            "most": most, "least": least}
 
 
 @pytest.mark.parametrize("dtype", EXTREME_DTYPES)
@@ -384,21 +220,6 @@ def test_atomic_and_scatter_max_min_on_the_gpu_path(rng, dtype):
 
 
 # ----------------------------------------------------------------------------- PTX
-
-needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
-
-
-def ptx_of(name: str, target: str) -> str:
-    kernel_fn, specs = SPECS[name]
-    return codegen.compile_to_ptx(kernel_fn.specialize_types(specs), target).ptx
-
-
-@needs_ptxas
-@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("name", sorted(SPECS))
-def test_every_kernel_assembles(name, target):
-    codegen.assemble(ptx_of(name, target), target)
-
 
 def test_integer_extremes_are_single_atomics_and_float_ones_compare_and_swap():
     ints = ptx_of("extremes_int32", "sm_90a")

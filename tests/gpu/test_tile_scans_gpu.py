@@ -1,5 +1,5 @@
 """Scans from either end, flips and tile atomic max/min on the GPU (kernels and references of
-`tests/test_tile_scans.py`): integer scans bit for bit with the cpu backend, float ones
+`tests/tile_scan_kernels.py`): integer scans bit for bit with the cpu backend, float ones
 within their rounding of float64; flips exactly as np.flip, through registers, shuffles and
 shared memory; atomic and scattered max/min of every atomic dtype exactly as
 np.maximum.at/np.minimum.at under contention (float32/float64 through compare-and-swap
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import verdigris as vg
-from test_tile_scans import (EXTREME_DTYPES, SCAN_OUTPUTS, _tile_axes, close_scans, extremes,
-                             extremes_args, extremes_reference, flipped, inputs, poisoned,
-                             reversed_blocks, running, running_reference)
+from tile_scan_kernels import (EXTREME_DTYPES, SCAN_OUTPUTS, close_scans, extremes, extremes_args,
+                               extremes_reference, flipped, inputs, poisoned, reversed_blocks, running,
+                               running_reference, tile_axes)
 from verdigris.runtime import backend
 
 pytestmark = pytest.mark.gpu
@@ -65,7 +65,7 @@ def test_flips_match_numpy(rng, dtype, r, c, axes):
     x = (rng.standard_normal((3 * r, c)) > 0 if dtype is np.bool_ else rng.standard_normal((3 * r, c)) * 100).astype(dtype)
     args = dict(x=x, out=np.zeros_like(x) if dtype is np.bool_ else np.full_like(x, -7), R=r, C=c, AXES=axes)
     got = on("cuda", flipped, 3, args)["out"]
-    np.testing.assert_array_equal(got, np.flip(x.reshape(3, r, c), _tile_axes(axes)).reshape(x.shape))
+    np.testing.assert_array_equal(got, np.flip(x.reshape(3, r, c), tile_axes(axes)).reshape(x.shape))
 
 
 def test_scatter_through_flipped_offsets_reverses_each_tile(rng):
