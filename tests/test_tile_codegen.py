@@ -27,7 +27,7 @@ from verdigris.examples.tile_softmax import softmax
 from verdigris.examples.tile_transpose import transpose
 from verdigris.examples.tile_vector_add import add
 from verdigris.tile.lower import launch_block, num_warps
-from tile_scan_kernels import extremes, flipped, reversed_blocks, running
+from tile_scan_kernels import extremes, flipped, reversed_blocks, running, running_flags
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -234,6 +234,8 @@ SPECS = {
     "scans_cols_i32": (running, running_spec(i32, 64, 48, 0, True)),
     "scans_bf16": (running, running_spec(bf16, 3, 300, 1, True)),
     "scans_i8_forward": (running, running_spec(T.int8, 5, 33, 0, False)),
+    "scans_bool": (running_flags, dict(x=arr(f32), flags=arr(T.bool_), firsts=arr(T.bool_), best=arr(f32),
+                                       B=3000)),
     "flip_registers": (flipped, dict(x=arr(f32, 2), out=arr(f32, 2), R=64, C=32, AXES=1)),
     "flip_shared": (flipped, dict(x=arr(f32, 2), out=arr(f32, 2), R=64, C=48, AXES=None)),
     "flip_bool": (flipped, dict(x=arr(T.bool_, 2), out=arr(T.bool_, 2), R=3, C=300, AXES=(0, 1))),

@@ -21,7 +21,7 @@ from test_tile_codegen import ptx_of
 from test_tile_emulated import LAYOUT_PARAMS, held
 from tile_scan_kernels import (EXTREME_DTYPES, SCAN_OUTPUTS, close_scans, extremes, extremes_args,
                                extremes_reference, flipped, inputs, poisoned, reversed_blocks, running,
-                               running_reference, scanned, tile_axes)
+                               running_flags, running_reference, scanned, tile_axes)
 from verdigris import tile
 from verdigris import types as T
 from verdigris.ir import tiles as X
@@ -69,20 +69,24 @@ def test_narrow_integer_sums_and_products_widen_max_and_min_keep_the_dtype(rng):
     np.testing.assert_array_equal(got["mins"], np.minimum.accumulate(x))
 
 
-def test_running_max_of_bools_and_floats_with_nan(rng):
-    @tile.kernel
-    def seen(x, flags, best, B: vg.constexpr):
-        t = tile.load(x, index=(0,), shape=(B,))
-        tile.store(flags, index=(0,), tile=tile.cummax(t > 1.0, reverse=True))
-        tile.store(best, index=(0,), tile=t.cummax())
-
-    x = rng.standard_normal(40).astype(np.float32)
+def flags_args(rng, n: int) -> dict:
+    x = rng.standard_normal(n).astype(np.float32)
     x[[0, 7, 8]] = np.nan  # a NaN loses to a number, and leads while nothing else has come
-    flags, best = np.zeros(40, bool), np.full(40, -7, np.float32)
-    seen[1](x, flags, best, B=40)
-    np.testing.assert_array_equal(flags, np.flip(np.logical_or.accumulate(np.flip(x > 1.0))))
-    np.testing.assert_array_equal(best, np.fmax.accumulate(x))
-    assert np.isnan(best[0]) and not np.isnan(best[8])
+    return dict(x=x, flags=np.zeros(n, bool), firsts=np.ones(n, bool), best=np.full(n, -7, np.float32), B=n)
+
+
+def check_flags(args: dict) -> None:
+    x = args["x"]
+    np.testing.assert_array_equal(args["flags"], np.flip(np.logical_or.accumulate(np.flip(x > 1.0))))
+    np.testing.assert_array_equal(args["firsts"], np.logical_and.accumulate(x < 1.5))
+    np.testing.assert_array_equal(args["best"], np.fmax.accumulate(x))
+    assert np.isnan(args["best"][0]) and not np.isnan(args["best"][8])
+
+
+def test_running_max_and_min_of_bools_and_floats_with_nan(rng):
+    args = flags_args(rng, 40)
+    running_flags[1](**args)
+    check_flags(args)
 
 
 @pytest.mark.parametrize("axes", [None, 0, 1, -1, (0, 1), (-1, 0)])
@@ -208,6 +212,12 @@ def test_flips_on_the_gpu_path_agree_with_the_cpu_backend(rng, r, c, axes):
     want = on_cpu(flipped, 2, args)
     assert host_jit.run(flipped, 2, num_warps=2, **args) is None
     np.testing.assert_array_equal(args["out"], want["out"])
+
+
+def test_bool_and_nan_scans_on_the_gpu_path(rng):
+    args = flags_args(rng, 3000)  # two warps: the warp step carries bools through shared memory
+    assert host_jit.run(running_flags, 1, num_warps=2, **args) is None
+    check_flags(args)
 
 
 @pytest.mark.parametrize("dtype", EXTREME_DTYPES)

@@ -24,6 +24,16 @@ def running(x, sums, prods, maxes, mins, pad, R: vg.constexpr, C: vg.constexpr,
 
 
 @tile.kernel
+def running_flags(x, flags, firsts, best, B: vg.constexpr):
+    """Running max and min of bool tiles (any so far from the end, all so far), and the
+    running maximum of floats with NaNs."""
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(flags, index=(0,), tile=tile.cummax(t > 1.0, reverse=True))
+    tile.store(firsts, index=(0,), tile=tile.cummin(t < 1.5))
+    tile.store(best, index=(0,), tile=t.cummax())
+
+
+@tile.kernel
 def flipped(x, out, R: vg.constexpr, C: vg.constexpr, AXES: vg.constexpr):
     i = tile.bid(0)
     t = tile.load(x, index=(i, 0), shape=(R, C), padding=-1)
