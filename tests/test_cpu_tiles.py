@@ -377,7 +377,7 @@ def test_gather_permutes_and_pads_out_of_bounds(rng):
     assert (result[~inside] == -9.0).all()
 
 
-def _scatter_body(atomic=False):
+def _scatter_body(atomic=None):
     def body(a, ix, out, block):
         return [t.Scatter(LOC, out, (ix,), load(a, [bid()], [block]), atomic)]
     return body
@@ -417,7 +417,7 @@ def test_atomic_scatter_histogram(rng):
 
     def body(a, ix, out, block):
         ones = splat(const(1, i32), [block])
-        return [t.Scatter(LOC, out, (ix,), ones, atomic=True)]
+        return [t.Scatter(LOC, out, (ix,), ones, atomic="add")]
     counts = np.zeros(bins, np.int32)
     run_tile(_indexed(body, n, block, dtype=i32), n // block,
              {"a": np.zeros(n, np.int32), "idx": values, "out": counts})
@@ -440,7 +440,7 @@ def test_tile_atomic_add_sums_split_k_partials(rng):
     rows, chunk, parts = 12, 16, 5
     a, out = array("a", f32, 2), array("out", f32, 2)
     partial = load(a, [const(0, i64), bid()], (rows, chunk))
-    k = kernel([a, out], [t.TileAtomicAdd(LOC, out, (const(0, i64), const(0, i64)), partial)],
+    k = kernel([a, out], [t.TileAtomic(LOC, "add", out, (const(0, i64), const(0, i64)), partial)],
                writes=["out"])
     x = rng.standard_normal((rows, chunk * parts - 3)).astype(np.float32)
     result = np.zeros((rows, chunk), np.float32)
@@ -591,7 +591,7 @@ def test_reading_the_neighbours_tile_races_unless_unsafe():
 def test_atomic_adds_of_many_blocks_do_not_race_but_mixed_access_does():
     a, out = array("a", f32), array("out", f32)
     zero = const(0, i64)
-    add = t.TileAtomicAdd(LOC, out, (zero,), load(a, [bid()], [4]))
+    add = t.TileAtomic(LOC, "add", out, (zero,), load(a, [bid()], [4]))
     result = np.zeros(4, np.float32)
     run_tile(kernel([a, out], [add], writes=["out"]), 3,
              {"a": np.arange(12, dtype=np.float32), "out": result})

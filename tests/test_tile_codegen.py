@@ -1,7 +1,8 @@
 """The tile track's GPU lowering without a GPU: layouts (which thread holds which element),
-PTX for every kernel below (and the examples' kernels it imports) on sm_80 and sm_90a,
-assembled by ptxas, and the shape of that PTX (16-byte coalesced loads and stores on full
-tiles, shuffles and barriers in reductions, loads issued together, registers).
+PTX for every kernel below (and those it imports: the examples', `tile_scan_kernels`') on
+sm_80 and sm_90a, assembled by ptxas, and the shape of that PTX (16-byte coalesced loads
+and stores on full tiles, shuffles and barriers in reductions, loads issued together,
+registers).
 `tests/gpu/test_tile_gpu.py` runs these same kernels on the GPU against the cpu backend.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from verdigris.examples.tile_softmax import softmax
 from verdigris.examples.tile_transpose import transpose
 from verdigris.examples.tile_vector_add import add
 from verdigris.tile.lower import launch_block, num_warps
+from tile_scan_kernels import extremes, flipped, reversed_blocks, running, running_flags
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -202,6 +204,13 @@ def arr(dtype, ndim=1, contiguous=True, aligned=True):
 
 
 f32, bf16, f16, i32 = T.float32, T.bfloat16, T.float16, T.int32
+
+
+def running_spec(dtype, r, c, axis, reverse):
+    return dict(x=arr(dtype, 2), sums=arr(dtype, 2), prods=arr(dtype, 2), maxes=arr(dtype, 2),
+                mins=arr(dtype, 2), pad=dtype, R=r, C=c, AXIS=axis, REVERSE=reverse)
+
+
 SPECS = {
     "add_f32": (add, dict(a=arr(f32), b=arr(f32), out=arr(f32), BLOCK=4096)),
     "add_bf16": (add, dict(a=arr(bf16), b=arr(bf16), out=arr(bf16), BLOCK=4096)),
@@ -235,6 +244,20 @@ SPECS = {
     "scatter_add_masked": (masked_histogram, dict(x=arr(i32), counts=arr(i32), limit=T.int32,
                                                   BLOCK=300)),
     "atomic_add": (split_sum, dict(x=arr(f32, 2), out=arr(f32), R=4, C=256)),
+    "scans_rows_f32": (running, running_spec(f32, 4, 1024, 1, True)),
+    "scans_cols_i32": (running, running_spec(i32, 64, 48, 0, True)),
+    "scans_bf16": (running, running_spec(bf16, 3, 300, 1, True)),
+    "scans_i8_forward": (running, running_spec(T.int8, 5, 33, 0, False)),
+    "scans_bool": (running_flags, dict(x=arr(f32), flags=arr(T.bool_), firsts=arr(T.bool_), best=arr(f32),
+                                       B=3000)),
+    "flip_registers": (flipped, dict(x=arr(f32, 2), out=arr(f32, 2), R=64, C=32, AXES=1)),
+    "flip_shared": (flipped, dict(x=arr(f32, 2), out=arr(f32, 2), R=64, C=48, AXES=None)),
+    "flip_bool": (flipped, dict(x=arr(T.bool_, 2), out=arr(T.bool_, 2), R=3, C=300, AXES=(0, 1))),
+    "flip_f64": (flipped, dict(x=arr(T.float64, 2), out=arr(T.float64, 2), R=16, C=48, AXES=-1)),
+    "flip_scatter": (reversed_blocks, dict(x=arr(f32), out=arr(f32), B=100)),
+    **{f"extremes_{d.name}": (extremes, dict(x=arr(d), idx=arr(T.int64), hi=arr(d), lo=arr(d),
+                                             most=arr(d), least=arr(d), B=300))
+       for d in (T.float32, T.float64, T.int32, T.uint32, T.int64, T.uint64)},
 }
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")

@@ -5,11 +5,13 @@ sums stored plainly, a persistent loop stepping by 1 instead of `num_blocks`, an
 shift reading the neighbour's tile, scatters through loaded indices or offsets, a scatter
 whose lanes meet, a 2-D grid whose store ignores one block axis, an in-place transpose, a
 tail tile of another shape that overlaps the next block's tile, a read of the sum that
-other blocks add to atomically, one scalar written by every block, a gather of another
-block's output, blocks of two tiles each that overlap the next block's (fixed: tiles
-`2 * bid` and `2 * bid + 1` in int32, which wraps only to negative indices), and Triton's
-grouped tile order with the wrong divisor in a ragged last group. Tile shapes are mostly not powers of two, and arrays are ragged (the last
-tile is masked) wherever the kernel allows it.
+other blocks add to atomically (or take the maximum into), one scalar written by every
+block, a scatter through a flipped arange whose lanes meet, a per-bin minimum scattered
+plainly (fixed: `scatter_min`), a gather of another block's output, blocks of two tiles
+each that overlap the next block's (fixed: tiles `2 * bid` and `2 * bid + 1` in int32,
+which wraps only to negative indices), and Triton's grouped tile order with the wrong
+divisor in a ragged last group. Tile shapes are mostly not powers of two, and arrays are
+ragged (the last tile is masked) wherever the kernel allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
 holding the start values the kernel adds to); the same arguments serve both kernels.
@@ -220,6 +222,31 @@ def total_reference(args):
     return {1: x.astype(np.float64).reshape(P, M).sum(0), 2: x.copy()}
 
 
+@tile.kernel
+def reads_atomic_maximum(x, best, out, M: vg.constexpr):
+    i = tile.bid(0)
+    tile.atomic_max(best, (0,), tile.load(x, index=(i,), shape=(M,)))
+    tile.store(out, index=(i,), tile=tile.load(best, index=(0,), shape=(M,)))  # race
+
+
+@tile.kernel
+def keeps_atomic_maximum(x, best, out, M: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(M,))
+    tile.atomic_max(best, (0,), t)
+    tile.atomic_min(out, (i,), t * 2.0)
+
+
+def maximum_setup(rng):
+    best, out = np.full(M, -np.inf, np.float32), np.full(P * M, np.inf, np.float32)
+    return P, (_f32(rng, P * M), best, out), {"M": M}
+
+
+def maximum_reference(args):
+    x = args[0]
+    return {1: x.reshape(P, M).max(0), 2: 2 * x}
+
+
 # ----------------------------------------------------------------------------- grids and shapes
 
 
@@ -328,6 +355,20 @@ def binned_reference(args):
 
 
 @tile.kernel
+def scatter_min_loaded_indices(x, idx, out, B: vg.constexpr):
+    i = tile.bid(0)
+    where = tile.load(idx, index=(i,), shape=(B,))
+    tile.scatter_min(out, where, tile.load(x, index=(i,), shape=(B,)))
+
+
+def binned_minimum_reference(args):
+    x, idx, out = args
+    out = out.copy()
+    np.minimum.at(out, idx, x)
+    return {2: out}
+
+
+@tile.kernel
 def scatter_permutation(x, idx, out, B: vg.constexpr):
     i = tile.bid(0)
     where = tile.load(idx, index=(i,), shape=(B,))
@@ -386,6 +427,23 @@ def scatter_lanes_meet(x, out, B: vg.constexpr):
 def scatter_lanes_apart(x, out, B: vg.constexpr):
     i = int(tile.bid(0))
     tile.scatter(out, i * B + tile.arange(B), tile.load(x, index=(i,), shape=(B,)))
+
+
+@tile.kernel
+def scatter_flipped_lanes_meet(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    where = i * B + tile.flip(tile.arange(B)) // 2
+    tile.scatter(out, where, tile.load(x, index=(i,), shape=(B,)))  # race
+
+
+@tile.kernel
+def scatter_flipped_lanes(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    tile.scatter(out, i * B + tile.flip(tile.arange(B)), tile.load(x, index=(i,), shape=(B,)))
+
+
+def flipped_lanes_reference(args):
+    return {1: np.flip(args[0].reshape(-1, B), 1).reshape(-1)}
 
 
 def lanes_setup(rng):
@@ -492,6 +550,8 @@ PAIRS = [
              "VG203", gather_setup, gather_reference),
     TilePair("plain read of an atomically summed total", reads_atomic_total, adds_to_total,
              "VG204", total_setup, total_reference),
+    TilePair("plain read of an atomic maximum (fixed: atomics only)", reads_atomic_maximum,
+             keeps_atomic_maximum, "VG204", maximum_setup, maximum_reference),
     TilePair("2-D grid, store ignores the column block", grid_2d_ignores_columns,
              grid_2d_copy, "VG202", grid_2d_setup, copy_reference),
     TilePair("tail tile of another shape in the next block's tile", tail_in_next_tile,
@@ -507,6 +567,10 @@ PAIRS = [
              scatter_at_own_offset, "VG205", offsets_setup, offsets_reference),
     TilePair("scatter whose lanes meet", scatter_lanes_meet, scatter_lanes_apart, "VG202",
              lanes_setup, lanes_reference),
+    TilePair("scatter through a flipped arange whose lanes meet", scatter_flipped_lanes_meet,
+             scatter_flipped_lanes, "VG202", lanes_setup, flipped_lanes_reference),
+    TilePair("per-bin minimum through loaded indices (fixed: scatter_min)", scatter_loaded_indices,
+             scatter_min_loaded_indices, "VG205", binned_setup, binned_minimum_reference),
     TilePair("2-D scatter with the row index twice", scatter_transposed_rows_meet,
              scatter_transposed_rows, "VG202", rows_setup, rows_reference),
     TilePair("two tiles a block, overlapping the neighbour's", two_tiles_overlapping,

@@ -3,10 +3,11 @@
 Takes: dtypes and op names of `ir.tiles`. Gives tables of functions on tiles in register
 form (`ops`): `ELEMENTWISE` (op -> (op, operand dtype, result dtype) -> f(*args), or None:
 the `ops` tables, `where` and `sigmoid`), `REDUCTIONS` and `SCANS` (op -> (source dtype,
-result dtype) -> f(tile, axis)), `DOT_ROUNDING` (a product's precision -> the operands'
-rounding); and the geometry of a tile in its array: `window` (the part of a tile inside
-the array) and `flat_indices` (row-major element numbers of a box). The semantics (what
-narrow floats accumulate in, NaN in max and argmax, tf32's rounding) are `tiles`' docstring's.
+result dtype) -> f(tile, axis); `from_the_end` turns a scan around), `DOT_ROUNDING` (a
+product's precision -> the operands' rounding); and the geometry of a tile in its array:
+`window` (the part of a tile inside the array) and `flat_indices` (row-major element
+numbers of a box). The semantics (what narrow floats accumulate in, NaN in max and argmax,
+tf32's rounding) are `tiles`' docstring's.
 """
 from __future__ import annotations
 
@@ -81,10 +82,13 @@ def _accumulating(ufunc):
     return factory
 
 
-def _extremum(float_ufunc, int_ufunc):
+def _extremum(float_ufunc, int_ufunc, how: str = "reduce"):
+    """The ufunc's reduce (or, `how`, accumulate) over the axis: IEEE maxNum/minNum for
+    floats (a NaN loses), as the GPU's."""
     def factory(source, result):
         ufunc, finish = float_ufunc if source.is_float else int_ufunc, _to_result(result)
-        return lambda x, axis: finish(ufunc.reduce(x, axis=axis))
+        combine = getattr(ufunc, how)
+        return lambda x, axis: finish(combine(x, axis=axis))
     return factory
 
 
@@ -107,7 +111,17 @@ REDUCTIONS = {
     "argmax": _position(np.argmax, -np.inf),
     "argmin": _position(np.argmin, np.inf),
 }
-SCANS = {"cumsum": _accumulating(np.cumsum)}
+SCANS = {
+    "cumsum": _accumulating(np.cumsum),
+    "cumprod": _accumulating(np.cumprod),
+    "cummax": _extremum(np.fmax, np.maximum, "accumulate"),
+    "cummin": _extremum(np.fmin, np.minimum, "accumulate"),
+}
+
+
+def from_the_end(scan):
+    """A scan run from the last element of the axis towards the first (`reverse=True`)."""
+    return lambda x, axis: np.flip(scan(np.flip(x, axis), axis), axis)
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:

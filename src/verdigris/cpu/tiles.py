@@ -18,21 +18,25 @@ so results equal the SIMT interpreter's bit for bit):
 - `TileLoad`: element `index[k] * shape[k] + j` along axis k; elements outside the array
   take `padding` and are never read. Any tile index is allowed: a negative one, or one
   wholly past the array, gives a tile of padding.
-- `TileStore`, `TileAtomicAdd`: only elements inside the array are written (edge tiles are
-  masked); a tile wholly outside the array writes nothing (no error).
+- `TileStore`, `TileAtomic`: only elements inside the array are written (edge tiles are
+  masked); a tile wholly outside the array writes nothing (no error). The atomic ops are
+  `atomics`' (float max/min: IEEE maxNum/minNum, a NaN loses).
 - `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
 - `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
-  before memory is touched. The atomic form adds, element by element in the tile's
-  row-major order (`atomics`, rounding after every add as the SIMT atomics do).
+  before memory is touched. The atomic forms (add, max, min) combine element by element
+  in the tile's row-major order (`atomics`, rounding after every add as the SIMT atomics do).
 - `sigmoid(x)` is `1 / (1 + exp(-x))` computed in float32 (float64 for float64 tiles) and
   rounded once to the tile's dtype.
-- Reductions: `sum`, `prod` and `cumsum` of float16, bfloat16 and fp8 accumulate in float32
-  and round once at the end; float32 in float32 and float64 in float64 (NumPy's pairwise
-  summation: a GPU adds in another order, so float sums differ in the last bits); integers
-  wrap in the result's dtype. `max`/`min` of floats are IEEE maxNum/minNum (a NaN loses to a
-  number, as `ir.nodes`' `max`/`min`). `argmax`/`argmin` give the first position of the
-  largest/smallest value as int32 (the row-major position over all axes when `axis` is
-  None); NaN counts as the smallest value for argmax and the largest for argmin.
+- Reductions and scans: `sum`, `prod`, `cumsum` and `cumprod` of float16, bfloat16 and fp8
+  accumulate in float32 and round once at the end; float32 in float32 and float64 in
+  float64 (NumPy's pairwise summation: a GPU adds in another order, so float sums differ in
+  the last bits); integers wrap in the result's dtype. `max`/`min`/`cummax`/`cummin` of
+  floats are IEEE maxNum/minNum (a NaN loses to a number, as `ir.nodes`' `max`/`min`). A
+  reverse scan is NumPy's scan of the tile flipped along the axis, flipped back.
+  `argmax`/`argmin` give the first position of the largest/smallest value as int32 (the
+  row-major position over all axes when `axis` is None); NaN counts as the smallest value
+  for argmax and the largest for argmin.
+- `Flip`: `np.flip` along its axes.
 - `Rand`: `philox.uniform` (Philox-4x32-10; the exact mapping is in that module).
 - `TileDot`: the operands in the accumulator's precision (float32, or float64 for float64
   tiles; exact, as the operands are narrower or equal), rounded to tf32 first under
@@ -339,19 +343,25 @@ class _Compiler:
             return tile
         return gather
 
-    def _reduce_with(self, table, node):
+    def _reduce_with(self, table, node, reverse: bool = False):
         make = table.get(node.op)
         source = node.value.dtype
         if make is None:
             self._missing(f"{node.op} of {source.name} tiles", node)
         f, value, axis = make(source, node.dtype), self.expr(node.value), node.axis
+        if reverse:
+            f = tile_ops.from_the_end(f)
         return lambda bl: _settle(f(value(bl), axis))
 
     def _tile_reduce(self, node):
         return self._reduce_with(tile_ops.REDUCTIONS, node)
 
     def _tile_scan(self, node):
-        return self._reduce_with(tile_ops.SCANS, node)
+        return self._reduce_with(tile_ops.SCANS, node, node.reverse)
+
+    def _flip(self, node):
+        value, axes = self.expr(node.value), node.axes
+        return lambda bl: np.flip(value(bl), axes)
 
     def _reshape(self, node):
         value, shape = self.expr(node.value), node.shape
@@ -381,7 +391,7 @@ class _Compiler:
              ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,
              t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
              t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
-             t.Reshape: _reshape, t.Permute: _permute, t.Rand: _rand,
+             t.Reshape: _reshape, t.Permute: _permute, t.Flip: _flip, t.Rand: _rand,
              t.TileDot: _tile_dot}
 
     # ------------------------------------------------------------------ statements
@@ -437,33 +447,39 @@ class _Compiler:
                 mem.data[inside] = mem.encode(tile[within])
         return tile_store
 
-    def _tile_atomic_add(self, node):
+    def _atomic_scan(self, node, op: str):
+        """How atomic `op` combines into `node`'s array (`atomics.scan_for`)."""
+        scan = atomics.scan_for(op, node.array.dtype)
+        if scan is None:
+            self._missing(f"atomic {op} on {node.array.dtype.name}", node)
+        return scan
+
+    def _tile_atomic(self, node):
         name, index = node.array.name, [self.expr(i) for i in node.index]
         value, shape = self.expr(node.value), node.value.shape
-        add = ops.binary("add", node.array.dtype)
-        if add is None or node.array.dtype.is_bool:
-            self._missing(f"atomic add on {node.array.dtype.name}", node)
+        scan = self._atomic_scan(node, node.op)
         site = self._site(node, is_write=True, atomic=True)
 
-        def tile_atomic_add(bl):
+        def tile_atomic(bl):
             mem = bl.launch.memory[name]
             at = [i(bl) for i in index]
             tile = value(bl)
             window = tile_ops.window(at, shape, mem.shape)
-            if window is not None:  # the elements are distinct: no order among them
+            if window is not None:
                 inside, within = window
-                bl.observe(mem, tile_ops.flat_indices(inside, mem.shape), site)
-                mem.data[inside] = mem.encode(add(mem.decode(mem.data[inside]), tile[within]))
-        return tile_atomic_add
+                flat = tile_ops.flat_indices(inside, mem.shape)
+                bl.observe(mem, flat, site)
+                atomics.perform(scan, mem.data, np.unravel_index(flat, mem.shape),
+                                np.ascontiguousarray(tile[within]).reshape(-1), None,
+                                mem.decode, mem.encode)
+        return tile_atomic
 
     def _scatter(self, node):
         name, indices = node.array.name, [self.expr(i) for i in node.indices]
         value, shape, loc = self.expr(node.value), node.value.shape, node.loc
         mask = None if node.mask is None else self.expr(node.mask)
-        site = self._site(node, is_write=True, atomic=node.atomic)
-        scan = atomics.scan_for("add", node.array.dtype) if node.atomic else None
-        if node.atomic and scan is None:
-            self._missing(f"atomic scatter on {node.array.dtype.name}", node)
+        site = self._site(node, is_write=True, atomic=bool(node.atomic))
+        scan = self._atomic_scan(node, node.atomic) if node.atomic else None
 
         def scatter(bl):
             mem = bl.launch.memory[name]
@@ -578,7 +594,7 @@ class _Compiler:
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
              ir.Exit: _exit, ir.Unsafe: _unsafe, t.TileStore: _tile_store,
-             t.TileAtomicAdd: _tile_atomic_add, t.Scatter: _scatter}
+             t.TileAtomic: _tile_atomic, t.Scatter: _scatter}
 
 
 _PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, object]" = weakref.WeakKeyDictionary()

@@ -121,7 +121,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
 
 
 READ_NODES = (N.Load, X.TileLoad, X.Gather)
-WRITE_NODES = (N.Store, N.Atomic, X.TileStore, X.Scatter, X.TileAtomicAdd)
+WRITE_NODES = (N.Store, N.Atomic, X.TileStore, X.Scatter, X.TileAtomic)
 
 
 def accesses(stmts) -> tuple[set, set]:

@@ -17,9 +17,10 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..simt import warp_size
+from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... in tiles.HANDLERS
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tiles
-from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
+from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -317,11 +318,7 @@ def _atomic(op: str):
         if not isinstance(array, N.ArrayRef) or array.type.space == "local":
             raise CompileError(f"atomic_{op} needs a global or shared array", loc)
         dtype = array.dtype
-        if dtype.name not in ATOMIC_DTYPES or (dtype.bits == 16 and op != "add") \
-                or (dtype.is_float and op in ("and", "or", "xor")):
-            raise CompileError(f"atomic_{op} is not available for {dtype.name} arrays", loc,
-                               hint="atomics take int32, int64, uint32, uint64, float32 and "
-                                    "float64 (float16 and bfloat16: add only)")
+        check_atomic(op, dtype, f"atomic_{op}", loc)
         index = args[1].value if isinstance(args[1], Static) and isinstance(args[1].value, tuple) \
             else (args[1],)
         indices = tr.indices_for(array, [(i, loc) for i in index], loc)

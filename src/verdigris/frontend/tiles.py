@@ -7,8 +7,9 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
   scalar expression over stand-ins of the operands, which is then lifted to `TileMap`s,
   with `Broadcast`/`Splat` bringing every operand to the result shape. `binary`, `compare`
   and `unary` are the operators built this way.
-- `HANDLERS`: intrinsic name -> IR builder for `tile.load`, `tile.sum`, ... (`intrinsic`
-  registers one; the matrix products register from `tile_products`);
+- `HANDLERS`: intrinsic name -> IR builder for `tile.sum`, `tile.cumsum`, `tile.flip`, ...
+  (`intrinsic` registers one; the intrinsics that touch arrays register from
+  `tile_memory`, the matrix products from `tile_products`);
   `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
   (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`); `subscript` for
   `t[:, None]` (new size-1 axes, the one subscript tiles take).
@@ -32,7 +33,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.tiles import TileType, TileVar
 from . import typing as typing_
-from .typing import ATOMIC_DTYPES, Static, cast, common_dtype, is_number, truth, typed
+from .typing import Static, cast, common_dtype, is_number, truth, typed
 
 # ----------------------------------------------------------------------------- shapes
 
@@ -311,7 +312,7 @@ def _ints(v, what: str, loc: Loc) -> tuple:
 MAX_TILE_ELEMENTS = 1 << 20
 
 
-def _shape(v, loc: Loc) -> tuple:
+def constant_shape(v, loc: Loc) -> tuple:
     shape = _ints(v, "a tile shape", loc)
     if not shape or any(n <= 0 for n in shape):
         raise CompileError(f"tile shape {show(shape)} must have one or more positive sizes", loc)
@@ -347,7 +348,7 @@ def tile_operand(v, what: str, loc: Loc) -> N.Expr:
     return v
 
 
-def _scalar(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
+def scalar_operand(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
     if is_tile(v):
         raise CompileError(f"{what} must be a scalar, not a tile of shape {show(v.shape)}", loc)
     if is_number(v) and isinstance(v.value, float) and not dtype.is_float \
@@ -356,128 +357,12 @@ def _scalar(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
     return typed(v, loc, dtype) if is_number(v) else cast(typed(v, loc), dtype, loc)
 
 
-def _array(v, op: str, loc: Loc) -> N.ArrayRef:
-    if not isinstance(v, N.ArrayRef) or v.type.space != "global":
-        raise CompileError(f"tile.{op}() needs an array parameter of the kernel", loc)
-    return v
-
-
-def _tile_index(tr, array: N.ArrayRef, index, loc: Loc) -> tuple:
-    items = index.value if isinstance(index, Static) and isinstance(index.value, tuple) else (index,)
-    if any(is_tile(i) for i in items):
-        raise CompileError("a tile index holds one scalar per axis (it counts tiles)", loc,
-                           hint="use tile.gather/tile.scatter for per-element indices")
-    return tr.indices_for(array, [(i, loc) for i in items], loc)
-
-
-def _stored(value, array: N.ArrayRef, op: str, loc: Loc) -> N.Expr:
-    """A tile to write into `array`: one axis per array axis, converted to its dtype."""
-    value = tile_operand(value, f"tile.{op}()", loc)
-    ndim = array.type.ndim
-    if len(value.shape) != ndim:
-        raise CompileError(f"tile.{op}() of a tile of shape {show(value.shape)} into {array.name!r}, "
-                           f"a {ndim}-d array: the tile needs one axis per array axis", loc,
-                           hint="reshape the tile first, e.g. t.reshape((1, n))")
-    if value.dtype.is_float and not array.dtype.is_float:
-        raise CompileError(f"storing a {value.dtype.name} tile into {array.name!r}, an array of "
-                           f"{array.dtype.name}, would drop the fraction", loc,
-                           hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
-    return astype(value, array.dtype, loc)
-
-
-def _element_indices(indices, array: N.ArrayRef, op: str, extra_shapes, loc: Loc):
-    """Per-axis element index tiles (int64, all of one shape) and that shape."""
-    items = indices.value if isinstance(indices, Static) and isinstance(indices.value, tuple) \
-        else (indices,)
-    ndim = array.type.ndim
-    if len(items) != ndim:
-        raise CompileError(f"tile.{op}() on {array.name!r}, a {ndim}-d array, needs {ndim} index "
-                           f"tile{'s' * (ndim != 1)} (one per axis), got {len(items)}", loc)
-    for i in items:
-        if not (is_number(i) and isinstance(i.value, int)) and not (
-                isinstance(i, N.Expr) and i.dtype.is_int):
-            raise CompileError(f"tile.{op}() indices must be integers", loc)
-    shapes = [shape_of(i) for i in items if is_tile(i)] + list(extra_shapes)
-    if not shapes:
-        raise CompileError(f"tile.{op}() needs at least one index tile", loc,
-                           hint="use tile.load/tile.store for a tile at a tile index")
-    shape = broadcast_shape(shapes, loc)
-    return tuple(to_shape(i, T.int64, shape, loc) for i in items), shape
-
-
 # ----------------------------------------------------------------------------- intrinsics
-
-
-@intrinsic("load", "array", "index", "shape", ("padding", Static(0)))
-def _load(tr, loc, array, index, shape, padding):
-    array = _array(array, "load", loc)
-    shape = _shape(shape, loc)
-    if len(shape) != array.type.ndim:
-        raise CompileError(f"tile.load() of shape {show(shape)} from {array.name!r}, a "
-                           f"{array.type.ndim}-d array: the tile needs one axis per array axis",
-                           loc, hint="load with a size-1 axis and reshape, e.g. shape=(1, n)")
-    return X.TileLoad(loc, array, _tile_index(tr, array, index, loc),
-                      _scalar(padding, array.dtype, "padding", loc), array.dtype, shape)
-
-
-@intrinsic("store", "array", "index", "tile")
-def _store(tr, loc, array, index, value):
-    array = _array(array, "store", loc)
-    value = _stored(value, array, "store", loc)
-    tr.emit(X.TileStore(loc, array, _tile_index(tr, array, index, loc), value))
-    return Static(None)
-
-
-@intrinsic("atomic_add", "array", "index", "tile")
-def _atomic_add(tr, loc, array, index, value):
-    array = _array(array, "atomic_add", loc)
-    if array.dtype.name not in ATOMIC_DTYPES:
-        raise CompileError(f"tile.atomic_add() is not available for {array.dtype.name} arrays",
-                           loc, hint="atomics take " + ", ".join(ATOMIC_DTYPES))
-    value = _stored(value, array, "atomic_add", loc)
-    tr.emit(X.TileAtomicAdd(loc, array, _tile_index(tr, array, index, loc), value))
-    return Static(None)
-
-
-@intrinsic("gather", "array", "indices", ("padding", Static(0)))
-def _gather(tr, loc, array, indices, padding):
-    array = _array(array, "gather", loc)
-    indices, shape = _element_indices(indices, array, "gather", (), loc)
-    return X.Gather(loc, array, indices, _scalar(padding, array.dtype, "padding", loc),
-                    array.dtype, shape)
-
-
-def _scatter(atomic: bool):
-    op = "scatter_add" if atomic else "scatter"
-
-    def build(tr, loc, array, indices, value, mask):
-        array = _array(array, op, loc)
-        value = tile_operand(value, f"tile.{op}()", loc)
-        shapes = [value.shape] + ([mask.shape] if is_tile(mask) else [])
-        indices, shape = _element_indices(indices, array, op, shapes, loc)
-        if value.dtype.is_float and not array.dtype.is_float:
-            raise CompileError(f"scattering a {value.dtype.name} tile into {array.name!r}, an "
-                               f"array of {array.dtype.name}, would drop the fraction", loc,
-                               hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
-        if is_tile(mask) and not mask.dtype.is_bool:
-            raise CompileError(f"tile.{op}()'s mask is a tile of {mask.dtype.name}; it takes "
-                               "a bool tile", loc, hint="compare, e.g. mask=offsets < n")
-        keep = None if isinstance(mask, Static) and mask.value is None else \
-            to_shape(mask, T.bool_, shape, loc)
-        tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic,
-                          keep))
-        return Static(None)
-
-    intrinsic(op, "array", "indices", "tile", ("mask", Static(None)))(build)
-
-
-_scatter(False)
-_scatter(True)
 
 
 @intrinsic("arange", "n")
 def _arange(tr, loc, n):
-    shape = _shape(n, loc)
+    shape = constant_shape(n, loc)
     if len(shape) != 1:
         raise CompileError("tile.arange(n) takes one constant size", loc)
     return X.Arange(loc, T.int32, shape)
@@ -486,14 +371,15 @@ def _arange(tr, loc, n):
 @intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
 def _zeros(tr, loc, shape, dtype):
     dtype = _dtype(dtype, loc)
-    return X.Splat(loc, typing_.const(0, dtype, loc), dtype, _shape(shape, loc))
+    return X.Splat(loc, typing_.const(0, dtype, loc), dtype, constant_shape(shape, loc))
 
 
 @intrinsic("full", "shape", "value", ("dtype", Static(None)))
 def _full(tr, loc, shape, value, dtype):
     dtype = typed(value, loc).dtype if isinstance(dtype, Static) and dtype.value is None \
         else _dtype(dtype, loc)
-    return X.Splat(loc, _scalar(value, dtype, "the fill value", loc), dtype, _shape(shape, loc))
+    return X.Splat(loc, scalar_operand(value, dtype, "the fill value", loc), dtype,
+                   constant_shape(shape, loc))
 
 
 def _select(c, a, b, loc: Loc):
@@ -515,14 +401,21 @@ def _sigmoid(tr, loc, x):
     dtype = dtype if dtype.is_float else T.float32
     if is_tile(x):
         return X.TileMap(loc, "sigmoid", (astype(x, dtype, loc),), dtype, x.shape)
-    v, one = _scalar(x, dtype, "sigmoid's argument", loc), typing_.const(1, dtype, loc)
+    v, one = scalar_operand(x, dtype, "sigmoid's argument", loc), typing_.const(1, dtype, loc)
     exp = N.MathCall(loc, "exp", (N.Unary(loc, "neg", v, dtype),), dtype)
     return N.Binary(loc, "truediv", one, N.Binary(loc, "add", one, exp, dtype), dtype)
 
 
-def _accumulator(dtype: T.DType) -> T.DType:
-    """Sums and products of bools and narrow integers accumulate in int32 (as Triton)."""
-    return T.int32 if dtype.is_bool or (dtype.is_int and dtype.bits < 32) else dtype
+_ACCUMULATING = ("sum", "prod")  # reductions whose bools and narrow integers widen
+
+
+def _accumulated(value, op: str, loc: Loc):
+    """`value` in the dtype reduction `op` runs in: sums and products of bools and narrow
+    integers accumulate in int32 (as Triton's)."""
+    dtype = value.dtype
+    if op in _ACCUMULATING and (dtype.is_bool or (dtype.is_int and dtype.bits < 32)):
+        return astype(value, T.int32, loc)
+    return value
 
 
 def reduce(op: str, value, axis, keepdims, loc: Loc) -> N.Expr:
@@ -532,15 +425,12 @@ def reduce(op: str, value, axis, keepdims, loc: Loc) -> N.Expr:
     axis = _axis(axis, shape, loc, allow_none=True)
     if len(shape) == 1:
         axis = None  # over every axis: a scalar
-    if op in ("sum", "prod"):
-        value = astype(value, _accumulator(value.dtype), loc)
+    value = _accumulated(value, op, loc)
     dtype = T.int32 if op in ("argmax", "argmin") else value.dtype
     kept = tuple(1 if axis in (None, k) else n for k, n in enumerate(shape))
     out_shape = () if axis is None else shape[:axis] + shape[axis + 1:]
     result = X.TileReduce(loc, op, value, axis, dtype, out_shape)
-    if not (isinstance(keepdims, Static) and keepdims.value in (True, False)):
-        raise CompileError("keepdims must be a constant True or False", loc)
-    if not keepdims.value:
+    if not _flag(keepdims, "keepdims", loc):
         return result
     return X.Splat(loc, result, dtype, kept) if axis is None else \
         X.Reshape(loc, result, dtype, kept)
@@ -564,12 +454,41 @@ def _mean(tr, loc, value, axis, keepdims):
     return astype(binary("truediv", total, Static(count), loc), dtype, loc)
 
 
-@intrinsic("cumsum", "tile", ("axis", Static(0)))
-def _cumsum(tr, loc, value, axis):
-    value = tile_operand(value, "tile.cumsum()", loc)
+def _flag(v, what: str, loc: Loc) -> bool:
+    if not (isinstance(v, Static) and v.value in (True, False)):
+        raise CompileError(f"{what} must be a constant True or False", loc)
+    return bool(v.value)
+
+
+def scan(op: str, value, axis, reverse, loc: Loc) -> N.Expr:
+    """`tile.<op>(value, axis, reverse)` for `op` in `ir.tiles.SCAN_OPS`."""
+    value = tile_operand(value, f"tile.{op}()", loc)
     axis = _axis(axis, value.shape, loc)
-    value = astype(value, _accumulator(value.dtype), loc)
-    return X.TileScan(loc, "cumsum", value, axis, value.dtype, value.shape)
+    reverse = _flag(reverse, f"tile.{op}()'s reverse", loc)
+    value = _accumulated(value, X.SCAN_OPS[op], loc)
+    return X.TileScan(loc, op, value, axis, value.dtype, value.shape, reverse)
+
+
+for _op in X.SCAN_OPS:
+    intrinsic(_op, "tile", ("axis", Static(0)), ("reverse", Static(False)))(
+        lambda tr, loc, value, axis, reverse, op=_op: scan(op, value, axis, reverse, loc))
+
+
+@intrinsic("flip", "tile", ("axis", Static(None)))
+def _flip(tr, loc, value, axis):
+    """NumPy's flip: along `axis`, an int or a tuple of ints, or every axis (None)."""
+    value = tile_operand(value, "tile.flip()", loc)
+    rank = len(value.shape)
+    if isinstance(axis, Static) and axis.value is None:
+        axes = tuple(range(rank))
+    else:
+        items = axis.value if isinstance(axis, Static) and isinstance(axis.value, tuple) else (axis,)
+        axes = tuple(_axis(a, value.shape, loc) for a in items)
+        if len(set(axes)) != len(axes):
+            raise CompileError(f"tile.flip() names an axis twice: {show(_ints(axis, 'axes', loc))}",
+                               loc, hint="name each axis to reverse once")
+    axes = tuple(sorted(k for k in axes if value.shape[k] > 1))  # reversing one element: no-op
+    return X.Flip(loc, value, axes, value.dtype, value.shape) if axes else value
 
 
 @intrinsic("astype", "tile", "dtype")
@@ -580,7 +499,7 @@ def _astype(tr, loc, value, dtype):
 @intrinsic("reshape", "tile", "shape")
 def _reshape(tr, loc, value, shape):
     value = tile_operand(value, "reshape()", loc)
-    shape = _shape(shape, loc)
+    shape = constant_shape(shape, loc)
     if prod(shape) != prod(value.shape):
         raise CompileError(f"cannot reshape a tile of shape {show(value.shape)} "
                            f"({prod(value.shape)} elements) to {show(shape)} ({prod(shape)} "
@@ -591,7 +510,7 @@ def _reshape(tr, loc, value, shape):
 @intrinsic("broadcast_to", "tile", "shape")
 def _broadcast_to(tr, loc, value, shape):
     value = tile_operand(value, "tile.broadcast_to()", loc)
-    shape = _shape(shape, loc)
+    shape = constant_shape(shape, loc)
     if broadcast_shape([value.shape, shape], loc) != shape:
         raise CompileError(f"a tile of shape {show(value.shape)} does not broadcast to "
                            f"{show(shape)}: broadcasting adds leading axes and stretches "
@@ -626,7 +545,7 @@ def _rand(tr, loc, seed, offsets):
     if is_tile(seed) or not (is_number(seed) and isinstance(seed.value, int) or
                              isinstance(seed, N.Expr) and seed.dtype.is_int):
         raise CompileError("tile.rand() seed must be an integer scalar", loc)
-    return X.Rand(loc, _scalar(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
+    return X.Rand(loc, scalar_operand(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
 
 
 def subscript(value, items: list, loc: Loc):
@@ -674,8 +593,8 @@ class TileMethod:
 
 
 # Tile methods -> the intrinsic each calls with the tile first; `to` is Triton's astype.
-METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "cumsum",
-                                                      "mean", *X.REDUCE_OPS)}}
+METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "flip",
+                                                      "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
 
 
 def attribute(tile: N.Expr, name: str, loc: Loc):

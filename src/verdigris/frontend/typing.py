@@ -35,8 +35,19 @@ class Multiple:
     of: int
 
 
-# Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only.
+# Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only; floats: no bit ops.
 ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
+_INTEGER_ATOMICS = ("and", "or", "xor")
+
+
+def check_atomic(op: str, dtype: T.DType, what: str, loc: Loc) -> None:
+    """Refuse atomic `op` (`ir.nodes.ATOMIC_OPS`) on elements of `dtype`, for `what` (the
+    user's spelling, e.g. `tile.atomic_max()`), where the hardware has no such atomic."""
+    if dtype.name not in ATOMIC_DTYPES or (dtype.bits == 16 and op != "add") \
+            or (dtype.is_float and op in _INTEGER_ATOMICS):
+        raise CompileError(f"{what} is not available for {dtype.name} arrays", loc,
+                           hint="atomics take int32, int64, uint32, uint64, float32 and float64 "
+                                "(float16 and bfloat16: add only; and, or, xor: integers only)")
 
 
 def is_number(v) -> bool:

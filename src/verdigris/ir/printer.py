@@ -36,7 +36,9 @@ _TILE_EXPRS = {
     X.Gather: lambda e: f"gather:{_tile(e)}({e.array.name}[{_list(e.indices)}], "
                         f"padding={format_expr(e.padding)})",
     X.TileReduce: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis})",
-    X.TileScan: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis})",
+    X.TileScan: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis}"
+                          + (", reverse)" if e.reverse else ")"),
+    X.Flip: lambda e: f"flip{e.axes}:{_tile(e)}({format_expr(e.value)})",
     X.Reshape: lambda e: f"reshape:{_tile(e)}({format_expr(e.value)})",
     X.Permute: lambda e: f"permute{e.perm}:{_tile(e)}({format_expr(e.value)})",
     X.Rand: lambda e: f"rand:{_tile(e)}({format_expr(e.seed)}, {format_expr(e.offsets)})",
@@ -46,8 +48,9 @@ _TILE_EXPRS = {
 
 _TILE_STMTS = {  # `@[...]` is a tile index, `[...]` element index tiles
     X.TileStore: lambda s: f"{s.array.name}@[{_list(s.index)}] = {format_expr(s.value)}",
-    X.TileAtomicAdd: lambda s: f"{s.array.name}@[{_list(s.index)}] atomic+= {format_expr(s.value)}",
-    X.Scatter: lambda s: f"{s.array.name}[{_list(s.indices)}] {'atomic+' if s.atomic else ''}= "
+    X.TileAtomic: lambda s: f"{s.array.name}@[{_list(s.index)}] atomic.{s.op}= {format_expr(s.value)}",
+    X.Scatter: lambda s: f"{s.array.name}[{_list(s.indices)}] "
+                         f"{f'atomic.{s.atomic}' if s.atomic else ''}= "
                          f"{format_expr(s.value)}"
                          + (f" where {format_expr(s.mask)}" if s.mask is not None else ""),
 }

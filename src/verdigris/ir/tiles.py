@@ -125,7 +125,8 @@ class Gather(TileExpr):
 
 
 REDUCE_OPS = ("sum", "max", "min", "prod", "argmax", "argmin")
-SCAN_OPS = ("cumsum",)
+# Inclusive scans: scan op -> the reduction whose combining op it runs along the axis.
+SCAN_OPS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
 
 
 @dataclass(eq=False)
@@ -142,11 +143,24 @@ class TileReduce(TileExpr):
 
 @dataclass(eq=False)
 class TileScan(TileExpr):
-    """Inclusive scan along `axis`."""
+    """Inclusive scan along `axis` (`SCAN_OPS`): element j combines elements 0..j, or with
+    `reverse` elements j..n-1 (n the axis' logical extent: padding never joins)."""
 
     op: str
     value: TileExpr
     axis: int
+    dtype: DType
+    shape: tuple
+    reverse: bool = False
+
+
+@dataclass(eq=False)
+class Flip(TileExpr):
+    """The elements in reverse order along each axis of `axes` (element j of such an axis
+    of extent n is `value`'s element n-1-j)."""
+
+    value: TileExpr
+    axes: tuple
     dtype: DType
     shape: tuple
 
@@ -215,22 +229,30 @@ class TileStore(Stmt):
     value: TileExpr
 
 
+# The read-modify-writes of `TileAtomic` and atomic `Scatter`s, as `ir.nodes.Atomic`'s ops
+# of those names (integers wrap; float max/min are IEEE maxNum/minNum: a NaN loses).
+TILE_ATOMIC_OPS = ("add", "max", "min")
+
+
 @dataclass(eq=False)
 class Scatter(Stmt):
-    """`tile.scatter(array, indices, tile, mask)` (or its atomic add form when `atomic`):
-    the elements where `mask` (a bool tile of the value's shape, or None: all) holds."""
+    """`tile.scatter(array, indices, tile, mask)`, or with `atomic` (an op of
+    `TILE_ATOMIC_OPS`) `tile.scatter_<atomic>`: the elements where `mask` (a bool tile of
+    the value's shape, or None: all) holds."""
 
     array: ArrayRef
     indices: tuple
     value: TileExpr
-    atomic: bool = False
+    atomic: Optional[str] = None
     mask: Optional[TileExpr] = None
 
 
 @dataclass(eq=False)
-class TileAtomicAdd(Stmt):
-    """`tile.atomic_add(array, index, tile)`: add the tile at tile-index `index` atomically."""
+class TileAtomic(Stmt):
+    """`tile.atomic_<op>(array, index, tile)`: combine the tile into the array at tile-index
+    `index` with `op` (`TILE_ATOMIC_OPS`), atomically per element."""
 
+    op: str
     array: ArrayRef
     index: tuple
     value: TileExpr

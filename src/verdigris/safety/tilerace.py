@@ -11,7 +11,8 @@ distinct blocks must not touch one element of a global array with at least one p
   a persistent loop must step by `num_blocks`): two blocks storing one tile is VG202;
 - a load of an array the kernel stores may only read elements no other block stores (in
   practice: the block's own tile): else VG203;
-- `atomic_add` and `scatter_add` never race with each other; mixed with plain access, VG204;
+- tile atomics (`atomic_add/max/min`, `scatter_add/max/min`) never race with each other
+  (whatever their ops); mixed with plain access of the same array, VG204;
 - a plain scatter must write distinct elements across blocks and within its own block (the
   lanes of the scatter are then among the ids of the query: two lanes of one block writing
   one element is VG202, as the cpu backend reports it); an index the checker cannot see
@@ -47,16 +48,16 @@ HINTS = {
              "intended",
     "VG203": "write to a separate output array, or read only the tile this block stores "
              "(the same index)",
-    "VG204": "update {array} only with tile.atomic_add or tile.scatter_add in this kernel, "
-             "or do the plain accesses in a separate launch",
+    "VG204": "update {array} only with tile atomics (tile.atomic_add, tile.scatter_max, ...) "
+             "in this kernel, or do the plain accesses in a separate launch",
     "VG205": "build the indices from tile.bid, tile.num_blocks and tile.arange (in int64, "
              "e.g. int(tile.bid(0)), where a product may pass 2**31), use tile.scatter_add, "
              "or wrap the access in `with vg.unsafe():`",
-    "scatter": "use tile.scatter_add where lanes may add to one element; where the loaded "
-               "indices are distinct (a permutation), wrap the scatter in `with vg.unsafe():`; "
-               "either way, a last tile that runs past the end of the indices needs "
-               "mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), or its padded lanes write "
-               "their padding to the element the padding indexes",
+    "scatter": "use tile.scatter_add (or scatter_max, scatter_min) where lanes may combine "
+               "into one element; where the loaded indices are distinct (a permutation), wrap "
+               "the scatter in `with vg.unsafe():`; either way, a last tile that runs past the "
+               "end of the indices needs mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), "
+               "or its padded lanes write their padding to the element the padding indexes",
     "one block": "write to a separate output array (or read from a copy), or split the "
                  "kernel in two launches",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
@@ -214,8 +215,10 @@ def block_name(ids: dict) -> str:
 
 
 _VERBS = {"write": "writes", "read": "reads", "atomic": "updates"}
-_THROUGH = {"load": ("loads", "load"), "store": ("stores", "store"),
-            "atomic_add": ("adds into", "add into")}  # op -> its verb after one block, both
+_THROUGH = {"load": ("loads", "load"), "store": ("stores", "store"),  # op -> its verb after
+            "atomic_add": ("adds into", "add into"),  # one block, after both
+            "atomic_max": ("takes the maximum into", "take the maximum into"),
+            "atomic_min": ("takes the minimum into", "take the minimum into")}
 
 
 def _through(x: TileAccess, element: tuple, ids: dict, both: bool = False) -> str:

@@ -13,10 +13,11 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
 - A tile value is an integer polynomial over *lane* atoms `lane{axis}x{extent}@`, the
   position of an element along each axis of the value's shape, in [0, extent) (an axis of
   extent 1 has no lane: position 0). `arange(n)` is lane 0; a splat is its scalar; a
-  broadcast keeps its value (a stretched axis had extent 1); `permute` and `reshape` map
-  lanes (a reshape that moves elements between axes, through floor division and modulo of
-  the flat position). Integer elementwise ops are the scalar ops of `symbolic` applied to
-  these polynomials (wrap-around included: a narrow result that may leave its dtype is a
+  broadcast keeps its value (a stretched axis had extent 1); `permute`, `flip` and
+  `reshape` map lanes (a flip of extent n sends lane j to n-1-j; a reshape that moves
+  elements between axes, through floor division and modulo of the flat position).
+  Integer elementwise ops are the scalar ops of `symbolic` applied to these polynomials
+  (wrap-around included: a narrow result that may leave its dtype is a
   `wrap` atom of the exact result, so `2 * bid` past 2**31 is a negative tile index, not
   any int32). Loaded, gathered, reduced, scanned or multiplied (`dot`) integer tiles are
   unknowns that depend on their lanes: an atom whose definition mentions a lane is copied
@@ -27,7 +28,7 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   gather or scatter touches its index tiles' values; a scalar load or store is a tile of
   one element.
 - Each access keeps a `View` where one is known: tile indices and a tile shape such that
-  every element it touches lies in that tile. Loads, stores, atomic adds and scalar accesses
+  every element it touches lies in that tile. Loads, stores, tile atomics and scalar accesses
   have one; a gather or scatter has one when its index along each axis is `E*t + lane`
   (lane of extent E, `t` free of lanes) or free of lanes (extent 1). Two views of one shape
   share an element only if their tile indices are equal: the fast path asks that.
@@ -61,7 +62,7 @@ class View:
 
 @dataclass
 class TileAccess(Access):
-    op: str = ""  # "load", "store", "atomic_add", "gather", "scatter"; "" for a scalar access
+    op: str = ""  # "load", "store", "atomic_<op>", "gather", "scatter"; "" for a scalar access
     shape: tuple = ()  # the tile's shape (() for a scalar access)
     view: View | None = None
     lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
@@ -232,6 +233,12 @@ class _Block(_Thread):
                    for k, p in enumerate(e.perm) for name in lane(self.space, p, src[p]).atoms()}
         return self.remap(value, mapping)
 
+    def t_flip(self, e: X.Flip):
+        value = self.eval(e.value)
+        mapping = {name: Poly.const(e.shape[k] - 1) - lane(self.space, k, e.shape[k])
+                   for k in e.axes for name in lane(self.space, k, e.shape[k]).atoms()}
+        return self.remap(value, mapping)
+
     def t_reshape(self, e: X.Reshape):
         value, src, dst = self.eval(e.value), e.value.shape, e.shape
         kept_src = [(k, n) for k, n in enumerate(src) if n != 1]
@@ -321,9 +328,9 @@ class _Block(_Thread):
         self.eval(s.value)
         self.tile_access(s.array, "write", s.index, s.value.shape, s.loc, "store")
 
-    def s_tile_atomic_add(self, s: X.TileAtomicAdd):
+    def s_tile_atomic(self, s: X.TileAtomic):
         self.eval(s.value)
-        self.tile_access(s.array, "atomic", s.index, s.value.shape, s.loc, "atomic_add")
+        self.tile_access(s.array, "atomic", s.index, s.value.shape, s.loc, f"atomic_{s.op}")
 
     def s_scatter(self, s: X.Scatter):
         indices = tuple(self.eval(i) for i in s.indices)
@@ -370,10 +377,10 @@ class Recorder(_Block):
 
 _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t_given,
               X.Splat: _Block.t_splat, X.Broadcast: _Block.t_broadcast,
-              X.Arange: _Block.t_arange, X.Permute: _Block.t_permute,
+              X.Arange: _Block.t_arange, X.Permute: _Block.t_permute, X.Flip: _Block.t_flip,
               X.Reshape: _Block.t_reshape, X.TileLoad: _Block.t_load,
               X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
               X.TileScan: _Block.t_opaque, X.TileDot: _Block.t_opaque, X.Rand: _Block.t_opaque}
 
-_TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomicAdd: _Block.s_tile_atomic_add,
+_TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
               X.Scatter: _Block.s_scatter}

@@ -19,6 +19,7 @@ from .. import types as T
 from ..errors import Error
 from ..frontend.source import function_source
 from ..ir import nodes as N
+from ..ir.tiles import TILE_ATOMIC_OPS
 from .statics import decorator_name
 
 INT_CALLS = {"global_id", "thread_id", "block_id", "block_dim", "grid_dim", "lane_id", "len",
@@ -28,9 +29,10 @@ INT_ONLY_OPS = (ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.B
 ARRAY_ATTRS = {"shape", "strides", "ndim", "dtype", "size"}
 # tile operations whose first argument is an array -> the keyword (or position) of the
 # tuple whose length is the array's rank ("indices": a tuple whose elements index it)
-TILE_ARRAY_CALLS = {"load": ("index", 1), "store": ("index", 1), "atomic_add": ("index", 1),
-                    "gather": ("indices", 1), "scatter": ("indices", 1),
-                    "scatter_add": ("indices", 1)}
+TILE_ARRAY_CALLS = {"load": ("index", 1), "store": ("index", 1), "gather": ("indices", 1),
+                    "scatter": ("indices", 1),
+                    **{f"atomic_{op}": ("index", 1) for op in TILE_ATOMIC_OPS},
+                    **{f"scatter_{op}": ("indices", 1) for op in TILE_ATOMIC_OPS}}
 
 
 @dataclass

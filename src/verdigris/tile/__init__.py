@@ -18,7 +18,8 @@ truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
 
 Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
 `t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other reductions,
-`t.mean(axis)`, `t.cumsum(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
+`t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`, `t.cummax`,
+`t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
 `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
 and `...` index a tile). The functions below are the intrinsics kernels call; on the host
 they raise.
@@ -52,12 +53,22 @@ _DOCS = {
     "store": "store(array, index, tile): write `tile` at tile index `index`; elements outside "
              "the array are not written.",
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
+    "atomic_max": "atomic_max(array, index, tile): array = maximum(array, tile) at tile index "
+                  "`index`, atomically per element (np.maximum.at; a float NaN loses to a number). "
+                  "Integers of 32 and 64 bits, float32, float64.",
+    "atomic_min": "atomic_min(array, index, tile): array = minimum(array, tile) at tile index "
+                  "`index`, atomically per element (np.minimum.at; a float NaN loses to a number). "
+                  "Integers of 32 and 64 bits, float32, float64.",
     "gather": "gather(array, indices, padding=0): array[indices[0], indices[1], ...] per "
               "element (one int tile per axis, broadcast together); outside: `padding`.",
     "scatter": "scatter(array, indices, tile, mask=None): array[indices...] = tile, per "
                "element (only where the bool tile `mask` holds, when given).",
     "scatter_add": "scatter_add(array, indices, tile, mask=None): array[indices...] += tile, "
                    "atomically (only where `mask` holds, when given).",
+    "scatter_max": "scatter_max(array, indices, tile, mask=None): np.maximum.at(array, "
+                   "indices, tile), atomically (only where `mask` holds, when given).",
+    "scatter_min": "scatter_min(array, indices, tile, mask=None): np.minimum.at(array, "
+                   "indices, tile), atomically (only where `mask` holds, when given).",
     "arange": "arange(n): the int32 tile 0, 1, ..., n-1.",
     "zeros": "zeros(shape, dtype=float32): a tile of zeros.",
     "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",
@@ -75,7 +86,19 @@ _DOCS = {
     "mean": "mean(t, axis=None, keepdims=False): the sum over `axis` divided by its length, in "
             "t's float dtype (float32 for integers and bools, as their `/` gives); float16, "
             "bfloat16 and float8 are summed in float32.",
-    "cumsum": "cumsum(t, axis=0): the inclusive running sum along `axis`.",
+    "cumsum": "cumsum(t, axis=0, reverse=False): the inclusive running sum along `axis` "
+              "(np.cumsum); with reverse=True from the last element back (as Triton's "
+              "tl.cumsum(x, axis, reverse=True)). Bools and narrow integers sum in int32.",
+    "cumprod": "cumprod(t, axis=0, reverse=False): the inclusive running product along `axis` "
+               "(np.cumprod), from the last element back with reverse=True. Bools and narrow "
+               "integers multiply in int32.",
+    "cummax": "cummax(t, axis=0, reverse=False): the running maximum along `axis` "
+              "(np.fmax.accumulate: a NaN loses to a number), from the end with reverse=True.",
+    "cummin": "cummin(t, axis=0, reverse=False): the running minimum along `axis` "
+              "(np.fmin.accumulate: a NaN loses to a number), from the end with reverse=True.",
+    "flip": "flip(t, axis=None): `t` reversed along `axis` (an int or a tuple of ints), as "
+            "np.flip; None reverses every axis (Triton's tl.flip reverses the last one: write "
+            "tile.flip(t, -1) for that).",
     "astype": "astype(t, dtype): `t` converted to `dtype` (also the methods t.astype(dtype) "
               "and, Triton's name, t.to(dtype)).",
     "reshape": "reshape(t, shape): the same elements, row-major, in another shape.",

@@ -4,7 +4,9 @@ Takes: the `TileLowering`, a `TileValue`, the layout wanted, the source's logica
 the result's. Gives: `relayout(low, value, layout, source_shape, shape) -> TileValue`, for
 - a plain layout change (same shape),
 - a broadcast (size-1 source axes stretch: element c reads the source at 0 there),
-- a reshape (element c reads the source element of the same row-major position).
+- a reshape (element c reads the source element of the same row-major position);
+and `moved(low, value, layout, source_of)`, where element c of the result reads the source
+at `source_of(c)` (a flip), coordinates within the padded source shape.
 Guarantees: every thread writes the registers it holds (threads holding the same element
 write the same bits), a barrier, every thread reads the elements its new registers hold
 (`TileLowering.shared` says when the buffer may be written again). The buffer is row-major over the padded
@@ -45,6 +47,10 @@ def _source_coords(b, coords: list, source_shape: tuple, shape: tuple) -> list:
 
 
 def relayout(low, value, layout, source_shape: tuple, shape: tuple):
+    return moved(low, value, layout, lambda coords: _source_coords(low.b, coords, source_shape, shape))
+
+
+def moved(low, value, layout, source_of):
     from .lower import TileValue
 
     b = low.b
@@ -64,7 +70,7 @@ def relayout(low, value, layout, source_shape: tuple, shape: tuple):
     low.barrier()
     regs = []
     for r in range(layout.num_regs):
-        got = b.load(element(_source_coords(b, low.coords(layout, r), source_shape, shape)), typ=slot)
+        got = b.load(element(source_of(low.coords(layout, r))), typ=slot)
         regs.append(b.trunc(got, I1) if ty == I1 else got)
     low.release_shared()
     return TileValue(layout, regs, value.dtype)

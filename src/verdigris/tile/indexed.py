@@ -9,20 +9,19 @@ Guarantees (`ir.tiles`, the cpu backend):
   compared unsigned) is not read and takes `padding`.
 - scatter: only the elements of the tile's logical shape are written (not its padding),
   each by one thread (the first of those holding it); the plain form stores, the atomic
-  form (`scatter_add`) adds with one `atomicrmw` per element (`red.global.add`). An index
+  forms (`scatter_add/max/min`) one `atomicrmw` per element (`codegen.atomics`). An index
   outside the array is a bounds fault, as a SIMT store's: the element is skipped, the
-  first fault of the launch is recorded (`CheckingBuilder.checked`), and the host raises `BoundsError` (VG302) at the
-  next synchronization; scatters the bounds proofs cover carry no check.
+  first fault of the launch is recorded (`CheckingBuilder.checked`), and the host raises
+  `BoundsError` (VG302) at the next synchronization; scatters the bounds proofs cover
+  carry no check.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .. import errors
 from ..codegen import atomics
 from ..codegen.dtypes import I1, I32, mem_type, to_mem, to_reg
 from ..codegen.lower import within
-from ..frontend.typing import ATOMIC_DTYPES
 
 
 def gather(low, node, want):
@@ -52,13 +51,10 @@ def scatter(low, node) -> None:
     owner = low.is_owner(layout)
     padded = [k for k, (n, p) in enumerate(zip(node.value.shape, layout.shape)) if n != p]
     checked = id(node) not in low.proven
-    if node.atomic and dtype.name not in ATOMIC_DTYPES:
-        raise errors.CompileError(f"tile.scatter_add() is not available for {dtype.name} arrays",
-                                  node.loc, hint="atomics take " + ", ".join(ATOMIC_DTYPES))
 
     def write(reg: ir.Value, ptr: ir.Value) -> None:
         if node.atomic:
-            atomics.atomic(low.em, "add", dtype, ptr, reg, None)
+            atomics.atomic(low.em, node.atomic, dtype, ptr, reg, None)
         else:
             b.store(to_mem(b, dtype, reg), ptr, align=dtype.itemsize)
 

@@ -10,8 +10,8 @@ layout (`layout.Layout`); a thread holds its elements as a list of LLVM register
 elementwise op is one scalar op per register, with the SIMT lowering's helpers (`arith`,
 `casts`, `mathlib`: the same semantics, float16/bfloat16 in float32 registers). Loads and
 stores are in `memory` (16-byte vectors, masks only on edge tiles), reductions in
-`reduce` (shuffles, then shared memory across warps), data movement between layouts in
-`convert` (shared memory). Scalars and control flow are the SIMT lowering's
+`reduce` (shuffles, then shared memory across warps), scans in `scan`, flips in `flips`,
+data movement between layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
 (`codegen.lower`), which this class extends; scalars are uniform over the block, so every
 branch is block-uniform and barriers inside them are safe. Tile variables live in one
 alloca per register (the variable's default layout), which mem2reg promotes.
@@ -48,7 +48,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
-from . import convert, indexed, memory, prefetch, random, reduce, scan, varlayout
+from . import convert, flips, indexed, memory, prefetch, random, reduce, scan, varlayout
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -98,7 +98,7 @@ def _forced_all(value: TileValue) -> TileValue:
 def _tile_nodes(kernel: N.Kernel):
     from ..frontend import walk
 
-    return (n for n in walk(kernel.body) if isinstance(n, (X.TileExpr, X.TileStore, X.TileAtomicAdd, X.Scatter)))
+    return (n for n in walk(kernel.body) if isinstance(n, (X.TileExpr, X.TileStore, X.TileAtomic, X.Scatter)))
 
 
 def _shape_of(node) -> tuple:
@@ -138,7 +138,7 @@ def _vector_widths(kernel: N.Kernel) -> dict:
     """Padded shape -> elements per 16-byte access of the narrowest dtype moved at it."""
     widths: dict = {}
     for n in _tile_nodes(kernel):
-        if isinstance(n, (X.TileLoad, X.TileStore, X.TileAtomicAdd)):
+        if isinstance(n, (X.TileLoad, X.TileStore, X.TileAtomic)):
             shape = padded(_shape_of(n))
             widths[shape] = max(widths.get(shape, 1), 16 // n.array.dtype.itemsize)
     return widths
@@ -358,6 +358,7 @@ class TileLowering(_KernelLowering):
         X.Broadcast: _broadcast, X.Reshape: _reshape, X.Permute: _permute,
         X.TileReduce: _tile_reduce,
         X.TileScan: lambda self, e, want: scan.scan(self, e),
+        X.Flip: lambda self, e, want: flips.flip(self, e, want),
         X.Rand: lambda self, e, want: random.rand(self, e, want),
         X.Gather: lambda self, e, want: indexed.gather(self, e, want),
         X.TileLoad: lambda self, e, want: memory.load(self, e, want or self.default(e.shape)),
@@ -437,13 +438,13 @@ class TileLowering(_KernelLowering):
             return super()._region(s)
         return TileLowering._nested(_KernelLowering._region)(self, s)
 
-    def _tile_atomic_add(self, s: X.TileAtomicAdd) -> None:
+    def _tile_atomic(self, s: X.TileAtomic) -> None:
         self._writable(s)
         self._statement(s.value, self.default(s.value.shape),
-                        lambda value: memory.store(self, s, value, atomic=True))
+                        lambda value: memory.store(self, s, value, atomic=s.op))
 
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
-             X.TileAtomicAdd: _tile_atomic_add, X.Scatter: lambda self, s: indexed.scatter(self, s),
+             X.TileAtomic: _tile_atomic, X.Scatter: lambda self, s: indexed.scatter(self, s),
              N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
              N.While: _nested(_KernelLowering._while), N.Region: _region}
 

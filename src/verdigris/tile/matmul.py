@@ -148,7 +148,7 @@ def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
 
 
 _PLANS: dict = {}
-STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions and scans
+STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans and flips
 MIN_STAGES = {True: 3, False: 2}  # (warp-specialized) -> fewest stages worth the epilogue's buffers
 
 
@@ -231,7 +231,8 @@ def _place(kernel: N.Kernel, result: Plan, found: list, warps: int, budget: int 
     staging = max(staged, default=0)
     if specialized:  # stores through shared memory must not meet the producer's copies
         staging = max(staging, max(through, default=0))
-    reserve = STATIC_RESERVE if any(isinstance(n, (X.TileReduce, X.TileScan)) for n in _walk(kernel)) else 0
+    through_shared = (X.TileReduce, X.TileScan, X.Flip)
+    reserve = STATIC_RESERVE if any(isinstance(n, through_shared) for n in _walk(kernel)) else 0
     free = budget - reserve - invariants - buffers - operand.aligned(staging) - operand.BASE_ALIGN * len(found)
     offset = 0
     result.pipelines = {}

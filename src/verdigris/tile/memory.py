@@ -3,7 +3,7 @@
 Takes: the `TileLowering`, the node, and the layout the registers are in. Gives:
 `load(low, node, layout) -> TileValue`, `load_group(low, items)` (a statement's loads
 together), `with_loads(low, items, then)` (a statement lowered once per path of its loads),
-and `store(low, node, value, atomic=False)` (the atomic form is `TileAtomicAdd`). A masked
+and `store(low, node, value, atomic=None)` (`atomic`: a `TileAtomic`'s op). A masked
 element is read or written behind a branch around it (`CheckingBuilder.around`).
 
 Guarantees (`ir.tiles`): element `index[k] * shape[k] + c` along axis k; elements outside
@@ -401,9 +401,11 @@ def _as_int(b, value: ir.Value, bits: int) -> ir.Value:
     return value if isinstance(value.type, ir.IntType) else b.bitcast(value, ir.IntType(bits))
 
 
-def store(low, node, value, atomic: bool = False) -> None:
-    """A `TileStore`, or with `atomic` a `TileAtomicAdd` (one atomic add per element: an
-    `atomicrmw fadd`/`add` whose result is unused, which NVPTX emits as `red.global.add`).
+def store(low, node, value, atomic: str | None = None) -> None:
+    """A `TileStore`, or with `atomic` (an op of `TILE_ATOMIC_OPS`) a `TileAtomic`: one
+    `atomicrmw` per element whose result is unused (`codegen.atomics`: NVPTX emits
+    `red.global.add`/`max`/`min`; float max/min, which sm_80 and sm_90 have no instruction
+    for, a compare-and-swap loop).
     Two paths, as loads: the vector path (each vector stored where its first element is
     inside) where the tile has whole vectors only; else the rolled path, element by element
     from the packed words through a local array. Atomics and accesses without vectors go
@@ -420,7 +422,7 @@ def store(low, node, value, atomic: bool = False) -> None:
         for r, reg in enumerate(value.regs):
             pointer = access.pointer(access.at(r))
             perform = (lambda reg=reg, pointer=pointer: atomics.atomic(  # noqa: E731
-                low.em, "add", dtype, pointer, reg, None)) if atomic else (lambda reg=reg, pointer=pointer: b.store(
+                low.em, atomic, dtype, pointer, reg, None)) if atomic else (lambda reg=reg, pointer=pointer: b.store(
                     to_mem(b, dtype, reg), pointer, align=dtype.itemsize))
             perform() if access.inside else low.b.around(access.contains(access.at(r)), perform, "store")
     else:

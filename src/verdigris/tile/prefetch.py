@@ -57,8 +57,8 @@ def natural(low, e):
     if kind is X.Permute:
         source = natural(low, e.value)
         return None if source is None else source.permuted(e.perm)
-    if kind in (X.TileScan, X.Rand):
-        return natural(low, e.value if kind is X.TileScan else e.offsets)
+    if kind in (X.TileScan, X.Flip, X.Rand):  # made in their operand's layout
+        return natural(low, e.offsets if kind is X.Rand else e.value)
     if kind is X.TileReduce and e.axis is not None:  # the source's layout, sliced
         source = natural(low, e.value)
         return None if source is None else source.sliced((e.axis,)).squeezed(e.axis)
@@ -82,6 +82,8 @@ def _loads(low, e, want, found: list) -> None:
                found)
     elif kind is X.Reshape and only_unit_axes_differ(e.value.shape, e.shape):
         _loads(low, e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape), found)
+    elif kind is X.Flip:
+        _loads(low, e.value, want, found)
     elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan):
         _loads(low, e.value, None, found)  # lowered with no layout wanted
 

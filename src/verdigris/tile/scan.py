@@ -1,32 +1,41 @@
-"""`TileScan` (cumsum) on the GPU, in the source's own layout, along any axis.
+"""`TileScan` (cumsum, cumprod, cummax, cummin; from either end) on the GPU, in the source's
+own layout, along any axis.
 
 Takes: the `TileLowering` and a `TileScan` node. Gives: `scan(low, node) -> TileValue` in
 the layout the operand is in (no data moves to another layout first).
 
-How: along the scan axis an element's coordinate is the sum of the bases of its register,
-lane and warp bits (`layout.Layout`). Taking those bits from the least significant
-coordinate bit up, every element keeps `prefix` (the inclusive sum of its aligned run of
-2^k elements up to itself) and `total` (the sum of that whole run). One more bit doubles
-the run: the partner is the element with that coordinate bit flipped, and
-    total  <- total + partner's total
-    prefix <- partner's total + prefix     where the bit is 1 (the partner's run is earlier)
-The partner is another register of the same thread (no instruction), another lane (one
-`shfl.sync.bfly` per register), or another warp: a run of consecutive warp bits goes
-through shared memory at once (each warp writes its totals, one barrier, each thread adds
-the totals of the warps before it in the run). So a block-wide scan of a blocked layout is
-register steps, five shuffle steps, one shared-memory step, register steps.
+How: a scan runs the combining op of its reduction (`ir.tiles.SCAN_OPS`, `reduce`'s
+table: add, multiply, maxNum/minNum, signed or unsigned max/min). Along the scan axis an
+element's coordinate is the sum of the bases of its register, lane and warp bits
+(`layout.Layout`). Taking those bits from the least significant coordinate bit up, every
+element keeps `prefix` (the inclusive combination of its aligned run of 2^k elements up
+to itself, in scan order) and `total` (the combination of that whole run). One more bit
+doubles the run: the partner is the element with that coordinate bit flipped, and
+    total  <- total . partner's total
+    prefix <- partner's total . prefix     where the partner's run comes first
+In a forward scan the partner's run comes first where the bit is 1; in a reverse scan
+(from the last element) where it is 0. The partner is another register of the same thread
+(no instruction), another lane (one `shfl.sync.bfly` per register), or another warp: a
+run of consecutive warp bits goes through shared memory at once (each warp writes its
+totals, one barrier, each thread combines the totals of the warps before it, in scan
+order, in the run). So a block-wide scan of a blocked layout is register steps, five
+shuffle steps, one shared-memory step, register steps.
 
-Guarantees (`ir.tiles`, the cpu backend): inclusive sums; float16/bfloat16 add in float32
-and round once at the end; integers wrap. Floats are added in another order than NumPy's
-sequential cumsum, so the last bits may differ. Elements past the logical shape (the
-padding) only ever feed later elements, never valid ones. Threads holding the same element
-compute the same bits (float addition is commutative, and every thread adds in one order).
+Guarantees (`ir.tiles`, the cpu backend): inclusive scans; float16/bfloat16 combine in
+float32 and round once at the end; integers wrap. Floats are added and multiplied in
+another order than NumPy's sequential cumsum/cumprod, so the last bits may differ (max and
+min are exact). Elements past the logical shape (the padding) never feed valid ones: in a
+forward scan they come after every valid element; a reverse scan starts at the last valid
+element, the padding taking the op's identity first (0, 1, or for max/min NaN, which
+maxNum/minNum pass over, or the integer dtype's bound). Threads holding the same element compute
+the same bits (the ops are commutative, and every thread combines in one order).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
 from ..codegen.dtypes import I32, I64, const, round_narrow
+from ..ir import tiles as X
 from . import reduce
 from .convert import _itemsize
 
@@ -42,28 +51,29 @@ def _bits_along(layout, axis: int) -> list:
 
 
 class _Scan:
-    def __init__(self, low, layout, dtype, regs: list):
-        self.low, self.b, self.layout, self.dtype = low, low.b, layout, dtype
+    def __init__(self, low, dtype, regs: list, combine, reverse: bool):
+        self.low, self.b, self.dtype = low, low.b, dtype
+        self.combine = lambda a, b: combine(low.em, dtype, a, b)
+        self.reverse = reverse
+        self.first_where = 0 if reverse else 1  # a step's bit where the partner's run comes first
         self.prefix, self.total = list(regs), list(regs)
         self.done_regs = 0  # register bits already taken (a mask)
         self.done_lanes = 0  # lane bits already taken
 
-    def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self.b.fadd(a, b) if self.dtype.is_float else self.b.add(a, b)
-
     def register_step(self, bit: int) -> None:
         prefix, total = self.prefix, self.total
-        self.total = [self.add(total[r & ~(1 << bit)], total[r | 1 << bit]) for r in range(len(total))]
-        self.prefix = [self.add(total[r ^ 1 << bit], prefix[r]) if r >> bit & 1 else prefix[r]
-                       for r in range(len(prefix))]
+        self.total = [self.combine(total[r & ~(1 << bit)], total[r | 1 << bit]) for r in range(len(total))]
+        self.prefix = [self.combine(total[r ^ 1 << bit], prefix[r]) if (r >> bit & 1) == self.first_where
+                       else prefix[r] for r in range(len(prefix))]
         self.done_regs |= 1 << bit
 
     def lane_step(self, bit: int) -> None:
         b, low = self.b, self.low
-        high = b.icmp_unsigned("!=", b.and_(low.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
+        receives = b.icmp_unsigned("==", b.and_(low.lane, ir.Constant(I32, 1 << bit)),
+                                   ir.Constant(I32, self.first_where << bit))
         others = [reduce._shuffle(low.em, t, 1 << bit) for t in self.total]
-        self.prefix = [b.select(high, self.add(o, p), p) for o, p in zip(others, self.prefix)]
-        self.total = [self.add(t, o) for t, o in zip(self.total, others)]  # commutative: same bits
+        self.prefix = [b.select(receives, self.combine(o, p), p) for o, p in zip(others, self.prefix)]
+        self.total = [self.combine(t, o) for t, o in zip(self.total, others)]  # commutative: same bits
         self.done_lanes |= 1 << bit
 
     def warp_step(self, bits: list) -> None:
@@ -78,34 +88,47 @@ class _Scan:
             lane = b.or_(lane, b.shl(b.and_(b.lshr(low.lane, ir.Constant(I32, bit)), ir.Constant(I32, 1)),
                                      ir.Constant(I32, j)))
         ty = self.total[0].type
+        slot_type = reduce._slot_type(ty)
         lanes, per_warp = 1 << len(open_lanes), len(canonical) << len(open_lanes)
-        smem = low.shared(low.num_warps * per_warp * _itemsize(ty))
+        smem = low.shared(low.num_warps * per_warp * _itemsize(slot_type))
 
         def slot(warp: ir.Value, c: int) -> ir.Value:
             index = b.add(b.mul(warp, ir.Constant(I32, per_warp)), ir.Constant(I32, c * lanes))
-            return b.gep(smem, [b.zext(b.add(index, lane), I64)], inbounds=True, source_etype=ty)
+            return b.gep(smem, [b.zext(b.add(index, lane), I64)], inbounds=True, source_etype=slot_type)
 
         for c, r in enumerate(canonical):
-            b.store(self.total[r], slot(low.warp, c))
+            b.store(reduce._widened(b, self.total[r], slot_type), slot(low.warp, c))
         low.barrier()
-        run_mask = sum(1 << bit for bit in bits)
         mine = ir.Constant(I32, 0)  # this warp's position in the run
         for j, bit in enumerate(bits):
             mine = b.or_(mine, b.shl(b.and_(b.lshr(low.warp, ir.Constant(I32, bit)), ir.Constant(I32, 1)),
                                      ir.Constant(I32, j)))
-        base = b.and_(low.warp, ir.Constant(I32, ~run_mask & 0xFFFFFFFF))
+        base = b.and_(low.warp, ir.Constant(I32, ~sum(1 << bit for bit in bits) & 0xFFFFFFFF))
+        order = list(range(1 << len(bits)))[::-1 if self.reverse else 1]  # the run's warps, in scan order
         running, before = [None] * len(canonical), [const(self.dtype, 0)] * len(canonical)
-        for g in range(1 << len(bits)):
+        for g in order:
             warp = b.or_(base, ir.Constant(I32, sum(1 << bit for j, bit in enumerate(bits) if g >> j & 1)))
-            earlier = b.icmp_unsigned(">", mine, ir.Constant(I32, g))
+            comes_first = b.icmp_unsigned("<" if self.reverse else ">", mine, ir.Constant(I32, g))
             for c in range(len(canonical)):
-                got = b.load(slot(warp, c), typ=ty)
-                running[c] = got if running[c] is None else self.add(running[c], got)
-                before[c] = b.select(earlier, running[c], before[c])
+                got = reduce._narrowed(b, b.load(slot(warp, c), typ=slot_type), ty)
+                running[c] = got if running[c] is None else self.combine(running[c], got)
+                before[c] = b.select(comes_first, running[c], before[c])
         low.release_shared()
-        first = b.icmp_unsigned("==", mine, ir.Constant(I32, 0))
-        self.prefix = [b.select(first, p, self.add(before[slot_of[r]], p)) for r, p in enumerate(self.prefix)]
+        first = b.icmp_unsigned("==", mine, ir.Constant(I32, order[0]))
+        self.prefix = [b.select(first, p, self.combine(before[slot_of[r]], p)) for r, p in enumerate(self.prefix)]
         self.total = [running[slot_of[r]] for r in range(regs)]
+
+
+def _without_padding(low, layout, regs: list, axis: int, extent: int, identity: ir.Value) -> list:
+    """`regs` with the elements at or past `extent` along `axis` replaced by `identity`."""
+    if extent == layout.shape[axis]:
+        return regs
+    b = low.b
+    kept = []
+    for r, reg in enumerate(regs):
+        inside = b.icmp_unsigned("<", low.coords(layout, r)[axis], ir.Constant(I32, extent))
+        kept.append(b.select(inside, reg, identity))
+    return kept
 
 
 def scan(low, node):
@@ -113,7 +136,11 @@ def scan(low, node):
 
     source = low.tile(node.value)
     layout, dtype = source.layout, node.dtype
-    state = _Scan(low, layout, dtype, source.regs)
+    combine, identity = reduce._VALUE_OPS[X.SCAN_OPS[node.op]]
+    regs = source.regs
+    if node.reverse:  # the scan starts at the last valid element, not in the padding
+        regs = _without_padding(low, layout, regs, node.axis, node.shape[node.axis], const(dtype, identity(dtype)))
+    state = _Scan(low, dtype, regs, combine, node.reverse)
     bits = _bits_along(layout, node.axis)
     while bits:
         kind, bit = bits.pop(0)

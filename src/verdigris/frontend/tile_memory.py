@@ -1,0 +1,145 @@
+"""The tile intrinsics that touch arrays: `tile.load`, `tile.store`, `tile.atomic_<op>`,
+`tile.gather`, `tile.scatter` and `tile.scatter_<op>` (op in `ir.tiles.TILE_ATOMIC_OPS`),
+which register with the tile intrinsics (`tiles.intrinsic`).
+
+Takes: the array parameter, the tile index (scalars that count tiles) or the element index
+tiles, and the tile the translator computes. Gives: `TileLoad`/`Gather` expressions, and
+`TileStore`/`TileAtomic`/`Scatter` statements emitted in place. Guarantees: a tile
+written has one axis per array axis and the array's dtype (converted, but never from a
+float into an integer array); an atomic exists for the array's dtype on the hardware
+(`typing.check_atomic`); index tiles are int64 and broadcast to one shape; else a
+`CompileError` at the user's line that says what to change.
+"""
+from __future__ import annotations
+
+from .. import types as T
+from ..errors import CompileError, Loc
+from ..ir import nodes as N
+from ..ir import tiles as X
+from .tiles import (astype, broadcast_shape, constant_shape, intrinsic, is_tile, scalar_operand, shape_of,
+                    show, tile_operand, to_shape)
+from .typing import Static, check_atomic, is_number
+
+
+def _array(v, op: str, loc: Loc) -> N.ArrayRef:
+    if not isinstance(v, N.ArrayRef) or v.type.space != "global":
+        raise CompileError(f"tile.{op}() needs an array parameter of the kernel", loc)
+    return v
+
+
+def _tile_index(tr, array: N.ArrayRef, index, loc: Loc) -> tuple:
+    items = index.value if isinstance(index, Static) and isinstance(index.value, tuple) else (index,)
+    if any(is_tile(i) for i in items):
+        raise CompileError("a tile index holds one scalar per axis (it counts tiles)", loc,
+                           hint="use tile.gather/tile.scatter for per-element indices")
+    return tr.indices_for(array, [(i, loc) for i in items], loc)
+
+
+def _no_fraction_dropped(value, array: N.ArrayRef, verb: str, loc: Loc) -> None:
+    if value.dtype.is_float and not array.dtype.is_float:
+        raise CompileError(f"{verb} a {value.dtype.name} tile into {array.name!r}, an array of "
+                           f"{array.dtype.name}, would drop the fraction", loc,
+                           hint=f"convert explicitly: t.astype(vg.{array.dtype.name})")
+
+
+def _stored(value, array: N.ArrayRef, op: str, loc: Loc) -> N.Expr:
+    """A tile to write into `array`: one axis per array axis, converted to its dtype."""
+    value = tile_operand(value, f"tile.{op}()", loc)
+    ndim = array.type.ndim
+    if len(value.shape) != ndim:
+        raise CompileError(f"tile.{op}() of a tile of shape {show(value.shape)} into {array.name!r}, "
+                           f"a {ndim}-d array: the tile needs one axis per array axis", loc,
+                           hint="reshape the tile first, e.g. t.reshape((1, n))")
+    _no_fraction_dropped(value, array, "storing", loc)
+    return astype(value, array.dtype, loc)
+
+
+def _element_indices(indices, array: N.ArrayRef, op: str, extra_shapes, loc: Loc):
+    """Per-axis element index tiles (int64, all of one shape) and that shape."""
+    items = indices.value if isinstance(indices, Static) and isinstance(indices.value, tuple) \
+        else (indices,)
+    ndim = array.type.ndim
+    if len(items) != ndim:
+        raise CompileError(f"tile.{op}() on {array.name!r}, a {ndim}-d array, needs {ndim} index "
+                           f"tile{'s' * (ndim != 1)} (one per axis), got {len(items)}", loc)
+    for i in items:
+        if not (is_number(i) and isinstance(i.value, int)) and not (
+                isinstance(i, N.Expr) and i.dtype.is_int):
+            raise CompileError(f"tile.{op}() indices must be integers", loc)
+    shapes = [shape_of(i) for i in items if is_tile(i)] + list(extra_shapes)
+    if not shapes:
+        raise CompileError(f"tile.{op}() needs at least one index tile", loc,
+                           hint="use tile.load/tile.store for a tile at a tile index")
+    shape = broadcast_shape(shapes, loc)
+    return tuple(to_shape(i, T.int64, shape, loc) for i in items), shape
+
+
+@intrinsic("load", "array", "index", "shape", ("padding", Static(0)))
+def _load(tr, loc, array, index, shape, padding):
+    array = _array(array, "load", loc)
+    shape = constant_shape(shape, loc)
+    if len(shape) != array.type.ndim:
+        raise CompileError(f"tile.load() of shape {show(shape)} from {array.name!r}, a "
+                           f"{array.type.ndim}-d array: the tile needs one axis per array axis",
+                           loc, hint="load with a size-1 axis and reshape, e.g. shape=(1, n)")
+    return X.TileLoad(loc, array, _tile_index(tr, array, index, loc),
+                      scalar_operand(padding, array.dtype, "padding", loc), array.dtype, shape)
+
+
+@intrinsic("store", "array", "index", "tile")
+def _store(tr, loc, array, index, value):
+    array = _array(array, "store", loc)
+    value = _stored(value, array, "store", loc)
+    tr.emit(X.TileStore(loc, array, _tile_index(tr, array, index, loc), value))
+    return Static(None)
+
+
+def _tile_atomic(op: str):
+    name = f"atomic_{op}"
+
+    def build(tr, loc, array, index, value):
+        array = _array(array, name, loc)
+        check_atomic(op, array.dtype, f"tile.{name}()", loc)
+        value = _stored(value, array, name, loc)
+        tr.emit(X.TileAtomic(loc, op, array, _tile_index(tr, array, index, loc), value))
+        return Static(None)
+
+    intrinsic(name, "array", "index", "tile")(build)
+
+
+@intrinsic("gather", "array", "indices", ("padding", Static(0)))
+def _gather(tr, loc, array, indices, padding):
+    array = _array(array, "gather", loc)
+    indices, shape = _element_indices(indices, array, "gather", (), loc)
+    return X.Gather(loc, array, indices, scalar_operand(padding, array.dtype, "padding", loc),
+                    array.dtype, shape)
+
+
+def _scatter(atomic):
+    """`tile.scatter` (`atomic` None) or `tile.scatter_<atomic>`."""
+    name = "scatter" if atomic is None else f"scatter_{atomic}"
+
+    def build(tr, loc, array, indices, value, mask):
+        array = _array(array, name, loc)
+        if atomic is not None:
+            check_atomic(atomic, array.dtype, f"tile.{name}()", loc)
+        value = tile_operand(value, f"tile.{name}()", loc)
+        shapes = [value.shape] + ([mask.shape] if is_tile(mask) else [])
+        indices, shape = _element_indices(indices, array, name, shapes, loc)
+        _no_fraction_dropped(value, array, "scattering", loc)
+        if is_tile(mask) and not mask.dtype.is_bool:
+            raise CompileError(f"tile.{name}()'s mask is a tile of {mask.dtype.name}; it takes "
+                               "a bool tile", loc, hint="compare, e.g. mask=offsets < n")
+        keep = None if isinstance(mask, Static) and mask.value is None else \
+            to_shape(mask, T.bool_, shape, loc)
+        tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic,
+                          keep))
+        return Static(None)
+
+    intrinsic(name, "array", "indices", "tile", ("mask", Static(None)))(build)
+
+
+_scatter(None)
+for _op in X.TILE_ATOMIC_OPS:
+    _tile_atomic(_op)
+    _scatter(_op)
