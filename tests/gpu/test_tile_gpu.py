@@ -98,18 +98,35 @@ def test_softmax(rng, rows, cols, tile_cols):
 
 @pytest.mark.parametrize("cols,tile_cols", [(8192, 8192), (1000, 1000), (700, 1024), (992, 1024)])
 def test_layernorm_and_rmsnorm_bfloat16(rng, cols, tile_cols):
-    """992 and 8192 are multiples of 16: their masks compare once per run of elements."""
+    """992 and 8192 are multiples of 16: their masks compare once per run of elements; at
+    8192 the tiles are proven inside the rows (no masks at all), at 1000 too but the layout
+    pads the tile to 1024 (its padding keeps its test); 700 and 992 run the masked code."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     bf = ml_dtypes.bfloat16
     rows = 16
     x = (rng.standard_normal((rows, cols)) + 0.5).astype(bf)
     w, b = (rng.standard_normal(cols).astype(bf) for _ in range(2))
-    args = dict(x=x, w=w, b=b, out=x.copy(), n=cols, eps=np.float32(1e-5), COLS=tile_cols)
+    args = dict(x=x, w=w, b=b, out=x.copy(), eps=np.float32(1e-5), COLS=tile_cols)
     gpu, cpu = run_both(layernorm, rows, args, ("out",))
     close(gpu["out"], cpu["out"], 1e-2)  # one bfloat16 rounding apart at most
     args.pop("b")
     gpu, cpu = run_both(rmsnorm, rows, args, ("out",))
     close(gpu["out"], cpu["out"], 1e-2)
+
+
+@pytest.mark.parametrize("grid", [4, 5, 8])
+def test_a_grid_past_the_array_runs_the_masked_code(rng, grid):
+    """The add's tiles are proven inside the arrays on launches whose grid fits them (4
+    tiles of 1024 over 4096 elements: no masks); 5 or 8 tiles run the masked variant, which
+    writes nothing past the array (the rest of a poisoned buffer stays as it was)."""
+    n = 4096
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    backend.set_backend("cuda")
+    buffer = vg.asarray(np.full(n + 2048, -7.0, np.float32))
+    add[grid](vg.asarray(a), vg.asarray(b), buffer[:n], BLOCK=1024)
+    got = buffer.numpy()
+    np.testing.assert_array_equal(got[:n], a + b)
+    assert (got[n:] == -7.0).all()
 
 
 def test_row_reductions_with_keepdims_and_several_rows_per_tile(rng):
