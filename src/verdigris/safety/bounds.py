@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from ..ir import nodes as N
 from . import budgets
 from .algebra import FALSE, Poly
-from .symbolic import _STMT, _Thread, execute
+from .symbolic import _Thread, execute
 
 SMALL_INDEX = 1 << 20  # an index below this whatever the launch is compared with the extent as is
 
@@ -57,17 +57,22 @@ class _Found:
     pc: tuple
 
 
-class _Recorder(_Thread):
-    """The race checker's executor, remembering which node made each access (of any space)."""
+class Remembering:
+    """An executor mixin remembering what runs: the value nodes of `VALUE_NODES` being
+    evaluated (`evaluating`, innermost last) and the statement (`statement`), so that a
+    recorder can name the node that made each access in `found`, as (node, array, indices,
+    path condition)."""
+
+    VALUE_NODES: tuple = ()
 
     def __init__(self, kernel, space):
         super().__init__(kernel, space)
         self.found: list = []
-        self.evaluating: list = []  # the Load/Atomic nodes being evaluated, innermost last
+        self.evaluating: list = []
         self.statement = None
 
     def eval(self, e):
-        if not isinstance(e, (N.Load, N.Atomic)):
+        if not isinstance(e, self.VALUE_NODES):
             return super().eval(e)
         self.evaluating.append(e)
         try:
@@ -77,10 +82,14 @@ class _Recorder(_Thread):
 
     def block(self, stmts) -> None:
         for s in stmts:
-            if self.pc == FALSE:
-                return
-            self.statement = s  # a Store's access happens while its own statement runs
-            _STMT[type(s)](self, s)
+            self.statement = s  # a store's access happens while its own statement runs
+            super().block([s])
+
+
+class _Recorder(Remembering, _Thread):
+    """The race checker's executor, remembering which node made each access (of any space)."""
+
+    VALUE_NODES = (N.Load, N.Atomic)
 
     def access(self, array, kind, indices, loc) -> None:
         polys = tuple(self.eval(i) for i in indices)

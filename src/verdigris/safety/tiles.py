@@ -44,6 +44,7 @@ from ..ir import tiles as X
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
 from .intops import INT_OPS
+from .bounds import Remembering
 from .symbolic import _STMT, _Thread
 from .trace import Access, Trace
 
@@ -343,34 +344,16 @@ class _Block(_Thread):
         self.pc = outer
 
 
-class Recorder(_Block):
+class Recorder(Remembering, _Block):
     """The executor, remembering which TileLoad or TileStore made each tile access, as
     (node, array, element indices, path condition) in `found` (for `bounds`; scalar accesses,
     gathers and scatters are not recorded: they keep their checks and masks)."""
 
-    def __init__(self, kernel, space):
-        super().__init__(kernel, space)
-        self.found: list = []
-        self.loading: list = []  # the TileLoad nodes being evaluated, innermost last
-        self.statement = None
-
-    def eval(self, e):
-        if not isinstance(e, X.TileLoad):
-            return super().eval(e)
-        self.loading.append(e)
-        try:
-            return super().eval(e)
-        finally:
-            self.loading.pop()
-
-    def block(self, stmts) -> None:
-        for s in stmts:
-            self.statement = s
-            super().block([s])
+    VALUE_NODES = (X.TileLoad,)
 
     def record(self, array, kind, elements, loc, op, shape, view) -> None:
         super().record(array, kind, elements, loc, op, shape, view)
-        node = {"load": self.loading[-1] if self.loading else None, "store": self.statement}.get(op)
+        node = {"load": self.evaluating[-1] if self.evaluating else None, "store": self.statement}.get(op)
         if isinstance(node, (X.TileLoad, X.TileStore)) and self.pc != FALSE:
             self.found.append((node, array, elements, self.pc))
 
