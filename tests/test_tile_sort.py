@@ -87,8 +87,17 @@ def check(x, got_values, got_positions, axis, descending):
     np.testing.assert_array_equal(got_positions, want_positions)
 
 
+def poisoned(x: np.ndarray) -> np.ndarray:
+    """An output like x, every byte 0xAB (bools: each the opposite of x's)."""
+    if x.dtype == np.bool_:
+        return ~x
+    out = np.empty_like(x)
+    out.view(np.uint8)[...] = 0xAB
+    return out
+
+
 def launch(x, rows, cols, axis, descending) -> tuple:
-    out, positions = np.full_like(x, 3), np.full(x.shape, -1, np.int32)
+    out, positions = poisoned(x), np.full(x.shape, -1, np.int32)
     sort_tiles[x.shape[0] // rows](x, out, positions, R=rows, C=cols, AXIS=axis, DESCENDING=descending)
     return out, positions
 
@@ -123,7 +132,7 @@ def test_columns_sort_as_numpy(rng, dtype, rows):
 def test_one_dimensional_tiles(rng):
     for block in (64, 100):
         x = sample(rng, np.float32, 3 * block)
-        out, positions = np.full_like(x, 3), np.full(x.shape, -1, np.int32)
+        out, positions = poisoned(x), np.full(x.shape, -1, np.int32)
         sort_vector[3](x, out, positions, B=block)
         for i in range(3):
             part = x[i * block:(i + 1) * block]
@@ -195,10 +204,6 @@ def test_errors_point_at_the_call():
 # ----------------------------------------------------------------------------- GPU lowering
 
 
-def _keys_dtype(dtype: T.DType):
-    return np.float32 if dtype.name == "bfloat16" else dtype.np
-
-
 @pytest.mark.parametrize("layout,warps", LAYOUT_PARAMS)
 @pytest.mark.parametrize("dtype", [T.float32, T.int64, T.uint8, T.float64])
 def test_the_network_sorts_along_every_axis_of_every_layout(rng, layout, warps, dtype):
@@ -208,7 +213,7 @@ def test_the_network_sorts_along_every_axis_of_every_layout(rng, layout, warps, 
 
     for axis in range(layout.rank):
         logical = tuple(n - (n > 2 and k == axis) * (n // 3) for k, n in enumerate(layout.shape))
-        x = sample(rng, _keys_dtype(dtype), layout.shape)
+        x = sample(rng, dtype.np, layout.shape)
         for op, descending in (("sort", False), ("argsort", True)):
             block = Block(warps)
             source = held(block, layout, x, dtype)
@@ -216,18 +221,18 @@ def test_the_network_sorts_along_every_axis_of_every_layout(rng, layout, warps, 
             node = X.TileSort(None, op, source, axis, descending, T.int32 if op == "argsort" else dtype, logical)
             got = block.gather(sorting.sort(block, node), logical)
             inside = x[tuple(slice(0, n) for n in logical)]
-            want = tile_ops.sorting(op, dtype, descending)(inside, axis)
-            np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(want).astype(got.dtype).view(np.uint8))
+            want = np.ascontiguousarray(tile_ops.sorting(op, dtype, descending)(inside, axis))
+            np.testing.assert_array_equal(got.view(np.uint8), want.astype(got.dtype).view(np.uint8))
 
 
 @pytest.mark.parametrize("rows,cols,axis,dtype,warps", [
     (4, 13, 1, np.float32, 1), (2, 150, 1, np.int32, 1), (16, 16, 0, np.int8, 2),
     (1, 256, 1, np.float64, 2), (8, 24, 1, ml_dtypes.bfloat16, 1), (4, 64, 1, np.uint64, 1),
-    (4, 40, 1, ml_dtypes.float8_e4m3fn, 1)])
+    (4, 40, 1, ml_dtypes.float8_e4m3fn, 1), (4, 20, 1, np.bool_, 1)])
 def test_gpu_code_matches_the_cpu_backend_bit_for_bit(rng, rows, cols, axis, dtype, warps):
     x = sample(rng, dtype, (2 * rows, cols))
     for descending in (False, True):
-        args = dict(x=x, out=np.full_like(x, 3), positions=np.full(x.shape, -1, np.int32), R=rows, C=cols,
+        args = dict(x=x, out=poisoned(x), positions=np.full(x.shape, -1, np.int32), R=rows, C=cols,
                     AXIS=axis, DESCENDING=descending)
         want = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()}
         sort_tiles[2](**want)
@@ -236,9 +241,27 @@ def test_gpu_code_matches_the_cpu_backend_bit_for_bit(rng, rows, cols, axis, dty
         np.testing.assert_array_equal(args["positions"], want["positions"])
 
 
+@tile.kernel
+def sort_in_a_loop(x, out, C: vg.constexpr):
+    """Rows taken in turn by the blocks: the network's shared-memory rounds in a loop."""
+    for r in range(tile.bid(0), x.shape[0], tile.num_blocks(0)):
+        t = tile.load(x, index=(r, 0), shape=(1, C))
+        tile.store(out, index=(r, 0), tile=tile.sort(t, descending=True) * 2)
+
+
+def test_gpu_code_in_a_loop(rng):
+    x = sample(rng, np.float32, (5, 200))
+    want = poisoned(x)
+    sort_in_a_loop[2](x, want, C=200)
+    got = poisoned(x)
+    assert host_jit.run(sort_in_a_loop, 2, num_warps=2, x=x, out=got, C=200) is None
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(got, 2 * reference(x, 1, True)[0])
+
+
 def test_gpu_code_of_a_vector(rng):
     x = sample(rng, np.float32, 300)
-    got, want = both(sort_vector, 3, x=x, out=np.full_like(x, 3), positions=np.full(300, -1, np.int32), B=100)
+    got, want = both(sort_vector, 3, x=x, out=poisoned(x), positions=np.full(300, -1, np.int32), B=100)
     np.testing.assert_array_equal(got["out"].view(np.uint32), want["out"].view(np.uint32))
     np.testing.assert_array_equal(got["positions"], want["positions"])
 
