@@ -12,7 +12,7 @@ from __future__ import annotations
 from math import prod
 
 from .. import types as T
-from ..errors import CompileError, Loc
+from ..errors import CompileError
 from ..ir import tiles as X
 from ..tile.layout import padded
 from .tiles import axis_of, constant_flag, intrinsic, show, tile_operand
