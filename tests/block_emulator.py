@@ -97,6 +97,10 @@ class Builder:
     def fadd(self, a, b): return self._float(np.add, a, b)
     def fmul(self, a, b): return self._float(np.multiply, a, b)
 
+    def ashr(self, a, b):
+        a = self.v(a)
+        return V(_mask(a.type, (_signed(a) >> self.v(b).data.astype(np.int64)).astype(np.uint64)), a.type)
+
     def _bool_or_int(self, fn, a, b):
         a, b = self.v(a), self.v(b)
         if a.type == I1:
@@ -104,7 +108,8 @@ class Builder:
         return self._int(fn, a, b)
 
     def not_(self, a):
-        return V(~self.v(a).data, I1)
+        a = self.v(a)
+        return V(~a.data, I1) if a.type == I1 else V(_mask(a.type, ~a.data.astype(np.uint64)), a.type)
 
     def select(self, c, a, b):
         c, a, b = self.v(c), self.v(a), self.v(b)
@@ -146,8 +151,14 @@ class Builder:
         return V(self.v(a).data.astype(_np(ty)), ty)
 
     def bitcast(self, a, ty):
-        """Between a 64-bit scalar and two 32-bit words (the shuffles of 64-bit values)."""
+        """Between a 64-bit scalar and two 32-bit words (the shuffles of 64-bit values), and
+        between a float and the integer of its width (its bits)."""
         a = self.v(a)
+        if not isinstance(a.type, ir.VectorType) and not isinstance(ty, ir.VectorType):
+            bits = np.dtype(f"u{(a.type if isinstance(a.type, ir.IntType) else ty).width // 8}")
+            if isinstance(ty, ir.IntType):
+                return V(a.data.view(bits).astype(np.uint64), ty)
+            return V(a.data.astype(bits).view(_np(ty)), ty)
         raw = np.ascontiguousarray(a.data.astype(_np(a.type.element)) if isinstance(a.type, ir.VectorType)
                                    else a.data.astype(np.uint64) if isinstance(a.type, ir.IntType) else a.data)
         if isinstance(ty, ir.VectorType):

@@ -246,6 +246,23 @@ def scatter_reshaped_halved(x, out, B: vg.constexpr):
     tile.scatter(out, where, tile.load(x, index=(i,), shape=(4 * B,)))
 
 
+@tile.kernel
+def sorted_rows(x, keys, out, B: vg.constexpr):
+    """Each block's row sorted, and `x`'s row reordered by `keys`' argsort (a gather)."""
+    r = tile.bid(0)
+    tile.store(keys, index=(r, 0), tile=tile.sort(tile.load(keys, index=(r, 0), shape=(1, B))))
+    order = tile.argsort(tile.load(x, index=(r, 0), shape=(1, B)), descending=True)
+    tile.store(out, index=(r, 0), tile=tile.gather(x, (r + tile.zeros((1, B), vg.int32), order)))
+
+
+@tile.kernel
+def scatter_by_argsort(x, out, B: vg.constexpr):
+    """out[r, order[j]] = x[r, j]: a permutation of the row, which the checker cannot know."""
+    r = tile.bid(0)
+    t = tile.load(x, index=(r, 0), shape=(1, B))
+    tile.scatter(out, (r + tile.zeros((1, B), vg.int32), tile.argsort(t)), t)
+
+
 F32 = np.zeros(64, np.float32)
 M32 = np.zeros((8, 8), np.float32)
 
@@ -261,6 +278,7 @@ M32 = np.zeros((8, 8), np.float32)
     (histogram_atomic, (np.zeros(64, np.int64), np.zeros(8, np.int32)), {"B": 16}),
     (only_block_zero_writes_total, (F32, F32), {"B": 16}),
     (racy_but_unsafe, (F32, F32), {"B": 16}),
+    (sorted_rows, (M32, np.zeros((8, 8), np.int32), M32), {"B": 8}),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_accepted_with_symbolic_sizes(kernel, args, kwargs):
     result = analyze(kernel, *args, **kwargs)
@@ -272,6 +290,7 @@ def test_accepted_with_symbolic_sizes(kernel, args, kwargs):
     (divmod_unlike_divisors, (M32, M32), {"BR": 2}, "VG202", "both write out["),
     (divmod_in_place_swapped, (M32,), {"BR": 2}, "VG203", "while block"),
     (scatter_reshaped_halved, (F32, F32), {"B": 6}, "VG202", "from tile elements"),
+    (scatter_by_argsort, (M32, M32), {"B": 8}, "VG205", "which the checker cannot see"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_refused_index_maps(kernel, args, kwargs, code, words):
     errors = analyze(kernel, *args, **kwargs).errors

@@ -3,11 +3,12 @@
 Takes: dtypes and op names of `ir.tiles`. Gives tables of functions on tiles in register
 form (`ops`): `ELEMENTWISE` (op -> (op, operand dtype, result dtype) -> f(*args), or None:
 the `ops` tables, `where` and `sigmoid`), `REDUCTIONS` and `SCANS` (op -> (source dtype,
-result dtype) -> f(tile, axis); `from_the_end` turns a scan around), `DOT_ROUNDING` (a
-product's precision -> the operands' rounding); and the geometry of a tile in its array:
-`window` (the part of a tile inside the array) and `flat_indices` (row-major element
-numbers of a box). The semantics (what narrow floats accumulate in, NaN in max and argmax,
-tf32's rounding) are `tiles`' docstring's.
+result dtype) -> f(tile, axis); `from_the_end` turns a scan around), `sorting` (a sort's
+f(tile, axis)), `DOT_ROUNDING` (a product's precision -> the operands' rounding); and the
+geometry of a tile in its array: `window` (the part of a tile inside the array) and
+`flat_indices` (row-major element numbers of a box). The semantics (what narrow floats
+accumulate in, NaN in max and argmax, tf32's rounding, a sort's order) are `tiles`'
+docstring's.
 """
 from __future__ import annotations
 
@@ -122,6 +123,44 @@ SCANS = {
 def from_the_end(scan):
     """A scan run from the last element of the axis towards the first (`reverse=True`)."""
     return lambda x, axis: np.flip(scan(np.flip(x, axis), axis), axis)
+
+
+# A sort's keys (`ir.tiles.TileSort`): the register form's bits xor a mask, as unsigned
+# integers that order as the elements do. kind -> (mask of the bits, mask of the key), given
+# (the top bit, all ones): a float's sign bit set flips every bit, else only the sign bit.
+_KEY_MASKS = {
+    "float": (lambda bits, top, ones: np.where(bits >= top, ones, top),
+              lambda key, top, ones: np.where(key >= top, top, ones)),
+    "signed": (lambda bits, top, ones: top, lambda key, top, ones: top),
+    "unsigned": (lambda bits, top, ones: 0, lambda key, top, ones: 0),
+}
+
+
+def sorting(op: str, dtype, descending: bool):
+    """f(tile, axis) for `op` in `ir.tiles.SORT_OPS` on tiles of `dtype`: NumPy's sort (or
+    stable argsort) of the keys, of their complement when `descending`."""
+    form = ops.register_dtype(dtype)
+    unsigned = np.dtype(f"u{form.itemsize}")
+    top, ones = unsigned.type(1 << 8 * form.itemsize - 1), unsigned.type(np.iinfo(unsigned).max)
+    to_key, from_key = _KEY_MASKS["float" if dtype.is_float else "signed" if dtype.is_signed else "unsigned"]
+    order = np.invert if descending else (lambda key: key)
+
+    def keys(x):
+        x = np.asarray(x, form)
+        if dtype.is_float:  # every NaN as the canonical one; for positions, -0.0 as +0.0
+            x = np.where(np.isnan(x), form.type(np.nan), x)
+            if op == "argsort":
+                x = np.where(x == 0, form.type(0), x)
+        bits = x.view(unsigned)
+        return order(bits ^ to_key(bits, top, ones))
+
+    def values(key):
+        key = order(key)
+        return (key ^ from_key(key, top, ones)).astype(unsigned).view(form)
+
+    if op == "argsort":
+        return lambda x, axis: np.argsort(keys(x), axis=axis, kind="stable").astype(np.int32)
+    return lambda x, axis: values(np.sort(keys(x), axis=axis))
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:

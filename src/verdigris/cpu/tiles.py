@@ -37,6 +37,10 @@ so results equal the SIMT interpreter's bit for bit):
   row-major position over all axes when `axis` is None); NaN counts as the smallest value
   for argmax and the largest for argmin.
 - `Flip`: `np.flip` along its axes.
+- `TileSort`: each line along the axis in the order of `ir.tiles.TileSort`: NumPy's sort of
+  the elements' unsigned keys (np.sort's order, -0.0 before +0.0, every NaN last as the
+  canonical NaN; descending: reversed) or their stable argsort (np.argsort(kind="stable");
+  descending: largest first, NaN first, equal elements in their original order).
 - `Rand`: `philox.uniform` (Philox-4x32-10; the exact mapping is in that module).
 - `TileDot`: the operands in the accumulator's precision (float32, or float64 for float64
   tiles; exact, as the operands are narrower or equal), rounded to tf32 first under
@@ -363,6 +367,11 @@ class _Compiler:
         value, axes = self.expr(node.value), node.axes
         return lambda bl: np.flip(value(bl), axes)
 
+    def _tile_sort(self, node):
+        f = tile_ops.sorting(node.op, node.value.dtype, node.descending)
+        value, axis = self.expr(node.value), node.axis
+        return lambda bl: f(value(bl), axis)
+
     def _reshape(self, node):
         value, shape = self.expr(node.value), node.shape
         return lambda bl: np.reshape(value(bl), shape)
@@ -391,7 +400,8 @@ class _Compiler:
              ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,
              t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
              t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
-             t.Reshape: _reshape, t.Permute: _permute, t.Flip: _flip, t.Rand: _rand,
+             t.TileSort: _tile_sort, t.Reshape: _reshape, t.Permute: _permute, t.Flip: _flip,
+             t.Rand: _rand,
              t.TileDot: _tile_dot}
 
     # ------------------------------------------------------------------ statements

@@ -19,6 +19,7 @@ from ..ir import nodes as N
 from ..simt import warp_size
 from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... in tiles.HANDLERS
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
+from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tiles
 from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
 

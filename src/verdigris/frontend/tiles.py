@@ -324,7 +324,7 @@ def constant_shape(v, loc: Loc) -> tuple:
     return shape
 
 
-def _axis(v, shape: tuple, loc: Loc, allow_none: bool = False):
+def axis_of(v, shape: tuple, loc: Loc, allow_none: bool = False):
     if allow_none and isinstance(v, Static) and v.value is None:
         return None
     axis = _ints(v, "an axis", loc)
@@ -422,7 +422,7 @@ def reduce(op: str, value, axis, keepdims, loc: Loc) -> N.Expr:
     """`tile.<op>(value, axis, keepdims)` for `op` in `ir.tiles.REDUCE_OPS`."""
     value = tile_operand(value, f"tile.{op}()", loc)
     shape = value.shape
-    axis = _axis(axis, shape, loc, allow_none=True)
+    axis = axis_of(axis, shape, loc, allow_none=True)
     if len(shape) == 1:
         axis = None  # over every axis: a scalar
     value = _accumulated(value, op, loc)
@@ -430,7 +430,7 @@ def reduce(op: str, value, axis, keepdims, loc: Loc) -> N.Expr:
     kept = tuple(1 if axis in (None, k) else n for k, n in enumerate(shape))
     out_shape = () if axis is None else shape[:axis] + shape[axis + 1:]
     result = X.TileReduce(loc, op, value, axis, dtype, out_shape)
-    if not _flag(keepdims, "keepdims", loc):
+    if not constant_flag(keepdims, "keepdims", loc):
         return result
     return X.Splat(loc, result, dtype, kept) if axis is None else \
         X.Reshape(loc, result, dtype, kept)
@@ -448,13 +448,13 @@ def _mean(tr, loc, value, axis, keepdims):
     their `/` gives); narrower floats are summed in float32, as NumPy sums float16."""
     value = tile_operand(value, "tile.mean()", loc)
     dtype = value.dtype if value.dtype.is_float else T.float32
-    over = _axis(axis, value.shape, loc, allow_none=True)
+    over = axis_of(axis, value.shape, loc, allow_none=True)
     count = prod(value.shape) if over is None else value.shape[over]
     total = reduce("sum", astype(value, T.promote(dtype, T.float32), loc), axis, keepdims, loc)
     return astype(binary("truediv", total, Static(count), loc), dtype, loc)
 
 
-def _flag(v, what: str, loc: Loc) -> bool:
+def constant_flag(v, what: str, loc: Loc) -> bool:
     if not (isinstance(v, Static) and v.value in (True, False)):
         raise CompileError(f"{what} must be a constant True or False", loc)
     return bool(v.value)
@@ -463,8 +463,8 @@ def _flag(v, what: str, loc: Loc) -> bool:
 def scan(op: str, value, axis, reverse, loc: Loc) -> N.Expr:
     """`tile.<op>(value, axis, reverse)` for `op` in `ir.tiles.SCAN_OPS`."""
     value = tile_operand(value, f"tile.{op}()", loc)
-    axis = _axis(axis, value.shape, loc)
-    reverse = _flag(reverse, f"tile.{op}()'s reverse", loc)
+    axis = axis_of(axis, value.shape, loc)
+    reverse = constant_flag(reverse, f"tile.{op}()'s reverse", loc)
     value = _accumulated(value, X.SCAN_OPS[op], loc)
     return X.TileScan(loc, op, value, axis, value.dtype, value.shape, reverse)
 
@@ -483,7 +483,7 @@ def _flip(tr, loc, value, axis):
         axes = tuple(range(rank))
     else:
         items = axis.value if isinstance(axis, Static) and isinstance(axis.value, tuple) else (axis,)
-        axes = tuple(_axis(a, value.shape, loc) for a in items)
+        axes = tuple(axis_of(a, value.shape, loc) for a in items)
         if len(set(axes)) != len(axes):
             raise CompileError(f"tile.flip() names an axis twice: {show(_ints(axis, 'axes', loc))}",
                                loc, hint="name each axis to reverse once")

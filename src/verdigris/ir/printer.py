@@ -39,6 +39,8 @@ _TILE_EXPRS = {
     X.TileScan: lambda e: f"{e.op}:{_tile(e)}({format_expr(e.value)}, axis={e.axis}"
                           + (", reverse)" if e.reverse else ")"),
     X.Flip: lambda e: f"flip{e.axes}:{_tile(e)}({format_expr(e.value)})",
+    X.TileSort: lambda e: f"{e.op}{'.descending' * e.descending}:{_tile(e)}({format_expr(e.value)}, "
+                          f"axis={e.axis})",
     X.Reshape: lambda e: f"reshape:{_tile(e)}({format_expr(e.value)})",
     X.Permute: lambda e: f"permute{e.perm}:{_tile(e)}({format_expr(e.value)})",
     X.Rand: lambda e: f"rand:{_tile(e)}({format_expr(e.seed)}, {format_expr(e.offsets)})",

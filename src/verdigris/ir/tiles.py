@@ -127,6 +127,7 @@ class Gather(TileExpr):
 REDUCE_OPS = ("sum", "max", "min", "prod", "argmax", "argmin")
 # Inclusive scans: scan op -> the reduction whose combining op it runs along the axis.
 SCAN_OPS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
+SORT_OPS = ("sort", "argsort")
 
 
 @dataclass(eq=False)
@@ -161,6 +162,25 @@ class Flip(TileExpr):
 
     value: TileExpr
     axes: tuple
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class TileSort(TileExpr):
+    """Each line along `axis` sorted: "sort" gives the elements in order, "argsort" their
+    int32 positions along `axis`. The order is that of the elements' keys, unsigned
+    integers of the register form's bits (bit for bit alike on every backend): integers
+    and bools by value; floats by value, every NaN (made the canonical quiet NaN) after
+    +inf, and -0.0 before +0.0 for "sort" (the elements come out bit for bit) but equal
+    to it for "argsort" (so positions are np.argsort(kind="stable")'s). `descending`
+    reverses the keys' order (NaN first); argsort keeps equal elements in their original
+    order in either direction."""
+
+    op: str
+    value: TileExpr
+    axis: int
+    descending: bool
     dtype: DType
     shape: tuple
 

@@ -270,7 +270,7 @@ class _Block(_Thread):
         return self.unknown(e.type, f"{e.array.name}[...]")
 
     def t_opaque(self, e):
-        """A reduction, scan, matrix product or random tile: its operands are evaluated
+        """A reduction, scan, sort, matrix product or random tile: its operands are evaluated
         (their accesses recorded); its value is an unknown of its type."""
         for operand in vars(e).values():
             if isinstance(operand, N.Expr):
@@ -363,7 +363,8 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Arange: _Block.t_arange, X.Permute: _Block.t_permute, X.Flip: _Block.t_flip,
               X.Reshape: _Block.t_reshape, X.TileLoad: _Block.t_load,
               X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
-              X.TileScan: _Block.t_opaque, X.TileDot: _Block.t_opaque, X.Rand: _Block.t_opaque}
+              X.TileScan: _Block.t_opaque, X.TileSort: _Block.t_opaque, X.TileDot: _Block.t_opaque,
+              X.Rand: _Block.t_opaque}
 
 _TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
               X.Scatter: _Block.s_scatter}

@@ -11,7 +11,8 @@ elementwise op is one scalar op per register, with the SIMT lowering's helpers (
 `casts`, `mathlib`: the same semantics, float16/bfloat16 in float32 registers). Loads and
 stores are in `memory` (16-byte vectors, masks only on edge tiles), reductions in
 `reduce` (shuffles, then shared memory across warps), scans in `scan`, flips in `flips`,
-data movement between layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
+sorts in `sorting` (a bitonic network in the operand's layout), data movement between
+layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
 (`codegen.lower`), which this class extends; scalars are uniform over the block, so every
 branch is block-uniform and barriers inside them are safe. Tile variables live in one
 alloca per register (the variable's default layout), which mem2reg promotes.
@@ -48,7 +49,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
-from . import convert, flips, indexed, memory, prefetch, random, reduce, scan, varlayout
+from . import convert, flips, indexed, memory, prefetch, random, reduce, scan, sorting, varlayout
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -359,6 +360,7 @@ class TileLowering(_KernelLowering):
         X.TileReduce: _tile_reduce,
         X.TileScan: lambda self, e, want: scan.scan(self, e),
         X.Flip: lambda self, e, want: flips.flip(self, e, want),
+        X.TileSort: lambda self, e, want: sorting.sort(self, e),
         X.Rand: lambda self, e, want: random.rand(self, e, want),
         X.Gather: lambda self, e, want: indexed.gather(self, e, want),
         X.TileLoad: lambda self, e, want: memory.load(self, e, want or self.default(e.shape)),

@@ -44,7 +44,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import from_name
-from . import issue, memory, operand, ptx
+from . import issue, memory, operand, ptx, sorting
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from ..codegen.attributes import grid_constant_attributes
 from .lower import TileLowering, TileValue, num_warps
@@ -149,6 +149,10 @@ def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
 
 _PLANS: dict = {}
 STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans and flips
+# Static shared memory kept free (beside the products' dynamic) for a kernel's tile ops that
+# go through shared memory: node type -> bytes.
+_STATIC_NEEDS = {X.TileReduce: STATIC_RESERVE, X.TileScan: STATIC_RESERVE, X.Flip: STATIC_RESERVE,
+                 X.TileSort: sorting.STATIC_BYTES}
 MIN_STAGES = {True: 3, False: 2}  # (warp-specialized) -> fewest stages worth the epilogue's buffers
 
 
@@ -231,8 +235,7 @@ def _place(kernel: N.Kernel, result: Plan, found: list, warps: int, budget: int 
     staging = max(staged, default=0)
     if specialized:  # stores through shared memory must not meet the producer's copies
         staging = max(staging, max(through, default=0))
-    through_shared = (X.TileReduce, X.TileScan, X.Flip)
-    reserve = STATIC_RESERVE if any(isinstance(n, through_shared) for n in _walk(kernel)) else 0
+    reserve = max((_STATIC_NEEDS.get(type(n), 0) for n in _walk(kernel)), default=0)
     free = budget - reserve - invariants - buffers - operand.aligned(staging) - operand.BASE_ALIGN * len(found)
     offset = 0
     result.pipelines = {}

@@ -57,7 +57,7 @@ def natural(low, e):
     if kind is X.Permute:
         source = natural(low, e.value)
         return None if source is None else source.permuted(e.perm)
-    if kind in (X.TileScan, X.Flip, X.Rand):  # made in their operand's layout
+    if kind in (X.TileScan, X.Flip, X.TileSort, X.Rand):  # made in their operand's layout
         return natural(low, e.offsets if kind is X.Rand else e.value)
     if kind is X.TileReduce and e.axis is not None:  # the source's layout, sliced
         source = natural(low, e.value)
@@ -84,7 +84,7 @@ def _loads(low, e, want, found: list) -> None:
         _loads(low, e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape), found)
     elif kind is X.Flip:
         _loads(low, e.value, want, found)
-    elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan):
+    elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan, X.TileSort):
         _loads(low, e.value, None, found)  # lowered with no layout wanted
 
 
@@ -97,10 +97,12 @@ def loads(low, e, want) -> list:
 
 def repeatable(e) -> bool:
     """Whether `e` may be lowered twice (`TileLowering._statement`): nothing in it keeps
-    lowering state of its own (a matrix product's staged operands and pipeline do)."""
+    lowering state of its own (a matrix product's staged operands and pipeline do), and
+    nothing in it is worth more code than a scheduled load saves (a sort's network, which
+    waits for every element anyway)."""
     from ..frontend import walk
 
-    return not any(isinstance(n, X.TileDot) for n in walk([e]))
+    return not any(isinstance(n, (X.TileDot, X.TileSort)) for n in walk([e]))
 
 
 def prefetch(low, found: list) -> None:
