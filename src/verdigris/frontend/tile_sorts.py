@@ -14,7 +14,6 @@ from math import prod
 from .. import types as T
 from ..errors import CompileError
 from ..ir import tiles as X
-from ..tile.layout import padded
 from .tiles import axis_of, constant_flag, intrinsic, show, tile_operand
 from .typing import Static
 
@@ -31,6 +30,8 @@ def _sort(op: str):
         value = tile_operand(value, f"tile.{op}()", loc)
         axis = axis_of(axis, value.shape, loc)
         descending = constant_flag(descending, f"tile.{op}()'s descending", loc)
+        from ..tile.layout import padded  # the lowering's modules load only where it runs
+
         elements = prod(padded(value.shape))
         if elements > MAX_SORT_ELEMENTS:
             raise CompileError(f"tile.{op}() of a tile of shape {show(value.shape)}: it holds "
