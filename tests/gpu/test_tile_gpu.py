@@ -25,13 +25,32 @@ def run_both(kernel, grid, args: dict, outputs: tuple, **options):
         values = {}
         for name, v in args.items():
             if isinstance(v, np.ndarray):
-                v = np.full_like(v, -7) if name in outputs else v
+                v = _poisoned(v) if name in outputs else v
                 values[name] = vg.asarray(v) if where == "cuda" else v.copy()
             else:
                 values[name] = v
         kernel[grid](**values, **options)
         results.append({n: values[n].numpy() if where == "cuda" else values[n] for n in outputs})
     return results
+
+
+def _poisoned(v: np.ndarray) -> np.ndarray:
+    """-7 where the dtype holds it, else (unsigned integers) bytes of 0xAB."""
+    if v.dtype.kind == "u":
+        out = np.empty_like(v)
+        out.view(np.uint8)[...] = 0xAB
+        return out
+    return np.full_like(v, -7)
+
+
+def same_bits(got, want):
+    """Bit for bit, except that a NaN need only be a NaN: its bits are the hardware's (a GPU
+    conversion or operation yields 0x7fff... where x86 yields 0x7fc0...)."""
+    got, want = np.array(got), np.array(want)
+    nan = np.isnan(want.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+    got[nan], want[nan] = 0, 0
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
 def close(got, want, rtol):

@@ -172,7 +172,8 @@ class TileSort(TileExpr):
     int32 positions along `axis`. The order is that of the elements' keys, unsigned
     integers of the register form's bits (bit for bit alike on every backend): integers
     and bools by value; floats by value, every NaN (made the canonical quiet NaN) after
-    +inf, and -0.0 before +0.0 for "sort" (the elements come out bit for bit) but equal
+    +inf, and -0.0 before +0.0 for "sort" (the elements come out bit for bit, but for a
+    NaN's bits, which a narrow float's store sets as the hardware does) but equal
     to it for "argsort" (so positions are np.argsort(kind="stable")'s). `descending`
     reverses the keys' order (NaN first); argsort keeps equal elements in their original
     order in either direction."""

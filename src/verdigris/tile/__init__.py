@@ -100,8 +100,8 @@ _DOCS = {
             "np.flip; None reverses every axis (Triton's tl.flip reverses the last one: write "
             "tile.flip(t, -1) for that).",
     "sort": "sort(t, axis=-1, descending=False): `t` with each line along `axis` sorted "
-            "(each row of a 2-d tile, by default), as np.sort: NaN last (every NaN made the "
-            "canonical NaN), and -0.0 before +0.0; descending: the reverse, NaN first. "
+            "(each row of a 2-d tile, by default), as np.sort: NaN last (as a NaN: its bits are "
+            "not kept), and -0.0 before +0.0; descending: the reverse, NaN first. "
             "Tiles of up to 16,384 elements (sizes padded to powers of two).",
     "argsort": "argsort(t, axis=-1, descending=False): the int32 positions along `axis` that "
                "sort `t`, as np.argsort(t, axis, kind='stable'): equal elements (-0.0 and "
