@@ -228,7 +228,7 @@ def test_the_network_sorts_along_every_axis_of_every_layout(rng, layout, warps, 
 @pytest.mark.parametrize("rows,cols,axis,dtype,warps", [
     (4, 13, 1, np.float32, 1), (2, 150, 1, np.int32, 1), (16, 16, 0, np.int8, 2),
     (1, 256, 1, np.float64, 2), (8, 24, 1, ml_dtypes.bfloat16, 1), (4, 64, 1, np.uint64, 1),
-    (4, 40, 1, ml_dtypes.float8_e4m3fn, 1), (4, 20, 1, np.bool_, 1)])
+    (4, 40, 1, ml_dtypes.float8_e4m3fn, 1), (4, 16, 1, ml_dtypes.float8_e4m3fn, 1), (4, 20, 1, np.bool_, 1)])
 def test_gpu_code_matches_the_cpu_backend_bit_for_bit(rng, rows, cols, axis, dtype, warps):
     x = sample(rng, dtype, (2 * rows, cols))
     for descending in (False, True):

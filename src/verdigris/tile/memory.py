@@ -367,8 +367,8 @@ class _Words:
     def words(self, b, regs: list) -> list:
         """Register values (of `dtype`'s register form) -> the words to store. Two float16
         or bfloat16 to a word round as one pair (`cvt.rn.bf16x2.f32`: one instruction, not
-        two conversions and a permute)."""
-        if self.per_word == 2 and is_narrow_float(self.dtype):
+        two conversions and a permute); fp8 elements are converted one by one (`to_mem`)."""
+        if self.per_word == 2 and self.dtype.itemsize == 2 and is_narrow_float(self.dtype):
             pair = ir.VectorType(FLOAT, 2)
             out = []
             for r in range(0, len(regs), 2):
