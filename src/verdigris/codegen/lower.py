@@ -20,6 +20,8 @@ Guarantees:
   the next branch), so the accesses of a stretch stay one predicated instruction each;
   in a loop that is not unrolled, at the loop's exit, the first fault carried there in
   variables (`builder`).
+- In the variant that uses the bounds proofs, their launch conditions are `llvm.assume`d
+  at entry (`assumptions`).
 - Atomics (`atomics`) are relaxed at device scope, as CUDA's.
 - Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
   become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
@@ -63,7 +65,7 @@ from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
-from . import arith, atomics, casts, checks, mathlib, nvptx, warp
+from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .attributes import launch_bounds, pointer_attributes
@@ -183,7 +185,7 @@ class _KernelLowering:
         self.unrolled: dict[str, int] = {}  # counters of loops being unrolled -> their value
         self._bind_params(abi)
         self._declare_shared()
-        self._assume_launch_conditions()
+        assumptions.assume_launch_conditions(self)
 
     # ------------------------------------------------------------------ parameters
 
@@ -217,54 +219,6 @@ class _KernelLowering:
             self.slots[name] = self._alloca(reg_type(dtype), name)
             if name in self.params:  # a scalar parameter the body assigns to
                 self.b.store(self.params.pop(name), self.slots[name])
-
-    def _assume_launch_conditions(self) -> None:
-        """The bounds proofs' launch conditions (`sum of terms <= 0`, `facts["launch_conditions"]`,
-        each term a monomial of launch values and its coefficient), which hold on every launch of
-        the variant that uses the proofs (the launch guard sends the others to the checked
-        variant, which has none), as `llvm.assume`s: LLVM may fold the tests they settle,
-        such as a mask `arange(C) < x.shape[1]` under `C <= x.shape[1]`. Each is stated as
-        `positive terms <= negative terms` in arithmetic that does not wrap (the values are
-        shapes, sizes and small products of them), the form LLVM's range analysis reads."""
-        if not self.proven:
-            return
-        for terms in self.kernel.facts.get("launch_conditions", ()):  # ((atoms, coef), ...)
-            sides = [self._launch_sum({m: c for m, c in terms if c > 0}),
-                     self._launch_sum({m: -c for m, c in terms if c < 0})]
-            if None not in sides:
-                self.entry.call("llvm.assume", ir.VoidType(), self.entry.b.icmp_signed("<=", *sides))
-
-    def _launch_sum(self, terms: dict) -> ir.Value | None:
-        """Sum of `coef * atoms...` over `terms`, in i64 (None: an atom the kernel cannot read
-        at entry)."""
-        b, total = self.entry.b, ir.Constant(I64, 0)
-        for mono, coef in sorted(terms.items()):
-            term = ir.Constant(I64, coef)
-            for atom in mono:
-                value = self._launch_value(atom)
-                if value is None:
-                    return None
-                term = b.mul(term, value, flags=["nsw"])
-            total = b.add(total, term, flags=["nsw"])
-        return total
-
-    def _launch_value(self, atom: str) -> ir.Value | None:
-        """The i64 value of a launch-uniform atom of the safety model (`shape:x:1`,
-        `param:n`, `gdim0`, `bdim0`); None for one this kernel cannot read at entry."""
-        b = self.entry.b
-        if atom.startswith("shape:"):
-            _, name, axis = atom.rsplit(":", 2)
-            array = self.arrays.get(name)
-            return None if array is None or int(axis) >= len(array.shape) else array.shape[int(axis)]
-        if atom.startswith("param:"):
-            value, dtype = self.params.get(atom[6:]), self.kernel.param(atom[6:]).dtype
-            if value is None or not dtype.is_int or dtype.bits >= 64:
-                return value if value is not None and dtype.is_int and dtype.is_signed else None
-            return (b.sext if dtype.is_signed else b.zext)(value, I64)
-        sreg = {"gdim": "nctaid", "bdim": "ntid"}.get(atom[:-1])
-        if sreg is None:
-            return None
-        return b.zext(self.entry.call(f"llvm.nvvm.read.ptx.sreg.{sreg}.{'xyz'[int(atom[-1])]}", I32), I64)
 
     def _declare_shared(self) -> None:
         """Every shared array of the body, as a module global (see the module docstring)."""

@@ -11,8 +11,11 @@ the array (or past the tile's own shape, when it is padded to a power of two) ar
 read, take `padding`, and are never written. A thread's consecutive registers along the
 last axis move as one vector of up to 16 bytes when the array has unit inner stride and a
 16-byte-aligned pointer (its specialization) and the tile's rows start at multiples of the
-width; a warp's vectors are consecutive, so each access is coalesced. Two paths behind one
-block-uniform branch (`llvm.expect`ed to take the first):
+width; a warp's vectors are consecutive, so each access is coalesced. A tile the bounds
+proofs put inside its array (`kernel.facts["in_bounds"]`, the variant for launches meeting
+their conditions) and that the layout does not pad takes one path: plain vector accesses,
+no test at all (`_Access.inside`). Others take two paths behind one block-uniform branch
+(`llvm.expect`ed to take the first):
 - vectors, where every vector of the tile lies wholly inside the array or wholly outside
   (`_Access.whole_vectors`: full tiles, and edge tiles whose rows start at multiples of the
   width and whose last extent is one too): each vector is one predicated `ld.global`/
