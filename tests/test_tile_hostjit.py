@@ -296,3 +296,40 @@ def test_row_reductions_combined_in_two_stages(rng, dtype, cols):
     assert host_jit.run(positions, 2, num_warps=2, **args) is None
     for name in ("amax", "amin", "best"):
         np.testing.assert_array_equal(args[name], want[name])
+
+
+# ------------------------------------------------- the variant that uses the bounds proofs
+
+
+MARGIN = 64  # elements before and after a poisoned view, a multiple of 16 bytes for every dtype
+
+
+def poisoned_view(shape, dtype, pitch: int, fill):
+    """A 2-d view of `shape` with rows `pitch` elements apart, its first at a 16-byte
+    boundary, the rest of its buffer (and a margin before and after it) filled with
+    `fill`: (view, whole buffer, mask of the buffer outside the view)."""
+    rows, cols = shape
+    whole = np.full(pitch * rows + 2 * MARGIN, fill, dtype)
+    view = whole[MARGIN:MARGIN + pitch * rows].reshape(rows, pitch)[:, :cols]
+    outside = np.ones(whole.shape, bool)
+    outside[MARGIN:MARGIN + pitch * rows].reshape(rows, pitch)[:, :cols] = False
+    assert view.ctypes.data % 16 == 0
+    return view, whole, outside
+
+
+@pytest.mark.parametrize("pitch", [512, 514, 520])
+def test_layernorm_proven_inside_rows_at_any_pitch(rng, pitch):
+    """LayerNorm's tiles are proven inside its arrays on launches whose rows are at least
+    COLS wide: that variant has no masks. Rows of views 514 floats apart start off 16-byte
+    boundaries, where a vector access faults (`host_jit.Misaligned`): they take the
+    element-by-element path; 520 apart (off the grid too) and 512 the vector path. The
+    results are the cpu backend's, and nothing outside the arrays is touched."""
+    x = poisoned_view((3, 512), np.float32, pitch, np.nan)[0]
+    x[:] = rng.standard_normal((3, 512)) + 0.5
+    out, whole, outside = poisoned_view((3, 512), np.float32, pitch, -7.0)
+    w, b = (rng.standard_normal(512).astype(np.float32) for _ in range(2))
+    args = dict(x=x, w=w, b=b, out=out, eps=np.float32(1e-5), COLS=512)
+    want = on_cpu(layernorm, 3, **{**args, "out": np.zeros((3, 512), np.float32)})
+    assert host_jit.run(layernorm, 3, proven=True, **args) is None
+    close(out, want["out"], 1e-6)
+    assert (whole[outside] == -7.0).all()

@@ -261,10 +261,14 @@ class _KernelLowering:
             if value is None or not dtype.is_int or dtype.bits >= 64:
                 return value if value is not None and dtype.is_int and dtype.is_signed else None
             return (b.sext if dtype.is_signed else b.zext)(value, I64)
-        sreg = {"gdim": "nctaid", "bdim": "ntid"}.get(atom[:-1])
-        if sreg is None:
-            return None
-        return b.zext(self.entry.call(f"llvm.nvvm.read.ptx.sreg.{sreg}.{'xyz'[int(atom[-1])]}", I32), I64)
+        kind = {"gdim": "grid_dim", "bdim": "block_dim"}.get(atom[:-1])
+        return None if kind is None else b.zext(self.launch_dim(kind, int(atom[-1])), I64)
+
+    def launch_dim(self, kind: str, axis: int) -> ir.Value:
+        """The grid or block size along `axis` (i32) as the kernel's code sees it
+        (`grid_dim`, `block_dim`), read in the entry block: the launch's own (a track that
+        launches on another grid than the kernel's code sees gives that one)."""
+        return self.entry.call(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{'xyz'[axis]}", I32)
 
     def _declare_shared(self) -> None:
         """Every shared array of the body, as a module global (see the module docstring)."""
