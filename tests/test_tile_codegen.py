@@ -649,3 +649,45 @@ def test_tiles_proven_inside_rows_off_sixteen_bytes_keep_the_test_of_their_align
     assert "st.local" in off and re.search(r"ld\.global\.nc\.b32", off)  # the rolled path
     assert "st.local" not in on and not re.search(r"\bsetp\.", on)
     assert not re.search(r"@%p\d+ (ld|st)\.global", off + on)  # no masks either way
+
+
+@tile.kernel
+def picked_row(x, idx, out, n):
+    u = idx[tile.bid(0)]
+    total = tile.sum(tile.load(x, index=(u,), shape=(1,))) if u < n else 0.0
+    tile.store(out, index=(tile.bid(0),), tile=tile.full((1,), total))
+
+
+@tile.kernel
+def positive_row(x, idx, out, n):
+    u = idx[tile.bid(0)]
+    if u < n and tile.sum(tile.load(x, index=(u,), shape=(1,))) > 0.0:
+        tile.store(out, index=(tile.bid(0),), tile=tile.full((1,), 1.0))
+
+
+def block_of(llvm: str, marker: str) -> str:
+    """The label of the basic block of the first instruction of `llvm` containing `marker`."""
+    label = None
+    for line in llvm.splitlines():
+        found = re.match(r"([\w.]+):", line)
+        label = found.group(1) if found else label
+        if marker in line:
+            return label
+    raise AssertionError(f"no {marker!r}")
+
+
+@pytest.mark.parametrize("kernel_fn, arm", [(picked_row, "select.then"), (positive_row, "and.then")])
+def test_a_tile_load_proven_under_the_condition_that_chooses_it_runs_behind_it(kernel_fn, arm):
+    """`x[u]`'s tile is proven inside x under `u < n` and `n <= x.shape[0]`, the condition of
+    a conditional expression (or the left of an `and`) that chooses it: with no mask, it
+    must run only where the condition holds, behind a branch (computed unconditionally and
+    selected, a row u past x, up to 2**32 - 1, was read)."""
+    from verdigris import safety
+
+    kernel = kernel_fn.specialize_types(dict(x=arr(f32), idx=arr(T.uint32), out=arr(f32), n=T.uint32))
+    safety.check(kernel)
+    (load_node,) = [n for n in checks.sites(kernel) if isinstance(n, X.TileLoad)]
+    assert id(load_node) in kernel.facts["in_bounds"]
+    assert "n <= x.shape[0]" in [t for _, t in kernel.facts["bounds_preconditions"]]
+    llvm = codegen.lower_to_llvm(checks.as_launched(kernel, False), "sm_90")
+    assert block_of(llvm, "getelementptr inbounds float, ptr addrspace(1) %x") == arm

@@ -141,8 +141,10 @@ def _widened_from_32_bits(value: ir.Value) -> bool:
 
 
 def needs_branch(e: N.Expr) -> bool:
-    """Whether evaluating `e` where its result is unused could fault or cost much."""
-    return isinstance(e, (N.Load, N.MathCall)) or any(needs_branch(c) for c in _children(e))
+    """Whether evaluating `e` where its result is unused could fault or cost much: an access
+    (a tile load too: one proven inside its array under the condition that chooses it has
+    no mask) or a math call."""
+    return isinstance(e, (*checks.ACCESS_NODES, N.MathCall)) or any(needs_branch(c) for c in _children(e))
 
 
 def _error(message: str, node) -> errors.CompileError:
