@@ -333,3 +333,29 @@ def test_layernorm_proven_inside_rows_at_any_pitch(rng, pitch):
     assert host_jit.run(layernorm, 3, proven=True, **args) is None
     close(out, want["out"], 1e-6)
     assert (whole[outside] == -7.0).all()
+
+
+@tile.kernel
+def strided_sum(x, out, step, n):
+    """Tiles x[i], x[i + step], ... of one element while i < n, i a 64-bit int."""
+    i = vg.int64(tile.bid(0))
+    acc = tile.zeros((1,), vg.float32)
+    while i < n:
+        acc += tile.load(x, index=(i,), shape=(1,))
+        i += step % 9223372036854775807
+    tile.store(out, index=(tile.bid(0),), tile=acc)
+
+
+def test_a_tile_index_stepped_past_int64_keeps_its_mask():
+    """i + step past 2**63 - 1 wraps to a negative i, still below n: block 2 reads x[2], then
+    x[-2**63] (at x[0]'s address once scaled by 4 bytes) and x[-2], which the mask turns
+    into padding. Taken as exact (i >= 0, i < n <= x.shape[0]), the load was proven inside x
+    and read the poison before it."""
+    x, whole, _ = poisoned_view((1, 4), np.float32, 4, -700.0)
+    x = x[0]
+    x[:] = [1, 10, 100, 1000]
+    args = dict(x=x, out=np.zeros(4, np.float32), step=np.int64(2**63 - 2), n=np.int64(4))
+    want = on_cpu(strided_sum, 4, **args)
+    np.testing.assert_array_equal(want["out"], [1, 10, 100, 1000])
+    assert host_jit.run(strided_sum, 4, proven=True, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])

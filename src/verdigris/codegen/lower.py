@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from itertools import accumulate
 from math import prod
 
 import numpy as np
@@ -147,6 +148,16 @@ def needs_branch(e: N.Expr) -> bool:
     return isinstance(e, (*checks.ACCESS_NODES, N.MathCall)) or any(needs_branch(c) for c in _children(e))
 
 
+def _times(a: tuple, b: tuple) -> tuple:
+    """The interval of the products of two intervals."""
+    products = [x * y for x in a for y in b]
+    return min(products), max(products)
+
+
+def _in_int64(span: tuple) -> bool:
+    return -2**63 <= span[0] and span[1] < 2**63
+
+
 def _error(message: str, node) -> errors.CompileError:
     return errors.CompileError(message, node.loc)
 
@@ -226,29 +237,40 @@ class _KernelLowering:
         the variant that uses the proofs (the launch guard sends the others to the checked
         variant, which has none), as `llvm.assume`s: LLVM may fold the tests they settle,
         such as a mask `arange(C) < x.shape[1]` under `C <= x.shape[1]`. Each is stated as
-        `positive terms <= negative terms` in arithmetic that does not wrap (the values are
-        shapes, sizes and small products of them), the form LLVM's range analysis reads."""
+        `positive terms <= negative terms` in arithmetic that does not wrap (`nsw`), the form
+        LLVM's range analysis reads. The guard compares exact integers: a condition whose
+        sides could leave int64 on a launch that passes it (`x.shape[0] + z.shape[0]` of
+        broadcast views 2**63 - 1 long) is not assumed, as a side that overflowed would be
+        poison."""
         if not self.proven:
             return
         for terms in self.kernel.facts.get("launch_conditions", ()):  # ((atoms, coef), ...)
-            sides = [self._launch_sum({m: c for m, c in terms if c > 0}),
-                     self._launch_sum({m: -c for m, c in terms if c < 0})]
-            if None not in sides:
-                self.entry.call("llvm.assume", ir.VoidType(), self.entry.b.icmp_signed("<=", *sides))
+            right = self._launch_sum({m: -c for m, c in terms if c < 0})
+            left = right and self._launch_sum({m: c for m, c in terms if c > 0}, right[1])
+            if left:
+                self.entry.call("llvm.assume", ir.VoidType(), self.entry.b.icmp_signed("<=", left[0], right[0]))
 
-    def _launch_sum(self, terms: dict) -> ir.Value | None:
-        """Sum of `coef * atoms...` over `terms`, in i64 (None: an atom the kernel cannot read
-        at entry)."""
-        b, total = self.entry.b, ir.Constant(I64, 0)
+    def _launch_sum(self, terms: dict, ceiling: tuple | None = None) -> tuple | None:
+        """(sum of `coef * atoms...` over `terms` in i64, its interval); None where an atom
+        cannot be read at entry, or a product or partial sum could leave int64. `ceiling`:
+        the interval of a sum the guard puts this one below (partial sums of terms that are
+        never negative stay below it too)."""
+        b, total, spans = self.entry.b, ir.Constant(I64, 0), []
         for mono, coef in sorted(terms.items()):
-            term = ir.Constant(I64, coef)
+            term, span = ir.Constant(I64, coef), (coef, coef)
             for atom in mono:
                 value = self._launch_value(atom)
-                if value is None:
+                span = _times(span, self._launch_range(atom))
+                if value is None or not _in_int64(span):
                     return None
                 term = b.mul(term, value, flags=["nsw"])
             total = b.add(total, term, flags=["nsw"])
-        return total
+            spans.append(span)
+        partial = list(accumulate(spans, lambda a, s: (a[0] + s[0], a[1] + s[1]), initial=(0, 0)))
+        reach = partial[-1]
+        if ceiling is not None and all(s[0] >= 0 for s in spans):
+            partial = [(lo, min(hi, ceiling[1])) for lo, hi in partial]
+        return (total, reach) if all(map(_in_int64, partial)) else None
 
     def _launch_value(self, atom: str) -> ir.Value | None:
         """The i64 value of a launch-uniform atom of the safety model (`shape:x:1`,
@@ -265,6 +287,14 @@ class _KernelLowering:
             return (b.sext if dtype.is_signed else b.zext)(value, I64)
         kind = {"gdim": "grid_dim", "bdim": "block_dim"}.get(atom[:-1])
         return None if kind is None else b.zext(self.launch_dim(kind, int(atom[-1])), I64)
+
+    def _launch_range(self, atom: str) -> tuple:
+        """The values a launch-uniform atom (`_launch_value`'s) may take: a parameter its
+        dtype's, an extent any int64 >= 0, a grid or block size a positive int32."""
+        if atom.startswith("param:"):
+            info = np.iinfo(self.kernel.param(atom[6:]).dtype.np)
+            return int(info.min), int(info.max)
+        return (0, 2**63 - 1) if atom.startswith("shape:") else (1, 2**31 - 1)
 
     def launch_dim(self, kind: str, axis: int) -> ir.Value:
         """The grid or block size along `axis` (i32) as the kernel's code sees it
