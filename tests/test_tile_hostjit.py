@@ -359,3 +359,22 @@ def test_a_tile_index_stepped_past_int64_keeps_its_mask():
     np.testing.assert_array_equal(want["out"], [1, 10, 100, 1000])
     assert host_jit.run(strided_sum, 4, proven=True, **args) is None
     np.testing.assert_array_equal(args["out"], want["out"])
+
+
+@tile.kernel
+def at_tile_k(x, out, k, B: vg.constexpr):
+    t = tile.load(x, index=(k,), shape=(B,), padding=-1.0)
+    tile.store(out, index=(tile.bid(0),), tile=t)
+    tile.store(out, index=(k + 1,), tile=t + 100)
+
+
+@pytest.mark.parametrize("k", [2**62, -2**63, 2**61 + 1, 3])
+def test_a_tile_index_whose_first_element_passes_int64_is_outside(k):
+    """Tile k of 4 elements starts at element 4k: for k = 2**62 that is past int64, and
+    wrapped around it was element 0, so the load read x[0:4] where it takes padding and
+    the store at k + 1 wrote out[4:8] (a tile of another block's, as far as the race checker
+    knew); as on the cpu backend, both are outside the arrays."""
+    args = dict(x=np.arange(16, dtype=np.float32), out=np.zeros(16, np.float32), k=np.int64(k), B=4)
+    want = on_cpu(at_tile_k, 1, **args)
+    assert host_jit.run(at_tile_k, 1, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])

@@ -53,13 +53,22 @@ class _Access:
         self.name, self.dtype, self.type = node.array.name, node.array.dtype, node.array.type
         b = self.b
         self.index = [low.expr(i) for i in node.index]
-        self.starts = [b.mul(i, ir.Constant(I64, n)) for i, n in zip(self.index, shape)]
+        self.starts = [self._start(i, n) for i, n in zip(self.index, shape)]
         self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(self.starts)]
         self.width = self._vector_width()
         self.limits = None  # `vector_inside`'s, by axis, made at its first use (on the vector path)
         # the bounds proofs put the whole tile inside the array (`safety.bounds`; on launches
         # that meet their conditions) and the layout pads nothing: no element needs a test
         self.inside = id(node) in low.kernel.facts.get("in_bounds", ()) and tuple(layout.shape) == tuple(shape)
+
+    def _start(self, index: ir.Value, n: int) -> ir.Value:
+        """The tile's first element along an axis, `index * n`; -2**63 where that leaves
+        int64 (a 64-bit index past 2**63 / n): past every extent (< 2**63), also once a
+        thread's and a register's coordinates are added, as the exact element is. Wrapped
+        around, it was an element inside the array (tile 2**62 of 4 elements, element 0)."""
+        b = self.b
+        product = b.smul_with_overflow(index, ir.Constant(I64, n))
+        return b.select(b.extract_value(product, 1), ir.Constant(I64, -2**63), b.extract_value(product, 0))
 
     def _vector_width(self) -> int:
         """Registers per vector access (1: element by element): a thread's consecutive
