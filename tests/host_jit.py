@@ -11,7 +11,10 @@ the IR to the host (address spaces dropped, the special registers read from glob
 harness sets, libdevice's `__nv_*` functions mapped to the C library, atomics' device
 scope dropped), JIT-compiles it with llvmlite's MCJIT and calls it once per (block, thread)
 on the arrays in place. Returns the fault record's words when a bounds fault was recorded,
-else None.
+else None. With `proven=True` it runs the variant a launch meeting the bounds proofs'
+conditions gets (after the safety check; tiles proven inside their arrays have no masks),
+and raises `GuardFails` for a launch that would get the checked one. A vector access at an
+address that is not a multiple of its size, which faults on a GPU, raises `Misaligned`.
 
 Threads of a kernel without barriers or shuffles run one after another. Otherwise each
 thread of a block is an OS thread (the JIT-compiled code runs without the GIL):
@@ -140,12 +143,17 @@ def _predicated_accesses(text: str, extra: list) -> str:
             name = made.setdefault(("mov", constant.group(1)), f"vgh_constant_{constant.group(1)}")
             extra.append(f"define i32 @{name}() {{\n  ret i32 {constant.group(1)}\n}}")
             return f"call i32 @{name}("
-        found = re.search(r"@\$\d+ (ld|st)\.global(?:\.nc)?(?:\.v(\d))?\.b(\d+)", asm)
+        found = re.search(r"(@\$\d+ )?(ld|st)\.global(?:\.nc)?(?:\.v(\d))?\.b(\d+)", asm)
         if found is None:
             raise Unsupported(f"inline assembly {asm!r}")
-        op, count, bits = found.group(1), int(found.group(2) or 1), found.group(3)
-        name = made.setdefault((op, count, bits), f"vgh_{op}_{count}x{bits}")
+        plain, op, count, bits = found.group(1) is None, found.group(2), int(found.group(3) or 1), found.group(4)
+        name = made.setdefault((op, count, bits, plain), f"vgh_{op}_{count}x{bits}{'_plain' if plain else ''}")
         word, vector = f"i{bits}", f"<{count} x i{bits}>"
+        # an access proven inside its array has no predicate (nor padding): always taken
+        head = "" if plain else ("i1 %c, " + (f"{word} %pad, " if op == "ld" else ""))
+        taken = ("" if plain else f"  br i1 %c, label %{op}, label %done\n{op}:\n") \
+            + f"  call void @vgh_aligned(ptr %a, i64 {count * int(bits) // 8 - 1})\n"
+        done = "  br label %done\ndone:\n"
         if op == "ld":
             fields = "".join(f"  %e{j} = extractelement {vector} %v, i32 {j}\n  %s{j + 1} = insertvalue {ret} "
                              f"%s{j}, {word} %e{j}, {j}\n" for j in range(count)) if count > 1 else ""
@@ -153,22 +161,46 @@ def _predicated_accesses(text: str, extra: list) -> str:
             padded = "".join(f"  %p{j + 1} = insertvalue {ret} %p{j}, {word} %pad, {j}\n" for j in range(count)) \
                 if count > 1 else ""
             padding = f"%p{count}" if count > 1 else "%pad"
+            result = f"  ret {ret} {loaded}\n" if plain else \
+                f"{done}  %r = phi {ret} [{padding}, %entry], [{loaded}, %ld]\n  ret {ret} %r\n"
             extra.append(
-                f"define {ret} @{name}(i1 %c, {word} %pad, ptr %a) {{\nentry:\n"
-                + padded.replace("%p0", "undef") + f"  br i1 %c, label %load, label %done\nload:\n"
-                f"  %v = load {vector if count > 1 else word}, ptr %a, align 1\n"
-                + fields.replace("%s0", "undef") + "  br label %done\ndone:\n"
-                f"  %r = phi {ret} [{padding}, %entry], [{loaded}, %load]\n  ret {ret} %r\n}}")
+                f"define {ret} @{name}({head}ptr %a) {{\nentry:\n"
+                + ("" if plain else padded.replace("%p0", "undef")) + taken
+                + f"  %v = load {vector if count > 1 else word}, ptr %a, align 1\n"
+                + fields.replace("%s0", "undef") + result + "}")
         else:
             words = ", ".join(f"{word} %w{j}" for j in range(count))
             build = "".join(f"  %v{j + 1} = insertelement {vector} %v{j}, {word} %w{j}, i32 {j}\n"
                             for j in range(count)).replace("%v0", "undef")
-            extra.append(f"define void @{name}(i1 %c, ptr %a, {words}) {{\nentry:\n"
-                         f"  br i1 %c, label %store, label %done\nstore:\n{build}"
-                         f"  store {vector} %v{count}, ptr %a, align 1\n  br label %done\n"
-                         f"done:\n  ret void\n}}")
+            extra.append(f"define void @{name}({head}ptr %a, {words}) {{\nentry:\n{taken}{build}"
+                         f"  store {vector} %v{count}, ptr %a, align 1\n{'' if plain else done}  ret void\n}}")
         return f"call {ret} @{name}("
+    extra.append(_ALIGNED)
     return _ASM.sub(host, text)
+
+
+# A GPU faults on a vector access whose address is not a multiple of its size (CUDA's
+# "misaligned address"): each one the host runs is tested, and `run` raises `Misaligned`.
+_ALIGNED = """declare void @vgh_misaligned()
+define void @vgh_aligned(ptr %a, i64 %mask) {
+entry:
+  %i = ptrtoint ptr %a to i64
+  %m = and i64 %i, %mask
+  %bad = icmp ne i64 %m, 0
+  br i1 %bad, label %fault, label %done
+fault:
+  call void @vgh_misaligned()
+  br label %done
+done:
+  ret void
+}"""
+
+
+class Misaligned(Exception):
+    pass
+
+
+_MISALIGNED = [0]  # vector accesses at a misaligned address since the last `run` began
 
 
 class _Block:
@@ -198,6 +230,7 @@ def _callbacks() -> list:
     i32, f32 = ctypes.c_int32, ctypes.c_float
     return [
         ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier.wait() and None)),
+        ("vgh_misaligned", ctypes.CFUNCTYPE(None)(lambda: _MISALIGNED.__setitem__(0, _MISALIGNED[0] + 1))),
         ("vgh_shfl_i32", ctypes.CFUNCTYPE(i32, i32, i32, i32, i32)(
             lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
         ("vgh_shfl_f32", ctypes.CFUNCTYPE(f32, i32, f32, i32, i32)(
@@ -224,15 +257,23 @@ def _spec(value, dtype=None):
     return T.of_python_scalar(value)
 
 
-def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = None, **arguments):
-    """`dtypes`: the DType of arrays passed as raw bits (bfloat16 as uint16)."""
+def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = None, proven: bool = False,
+        **arguments):
+    """`dtypes`: the DType of arrays passed as raw bits (bfloat16 as uint16). `proven`: the
+    variant a launch meeting the bounds proofs' conditions runs (tiles proven inside their
+    arrays unmasked; `GuardFails` where this launch does not meet them)."""
     from verdigris.tile.lower import launch_block, lower
 
     llvm = _llvm()
     constexprs = {p.name for p in kernel_fn.params if p.constexpr}
     dtypes = dtypes or {}
     specs = {name: (v if name in constexprs else _spec(v, dtypes.get(name))) for name, v in arguments.items()}
-    kernel = kernel_fn.specialize_types(specs, block=None if num_warps is None else (32 * num_warps, 1, 1))
+    grid = tuple(grid) if isinstance(grid, tuple) else (grid,)
+    grid = grid + (1,) * (3 - len(grid))
+    kernel = kernel_fn.specialize_types(specs, block=None if num_warps is None else (32 * num_warps, 1, 1),
+                                        grid=grid if proven else None)
+    if proven:
+        kernel = _as_proven(kernel_fn, kernel, grid, arguments)
     text, cooperates = _host_ir(str(lower(kernel, "sm_90")))
     module = llvm.parse_assembly(text)
     module.verify()
@@ -256,13 +297,12 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
             values.append(np.asarray(value, p.dtype.np).item() if p.dtype.name not in ("float16", "bfloat16")
                           else int(np.asarray(value, p.dtype.np).view(np.uint16)))
     record = np.zeros(checks.RECORD_WORDS, np.int64)
+    _MISALIGNED[0] = 0
     fault_block = np.array([0, record.ctypes.data], np.int64)
     function = ctypes.CFUNCTYPE(None, *types, ctypes.c_void_p)(
         engine.get_function_address(entry_symbol(kernel.name)))
     sreg = {name: ctypes.c_int32.from_address(engine.get_global_value_address(f"vgh_g_{name.replace('.', '_')}"))
             for name in _SREGS if not name.startswith("tid.")}
-    grid = tuple(grid) if isinstance(grid, tuple) else (grid,)
-    grid = grid + (1,) * (3 - len(grid))
     threads = launch_block(kernel)[0]
     for axis, n in zip("xyz", grid):
         sreg[f"nctaid.{axis}"].value = n
@@ -288,7 +328,30 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
                     w.join()
                 if errors:
                     raise errors[0]
+    if _MISALIGNED[0]:
+        raise Misaligned(f"{_MISALIGNED[0]} vector accesses at addresses not a multiple of their size")
     return record.tolist() if record[checks.RECORD_FLAG] else None
+
+
+class GuardFails(Exception):
+    pass
+
+
+def _as_proven(kernel_fn, kernel, grid: tuple, arguments: dict):
+    """`kernel` checked, as the launch `grid`, `arguments` compiles it: the variant that
+    uses the bounds proofs, which this launch must pass the guard of."""
+    from types import SimpleNamespace
+
+    from verdigris import safety
+
+    safety.check(kernel)
+    names = [p.name for p in kernel_fn.params]
+    values = [arguments[n] for n in names]
+    infos = [SimpleNamespace(shape=v.shape) if isinstance(v, np.ndarray) else None for v in values]
+    guard = safety.bounds.launch_guard(kernel, names)
+    if guard is not None and not guard(values, infos, grid, (1, 1, 1)):
+        raise GuardFails(f"this launch runs the checked variant: {guard.condition}")
+    return checks.as_launched(kernel, checked=False)
 
 
 def _catching(fn, errors: list):

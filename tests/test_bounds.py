@@ -417,3 +417,103 @@ def test_kernels_with_settled_checks_assemble(target, cpu):
     for k, args in cases:
         spec, *_ = spec_for(k, (1, 1, 1), (128, 1, 1), *args)
         assert codegen.assemble(codegen.compile_to_ptx(spec.kernel, target).ptx, target)[:4] == b"\x7fELF"
+
+
+# ------------------------------------------------------- 64-bit wrap-around and huge extents
+
+
+@simt.kernel
+def shifted_by_a_sum(x, out, k, m, n):
+    i = simt.global_id(0)
+    j = i + k + m  # int64: k + m near -2**64 wraps to a small positive shift
+    if j >= 0 and i < n:
+        out[i] = x[j]
+
+
+@simt.kernel
+def shifted_by_a_cast(x, out, k, n):
+    i = simt.global_id(0)
+    j = i + vg.int64(k)  # a uint64 k of 2**64 - 1 is -1
+    if j < n:
+        out[i] = x[j]
+
+
+@simt.kernel
+def stepped_past_int64(x, out, step, n):
+    i = simt.global_id(0)
+    total = 0.0
+    while i < n:
+        total += x[i]
+        i += step % 9223372036854775807  # i + step past 2**63 - 1 is negative
+    if simt.global_id(0) < out.shape[0]:
+        out[simt.global_id(0)] = total
+
+
+@simt.kernel
+def beside_a_long_view(x, y, z, out):
+    i = simt.global_id(0)
+    if i + x.shape[0] < y.shape[0] + 5:  # wraps where x is a broadcast view 2**63 - 1 long
+        out[i] = z[i]
+
+
+def long_view():
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), (2**63 - 1,), (0,))
+
+
+WRAPPING = {
+    "sum": (shifted_by_a_sum, lambda x, out: (x, out, np.int64(-2**63), np.int64(-2**63 + 5), 8)),
+    "cast": (shifted_by_a_cast, lambda x, out: (x, out, np.uint64(2**64 - 1), 4)),
+    "while": (stepped_past_int64, lambda x, out: (x, out, 2**63 - 2, 4)),
+    "extent": (beside_a_long_view, lambda x, out: (long_view(), x[:1], x, out)),
+}
+
+
+@pytest.mark.parametrize("case", WRAPPING)
+def test_an_index_that_wraps_in_64_bits_is_checked_where_it_does(cpu, case):
+    """The guard compares exact integers; the kernel's 64-bit arithmetic wraps. A load whose
+    index wraps past x on these launches (k + m = 2**64 - 5, int64(2**64 - 1) = -1, i
+    stepped past 2**63 - 1, a broadcast extent of 2**63 - 1 plus i) keeps its check on them:
+    it is not proven, or the guard sends the launch to the checked variant. (The proofs
+    once took these as exact: `k + m + n <= x.shape[0]` held, and x[5] was read unchecked.)"""
+    k, make = WRAPPING[case]
+    x, out = np.arange(4, dtype=np.float32), np.zeros(8, np.float32)
+    grid, block = (1, 1, 1), (8, 1, 1)
+    spec, values, infos = spec_for(k, grid, block, *make(x, out))
+    (load,) = [ok for (kind, _, _), ok in accesses(spec.kernel).items() if kind == "Load"]
+    guard = spec.bounds_guard
+    assert not (load and (guard is None or guard(values, infos, grid, block)))
+    if case != "extent":  # (the cpu backend cannot index a view that long)
+        with pytest.raises(vg.BoundsError, match=r"x\[-?\d+\] with shape \(4,\)"):
+            k[1, 8](*make(x, out))
+
+
+@simt.kernel
+def short_of_y(y, z, out):
+    i = simt.global_id(0)
+    if i < y.shape[0] - 5:
+        out[i] = z[i]
+
+
+@simt.kernel
+def shifted_read(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i + 1]
+
+
+def test_launch_conditions_assumed_only_where_their_sides_fit_int64(cpu):
+    """The proven variant assumes its launch conditions (`llvm.assume`) in 64-bit arithmetic
+    that must not wrap, the guard compares exact integers: `y.shape[0] <= 5 + z.shape[0]`
+    holds of a z 2**63 - 1 long (a broadcast view), where `5 + z.shape[0]` overflows and
+    the assume would be poison (undefined behaviour), so it is not assumed;
+    `1 + out.shape[0] <= x.shape[0]` is (its left side is below its right one)."""
+    def assumes(k, *args):
+        spec, *_ = spec_for(k, (1, 1, 1), (32, 1, 1), *args)
+        assert all(accesses(spec.kernel).values())
+        llvm = codegen.lower_to_llvm(checks.as_launched(spec.kernel, checked=False), "sm_90")
+        return [t for _, t in spec.kernel.facts["bounds_preconditions"]], llvm.count("call void @llvm.assume")
+
+    y, z = np.ones(8, np.float32), np.ones(8, np.float32)
+    texts, count = assumes(short_of_y, y, z, np.zeros(8, np.float32))
+    assert "y.shape[0] <= 5 + z.shape[0]" in texts and count == 0
+    assert assumes(shifted_read, y, np.zeros(4, np.float32)) == (["1 + out.shape[0] <= x.shape[0]"], 1)

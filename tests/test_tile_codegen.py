@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from itertools import product
 
 import numpy as np
@@ -448,8 +449,6 @@ def test_arrays_on_the_grid_need_no_rolled_path():
     (`ArrayType.on_grid`, what a launch with such arrays specializes on): its vectors can
     never straddle an edge, so neither the run-time test of that nor the element-by-element
     path behind it (a local array per vector) is emitted."""
-    from dataclasses import replace
-
     from verdigris.frontend import build_kernel
     from verdigris.frontend.typing import Static
 
@@ -471,8 +470,6 @@ def test_tiles_of_several_rows_on_the_grid_need_no_rolled_path():
     bounds test cannot take as it is; on the grid it is clamped first (`_Access._limit`),
     so there is still no rolled path (it cost 8 registers and a 128-byte local frame),
     and every bounds test stays 32-bit."""
-    from dataclasses import replace
-
     specs = dict(x=replace(arr(bf16, 2), on_grid=True), out=replace(arr(bf16, 2), on_grid=True),
                  n=T.int64, R=2, C=8192)
     ptx = codegen.compile_to_ptx(center_rows.specialize_types(specs, block=(512,)), "sm_90").ptx
@@ -533,13 +530,15 @@ def test_a_row_statistic_in_a_variable_stays_where_it_was_made():
 # ----------------------------------------------------------------------------- tiles proven inside
 
 
-def launched_ptx(name: str, checked: bool, emit: str = "ptx") -> str:
+def launched_ptx(name: str, checked: bool, emit: str = "ptx", on_grid: bool = False) -> str:
     """The kernel as a launch compiles it after the safety check: the variant that uses the
-    bounds proofs (for launches meeting their conditions), or with `checked` the other."""
+    bounds proofs (for launches meeting their conditions), or with `checked` the other;
+    `on_grid`: its 2-d arrays specialized as on the grid (`ArrayType.on_grid`)."""
     from verdigris import safety
 
     kernel_fn, specs = SPECS[name]
-    kernel = kernel_fn.specialize_types(specs)
+    kernel = kernel_fn.specialize_types({k: replace(v, on_grid=True) if on_grid and isinstance(v, ArrayType)
+                                         and v.ndim == 2 else v for k, v in specs.items()})
     safety.check(kernel)
     launched = checks.as_launched(kernel, checked)
     return codegen.lower_to_llvm(launched, "sm_90") if emit == "llvm" else codegen.compile_to_ptx(launched, "sm_90").ptx
@@ -559,12 +558,15 @@ def test_layernorm_tiles_are_proven_inside_their_arrays_under_launch_conditions(
 
 
 def test_tiles_proven_inside_need_no_masks_and_the_conditions_fold_the_where():
-    """On launches meeting the proofs' conditions LayerNorm's loads and store are plain
-    vector accesses (no predicate, no rolled edge path), and `tile.arange(COLS) <
-    x.shape[1]` folds to true under the assumed `8192 <= x.shape[1]` (no select per
-    element); the variant for the other launches keeps every mask."""
-    proven, checked = launched_ptx("layernorm", False), launched_ptx("layernorm", True)
+    """On launches meeting the proofs' conditions, with rows on the grid (at multiples of 16
+    elements, as LayerNorm's usually are), LayerNorm's loads and store are plain vector
+    accesses (no predicate, no rolled edge path), and `tile.arange(COLS) < x.shape[1]`
+    folds to true under the assumed `8192 <= x.shape[1]` (no select per element); the
+    variant for the other launches keeps every mask. Rows off the grid keep one test of
+    their alignment, and the rolled path for rows that split vectors."""
+    proven, checked = launched_ptx("layernorm", False, on_grid=True), launched_ptx("layernorm", True)
     assert not re.search(r"@%p\d+ (ld|st)\.global", proven) and "st.local" not in proven
+    assert "st.local" in launched_ptx("layernorm", False)
     assert len(re.findall(r"ld\.global\.nc\.v4\.b32", proven)) == 3 * 4
     assert proven.count("selp.f32") < checked.count("selp.f32") // 4
     assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", checked)) == 3 * 4
@@ -600,3 +602,92 @@ def test_what_the_tile_proofs_leave_masked():
     assert len(kernel.facts["in_bounds"]) == 2
     ptx = codegen.compile_to_ptx(checks.as_launched(kernel, False), "sm_90").ptx
     assert re.search(r"@%p\d+ ld\.global", ptx)
+
+
+def test_a_persistent_product_assumes_its_launch_conditions_of_the_grid_its_code_sees():
+    """A persistent product runs min(tiles, multiprocessors) blocks along x and its code on
+    the grid it was launched for (the virtual grid, arguments after the fault block): the
+    proofs' launch conditions (`128*grid_dim(0) <= c.shape[0]`, ...) hold of that grid, and
+    of the one launched they may not (2 x 64 tiles of c run on 128 blocks along x), which
+    would make each `llvm.assume` of them false: undefined behaviour."""
+    from verdigris import safety
+    from verdigris.examples.tile_gemm import gemm_bias_gelu
+    from verdigris.tile import matmul
+
+    kernel = gemm_bias_gelu.specialize_types(dict(a=arr(bf16, 2), b=arr(bf16, 2), bias=arr(bf16, 2),
+                                                  c=arr(bf16, 2), BM=128, BN=256, BK=64))
+    safety.check(kernel)
+    assert matmul.plan(kernel, "sm_90a").persistent
+    assert "128*grid_dim(0) <= c.shape[0]" in [t for _, t in kernel.facts["bounds_preconditions"]]
+    llvm = codegen.lower_to_llvm(checks.as_launched(kernel, False), "sm_90a")
+    entry = llvm[llvm.index("entry:"):llvm.index("br label %body")]
+    assert entry.count("call void @llvm.assume") == 4 and "nctaid" not in entry
+
+
+@tile.kernel
+def scaled_rows(x, out, COLS: vg.constexpr):
+    r = tile.bid(0)
+    tile.store(out, index=(r, 0), tile=tile.load(x, index=(r, 0), shape=(1, COLS)) * 2)
+
+
+def test_tiles_proven_inside_rows_off_sixteen_bytes_keep_the_test_of_their_alignment():
+    """A row of a tile proven inside its array is one vector access per 4 floats, which
+    faults where the row does not start at a multiple of 16 bytes (a view `wide[:, :128]`
+    of rows of 130): off the grid, the variant that uses the proofs tests the row strides
+    once and takes the element-by-element path for such rows; 1-d arrays and arrays on the
+    grid need no test."""
+    from verdigris import safety
+
+    def proven_ptx(on_grid: bool) -> str:
+        kernel = scaled_rows.specialize_types(dict(x=replace(arr(f32, 2), on_grid=on_grid),
+                                                   out=replace(arr(f32, 2), on_grid=on_grid), COLS=128))
+        safety.check(kernel)
+        assert len(kernel.facts["in_bounds"]) == 2
+        return codegen.compile_to_ptx(checks.as_launched(kernel, False), "sm_90").ptx
+
+    off, on = proven_ptx(False), proven_ptx(True)
+    assert "st.local" in off and re.search(r"ld\.global\.nc\.b32", off)  # the rolled path
+    assert "st.local" not in on and not re.search(r"\bsetp\.", on)
+    assert not re.search(r"@%p\d+ (ld|st)\.global", off + on)  # no masks either way
+
+
+@tile.kernel
+def picked_row(x, idx, out, n):
+    u = idx[tile.bid(0)]
+    total = tile.sum(tile.load(x, index=(u,), shape=(1,))) if u < n else 0.0
+    tile.store(out, index=(tile.bid(0),), tile=tile.full((1,), total))
+
+
+@tile.kernel
+def positive_row(x, idx, out, n):
+    u = idx[tile.bid(0)]
+    if u < n and tile.sum(tile.load(x, index=(u,), shape=(1,))) > 0.0:
+        tile.store(out, index=(tile.bid(0),), tile=tile.full((1,), 1.0))
+
+
+def block_of(llvm: str, marker: str) -> str:
+    """The label of the basic block of the first instruction of `llvm` containing `marker`."""
+    label = None
+    for line in llvm.splitlines():
+        found = re.match(r"([\w.]+):", line)
+        label = found.group(1) if found else label
+        if marker in line:
+            return label
+    raise AssertionError(f"no {marker!r}")
+
+
+@pytest.mark.parametrize("kernel_fn, arm", [(picked_row, "select.then"), (positive_row, "and.then")])
+def test_a_tile_load_proven_under_the_condition_that_chooses_it_runs_behind_it(kernel_fn, arm):
+    """`x[u]`'s tile is proven inside x under `u < n` and `n <= x.shape[0]`, the condition of
+    a conditional expression (or the left of an `and`) that chooses it: with no mask, it
+    must run only where the condition holds, behind a branch (computed unconditionally and
+    selected, a row u past x, up to 2**32 - 1, was read)."""
+    from verdigris import safety
+
+    kernel = kernel_fn.specialize_types(dict(x=arr(f32), idx=arr(T.uint32), out=arr(f32), n=T.uint32))
+    safety.check(kernel)
+    (load_node,) = [n for n in checks.sites(kernel) if isinstance(n, X.TileLoad)]
+    assert id(load_node) in kernel.facts["in_bounds"]
+    assert "n <= x.shape[0]" in [t for _, t in kernel.facts["bounds_preconditions"]]
+    llvm = codegen.lower_to_llvm(checks.as_launched(kernel, False), "sm_90")
+    assert block_of(llvm, "getelementptr inbounds float, ptr addrspace(1) %x") == arm

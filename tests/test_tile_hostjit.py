@@ -296,3 +296,85 @@ def test_row_reductions_combined_in_two_stages(rng, dtype, cols):
     assert host_jit.run(positions, 2, num_warps=2, **args) is None
     for name in ("amax", "amin", "best"):
         np.testing.assert_array_equal(args[name], want[name])
+
+
+# ------------------------------------------------- the variant that uses the bounds proofs
+
+
+MARGIN = 64  # elements before and after a poisoned view, a multiple of 16 bytes for every dtype
+
+
+def poisoned_view(shape, dtype, pitch: int, fill):
+    """A 2-d view of `shape` with rows `pitch` elements apart, its first at a 16-byte
+    boundary, the rest of its buffer (and a margin before and after it) filled with
+    `fill`: (view, whole buffer, mask of the buffer outside the view)."""
+    rows, cols = shape
+    whole = np.full(pitch * rows + 2 * MARGIN, fill, dtype)
+    view = whole[MARGIN:MARGIN + pitch * rows].reshape(rows, pitch)[:, :cols]
+    outside = np.ones(whole.shape, bool)
+    outside[MARGIN:MARGIN + pitch * rows].reshape(rows, pitch)[:, :cols] = False
+    assert view.ctypes.data % 16 == 0
+    return view, whole, outside
+
+
+@pytest.mark.parametrize("pitch", [512, 514, 520])
+def test_layernorm_proven_inside_rows_at_any_pitch(rng, pitch):
+    """LayerNorm's tiles are proven inside its arrays on launches whose rows are at least
+    COLS wide: that variant has no masks. Rows of views 514 floats apart start off 16-byte
+    boundaries, where a vector access faults (`host_jit.Misaligned`): they take the
+    element-by-element path; 520 apart (off the grid too) and 512 the vector path. The
+    results are the cpu backend's, and nothing outside the arrays is touched."""
+    x = poisoned_view((3, 512), np.float32, pitch, np.nan)[0]
+    x[:] = rng.standard_normal((3, 512)) + 0.5
+    out, whole, outside = poisoned_view((3, 512), np.float32, pitch, -7.0)
+    w, b = (rng.standard_normal(512).astype(np.float32) for _ in range(2))
+    args = dict(x=x, w=w, b=b, out=out, eps=np.float32(1e-5), COLS=512)
+    want = on_cpu(layernorm, 3, **{**args, "out": np.zeros((3, 512), np.float32)})
+    assert host_jit.run(layernorm, 3, proven=True, **args) is None
+    close(out, want["out"], 1e-6)
+    assert (whole[outside] == -7.0).all()
+
+
+@tile.kernel
+def strided_sum(x, out, step, n):
+    """Tiles x[i], x[i + step], ... of one element while i < n, i a 64-bit int."""
+    i = vg.int64(tile.bid(0))
+    acc = tile.zeros((1,), vg.float32)
+    while i < n:
+        acc += tile.load(x, index=(i,), shape=(1,))
+        i += step % 9223372036854775807
+    tile.store(out, index=(tile.bid(0),), tile=acc)
+
+
+def test_a_tile_index_stepped_past_int64_keeps_its_mask():
+    """i + step past 2**63 - 1 wraps to a negative i, still below n: block 2 reads x[2], then
+    x[-2**63] (at x[0]'s address once scaled by 4 bytes) and x[-2], which the mask turns
+    into padding. Taken as exact (i >= 0, i < n <= x.shape[0]), the load was proven inside x
+    and read the poison before it."""
+    x, whole, _ = poisoned_view((1, 4), np.float32, 4, -700.0)
+    x = x[0]
+    x[:] = [1, 10, 100, 1000]
+    args = dict(x=x, out=np.zeros(4, np.float32), step=np.int64(2**63 - 2), n=np.int64(4))
+    want = on_cpu(strided_sum, 4, **args)
+    np.testing.assert_array_equal(want["out"], [1, 10, 100, 1000])
+    assert host_jit.run(strided_sum, 4, proven=True, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])
+
+
+@tile.kernel
+def at_tile_k(x, out, k, B: vg.constexpr):
+    t = tile.load(x, index=(k,), shape=(B,), padding=-1.0)
+    tile.store(out, index=(tile.bid(0),), tile=t)
+    tile.store(out, index=(k + 1,), tile=t + 100)
+
+
+@pytest.mark.parametrize("k", [2**62, -2**63, 2**61 + 1, 3])
+def test_a_tile_index_whose_first_element_passes_int64_is_outside(k):
+    """Tile k of 4 elements starts at element 4k: for k = 2**62 that is past int64, and
+    wrapped around it was element 0, so the load read x[0:4] where it takes padding and
+    the store at k + 1 wrote out[4:8] (a tile of another block's, as far as the race checker
+    knew); as on the cpu backend, both are outside the arrays."""
+    args = dict(x=np.arange(16, dtype=np.float32), out=np.zeros(16, np.float32), k=np.int64(k), B=4)
+    want = on_cpu(at_tile_k, 1, **args)
+    assert host_jit.run(at_tile_k, 1, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])

@@ -143,8 +143,10 @@ def _widened_from_32_bits(value: ir.Value) -> bool:
 
 
 def needs_branch(e: N.Expr) -> bool:
-    """Whether evaluating `e` where its result is unused could fault or cost much."""
-    return isinstance(e, (N.Load, N.MathCall)) or any(needs_branch(c) for c in _children(e))
+    """Whether evaluating `e` where its result is unused could fault or cost much: an access
+    (a tile load too: one proven inside its array under the condition that chooses it has
+    no mask) or a math call."""
+    return isinstance(e, (*checks.ACCESS_NODES, N.MathCall)) or any(needs_branch(c) for c in _children(e))
 
 
 def _error(message: str, node) -> errors.CompileError:
@@ -219,6 +221,12 @@ class _KernelLowering:
             self.slots[name] = self._alloca(reg_type(dtype), name)
             if name in self.params:  # a scalar parameter the body assigns to
                 self.b.store(self.params.pop(name), self.slots[name])
+
+    def launch_dim(self, kind: str, axis: int) -> ir.Value:
+        """The grid or block size along `axis` (i32) as the kernel's code sees it
+        (`grid_dim`, `block_dim`), read in the entry block: the launch's own (a track that
+        launches on another grid than the kernel's code sees gives that one)."""
+        return self.entry.call(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{'xyz'[axis]}", I32)
 
     def _declare_shared(self) -> None:
         """Every shared array of the body, as a module global (see the module docstring)."""

@@ -26,7 +26,7 @@ INF = math.inf
 MAX_BLOCK = 1024
 MAX_AXIS_THREADS = 2**31 - 1  # launch guarantee: grid_dim(a) * block_dim(a) <= this
 MAX_GRID = (2**31 - 1, 65535, 65535)
-MAX_ELEMENTS = 2**62
+MAX_ELEMENTS = 2**63 - 1  # an extent is an int64 (a broadcast view of bytes reaches this)
 AXES = "xyz"
 
 

@@ -332,7 +332,7 @@ class MmaLowering(TileLowering):
         super().__init__(kernel, target)
         self.target = target
         self.stream_count = None  # running iteration count of a specialized kernel's stream
-        args = self.fn.args[len(self.fn.args) - len(self.extra_params()):]
+        args = self._extra_args()
         self.virtual_grid = []
         if self.plan.persistent:
             self.virtual_grid, args = list(args[:3]), args[3:]
@@ -342,6 +342,18 @@ class MmaLowering(TileLowering):
             arg.attributes = grid_constant_attributes()
             arg.attributes.align = 64
             self.tensor_map_args.append(self.allocas.ptrtoint(arg, I64))
+
+    def _extra_args(self) -> list:
+        """The kernel's arguments after the fault block (`extra_params`)."""
+        return self.fn.args[len(self.fn.args) - len(self.extra_params()):]
+
+    def launch_dim(self, kind: str, axis: int) -> ir.Value:
+        """A persistent kernel runs on one block per multiprocessor, its code on the grid it
+        was launched for (the virtual grid, its first arguments after the fault block): the
+        bounds proofs' launch conditions (`llvm.assume`) are about that one."""
+        if self.plan.persistent and kind == "grid_dim":
+            return self._extra_args()[axis]
+        return super().launch_dim(kind, axis)
 
     def bounds(self) -> tuple | None:
         """A warp-specialized product: its threads and one block per multiprocessor, the

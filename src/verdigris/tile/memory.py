@@ -56,13 +56,22 @@ class _Access:
         self.name, self.dtype, self.type = node.array.name, node.array.dtype, node.array.type
         b = self.b
         self.index = [low.expr(i) for i in node.index]
-        self.starts = [b.mul(i, ir.Constant(I64, n)) for i, n in zip(self.index, shape)]
+        self.starts = [self._start(i, n) for i, n in zip(self.index, shape)]
         self.bases = [b.add(s, b.zext(low.thread_coord(layout, k), I64)) for k, s in enumerate(self.starts)]
         self.width = self._vector_width()
         self.limits = None  # `vector_inside`'s, by axis, made at its first use (on the vector path)
         # the bounds proofs put the whole tile inside the array (`safety.bounds`; on launches
         # that meet their conditions) and the layout pads nothing: no element needs a test
         self.inside = id(node) in low.kernel.facts.get("in_bounds", ()) and tuple(layout.shape) == tuple(shape)
+
+    def _start(self, index: ir.Value, n: int) -> ir.Value:
+        """The tile's first element along an axis, `index * n`; -2**63 where that leaves
+        int64 (a 64-bit index past 2**63 / n): past every extent (< 2**63), also once a
+        thread's and a register's coordinates are added, as the exact element is. Wrapped
+        around, it was an element inside the array (tile 2**62 of 4 elements, element 0)."""
+        b = self.b
+        product = b.smul_with_overflow(index, ir.Constant(I64, n))
+        return b.select(b.extract_value(product, 1), ir.Constant(I64, -2**63), b.extract_value(product, 0))
 
     def _vector_width(self) -> int:
         """Registers per vector access (1: element by element): a thread's consecutive
@@ -153,25 +162,30 @@ class _Access:
                     coords[k] = b.or_(coords[k], b.shl(part, ir.Constant(I32, c.bit_length() - 1)))
         return coords
 
-    def whole_vectors(self) -> ir.Value:
+    def whole_vectors(self) -> ir.Value | None:
         """Whether every vector of this tile lies wholly inside the array or wholly outside
         (block-uniform, run time): every row starts at a multiple of the width, and the last
         axis's extent is a multiple of it too or the tile ends within it; and, for
         `vector_inside`'s 32 bits, along every spanned axis the extent is below 2**31 and
         the start `s` is `0 <= s <= 2**31 - n` (n: the tile's padded size along the axis).
         Arrays past 2**31 elements along a spanned axis take the rolled path (this test runs
-        once per statement). An array specialized as on the grid (`ArrayType.on_grid`: its
-        extents and row strides multiples of 16, so of the width, its extents below 2**30)
-        always has whole vectors: no test, and no rolled path."""
+        once per statement). A tile proven inside its array (`inside`) needs only its rows
+        to start at multiples of the width: an `ld.global.v4` at an address off its 16 bytes
+        faults. None where it holds on every launch, so there is no test and no rolled path:
+        an array specialized as on the grid (`ArrayType.on_grid`: its extents and row strides
+        multiples of 16, so of the width, its extents below 2**30), or a tile proven inside
+        a 1-d array."""
+        if self.type.on_grid or (self.inside and len(self.view.strides) == 1):
+            return None
         b, width, ok = self.b, self.width, ir.Constant(I1, True)
-        if self.type.on_grid:
+        mask = ir.Constant(I64, width - 1)
+        for stride in self.view.strides[:-1]:
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
+        if self.inside:
             return ok
         for k in self._spanned():
             ok = b.and_(ok, b.icmp_unsigned("<=", self.starts[k], ir.Constant(I64, 2**31 - self.layout.shape[k])))
             ok = b.and_(ok, b.icmp_unsigned("<", self.view.shape[k], ir.Constant(I64, 2**31)))
-        mask = ir.Constant(I64, width - 1)
-        for stride in self.view.strides[:-1]:
-            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(stride, mask), ir.Constant(I64, 0)))
         extent = self.view.shape[-1]
         end = b.mul(b.add(self.index[-1], ir.Constant(I64, 1)), ir.Constant(I64, self.shape[-1]))
         whole = b.or_(b.icmp_unsigned("==", b.and_(extent, mask), ir.Constant(I64, 0)),
@@ -181,13 +195,13 @@ class _Access:
 
 def _vector_path(low, accesses: list) -> ir.Value | None:
     """Whether the vector path may be taken: every access with vectors has whole vectors
-    only (None: no access has vectors, there is one path)."""
-    vectored = [a for a in accesses if a.width > 1]
-    if not vectored:
+    only (None: it is taken on every launch, there is one path)."""
+    tests = [t for t in (a.whole_vectors() for a in accesses if a.width > 1) if t is not None]
+    if not tests:
         return None
-    whole = ir.Constant(I1, True)
-    for access in vectored:
-        whole = low.b.and_(whole, access.whole_vectors())
+    whole = tests[0]
+    for test in tests[1:]:
+        whole = low.b.and_(whole, test)
     return low.likely(whole)
 
 
@@ -287,7 +301,7 @@ class _Group:
 
     def paths(self, then) -> list:
         vectors = lambda: then({k: self.vectors(k) for k in range(len(self.items))})  # noqa: E731
-        whole = None if all(a.inside for a in self.accesses) else _vector_path(self.low, self.accesses)
+        whole = _vector_path(self.low, self.accesses)
         if whole is None:
             return vectors()
         return control.choose(self.low, whole, vectors, lambda: then(
@@ -431,10 +445,11 @@ def store(low, node, value, atomic: str | None = None) -> None:
     else:
         packing = _Words(dtype, access.width)
         words = packing.words(b, value.regs)
-        if access.inside:
+        whole = _vector_path(low, [access])
+        if whole is None:
             _store_vectors(low, access, packing, words)
         else:
-            control.choose(low, _vector_path(low, [access]), lambda: _store_vectors(low, access, packing, words),
+            control.choose(low, whole, lambda: _store_vectors(low, access, packing, words),
                            lambda: _store_rolled(low, access, packing, words), "store", ("vectors", "rolled"))
     if owner is not None:
         b.branch(end_bb)
