@@ -14,7 +14,8 @@ on the arrays in place. Returns the fault record's words when a bounds fault was
 else None. With `proven=True` it runs the variant a launch meeting the bounds proofs'
 conditions gets (after the safety check; tiles proven inside their arrays have no masks),
 and raises `GuardFails` for a launch that would get the checked one. A vector access at an
-address that is not a multiple of its size, which faults on a GPU, raises `Misaligned`.
+address that is not a multiple of its size, which faults on a GPU, raises `Misaligned`; an
+access to global memory outside every array argument raises `OutOfBounds`.
 
 Threads of a kernel without barriers or shuffles run one after another. Otherwise each
 thread of a block is an OS thread (the JIT-compiled code runs without the GIL):
@@ -31,6 +32,7 @@ import re
 import threading
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from verdigris import types as T
 from verdigris.codegen import checks
@@ -87,6 +89,7 @@ _COOPERATION = {"llvm.nvvm.barrier0": "vgh_barrier", "llvm.nvvm.shfl.sync.bfly.i
 
 def _host_ir(text: str) -> tuple:
     """(host IR, whether the threads cooperate)."""
+    text = _ACCESS.sub(r"\1call void @vgh_bounded(ptr addrspace(1) \3, i64 1)\n\1\2", text)
     text = re.sub(r'@"([A-Za-z_.][\w.]*)"', r"@\1", text)  # llvmlite quotes names with dots
     text = re.sub(r'^target (triple|datalayout) = .*$', "", text, flags=re.M)
     text = re.sub(r"\s*addrspace\(\d+\)", "", text)
@@ -152,7 +155,8 @@ def _predicated_accesses(text: str, extra: list) -> str:
         # an access proven inside its array has no predicate (nor padding): always taken
         head = "" if plain else ("i1 %c, " + (f"{word} %pad, " if op == "ld" else ""))
         taken = ("" if plain else f"  br i1 %c, label %{op}, label %done\n{op}:\n") \
-            + f"  call void @vgh_aligned(ptr %a, i64 {count * int(bits) // 8 - 1})\n"
+            + f"  call void @vgh_aligned(ptr %a, i64 {count * int(bits) // 8 - 1})\n" \
+            + f"  call void @vgh_bounded(ptr %a, i64 {count * int(bits) // 8})\n"
         done = "  br label %done\ndone:\n"
         if op == "ld":
             fields = "".join(f"  %e{j} = extractelement {vector} %v, i32 {j}\n  %s{j + 1} = insertvalue {ret} "
@@ -175,8 +179,53 @@ def _predicated_accesses(text: str, extra: list) -> str:
             extra.append(f"define void @{name}({head}ptr %a, {words}) {{\nentry:\n{taken}{build}"
                          f"  store {vector} %v{count}, ptr %a, align 1\n{'' if plain else done}  ret void\n}}")
         return f"call {ret} @{name}("
-    extra.append(_ALIGNED)
+    extra += [_ALIGNED, _BOUNDED]
     return _ASM.sub(host, text)
+
+
+# Every access to global memory (a load, store, atomic, or vector access of inline PTX that
+# is taken) is tested to lie within the arguments' buffers (`byte_bounds`, and the fault
+# record's): the GPU would read or write another allocation, or fault; `run` raises
+# `OutOfBounds`. The buffers are `vgh_ranges`' first `vgh_nranges` [start, end) pairs.
+_ACCESS = re.compile(r'^(\s+)((?:%"?[\w.]+"? = )?(?:load [^,]+, |store [^,]+, |atomicrmw (?:volatile )?\w+ |cmpxchg )'
+                     r'ptr addrspace\(1\) (%"?[\w.]+"?))', re.M)
+MAX_RANGES = 64
+_BOUNDED = f"""@vgh_ranges = global [{MAX_RANGES} x [2 x i64]] zeroinitializer
+@vgh_nranges = global i64 0
+declare void @vgh_outside()
+define void @vgh_bounded(ptr %p, i64 %size) {{
+entry:
+  %a = ptrtoint ptr %p to i64
+  %end = add i64 %a, %size
+  %n = load i64, ptr @vgh_nranges
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %test]
+  %done = icmp eq i64 %i, %n
+  br i1 %done, label %outside, label %test
+test:
+  %lop = getelementptr [{MAX_RANGES} x [2 x i64]], ptr @vgh_ranges, i64 0, i64 %i, i64 0
+  %hip = getelementptr [{MAX_RANGES} x [2 x i64]], ptr @vgh_ranges, i64 0, i64 %i, i64 1
+  %l = load i64, ptr %lop
+  %h = load i64, ptr %hip
+  %ge = icmp uge i64 %a, %l
+  %le = icmp ule i64 %end, %h
+  %in = and i1 %ge, %le
+  %next = add i64 %i, 1
+  br i1 %in, label %inside, label %loop
+outside:
+  call void @vgh_outside()
+  br label %inside
+inside:
+  ret void
+}}"""
+
+
+class OutOfBounds(Exception):
+    pass
+
+
+_OUTSIDE = [0]  # accesses outside every buffer since the last `run` began
 
 
 # A GPU faults on a vector access whose address is not a multiple of its size (CUDA's
@@ -231,6 +280,7 @@ def _callbacks() -> list:
     return [
         ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier.wait() and None)),
         ("vgh_misaligned", ctypes.CFUNCTYPE(None)(lambda: _MISALIGNED.__setitem__(0, _MISALIGNED[0] + 1))),
+        ("vgh_outside", ctypes.CFUNCTYPE(None)(lambda: _OUTSIDE.__setitem__(0, _OUTSIDE[0] + 1))),
         ("vgh_shfl_i32", ctypes.CFUNCTYPE(i32, i32, i32, i32, i32)(
             lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
         ("vgh_shfl_f32", ctypes.CFUNCTYPE(f32, i32, f32, i32, i32)(
@@ -297,8 +347,12 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
             values.append(np.asarray(value, p.dtype.np).item() if p.dtype.name not in ("float16", "bfloat16")
                           else int(np.asarray(value, p.dtype.np).view(np.uint16)))
     record = np.zeros(checks.RECORD_WORDS, np.int64)
-    _MISALIGNED[0] = 0
+    _MISALIGNED[0] = _OUTSIDE[0] = 0
     fault_block = np.array([0, record.ctypes.data], np.int64)
+    buffers = [byte_bounds(v) for v in (*arguments.values(), record, fault_block) if isinstance(v, np.ndarray)]
+    ranges = (ctypes.c_int64 * (2 * MAX_RANGES)).from_address(engine.get_global_value_address("vgh_ranges"))
+    ranges[:2 * len(buffers)] = [int(b) for pair in buffers for b in pair]
+    ctypes.c_int64.from_address(engine.get_global_value_address("vgh_nranges")).value = len(buffers)
     function = ctypes.CFUNCTYPE(None, *types, ctypes.c_void_p)(
         engine.get_function_address(entry_symbol(kernel.name)))
     sreg = {name: ctypes.c_int32.from_address(engine.get_global_value_address(f"vgh_g_{name.replace('.', '_')}"))
@@ -330,6 +384,8 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
                     raise errors[0]
     if _MISALIGNED[0]:
         raise Misaligned(f"{_MISALIGNED[0]} vector accesses at addresses not a multiple of their size")
+    if _OUTSIDE[0]:
+        raise OutOfBounds(f"{_OUTSIDE[0]} accesses outside every array")
     return record.tolist() if record[checks.RECORD_FLAG] else None
 
 

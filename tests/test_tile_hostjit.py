@@ -378,3 +378,29 @@ def test_a_tile_index_whose_first_element_passes_int64_is_outside(k):
     want = on_cpu(at_tile_k, 1, **args)
     assert host_jit.run(at_tile_k, 1, **args) is None
     np.testing.assert_array_equal(args["out"], want["out"])
+
+
+@tile.kernel
+def walk_while_positive(x, out):
+    k = vg.uint32(0)
+    while tile.sum(tile.load(x, index=(k,), shape=(1,))) > 0.0 and k < 40:
+        k += 1
+    tile.store(out, index=(tile.bid(0),), tile=tile.full((1,), vg.float32(k)))
+
+
+def test_a_tile_load_in_a_while_condition_reads_with_what_the_loop_leaves():
+    """The condition's last check, the one that fails, reads x[40]: inside the loop k < 40
+    narrows k to 0..39, but not where the load comes first. (The load was proven inside x
+    under `40 <= x.shape[0]` and read past it, `host_jit.OutOfBounds`.) It keeps its mask,
+    and its condition is not asked of launches."""
+    from verdigris import safety
+
+    x = poisoned_view((1, 40), np.float32, 40, -700.0)[0][0]
+    x[:] = 1
+    args = dict(x=x, out=np.zeros(1, np.float32))
+    want = on_cpu(walk_while_positive, 1, **args)
+    assert host_jit.run(walk_while_positive, 1, proven=True, **args) is None
+    np.testing.assert_array_equal(args["out"], want["out"])
+    kernel = walk_while_positive.specialize_types(dict(x=host_jit._spec(x), out=host_jit._spec(args["out"])))
+    safety.check(kernel)
+    assert [t for _, t in kernel.facts["bounds_preconditions"]] == ["grid_dim(0) <= out.shape[0]"]

@@ -254,14 +254,13 @@ class _Prover:
         facts += [enc.formula(f) for f in self.space.domain + self.space.uniform_domain]
         return enc.decide(facts, budgets.BOUNDS)[0] == z3.unsat
 
-    def prove(self, found: _Found) -> bool:
+    def prove(self, found: _Found) -> dict | None:
+        """The launch conditions (each `need <= 0`) under which `found` is in bounds, or None."""
         pending: dict = {}
         for axis, index in enumerate(found.indices):
             if not self.bound(index, self.extent(found.array, axis), found.pc, pending):
-                return False
-        for need in pending:
-            self.require(need)
-        return True
+                return None
+        return pending
 
     def require(self, need: Poly) -> None:
         """`need <= 0` as a launch precondition; of `v + c <= 0` and `v + d <= 0`, the stronger."""
@@ -294,25 +293,33 @@ def prove(kernel: N.Kernel) -> Proof:
         return Proof(seconds=time.perf_counter() - start)
     found = [_Found(*f) for f in run.found]  # (node, array, indices, pc) from either recorder
     prover = _Prover(kernel, space, solver=kernel.track == "simt")
+    # node id -> the launch conditions its accesses need; None once one of them is not proven
+    # (the conditions of a node that keeps its check are not required of launches)
     verdict: dict = {}
     for access in found:
         key = id(access.node)
-        verdict[key] = verdict.get(key, True) and _proves(prover, access)
-    narrow = narrow_axes([f for f in found if not verdict[id(f.node)]]) if kernel.track == "simt" else []
+        if verdict.get(key, {}) is not None:
+            needs = _proves(prover, access)
+            verdict[key] = None if needs is None else {**verdict.get(key, {}), **needs}
+    for needs in verdict.values():
+        for need in needs or ():
+            prover.require(need)
+    narrow = narrow_axes([f for f in found if verdict[id(f.node)] is None]) if kernel.track == "simt" else []
     for name, axis in narrow:
         prover.require(space.shape(name, axis) - Poly.const(N.NARROW_EXTENT))
     preconditions = tuple((p, _describe(p, space)) for p in prover.preconditions.values())
-    return Proof(frozenset(k for k, ok in verdict.items() if ok), preconditions,
+    return Proof(frozenset(k for k, needs in verdict.items() if needs is not None), preconditions,
                  time.perf_counter() - start, prover.queries,
                  tuple(f"{name}:{axis}" for name, axis in narrow))
 
 
-def _proves(prover: _Prover, found: _Found) -> bool:
-    """Whether `found` is proven in bounds; an index the model cannot take keeps its check."""
+def _proves(prover: _Prover, found: _Found) -> dict | None:
+    """The launch conditions under which `found` is proven in bounds, or None: an index the
+    model cannot take keeps its check."""
     try:
         return prover.prove(found)
     except Exception:
-        return False
+        return None
 
 
 def narrow_axes(checked: list) -> list:

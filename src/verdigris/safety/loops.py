@@ -15,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import nodes as N
+from ..ir import tiles as X
 from . import barriers, invariants
 from .algebra import FALSE, INF, Poly, compare, conj, disj, dtype_range, relative
 from .uniform import meet
+
+
+_READS = (N.Load, X.TileLoad, X.Gather)  # the nodes that read memory
 
 
 @dataclass
@@ -240,7 +244,7 @@ class Loops:
         self.loop(s.body, enter, "an iteration of the while loop", labels=labels)
         # the last, failing check reads too, with what the loop leaves (the checks inside the
         # loop see only values that pass: `refine` and a known trip count narrow them)
-        if any(isinstance(n, N.Load) for n in _walk([s.cond])):
+        if any(isinstance(n, _READS) for n in _walk([s.cond])):
             self.eval(s.cond)
 
     def progression(self, name: str, start: Poly, step: Poly, k: Poly,
