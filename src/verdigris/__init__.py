@@ -6,10 +6,10 @@ on first use, not at import.
 from __future__ import annotations
 
 from . import math, simt, tile
-from .errors import (AliasError, ArrayError, BackendError, BoundsError, CompileError,
+from .errors import (AliasError, ArrayError, AssumptionError, BackendError, BoundsError, CompileError,
                      DivergenceError, Error, KernelError, LaunchError, SafetyError,
                      UnsupportedConstruct)
-from .lang import constexpr, func, unsafe
+from .lang import assume, constexpr, func, unsafe
 from .runtime.backend import current as current_backend
 from .runtime.backend import set_backend
 from .types import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,

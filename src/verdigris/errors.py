@@ -142,6 +142,11 @@ class LaunchError(Error):
     at_user_call = True
 
 
+class AssumptionError(LaunchError):
+    """A launch breaks a fact the kernel states with `vg.assume(...)`: refused on the host
+    before anything runs, at the assumption's line, with the values that broke it (VG304)."""
+
+
 class ArrayError(Error, ValueError, TypeError):
     """An array call on the host got what it cannot use: a shape that does not fit, a value
     the dtype cannot hold, an unknown dtype, a view that cannot be reshaped or written. It

@@ -1,4 +1,4 @@
-"""Names user code writes in kernels of either track: `constexpr`, `func`, `unsafe`.
+"""Names user code writes in kernels of either track: `constexpr`, `func`, `unsafe`, `assume`.
 
 Takes: nothing. Gives: the markers the frontend recognises, and `device_only`, which builds
 the host-side stand-ins of intrinsics (they say "only inside a kernel" if called on the
@@ -62,3 +62,13 @@ def device_only(name: str, doc: str):
     intrinsic.__doc__ = doc
     intrinsic.__vg_intrinsic__ = name
     return intrinsic
+
+
+assume = device_only("vg.assume", """`vg.assume(condition)` at the top of a kernel's body: a fact of every
+launch that the proofs may use (`n % 32 == 0`, `j_count <= x.shape[1]`). The condition
+reads only what is fixed for the whole launch (integer scalar arguments, array extents
+`x.shape[k]`, constexprs, `block_dim`/`grid_dim` or `tile.num_blocks`) with comparisons,
+`and`/`or`/`not` and integer arithmetic; every launch evaluates it on the host, in exact
+integers, before anything runs, and a launch where it is false (or where a part of it
+leaves its dtype) is refused with `vg.AssumptionError` (VG304), naming the condition and
+the values that broke it.""")

@@ -117,7 +117,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     return N.Kernel(src.name, track, params,
                     {k: v for k, v in unit.types.items() if k not in scalars},
                     body, src.loc(src.tree), frozenset(writes), frozenset(reads),
-                    list(unit.unsafe), block=unit.block)
+                    list(unit.unsafe), block=unit.block, assumptions=list(unit.assumptions))
 
 
 READ_NODES = (N.Load, X.TileLoad, X.Gather)

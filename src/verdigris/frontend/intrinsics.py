@@ -21,6 +21,7 @@ from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... 
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tiles
+from .assume import assume
 from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
 
 
@@ -417,6 +418,7 @@ HANDLERS = {
     "builtin.min": _min_max("min"),
     "builtin.max": _min_max("max"),
     **{f"math.{name}": _math(name) for name in N.MATH_FUNCS},
+    "vg.assume": assume,
     "tile.bid": _special("block_id", "bid"),
     "tile.num_blocks": _special("grid_dim", "num_blocks"),
     **tiles.HANDLERS,

@@ -44,6 +44,7 @@ class Unit:
     track: str = "simt"  # the kernel's track: intrinsics of the other track are refused
     counter: itertools.count = field(default_factory=itertools.count)
     unsafe: list = field(default_factory=list)
+    assumptions: list = field(default_factory=list)  # `vg.assume` facts (`ir.Assumption`)
     call_stack: list = field(default_factory=list)
     shared_bytes: int = 0  # static shared memory allocated so far
     dynamic_shared: object = None  # the ArrayRef of `shared.dynamic`, once called

@@ -421,6 +421,18 @@ class Unsafe(Stmt):
 
 
 @dataclass(eq=False)
+class Assumption:
+    """`vg.assume(cond)`: a fact of the launch that the proofs take as given and every
+    launch checks on the host before anything runs. `cond` is a bool expression of values
+    fixed for the whole launch only (integer scalar parameters, array extents, constants,
+    grid and block sizes); `text` is the condition as the user wrote it."""
+
+    loc: Loc
+    cond: Expr
+    text: str
+
+
+@dataclass(eq=False)
 class Param:
     """A kernel parameter after specialization.
 
@@ -461,6 +473,7 @@ class Kernel:
     # At least this many blocks should fit on one multiprocessor (the kernel option
     # `min_blocks_per_sm`, CUDA's `__launch_bounds__`): ptxas holds registers to that.
     min_blocks_per_sm: Optional[int] = None
+    assumptions: list = field(default_factory=list)  # of Assumption, in source order
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

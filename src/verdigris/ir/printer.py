@@ -163,4 +163,5 @@ def format_kernel(k: N.Kernel) -> str:
     lines = [f"{k.track} kernel {k.name}({', '.join(params)}){block}",
              f"  reads {sorted(k.reads)} writes {sorted(k.writes)}",
              "  locals " + ", ".join(f"{n}: {_type_name(t)}" for n, t in sorted(k.locals.items()))]
+    lines += [f"  assume {format_expr(a.cond)}" for a in k.assumptions]
     return "\n".join(lines + _block(k.body, "  ")) + "\n"

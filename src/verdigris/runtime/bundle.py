@@ -226,6 +226,7 @@ def launch_entry(kernel: KernelFunction, spec) -> dict:
         "writes": {names[i]: _loc(spec.write_loc(names[i])) for i in spec.written_slots},
         "launch_block": None if launch_block is None else list(launch_block),
         "dynamic_shared": spec.dynamic_shared,
+        "assumptions": None if spec.assumptions is None else spec.assumptions.to_json(),
     }
 
 
@@ -233,6 +234,7 @@ def specialization_of(entry: dict, key: tuple, load) -> Specialization:
     """The specialization a launch entry describes (no IR: its images come from `load`,
     `(spec, device, checked=) -> CudaKernel`)."""
     from . import proofs
+    from .assumptions import LaunchFacts
 
     return Specialization(
         None, tuple(entry["array_slots"]), tuple(entry["written_slots"]),
@@ -240,7 +242,9 @@ def specialization_of(entry: dict, key: tuple, load) -> Specialization:
         bounds_guard=proofs.guard(entry["guard"]), key=key, load=load,
         launch_block=None if entry["launch_block"] is None else tuple(entry["launch_block"]),
         write_locs={name: _unloc(loc) for name, loc in entry["writes"].items()},
-        dynamic_shared=entry.get("dynamic_shared", 0))
+        dynamic_shared=entry.get("dynamic_shared", 0),
+        # a bundle made before vg.assume existed has none
+        assumptions=LaunchFacts.from_json(entry.get("assumptions")))
 
 
 def cuda_kernel_of(entry: dict, image: bytes, device: int, name: str, matmul=None):

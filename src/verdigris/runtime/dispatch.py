@@ -6,7 +6,8 @@ Guarantees:
 - Bad launches (argument count, missing constexpr, grid shape, host arrays on the GPU,
   arrays of different devices) raise `LaunchError` naming the kernel and the parameter.
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
-  argument raises `AliasError` naming both parameters, the writing line and the call site.
+  argument raises `AliasError` naming both parameters, the writing line and the call site,
+  and a launch that breaks a `vg.assume` fact raises `AssumptionError` (`assumptions`).
 - Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values)
   is built once per process (in memory) and compiled once per machine (disk cache); on the
   cuda backend a later process launches it from its launch record (`records`), without
@@ -104,6 +105,8 @@ class Specialization:
     launch_block: tuple | None = None
     write_locs: dict | None = None
     verdict: object = None  # the safety verdict (`proofs.Verdict`) until `settle` takes it
+    # the launch test of the kernel's `vg.assume` facts (`assumptions.LaunchFacts`); None: none
+    assumptions: object = None
 
     def settle(self) -> None:
         """Wait for the safety verdict if it is still being reached; raises the checker's
@@ -312,12 +315,15 @@ class KernelFunction:
             names = [p.name for p in self.params]
             # once per specialization (the disk cache keeps the verdict), never per launch
             verdict = proofs.start(kernel, key, names, beside_compile)
+            from .assumptions import of_kernel
+
             arrays = tuple(i for i, k in enumerate(key[2:]) if k[0] == "a")
             spec = Specialization(
                 kernel, arrays, tuple(i for i in arrays if names[i] in kernel.writes),
                 tuple((names.index(a.param), a.role, a.axis) for a in abi_params(kernel)),
                 key=key, dynamic_shared=_dynamic_itemsize(kernel), verdict=verdict,
-                bounds_guard=verdict.guard, timings={"frontend": built - start})
+                bounds_guard=verdict.guard, timings={"frontend": built - start},
+                assumptions=of_kernel(kernel, names))
             self._specializations[key] = spec
         if not (beside_compile and spec.verdict is not None and spec.verdict.threaded):
             spec.settle()
@@ -362,6 +368,8 @@ class KernelFunction:
         cuda = (on or backend.current()) == "cuda"
         spec = (cuda and self.recorded(key)) or self.specialization(key, beside_compile=cuda)
         self.check_aliasing(spec, infos)
+        if spec.assumptions is not None:  # before anything runs, on every backend
+            spec.assumptions.check(self.__name__, values, infos, grid, block)
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)
         if not cuda:

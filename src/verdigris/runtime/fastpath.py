@@ -245,8 +245,12 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
             facts[i] = _array(w, i, name, value, info, entry)
     w.divisible_check()
     if spec.bounds_guard is not None:
-        condition = _inline_guard(spec.bounds_guard, w.names, facts, plan)
+        condition = _inline_guard(spec.bounds_guard.condition, w.names, facts, plan)
         w.check(f"({condition})" if plan.checked else f"not ({condition})")
+    if spec.assumptions is not None:  # broken: down the chain to the general path, which refuses
+        w.env["_vg_assumed"] = spec.assumptions.holds
+        atoms = _inline_guard(", ".join(spec.assumptions.atoms), w.names, facts, plan)
+        w.check(f"not _vg_assumed({atoms})")
     _alias_check(w, spec, facts)
     _stream(w, plan)
     own = type(plan.compiled).launch is not CudaKernel.launch
@@ -266,8 +270,9 @@ def _memo_keys(names: list, facts: dict) -> list:
 _GUARD_ATOMS = re.compile(r"infos\[(\d+)\]\.shape\[(\d+)\]|values\[(\d+)\]|(grid|block)\[(\d)\]")
 
 
-def _inline_guard(guard, names: list, facts: dict, plan) -> str:
-    """The bounds guard's condition (`safety.bounds.launch_guard`) over the launcher's own
+def _inline_guard(condition: str, names: list, facts: dict, plan) -> str:
+    """The bounds guard's condition (`safety.bounds.launch_guard`), or the launch values a
+    `vg.assume` test reads (`assumptions.LaunchFacts.atoms`), over the launcher's own
     variables: shapes it has read, parameters, and the constant grid and block."""
     def atom(m):
         if m.group(1) is not None:
@@ -279,7 +284,7 @@ def _inline_guard(guard, names: list, facts: dict, plan) -> str:
     def difference(m):  # a - b <= 0, written either way round
         return f"{m[1]} <= {m[2]}" if m[1] is not None else f"{m[4]} <= {m[3]}"
 
-    return _DIFFERENCE.sub(difference, _GUARD_ATOMS.sub(atom, guard.condition))
+    return _DIFFERENCE.sub(difference, _GUARD_ATOMS.sub(atom, condition))
 
 
 # `(1 * a + -1 * b) <= 0` and `(-1 * b + 1 * a) <= 0`, the commonest condition: `a <= b`

@@ -246,6 +246,7 @@ class Space:
     barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
     tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
     loops_counted: dict = field(default_factory=dict)  # trip count atom -> the loop's (`trip_count`)
+    assumed: list = field(default_factory=list)  # formulas of the kernel's `vg.assume`s (also in domain)
 
     def add(self, atom: Atom) -> Poly:
         self.atoms.setdefault(atom.name, atom)

@@ -17,7 +17,8 @@ access's index polynomials and path condition. For each axis, `0 <= index < exte
 proven by, in order: the index's interval (ids are >= 0); a conjunct of the path condition
 that bounds the same per-thread part of the index (`i < out.shape[0]` bounds `x[i]` and
 `x[i + 1]` when `out.shape[0] + 1 <= x.shape[0] + 1`: the uniform remainder becomes a
-precondition unless it is a constant or its interval settles it); the index's interval
+precondition unless it is a constant, its interval settles it or a `vg.assume` fact
+states it); the index's interval
 when its top is below `SMALL_INDEX` (`x[i % 4]` when `4 <= x.shape[0]`, a shared array of
 256 indexed by a uint8 element outright); the index's top over the launch, each block id at
 `grid_dim - 1` and each lane of a tile at its last position (a tile kernel's
@@ -174,12 +175,24 @@ class _Prover:
     def settle(self, need: Poly, pending: dict) -> bool:
         """Whether `need <= 0` holds, or can be a launch precondition (added to `pending`)."""
         lo, hi = self.space.interval(need)
-        if hi <= 0:
+        if hi <= 0 or self.assumed(need):
             return True
         if lo > 0 or need.value is not None or not self.launch_visible(need):
             return False
         pending[need] = need
         return True
+
+    def assumed(self, need: Poly) -> bool:
+        """Whether a `vg.assume` fact gives `need <= 0` outright: `need` is `q + k` for a
+        fact `q <= 0` (k <= 0), `q < 0` (k <= 1) or `q == 0` (either sign of q, k <= 0)."""
+        slack = {"le": 0, "lt": 1, "eq": 0}
+        for fact in (c for f in self.space.assumed for c in _conjuncts(f)):
+            if fact[0] != "cmp" or fact[1] not in slack:
+                continue
+            sides = (fact[2], -fact[2]) if fact[1] == "eq" else (fact[2],)
+            if any((need - q).value is not None and (need - q).value <= slack[fact[1]] for q in sides):
+                return True
+        return False
 
     def launch_visible(self, need: Poly) -> bool:
         """Whether a launch can evaluate `need` (see `launch_guard`): not, for instance,

@@ -35,6 +35,8 @@ The model (sound over-approximation of what a thread can do):
   `break`/`continue`/`exit` end the path;
   `exit` contributes its path and values where its region ends. Where paths join, a value
   is an if-then-else on the condition of the path taken since they parted.
+- `vg.assume(cond)` (`Kernel.assumptions`): each condition, over launch-uniform atoms, is
+  in the domain (`Space.assumed`): every launch is checked to satisfy it before it runs.
 - Launch shape: `tid(a) in [0, block_dim(a))`, `bid(a) in [0, grid_dim(a))`; block_dim is the
   constant the kernel was specialized on, else a symbol in [1, 1024]. Axes 1 and 2 whose
   `block_id` the kernel never reads are assumed to have one block (`unit_grid_axes`; the same
@@ -154,6 +156,9 @@ class _Thread(Loops):
         self.frames: list = []
         self.loop_ends: dict = {}  # counter -> barriers.Loop
         self.seq = 0
+        if kernel.assumptions and not space.assumed:  # `vg.assume`: facts of every launch
+            space.assumed = [self.eval(a.cond) for a in kernel.assumptions]  # (the launch
+            space.domain.extend(space.assumed)  # checks them), so of every thread
 
     # ---------------------------------------------------------------- values
 
