@@ -19,7 +19,7 @@ from verdigris.safety.views import as_view, overlap
 EXAMPLES = Path(vg.__file__).parent / "examples"
 README = Path(__file__).resolve().parents[1] / "README.md"
 # Codes that only a run can produce: the others are found by `check`.
-DYNAMIC_CODES = {"VG302"}
+DYNAMIC_CODES = {"VG302", "VG304"}
 
 HEADER = """\
 import numpy as np

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = re.compile(r"<!--\s*output(?P<options>(?:\s+\w+=\S+)*)\s*:\s*(?P<command>.+?)\s*-->")
 API = re.compile(r"<!--\s*api\s*:\s*(?P<module>[\w.]+)\s*-->")
 INCLUDE = re.compile(r"<!--\s*include(?P<options>(?:\s+\w+=\S+)*)\s*:\s*(?P<path>\S+)\s*-->")
-DYNAMIC_CODES = {"VG302"}  # only a run produces them; the others `verdigris check` finds
+DYNAMIC_CODES = {"VG302", "VG304"}  # only a run produces them; the others `verdigris check` finds
 
 
 @contextlib.contextmanager

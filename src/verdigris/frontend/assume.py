@@ -7,8 +7,8 @@ Guarantees: an assumption stands at the top level of a kernel's own body (not in
 a loop or a `@vg.func`, where it would read as a run-time test), and its condition reads
 only values fixed for the whole launch: integer and bool scalar parameters the kernel never
 reassigns, extents of array parameters, constants (constexprs folded), grid and block
-sizes; through comparisons, `and`/`or`/`not`, `+ - * // %`, `& | ^`, `min`/`max`/`abs` and
-integer casts. Anything else (a thread id, a local variable, a load, a float, a shift) is a
+sizes; through comparisons, `and`/`or`/`not`, `+ - * // %`, unary `-`, `& | ^`, `min`/`max`/`abs` and
+integer casts. Anything else (a thread id, a local variable, a load, a float, a shift, `~`) is a
 `CompileError` at its column saying what an assumption may read: the launch evaluates the
 condition on the host (`runtime.assumptions`), where only those values exist.
 """
@@ -71,6 +71,8 @@ def _check_launch_uniform(e: N.Expr, scalars: set) -> None:
         if e.kind not in LAUNCH_SIZES:
             refuse(f"{e.kind}(), which differs between threads")
         return
+    if isinstance(e, N.Unary) and e.op == "invert":
+        refuse("`~`")
     if isinstance(e, N.Binary) and e.op not in ARITHMETIC:
         refuse(f"the operator {e.op!r}")
     if isinstance(e, N.MathCall) and e.func not in ("min", "max", "abs"):

@@ -8,8 +8,9 @@ launch values it reads (`atoms`: Python expressions over `values`, `infos`, `gri
 `block`, as the bounds guard's; `runtime.fastpath` inlines them into its launchers).
 
 Guarantees: the condition is evaluated in exact integers (Python's), with the kernel's
-meaning of each operator (`//` and `%` floor, and give 0 for a zero divisor); a launch where
-a part of it leaves its dtype is refused too, so on every launch that passes, each part has
+meaning of each operator (`//` and `%` floor, and give 0 for a zero divisor), every part of
+it (both sides of `and`/`or`, both arms of `a if c else b`); a launch where a part of it
+leaves its dtype is refused too, so on every launch that passes, each part has
 the same value in exact arithmetic, in the kernel's wrapping arithmetic and in every model
 of the proofs. A kernel without assumptions has no `LaunchFacts` (None): its launches do
 not pay for them.
@@ -167,12 +168,7 @@ class _Writer:
         x, (lo, hi) = self.source(e.operand)
         if e.op == "not":
             return f"(not {x})", (0, 1)
-        if e.op == "neg":
-            return self.fitted(f"(-{x})", (-hi, -lo), e.dtype)
-        if e.dtype.is_signed:  # invert: two's complement, as Python's ~
-            return f"(~{x})", (-hi - 1, -lo - 1)
-        top = dtype_range(e.dtype)[1]
-        return f"({top} - {x})", (top - hi, top - lo)
+        return self.fitted(f"(-{x})", (-hi, -lo), e.dtype)  # neg (`~` is refused)
 
     def e_Binary(self, e):
         (a, sa), (b, sb) = self.source(e.lhs), self.source(e.rhs)
@@ -197,13 +193,13 @@ class _Writer:
         symbol = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[e.op]
         return f"({a} {symbol} {b})", (0, 1)
 
-    def e_Logical(self, e):
+    def e_Logical(self, e):  # both sides, always: every part is tested (`_fit`)
         (a, _), (b, _) = self.source(e.lhs), self.source(e.rhs)
-        return f"({a} {e.op} {b})", (0, 1)
+        return f"(bool({a}) {'&' if e.op == 'and' else '|'} bool({b}))", (0, 1)
 
-    def e_Select(self, e):
+    def e_Select(self, e):  # both arms, always, as for `e_Logical`
         (c, _), (a, sa), (b, sb) = self.source(e.cond), self.source(e.a), self.source(e.b)
-        return f"({a} if {c} else {b})", (min(sa[0], sb[0]), max(sa[1], sb[1]))
+        return f"({a}, {b})[0 if {c} else 1]", (min(sa[0], sb[0]), max(sa[1], sb[1]))
 
     def e_Cast(self, e):
         x, span = self.source(e.value)

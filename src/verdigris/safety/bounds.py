@@ -98,7 +98,7 @@ class Remembering:
 
     def fit(self, p: Poly, dtype) -> Poly:
         """`p`, or a `wrap` atom where it may leave `dtype`, 64-bit dtypes too."""
-        if dtype.bits != 64:
+        if dtype.bits != 64 or self.exact is not None:
             return super().fit(p, dtype)
         lo, hi = self.space.interval(p)
         rlo, rhi = _WIDE[dtype.is_signed]

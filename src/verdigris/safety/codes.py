@@ -29,4 +29,5 @@ CODES = {c.code: c for c in (
     Code("VG301", "an index is out of bounds on every launch (proven while compiling)"),
     Code("VG302", "an index was out of bounds while the kernel ran"),
     Code("VG303", "a variable may be read before anything assigned it"),
+    Code("VG304", "a launch breaks a fact the kernel states with vg.assume"),
 )}

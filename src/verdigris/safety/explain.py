@@ -555,6 +555,48 @@ EXPLANATIONS = {
             clamp_low[vg.cdiv(1000, 256), 256](x, out)
             """),
     ),
+    "VG304": Explanation(
+        rule="""A kernel may state a fact its proofs need with vg.assume(condition) at the
+            top of its body: a condition on what is fixed for the whole launch (integer
+            scalar arguments, array extents, constexprs, grid and block sizes). The race
+            and bounds proofs take it as given, and every launch evaluates it on the host,
+            in exact integers, before anything runs: a launch where it is false, or where a
+            part of it leaves its dtype, is refused with vg.AssumptionError.""",
+        why="""The kernel was proven safe only for launches where the fact holds: under
+            m <= n the rows below write disjoint slots, but with m > n a thread's last
+            writes land in the next thread's row, a race the proof never looked at.""",
+        racy=_snippet("""
+            @simt.kernel
+            def fill_rows(x, out, n, m):
+                vg.assume(m <= n)  # each row's m values fit in its n slots
+                i = simt.global_id(0)
+                if i < x.shape[0]:
+                    for j in range(m):
+                        out[i * n + j] = x[i]
+
+
+            x = vg.asarray(np.ones(100, np.float32))
+            out = vg.empty(800, vg.float32)
+            fill_rows[1, 128](x, out, 8, 9)  # 9 values for rows of 8
+            """),
+        message="""kernel.py:3:5: VG304: the launch of fill_rows breaks `vg.assume(m <= n)`:
+            it is false with m = 9, n = 8""",
+        hint="the kernel's proofs rely on this fact: launch it with arguments that satisfy it",
+        fixed=_snippet("""
+            @simt.kernel
+            def fill_rows(x, out, n, m):
+                vg.assume(m <= n)  # each row's m values fit in its n slots
+                i = simt.global_id(0)
+                if i < x.shape[0]:
+                    for j in range(m):
+                        out[i * n + j] = x[i]
+
+
+            x = vg.asarray(np.ones(100, np.float32))
+            out = vg.empty(800, vg.float32)
+            fill_rows[1, 128](x, out, 8, 5)
+            """),
+    ),
 }
 
 

@@ -36,6 +36,8 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
 - Accesses of a race-free SIMT kernel that the bounds prover (`bounds.prove`) does not
   cover, such as a gather through indices read from memory, are notes: they keep their
   bounds check at run time.
+- `vg.assume(...)` facts are notes (`note: assumed: n % 32 == 0 at file:line (kernel k),
+  checked at every launch`): the verdicts hold for launches that satisfy them.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
   so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
   frontend refused it with a safety code or as Python no kernel can have (a `print`, a
@@ -64,6 +66,7 @@ from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
 RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
+ASSUMED = "assumed"  # the start of a note on a `vg.assume` fact the proofs took as given
 ANY_BLOCK = ("no launch in these files gives it a literal block; a kernel written for one "
              "block size is checked for it where a launch writes it, e.g. k[grid, 256](...)")
 
@@ -123,10 +126,12 @@ class Report:
                   f"launch{'es' * (self.launches != 1)} checked"
         unsafe = sum(n.text.startswith("unsafe region") for n in set(self.notes))
         runtime = sum(n.text.startswith(RUNTIME_CHECK) for n in set(self.notes))
+        assumed = sum(n.text.startswith(ASSUMED) for n in set(self.notes))
         extras = [f"{n} {one if n == 1 else many}" for n, one, many in (
             (self.unchecked, "kernel not checked", "kernels not checked"),
             (unsafe, "unsafe region", "unsafe regions"),
-            (runtime, "access checked at run time", "accesses checked at run time")) if n]
+            (runtime, "access checked at run time", "accesses checked at run time"),
+            (assumed, "fact assumed", "facts assumed")) if n]
         head = (f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)} ("
                 + ", ".join(f"{n} {c}" + "s" * (c == "error" and n != 1)
                             for c, n in sorted(counts.items())) + ")"
@@ -453,6 +458,10 @@ class FileCheck:
             for region in ir.unsafe_regions:
                 self.report.notes.append(Note(region, f"unsafe region at {region.file}:"
                                                       f"{region.line} (kernel {ir.name})"))
+            for fact in ir.assumptions:
+                self.report.notes.append(Note(fact.loc, f"{ASSUMED}: {fact.text} at {fact.loc.file}:"
+                                                        f"{fact.loc.line} (kernel {ir.name}), "
+                                                        "checked at every launch"))
             self.race_findings(ir)
 
     def race_findings(self, ir) -> None:

@@ -156,8 +156,9 @@ class _Thread(Loops):
         self.frames: list = []
         self.loop_ends: dict = {}  # counter -> barriers.Loop
         self.seq = 0
+        self.exact: list | None = None  # while evaluating an assumption: its parts' ranges
         if kernel.assumptions and not space.assumed:  # `vg.assume`: facts of every launch
-            space.assumed = [self.eval(a.cond) for a in kernel.assumptions]  # (the launch
+            space.assumed = [self.assumed(a.cond) for a in kernel.assumptions]  # (the launch
             space.domain.extend(space.assumed)  # checks them), so of every thread
 
     # ---------------------------------------------------------------- values
@@ -190,12 +191,28 @@ class _Thread(Loops):
         """A float computed from `inputs` (None outside cooperative kernels)."""
         return Opaque(meet(*map(self.scopes.of, inputs))) if self.cooperative else None
 
+    def assumed(self, cond: N.Expr) -> tuple:
+        """A `vg.assume` condition as a fact, in exact arithmetic and with every part within
+        its dtype: the launch check evaluates every part and refuses a launch where one
+        leaves it (`runtime.assumptions`), so there the exact values are the kernel's."""
+        self.exact = []
+        try:
+            return conj(self.as_bool(self.eval(cond), T.bool_), *self.exact)
+        finally:
+            self.exact = None
+
     def fit(self, p: Poly, dtype: T.DType) -> Poly:
         """`p` if its value surely fits `dtype`, else `p` wrapped into the dtype's range (a
         `wrap` atom): a function of `p`, so two threads' results are equal exactly where
-        the hardware's are, not wherever an unknown could make them."""
+        the hardware's are, not wherever an unknown could make them. In an assumption
+        (`assumed`), `p` itself, stated within the dtype."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
+        if self.exact is not None:
+            bits, signed = dtype.bits, dtype.is_signed
+            least, most = (-2 ** (bits - 1), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+            self.exact += [compare("le", Poly.const(least), p), compare("le", p, Poly.const(most))]
+            return p
         if rlo <= lo and hi <= rhi or dtype.bits == 64:  # 64-bit wrap-around: outside the model
             return p
         return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
