@@ -264,7 +264,7 @@ PTX_CASES = {
 def test_every_product_assembles(name, target):
     kernel, specs = PTX_CASES[name]
     ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx
-    codegen.assemble(ptx, target)
+    codegen.assemble(ptx, target, optimize=False)
 
 
 def _ptx(name, target):
@@ -292,7 +292,7 @@ def test_sm90a_gemm_streams_through_tma_into_wgmma():
     assert ".maxntid 384" in ptx and ".minnctapersm 1" in ptx
     assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
     assert "bar.sync 1, 256" not in ptx or "bar.sync \t0" in ptx
-    codegen.assemble(ptx, "sm_90a")
+    codegen.assemble(ptx, "sm_90a", optimize=False)
     kernel = gemm.specialize_types(PTX_CASES["gemm_bf16"][1])
     plan = matmul.plan(kernel, "sm_90a")
     (pipe,) = plan.pipelines.values()

@@ -72,4 +72,4 @@ def test_vector_accesses_are_guarded_by_32_bit_comparisons(kernel, specs):
     ptx = codegen.compile_to_ptx(kernel.specialize_types(types), "sm_90a").ptx
     guards = _guards(ptx)
     assert guards and all(re.match(r"setp\.\w+\.[sub]32\s", g) for g in guards), guards
-    codegen.assemble(ptx, "sm_90a")
+    codegen.assemble(ptx, "sm_90a", optimize=False)
