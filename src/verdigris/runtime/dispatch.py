@@ -38,7 +38,7 @@ from ..ir import abi_params
 from ..ir import nodes as N
 from ..ir.limits import MODEL
 from . import backend, limits, warmup
-from .interop import byte_extent, describe, overlaps_itself, shares_elements
+from .interop import byte_extent, describe, numpy_view, overlaps_itself, shares_elements
 
 MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
@@ -591,26 +591,9 @@ def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
 
 def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
     """A NumPy view of a non-NumPy host array for the cpu backend, made from `info`, the
-    description the alias check inspected (no copy, no second export); it keeps
-    `info.keepalive`, and so the memory, alive."""
+    description the alias check inspected (no copy, no second export)."""
     if info.device != -1:
         raise LaunchError(f"{kernel}: argument {name!r} lives on GPU {info.device}, but the "
                           "current backend is cpu", hint="copy it to the host, or use the "
                           "cuda backend: vg.set_backend('cuda')")
-    itemsize = info.dtype.itemsize
-    raw = np.asarray(_HostMemory(info, itemsize))  # same-size unsigned ints, then the dtype:
-    return raw.view(info.dtype.np)  # NumPy's typestr has no name for bfloat16 or fp8
-
-
-class _HostMemory:
-    """`__array_interface__` of an `ArrayInfo` in host memory; the view NumPy makes of it
-    holds this object, and this object the info's `keepalive`."""
-
-    __slots__ = ("__array_interface__", "keepalive")
-
-    def __init__(self, info, itemsize: int):
-        self.keepalive = info.keepalive
-        self.__array_interface__ = {
-            "version": 3, "shape": tuple(info.shape), "typestr": f"<u{itemsize}",
-            "strides": tuple(s * itemsize for s in info.strides),
-            "data": (info.ptr, bool(info.readonly))}
+    return numpy_view(info)

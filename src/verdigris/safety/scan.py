@@ -2,8 +2,9 @@
 running the files.
 
 Takes: paths of `.py` files or of directories (searched recursively, skipping hidden ones
-and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, counts) and
-`Report.format()`, the command's output. Guarantees:
+and `__pycache__`). Gives: `check_paths(paths, allow_unproven, timed) -> Report`
+(`checkreport`: findings, notes, one verdict per kernel) and `Report.format()`, the
+command's output. Guarantees:
 
 - No user file is imported or run. Each file is parsed with `ast`, and only a filtered copy
   of its top level is executed (`statics.load_definitions`), statement by statement, in a
@@ -12,8 +13,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   definitions, when their decorators, defaults and annotations are inert (names,
   attributes, literals, arithmetic and calls of the standard `math` module's functions);
   and assignments of inert values. No other top-level statement runs and no function body
-  runs (imported modules do run, as any import does). A statement that fails is skipped.
-  Kernels defined inside functions are listed as not checked.
+  runs (imported modules do run, as any import does). A statement that fails is skipped
+  (remembered: a kernel whose definition fails, or that follows a failing import, is not
+  compilable). Kernels defined inside functions are not proven.
 - Racy kernels: every kernel defined at the top level of a file is specialized through the
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites (at any depth, lambdas included, and launches written with a
@@ -36,11 +38,18 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
 - Accesses of a race-free SIMT kernel that the bounds prover (`bounds.prove`) does not
   cover, such as a gather through indices read from memory, are notes: they keep their
   bounds check at run time.
-- `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
-  so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
-  frontend refused it with a safety code or as Python no kernel can have (a `print`, a
-  `try`, a call of a NumPy function: `errors.UnsupportedConstruct`), which is a finding.
-  Only findings make the exit status 1.
+- `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings.
+- Every kernel gets one verdict (`checkreport.Verdict`): refused where a race or a safety
+  code the frontend enforces is found; not compilable where the frontend refused it as
+  Python no kernel can have (a `print`, a `try`, a call of a NumPy function:
+  `errors.UnsupportedConstruct`, each also a finding), or where a specialization fails the
+  same way with the inferred types and with integers for every type the source does not
+  state (a float index, `return value`); not proven where it fails with the inferred types
+  only (and the integer build fails otherwise), where check cannot evaluate its definition
+  or has no constexpr value, or where check itself fails; else proven. A specialization
+  that builds with integers only is checked with them.
+- Whatever fails in one kernel, launch or file (an `Error`, or any exception of the
+  checker), the run goes on to the next.
 """
 from __future__ import annotations
 
