@@ -299,7 +299,8 @@ class FileCheck:
     def __init__(self, path: Path, report: Report):
         self.file = str(path)
         self.report = report
-        self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, Error)
+        # (kernel, launch, constexprs, elements, integers) -> (ir, None) | (None, Error)
+        self.builds: dict = {}
         self.tree, self.namespace, self.sites = None, {}, []
         self.failed: dict = {}  # top-level statement -> the exception it raised when run
 
@@ -425,10 +426,9 @@ class FileCheck:
             return NOT_COMPILABLE, _error_text(refusals[0])
         if failures:  # a specialization that did not build is not proven, unless no types
             # would build it: the same error with the types inferred and with integers
-            inferred, retried = failures[0]
             same = all(a.message == b.message and a.loc == b.loc
                        and not isinstance(a, UndefinedName) for a, b in failures)
-            return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(inferred) + (
+            return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(failures[0][0]) + (
                 "" if same else " (with the types check inferred; the launches' types may differ)")
         return PROVEN, self.proven_detail(built)
 
