@@ -150,3 +150,15 @@ def test_time_prints_each_kernels_check_time(capsys, tmp_path):
     assert re.search(r"; \d+\.\d ms checking$", out.strip()), out
     status, out = check(capsys, path)
     assert " ms" not in out
+
+
+def test_a_definition_that_fails_is_not_compilable_one_not_run_is_not_proven(capsys, tmp_path):
+    path = tmp_path / "user.py"
+    source = kernel_source("", FIXED).replace("@simt.kernel", "@simt.kernel(fast=True)")
+    path.write_text(source)
+    status, out = check(capsys, path)
+    assert status == 1 and re.search(r"kernel 'k': not compilable: its definition fails: "
+                                     r"@simt.kernel: unknown option 'fast'", out), out
+    path.write_text(kernel_source("", FIXED).replace("@simt.kernel", "@simt.kernel(fma=pick())"))
+    status, out = check(capsys, path)
+    assert status == 1 and "kernel 'k': not proven: its definition could not be evaluated" in out

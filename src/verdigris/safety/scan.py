@@ -434,16 +434,16 @@ class FileCheck:
 
     def unevaluated(self, node) -> tuple:
         """The verdict of a kernel whose definition check could not evaluate."""
+        if node not in self.failed:  # not run: check runs only inert definitions
+            return NOT_PROVEN, ("its definition could not be evaluated (a decorator argument "
+                                "that check does not run)")
         imports = [n for n in self.failed if isinstance(n, (ast.Import, ast.ImportFrom))
                    and n.lineno < node.lineno]
-        if imports:  # the cause, before what it makes fail (a decorator's missing name)
+        if imports:  # the likely cause of its failure (a decorator's name it did not bind)
             first = imports[0]
             return NOT_COMPILABLE, (f"an import fails at {self.file}:{first.lineno}: "
                                     f"{_exception_text(self.failed[first])}")
-        if node in self.failed:
-            return NOT_COMPILABLE, f"its definition fails: {_exception_text(self.failed[node])}"
-        return NOT_PROVEN, ("its definition could not be evaluated (a decorator argument "
-                            "that check does not run)")
+        return NOT_COMPILABLE, f"its definition fails: {_exception_text(self.failed[node])}"
 
     @staticmethod
     def proven_detail(built: list) -> str:
