@@ -107,9 +107,10 @@ def check_paths(paths, allow_unproven: bool = False, timed: bool = False) -> Rep
 
 def defined_at(kernel) -> tuple:
     """(the absolute path of the file, the line) where `kernel`'s function is defined: the
-    kernel's identity across the namespaces check builds and the modules files import."""
-    code = kernel.fn.__code__
-    return str(Path(code.co_filename).resolve()), code.co_firstlineno
+    kernel's identity across the namespaces check builds and the modules files import;
+    ("", 0) for a kernel without Python source (a bundle's)."""
+    code = getattr(getattr(kernel, "fn", None), "__code__", None)
+    return (str(Path(code.co_filename).resolve()), code.co_firstlineno) if code else ("", 0)
 
 
 def source_files(paths) -> list:
