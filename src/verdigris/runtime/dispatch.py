@@ -361,7 +361,8 @@ class KernelFunction:
         """The general launch path, on backend `on` (default: the current one); on the cuda
         backend it returns the `launch_cuda.Plan` it followed (what a generated launcher
         repeats); on the cpu backend, or for a grid with no blocks, None. `vg.Array`'s own
-        operations (`hostops`) launch `on="cuda"`: their arrays are device memory whichever backend kernels run on."""
+        operations (`hostops`) launch `on="cuda"`: their arrays are device memory whichever
+        backend kernels run on."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)
