@@ -427,10 +427,13 @@ class FileCheck:
             return NOT_COMPILABLE, _error_text(refusals[0])
         if failures:  # a specialization that did not build is not proven, unless no types
             # would build it: the same error with the types inferred and with integers
+            first = failures[0][0]
             same = all(a.message == b.message and a.loc == b.loc
                        and not isinstance(a, UndefinedName) for a, b in failures)
-            return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(failures[0][0]) + (
-                "" if same else " (with the types check inferred; the launches' types may differ)")
+            why = "" if same else "; the file binds it in code check does not run" \
+                if isinstance(first, UndefinedName) else \
+                " (with the types check inferred; the launches' types may differ)"
+            return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(first) + why
         return PROVEN, self.proven_detail(built)
 
     def unevaluated(self, node) -> tuple:
