@@ -55,6 +55,12 @@ def check_source(capsys, tmp_path, source: str, name: str = "user.py"):
     return (path, *run(capsys, "check", str(path)))
 
 
+def findings_at(out: str, path) -> list:
+    """The finding lines (`path:line:col: CODE: ...`) of check's output about `path`; its
+    verdict lines are `path:line: kernel 'name': verdict`."""
+    return re.findall(rf"^{re.escape(str(path))}:\d+:\d+: .*$", out, re.M)
+
+
 def line_of(source: str, text: str) -> int:
     return next(n for n, line in enumerate(source.splitlines(), 1) if text in line)
 
@@ -93,7 +99,7 @@ def test_the_examples_are_clean_except_the_two_deliberate_mistakes(capsys):
         == [f"axpy.py:{line}:27: VG201", f"axpy.py:{line}:30: VG201", "racy_shift.py:13:16: VG203"], out
     kernels = int(re.search(r"(\d+) kernels", out).group(1))
     launches = int(re.search(r"(\d+) launches", out).group(1))
-    assert kernels >= 7 and launches >= 7 and "not checked" not in out
+    assert kernels >= 7 and launches >= 7 and ": not proven" not in out
 
 
 def test_the_same_array_as_input_and_output_is_vg201(capsys, tmp_path):
@@ -220,7 +226,8 @@ def host_math(x, out):
     assert status == 1
     assert f"{path}:{line_of(source, 'print(')}:9: error: cannot call 'print' inside a kernel" in out
     assert f"{path}:{line_of(source, 'np.exp')}:18: error: cannot call 'exp' inside a kernel" in out
-    assert "2 problems (2 errors)" in out
+    assert "2 problems (2 not compilable)" in out
+    assert f"{path}:{line_of(source, 'def noisy')}: kernel 'noisy': not compilable: cannot call 'print'" in out
 
 
 BYTE_INDEX = HEADER + """
@@ -322,10 +329,13 @@ def main(out, block):
     tiled[4, 256](out, BLOCK=block)
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
-    assert f"note: kernel 'inner' at {path}:{line_of(source, 'def inner')} not checked: " \
+    assert f"{path}:{line_of(source, 'def inner')}: kernel 'inner': not proven: " \
            "it is defined inside a function" in out
-    assert "note: kernel 'tiled'" in out and "no literal value for constexpr 'BLOCK'" in out
-    assert status == 0 and "2 kernels not checked" in out
+    assert f"{path}:{line_of(source, 'def tiled')}: kernel 'tiled': not proven: no literal " \
+           "value for constexpr 'BLOCK'" in out
+    assert status == 1 and "2 problems (2 not proven)" in out and "verdicts: 2 not proven" in out
+    status, out, _ = run(capsys, "check", "--allow-unproven", str(path))
+    assert status == 0 and "verdicts: 2 not proven" in out
 
 
 def test_constexprs_come_from_the_defaults_of_the_launching_function(capsys, tmp_path):
@@ -366,7 +376,7 @@ def main(x, out):
     assert status == 1 and re.search(rf"^{re.escape(str(path))}:{line}:\d+: VG202: ", out, re.M), out
     fixed = source.replace("index=(0,), tile=t", "index=(tile.bid(0),), tile=t")
     path, status, out, _ = check_source(capsys, tmp_path, fixed)
-    assert status == 0 and "not checked" not in out, out
+    assert status == 0 and ": not proven" not in out, out
 
 
 CONSTANT_FROM_MATH = HEADER + """import math
@@ -384,11 +394,11 @@ def scaled(x, out):
 
 def test_constants_computed_with_math_are_known_to_the_check(capsys, tmp_path):
     path, status, out, _ = check_source(capsys, tmp_path, CONSTANT_FROM_MATH)
-    assert status == 0 and "1 kernel" in out and "not checked" not in out, out
-    # `math` bound to another module: its calls are not run, and the kernel is not checked.
+    assert status == 0 and "1 kernel" in out and ": not proven" not in out, out
+    # `math` bound to another module: its calls are not run, and the kernel is not proven.
     other = CONSTANT_FROM_MATH.replace("import math\n", "import numpy as math\n")
     path, status, out, _ = check_source(capsys, tmp_path, other)
-    assert status == 0 and "name 'LOG2_E' is not defined" in out, out
+    assert status == 1 and "kernel 'scaled': not proven: name 'LOG2_E' is not defined" in out, out
 
 
 def test_constexprs_and_blocks_come_from_literal_launches(capsys, tmp_path):
@@ -464,7 +474,7 @@ def compact(x, out, count):
             out[slot] = x[i]
 """
     _, status, out, _ = check_source(capsys, tmp_path, source)
-    assert "not checked" not in out and "2 kernels" in out
+    assert ": not proven" not in out and "2 kernels" in out
     assert status == 0
 
 
@@ -497,7 +507,7 @@ def folded(x, out, m):
         out[i % m, j % m] = x[i]
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
-    findings = [line for line in out.splitlines() if line.startswith(str(path))]
+    findings = findings_at(out, path)
     assert len(findings) == 1 and "VG202" in findings[0], out
     blocks = re.search(r"blocks of \((\d+), (\d+)\) threads", findings[0])
     assert blocks is None or int(blocks[1]) * int(blocks[2]) <= 1024, findings[0]
@@ -530,8 +540,8 @@ def main():
     racy[(2, 2), (BX, BY)](np.zeros((32, 32), np.float32))
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
-    findings = [line for line in out.splitlines() if line.startswith(str(path))]
-    assert status == 1 and "not checked" not in out
+    findings = findings_at(out, path)
+    assert status == 1 and ": not proven" not in out
     assert len(findings) == 1 and "VG211" in findings[0] and "s[0, 0]" in findings[0]
 
 
@@ -592,7 +602,7 @@ x = np.random.randint(0, 37, 10001).astype(np.int32)
 histogram[vg.cdiv(10001, 512)](x, np.zeros(37, np.int32), BLOCK=512)
 """
     _, status, out, _ = check_source(capsys, tmp_path, source)
-    assert status == 0 and "not checked" not in out and "1 kernel and 1 launch checked" in out, out
+    assert status == 0 and ": not proven" not in out and "1 kernel and 1 launch checked" in out, out
 
 
 def test_launches_in_lambdas_and_through_helpers_are_found(capsys, tmp_path):
@@ -635,7 +645,7 @@ def main(run):
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
     findings = [line for line in out.splitlines() if ": VG" in line]
-    assert status == 1 and "not checked" not in out, out
+    assert status == 1 and ": not proven" not in out, out
     assert len(findings) == 1 and "VG202" in findings[0] and "halves" not in findings[0], out
     assert findings[0].startswith(f"{path}:{line_of(source, 'i // 2')}:"), out
 
@@ -675,7 +685,7 @@ def shift(x, out):
     assert status == 1 and f"{path}:{line_of(source, 'OFFSET')}:" in out and "error: name 'OFFSET'" in out, out
     bound = source + "\nOFFSET = np.float32(np.pi)  # a call check does not run\n"
     path, status, out, _ = check_source(capsys, tmp_path, bound)
-    assert status == 0 and "not checked: name 'OFFSET' is not defined" in out, out
+    assert status == 1 and "kernel 'shift': not proven: name 'OFFSET' is not defined" in out, out
 
 
 def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
@@ -734,7 +744,7 @@ def _check_snippet(capsys, tmp_path, snippet: str, name: str):
 def test_check_refuses_each_racy_example_and_accepts_its_fix(capsys, tmp_path, code):
     entry = EXPLANATIONS[code]
     path, status, out, _ = _check_snippet(capsys, tmp_path, entry.racy, "racy.py")
-    if "not checked" in out:
+    if ": not proven" in out:
         pytest.skip(f"the frontend cannot build the {code} example yet: {out}")
     assert status == 1 and re.search(rf"^{re.escape(str(path))}:(\d+):\d+: {code}: ", out, re.M), out
     if code != "VG201":  # a launch finding points at the launch, the message at the write

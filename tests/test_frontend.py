@@ -282,7 +282,7 @@ def test_a_launch_error_names_the_users_call_with_a_caret():
 @pytest.mark.parametrize("config, words", [
     ((-1, 32), "every grid dimension must be 0 or more"),
     ((1, (32, 0)), "every block dimension must be positive"),
-    ((4, (64, 32)), "more than 1024 threads"),
+    ((4, (64, 32)), "has 2048 threads, past the limit of 1024"),
     ((4, 2.5), "tuple of 1 to 3 ints"),
     ((1, 2, 3, 4), "grid and a block"),
     ((1, None), "grid and a block"),

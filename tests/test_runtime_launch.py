@@ -419,3 +419,47 @@ def test_a_loop_over_two_sets_of_arrays_launches_without_packing():
     assert got["third"] == [p3, p1, p3, p2]
     # o3 packs over o1's set, o1 then over o2's, o3 hits, o2 packs over o3's
     assert got["packs after"] == 2 + 3
+
+
+def test_launch_limits_and_grids_of_no_blocks_on_the_cuda_path():
+    """The cuda backend refuses what the model refuses, and a device's own smaller limits
+    (read from the driver once); a grid of no blocks compiles the kernel (and refuses
+    aliased arguments) but enqueues nothing, and installs no launcher."""
+    got = run("""
+    from verdigris.runtime import limits
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    errors = []
+    for config in [((1, 65536), 32), (1, (1, 1, 65)), ((4, 2), (64, 32))]:
+        try:
+            axpy[config](2.0, x, y, o)
+        except vg.LaunchError as err:
+            errors.append(err.message)
+    out["errors"] = errors
+    enqueued = last_launch().count
+    axpy[0, 256](2.0, x, y, o)
+    out["enqueued"] = last_launch().count - enqueued
+    out["compiled"] = len(axpy._specializations) == 1 and all(
+        s.compiled for s in axpy._specializations.values())
+    out["launched"] = general_calls[0]
+    try:
+        axpy[0, 256](2.0, x, y, x)
+    except vg.AliasError:
+        out["alias"] = True
+    out["launcher"] = type(axpy[0, 256]).__name__
+    limits._device_limits[0] = limits.MODEL._replace(block=(256, 256, 64), block_threads=256)
+    try:
+        axpy[2, 512](2.0, x, y, o)
+    except vg.LaunchError as err:
+        out["device"] = err.message
+    axpy[4, 256](2.0, x, y, o)
+    out["last"] = record()["grid"]
+    """)
+    assert got["errors"] == [
+        "axpy: the grid has 65536 blocks along y, past the limit of 65535",
+        "axpy: the block has 65 threads along z, past the limit of 64",
+        "axpy: a block of (64, 32, 1) has 2048 threads, past the limit of 1024"]
+    assert got["compiled"] and got["launched"] == 1 and got["enqueued"] == 0 and got["alias"]
+    assert got["launcher"] == "Launch"  # no generated launcher for a grid of no blocks
+    assert got["device"] == ("axpy: the block has 512 threads along x, past the limit of 256 "
+                             "of GPU 0 (Fake GPU 0)")
+    assert got["last"] == [4, 1, 1]

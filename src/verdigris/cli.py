@@ -324,7 +324,7 @@ def cmd_check(args) -> int:
     from .safety.scan import check_paths
 
     try:
-        report = check_paths(args.paths)
+        report = check_paths(args.paths, allow_unproven=args.allow_unproven, timed=args.time)
     except FileNotFoundError as err:
         raise UsageError(f"no such file or directory: {err.args[0]}") from None
     except ValueError as err:
@@ -485,9 +485,15 @@ def build_parser() -> argparse.ArgumentParser:
                            "as at a launch that meets them)")
     comp.set_defaults(run=cmd_compile)
     check = sub.add_parser("check", help="find kernels and launch sites in source files, "
-                                         "without running them, and report races and "
-                                         "aliased launches (exit status 1 if any)")
+                                         "without running them, and give each kernel a "
+                                         "verdict: proven, refused, not compilable or not "
+                                         "proven (exit status 1 unless every one is proven)")
     check.add_argument("paths", nargs="+", metavar="PATH", help=".py files or directories")
+    check.add_argument("--allow-unproven", action="store_true",
+                       help="exit 0 when kernels are only not proven (none refused or not "
+                            "compilable): their launches are still checked when they run")
+    check.add_argument("--time", action="store_true",
+                       help="print the time each kernel's check took")
     check.set_defaults(run=cmd_check)
     explain = sub.add_parser("explain", help="the long form of a safety code, with a racy "
                                              "example and its fix")

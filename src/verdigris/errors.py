@@ -136,8 +136,9 @@ class AliasError(SafetyError):
 
 
 class LaunchError(Error):
-    """A launch cannot be made: wrong arguments, bad grid, host arrays on the GPU. Without a
-    location of its own it names the user's call (`user_call_site`)."""
+    """A launch cannot be made: wrong arguments, a grid or block past the launch limits
+    (naming the axis, the value and the limit), host arrays on the GPU. Without a location
+    of its own it names the user's call (`user_call_site`)."""
 
     at_user_call = True
 

@@ -77,6 +77,10 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
     (void)dev;
     switch (attribute) {
     case 1: *value = 1024; break;      /* max threads per block */
+    case 2: case 3: *value = 1024; break; /* max block x, y */
+    case 4: *value = 64; break;        /* max block z */
+    case 5: *value = 2147483647; break; /* max grid x */
+    case 6: case 7: *value = 65535; break; /* max grid y, z */
     case 10: *value = 32; break;       /* warp size */
     case 11: *value = 2147483647; break; /* max pitch */
     case 16: *value = 132; break;      /* SMs */

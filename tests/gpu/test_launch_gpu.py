@@ -155,3 +155,43 @@ def test_bit_functions_on_the_gpu_match_the_cpu_backend(rng, dtype):
     bit_functions[8, 128](vg.asarray(x), counts, reversed_bits)
     np.testing.assert_array_equal(counts.numpy(), np.stack([popc(x), clz(x), ffs(x)], axis=1))
     np.testing.assert_array_equal(reversed_bits.numpy(), brev(x))
+
+
+def test_the_device_limits_are_read_from_the_driver_and_the_model_holds_on_them():
+    """The GPU's own grid and block limits (driver attributes), capped at the model's: on
+    every GPU verdigris targets they are the model's."""
+    from verdigris.ir.limits import MODEL
+    from verdigris.runtime import limits
+
+    assert limits._query(0) == MODEL
+
+
+@pytest.mark.parametrize("grid, block, words", [
+    ((1, 65536), 32, "65536 blocks along y, past the limit of 65535"),
+    ((1, 1, 65536), 32, "65536 blocks along z, past the limit of 65535"),
+    (1, (1, 1, 65), "65 threads along z, past the limit of 64"),
+    (1, (64, 32), "2048 threads, past the limit of 1024"),
+])
+def test_a_launch_past_a_limit_is_refused_on_the_gpu(grid, block, words):
+    out = poisoned(64)
+    with pytest.raises(vg.LaunchError, match=words):
+        axpy[grid, block](1.0, poisoned(64), poisoned(64), out)
+    assert np.isnan(out.numpy()).all()
+
+
+def test_a_grid_of_zero_blocks_compiles_and_race_checks_on_the_gpu():
+    from verdigris import simt
+
+    @simt.kernel
+    def everyone_writes_out_0(x, out):
+        out[0] = x[simt.global_id(0)]
+
+    with pytest.raises(vg.SafetyError, match="VG202"):
+        everyone_writes_out_0[0, 32](poisoned(64), poisoned(1))
+    x = vg.asarray(np.arange(64, dtype=np.float32))
+    with pytest.raises(vg.AliasError):
+        axpy[0, 32](1.0, x, poisoned(64), x)
+    out = poisoned(64)
+    axpy[0, 32](1.0, x, x, out)
+    vg.synchronize()
+    assert np.isnan(out.numpy()).all()

@@ -4,7 +4,14 @@ Takes: the user's function and track (from `@simt.kernel`), then at each launch 
 block and arguments. Gives: `KernelFunction`, whose launches run on the current backend.
 Guarantees:
 - Bad launches (argument count, missing constexpr, grid shape, host arrays on the GPU,
-  arrays of different devices) raise `LaunchError` naming the kernel and the parameter.
+  arrays of different devices) raise `LaunchError` naming the kernel and the parameter; a
+  grid or block past the limits the proofs assume (`runtime.limits`) raises it on every
+  backend, naming the axis, the value and the limit.
+- A grid with no blocks launches nothing, after the same checks (arguments, alias check,
+  race check) and compile as any launch.
+- The cpu backend runs on the memory the alias check inspected: each array argument is
+  described once (`interop.describe`, which exports a DLPack object once) and the NumPy
+  view it runs on is made from that description, not from a second export.
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
   argument raises `AliasError` naming both parameters, the writing line and the call site,
   and a launch that breaks a `vg.assume` fact raises `AssumptionError` (`assumptions`).
@@ -20,7 +27,6 @@ import functools
 import threading
 import time
 import weakref
-from math import prod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,12 +37,12 @@ from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..ir import nodes as N
-from . import backend, warmup
-from .interop import byte_extent, describe, overlaps_itself, shares_elements
+from ..ir.limits import MODEL
+from . import backend, limits, warmup
+from .interop import byte_extent, describe, numpy_view, overlaps_itself, shares_elements
 
-MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
-MAX_AXIS_THREADS = 2**31 - 1  # thread ids along an axis fit in int32 (the race proofs assume it)
 MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples of this
 OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**30 and up
 
@@ -76,10 +82,12 @@ def _dims(value, what: str, name: str, empty: bool = False) -> tuple:
                           f"{'0 or more' if empty else 'positive'}, got {value!r}",
                           hint="the grid counts blocks, e.g. vg.cdiv(n, 256)" if what == "grid"
                           else "a block has 1 to 1024 threads, e.g. 256")
-    if what == "block" and prod(dims) > MAX_BLOCK_THREADS:
-        raise LaunchError(f"{name}: a block of {value!r} has more than {MAX_BLOCK_THREADS} threads",
-                          hint=f"a block has at most {MAX_BLOCK_THREADS} threads, e.g. 256 or (16, 16)")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    if what == "block":
+        limits.check_shape(name, (1, 1, 1), dims)
+    else:
+        limits.check_shape(name, dims, None)
+    return dims
 
 
 @dataclass(eq=False)
@@ -193,10 +201,8 @@ class KernelFunction:
                               "threads, e.g. 256; a tile kernel (@tile.kernel) chooses its own")
         grid = _dims(config[0], "grid", self.__name__, empty=True)
         block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
-        if block is not None and any(g * b > MAX_AXIS_THREADS for g, b in zip(grid, block)):
-            raise LaunchError(f"{self.__name__}: grid {grid} x block {block} has more than "
-                              f"{MAX_AXIS_THREADS} threads along one axis",
-                              hint="use a grid-stride loop over a smaller grid")
+        if block is not None:  # along each axis, grid x block threads fit in int32
+            limits.check_shape(self.__name__, grid, block)
         return Launch(self, grid, block, key)
 
     # ---------------------------------------------------------------- specialization
@@ -263,7 +269,7 @@ class KernelFunction:
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
         """The grid axes launched with one block, as specialization keys hold them."""
         return None if grid is None else (
-            (0,) * (grid[0] == 1) + (1,) * (grid[1] == 1) + (2,) * (grid[2] == 1))
+            (0,) * (grid[0] <= 1) + (1,) * (grid[1] <= 1) + (2,) * (grid[2] <= 1))
 
     def compile_aot(self, signatures, *, block=None, grid=None, targets=("sm_90",)):
         """A `runtime.bundle.Bundle` of this kernel compiled for `signatures` (one or a list,
@@ -360,8 +366,9 @@ class KernelFunction:
                shared_bytes: int = 0, on: str | None = None):
         """The general launch path, on backend `on` (default: the current one); on the cuda
         backend it returns the `launch_cuda.Plan` it followed (what a generated launcher
-        repeats), on the cpu backend None. `vg.Array`'s own operations (`hostops`) launch
-        `on="cuda"`: their arrays are device memory whichever backend kernels run on."""
+        repeats); on the cpu backend, or for a grid with no blocks, None. `vg.Array`'s own
+        operations (`hostops`) launch `on="cuda"`: their arrays are device memory whichever
+        backend kernels run on."""
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)
@@ -373,24 +380,14 @@ class KernelFunction:
         if shared_bytes or spec.dynamic_shared:
             self.check_shared_bytes(spec, shared_bytes)
         if not cuda:
-            self.launch_cpu(spec, grid, block, values, infos, shared_bytes)
+            if 0 not in grid:
+                self.launch_cpu(spec, grid, block, values, infos, shared_bytes)
         else:
             from . import launch_cuda
 
             if block is None:  # a tile kernel: the block its lowering chose
                 block = spec.launch_block or launch_cuda.tile_block(spec)
             return launch_cuda.launch(self, spec, grid, block, values, infos, stream, shared_bytes)
-
-    def check_arguments(self, grid: tuple, block: tuple, args: tuple, kwargs: dict) -> None:
-        """What a launch refuses of its arguments before it specializes on them: LaunchError
-        for arguments that do not fit the parameters, or arrays a GPU cannot read."""
-        values = self.bind(args, kwargs)
-        infos = self.describe_args(values)
-        self.spec_key(values, infos, block, grid)
-        if backend.current() == "cuda":
-            from . import launch_cuda
-
-            launch_cuda.device_of(self, [i for i, info in enumerate(infos) if info is not None], infos)
 
     def check_shared_bytes(self, spec: Specialization, shared_bytes) -> None:
         """`shared_bytes=`: an int >= 0, for SIMT kernels; at least one element for a kernel
@@ -489,9 +486,7 @@ class Launch:
         if _skipping.depth:  # tracing a torch op with fake tensors (`runtime.torch_ops`)
             return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
-        if 0 in self.grid:  # no blocks: nothing runs, but the arguments must still fit
-            self.kernel.check_arguments(self.grid, block, args, kwargs)
-            return
+        # a grid with no blocks runs nothing, but is checked and compiled like any launch
         plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
         # Launches with dynamic shared memory stay on this path (generated launchers pass
         # ABI values only).
@@ -604,12 +599,10 @@ def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
 
 
 def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
-    """A NumPy view of a non-NumPy host array for the cpu backend (no copy)."""
+    """A NumPy view of a non-NumPy host array for the cpu backend, made from `info`, the
+    description the alias check inspected (no copy, no second export)."""
     if info.device != -1:
         raise LaunchError(f"{kernel}: argument {name!r} lives on GPU {info.device}, but the "
                           "current backend is cpu", hint="copy it to the host, or use the "
                           "cuda backend: vg.set_backend('cuda')")
-    try:
-        return np.from_dlpack(value)
-    except Exception:
-        return np.asarray(value)
+    return numpy_view(info)

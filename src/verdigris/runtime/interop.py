@@ -4,8 +4,9 @@ Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | No
 not an array), `extractor(type)` (the per-type function `describe` uses), and
 `byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
 byte range a view can touch, which the launch-time alias check compares,
-`shares_elements(a, b)`, which it asks where two ranges overlap, and
-`overlaps_itself(shape, strides)`, which it asks of each array a kernel writes.
+`shares_elements(a, b)`, which it asks where two ranges overlap,
+`overlaps_itself(shape, strides)`, which it asks of each array a kernel writes, and
+`numpy_view(info)`, the NumPy view of host memory the cpu backend runs on.
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -190,6 +191,29 @@ def extractor(tp):
     if extract is None:
         extract = _EXTRACTORS[tp] = _choose_extractor(tp)
     return extract
+
+
+def numpy_view(info: ArrayInfo) -> np.ndarray:
+    """A NumPy view of host memory `info` describes (no copy, no new export: what the cpu
+    backend runs on is what `describe` gave); it keeps `info.keepalive`, and so the memory,
+    alive."""
+    itemsize = _ITEMSIZE[info.dtype]
+    raw = np.asarray(_HostMemory(info, itemsize))  # same-size unsigned ints, then the dtype:
+    return raw.view(info.dtype.np)  # NumPy's typestr has no name for bfloat16 or fp8
+
+
+class _HostMemory:
+    """`__array_interface__` of an `ArrayInfo` in host memory; the view NumPy makes of it
+    holds this object, and this object the info's `keepalive`."""
+
+    __slots__ = ("__array_interface__", "keepalive")
+
+    def __init__(self, info: ArrayInfo, itemsize: int):
+        self.keepalive = info.keepalive
+        self.__array_interface__ = {
+            "version": 3, "shape": tuple(info.shape), "typestr": f"<u{itemsize}",
+            "strides": tuple(s * itemsize for s in info.strides),
+            "data": (info.ptr, bool(info.readonly))}
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -32,7 +32,7 @@ from .. import types as T
 from ..ir import abi_params
 from ..ir.abi import AbiParam
 from ..ir.printer import format_kernel
-from . import cache, driver, faults, records, streams, warmup
+from . import cache, driver, faults, limits, records, streams, warmup
 from .module import CudaKernel, CudaModule, jit_cubin
 
 # The PTX targets we emit, by compute capability; a newer GPU runs the newest PTX below it.
@@ -82,8 +82,11 @@ class Plan:
         return self.spec.key
 
 
-def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: int = 0) -> Plan:
+def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: int = 0) -> Plan | None:
+    """Compile (once per device) and enqueue; a grid with no blocks compiles and enqueues
+    nothing, and gives None (no plan for `fastpath` to repeat)."""
     device = device_of(kernel_fn, spec.array_slots, infos)
+    limits.check_device(kernel_fn.__name__, grid, block, device)
     faults.raise_pending(device)
     checked = spec.bounds_guard is not None and not spec.bounds_guard(values, infos, grid, block)
     variant = (device, "checked") if checked else device
@@ -94,6 +97,8 @@ def launch(kernel_fn, spec, grid, block, values, infos, stream, shared_bytes: in
             if "disk cache" not in compiled.timings:
                 warmup.compiled(kernel_fn)
             records.save(kernel_fn, spec, device, checked, compiled)
+    if 0 in grid:
+        return None
     binder = spec.binder
     if binder is None:
         binder = spec.binder = abi_binder(spec.abi_slots)

@@ -21,11 +21,11 @@ import math
 from dataclasses import dataclass, field
 
 from .. import types as T
+from ..ir.limits import MAX_AXIS_THREADS, MODEL  # every launch is refused past these
 
 INF = math.inf
-MAX_BLOCK = 1024
-MAX_AXIS_THREADS = 2**31 - 1  # launch guarantee: grid_dim(a) * block_dim(a) <= this
-MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = MODEL.block_threads
+MAX_GRID = MODEL.grid
 MAX_ELEMENTS = 2**63 - 1  # an extent is an int64 (a broadcast view of bytes reaches this)
 AXES = "xyz"
 
@@ -325,7 +325,7 @@ class Space:
                 return Poly.const(block or 1)
             name = f"bdim{axis}"
             if name not in self.atoms:
-                dim = self.add(Atom(name, "size", 1, MAX_BLOCK, label=f"block_dim({axis})"))
+                dim = self.add(Atom(name, "size", 1, MODEL.block[axis], label=f"block_dim({axis})"))
                 dims = [Poly.atom(f"bdim{a}") for a in range(3) if f"bdim{a}" in self.atoms]
                 if len(dims) > 1:  # a block has at most MAX_BLOCK threads in all
                     threads = dims[0]

@@ -2,8 +2,9 @@
 running the files.
 
 Takes: paths of `.py` files or of directories (searched recursively, skipping hidden ones
-and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, counts) and
-`Report.format()`, the command's output. Guarantees:
+and `__pycache__`). Gives: `check_paths(paths, allow_unproven, timed) -> Report`
+(`checkreport`: findings, notes, one verdict per kernel) and `Report.format()`, the
+command's output. Guarantees:
 
 - No user file is imported or run. Each file is parsed with `ast`, and only a filtered copy
   of its top level is executed (`statics.load_definitions`), statement by statement, in a
@@ -12,8 +13,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   definitions, when their decorators, defaults and annotations are inert (names,
   attributes, literals, arithmetic and calls of the standard `math` module's functions);
   and assignments of inert values. No other top-level statement runs and no function body
-  runs (imported modules do run, as any import does). A statement that fails is skipped.
-  Kernels defined inside functions are listed as not checked.
+  runs (imported modules do run, as any import does). A statement that fails is skipped
+  (remembered: a kernel whose definition fails, or that follows a failing import, is not
+  compilable). Kernels defined inside functions are not proven.
 - Racy kernels: every kernel defined at the top level of a file is specialized through the
   real frontend and given to the static checker, `verdigris.safety.analyze`. The specs come
   from the file's launch sites (at any depth, lambdas included, and launches written with a
@@ -38,11 +40,18 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   bounds check at run time.
 - `vg.assume(...)` facts are notes (`note: assumed: n % 32 == 0 at file:line (kernel k),
   checked at every launch`): the verdicts hold for launches that satisfy them.
-- `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
-  so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
-  frontend refused it with a safety code or as Python no kernel can have (a `print`, a
-  `try`, a call of a NumPy function: `errors.UnsupportedConstruct`), which is a finding.
-  Only findings make the exit status 1.
+- `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings.
+- Every kernel gets one verdict (`checkreport.Verdict`): refused where a race or a safety
+  code the frontend enforces is found; not compilable where the frontend refused it as
+  Python no kernel can have (a `print`, a `try`, a call of a NumPy function:
+  `errors.UnsupportedConstruct`, each also a finding), or where a specialization fails the
+  same way with the inferred types and with integers for every type the source does not
+  state (a float index, `return value`); not proven where it fails with the inferred types
+  only (and the integer build fails otherwise), where check cannot evaluate its definition
+  or has no constexpr value, or where check itself fails; else proven. A specialization
+  that builds with integers only is checked with them.
+- Whatever fails in one kernel, launch or file (an `Error`, or any exception of the
+  checker), the run goes on to the next.
 """
 from __future__ import annotations
 
@@ -50,7 +59,8 @@ import ast
 import inspect
 import itertools
 import linecache
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import Error, Loc, UndefinedName, UnsupportedConstruct
@@ -58,6 +68,8 @@ from ..frontend import walk
 from ..ir import nodes as N
 from ..codegen import checks
 from . import analyze, bounds
+from .checkreport import (ASSUMED, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
+                          Note, Report, Verdict)
 from .elements import element_dtype
 from .statics import (MAX_CONFIGS, is_definition, load_definitions, possible_values,
                       scope_bindings, scope_nodes, scope_values, store_counts)
@@ -65,85 +77,15 @@ from .usage import param_usage
 from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
-RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
-ASSUMED = "assumed"  # the start of a note on a `vg.assume` fact the proofs took as given
 ANY_BLOCK = ("no launch in these files gives it a literal block; a kernel written for one "
              "block size is checked for it where a launch writes it, e.g. k[grid, 256](...)")
 
-# ----------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str  # "VG2xx"/"VG3xx", or "" for a file that cannot be read or parsed
-    loc: Loc
-    message: str
-    hint: str = ""
-
-    def format(self) -> str:
-        lines = [f"{self.loc}: {self.code or 'error'}: {self.message}"]
-        excerpt = self.loc.excerpt()
-        if excerpt:
-            lines.append(excerpt)
-        if self.hint:
-            lines.append(f"  hint: {self.hint}")
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Note:
-    loc: Loc
-    text: str  # names its own location where it has one
-
-    def format(self) -> str:
-        return f"note: {self.text}"
-
-
-@dataclass
-class Report:
-    findings: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    files: int = 0
-    kernels: int = 0  # kernels built and analyzed
-    launches: int = 0  # launch sites whose arguments were compared
-    unchecked: int = 0  # kernels that could not be built
-
-    @property
-    def status(self) -> int:
-        return 1 if self.findings else 0
-
-    def format(self) -> str:
-        items = sorted(dict.fromkeys(self.findings + self.notes),
-                       key=lambda i: (i.loc.file, i.loc.line, i.loc.col, isinstance(i, Note)))
-        return "\n".join([i.format() for i in items] + [self.summary()]) + "\n"
-
-    def summary(self) -> str:
-        counts = {}
-        for f in self.findings:
-            counts[f.code or "error"] = counts.get(f.code or "error", 0) + 1
-        files = f"{self.files} file{'s' * (self.files != 1)}"
-        checked = f"{self.kernels} kernel{'s' * (self.kernels != 1)} and {self.launches} " \
-                  f"launch{'es' * (self.launches != 1)} checked"
-        unsafe = sum(n.text.startswith("unsafe region") for n in set(self.notes))
-        runtime = sum(n.text.startswith(RUNTIME_CHECK) for n in set(self.notes))
-        assumed = sum(n.text.startswith(ASSUMED) for n in set(self.notes))
-        extras = [f"{n} {one if n == 1 else many}" for n, one, many in (
-            (self.unchecked, "kernel not checked", "kernels not checked"),
-            (unsafe, "unsafe region", "unsafe regions"),
-            (runtime, "access checked at run time", "accesses checked at run time"),
-            (assumed, "fact assumed", "facts assumed")) if n]
-        head = (f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)} ("
-                + ", ".join(f"{n} {c}" + "s" * (c == "error" and n != 1)
-                            for c, n in sorted(counts.items())) + ")"
-                if self.findings else "no problems")
-        return f"verdigris check: {head} in {files}; " + "; ".join([checked] + extras)
-
-
-def check_paths(paths) -> Report:
+def check_paths(paths, allow_unproven: bool = False, timed: bool = False) -> Report:
     """Check every `.py` file under `paths` (FileNotFoundError for a path that is missing).
     A launch specializes its kernel wherever the kernel is defined: in another of the files,
-    or in a module one of them imports, whose launched kernels are then checked as well."""
-    report = Report()
+    or in a module one of them imports, whose launched kernels are then checked as well.
+    `allow_unproven`, `timed`: see `Report`."""
+    report = Report(allow_unproven=allow_unproven, timed=timed)
     files = [FileCheck(file, report) for file in source_files(paths)]
     for check in files:
         check.load()
@@ -167,9 +109,10 @@ def check_paths(paths) -> Report:
 
 def defined_at(kernel) -> tuple:
     """(the absolute path of the file, the line) where `kernel`'s function is defined: the
-    kernel's identity across the namespaces check builds and the modules files import."""
-    code = kernel.fn.__code__
-    return str(Path(code.co_filename).resolve()), code.co_firstlineno
+    kernel's identity across the namespaces check builds and the modules files import;
+    ("", 0) for a kernel without Python source (a bundle's)."""
+    code = getattr(getattr(kernel, "fn", None), "__code__", None)
+    return (str(Path(code.co_filename).resolve()), code.co_firstlineno) if code else ("", 0)
 
 
 def source_files(paths) -> list:
@@ -359,8 +302,10 @@ class FileCheck:
     def __init__(self, path: Path, report: Report):
         self.file = str(path)
         self.report = report
-        self.builds: dict = {}  # (kernel, block, constexprs) -> (ir, None) | (None, Error)
+        # (kernel, launch, constexprs, elements, integers) -> (ir, None) | (None, Error)
+        self.builds: dict = {}
         self.tree, self.namespace, self.sites = None, {}, []
+        self.failed: dict = {}  # top-level statement -> the exception it raised when run
 
     def load(self) -> None:
         self.report.files += 1
@@ -368,18 +313,24 @@ class FileCheck:
             text = Path(self.file).read_text(encoding="utf-8")
             tree = ast.parse(text, self.file)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            self.report.findings.append(Finding("", Loc(self.file, 1, 0), f"cannot read: {exc}"))
+            self.file_verdict(Loc(self.file, 1, 0), NOT_COMPILABLE, f"cannot read: {exc}")
             return
         except SyntaxError as exc:
-            self.report.findings.append(Finding(
-                "", Loc(self.file, exc.lineno or 1, max((exc.offset or 1) - 1, 0)),
-                f"cannot parse: {exc.msg}"))
+            loc = Loc(self.file, exc.lineno or 1, max((exc.offset or 1) - 1, 0))
+            self.report.findings.append(Finding("", loc, f"cannot parse: {exc.msg}"))
+            self.file_verdict(loc, NOT_COMPILABLE, f"cannot parse: {exc.msg}")
             return
         linecache.checkcache(self.file)  # quote the file as it is now
-        roots = {_root_name(c.func.value) for c in candidate_launches(tree)}
-        self.tree = tree
-        self.namespace = load_definitions(tree, self.file, roots)
-        self.sites = launch_sites(tree, self.namespace, self.file)
+        try:
+            roots = {_root_name(c.func.value) for c in candidate_launches(tree)}
+            self.namespace = load_definitions(tree, self.file, roots, self.failed)
+            self.sites = launch_sites(tree, self.namespace, self.file)
+            self.tree = tree
+        except Exception as exc:  # a defect of check: this file's kernels are not proven
+            self.file_verdict(Loc(self.file, 1, 0), NOT_PROVEN, _checker_failed(exc))
+
+    def file_verdict(self, loc: Loc, verdict: str, detail: str) -> None:
+        self.report.verdicts.append(Verdict(loc, "file", verdict, detail))
 
     def check_kernels(self, sites: list, only: set | None = None) -> set:
         """Check the kernels defined here (those `only` names by `defined_at`, if given),
@@ -400,29 +351,45 @@ class FileCheck:
         if only is None:
             for node in ast.walk(self.tree):
                 if is_definition(node, "kernel") and node not in self.tree.body:
-                    self.not_checked(node, "it is defined inside a function or class, and "
-                                           "check runs no code")
+                    self.verdict(node, NOT_PROVEN, "it is defined inside a function or class, "
+                                                   "and check runs no code")
         return found
 
     def check_launches(self) -> None:
         for site in self.sites:
-            self.check_launch(site)
+            try:
+                self.check_launch(site)
+            except Error:
+                pass  # the kernel's own verdict says why it could not be built
+            except Exception as exc:  # a defect of check: this launch is not proven
+                name = getattr(site.kernel, "__name__", "?")
+                self.report.verdicts.append(Verdict(site.loc(site.call), f"launch of {name!r}",
+                                                    NOT_PROVEN, _checker_failed(exc)))
 
     # ------------------------------------------------------------------ kernels
 
-    def not_checked(self, node, reason: str) -> None:
-        self.report.unchecked += 1
-        self.report.notes.append(Note(Loc(self.file, node.lineno, node.col_offset),
-                                      f"kernel {node.name!r} at {self.file}:{node.lineno} "
-                                      f"not checked: {reason}"))
+    def verdict(self, node, verdict: str, detail: str = "", seconds: float | None = None) -> None:
+        self.report.verdicts.append(Verdict(Loc(self.file, node.lineno, node.col_offset),
+                                            f"kernel {node.name!r}", verdict, detail, seconds))
 
     def check_kernel(self, node: ast.FunctionDef, kernel, mine: list) -> None:
-        """`mine`: the launch sites of this kernel, in any file."""
-        node_loc = Loc(self.file, node.lineno, node.col_offset)
+        """One verdict for the kernel `node` defines; `mine`: its launch sites, in any file.
+        Whatever goes wrong in one kernel, the run goes on to the next."""
+        start = time.perf_counter()
+        try:
+            verdict, detail = self.kernel_verdict(node, kernel, mine)
+        except Error as err:  # e.g. a signature no kernel can have (`*args`)
+            self.report.findings.append(Finding(err.code, err.loc or Loc(self.file, node.lineno,
+                                                node.col_offset), err.message, err.hint))
+            verdict, detail = (REFUSED, err.code) if err.code else (NOT_COMPILABLE, _error_text(err))
+        except Exception as exc:  # a defect of check: the kernel is not proven
+            verdict, detail = NOT_PROVEN, _checker_failed(exc)
+        self.verdict(node, verdict, detail, time.perf_counter() - start)
+
+    def kernel_verdict(self, node: ast.FunctionDef, kernel, mine: list) -> tuple:
+        """(verdict, detail) of one kernel, its findings and notes added to the report."""
         if not getattr(kernel, "__vg_kernel__", False):
-            self.not_checked(node, "its definition could not be evaluated (an import or "
-                                   "a decorator argument that check does not run)")
-            return
+            return self.unevaluated(node)
         kernel, tuned = _tuned(kernel)
         configs = [c for s in mine for c in s.configs()] \
             or [c for s in mine for c in default_configs(kernel, s.element_types(), tuned)] \
@@ -430,30 +397,27 @@ class FileCheck:
         if not configs:
             missing = [p.name for p in kernel.params
                        if p.constexpr and p.default is inspect.Parameter.empty]
-            self.not_checked(node, "no literal value for constexpr "
-                                   + ", ".join(repr(m) for m in missing) + " at its launches "
-                                   f"and no default (give it one, e.g. `{missing[0]}: "
-                                   "vg.constexpr = 64`, to have it checked)")
-            return
-        built, failures = [], []
+            return NOT_PROVEN, ("no literal value for constexpr " + ", ".join(map(repr, missing))
+                                + " at its launches and no default (give it one, e.g. "
+                                f"`{missing[0]}: vg.constexpr = 64`, to have it checked)")
+        built, refusals, failures = [], [], []
         for launch, constexprs, elements in dict.fromkeys(
                 (shape, tuple(c.items()), tuple(e.items())) for shape, c, e in configs):
             ir, error = self.build(kernel, launch, dict(constexprs), dict(elements))
-            (built.append(ir) if ir is not None else failures.append(error))
-        # a safety rule the frontend enforces, or Python no kernel can have: whatever the
-        # types check assumed, a launch would be refused the same way (a name is undefined
-        # for sure only where the file binds it nowhere: check runs part of the file)
-        bound = store_counts(self.tree.body)
-        refusals = [e for e in failures if e.code or isinstance(e, UnsupportedConstruct)
-                    and not (isinstance(e, UndefinedName) and e.name in bound)]
+            if ir is None and _refusal(error, self.tree):
+                # a safety rule the frontend enforces, or Python no kernel can have: whatever
+                # the types check assumed, a launch would be refused the same way
+                refusals.append(error)
+            elif ir is None:  # the types check inferred may be what fails: integers instead
+                ir, retried = self.build(kernel, launch, dict(constexprs), dict(elements), True)
+                if ir is None:
+                    failures.append((error, retried))
+            if ir is not None:
+                built.append(ir)
         for err in refusals:
-            self.report.findings.append(Finding(err.code, err.loc or node_loc, err.message,
-                                                err.hint))
-        if not built and not refusals:
-            err = failures[0]
-            self.not_checked(node, f"{err.message} ({err.loc})" if err.loc else err.message)
-            return
-        self.report.kernels += 1
+            self.report.findings.append(Finding(err.code, err.loc or Loc(
+                self.file, node.lineno, node.col_offset), err.message, err.hint))
+        codes = sorted({e.code for e in refusals if e.code})
         for ir in built:
             for region in ir.unsafe_regions:
                 self.report.notes.append(Note(region, f"unsafe region at {region.file}:"
@@ -462,9 +426,44 @@ class FileCheck:
                 self.report.notes.append(Note(fact.loc, f"{ASSUMED}: {fact.text} at {fact.loc.file}:"
                                                         f"{fact.loc.line} (kernel {ir.name}), "
                                                         "checked at every launch"))
-            self.race_findings(ir)
+            codes += self.race_findings(ir)
+        if codes:
+            return REFUSED, ", ".join(sorted(set(codes)))
+        if refusals:
+            return NOT_COMPILABLE, _error_text(refusals[0])
+        if failures:  # a specialization that did not build is not proven, unless no types
+            # would build it: the same error with the types inferred and with integers
+            first = failures[0][0]
+            same = all(a.message == b.message and a.loc == b.loc
+                       and not isinstance(a, UndefinedName) for a, b in failures)
+            why = "" if same else "; the file binds it in code check does not run" \
+                if isinstance(first, UndefinedName) else \
+                " (with the types check inferred; the launches' types may differ)"
+            return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(first) + why
+        return PROVEN, self.proven_detail(built)
 
-    def race_findings(self, ir) -> None:
+    def unevaluated(self, node) -> tuple:
+        """The verdict of a kernel whose definition check could not evaluate."""
+        if node not in self.failed:  # not run: check runs only inert definitions
+            return NOT_PROVEN, ("its definition could not be evaluated (a decorator argument "
+                                "that check does not run)")
+        imports = [n for n in self.failed if isinstance(n, (ast.Import, ast.ImportFrom))
+                   and n.lineno < node.lineno]
+        if imports:  # the likely cause of its failure (a decorator's name it did not bind)
+            first = imports[0]
+            return NOT_COMPILABLE, (f"an import fails at {self.file}:{first.lineno}: "
+                                    f"{_exception_text(self.failed[first])}")
+        return NOT_COMPILABLE, f"its definition fails: {_exception_text(self.failed[node])}"
+
+    @staticmethod
+    def proven_detail(built: list) -> str:
+        """What a proven kernel's verdict line adds: the regions `vg.unsafe()` exempts."""
+        unsafe = sum(len(ir.unsafe_regions) for ir in built)
+        return f"{unsafe} unsafe region{'s' * (unsafe != 1)} exempt" if unsafe else ""
+
+    def race_findings(self, ir) -> list:
+        """The codes of the races in `ir` (each a finding); notes for a race-free kernel's
+        accesses that keep a run-time check."""
         errors = analyze(ir).errors
         for err in errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
@@ -473,6 +472,7 @@ class FileCheck:
                                                   f"was checked for any block: {ANY_BLOCK}"))
         if not errors and ir.track == "simt":
             self.runtime_check_notes(ir)
+        return [err.code for err in errors]
 
     def runtime_check_notes(self, ir) -> None:
         """A note per access that no proof covers: it keeps its bounds check at run time."""
@@ -485,14 +485,19 @@ class FileCheck:
                 self.report.notes.append(Note(node.loc, (
                     f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); {why}")))
 
-    def build(self, kernel, launch: tuple, constexprs: dict, elements: dict):
+    def build(self, kernel, launch: tuple, constexprs: dict, elements: dict,
+              integers: bool = False):
         """(the IR, None), or (None, the Error that stopped the frontend); `launch`: the
-        (block, grid) it is specialized on, each None where unknown."""
+        (block, grid) it is specialized on, each None where unknown; `integers`: every
+        scalar and array element whose type the source does not state is int64."""
         key = (id(kernel), launch, tuple(sorted(constexprs.items())),
-               tuple(sorted((k, v.name) for k, v in elements.items())))
+               tuple(sorted((k, v.name) for k, v in elements.items())), integers)
         if key not in self.builds:
             try:
                 usage = param_usage(kernel.fn)
+                if integers:
+                    usage = {name: replace(u, int_elements=True, int_scalar=True)
+                             for name, u in usage.items()}
                 specs = {p.name: constexprs[p.name] if p.constexpr
                          else usage[p.name].spec(elements.get(p.name)) for p in kernel.params}
                 self.builds[key] = (kernel.specialize_types(specs, *launch), None)
@@ -535,3 +540,23 @@ class FileCheck:
             f"{name} writes {written!r}, which {how} {other!r}{views}: the result would "
             f"depend on the order threads run in (written at {store})",
             f"pass a separate output array for {written!r} (e.g. vg.empty_like), or, to update it in place, a kernel that takes it once"))
+
+
+def _refusal(err: Error, tree) -> bool:
+    """A build error no types would avoid: a safety code the frontend enforces, or Python
+    no kernel can have (a name is undefined for sure only where the file binds it nowhere:
+    check runs part of the file)."""
+    return bool(err.code) or isinstance(err, UnsupportedConstruct) and not (
+        isinstance(err, UndefinedName) and err.name in store_counts(tree.body))
+
+
+def _error_text(err: Error) -> str:
+    return f"{err.message} ({err.loc})" if err.loc else err.message
+
+
+def _exception_text(exc: BaseException) -> str:
+    return _error_text(exc) if isinstance(exc, Error) else f"{type(exc).__name__}: {exc}"
+
+
+def _checker_failed(exc: Exception) -> str:
+    return f"the checker failed ({type(exc).__name__}: {exc}); please report it"

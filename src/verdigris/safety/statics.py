@@ -203,9 +203,11 @@ def _wanted_import(node, needed: set) -> bool:
     return bool({(a.asname or a.name).partition(".")[0] for a in node.names} & (needed | {"*"}))
 
 
-def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
+def load_definitions(tree: ast.Module, filename: str, extra_names: set,
+                     failures: dict | None = None) -> dict:
     """A fresh namespace holding the file's kernels, helpers and constants (see the module
-    docstring for what runs); `extra_names` are imports to keep besides those they use."""
+    docstring for what runs); `extra_names` are imports to keep besides those they use.
+    `failures` (if given) gets each statement that raised -> its exception."""
     kept = [n for n in tree.body if _kept(n)]
     needed = _names_used(kept) | extra_names
     flags = 0
@@ -226,8 +228,9 @@ def load_definitions(tree: ast.Module, filename: str, extra_names: set) -> dict:
                            flags=flags, dont_inherit=True)
             try:
                 exec(code, namespace)
-            except (Exception, SystemExit):  # an import that fails, a name that is not there
-                continue
+            except (Exception, SystemExit) as exc:  # an import that fails, a missing name
+                if failures is not None:
+                    failures[node] = exc
     finally:
         sys.path.pop(0)
     return namespace
