@@ -23,15 +23,13 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError, UndefinedName, UnsupportedConstruct
 from ..ir import nodes as N
-from . import tiles
+from . import assigned, tiles
+from .bindings import Conflict, Retry, VarBinding
+from . import bindings
 from .expressions import BIN_OPS, Expressions
 from .source import FunctionSource, function_source
 from .tiles import binary
 from .typing import Static, cast, is_number, truth, typed
-
-
-class Retry(Exception):
-    """A variable's type widened; translate again from the start."""
 
 
 @dataclass
@@ -50,6 +48,8 @@ class Unit:
     unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
     array_names: set = field(default_factory=set)  # names given to local/shared arrays
     known: dict = field(default_factory=dict)  # variable -> the compile-time int it holds
+    forced: dict = field(default_factory=dict)  # assignment site -> its variable; survives retries
+    taken: set = field(default_factory=set)  # variables given to assignments in this attempt
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -89,7 +89,7 @@ class Translator(Expressions):
                  call_site: Loc | None = None, return_label: str = "kernel"):
         self.unit = unit
         self.src = src
-        self.scope = scope  # name -> ("var", key) | N.ArrayRef | Static
+        self.scope = scope  # name -> VarBinding | N.ArrayRef | Static | Conflict (bindings)
         self.prefix = prefix
         self.call_site = call_site
         self.return_label = return_label
@@ -97,6 +97,10 @@ class Translator(Expressions):
         self.loop_depth = 0
         self.nesting = 0
         self.returns: list = []  # per `return`: None or a tuple of typed values' arity
+        self.live = True  # whether the statement being translated can be reached
+        self.loops: list = []  # per enclosing loop: the scopes at its `continue`s and `break`s
+        self.reads: list = []  # (name, id of its binding) per read, in order
+        self.bound_at: dict = {}  # (name, id of an array or constant) -> where it was bound
         self.stores = collections.Counter(n.id for n in ast.walk(src.tree)
                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
         self.assigned = set(self.stores)
@@ -150,7 +154,7 @@ class Translator(Expressions):
             try:
                 joined = T.promote(old, value.dtype)
             except TypeError as exc:
-                raise CompileError(f"variable {key.rsplit('.', 1)[-1]!r} holds {old.name} "
+                raise CompileError(f"variable {bindings.display(key)!r} holds {old.name} "
                                    f"elsewhere but {value.dtype.name} here: {exc}", loc) from None
             if joined is not old:
                 if key in self.unit.fixed:
@@ -179,37 +183,52 @@ class Translator(Expressions):
         return N.Var(loc, key, value.dtype)
 
     def bind(self, name: str, value, node) -> None:
+        """Bind `name` to `value` (Python's rebinding: a value of another type is a new
+        variable; `bindings` says where bindings must agree)."""
         loc = self.loc(node)
         if isinstance(value, N.ArrayRef) and id(value) in self.unit.unnamed:
             self.name_array(value, name)
         if isinstance(value, N.ArrayRef) or (isinstance(value, Static) and not is_number(value)):
-            current = self.scope.get(name)
-            if isinstance(current, tuple) or (self.nesting and current is not None
-                                              and current != value):
-                raise CompileError(f"{name!r} is rebound to a different kind of value inside "
-                                   "control flow", loc,
-                                   hint="bind arrays and constants once, at the top level")
             self.scope[name] = value
+            self.bound_at[name, id(value)] = loc
             return
-        if isinstance(self.scope.get(name), (N.ArrayRef, Static)) and not is_number(self.scope[name]):
-            raise CompileError(f"{name!r} names an array or constant; it cannot also hold a "
-                               "number", loc, hint="use another variable name")
-        binding = self.scope.get(name)
-        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
-        self.scope[name] = ("var", key)
+        vtype = tiles.TileType(value.dtype, tiles.shape_of(value)) if tiles.is_tile(value) \
+            else self.weak_type(name, value) or typed(value, loc).dtype
+        key = bindings.key_for(self.unit, self.scope, name, loc, vtype, self.prefix + name)
         self.set_var(key, value, loc)
+        self.scope[name] = VarBinding(key, frozenset({bindings.site(loc)}), loc)
         if isinstance(value, Static) and type(value.value) is int and not self.nesting \
                 and self.stores[name] == 1:
             self.unit.known[key] = value.value
 
+    def weak_type(self, name: str, value):
+        """A Python number is weak, as in expressions: assigned to a name holding a scalar
+        whose dtype holds it, it takes that dtype (`v = float("inf")` keeps v float16)."""
+        current = self.scope.get(name)
+        if not is_number(value) or not isinstance(current, VarBinding):
+            return None
+        old = self.unit.types.get(current.key)
+        try:
+            return old if isinstance(old, T.DType) and T.promote_weak(old, value.value) is old \
+                else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    def assignment(self, name: str, binding) -> Loc:
+        """Where `name` was bound to `binding` (for messages)."""
+        if isinstance(binding, VarBinding):
+            return binding.loc
+        return self.bound_at.get((name, id(binding)), getattr(binding, "loc", None))
+
     def read_name(self, node: ast.Name):
         name, loc = node.id, self.loc(node)
         binding = self.scope.get(name)
-        if isinstance(binding, tuple):
-            key = binding[1]
-            if key not in self.unit.types:
-                raise SafetyError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
-            return self.variable(key, loc)
+        if isinstance(binding, Conflict):
+            bindings.resolve(self.unit, name, binding, loc)
+        if binding is not None:
+            self.reads.append((name, id(binding)))
+        if isinstance(binding, VarBinding):
+            return self.variable(binding.key, loc)
         if binding is not None:
             return binding
         if name in self.assigned:
@@ -331,7 +350,52 @@ class Translator(Expressions):
             self.body(node.body if cond.value else node.orelse)  # decided while compiling
             return
         cond = truth(cond, self.loc(node.test))
-        self.emit(N.If(self.loc(node), cond, self.nested(node.body), self.nested(node.orelse)))
+        entry = self.scope
+        then, then_end = self.branch(node.body, entry)
+        orelse, else_end = self.branch(node.orelse, entry)
+        self.emit(N.If(self.loc(node), cond, then, orelse))
+        self.meet([then_end, else_end])
+
+    # ------------------------------------------------------------------ control-flow merges
+
+    def branch(self, body, scope: dict, loop: bool = False) -> tuple:
+        """Translate `body` (as `nested`) from a copy of `scope`: its statements, and the
+        scope at its end (None where it cannot fall through: it breaks, continues or returns)."""
+        outer_scope, outer_live = self.scope, self.live
+        self.scope, self.live = dict(scope), True
+        try:
+            stmts = self.nested(body, loop)
+            return stmts, self.scope if self.live else None
+        finally:
+            self.scope, self.live = outer_scope, outer_live
+
+    def meet(self, ends: list) -> None:
+        """Continue where the paths ending with scopes `ends` (None: a path that left) meet."""
+        reached = [e for e in ends if e is not None]
+        if reached:
+            self.scope = bindings.merge(reached, self.assignment)
+        else:
+            self.live = False
+
+    def loop(self, body, head: dict, loc: Loc, exclude: str | None = None,
+             mark: int | None = None) -> tuple:
+        """Translate a loop's body from the bindings at its head; check that what the body
+        (and the reads since `mark`: a while's condition) reads of them comes back around
+        the loop. Gives the body and the scopes that leave the loop (at its end, `continue`s
+        and `break`s)."""
+        mark = len(self.reads) if mark is None else mark
+        self.loops.append(([], []))
+        try:
+            stmts, end = self.branch(body, head, loop=True)
+        finally:
+            continues, breaks = self.loops.pop()
+        read = set(self.reads[mark:])
+        for name, entry in head.items():
+            if name != exclude and (name, id(entry)) in read:
+                for back in [end] + continues:
+                    bindings.check_carried(self.unit, name, entry, back and back.get(name),
+                                           self.assignment, loc)
+        return stmts, [end] + continues + breaks
 
     def stmt_For(self, node) -> None:
         loc = self.loc(node)
@@ -360,18 +424,22 @@ class Translator(Expressions):
                 dtype = T.promote(dtype, a.dtype)
         else:
             dtype = T.literal_dtype(max((a.value for a in (start, stop)), key=abs))
-        name = node.target.id
-        binding = self.scope.get(name)
-        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
-        self.scope[name] = ("var", key)
+        name, target = node.target.id, self.loc(node.target)
+        key = bindings.key_for(self.unit, self.scope, name, target, dtype, self.prefix + name)
         if key in self.unit.types and self.unit.types[key] is not dtype:
-            dtype = T.promote(self.unit.types[key], dtype)
+            dtype = T.promote(self.unit.types[key], dtype)  # a merge joined it with wider ones
             if dtype is not self.unit.types[key]:
                 self.unit.types[key] = dtype
                 raise Retry
         self.unit.types[key] = dtype
         bounds = [typed(a, loc, dtype) for a in (start, stop, step)]
-        self.emit(N.For(loc, key, *bounds, self.nested(node.body, loop=True)))
+        entry = self.scope
+        head = {**entry, name: VarBinding(key, frozenset({bindings.site(target)}), target)}
+        body, exits = self.loop(node.body, head, loc, exclude=name)
+        loop = N.For(loc, key, *bounds, body)
+        self.emit(loop)
+        # a loop that surely runs (constant bounds, no break or continue) leaves from its end
+        self.meet(exits if assigned.runs(loop) and not N.leaves_loop(body) else [entry] + exits)
 
     def stmt_While(self, node) -> None:
         loc = self.loc(node)
@@ -382,23 +450,28 @@ class Translator(Expressions):
         def condition():
             test.append(truth(self.expr(node.test), self.loc(node.test)))
 
+        entry = self.scope
+        mark = len(self.reads)
         setup = self.nested(condition)
-        body = self.nested(node.body, loop=True)
+        body, exits = self.loop(node.body, entry, loc, mark=mark)  # the condition reads too
         if setup:  # the condition itself needs statements: test at the top of the body
             stop = N.If(loc, N.Unary(loc, "not", test[0], T.bool_), [N.Break(loc)], [])
             self.emit(N.While(loc, N.Const(loc, True, T.bool_), setup + [stop] + body))
         else:
             self.emit(N.While(loc, test[0], body))
+        self.meet([entry] + exits)
 
     def stmt_Break(self, node) -> None:
         if not self.loop_depth:
             raise CompileError("`break` outside a loop", self.loc(node))
         self.emit(N.Break(self.loc(node)))
+        self.leave(self.loops[-1][1])
 
     def stmt_Continue(self, node) -> None:
         if not self.loop_depth:
             raise CompileError("`continue` outside a loop", self.loc(node))
         self.emit(N.Continue(self.loc(node)))
+        self.leave(self.loops[-1][0])
 
     def stmt_Return(self, node) -> None:
         loc = self.loc(node)
@@ -419,6 +492,13 @@ class Translator(Expressions):
         else:
             self.returns.append(0)
         self.emit(N.Exit(loc, self.return_label))
+        self.leave([])
+
+    def leave(self, exits: list) -> None:
+        """The path ends here (break, continue, return); its scope goes to `exits`."""
+        if self.live:
+            exits.append(dict(self.scope))
+        self.live = False
 
     def stmt_With(self, node) -> None:
         loc = self.loc(node)
@@ -460,7 +540,7 @@ class Translator(Expressions):
             raise CompileError(f"{name!r} is declared vg.constexpr, but its value is not known "
                                "while compiling", loc, hint="compute it from literals, "
                                "vg.constexpr parameters and the shapes of local and shared arrays")
-        if isinstance(self.scope.get(name), tuple):
+        if isinstance(self.scope.get(name), (VarBinding, Conflict)):
             raise CompileError(f"{name!r} is a variable; a vg.constexpr name cannot be one too",
                                loc, hint="use another name")
         self.scope[name] = value
