@@ -12,7 +12,9 @@ and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helper
 from __future__ import annotations
 
 import ast
-
+import functools
+import inspect
+import os
 import types as pytypes
 
 from .. import lang
@@ -39,11 +41,51 @@ TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the oth
 
 
 
+def plain_helper(fn) -> bool:
+    """Whether kernels inline `fn`, an undecorated function, as a `@vg.func` helper: a
+    function written with `def` in the user's code. Lambdas, generators, coroutines and the
+    functions of the standard library, of installed packages and of verdigris itself are
+    host functions (their bodies are not kernel code)."""
+    if not isinstance(fn, pytypes.FunctionType) or fn.__name__ == "<lambda>":
+        return False
+    if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
+                               | inspect.CO_ASYNC_GENERATOR):
+        return False
+    module = fn.__module__ or ""
+    if module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples"):
+        return False
+    return not _in_library(fn.__code__.co_filename)
+
+
+def _in_library(file: str) -> bool:
+    """Whether `file` is part of the standard library or an installed package."""
+    real = os.path.realpath(file)
+    return any(real.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.cache
+def _library_roots() -> frozenset:
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    roots += site.getsitepackages() + [site.getusersitepackages()]
+    return frozenset(os.path.realpath(r) for r in roots)
+
+
 def _refuse_call(fn, loc: Loc):
     """A call of what kernels cannot call: a kernel, or a host function."""
     if getattr(fn, "__vg_kernel__", False):
         raise UnsupportedConstruct(f"kernel {fn.__name__!r} cannot be called from a kernel",
-                                   loc, hint="make the shared code a @vg.func helper")
+                                   loc, hint="move the shared code into a helper function")
+    if isinstance(fn, pytypes.FunctionType) and fn.__name__ == "<lambda>":
+        raise UnsupportedConstruct("cannot call a lambda inside a kernel", loc,
+                                   hint="define the helper with `def` (at module level)")
+    if isinstance(fn, type):
+        raise UnsupportedConstruct(f"cannot call {fn.__qualname__!r} inside a kernel: it is a "
+                                   "class, and kernels hold numbers, tiles and arrays", loc,
+                                   hint=_call_hint(fn))
     raise UnsupportedConstruct(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel",
                                loc, hint=_call_hint(fn))
 
@@ -59,7 +101,11 @@ def _call_hint(fn) -> str:
         module = getattr(fn, "__module__", None) or type(fn).__module__ or "the host"
         return (f"{module.partition('.')[0]} functions run on the host; in a kernel, call "
                 f"vg.math.{name}(...)")
-    return "kernels call intrinsics, vg.math functions and @vg.func helpers"
+    if isinstance(fn, pytypes.FunctionType):  # a generator, or a host library's function
+        return ("kernels inline the functions of your own code; a generator, or a function "
+                "of the standard library or an installed package, runs on the host: write a "
+                "helper with `def` (or @vg.func) instead")
+    return "kernels call intrinsics, vg.math functions and helper functions written with `def`"
 
 class Expressions:
     """Mixed into `translate.Translator`, whose state and statement methods it uses."""
@@ -335,7 +381,8 @@ class Expressions:
         if fn is None:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
-        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)):
+        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
+                and not plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32")
         # and as float()'s argument (float("inf"), Triton's spelling of infinity).

@@ -572,18 +572,21 @@ class Translator(Expressions):
                                loc, hint="use one dtype, and carve parts of it by offset")
         return ref
 
-    def inline(self, fn: lang.func, args, kwargs, loc: Loc):
-        src = function_source(fn.fn)
+    def inline(self, helper, args, kwargs, loc: Loc):
+        """A call of a helper (a `@vg.func`, or a plain function: `plain_helper`), inlined
+        as a `Region`; gives its result."""
+        fn = helper.fn if isinstance(helper, lang.func) else helper
+        src = function_source(fn)
         if fn in self.unit.call_stack:
             raise UnsupportedConstruct(f"{src.name}() calls itself: recursion is not supported", loc,
                                hint="rewrite it as a loop")
         spec = src.tree.args
         if spec.vararg or spec.kwarg or spec.kwonlyargs:
             raise CompileError(f"{src.name}() uses *args, **kwargs or keyword-only parameters, "
-                               "which @vg.func helpers do not support", loc)
+                               "which kernel helpers do not support", loc)
         names = [a.arg for a in spec.posonlyargs + spec.args]
-        defaults = dict(zip(names[len(names) - len(fn.fn.__defaults__ or ()):],
-                            (Static(d) for d in fn.fn.__defaults__ or ())))
+        defaults = dict(zip(names[len(names) - len(fn.__defaults__ or ()):],
+                            (Static(d) for d in fn.__defaults__ or ())))
         if len(args) > len(names):
             raise CompileError(f"{src.name}() takes {len(names)} arguments, {len(args)} given", loc)
         bound = dict(zip(names, args))

@@ -1,0 +1,317 @@
+"""Names are values (docs/api.md): a rebinding in straight-line code makes a new value of any
+dtype, shape or kind, on both tracks; bindings that meet where control flow merges must agree
+(scalars join by the promotion rules), and the error names both assignments."""
+import re
+
+import numpy as np
+import pytest
+
+import located
+import verdigris as vg
+from verdigris import simt, tile
+from verdigris.ir.tiles import TileType
+
+
+def typed_ir(kernel, *args, **kwargs):
+    values = kernel.bind(args, kwargs)
+    return kernel.build(kernel.spec_key(values, kernel.describe_args(values), None))
+
+
+def compile_error(kernel, *args, **kwargs) -> vg.CompileError:
+    with pytest.raises(vg.CompileError) as info:
+        typed_ir(kernel, *args, **kwargs)
+    return info.value
+
+
+def assert_names(err, *markers):
+    """`err` names every assignment marked `markers`, each with its line and a caret."""
+    for marker in markers:
+        located.assert_points_at(err, marker, __file__)
+    source = open(__file__).read().splitlines()
+    for marker in markers:
+        line = next(i + 1 for i, t in enumerate(source) if marker in t and "assert_" not in t)
+        assert f"{__file__}:{line}:" in str(err), str(err)
+
+
+def poisoned(shape, dtype):
+    out = np.empty(shape, dtype)
+    out[...] = np.nan if np.dtype(dtype).kind == "f" else -7
+    return out
+
+
+# ----------------------------------------------------------------------------- straight line
+
+
+@simt.kernel
+def scalar_widens(x, out):
+    i = simt.global_id(0)
+    v = i                      # an integer: indexes x
+    if v < x.shape[0]:
+        w = x[v]
+        v = v * 0.25           # a float64 from here on: x holds float64
+        v = v + w
+        out[i] = v
+
+
+def test_a_simt_rebinding_makes_a_new_value_of_another_dtype(rng):
+    x = rng.standard_normal(50)
+    out = poisoned(50, np.float64)
+    scalar_widens[2, 32](x, out)
+    np.testing.assert_allclose(out, np.arange(50) * 0.25 + x)
+    types = typed_ir(scalar_widens, x, out).locals
+    versions = [t for k, t in types.items() if k.partition("#")[0] == "v"]
+    assert any(t.is_int for t in versions) and vg.float64 in versions
+
+
+@simt.kernel
+def parameter_rebound(x, out, n):
+    i = simt.global_id(0)
+    n = n * 0.5                 # n: int32 parameter, now float64
+    if i < x.shape[0]:
+        out[i] = x[i] * n
+
+
+def test_a_scalar_parameter_may_be_rebound_to_another_dtype(rng):
+    x = rng.standard_normal(40)
+    out = poisoned(40, np.float64)
+    parameter_rebound[2, 32](x, out, np.int32(3))
+    np.testing.assert_allclose(out, x * 1.5)
+
+
+@tile.kernel
+def astype_rebinding(x, out, B: vg.constexpr):
+    p = tile.load(x, index=(0,), shape=(B,))
+    p = p.astype(vg.float16)    # p is float16 now (it used to stay float32, silently)
+    p = p.astype(vg.float32)
+    tile.store(out, index=(0,), tile=p)
+
+
+def test_astype_rebinding_gives_the_new_dtype(rng):
+    x = (1 + rng.random(64) / 100).astype(np.float32)
+    out = poisoned(64, np.float32)
+    astype_rebinding[1](x, out, B=64)
+    np.testing.assert_array_equal(out, x.astype(np.float16).astype(np.float32))
+    assert not np.array_equal(out, x)  # the float16 rounding happened
+    locals_ = typed_ir(astype_rebinding, x, out, B=64).locals
+    assert TileType(vg.float16, (64,)) in locals_.values()
+
+
+@tile.kernel
+def reshapes(x, out, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    t = t[None, :]                         # (1, B)
+    t = tile.reshape(t, (B, 1))            # (B, 1)
+    mean = t * 2.0
+    mean = tile.sum(mean, axis=0) / B      # (1,)
+    tile.store(out, index=(0,), tile=mean)
+
+
+def test_a_tile_name_may_change_shape(rng):
+    x = rng.standard_normal(16).astype(np.float32)
+    out = poisoned(1, np.float32)
+    reshapes[1](x, out, B=16)
+    np.testing.assert_allclose(out, [2 * x.astype(np.float64).mean()], rtol=1e-5)
+
+
+@tile.kernel
+def widened_offsets(out, n, B: vg.constexpr):
+    o = tile.arange(B)
+    o += n                                 # n: int64, so o is an int64 tile (promotion)
+    tile.store(out, index=(0,), tile=o)
+
+
+def test_augmented_assignment_promotes_as_the_operator_does():
+    out = poisoned(8, np.int64)
+    n = np.int64(2 ** 40)
+    widened_offsets[1](out, n, B=8)
+    np.testing.assert_array_equal(out, np.arange(8) + 2 ** 40)
+    assert TileType(vg.int64, (8,)) in typed_ir(widened_offsets, out, n, B=8).locals.values()
+
+
+# ----------------------------------------------------------------------------- merges
+
+
+@simt.kernel
+def scalar_join(x, out):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        v = 1
+        if x[i] > 0:
+            v = x[i] * 0.5             # float64 on one path, int32 on the other: they join
+        out[i] = v
+
+
+def test_scalars_that_meet_join_by_promotion(rng):
+    x = rng.standard_normal(40)
+    out = poisoned(40, np.float64)
+    scalar_join[2, 32](x, out)
+    np.testing.assert_allclose(out, np.where(x > 0, x * 0.5, 1.0))
+
+
+@tile.kernel
+def dead_after_merge(x, out, flag, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    if flag > 0:
+        t = t[:, None]                 # (B, 1) here only, and not read after the if
+        tile.store(out, index=(0, 0), tile=t * 3.0)
+    else:
+        t = t.astype(vg.int32)         # another dtype, also dead after the if
+        tile.store(out, index=(0, 0), tile=t[:, None].astype(vg.float32))
+
+
+def test_bindings_that_disagree_but_are_not_read_after_the_merge_are_fine(rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    for flag, want in ((1, x * 3), (0, np.trunc(x))):
+        out = poisoned((8, 1), np.float32)
+        dead_after_merge[1](x, out, flag, B=8)
+        np.testing.assert_allclose(out[:, 0], want, rtol=1e-6)
+
+
+@tile.kernel
+def shapes_meet(x, out, flag, B: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))    # MARK-merge-first
+    if flag > 0:
+        t = t[None, :]                           # MARK-merge-second
+    tile.store(out, index=(0,), tile=t)         # MARK-merge-read
+
+
+def test_tiles_that_meet_with_different_shapes_are_refused_naming_both():
+    err = compile_error(shapes_meet, np.zeros(8, np.float32), np.zeros(8, np.float32), 1, B=8)
+    assert_names(err, "MARK-merge-first", "MARK-merge-second")
+    assert "MARK-merge-read" in str(err)  # where they are read
+    assert "(8,)" in str(err) and "(1, 8)" in str(err)
+
+
+@simt.kernel
+def arrays_meet(a, b, out, flag):
+    i = simt.global_id(0)
+    src = a                   # MARK-array-first
+    if flag > 0:
+        src = b               # MARK-array-second
+    out[i] = src[i]
+
+
+def test_a_name_bound_to_one_of_two_arrays_is_refused_naming_both():
+    a = np.zeros(32, np.float32)
+    err = compile_error(arrays_meet, a, a.copy(), a.copy(), 1)
+    assert_names(err, "MARK-array-first", "MARK-array-second")
+    assert "'a'" in str(err) and "'b'" in str(err)
+
+
+# ----------------------------------------------------------------------------- loops
+
+
+@tile.kernel
+def carried_reshape(x, out, B: vg.constexpr):
+    acc = tile.zeros((B,), vg.float32)           # MARK-carry-first
+    for k in range(4):
+        acc = acc + tile.load(x, index=(k,), shape=(B,))
+        acc = acc[None, :]                       # MARK-carry-second
+    tile.store(out, index=(0, 0), tile=acc)
+
+
+def test_a_loop_carried_tile_that_changes_shape_is_refused_naming_both():
+    err = compile_error(carried_reshape, np.zeros(32, np.float32), np.zeros((1, 8), np.float32), B=8)
+    assert_names(err, "MARK-carry-first", "MARK-carry-second")
+    assert "carried around this loop" in str(err)
+
+
+@tile.kernel
+def carried_dtype(x, out, B: vg.constexpr):
+    acc = tile.zeros((B,), vg.int32)                      # MARK-dtype-first
+    for k in range(x.shape[0] // B):
+        acc += tile.load(x, index=(k,), shape=(B,))      # MARK-dtype-second
+    tile.store(out, index=(0,), tile=acc.astype(vg.float32))
+
+
+def test_a_loop_carried_tile_that_changes_dtype_is_refused_naming_both():
+    err = compile_error(carried_dtype, np.zeros(32, np.float32), np.zeros(8, np.float32), B=8)
+    assert_names(err, "MARK-dtype-first", "MARK-dtype-second")
+
+
+@tile.kernel
+def loop_local_rebinding(x, out, B: vg.constexpr):
+    t = tile.zeros((B,), vg.float32)
+    for k in range(x.shape[0] // B):
+        t = tile.load(x, index=(k,), shape=(B,))    # not read before this: not carried
+        t = t[:, None] * 2.0
+        tile.store(out, index=(k, 0), tile=t)
+
+
+def test_a_rebinding_inside_a_loop_that_is_not_carried_is_fine(rng):
+    x = rng.standard_normal(32).astype(np.float32)
+    out = poisoned((32, 1), np.float32)
+    loop_local_rebinding[1](x, out, B=8)
+    np.testing.assert_allclose(out[:, 0], 2 * x)
+
+
+@simt.kernel
+def scalar_carried(x, out):
+    acc = 0                        # int32, joined with the body's float64: float64
+    for i in range(x.shape[0]):
+        acc += x[i]
+    out[0] = acc
+
+
+def test_a_loop_carried_scalar_joins_by_promotion(rng):
+    x = rng.standard_normal(20)
+    out = poisoned(1, np.float64)
+    scalar_carried[1, 1](x, out)
+    np.testing.assert_allclose(out, [x.sum()])
+
+
+@simt.kernel
+def while_carried(out, n):
+    i = 0
+    total = 0
+    while i < n:
+        i = i + 1
+        total = total + i * 0.5    # int32 -> float64: joined with the entry's binding
+    out[0] = total
+
+
+def test_a_while_loop_carries_scalars_through_its_condition():
+    out = poisoned(1, np.float64)
+    while_carried[1, 1](out, np.int32(10))
+    np.testing.assert_allclose(out, [0.5 * 55])
+
+
+@tile.kernel
+def after_loop(x, out, B: vg.constexpr):
+    t = tile.zeros((B,), vg.float32)
+    for k in range(2):              # runs: its end is the only way out
+        t = tile.load(x, index=(k,), shape=(B,))[None, :]
+    tile.store(out, index=(0, 0), tile=t)
+
+
+def test_a_loop_that_surely_runs_leaves_only_from_its_end(rng):
+    x = rng.standard_normal(16).astype(np.float32)
+    out = poisoned((1, 8), np.float32)
+    after_loop[1](x, out, B=8)
+    np.testing.assert_array_equal(out[0], x[8:])
+
+
+# ----------------------------------------------------------------------------- the checker
+
+
+@simt.kernel
+def halved_index_racy(out):
+    i = simt.global_id(0)
+    i = vg.int64(i) // 2          # two threads share each element
+    out[i] = 1.0
+
+
+@simt.kernel
+def halved_index_fixed(out):
+    i = simt.global_id(0)
+    i = vg.int64(i) * 1           # one thread per element
+    out[i] = 1.0
+
+
+def test_the_race_checker_sees_the_rebound_value():
+    with pytest.raises(vg.SafetyError) as info:
+        halved_index_racy[1, 64](np.zeros(64, np.float32))
+    assert re.match(r"VG2\d\d", info.value.code), str(info.value)
+    out = poisoned(64, np.float32)
+    halved_index_fixed[1, 64](out)
+    np.testing.assert_array_equal(out, 1.0)
