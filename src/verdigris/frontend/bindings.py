@@ -3,7 +3,7 @@
 Takes: the translator's scope (name -> `VarBinding`, `ArrayRef`, `Static` or `Conflict`), the
 build's `Unit` (variable types, the assignments forced into one variable), the value a name
 is bound to and where. Gives: `key_for` (the variable an assignment writes), `merge` (the
-scope where control flow meets), `resolve` (a read of a name whose bindings met) and
+scope where control flow meets), `join` (a read of a name whose bindings met) and
 `check_carried` (a loop's back edges against the bindings its body read at its head).
 
 Guarantees (docs/api.md, "Names are values"): a name rebound in straight-line code to a
@@ -126,7 +126,7 @@ def _add_option(options: list, binding, loc: Loc) -> None:
     options.append((binding, loc))
 
 
-def join(unit, name: str, options, loc: Loc) -> None:
+def join(unit, name: str, options, loc: Loc, carried: bool = False) -> None:
     """Make the variables of `options` ((binding, loc) pairs of `name`) one, if they join:
     force every assignment reaching them into one variable and retry; else refuse, naming
     two assignments that disagree. `loc`: where they meet (a read, or a loop's back edge)."""
@@ -148,7 +148,7 @@ def join(unit, name: str, options, loc: Loc) -> None:
                 for s in b.sites:
                     unit.forced[s] = target
             raise Retry
-    raise _disagree(unit, name, options, loc)
+    raise _disagree(unit, name, options, loc, carried)
 
 
 def _joined(kinds: list):
@@ -166,15 +166,23 @@ def _joined(kinds: list):
     return joined
 
 
-def _disagree(unit, name: str, options, loc: Loc) -> CompileError:
-    (first, first_loc), (second, second_loc) = _differing(unit, options)
+def _disagree(unit, name: str, options, loc: Loc, carried: bool = False) -> CompileError:
+    pair = sorted(_differing(unit, options), key=lambda option: (option[1].line, option[1].col))
+    first, second = (describe(unit, binding) for binding, _ in pair)
+    assignments = "".join(f"\n  {describe(unit, binding)} is assigned at {at}:\n{at.excerpt()}"
+                          for binding, at in pair)
+    if carried:
+        return CompileError(
+            f"{name!r} is carried around this loop (its body reads the value it had when the "
+            f"iteration began), but it may be {first} or {second} there: a loop-carried "
+            "variable keeps its kind, dtype and shape", loc,
+            hint="convert the new value back (.astype(...), a reshape) before the iteration "
+                 "ends, or give it another name" + assignments)
     return CompileError(
-        f"{name!r} may be {describe(unit, first)} (assigned at {first_loc}) or "
-        f"{describe(unit, second)} (assigned at {second_loc}) here, where control flow "
-        "merges: bindings that meet must agree in kind, dtype and shape\n"
-        f"{_quote(first_loc)}{_quote(second_loc)}".rstrip("\n"), loc,
-        hint=f"use another name for one of them, or convert it to the other's type before "
-             "the paths meet")
+        f"{name!r} may be {first} or {second} here, where control flow merges: bindings that "
+        "meet must agree in kind, dtype and shape", loc,
+        hint="use another name for one of them, or convert it to the other's type before the "
+             "paths meet" + assignments)
 
 
 def _differing(unit, options):
@@ -185,11 +193,6 @@ def _differing(unit, options):
                     and _joined([unit.types[a[0].key], unit.types[b[0].key]]) is not None):
                 return a, b
     return options[0], options[1]
-
-
-def _quote(loc: Loc) -> str:
-    excerpt = loc.excerpt()
-    return f"  {loc}:\n{excerpt}\n" if excerpt else ""
 
 
 def describe(unit, binding) -> str:
@@ -204,11 +207,6 @@ def describe(unit, binding) -> str:
     return f"the constant {getattr(value, '__name__', None) or repr(value)}"
 
 
-def resolve(unit, name: str, binding: Conflict, loc: Loc):
-    """A read at `loc` of a name whose bindings met: join them (retrying) or refuse."""
-    join(unit, name, binding.options, loc)
-
-
 def check_carried(unit, name: str, entry, back, where, loc: Loc) -> None:
     """`name` entered a loop bound to `entry`, which the body read; `back`, its binding at
     a back edge, must be the same variable, or one that joins with it."""
@@ -219,11 +217,4 @@ def check_carried(unit, name: str, entry, back, where, loc: Loc) -> None:
         _add_option(options, binding, at)
     if len(options) == 1:
         return
-    try:
-        join(unit, name, options, loc)
-    except CompileError as exc:
-        raise CompileError(f"{name!r} is carried around this loop (its body reads the value "
-                           f"it had when the iteration began), so {exc.message}", exc.loc,
-                           hint="a loop-carried variable keeps its kind, dtype and shape: "
-                                "convert the new value back (.astype(...), a reshape), or give "
-                                "it another name") from None
+    join(unit, name, options, loc, carried=True)

@@ -224,7 +224,7 @@ class Translator(Expressions):
         name, loc = node.id, self.loc(node)
         binding = self.scope.get(name)
         if isinstance(binding, Conflict):
-            bindings.resolve(self.unit, name, binding, loc)
+            bindings.join(self.unit, name, binding.options, loc)  # retries, or refuses
         if binding is not None:
             self.reads.append((name, id(binding)))
         if isinstance(binding, VarBinding):
