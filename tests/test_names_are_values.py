@@ -185,17 +185,66 @@ def test_tiles_that_meet_with_different_shapes_are_refused_naming_both():
 @simt.kernel
 def arrays_meet(a, b, out, flag):
     i = simt.global_id(0)
-    src = a                   # MARK-array-first
+    src = a
     if flag > 0:
-        src = b               # MARK-array-second
-    out[i] = src[i]
+        src = b
+    if i < out.shape[0]:
+        out[i] = src[i] * 2.0
 
 
-def test_a_name_bound_to_one_of_two_arrays_is_refused_naming_both():
+def test_a_name_bound_to_one_of_two_arrays_reads_the_one_its_path_chose(rng):
+    a, b = rng.standard_normal(40), rng.standard_normal(40)
+    for flag, want in ((0, a), (1, b)):
+        out = poisoned(40, np.float64)
+        arrays_meet[2, 32](a, b, out, flag)
+        np.testing.assert_array_equal(out, 2 * want)
+
+
+@simt.kernel
+def selected_write_racy(a, b, flag):
+    i = simt.global_id(0)
+    dst = a
+    if flag > 0:
+        dst = b
+    dst[i // 2] = 1.0          # two threads per element, in whichever array
+
+
+@simt.kernel
+def selected_write_fixed(a, b, flag):
+    i = simt.global_id(0)
+    dst = a
+    if flag > 0:
+        dst = b
+    dst[i] = 1.0
+
+
+def test_a_write_through_a_selected_array_writes_either_array():
+    a, b = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    assert typed_ir(selected_write_fixed, a, b, 1).writes == {"a", "b"}  # alias checks see both
+    with pytest.raises(vg.SafetyError) as info:
+        selected_write_racy[1, 64](a, b, 1)
+    assert re.match(r"VG2\d\d", info.value.code), str(info.value)
+    selected_write_fixed[1, 64](a, b, 1)
+    assert (b == 1).all() and (a == 0).all()
+    with pytest.raises(vg.AliasError):
+        selected_write_fixed[1, 64](a, a, 0)
+
+
+@simt.kernel
+def ping_pong(a, b, n):
+    i = simt.global_id(0)
+    src = a                       # MARK-pingpong-first
+    dst = b
+    for k in range(n):
+        dst[i] = src[i] + 1.0
+        src, dst = dst, src       # MARK-pingpong-second
+
+
+def test_arrays_swapped_around_a_loop_are_refused_naming_both():
     a = np.zeros(32, np.float32)
-    err = compile_error(arrays_meet, a, a.copy(), a.copy(), 1)
-    assert_names(err, "MARK-array-first", "MARK-array-second")
-    assert "'a'" in str(err) and "'b'" in str(err)
+    err = compile_error(ping_pong, a, a.copy(), 3)
+    assert "carried around this loop" in str(err)
+    assert_names(err, "MARK-pingpong-first", "MARK-pingpong-second")
 
 
 # ----------------------------------------------------------------------------- loops

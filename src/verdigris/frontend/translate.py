@@ -48,12 +48,14 @@ class Unit:
     unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
     array_names: set = field(default_factory=set)  # names given to local/shared arrays
     known: dict = field(default_factory=dict)  # variable -> the compile-time int it holds
+    selections: int = 0  # `if`s whose following statements were translated in each arm
     forced: dict = field(default_factory=dict)  # assignment site -> its variable; survives retries
     taken: set = field(default_factory=set)  # variables given to assignments in this attempt
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
 MAX_STATIC_SHARED = 48 * 1024  # bytes of shared arrays a kernel may declare (CUDA's limit)
+MAX_ARRAY_SELECTIONS = 8  # `if`s whose arms bind a name to different arrays: each copies code
 
 # Python that kernels do not have -> (how the error names it, what to do instead)
 UNSUPPORTED = {
@@ -122,8 +124,7 @@ class Translator(Expressions):
             if callable(body):
                 body()
             else:
-                for s in body:
-                    self.stmt(s)
+                self.body(body)
             return self.stmts
         finally:
             self.stmts = outer
@@ -258,8 +259,12 @@ class Translator(Expressions):
     # ------------------------------------------------------------------ statements
 
     def body(self, stmts) -> None:
-        for s in stmts:
-            self.stmt(s)
+        stmts = list(stmts)
+        for k, s in enumerate(stmts):
+            if not isinstance(s, ast.If):
+                self.stmt(s)
+            elif self.stmt_If(s, stmts[k + 1:]):
+                return  # the rest of the block was translated in each arm
 
     def stmt(self, node) -> None:
         handler = getattr(self, f"stmt_{type(node).__name__}", None)
@@ -342,19 +347,40 @@ class Translator(Expressions):
         self.emit(N.Store(loc, array, indices, typed(value, loc, dtype) if is_number(value)
                           else cast(value, dtype, loc)))
 
-    def stmt_If(self, node) -> None:
+    def stmt_If(self, node, rest=()) -> bool:
+        """An `if`, followed in its block by the statements `rest`; gives whether it
+        translated `rest` too: where a name that `rest` reads is bound to one array (or
+        constant) in one arm and to another in the other, `rest` is translated in each arm
+        with that arm's binding (no variable can hold an array)."""
         cond = self.expr(node.test)
         if isinstance(cond, Static):
             if not is_number(cond) and cond.value is not None:
                 raise CompileError("this condition is not a number", self.loc(node.test))
             self.body(node.body if cond.value else node.orelse)  # decided while compiling
-            return
+            return False
         cond = truth(cond, self.loc(node.test))
         entry = self.scope
         then, then_end = self.branch(node.body, entry)
         orelse, else_end = self.branch(node.orelse, entry)
+        ends = [then_end, else_end]
+        selects = self.selects_arrays(ends, rest)
+        if selects:
+            self.unit.selections += 1
+            tails = [self.branch(rest, end) if end is not None else ([], None) for end in ends]
+            then, orelse = then + tails[0][0], orelse + tails[1][0]
+            ends = [end for _, end in tails]
         self.emit(N.If(self.loc(node), cond, then, orelse))
-        self.meet([then_end, else_end])
+        self.meet(ends)
+        return selects
+
+    def selects_arrays(self, ends: list, rest) -> bool:
+        """Whether the arms ending with scopes `ends` bind a name that `rest` mentions to
+        different arrays or constants (and the kernel has not done so too often already)."""
+        if None in ends or not rest or self.unit.selections >= MAX_ARRAY_SELECTIONS:
+            return False
+        mentioned = {n.id for s in rest for n in ast.walk(s) if isinstance(n, ast.Name)}
+        return any(isinstance(b, Conflict) and not any(isinstance(o, VarBinding) for o, _ in b.options)
+                   for name, b in bindings.merge(ends, self.assignment).items() if name in mentioned)
 
     # ------------------------------------------------------------------ control-flow merges
 
