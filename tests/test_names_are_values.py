@@ -364,3 +364,16 @@ def test_the_race_checker_sees_the_rebound_value():
     out = poisoned(64, np.float32)
     halved_index_fixed[1, 64](out)
     np.testing.assert_array_equal(out, 1.0)
+
+
+@simt.kernel
+def loop_variable_rebound(out, n):
+    for i in range(n):
+        if i > 2:
+            i = i * 0.5        # MARK-loop-variable
+    out[0] = i
+
+
+def test_a_loop_variable_that_meets_a_float_after_the_loop_is_refused():
+    err = compile_error(loop_variable_rebound, np.zeros(1, np.float64), np.int32(4))
+    assert "loop variable" in str(err)

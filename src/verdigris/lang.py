@@ -27,7 +27,10 @@ class constexpr:
 class func:
     """`@vg.func`: a device helper callable from kernels of either track (always inlined).
 
-    Called on the host it runs as plain Python, so helpers can be unit tested directly.
+    Kernels inline the plain functions of your own code too; `@vg.func` marks a helper as
+    device code explicitly, which a function of an installed package needs (the plain
+    functions of the standard library and installed packages are host code). Called on
+    the host it runs as plain Python, so helpers can be unit tested directly.
     """
 
     def __init__(self, fn):

@@ -132,6 +132,11 @@ class ControlFlow:
         key = bindings.key_for(self.unit, self.scope, name, target, dtype, self.prefix + name)
         if key in self.unit.types and self.unit.types[key] is not dtype:
             dtype = T.promote(self.unit.types[key], dtype)  # a merge joined it with wider ones
+            if not dtype.is_int:
+                raise CompileError(f"{name!r} is a loop variable here, but where it is read "
+                                   f"after the loop it may hold a {dtype.name} (the body "
+                                   "rebinds it)", target, hint="give the value the body "
+                                   "computes another name")
             if dtype is not self.unit.types[key]:
                 self.unit.types[key] = dtype
                 raise Retry

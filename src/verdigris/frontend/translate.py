@@ -139,7 +139,11 @@ class Translator(ControlFlow, Expressions):
                                    hint=hint)
 
     def fresh(self, stem: str) -> str:
-        return f"{self.prefix}{stem}.{next(self.unit.counter)}"
+        """A new name (of a temporary, a hoisted value or an array), unique in this build; a
+        temporary's type from an earlier attempt does not apply to it."""
+        key = f"{self.prefix}{stem}.{next(self.unit.counter)}"
+        self.unit.types.pop(key, None)
+        return key
 
     # ------------------------------------------------------------------ variables
 
