@@ -377,3 +377,17 @@ def loop_variable_rebound(out, n):
 def test_a_loop_variable_that_meets_a_float_after_the_loop_is_refused():
     err = compile_error(loop_variable_rebound, np.zeros(1, np.float64), np.int32(4))
     assert "loop variable" in str(err)
+
+
+@simt.kernel
+def parameter_joined(out, n):
+    if n > 2:
+        n = n * 0.5            # float64 on one path, the int32 parameter on the other
+    out[0] = n
+
+
+def test_a_parameter_rebound_on_one_path_joins_by_promotion():
+    for n, want in ((5, 2.5), (1, 1.0)):
+        out = poisoned(1, np.float64)
+        parameter_joined[1, 1](out, np.int32(n))
+        np.testing.assert_array_equal(out, [want])

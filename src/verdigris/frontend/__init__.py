@@ -21,9 +21,10 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from . import assigned
 from .source import function_source
+from . import bindings
 from .bindings import Retry, VarBinding
 from .translate import Translator, Unit
-from .typing import Static
+from .typing import Static, cast
 
 MAX_RETRIES = 32
 
@@ -68,10 +69,9 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
     `multiples`: integer scalar parameter -> what its launch values are multiples of."""
     src = function_source(fn)
-    fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types, forced = {}, {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), set(fixed), block, track, forced=dict(forced))
+        unit = Unit(dict(types), block, track, forced=dict(forced))
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:
@@ -97,12 +97,14 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
             params.append(N.Param(name, "array", loc, type=spec))
         elif isinstance(spec, T.DType):
             params.append(N.Param(name, "scalar", loc, dtype=spec))
-            if name in tr.assigned:  # reassigned: a local copy, with the parameter's type
-                key = f"{name}.local"
-                unit.types[key] = spec
-                unit.fixed.add(key)
-                entry.append(N.Assign(loc, key, N.Var(loc, name, spec)))
-                scope[name] = VarBinding(key, frozenset(), loc)
+            if name in tr.assigned:  # reassigned: a local copy, of the parameter's type
+                site = bindings.site(loc)  # unless a merge joined it with a wider value
+                key = unit.forced.get(site)
+                if key is None:
+                    key = f"{name}.local"
+                    unit.types[key] = spec
+                entry.append(N.Assign(loc, key, cast(N.Var(loc, name, spec), unit.types[key], loc)))
+                scope[name] = VarBinding(key, frozenset({site}), loc)
             else:
                 unit.types[name] = spec
                 scope[name] = VarBinding(name, frozenset(), loc)

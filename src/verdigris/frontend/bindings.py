@@ -135,15 +135,8 @@ def join(unit, name: str, options, loc: Loc, carried: bool = False) -> None:
         kinds = [unit.types[b.key] for b in bindings]
         joined = _joined(kinds)
         if joined is not None:
-            fixed = [b.key for b in bindings if b.key in unit.fixed]
-            target = fixed[0] if fixed else min(b.key for b in bindings)
-            if joined != unit.types[target]:
-                if target in unit.fixed:
-                    old = unit.types[target]
-                    raise CompileError(f"parameter {display(target)!r} is {old.name}; a value of "
-                                       f"{joined.name} reaches it here, which would change its "
-                                       "type", loc, hint=f"cast: {old.name}(...)")
-                unit.types[target] = joined
+            target = min(b.key for b in bindings)
+            unit.types[target] = joined
             for b in bindings:
                 for s in b.sites:
                     unit.forced[s] = target

@@ -93,7 +93,7 @@ class ControlFlow:
             stmts, end = self.branch(body, head, loop=True)
         finally:
             continues, breaks = self.loops.pop()
-        read = set(self.reads[mark:])
+        read = {(name, id(binding)) for name, binding in self.reads[mark:]}
         for name, entry in head.items():
             if name != exclude and (name, id(entry)) in read:
                 for back in [end] + continues:

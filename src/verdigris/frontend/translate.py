@@ -40,7 +40,6 @@ class Unit:
     """State shared by the translators of one kernel build."""
 
     types: dict  # variable name -> DType; survives retries
-    fixed: set  # variables whose type may not widen (reassigned scalar parameters)
     block: tuple | None = None  # threads per block, when the build is specialized on it
     track: str = "simt"  # the kernel's track: intrinsics of the other track are refused
     counter: itertools.count = field(default_factory=itertools.count)
@@ -103,7 +102,7 @@ class Translator(ControlFlow, Expressions):
         self.returns: list = []  # per `return`: None or a tuple of typed values' arity
         self.live = True  # whether the statement being translated can be reached
         self.loops: list = []  # per enclosing loop: the scopes at its `continue`s and `break`s
-        self.reads: list = []  # (name, id of its binding) per read, in order
+        self.reads: list = []  # (name, its binding) per read, in order (loops check them)
         self.bound_at: dict = {}  # (name, id of an array or constant) -> where it was bound
         self.stores = collections.Counter(n.id for n in ast.walk(src.tree)
                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
@@ -164,10 +163,6 @@ class Translator(ControlFlow, Expressions):
                 raise CompileError(f"variable {bindings.display(key)!r} holds {old.name} "
                                    f"elsewhere but {value.dtype.name} here: {exc}", loc) from None
             if joined is not old:
-                if key in self.unit.fixed:
-                    raise CompileError(
-                        f"parameter {key!r} is {old.name}; assigning a {value.dtype.name} "
-                        "would change its type", loc, hint=f"cast: {old.name}(...)")
                 types[key] = joined
                 raise Retry
         value = typed(value, loc, types[key])
@@ -233,7 +228,7 @@ class Translator(ControlFlow, Expressions):
         if isinstance(binding, Conflict):
             bindings.join(self.unit, name, binding.options, loc)  # retries, or refuses
         if binding is not None:
-            self.reads.append((name, id(binding)))
+            self.reads.append((name, binding))
         if isinstance(binding, VarBinding):
             return self.variable(binding.key, loc)
         if binding is not None:
