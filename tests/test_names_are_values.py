@@ -8,7 +8,8 @@ import pytest
 
 import located
 import verdigris as vg
-from verdigris import simt, tile
+from verdigris import codegen, simt, tile
+from verdigris.ir.nodes import ArrayType
 from verdigris.ir.tiles import TileType
 
 
@@ -391,3 +392,31 @@ def test_a_parameter_rebound_on_one_path_joins_by_promotion():
         out = poisoned(1, np.float64)
         parameter_joined[1, 1](out, np.int32(n))
         np.testing.assert_array_equal(out, [want])
+
+
+# ----------------------------------------------------------------------------- PTX
+
+F32, F64, I32, I64 = vg.float32, vg.float64, vg.int32, vg.int64
+PTX_SPECS = {  # kernel -> parameter specs: versions of a name, merges, selected arrays
+    "scalar_widens": (scalar_widens, dict(x=ArrayType(F64, 1, "global"), out=ArrayType(F64, 1, "global"))),
+    "parameter_joined": (parameter_joined, dict(out=ArrayType(F64, 1, "global"), n=I32)),
+    "while_carried": (while_carried, dict(out=ArrayType(F64, 1, "global"), n=I32)),
+    "arrays_meet": (arrays_meet, dict(a=ArrayType(F64, 1, "global"), b=ArrayType(F64, 1, "global"),
+                                      out=ArrayType(F64, 1, "global"), flag=I32)),
+    "astype_rebinding": (astype_rebinding, dict(x=ArrayType(F32, 1, "global"),
+                                                out=ArrayType(F32, 1, "global"), B=64)),
+    "reshapes": (reshapes, dict(x=ArrayType(F32, 1, "global"), out=ArrayType(F32, 1, "global"), B=16)),
+    "widened_offsets": (widened_offsets, dict(out=ArrayType(I64, 1, "global"), n=I64, B=8)),
+    "dead_after_merge": (dead_after_merge, dict(x=ArrayType(F32, 1, "global"),
+                                                out=ArrayType(F32, 2, "global"), flag=I32, B=8)),
+    "loop_local_rebinding": (loop_local_rebinding, dict(x=ArrayType(F32, 1, "global"),
+                                                        out=ArrayType(F32, 2, "global"), B=8)),
+}
+
+
+@pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+@pytest.mark.parametrize("name", sorted(PTX_SPECS))
+def test_rebound_names_assemble(name):
+    kernel, specs = PTX_SPECS[name]
+    ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), "sm_80").ptx
+    assert codegen.assemble(ptx, "sm_80")[:4] == b"\x7fELF"
