@@ -420,3 +420,31 @@ def test_rebound_names_assemble(name):
     kernel, specs = PTX_SPECS[name]
     ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), "sm_80").ptx
     assert codegen.assemble(ptx, "sm_80")[:4] == b"\x7fELF"
+
+
+@simt.kernel
+def constants_meet(out, flag, D: vg.constexpr):
+    dt = D                     # MARK-constant-first
+    if flag > 0:
+        dt = vg.float16        # MARK-constant-second
+    out[0] = dt(1.5)
+
+
+def test_constants_that_meet_and_are_read_in_a_loop_free_tail_select_too():
+    for flag, want in ((0, 1.0), (1, 1.5)):
+        out = poisoned(1, np.float32)
+        constants_meet[1, 1](out, flag, D=vg.int32)
+        np.testing.assert_array_equal(out, [want])
+
+
+@simt.kernel
+def constant_parameter_carried(out, n, D: vg.constexpr):   # MARK-param-first
+    for k in range(n):
+        out[k] = D(1.5)
+        D = vg.float16                                      # MARK-param-second
+
+
+def test_a_constant_parameter_rebound_around_a_loop_is_refused_naming_both():
+    err = compile_error(constant_parameter_carried, np.zeros(4, np.float32), 4, D=vg.float32)
+    assert "carried around this loop" in str(err)
+    assert_names(err, "MARK-param-first", "MARK-param-second")

@@ -111,6 +111,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
         else:
             scope[name] = spec if isinstance(spec, Static) else Static(spec)
             params.append(N.Param(name, "constexpr", loc, value=scope[name].value))
+            tr.bound_at[name, id(scope[name])] = loc  # where messages say it was bound
     tr.stmts.extend(entry)
     tr.body(src.tree.body)
     scalars = {p.name for p in params if p.kind == "scalar"}

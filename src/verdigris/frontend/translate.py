@@ -220,7 +220,8 @@ class Translator(ControlFlow, Expressions):
         """Where `name` was bound to `binding` (for messages)."""
         if isinstance(binding, VarBinding):
             return binding.loc
-        return self.bound_at.get((name, id(binding)), getattr(binding, "loc", None))
+        return self.bound_at.get((name, id(binding))) or getattr(binding, "loc", None) \
+            or self.loc(self.src.tree)
 
     def read_name(self, node: ast.Name):
         name, loc = node.id, self.loc(node)
