@@ -2,6 +2,7 @@
 kernel's module or imported, is inlined into kernels of both tracks as a `@vg.func` is;
 lambdas, classes, generators and host-library functions are refused with a clear error."""
 import statistics
+import textwrap
 
 import numpy as np
 import pytest
@@ -138,3 +139,31 @@ def test_other_callables_are_refused_with_a_clear_error(kernel, marker, words):
     assert isinstance(err, vg.UnsupportedConstruct)
     assert words in str(err), str(err)
     located.assert_points_at(err, marker, __file__)
+
+
+def _module_function(source: str, tmp_path, name: str, **globals_):
+    """Function `name` of `source`, written to a file (so that it has source) and run."""
+    path = tmp_path / f"{name}_{abs(hash(source))}.py"
+    path.write_text(textwrap.dedent(source))
+    namespace = dict(globals_, simt=simt)
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace[name]
+
+
+def test_a_kernel_s_dependency_text_follows_its_plain_helpers(tmp_path):
+    """Launch records (a disk-cache hit without the frontend) are keyed by the text of what
+    a kernel reads: a plain helper's own text, as a @vg.func's, so editing it recompiles."""
+    from verdigris.runtime import records
+
+    def text(expr):
+        helper = _module_function(f"def h(v):\n    return {expr}\n", tmp_path, "h")
+        kernel = _module_function("""
+            @simt.kernel
+            def k(x, out):
+                i = simt.global_id(0)
+                out[i] = h(x[i])
+        """, tmp_path, "k", h=helper)
+        return records.dependencies(kernel)
+
+    assert text("v + 1") is not None and text("v + 1") == text("v + 1")
+    assert text("v + 2") != text("v + 1")

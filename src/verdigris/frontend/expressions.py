@@ -12,9 +12,6 @@ and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helper
 from __future__ import annotations
 
 import ast
-import functools
-import inspect
-import os
 import types as pytypes
 
 from .. import lang
@@ -39,39 +36,6 @@ TRACK_HINTS = {  # the intrinsics' track -> what to write in a kernel of the oth
             "for tile operations write a @tile.kernel",
 }
 
-
-
-def plain_helper(fn) -> bool:
-    """Whether kernels inline `fn`, an undecorated function, as a `@vg.func` helper: a
-    function written with `def` in the user's code. Lambdas, generators, coroutines and the
-    functions of the standard library, of installed packages and of verdigris itself are
-    host functions (their bodies are not kernel code)."""
-    if not isinstance(fn, pytypes.FunctionType) or fn.__name__ == "<lambda>":
-        return False
-    if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
-                               | inspect.CO_ASYNC_GENERATOR):
-        return False
-    module = fn.__module__ or ""
-    if module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples"):
-        return False
-    return not _in_library(fn.__code__.co_filename)
-
-
-def _in_library(file: str) -> bool:
-    """Whether `file` is part of the standard library or an installed package."""
-    real = os.path.realpath(file)
-    return any(real.startswith(root + os.sep) for root in _library_roots())
-
-
-@functools.cache
-def _library_roots() -> frozenset:
-    import site
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-    roots += site.getsitepackages() + [site.getusersitepackages()]
-    return frozenset(os.path.realpath(r) for r in roots)
 
 
 def _refuse_call(fn, loc: Loc):
@@ -382,7 +346,7 @@ class Expressions:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
         if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
-                and not plain_helper(fn):
+                and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32")
         # and as float()'s argument (float("inf"), Triton's spelling of infinity).
