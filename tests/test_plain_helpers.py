@@ -167,3 +167,38 @@ def test_a_kernel_s_dependency_text_follows_its_plain_helpers(tmp_path):
 
     assert text("v + 1") is not None and text("v + 1") == text("v + 1")
     assert text("v + 2") != text("v + 1")
+
+
+CHECKED_SOURCE = '''
+import numpy as np
+import verdigris as vg
+from verdigris import simt
+
+
+def shifted(i, k):
+    return i + k{offset}
+
+
+@simt.kernel
+def shift(x, n, K: vg.constexpr):
+    i = simt.global_id(0)
+    if i < n - K:
+        x[i] = x[shifted(i, K)]
+
+
+shift[1, 128](np.zeros(100, np.float32), 100, K=1)
+'''
+
+
+@pytest.mark.parametrize("offset, status, verdict", [
+    ("", 1, "VG203"),              # thread i reads x[i + 1], which thread i + 1 writes
+    (" - 1", 0, "1 kernel and 1 launch checked"),
+])
+def test_verdigris_check_reads_the_plain_helpers_of_a_file(capsys, tmp_path, offset, status, verdict):
+    from verdigris.cli import main
+
+    source = tmp_path / "shift.py"
+    source.write_text(CHECKED_SOURCE.format(offset=offset))
+    assert main(["check", str(source)]) == status
+    out, err = capsys.readouterr()
+    assert verdict in out + err and "not checked" not in out + err
