@@ -5,8 +5,9 @@ statements and unit. Gives `expr(node)`: a typed IR expression, a `Static` (a va
 while compiling: numbers, dtypes, modules, functions) or a tuple of them; names, constants,
 tuples, attributes (array `.shape`/`.dtype`/..., module members), subscripts (array
 elements and views), arithmetic, comparisons, `and`/`or`/`not`, conditional expressions,
-and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helpers, which
-`Translator.inline` inlines). Guarantees: as `translate`'s: every value carries the user's
+and calls (intrinsics of the kernel's track, `vg.math`, casts, helpers, `@vg.func` or
+plain functions of the user's code (`lang.plain_helper`), which `Translator.inline`
+inlines). Guarantees: as `translate`'s: every value carries the user's
 `Loc`, and anything outside the subset is a `CompileError` there that says what to do.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Takes: a `FunctionSource`, the bindings of its parameters (array references, typed scalar
 variables, static values) and the build's shared `Unit` (variable types, name counter,
 assignments forced into one variable). Gives: a list of `ir` statements, with every helper
-call (a `@vg.func`, or a plain function: `expressions.plain_helper`) inlined as a `Region`.
+call (a `@vg.func`, or a plain function: `lang.plain_helper`) inlined as a `Region`.
 Tile values (`ir.tiles`) flow through the same statements; their typing is in `tiles`, the
 expressions are translated by `expressions.Expressions` and control flow by
 `flow.ControlFlow`, this translator's base classes.
@@ -443,7 +443,7 @@ class Translator(ControlFlow, Expressions):
         return ref
 
     def inline(self, helper, args, kwargs, loc: Loc):
-        """A call of a helper (a `@vg.func`, or a plain function: `plain_helper`), inlined
+        """A call of a helper (a `@vg.func`, or a plain function: `lang.plain_helper`), inlined
         as a `Region`; gives its result."""
         fn = helper.fn if isinstance(helper, lang.func) else helper
         src = function_source(fn)
