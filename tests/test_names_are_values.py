@@ -453,3 +453,20 @@ def test_a_constant_parameter_rebound_around_a_loop_is_refused_naming_both():
     err = compile_error(constant_parameter_carried, np.zeros(4, np.float32), 4, D=vg.float32)
     assert "carried around this loop" in str(err)
     assert_names(err, "MARK-param-first", "MARK-param-second")
+
+
+@tile.kernel
+def attention_like(q, k, out, B: vg.constexpr):
+    p = tile.load(q, index=(0, 0), shape=(B, B))     # float32
+    p = p.astype(vg.float16)                         # Triton's `p = p.to(tl.float16)`
+    v = tile.load(k, index=(0, 0), shape=(B, B))
+    tile.store(out, index=(0, 0), tile=tile.mma(p, v, tile.zeros((B, B), vg.float32)))
+
+
+def test_a_product_takes_the_rebound_float16_operand(rng):
+    q = rng.standard_normal((16, 16)).astype(np.float32)
+    k = rng.standard_normal((16, 16)).astype(np.float16)
+    out = poisoned((16, 16), np.float32)
+    attention_like[1](q, k, out, B=16)
+    want = q.astype(np.float16).astype(np.float64) @ k.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=2e-3, atol=2e-3)
