@@ -470,3 +470,18 @@ def test_a_product_takes_the_rebound_float16_operand(rng):
     attention_like[1](q, k, out, B=16)
     want = q.astype(np.float16).astype(np.float64) @ k.astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=2e-3, atol=2e-3)
+
+
+@simt.kernel
+def array_after_loop(a, b, out, n):
+    src = a                       # MARK-after-loop-first
+    for k in range(n):
+        src = b                   # MARK-after-loop-second
+    out[0] = src[0]
+
+
+def test_an_array_name_that_a_loop_may_rebind_is_refused_naming_both():
+    a = np.zeros(4, np.float32)
+    err = compile_error(array_after_loop, a, a.copy(), a.copy(), np.int32(2))
+    assert_names(err, "MARK-after-loop-first", "MARK-after-loop-second")
+    assert "helper" in str(err)

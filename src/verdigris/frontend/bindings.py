@@ -164,18 +164,24 @@ def _disagree(unit, name: str, options, loc: Loc, carried: bool = False) -> Comp
     first, second = (describe(unit, binding) for binding, _ in pair)
     assignments = "".join(f"\n  {describe(unit, binding)} is assigned at {at}:\n{at.excerpt()}"
                           for binding, at in pair)
+    selecting = not any(isinstance(binding, VarBinding) for binding, _ in pair)
     if carried:
         return CompileError(
             f"{name!r} is carried around this loop (its body reads the value it had when the "
             f"iteration began), but it may be {first} or {second} there: a loop-carried "
             "variable keeps its kind, dtype and shape", loc,
-            hint="convert the new value back (.astype(...), a reshape) before the iteration "
-                 "ends, or give it another name" + assignments)
+            hint=("arrays swapped around a loop (ping-pong buffers): write two steps per "
+                  "iteration, each naming its arrays, or call a helper with them in each order"
+                  if selecting else "convert the new value back (.astype(...), a reshape) "
+                  "before the iteration ends, or give it another name") + assignments)
     return CompileError(
         f"{name!r} may be {first} or {second} here, where control flow merges: bindings that "
         "meet must agree in kind, dtype and shape", loc,
-        hint="use another name for one of them, or convert it to the other's type before the "
-             "paths meet" + assignments)
+        hint=("a name selects one of two arrays (or constants) only where statements of the "
+              "block that holds the `if` read it, in at most 8 such `if`s a kernel; here, "
+              "call a helper with the array in each arm" if selecting else
+              "use another name for one of them, or convert it to the other's type before the "
+              "paths meet") + assignments)
 
 
 def _differing(unit, options):
