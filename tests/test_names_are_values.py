@@ -485,3 +485,18 @@ def test_an_array_name_that_a_loop_may_rebind_is_refused_naming_both():
     err = compile_error(array_after_loop, a, a.copy(), a.copy(), np.int32(2))
     assert_names(err, "MARK-after-loop-first", "MARK-after-loop-second")
     assert "helper" in str(err)
+
+
+@simt.kernel
+def signed_zeros(out, flag):
+    w = (0.0, 1.0)
+    if flag > 0:
+        w = (-0.0, 1.0)        # equal to w under ==, but not the same constant
+    out[0] = w[0]
+
+
+def test_constants_are_selected_bit_for_bit():
+    for flag in (0, 1):
+        out = poisoned(1, np.float64)
+        signed_zeros[1, 1](out, flag)
+        assert out[0] == 0 and np.signbit(out[0]) == bool(flag)

@@ -66,12 +66,19 @@ def same(a, b) -> bool:
         return True
     if isinstance(a, VarBinding) and isinstance(b, VarBinding):
         return a.key == b.key
-    if isinstance(a, Static) and isinstance(b, Static) and type(a.value) is type(b.value):
-        try:
-            return bool(a.value == b.value)
-        except Exception:  # a value whose == is not a truth value: not provably the same
-            return False
-    return False
+    return isinstance(a, Static) and isinstance(b, Static) and _identical(a.value, b.value)
+
+
+def _identical(a, b) -> bool:
+    """Whether two constants are the same value: equal numbers of one type, bit for bit
+    (0.0 is not -0.0), tuples of such, else the same object."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    return a == b if isinstance(a, (bool, int, str)) else a is b
 
 
 def key_for(unit, scope: dict, name: str, where: Loc, vtype, base: str) -> str:
