@@ -435,7 +435,7 @@ def constants_meet(out, flag, D: vg.constexpr):
     out[0] = dt(1.5)
 
 
-def test_constants_that_meet_and_are_read_in_a_loop_free_tail_select_too():
+def test_a_name_bound_to_one_of_two_constants_under_if_selects_too():
     for flag, want in ((0, 1.0), (1, 1.5)):
         out = poisoned(1, np.float32)
         constants_meet[1, 1](out, flag, D=vg.int32)
