@@ -500,3 +500,18 @@ def test_constants_are_selected_bit_for_bit():
         out = poisoned(1, np.float64)
         signed_zeros[1, 1](out, flag)
         assert out[0] == 0 and np.signbit(out[0]) == bool(flag)
+
+
+@simt.kernel
+def selected_unsafe(a, b, flag):
+    i = simt.global_id(0)
+    dst = a
+    if flag > 0:
+        dst = b
+    with vg.unsafe():
+        dst[0] = i
+
+
+def test_an_unsafe_region_after_a_selecting_if_is_listed_once():
+    a = np.zeros(4, np.float32)
+    assert len(typed_ir(selected_unsafe, a, a.copy(), 1).unsafe_regions) == 1

@@ -378,7 +378,8 @@ class Translator(ControlFlow, Expressions):
         callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
         if not (isinstance(callee, Static) and callee.value is lang.unsafe) or ctx.args:
             raise CompileError("the only `with` in kernels is `with vg.unsafe():`", loc)
-        self.unit.unsafe.append(loc)
+        if bindings.site(loc) not in map(bindings.site, self.unit.unsafe):  # once, though
+            self.unit.unsafe.append(loc)  # translated in both arms of a selecting `if`
         self.emit(N.Unsafe(loc, self.nested(node.body)))
 
     # ------------------------------------------------------------------ local arrays, calls
