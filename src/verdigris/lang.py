@@ -1,12 +1,15 @@
 """Names user code writes in kernels of either track: `constexpr`, `func`, `unsafe`, `assume`.
 
-Takes: nothing. Gives: the markers the frontend recognises, and `device_only`, which builds
-the host-side stand-ins of intrinsics (they say "only inside a kernel" if called on the
-host). Guarantees: importing this pulls in no compiler module.
+Takes: nothing. Gives: the markers the frontend recognises, `plain_helper` (which plain
+functions kernels inline, as `func`s), and `device_only`, which builds the host-side
+stand-ins of intrinsics (they say "only inside a kernel" if called on the host).
+Guarantees: importing this pulls in no compiler module.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
 
 from .errors import CompileError, user_call_site
 
@@ -27,7 +30,10 @@ class constexpr:
 class func:
     """`@vg.func`: a device helper callable from kernels of either track (always inlined).
 
-    Called on the host it runs as plain Python, so helpers can be unit tested directly.
+    Kernels inline the plain functions of your own code too; `@vg.func` marks a helper as
+    device code explicitly, which a function of an installed package needs (the plain
+    functions of the standard library and installed packages are host code). Called on
+    the host it runs as plain Python, so helpers can be unit tested directly.
     """
 
     def __init__(self, fn):
@@ -41,6 +47,44 @@ class func:
 
     def __repr__(self) -> str:
         return f"<vg.func {self.fn.__qualname__}>"
+
+
+def plain_helper(fn) -> bool:
+    """Whether kernels inline `fn`, an undecorated function, as a `@vg.func` helper: a
+    function written with `def` in the user's code. Lambdas, generators, coroutines and the
+    functions of the standard library, of installed packages and of verdigris itself are
+    host functions (their bodies are not kernel code)."""
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
+        return False
+    import inspect
+
+    if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
+                               | inspect.CO_ASYNC_GENERATOR):
+        return False
+    module = fn.__module__ or ""
+    if module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples"):
+        return False
+    return not _in_library(fn.__code__.co_filename)
+
+
+def _in_library(file: str) -> bool:
+    """Whether `file` is part of the standard library or an installed package."""
+    import os
+
+    real = os.path.realpath(file)
+    return any(real.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.cache
+def _library_roots() -> frozenset:
+    import os
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    roots += getattr(site, "getsitepackages", list)() + [site.getusersitepackages()]
+    return frozenset(os.path.realpath(r) for r in roots)
 
 
 @contextlib.contextmanager

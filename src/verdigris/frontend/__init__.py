@@ -21,8 +21,10 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from . import assigned
 from .source import function_source
-from .translate import Retry, Translator, Unit
-from .typing import Static
+from . import bindings
+from .bindings import Retry, VarBinding
+from .translate import Translator, Unit
+from .typing import Static, cast
 
 MAX_RETRIES = 32
 
@@ -67,14 +69,13 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
     `multiples`: integer scalar parameter -> what its launch values are multiples of."""
     src = function_source(fn)
-    fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
-    types: dict = {}
+    types, forced = {}, {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), set(fixed), block, track)
+        unit = Unit(dict(types), block, track, forced=dict(forced))
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:
-            types = unit.types
+            types, forced = unit.types, unit.forced
             continue
         kernel.unit_grid_axes = unit_grid_axes
         kernel.fma = fma
@@ -88,6 +89,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
 def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     scope, params, entry = {}, [], []
     tr = Translator(unit, src, scope)
+    unit.taken.update(specs)  # a parameter's name is its own; a rebinding takes another
     for arg in src.tree.args.posonlyargs + src.tree.args.args + src.tree.args.kwonlyargs:
         name, spec, loc = arg.arg, specs[arg.arg], src.loc(arg)
         if isinstance(spec, N.ArrayType):
@@ -95,18 +97,21 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
             params.append(N.Param(name, "array", loc, type=spec))
         elif isinstance(spec, T.DType):
             params.append(N.Param(name, "scalar", loc, dtype=spec))
-            if name in tr.assigned:  # reassigned: a local copy, with the parameter's type
-                key = f"{name}.local"
-                unit.types[key] = spec
-                unit.fixed.add(key)
-                entry.append(N.Assign(loc, key, N.Var(loc, name, spec)))
-                scope[name] = ("var", key)
+            if name in tr.assigned:  # reassigned: a local copy, of the parameter's type
+                site = bindings.site(loc)  # unless a merge joined it with a wider value
+                key = unit.forced.get(site)
+                if key is None:
+                    key = f"{name}.local"
+                    unit.types[key] = spec
+                entry.append(N.Assign(loc, key, cast(N.Var(loc, name, spec), unit.types[key], loc)))
+                scope[name] = VarBinding(key, frozenset({site}), loc)
             else:
                 unit.types[name] = spec
-                scope[name] = ("var", name)
+                scope[name] = VarBinding(name, frozenset(), loc)
         else:
             scope[name] = spec if isinstance(spec, Static) else Static(spec)
             params.append(N.Param(name, "constexpr", loc, value=scope[name].value))
+            tr.bound_at[name, id(scope[name])] = loc  # where messages say it was bound
     tr.stmts.extend(entry)
     tr.body(src.tree.body)
     scalars = {p.name for p in params if p.kind == "scalar"}
@@ -114,8 +119,11 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     assigned.check(body, {p.name for p in params if p.kind == "scalar"})
     reads, writes = accesses(body)
     _check_ticket_counters(body)
+    # the variables this attempt assigned (an earlier attempt's may be gone)
+    variables = {n.name if isinstance(n, N.Assign) else n.var for n in walk(body)
+                 if isinstance(n, (N.Assign, N.For))}
     return N.Kernel(src.name, track, params,
-                    {k: v for k, v in unit.types.items() if k not in scalars},
+                    {k: v for k, v in unit.types.items() if k in variables and k not in scalars},
                     body, src.loc(src.tree), frozenset(writes), frozenset(reads),
                     list(unit.unsafe), block=unit.block, assumptions=list(unit.assumptions))
 

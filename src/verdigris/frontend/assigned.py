@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..errors import SafetyError
 from ..ir import nodes as N
 from ..ir import tiles as X
+from .bindings import display
 
 Defined = frozenset  # the variables assigned on every path to a point; None: unreachable
 
@@ -32,15 +33,10 @@ def _join(*sets):
     return frozenset.intersection(*reached) if reached else None
 
 
-def _runs(s: N.For) -> bool:
+def runs(s: N.For) -> bool:
     """Whether the loop's range is constant and not empty."""
     bounds = [e.value for e in (s.start, s.stop, s.step) if isinstance(e, N.Const)]
     return len(bounds) == 3 and bounds[2] != 0 and len(range(*bounds)) > 0
-
-
-def _display(key: str) -> str:
-    """The user's name of variable `key` (a helper's variables carry its prefix)."""
-    return key.rpartition(".")[2]
 
 
 class _Flow:
@@ -65,7 +61,7 @@ class _Flow:
             for e in (s.start, s.stop, s.step):
                 self.reads(e, defined)
             after = self.block(s.body, defined | {s.var})
-            return after if after is not None and _runs(s) and not N.leaves_loop(s.body) else defined
+            return after if after is not None and runs(s) and not N.leaves_loop(s.body) else defined
         if isinstance(s, N.While):
             self.reads(s.cond, defined)
             self.block(s.body, defined)
@@ -89,7 +85,7 @@ class _Flow:
 
         for n in walk([node]):
             if isinstance(n, (N.Var, X.TileVar)) and n.name not in defined:
-                name = _display(n.name)
+                name = display(n.name)
                 if name.startswith("return") and name[6:].isdigit():
                     raise SafetyError("this call's function can end without returning a value",
                                        n.loc, hint="end every path of the function with a return",

@@ -5,14 +5,14 @@ statements and unit. Gives `expr(node)`: a typed IR expression, a `Static` (a va
 while compiling: numbers, dtypes, modules, functions) or a tuple of them; names, constants,
 tuples, attributes (array `.shape`/`.dtype`/..., module members), subscripts (array
 elements and views), arithmetic, comparisons, `and`/`or`/`not`, conditional expressions,
-and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helpers, which
-`Translator.inline` inlines). Guarantees: as `translate`'s: every value carries the user's
+and calls (intrinsics of the kernel's track, `vg.math`, casts, helpers, `@vg.func` or
+plain functions of the user's code (`lang.plain_helper`), which `Translator.inline`
+inlines). Guarantees: as `translate`'s: every value carries the user's
 `Loc`, and anything outside the subset is a `CompileError` there that says what to do.
 """
 from __future__ import annotations
 
 import ast
-
 import types as pytypes
 
 from .. import lang
@@ -43,7 +43,14 @@ def _refuse_call(fn, loc: Loc):
     """A call of what kernels cannot call: a kernel, or a host function."""
     if getattr(fn, "__vg_kernel__", False):
         raise UnsupportedConstruct(f"kernel {fn.__name__!r} cannot be called from a kernel",
-                                   loc, hint="make the shared code a @vg.func helper")
+                                   loc, hint="move the shared code into a helper function")
+    if isinstance(fn, pytypes.FunctionType) and fn.__name__ == "<lambda>":
+        raise UnsupportedConstruct("cannot call a lambda inside a kernel", loc,
+                                   hint="define the helper with `def` (at module level)")
+    if isinstance(fn, type):
+        raise UnsupportedConstruct(f"cannot call {fn.__qualname__!r} inside a kernel: it is a "
+                                   "class, and kernels hold numbers, tiles and arrays", loc,
+                                   hint=_call_hint(fn))
     raise UnsupportedConstruct(f"cannot call {getattr(fn, '__qualname__', fn)!r} inside a kernel",
                                loc, hint=_call_hint(fn))
 
@@ -59,7 +66,11 @@ def _call_hint(fn) -> str:
         module = getattr(fn, "__module__", None) or type(fn).__module__ or "the host"
         return (f"{module.partition('.')[0]} functions run on the host; in a kernel, call "
                 f"vg.math.{name}(...)")
-    return "kernels call intrinsics, vg.math functions and @vg.func helpers"
+    if isinstance(fn, pytypes.FunctionType):  # a generator, or a host library's function
+        return ("kernels inline the functions of your own code; a generator, or a function "
+                "of the standard library or an installed package, runs on the host: write a "
+                "helper with `def` (or @vg.func) instead")
+    return "kernels call intrinsics, vg.math functions and helper functions written with `def`"
 
 class Expressions:
     """Mixed into `translate.Translator`, whose state and statement methods it uses."""
@@ -335,7 +346,8 @@ class Expressions:
         if fn is None:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
-        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)):
+        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
+                and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32")
         # and as float()'s argument (float("inf"), Triton's spelling of infinity).

@@ -199,7 +199,7 @@ def to_shape(v, dtype: T.DType, shape: tuple, loc: Loc) -> N.Expr:
 def assign_type(types: dict, key: str, value, loc: Loc):
     """Record (first assignment) or check the type of variable `key` receiving `value`, of
     which one side is a tile; gives the value to assign (cast up to the variable's dtype)."""
-    name = key.rsplit(".", 1)[-1]
+    name = key.rpartition(".")[2].partition("#")[0]
     old = types.get(key)
     new = TileType(value.dtype, shape_of(value)) if is_tile(value) else typed(value, loc).dtype
     if old is None:

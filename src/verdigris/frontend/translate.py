@@ -1,14 +1,17 @@
-"""Python `ast` of a kernel (and of the `@vg.func`s it calls) -> statements of typed IR.
+"""Python `ast` of a kernel (and of the helpers it calls) -> statements of typed IR.
 
 Takes: a `FunctionSource`, the bindings of its parameters (array references, typed scalar
-variables, static values) and the build's shared `Unit` (variable types, name counter).
-Gives: a list of `ir` statements, with every `@vg.func` call inlined as a `Region`. Tile
-values (`ir.tiles`) flow through the same statements; their typing is in `tiles`, and the
-expressions are translated by `expressions.Expressions`, this translator's base class.
+variables, static values) and the build's shared `Unit` (variable types, name counter,
+assignments forced into one variable). Gives: a list of `ir` statements, with every helper
+call (a `@vg.func`, or a plain function: `lang.plain_helper`) inlined as a `Region`.
+Tile values (`ir.tiles`) flow through the same statements; their typing is in `tiles`, the
+expressions are translated by `expressions.Expressions` and control flow by
+`flow.ControlFlow`, this translator's base classes.
 Guarantees: every node carries the user's `Loc` (with the chain of call sites for inlined
 code); any construct outside the supported subset is a `CompileError` at its location that
-says what to do instead. Variable types are joined across assignments; when a join widens
-a variable, `Retry` is raised and the build runs again with the wider type.
+says what to do instead. Names are values (`bindings`): a rebinding of another type is a
+new variable; where bindings that meet must be joined, or a join widens a variable,
+`Retry` is raised and the build runs again with what it learnt.
 """
 from __future__ import annotations
 
@@ -23,15 +26,13 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError, UndefinedName, UnsupportedConstruct
 from ..ir import nodes as N
-from . import tiles
+from . import bindings, tiles
+from .bindings import Conflict, Retry, VarBinding
 from .expressions import BIN_OPS, Expressions
+from .flow import ControlFlow
 from .source import FunctionSource, function_source
 from .tiles import binary
-from .typing import Static, cast, is_number, truth, typed
-
-
-class Retry(Exception):
-    """A variable's type widened; translate again from the start."""
+from .typing import Static, cast, is_number, typed
 
 
 @dataclass
@@ -39,7 +40,6 @@ class Unit:
     """State shared by the translators of one kernel build."""
 
     types: dict  # variable name -> DType; survives retries
-    fixed: set  # variables whose type may not widen (reassigned scalar parameters)
     block: tuple | None = None  # threads per block, when the build is specialized on it
     track: str = "simt"  # the kernel's track: intrinsics of the other track are refused
     counter: itertools.count = field(default_factory=itertools.count)
@@ -51,6 +51,9 @@ class Unit:
     unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
     array_names: set = field(default_factory=set)  # names given to local/shared arrays
     known: dict = field(default_factory=dict)  # variable -> the compile-time int it holds
+    selections: int = 0  # `if`s whose following statements were translated in each arm
+    forced: dict = field(default_factory=dict)  # assignment site -> its variable; survives retries
+    taken: set = field(default_factory=set)  # variables given to assignments in this attempt
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -85,12 +88,12 @@ def _is_constexpr(annotation) -> bool:
                                                or isinstance(annotation.value, lang.constexpr))
 
 
-class Translator(Expressions):
+class Translator(ControlFlow, Expressions):
     def __init__(self, unit: Unit, src: FunctionSource, scope: dict, prefix: str = "",
                  call_site: Loc | None = None, return_label: str = "kernel"):
         self.unit = unit
         self.src = src
-        self.scope = scope  # name -> ("var", key) | N.ArrayRef | Static
+        self.scope = scope  # name -> VarBinding | N.ArrayRef | Static | Conflict (bindings)
         self.prefix = prefix
         self.call_site = call_site
         self.return_label = return_label
@@ -98,6 +101,10 @@ class Translator(Expressions):
         self.loop_depth = 0
         self.nesting = 0
         self.returns: list = []  # per `return`: None or a tuple of typed values' arity
+        self.live = True  # whether the statement being translated can be reached
+        self.loops: list = []  # per enclosing loop: the scopes at its `continue`s and `break`s
+        self.reads: list = []  # (name, its binding) per read, in order (loops check them)
+        self.bound_at: dict = {}  # (name, id of an array or constant) -> where it was bound
         self.stores = collections.Counter(n.id for n in ast.walk(src.tree)
                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
         self.assigned = set(self.stores)
@@ -119,8 +126,7 @@ class Translator(Expressions):
             if callable(body):
                 body()
             else:
-                for s in body:
-                    self.stmt(s)
+                self.body(body)
             return self.stmts
         finally:
             self.stmts = outer
@@ -133,7 +139,11 @@ class Translator(Expressions):
                                    hint=hint)
 
     def fresh(self, stem: str) -> str:
-        return f"{self.prefix}{stem}.{next(self.unit.counter)}"
+        """A new name (of a temporary, a hoisted value or an array), unique in this build; a
+        temporary's type from an earlier attempt does not apply to it."""
+        key = f"{self.prefix}{stem}.{next(self.unit.counter)}"
+        self.unit.types.pop(key, None)
+        return key
 
     # ------------------------------------------------------------------ variables
 
@@ -151,13 +161,9 @@ class Translator(Expressions):
             try:
                 joined = T.promote(old, value.dtype)
             except TypeError as exc:
-                raise CompileError(f"variable {key.rsplit('.', 1)[-1]!r} holds {old.name} "
+                raise CompileError(f"variable {bindings.display(key)!r} holds {old.name} "
                                    f"elsewhere but {value.dtype.name} here: {exc}", loc) from None
             if joined is not old:
-                if key in self.unit.fixed:
-                    raise CompileError(
-                        f"parameter {key!r} is {old.name}; assigning a {value.dtype.name} "
-                        "would change its type", loc, hint=f"cast: {old.name}(...)")
                 types[key] = joined
                 raise Retry
         value = typed(value, loc, types[key])
@@ -180,37 +186,53 @@ class Translator(Expressions):
         return N.Var(loc, key, value.dtype)
 
     def bind(self, name: str, value, node) -> None:
+        """Bind `name` to `value` (Python's rebinding: a value of another type is a new
+        variable; `bindings` says where bindings must agree)."""
         loc = self.loc(node)
         if isinstance(value, N.ArrayRef) and id(value) in self.unit.unnamed:
             self.name_array(value, name)
         if isinstance(value, N.ArrayRef) or (isinstance(value, Static) and not is_number(value)):
-            current = self.scope.get(name)
-            if isinstance(current, tuple) or (self.nesting and current is not None
-                                              and current != value):
-                raise CompileError(f"{name!r} is rebound to a different kind of value inside "
-                                   "control flow", loc,
-                                   hint="bind arrays and constants once, at the top level")
             self.scope[name] = value
+            self.bound_at[name, id(value)] = loc
             return
-        if isinstance(self.scope.get(name), (N.ArrayRef, Static)) and not is_number(self.scope[name]):
-            raise CompileError(f"{name!r} names an array or constant; it cannot also hold a "
-                               "number", loc, hint="use another variable name")
-        binding = self.scope.get(name)
-        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
-        self.scope[name] = ("var", key)
+        vtype = tiles.TileType(value.dtype, tiles.shape_of(value)) if tiles.is_tile(value) \
+            else self.weak_type(name, value) or typed(value, loc).dtype
+        key = bindings.key_for(self.unit, self.scope, name, loc, vtype, self.prefix + name)
         self.set_var(key, value, loc)
+        self.scope[name] = VarBinding(key, frozenset({bindings.site(loc)}), loc)
         if isinstance(value, Static) and type(value.value) is int and not self.nesting \
                 and self.stores[name] == 1:
             self.unit.known[key] = value.value
 
+    def weak_type(self, name: str, value):
+        """A Python number is weak, as in expressions: assigned to a name holding a scalar
+        whose dtype holds it, it takes that dtype (`v = float("inf")` keeps v float16)."""
+        current = self.scope.get(name)
+        if not is_number(value) or not isinstance(current, VarBinding):
+            return None
+        old = self.unit.types.get(current.key)
+        try:
+            return old if isinstance(old, T.DType) and T.promote_weak(old, value.value) is old \
+                else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    def assignment(self, name: str, binding) -> Loc:
+        """Where `name` was bound to `binding` (for messages)."""
+        if isinstance(binding, VarBinding):
+            return binding.loc
+        return self.bound_at.get((name, id(binding))) or getattr(binding, "loc", None) \
+            or self.loc(self.src.tree)
+
     def read_name(self, node: ast.Name):
         name, loc = node.id, self.loc(node)
         binding = self.scope.get(name)
-        if isinstance(binding, tuple):
-            key = binding[1]
-            if key not in self.unit.types:
-                raise SafetyError(f"variable {name!r} is used before it is assigned", loc, code="VG303")
-            return self.variable(key, loc)
+        if isinstance(binding, Conflict):
+            bindings.join(self.unit, name, binding.options, loc)  # retries, or refuses
+        if binding is not None:
+            self.reads.append((name, binding))
+        if isinstance(binding, VarBinding):
+            return self.variable(binding.key, loc)
         if binding is not None:
             return binding
         if name in self.assigned:
@@ -240,8 +262,12 @@ class Translator(Expressions):
     # ------------------------------------------------------------------ statements
 
     def body(self, stmts) -> None:
-        for s in stmts:
-            self.stmt(s)
+        stmts = list(stmts)
+        for k, s in enumerate(stmts):
+            if not isinstance(s, ast.If):
+                self.stmt(s)
+            elif self.stmt_If(s, stmts[k + 1:]):
+                return  # the rest of the block was translated in each arm
 
     def stmt(self, node) -> None:
         handler = getattr(self, f"stmt_{type(node).__name__}", None)
@@ -324,83 +350,6 @@ class Translator(Expressions):
         self.emit(N.Store(loc, array, indices, typed(value, loc, dtype) if is_number(value)
                           else cast(value, dtype, loc)))
 
-    def stmt_If(self, node) -> None:
-        cond = self.expr(node.test)
-        if isinstance(cond, Static):
-            if not is_number(cond) and cond.value is not None:
-                raise CompileError("this condition is not a number", self.loc(node.test))
-            self.body(node.body if cond.value else node.orelse)  # decided while compiling
-            return
-        cond = truth(cond, self.loc(node.test))
-        self.emit(N.If(self.loc(node), cond, self.nested(node.body), self.nested(node.orelse)))
-
-    def stmt_For(self, node) -> None:
-        loc = self.loc(node)
-        if node.orelse:
-            self.unsupported(node, "`for ... else`")
-        call = node.iter
-        callee = self.expr(call.func) if isinstance(call, ast.Call) else None
-        if not (isinstance(callee, Static) and callee.value is range):
-            raise CompileError("kernels loop only over range(start, stop, step)", self.loc(node.iter))
-        if call.keywords or not 1 <= len(call.args) <= 3:
-            raise CompileError("range() takes 1 to 3 positional arguments", self.loc(call))
-        if not isinstance(node.target, ast.Name):
-            self.unsupported(node.target, "this loop variable")
-        args = [self.expr(a) for a in call.args]
-        start, stop, step = ([Static(0)] + args + [Static(1)])[:3] if len(args) == 1 else \
-            (args + [Static(1)])[:3]
-        if is_number(step) and step.value == 0:
-            raise CompileError("range() step must not be zero", self.loc(call.args[2]))
-        for a in (start, stop, step):
-            if not is_number(a) and not (isinstance(a, N.Expr) and a.dtype.is_int):
-                raise CompileError("range() bounds must be integers", self.loc(call))
-        strong = [a for a in (start, stop, step) if not isinstance(a, Static)]
-        if strong:
-            dtype = strong[0].dtype
-            for a in strong[1:]:
-                dtype = T.promote(dtype, a.dtype)
-        else:
-            dtype = T.literal_dtype(max((a.value for a in (start, stop)), key=abs))
-        name = node.target.id
-        binding = self.scope.get(name)
-        key = binding[1] if isinstance(binding, tuple) else self.prefix + name
-        self.scope[name] = ("var", key)
-        if key in self.unit.types and self.unit.types[key] is not dtype:
-            dtype = T.promote(self.unit.types[key], dtype)
-            if dtype is not self.unit.types[key]:
-                self.unit.types[key] = dtype
-                raise Retry
-        self.unit.types[key] = dtype
-        bounds = [typed(a, loc, dtype) for a in (start, stop, step)]
-        self.emit(N.For(loc, key, *bounds, self.nested(node.body, loop=True)))
-
-    def stmt_While(self, node) -> None:
-        loc = self.loc(node)
-        if node.orelse:
-            self.unsupported(node, "`while ... else`")
-        test: list = []
-
-        def condition():
-            test.append(truth(self.expr(node.test), self.loc(node.test)))
-
-        setup = self.nested(condition)
-        body = self.nested(node.body, loop=True)
-        if setup:  # the condition itself needs statements: test at the top of the body
-            stop = N.If(loc, N.Unary(loc, "not", test[0], T.bool_), [N.Break(loc)], [])
-            self.emit(N.While(loc, N.Const(loc, True, T.bool_), setup + [stop] + body))
-        else:
-            self.emit(N.While(loc, test[0], body))
-
-    def stmt_Break(self, node) -> None:
-        if not self.loop_depth:
-            raise CompileError("`break` outside a loop", self.loc(node))
-        self.emit(N.Break(self.loc(node)))
-
-    def stmt_Continue(self, node) -> None:
-        if not self.loop_depth:
-            raise CompileError("`continue` outside a loop", self.loc(node))
-        self.emit(N.Continue(self.loc(node)))
-
     def stmt_Return(self, node) -> None:
         loc = self.loc(node)
         value = self.expr(node.value) if node.value is not None else Static(None)
@@ -420,6 +369,7 @@ class Translator(Expressions):
         else:
             self.returns.append(0)
         self.emit(N.Exit(loc, self.return_label))
+        self.leave([])
 
     def stmt_With(self, node) -> None:
         loc = self.loc(node)
@@ -429,7 +379,8 @@ class Translator(Expressions):
         callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
         if not (isinstance(callee, Static) and callee.value is lang.unsafe) or ctx.args:
             raise CompileError("the only `with` in kernels is `with vg.unsafe():`", loc)
-        self.unit.unsafe.append(loc)
+        if bindings.site(loc) not in map(bindings.site, self.unit.unsafe):  # once, though
+            self.unit.unsafe.append(loc)  # translated in both arms of a selecting `if`
         self.emit(N.Unsafe(loc, self.nested(node.body)))
 
     # ------------------------------------------------------------------ local arrays, calls
@@ -461,7 +412,7 @@ class Translator(Expressions):
             raise CompileError(f"{name!r} is declared vg.constexpr, but its value is not known "
                                "while compiling", loc, hint="compute it from literals, "
                                "vg.constexpr parameters and the shapes of local and shared arrays")
-        if isinstance(self.scope.get(name), tuple):
+        if isinstance(self.scope.get(name), (VarBinding, Conflict)):
             raise CompileError(f"{name!r} is a variable; a vg.constexpr name cannot be one too",
                                loc, hint="use another name")
         self.scope[name] = value
@@ -493,18 +444,21 @@ class Translator(Expressions):
                                loc, hint="use one dtype, and carve parts of it by offset")
         return ref
 
-    def inline(self, fn: lang.func, args, kwargs, loc: Loc):
-        src = function_source(fn.fn)
+    def inline(self, helper, args, kwargs, loc: Loc):
+        """A call of a helper (a `@vg.func`, or a plain function: `lang.plain_helper`), inlined
+        as a `Region`; gives its result."""
+        fn = helper.fn if isinstance(helper, lang.func) else helper
+        src = function_source(fn)
         if fn in self.unit.call_stack:
             raise UnsupportedConstruct(f"{src.name}() calls itself: recursion is not supported", loc,
                                hint="rewrite it as a loop")
         spec = src.tree.args
         if spec.vararg or spec.kwarg or spec.kwonlyargs:
             raise CompileError(f"{src.name}() uses *args, **kwargs or keyword-only parameters, "
-                               "which @vg.func helpers do not support", loc)
+                               "which kernel helpers do not support", loc)
         names = [a.arg for a in spec.posonlyargs + spec.args]
-        defaults = dict(zip(names[len(names) - len(fn.fn.__defaults__ or ()):],
-                            (Static(d) for d in fn.fn.__defaults__ or ())))
+        defaults = dict(zip(names[len(names) - len(fn.__defaults__ or ()):],
+                            (Static(d) for d in fn.__defaults__ or ())))
         if len(args) > len(names):
             raise CompileError(f"{src.name}() takes {len(names)} arguments, {len(args)} given", loc)
         bound = dict(zip(names, args))

@@ -19,8 +19,8 @@ A record's key is the kernel's *dependency text* (`dependencies`): its code (byt
 names, constants, line table), its options and annotations, and for each name its code
 reads a stamp of the value it finds (closure cell, global or builtin): numbers, strings and
 tuples of them by value; modules of the standard library's `math`, numpy and verdigris by
-name, and their functions, classes and objects by name and value; `vg.func` helpers by their
-own dependency text. A kernel reading any other value (a module of the user's, a list, an
+name, and their functions, classes and objects by name and value; `vg.func` helpers and the
+plain functions kernels inline (`lang.plain_helper`) by their own dependency text. A kernel reading any other value (a module of the user's, a list, an
 object) has no dependency text and no records: it always goes through the frontend, as an
 edited global could change its code. With the compiler's fingerprint in every cache key
 (`cache.key`), a record is used only by the compiler that wrote it.
@@ -217,7 +217,7 @@ def _linetables(code) -> str:
 def _stamp(value, seen: dict) -> str:
     import numpy as np
 
-    from ..lang import func
+    from ..lang import func, plain_helper
 
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         return f"{type(value).__name__}:{value!r}"
@@ -231,6 +231,8 @@ def _stamp(value, seen: dict) -> str:
         raise _NoStamp(value.__name__)
     if isinstance(value, func):
         return "vg.func:" + _function(value.fn, seen)
+    if plain_helper(value):  # inlined as a vg.func is
+        return "helper:" + _function(value, seen)
     if getattr(value, "__vg_kernel__", False) and getattr(value, "fn", None) is not None:
         return "kernel:" + _function(value.fn, seen)
     owner = getattr(value, "__module__", None) if isinstance(value, (type, types.FunctionType,

@@ -11,7 +11,8 @@ Takes: `ast` nodes of a parsed file. Gives:
   the element types of launch arguments (`elements`);
 - `load_definitions(tree, filename, extra_names)`: a fresh namespace with the file's
   kernels, helpers and constants: only the imports they use, the `@...kernel`/`@...func`
-  definitions whose decorators, defaults and annotations are inert, and assignments of
+  definitions and undecorated functions (plain helpers, which kernels inline) whose
+  decorators, defaults and annotations are inert, and assignments of
   inert values run, statement by statement; no function body runs (imported modules do,
   as any import does, with the file's directory first on `sys.path`, as when Python runs
   the file); a statement that fails is skipped; calls of `math` functions run only where
@@ -181,6 +182,8 @@ def _loadable_definition(node) -> bool:
 
 def _kept(node) -> bool:
     if is_definition(node, "kernel") or is_definition(node, "func"):
+        return _loadable_definition(node)
+    if isinstance(node, ast.FunctionDef) and not node.decorator_list:  # a plain helper
         return _loadable_definition(node)
     if isinstance(node, ast.Assign):  # `B = 256`, `BX, BY = 16, 16`
         return all(isinstance(n, ast.Name) for t in node.targets
