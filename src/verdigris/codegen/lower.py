@@ -70,6 +70,7 @@ from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .attributes import launch_bounds, pointer_attributes
 from .builder import CheckingBuilder
+from .debuginfo import LineTable
 from .emitter import Emitter
 
 MAX_UNROLL = 32
@@ -167,6 +168,7 @@ class _KernelLowering:
                                + self.extra_params())
         self.fn = ir.Function(self.module, fnty, entry_symbol(kernel.name))
         self.fn.calling_convention = "ptx_kernel"
+        self.lines = LineTable(self.module, self.fn, kernel.loc)
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
         self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely, self._alloca), kernel.fma)
@@ -510,7 +512,12 @@ class _KernelLowering:
             lowering = self._STMT.get(type(s))
             if lowering is None:
                 raise _error(f"{type(s).__name__} statements cannot be compiled yet", s)
-            lowering(self, s)
+            enclosing = self.b.debug_metadata  # a loop's latch after its body is the loop's line
+            self.b.debug_metadata = self.lines.location(s.loc)
+            try:
+                lowering(self, s)
+            finally:
+                self.b.debug_metadata = enclosing
 
     def _assign(self, s: N.Assign) -> None:
         self.b.store(self.expr(s.value), self.slots[s.name])
