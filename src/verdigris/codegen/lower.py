@@ -65,7 +65,7 @@ from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
-from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, warp
+from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, printf, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .attributes import launch_bounds, pointer_attributes
@@ -686,6 +686,7 @@ class _KernelLowering:
         N.Unsafe: lambda self, s: self.stmts(s.body),
         N.Barrier: lambda self, s: warp.barrier(self.em, s.scope, self._member_mask()),
         N.Fence: lambda self, s: warp.fence(self.em, s.scope),
+        N.Print: lambda self, s: printf.emit_print(self, s, "simt"),
     }
 
     # ------------------------------------------------------------------ kernel

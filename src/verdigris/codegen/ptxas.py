@@ -24,8 +24,9 @@ from .toolkit import INSTALL_HINT, find_tool
 # Keep the PTX's `.loc` line table in the cubin (profilers and compute-sanitizer show the
 # kernel's Python lines from it); it changes no instruction.
 LINE_INFO_FLAGS = ("-lineinfo",)
-# Both print SASS of every kernel in a cubin; nvdisasm's is the cleaner listing.
-_DISASSEMBLERS = (("nvdisasm", ("-c",)), ("cuobjdump", ("-sass",)))
+# Both print SASS of every kernel in a cubin; nvdisasm's is the cleaner listing, and with
+# `-g` it names the Python file and line of each run of instructions (the line table).
+_DISASSEMBLERS = (("nvdisasm", ("-c", "-g")), ("cuobjdump", ("-sass",)))
 
 
 def ptxas_path() -> str | None:

@@ -42,7 +42,7 @@ from math import prod
 from llvmlite import ir
 
 from .. import errors
-from ..codegen import arith, casts, checks, mathlib
+from ..codegen import arith, casts, checks, mathlib, printf
 from ..codegen.dtypes import I32, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
@@ -448,7 +448,8 @@ class TileLowering(_KernelLowering):
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
              X.TileAtomic: _tile_atomic, X.Scatter: lambda self, s: indexed.scatter(self, s),
              N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
-             N.While: _nested(_KernelLowering._while), N.Region: _region}
+             N.While: _nested(_KernelLowering._while), N.Region: _region,
+             N.Print: lambda self, s: printf.emit_print(self, s, "tile")}
 
     # ------------------------------------------------------------------ kernel
 
