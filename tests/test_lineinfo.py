@@ -130,3 +130,22 @@ def test_the_line_table_changes_no_instruction(monkeypatch, make):
 @pytest.mark.parametrize("make", [simt_ptx, tile_ptx], ids=["simt", "tile"])
 def test_ptxas_assembles_the_line_table(make, target):
     assert codegen.assemble(make(target), target)[:4] == b"\x7fELF"
+
+
+@needs_ptxas
+def test_emit_sass_shows_the_python_lines(capsys):
+    """`verdigris compile --emit sass` with nvdisasm: the SASS names the kernel's file and
+    lines (nvdisasm -g); with cuobjdump only, SASS without them; with neither, a message
+    saying what to install."""
+    from verdigris.cli import main
+    from verdigris.codegen.toolkit import find_tool
+
+    source = inspect.getsourcefile(scale_rows.fn)
+    status = main(["compile", f"{source}::scale_rows", "--sig", "f32[:, ::1], f32[:, ::1], f32", "--emit", "sass"])
+    out, err = capsys.readouterr()
+    if find_tool("nvdisasm"):
+        assert status == 0 and f'File "{source}", line {line_of("store")}' in out, out[-2000:]
+    elif find_tool("cuobjdump"):
+        assert status == 0 and "LDG" in out
+    else:
+        assert status == 1 and "nvdisasm" in err
