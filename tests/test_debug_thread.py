@@ -121,3 +121,16 @@ def test_a_breakpoint_stops_on_the_kernels_line():
                      out, block_id=1, thread_id=3)
     sys.settrace(None)
     assert seen == [35] and out[35] == 3.0
+
+
+def test_a_launch_refuses_breakpoint_pointing_at_k_debug(tmp_path):
+    import importlib.util
+
+    source = tmp_path / "kernel_bp.py"
+    source.write_text("from verdigris import simt\n\n@simt.kernel\ndef k(x):\n    breakpoint()\n")
+    spec = importlib.util.spec_from_file_location("kernel_bp", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(vg.CompileError) as err:
+        module.k[1, 1](np.zeros(1, np.float32))
+    assert err.value.loc.line == 5 and "k.debug[grid, block]" in err.value.hint

@@ -53,6 +53,9 @@ def _call_hint(fn) -> str:
     from .. import math as kernel_math
 
     name = getattr(fn, "__name__", "")
+    if fn is breakpoint:
+        return ("to step through a kernel with the Python debugger, run one thread as Python: "
+                "k.debug[grid, block](..., block_id=b, thread_id=t)")
     if name and not name.startswith("_") and callable(getattr(kernel_math, name, None)):
         module = getattr(fn, "__module__", None) or type(fn).__module__ or "the host"
         return (f"{module.partition('.')[0]} functions run on the host; in a kernel, call "
