@@ -1,5 +1,7 @@
 """`print(...)` on the GPU (vprintf): the lines the cpu backend prints, as a set (threads
 print in any order on the GPU), for a SIMT kernel and a tile kernel."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ def printed(capfd, launch) -> list:
     capfd.readouterr()
     launch()
     vg.synchronize()  # the device's printf buffer reaches stdout at a synchronization
+    ctypes.CDLL(None).fflush(None)  # through C's stdio, which may buffer it
     return capfd.readouterr().out.splitlines()
 
 
