@@ -50,6 +50,9 @@ Guarantees:
   as a whole (LLVM's unroller stops short of that); and the checked accesses of all
   iterations settle their fault records together (`builder`), so their loads issue
   together.
+- Each statement's instructions carry its source location (`debuginfo`: the PTX's
+  `.file`/`.loc` line table; a location changes no instruction). A `Print` is a `vprintf`
+  call by each thread that runs it (`printf`).
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations

@@ -17,6 +17,9 @@ layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowe
 branch is block-uniform and barriers inside them are safe. Tile variables live in one
 alloca per register (the variable's default layout), which mem2reg promotes.
 
+A `Print` is one `vprintf` call per block, by its first thread, after every thread has
+computed the values (a reduction needs them all; `codegen.printf`).
+
 Register pressure and latency: elementwise results and the elements of loaded vectors are
 `Lazy` (computed where first used), so a chain of elementwise ops is emitted register by
 register and a loaded bfloat16 pair stays in one 32-bit word until its use; the loads of
