@@ -186,3 +186,49 @@ def test_ptxas_assembles_kernels_that_print(target):
     assert codegen.assemble(simt_llvm_and_ptx(target)[1], target)[:4] == b"\x7fELF"
     kernel = show_sums.specialize_types({"x": f32(), "out": f32(), "B": 64})
     assert codegen.assemble(codegen.compile_to_ptx(kernel, target).ptx, target)[:4] == b"\x7fELF"
+
+
+@simt.kernel
+def show_element(x):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        print(x[i])
+
+
+DTYPES = [vg.int8, vg.uint8, vg.int16, vg.int32, vg.uint32, vg.int64, vg.uint64,
+          vg.float16, vg.bfloat16, vg.float32, vg.float64, vg.bool_]
+
+
+def random_of(rng, dtype, n):
+    if dtype == vg.bool_:
+        return rng.random(n) < 0.5
+    if dtype.is_int:
+        info = np.iinfo(dtype.np)
+        return rng.integers(info.min, info.max, n, dtype=dtype.np, endpoint=True)
+    return (rng.standard_normal(n) * 100).astype(dtype.np)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_every_dtype_prints_its_exact_value(rng, capsys, dtype):
+    x = random_of(rng, dtype, 16)
+    show_element[1, 16](x)
+    values = [line.split("] ")[1] for line in capsys.readouterr().out.splitlines()]
+    if dtype == vg.bool_:
+        assert values == [str(bool(v)) for v in x]
+    elif dtype.is_int:
+        assert values == [str(int(v)) for v in x]
+    else:
+        assert [dtype.np.type(float(v)) for v in values] == list(x)  # exact, through float64
+
+
+@pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_every_dtype_prints_on_the_gpu_with_its_conversion(dtype):
+    kernel = show_element.specialize_types({"x": ArrayType(dtype, 1)})
+    compiled = codegen.compile_to_ptx(kernel, "sm_90")
+    conversion = {True: "%s"}.get(dtype == vg.bool_) or (
+        ("%lld" if dtype.is_signed else "%llu") if dtype.is_int else "%.17g" if dtype.itemsize == 8 else "%.9g")
+    word = "ptr" if dtype == vg.bool_ else "i64" if dtype.is_int else "double"
+    assert "{ i32, i32, i32, i32, i32, i32, %s }" % word in compiled.llvm_ir
+    assert conversion + "\\0A\\00" in compiled.llvm_ir
+    assert codegen.assemble(compiled.ptx, "sm_90")[:4] == b"\x7fELF"
