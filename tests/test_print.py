@@ -126,7 +126,7 @@ def test_a_print_read_is_still_bounds_checked():
 
 
 @pytest.mark.parametrize("body, message", [
-    ("print(tile.load(x, index=(0,), shape=(8,)))", "whole tile"),
+    ("print(tile.arange(8), tile.arange(4))", "different shapes"),
     ("print(x)", "array 'x'"),
     ("print(1, file=None)", "sep= and end="),
     ("print(1, sep=2)", "string literal"),
@@ -180,11 +180,49 @@ def test_a_tile_print_is_one_call_by_the_first_thread():
     assert "{ i32, i32, i32, double, i64 }" in llvm
 
 
+@tile.kernel
+def show_elements(x, out, R: vg.constexpr, C: vg.constexpr):
+    b = tile.bid(0)
+    t = tile.load(x, index=(b, 0), shape=(R, C))
+    print("t =", t, "row sum", tile.sum(t, axis=1).reshape((R, 1)) + tile.zeros((R, C), vg.float32),
+          "block", b, t > 0)
+    tile.store(out, index=(b, 0), tile=t)
+
+
+def element_lines(x, R, C):
+    blocks = x.shape[0] // R
+    return ["[block (%d, 0, 0) element (%d, %d)] t = %.9g row sum %.9g block %d %s"
+            % (b, i, j, x[b * R + i, j], np.float32(x[b * R + i].sum(dtype=np.float32)), b, x[b * R + i, j] > 0)
+            for b in range(blocks) for i in range(R) for j in range(C)]
+
+
+def test_a_tile_prints_one_line_per_element_in_row_major_order(rng, capsys):
+    R, C = 2, 3  # padded to 2 x 4 inside: the padding prints nothing
+    x = rng.standard_normal((6, C)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    show_elements[3](x, out, R=R, C=C)
+    lines = capsys.readouterr().out.splitlines()
+    want = element_lines(x, R, C)
+    assert [line.split(" row sum")[0] for line in lines] == [line.split(" row sum")[0] for line in want]
+    assert [line.split(" block ")[1] for line in lines] == [line.split(" block ")[1] for line in want]
+    assert np.array_equal(out, x)
+
+
+def test_a_tile_print_is_a_call_per_register_by_the_first_holder():
+    kernel = show_elements.specialize_types({"x": f32(2), "out": f32(2), "R": 2, "C": 3})
+    llvm = codegen.compile_to_ptx(kernel, "sm_90").llvm_ir
+    assert llvm.count("call i32 @vprintf") >= 1
+    assert "{ i32, i32, i32, i32, i32, double, double, i64, ptr }" in llvm
+    assert "element (%u, %u)] t = %.9g row sum %.9g block %lld %s" in llvm
+
+
 @pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 @pytest.mark.parametrize("target", list(codegen.TARGETS))
 def test_ptxas_assembles_kernels_that_print(target):
     assert codegen.assemble(simt_llvm_and_ptx(target)[1], target)[:4] == b"\x7fELF"
     kernel = show_sums.specialize_types({"x": f32(), "out": f32(), "B": 64})
+    assert codegen.assemble(codegen.compile_to_ptx(kernel, target).ptx, target)[:4] == b"\x7fELF"
+    kernel = show_elements.specialize_types({"x": f32(2), "out": f32(2), "R": 2, "C": 3})
     assert codegen.assemble(codegen.compile_to_ptx(kernel, target).ptx, target)[:4] == b"\x7fELF"
 
 

@@ -1,12 +1,13 @@
 """`print(...)` on the GPU (vprintf): the lines the cpu backend prints, as a set (threads
-print in any order on the GPU), for a SIMT kernel and a tile kernel."""
+print in any order on the GPU), for a SIMT kernel and a tile kernel; a tile's elements
+each once (a register several threads hold is printed by one of them, padding by none)."""
 import ctypes
 
 import numpy as np
 import pytest
 
 import verdigris as vg
-from tests.test_print import show_grid, show_sums, show_values
+from tests.test_print import element_lines, show_elements, show_grid, show_sums, show_values
 
 pytestmark = pytest.mark.gpu
 
@@ -52,3 +53,14 @@ def test_a_tile_kernel_prints_once_per_block(rng, capfd):
     assert sorted(line.split(" block sum ")[0] for line in gpu) == ["[block (%d, 0, 0)]" % b for b in range(5)]
     sums = sorted((int(line.split()[-1]), float(line.split()[-2])) for line in gpu)
     assert np.allclose([s for _, s in sums], x.reshape(5, 8).astype(np.float64).sum(axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("R, C", [(2, 3), (16, 64)])
+def test_each_element_of_a_tile_prints_once(rng, capfd, R, C):
+    x = rng.standard_normal((3 * R, C)).astype(np.float32)
+    out = vg.asarray(np.full_like(x, np.nan))
+    gpu = printed(capfd, lambda: (show_elements[3](vg.asarray(x), out, R=R, C=C), out.numpy()))
+    want = element_lines(x, R, C)
+    assert len(gpu) == len(want)  # the printf buffer (1 MB) holds these
+    key = lambda line: line.split(" row sum")[0]  # noqa: E731 -- sums may round apart
+    assert sorted(map(key, gpu)) == sorted(map(key, want))

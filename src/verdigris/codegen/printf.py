@@ -6,7 +6,9 @@ constant global string, and `vprintf(format, arguments)` where `arguments` point
 buffer (a struct in local memory) holding the block and thread ids (u32) and then each
 value at its natural alignment: integers widened to 64 bits (signed or not, as their
 dtype), floats promoted to double, as C's varargs are, bools as a pointer to the text
-"True" or "False". vprintf is the device runtime's (`i32 @vprintf(ptr, ptr)`), resolved
+"True" or "False". A tile kernel's line is printed by the block's first thread; a print of
+tiles, one line per element, by the first thread holding that element (the ids then
+end with the element's position). vprintf is the device runtime's (`i32 @vprintf(ptr, ptr)`), resolved
 by ptxas or the driver as CUDA C's printf is.
 
 Guarantees: the same text as the cpu backend for the same values (`ir.printf`). Lines
@@ -27,38 +29,57 @@ from .casts import cast
 from .dtypes import I32, I64
 
 I8 = ir.IntType(8)
-F64 = ir.DoubleType()
 GENERIC = ir.PointerType()
 CONSTANT = 4  # NVPTX address space of constant memory
 
 
 def emit_print(lowering, node: N.Print, track: str) -> None:
     b, em = lowering.b, lowering.em
-    fmt, _, values = printf.line_format(node, track)
-    ids = [em.call(f"llvm.nvvm.read.ptx.sreg.{reg}.{axis}", I32)
-           for reg in ("ctaid", "tid")[:printf.ID_COUNT[track] // 3] for axis in "xyz"]
-    words = ids + [_widened(lowering, v) for v in values]  # by every thread: a tile
-    buffer_type = ir.LiteralStructType([w.type for w in words])  # reduction needs them all
-    buffer = lowering._alloca(buffer_type, "print.args")
-
-    def call() -> None:
-        for k, word in enumerate(words):
-            b.store(word, b.gep(buffer, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
-                                source_etype=buffer_type))
-        b.call(_vprintf(lowering.module), [_string(lowering, fmt), buffer])
+    fmt, _, parts = printf.line_format(node, track)
+    blocks = _sregs(em, "ctaid")
     if track == "simt":
-        call()
-    else:  # a tile kernel's line is the block's: its first thread prints it
-        b.around(b.icmp_unsigned("==", _thread_x(em), ir.Constant(I32, 0)), call, "print")
+        _call(lowering, fmt, blocks + _sregs(em, "tid") + [_widened(lowering, p.dtype, lowering.expr(p)) for p in parts])
+        return
+    # A tile kernel's line is the block's: every thread computes the values (a reduction
+    # needs them all), then one thread prints each line.
+    shape = printf.tile_shape(node)
+    if shape is None:
+        words = blocks + [_widened(lowering, p.dtype, lowering.expr(p)) for p in parts]
+        first = b.icmp_unsigned("==", em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32), ir.Constant(I32, 0))
+        b.around(first, lambda: _call(lowering, fmt, words), "print")
+        return
+    layout = lowering.default(shape)
+    values = [lowering.tile(p, layout).regs if getattr(p, "shape", ()) else
+              _widened(lowering, p.dtype, lowering.expr(p)) for p in parts]
+    owner = lowering.is_owner(layout)
+    for r in range(layout.num_regs):  # the element each register holds, by its first holder
+        coords = lowering.coords(layout, r)
+        words = blocks + coords + [_widened(lowering, p.dtype, v[r]) if isinstance(v, list) else v
+                                   for p, v in zip(parts, values)]
+        holds = owner if owner is not None else ir.Constant(ir.IntType(1), True)
+        for c, extent in zip(coords, shape):  # not the padding of a padded shape
+            holds = b.and_(holds, b.icmp_unsigned("<", c, ir.Constant(I32, extent)))
+        b.around(holds, lambda words=words: _call(lowering, fmt, words), "print")
 
 
-def _thread_x(em) -> ir.Value:
-    return em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
+def _sregs(em, register: str) -> list:
+    return [em.call(f"llvm.nvvm.read.ptx.sreg.{register}.{axis}", I32) for axis in "xyz"]
 
 
-def _widened(lowering, value: N.Expr) -> ir.Value:
-    """`value` as its vararg: i64, double, or a pointer to "True"/"False"."""
-    b, dt, reg = lowering.b, value.dtype, lowering.expr(value)
+def _call(lowering, fmt: str, words: list) -> None:
+    """vprintf(fmt, buffer) with `words` in a buffer at their natural alignments."""
+    b = lowering.b
+    buffer_type = ir.LiteralStructType([w.type for w in words])
+    buffer = lowering._alloca(buffer_type, "print.args")
+    for k, word in enumerate(words):
+        b.store(word, b.gep(buffer, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
+                            source_etype=buffer_type))
+    b.call(_vprintf(lowering.module), [_string(lowering, fmt), buffer])
+
+
+def _widened(lowering, dt, reg: ir.Value) -> ir.Value:
+    """Register `reg` of dtype `dt` as its vararg: i64, double, or a pointer to "True"/"False"."""
+    b = lowering.b
     if dt.name == "bool":
         return b.select(reg, _string(lowering, "True"), _string(lowering, "False"))
     if dt.is_int:

@@ -604,16 +604,25 @@ class _Compiler:
             self.unsafe = enclosing
 
     def _print(self, node):
-        """One line for the block. Its loads are bounds checked but not race checked."""
-        _, text, values = printf.line_format(node, "tile")
+        """One line for the block, or one per element of its tiles in row-major order. Its
+        loads are bounds checked but not race checked."""
+        _, text, parts = printf.line_format(node, "tile")
+        shape = printf.tile_shape(node)
+        is_tile = [bool(getattr(p, "shape", ())) for p in parts]
         enclosing, self.unsafe = self.unsafe, True
         try:
-            values = [self.expr(v) for v in values]
+            values = [self.expr(v) for v in parts]
         finally:
             self.unsafe = enclosing
 
         def run_print(bl):
-            sys.stdout.write(text % (*map(int, bl.block_id), *(printf.shown(v(bl)) for v in values)))
+            block, now = tuple(map(int, bl.block_id)), [v(bl) for v in values]
+            if shape is None:
+                sys.stdout.write(text % (*block, *map(printf.shown, now)))
+                return
+            sys.stdout.write("".join(
+                text % (*block, *at, *(printf.shown(v[at] if tiled else v) for v, tiled in zip(now, is_tile)))
+                for at in np.ndindex(*shape)))
         return run_print
 
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,

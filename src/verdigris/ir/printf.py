@@ -2,11 +2,15 @@
 
 Takes: a `Print` node and the kernel's track. Gives `line_format(node, track) -> (format,
 python_format, values)`: a C printf format string, the same for Python's `%` operator
-(which has no length modifiers), and the `Expr`s it converts after the ids (block x, y,
-z, then for SIMT thread x, y, z, each an unsigned 32-bit `%u`; `ID_COUNT[track]`).
+(which has no length modifiers), and the `Expr`s it converts after the ids (each an
+unsigned 32-bit `%u`: block x, y, z, then for SIMT thread x, y, z, and for a tile print
+the element's position along each axis); and `tile_shape(node)`.
 
 The line: `[block (bx, by, bz) thread (tx, ty, tz)] ` (tile kernels: `[block (bx, by,
-bz)] `), then the parts joined by `sep`, then `end`. Each value is converted by its dtype:
+bz)] `), then the parts joined by `sep`, then `end`. A tile kernel's print of tiles (all of
+one shape, `tile_shape`) writes one such line per element, in row-major order on the cpu
+backend, prefixed `[block (bx, by, bz) element (i, j)] `, each tile part showing that
+element (scalar parts the same on every line). Each value is converted by its dtype:
 signed integers `%lld` (widened to 64 bits), unsigned `%llu`, bool `True`/`False` (`%s`),
 float64 `%.17g` and narrower floats `%.9g` (promoted to double, as C's varargs are): the
 shortest printf forms that give every value back exactly, so the GPU (vprintf) and the
@@ -17,8 +21,20 @@ from __future__ import annotations
 from ..types import DType
 from . import nodes as N
 
-ID_COUNT = {"simt": 6, "tile": 3}
 _PREFIX = {"simt": "[block (%u, %u, %u) thread (%u, %u, %u)] ", "tile": "[block (%u, %u, %u)] "}
+
+
+def tile_shape(node: N.Print) -> tuple | None:
+    """The shape of the print's tile parts (the frontend makes them one shape), or None."""
+    shapes = [part.shape for part in node.parts if getattr(part, "shape", ())]
+    return shapes[0] if shapes else None
+
+
+def _prefix(node: N.Print, track: str) -> str:
+    shape = tile_shape(node)
+    if shape is None:
+        return _PREFIX[track]
+    return "[block (%u, %u, %u) element (" + ", ".join(["%u"] * len(shape)) + ")] "
 
 
 def conversion(dtype: DType) -> str:
@@ -40,8 +56,8 @@ def line_format(node: N.Print, track: str) -> tuple:
             python_pieces.append(conversion(part.dtype).replace("ll", ""))
             values.append(part)
     sep, end = _literal(node.sep), _literal(node.end)
-    return (_PREFIX[track] + sep.join(c_pieces) + end,
-            _PREFIX[track] + sep.join(python_pieces) + end, values)
+    prefix = _prefix(node, track)
+    return prefix + sep.join(c_pieces) + end, prefix + sep.join(python_pieces) + end, values
 
 
 def shown(value):
