@@ -52,6 +52,8 @@ def block_sums(x, out, B: vg.constexpr):
     b = tile.bid(0)
     t = tile.load(x, index=(b,), shape=(B,))
     print("tile block sum", tile.sum(t))
+    if b == 0:
+        print("tile element", t)
     tile.store(out, index=(b,), tile=t)
 
 
