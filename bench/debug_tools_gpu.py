@@ -33,7 +33,7 @@ def read_past_the_end(x, out):
 
 @simt.kernel
 def shared_race(out):
-    buf = simt.shared.array(32, vg.float32)
+    buf = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
     with vg.unsafe():
         buf[0] = float(t)  # RACE-LINE
@@ -75,8 +75,8 @@ def oob():
 
 
 def race():
-    out = vg.empty(32, vg.float32)
-    shared_race[1, 32](out)
+    out = vg.empty(64, vg.float32)
+    shared_race[1, 64](out)  # two warps: the hazard is between them
     vg.synchronize()
 
 

@@ -22,7 +22,7 @@ PY
 }
 SAN=$(find_tool compute-sanitizer); NCU=$(find_tool ncu)
 echo "compute-sanitizer: ${SAN:-not found}"; echo "ncu: ${NCU:-not found}"
-echo "lines to find: $(grep -n 'OOB-LINE\|RACE-LINE' $HERE | grep -v '^[0-9]*: *python\|marked' | cut -d: -f1 | tr '\n' ' ')in $PWD/$HERE"
+echo "lines to find in $PWD/$HERE: OOB $(grep -n '# OOB-LINE' $HERE | cut -d: -f1), RACE $(grep -n '# RACE-LINE' $HERE | cut -d: -f1 | tr '\n' ' ')"
 
 echo; echo "== 1. memcheck: a read past its allocation"
 if [ -n "$SAN" ]; then "$SAN" --tool memcheck --show-backtrace device python $HERE oob 2>&1 | grep -E "Invalid|at .*\.py|debug_tools_gpu" | head -12
@@ -40,7 +40,11 @@ if [ -n "$NCU" ]; then
   rep=$(mktemp -d)/softmax
   "$NCU" --import-source yes --section SourceCounters -k regex:softmax -c 1 -o "$rep" python $HERE profile >/dev/null 2>&1
   "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>&1 | grep -E "tile_softmax\.py|^\"#|Source" | head -20
-  echo "(source-page rows mentioning tile_softmax.py: $("$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>/dev/null | grep -c 'tile_softmax'))"
+  rows=$("$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>/dev/null | grep -c 'tile_softmax')
+  echo "(source-page rows mentioning tile_softmax.py: $rows)"
+  if [ "$rows" = 0 ]; then  # show what ncu gave, to see why
+    "$NCU" -i "$rep.ncu-rep" --page source --csv 2>&1 | head -30
+  fi
 else echo "skipped: ncu not found"; fi
 
 echo; echo "== 5. line info costs nothing"
