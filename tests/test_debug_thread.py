@@ -134,3 +134,17 @@ def test_a_launch_refuses_breakpoint_pointing_at_k_debug(tmp_path):
     with pytest.raises(vg.CompileError) as err:
         module.k[1, 1](np.zeros(1, np.float32))
     assert err.value.loc.line == 5 and "k.debug[grid, block]" in err.value.hint
+
+
+def test_arrays_of_the_cpu_backend_are_written_in_place():
+    x, out = vg.asarray(np.ones(64, np.float32)), vg.zeros(64, vg.float32)
+    axpy_like.debug[2, 32](np.float32(1.0), x, x, out, block_id=1, thread_id=3)
+    assert out.numpy()[35] == 3.0 and np.count_nonzero(out.numpy()) == 1
+
+
+def test_device_memory_is_refused():
+    class OnDevice:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    with pytest.raises(vg.LaunchError, match="host arrays"):
+        axpy_like.debug[1, 4](1.0, OnDevice(), OnDevice(), np.zeros(4, np.float32))

@@ -7,7 +7,8 @@ kernel's arguments, it runs the kernel's own Python function once, as that threa
 thread's variables in view, and stepping goes line by line through the body and its
 `@vg.func` helpers.
 
-The thread sees: its ids (`thread_id`, `block_id`, `global_id`, `lane_id`, `block_dim`,
+Arrays are host arrays (NumPy's, or the cpu backend's); device memory is refused. The
+thread sees: its ids (`thread_id`, `block_id`, `global_id`, `lane_id`, `block_dim`,
 `grid_dim` of the launch given); arrays as NumPy views of the arguments (written in place,
 as a launch of that one thread would), whose element accesses are bounds checked as in a
 kernel (an index outside the shape, a negative one included, raises `vg.BoundsError`);
@@ -56,6 +57,12 @@ class CheckedArray(np.ndarray):
 
 
 def _checked(value):
+    """An array argument as a bounds-checked view of its memory; anything else as given."""
+    if hasattr(value, "__cuda_array_interface__") or (
+            hasattr(value, "__dlpack_device__") and not hasattr(value, "__array__")):
+        raise LaunchError("k.debug runs the thread on the host: pass host arrays (NumPy, or "
+                          "arrays of the cpu backend), not device memory",
+                          hint="copy to the host with arr.numpy(), step through, copy back if needed")
     array = np.asarray(value) if hasattr(value, "__array__") and not np.isscalar(value) else None
     return value if array is None or array.ndim == 0 else array.view(CheckedArray)
 
