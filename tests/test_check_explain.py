@@ -212,7 +212,7 @@ def test_python_no_kernel_can_have_is_a_problem(capsys, tmp_path):
 def noisy(x, out):
     i = simt.global_id(0)
     if i < out.shape[0]:
-        print("i =", i)
+        breakpoint()
         out[i] = x[i]
 
 
@@ -224,10 +224,10 @@ def host_math(x, out):
 """
     path, status, out, _ = check_source(capsys, tmp_path, source)
     assert status == 1
-    assert f"{path}:{line_of(source, 'print(')}:9: error: cannot call 'print' inside a kernel" in out
+    assert f"{path}:{line_of(source, 'breakpoint(')}:9: error: cannot call 'breakpoint' inside a kernel" in out
     assert f"{path}:{line_of(source, 'np.exp')}:18: error: cannot call 'exp' inside a kernel" in out
     assert "2 problems (2 not compilable)" in out
-    assert f"{path}:{line_of(source, 'def noisy')}: kernel 'noisy': not compilable: cannot call 'print'" in out
+    assert f"{path}:{line_of(source, 'def noisy')}: kernel 'noisy': not compilable: cannot call 'breakpoint'" in out
 
 
 BYTE_INDEX = HEADER + """

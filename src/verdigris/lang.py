@@ -2,8 +2,9 @@
 
 Takes: nothing. Gives: the markers the frontend recognises, `plain_helper` (which plain
 functions kernels inline, as `func`s), and `device_only`, which builds the host-side
-stand-ins of intrinsics (they say "only inside a kernel" if called on the host).
-Guarantees: importing this pulls in no compiler module.
+stand-ins of intrinsics (they say "only inside a kernel" if called on the host, except
+while `HOST_THREAD` gives them a host implementation: a kernel stepped through as one
+thread). Guarantees: importing this pulls in no compiler module.
 """
 from __future__ import annotations
 
@@ -93,10 +94,18 @@ def unsafe():
     yield
 
 
+# While a kernel's Python function runs as one thread on the host (`runtime.debugging`):
+# intrinsic name -> its host implementation for that thread; empty otherwise.
+HOST_THREAD: dict = {}
+
+
 def device_only(name: str, doc: str):
     """The host-side stand-in of intrinsic `name`: recognised by the frontend by identity."""
 
     def intrinsic(*args, **kwargs):
+        host = HOST_THREAD.get(name)
+        if host is not None:
+            return host(*args, **kwargs)
         raise CompileError(f"{name}() can only be called inside a verdigris kernel",
                            user_call_site(), hint="call it in a function decorated with "
                            "@simt.kernel, @tile.kernel or @vg.func")

@@ -50,6 +50,9 @@ Guarantees:
   as a whole (LLVM's unroller stops short of that); and the checked accesses of all
   iterations settle their fault records together (`builder`), so their loads issue
   together.
+- Each statement's instructions carry its source location (`debuginfo`: the PTX's
+  `.file`/`.loc` line table; a location changes no instruction). A `Print` is a `vprintf`
+  call by each thread that runs it (`printf`).
 - Identical kernels give identical IR: names come from the kernel and a fixed scheme.
 """
 from __future__ import annotations
@@ -65,11 +68,12 @@ from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
-from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, warp
+from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, printf, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
 from .attributes import launch_bounds, pointer_attributes
 from .builder import CheckingBuilder
+from .debuginfo import LineTable
 from .emitter import Emitter
 
 MAX_UNROLL = 32
@@ -167,6 +171,7 @@ class _KernelLowering:
                                + self.extra_params())
         self.fn = ir.Function(self.module, fnty, entry_symbol(kernel.name))
         self.fn.calling_convention = "ptx_kernel"
+        self.lines = LineTable(self.module, self.fn, kernel.loc)
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
         self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely, self._alloca), kernel.fma)
@@ -510,7 +515,12 @@ class _KernelLowering:
             lowering = self._STMT.get(type(s))
             if lowering is None:
                 raise _error(f"{type(s).__name__} statements cannot be compiled yet", s)
-            lowering(self, s)
+            enclosing = self.b.debug_metadata  # a loop's latch after its body is the loop's line
+            self.b.debug_metadata = self.lines.location(s.loc)
+            try:
+                lowering(self, s)
+            finally:
+                self.b.debug_metadata = enclosing
 
     def _assign(self, s: N.Assign) -> None:
         self.b.store(self.expr(s.value), self.slots[s.name])
@@ -679,6 +689,7 @@ class _KernelLowering:
         N.Unsafe: lambda self, s: self.stmts(s.body),
         N.Barrier: lambda self, s: warp.barrier(self.em, s.scope, self._member_mask()),
         N.Fence: lambda self, s: warp.fence(self.em, s.scope),
+        N.Print: lambda self, s: printf.emit_print(self, s, "simt"),
     }
 
     # ------------------------------------------------------------------ kernel

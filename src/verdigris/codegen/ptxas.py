@@ -5,7 +5,8 @@ for a `TARGETS` target assembles for that architecture and, without an `a` suffi
 ones), or a cubin. Gives: `ptxas_path()`, `ptxas_available()`, `assemble(ptx, arch) ->
 bytes` (the ptxas program), `nvjitlink_available()` and `link(ptx, arch) -> bytes` (the
 same through the nvJitLink library, in this process), and `disassemble(cubin) -> str`.
-Guarantees: the tools are looked up once (`toolkit`); a missing tool raises `BackendError`
+Guarantees: the cubin keeps the PTX's line table (`-lineinfo`, which changes no
+instruction); the tools are looked up once (`toolkit`); a missing tool raises `BackendError`
 saying what to install; PTX that ptxas or nvJitLink rejects raises `CompileError` with its
 message (a compiler bug, never the user's).
 """
@@ -20,8 +21,12 @@ from pathlib import Path
 from ..errors import BackendError, CompileError
 from .toolkit import INSTALL_HINT, find_tool
 
-# Both print SASS of every kernel in a cubin; nvdisasm's is the cleaner listing.
-_DISASSEMBLERS = (("nvdisasm", ("-c",)), ("cuobjdump", ("-sass",)))
+# Keep the PTX's `.loc` line table in the cubin (profilers and compute-sanitizer show the
+# kernel's Python lines from it); it changes no instruction.
+LINE_INFO_FLAGS = ("-lineinfo",)
+# Both print SASS of every kernel in a cubin; nvdisasm's is the cleaner listing, and with
+# `-g` it names the Python file and line of each run of instructions (the line table).
+_DISASSEMBLERS = (("nvdisasm", ("-c", "-g")), ("cuobjdump", ("-sass",)))
 
 
 def ptxas_path() -> str | None:
@@ -55,7 +60,7 @@ def assemble(ptx: str, arch: str, optimize: bool = True) -> bytes:
         source, cubin = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         source.write_text(ptx)
         level = [] if optimize else ["-O0"]
-        _run([ptxas, f"-arch={arch}", *level, "-o", str(cubin), str(source)], CompileError)
+        _run([ptxas, f"-arch={arch}", *level, *LINE_INFO_FLAGS, "-o", str(cubin), str(source)], CompileError)
         return cubin.read_bytes()
 
 
@@ -79,7 +84,7 @@ def link(ptx: str, arch: str) -> bytes:
     if not re.fullmatch(r"sm_\d+[af]?", arch):
         raise CompileError(f"{arch!r} is not a GPU architecture (such as sm_90)")
     data = ptx.encode()
-    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    handle = nvjitlink.create(1 + len(LINE_INFO_FLAGS), [f"-arch={arch}", *LINE_INFO_FLAGS])
     try:
         nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
         try:

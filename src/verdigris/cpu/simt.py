@@ -25,6 +25,7 @@ accesses are bounds checked and observed before they touch memory (`memory`).
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from dataclasses import dataclass
 from math import prod
@@ -34,6 +35,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import CompileError, LaunchError
+from ..ir import printf
 from . import atomics, memory, ops, warp
 from .memory import Access, Site
 from .memory import Memory as _Memory  # the name cpu/tiles imports
@@ -493,10 +495,29 @@ class _Compiler:
         finally:
             self.unsafe = enclosing
 
+    def _print(self, node):
+        """One line per active lane, in lane order: blocks in order, threads in linear order.
+        Its loads are bounds checked but, as in the race proofs, not race checked."""
+        _, text, values = printf.line_format(node, "simt")
+        enclosing, self.unsafe = self.unsafe, True
+        try:
+            values = [self.expr(v) for v in values]
+        finally:
+            self.unsafe = enclosing
+
+        def run_print(fr, mask):
+            lanes = np.flatnonzero(mask)
+            ids = [*fr.block_id, *fr.thread_id]
+            columns = [np.broadcast_to(v(fr, mask), (fr.lanes,)) for v in values]
+            sys.stdout.write("".join(text % (*(int(i[k]) for i in ids),
+                                             *(printf.shown(c[k]) for c in columns)) for k in lanes))
+            return mask
+        return run_print, frozenset()
+
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
              ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe,
-             ir.Barrier: _barrier, ir.Fence: _fence}
+             ir.Barrier: _barrier, ir.Fence: _fence, ir.Print: _print}
 
 
 @dataclass(frozen=True)

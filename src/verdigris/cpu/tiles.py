@@ -58,6 +58,7 @@ blocks and the element and points at the second access.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from dataclasses import dataclass
 from math import prod
@@ -66,6 +67,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import BoundsError, CompileError, SafetyError
+from ..ir import printf
 from ..ir import tiles as t
 from ..safety.codes import CODES
 from . import atomics, ops, philox, tile_ops
@@ -601,9 +603,31 @@ class _Compiler:
         finally:
             self.unsafe = enclosing
 
+    def _print(self, node):
+        """One line for the block, or one per element of its tiles in row-major order. Its
+        loads are bounds checked but not race checked."""
+        _, text, parts = printf.line_format(node, "tile")
+        shape = printf.tile_shape(node)
+        is_tile = [bool(getattr(p, "shape", ())) for p in parts]
+        enclosing, self.unsafe = self.unsafe, True
+        try:
+            values = [self.expr(v) for v in parts]
+        finally:
+            self.unsafe = enclosing
+
+        def run_print(bl):
+            block, now = tuple(map(int, bl.block_id)), [v(bl) for v in values]
+            if shape is None:
+                sys.stdout.write(text % (*block, *map(printf.shown, now)))
+                return
+            sys.stdout.write("".join(
+                text % (*block, *at, *(printf.shown(v[at] if tiled else v) for v, tiled in zip(now, is_tile)))
+                for at in np.ndindex(*shape)))
+        return run_print
+
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
-             ir.Exit: _exit, ir.Unsafe: _unsafe, t.TileStore: _tile_store,
+             ir.Exit: _exit, ir.Unsafe: _unsafe, ir.Print: _print, t.TileStore: _tile_store,
              t.TileAtomic: _tile_atomic, t.Scatter: _scatter}
 
 

@@ -19,6 +19,7 @@ import ast
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
+from .bindings import VarBinding
 from .typing import Static, is_number, truth
 
 # the operators a host evaluation reproduces exactly (`runtime.assumptions`)
@@ -44,7 +45,9 @@ def assume(tr, args, kwargs, loc: Loc):
     else:
         cond = truth(value, loc)
     # scalar parameters the kernel never assigns are bound to their own names
-    scalars = {p for p, binding in tr.scope.items() if binding == ("var", p) and p not in tr.assigned}
+    scalars = {p for p, binding in tr.scope.items()
+               if isinstance(binding, VarBinding) and binding.key == p and not binding.sites
+               and p not in tr.assigned}
     _check_launch_uniform(cond, scalars)
     tr.unit.assumptions.append(N.Assumption(loc, cond, _text(tr.src, loc)))
     return Static(None)

@@ -60,8 +60,9 @@ def _call_hint(fn) -> str:
     from .. import math as kernel_math
 
     name = getattr(fn, "__name__", "")
-    if fn is print:
-        return "kernels cannot print; store the values to look at into an output array"
+    if fn is breakpoint:
+        return ("to step through a kernel with the Python debugger, run one thread as Python: "
+                "k.debug[grid, block](..., block_id=b, thread_id=t)")
     if name and not name.startswith("_") and callable(getattr(kernel_math, name, None)):
         module = getattr(fn, "__module__", None) or type(fn).__module__ or "the host"
         return (f"{module.partition('.')[0]} functions run on the host; in a kernel, call "
@@ -349,9 +350,9 @@ class Expressions:
         if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
                 and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
-        # A string literal is a value only as a keyword argument (input_precision="tf32")
-        # and as float()'s argument (float("inf"), Triton's spelling of infinity).
-        args = [self.argument(a, strings=fn is float) for a in node.args]
+        # A string literal is a value only as a keyword argument (input_precision="tf32"),
+        # as float()'s argument (float("inf"), Triton's spelling of infinity) and print's.
+        args = [self.argument(a, strings=fn is float or fn is print) for a in node.args]
         kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)

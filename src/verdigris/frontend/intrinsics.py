@@ -22,6 +22,7 @@ from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in 
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tiles
 from .assume import assume
+from .prints import kernel_print
 from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
 
 
@@ -415,6 +416,7 @@ HANDLERS = {
     "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),
     "builtin.len": _len,
     "builtin.range": _range,
+    "builtin.print": kernel_print,
     "builtin.min": _min_max("min"),
     "builtin.max": _min_max("max"),
     **{f"math.{name}": _math(name) for name in N.MATH_FUNCS},
@@ -438,6 +440,7 @@ PYTHON_CALLABLES = {
     builtins.abs: "math.abs", builtins.min: "builtin.min", builtins.max: "builtin.max",
     builtins.int: "builtin.int", builtins.float: "builtin.float", builtins.bool: "builtin.bool",
     builtins.len: "builtin.len", builtins.range: "builtin.range", builtins.round: "math.round",
+    builtins.print: "builtin.print",
     math.fabs: "math.abs",
     **{getattr(math, name): f"math.{name}" for name in N.MATH_FUNCS
        if hasattr(math, name) and name not in ("min", "max", "abs")},

@@ -411,6 +411,19 @@ class Fence(Stmt):
 
 
 @dataclass(eq=False)
+class Print(Stmt):
+    """`print(...)` in a kernel: one line per thread that runs it (SIMT) or per block
+    (tile; a print of tiles: per element), prefixed with the block's and thread's ids
+    (`ir.printf` says the text). `parts` are the arguments in order, each a literal text
+    (str), a scalar `Expr` or a tile (of one shape), joined by `sep` and ended by `end`. It only reads: its loads are bounds checked but take no part
+    in race proofs (a value another thread writes may print either value)."""
+
+    parts: tuple
+    sep: str = " "
+    end: str = "\n"
+
+
+@dataclass(eq=False)
 class Unsafe(Stmt):
     """`with vg.unsafe():` — accesses inside are exempt from race proofs."""
 

@@ -132,6 +132,9 @@ def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
             return [f"{indent}{'barrier' if s.scope == 'block' else 'syncwarp'}(){at}"]
         case N.Fence():
             return [f"{indent}fence.{s.scope}(){at}"]
+        case N.Print():
+            parts = ", ".join(repr(p) if isinstance(p, str) else format_expr(p) for p in s.parts)
+            return [f"{indent}print({parts}, sep={s.sep!r}, end={s.end!r}){at}"]
         case N.Unsafe():
             return [f"{indent}unsafe:{at}"] + _block(s.body, inner)
     raise TypeError(f"cannot print {type(s).__name__}")

@@ -177,6 +177,15 @@ class KernelFunction:
                           f"{self.__name__}[{config}](...)")
 
     @property
+    def debug(self):
+        """`k.debug[grid, block](*args, block_id=b, thread_id=t)`: thread t of block b of that
+        launch, run as the kernel's own Python function, so that `breakpoint()` and pdb step
+        through it (SIMT kernels; `runtime.debugging` says what the thread sees)."""
+        from .debugging import Debugging
+
+        return Debugging(self)
+
+    @property
     def params(self) -> tuple[ParamInfo, ...]:
         if self._params is None:
             self._params = signature(self.fn)

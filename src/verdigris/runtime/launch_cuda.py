@@ -217,7 +217,9 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
 
     kernel = checks.as_launched(spec.kernel, checked, tma)
     key = cache.key(format_kernel(kernel), ("noalias", "checked", *checks.checked_sites(kernel))
-                    + (() if tma else ("without tma",)), f"{target}->{arch}")
+                    + (() if tma else ("without tma",))
+                    + (f"lines of {kernel.loc.file}",),  # the line table names the file
+                    f"{target}->{arch}")
     timings = dict(spec.timings)  # frontend and safety, from dispatch
     start = time.perf_counter()
     image = cache.get(key)

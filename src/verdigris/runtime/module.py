@@ -146,8 +146,9 @@ def jit_cubin(ptx: str, device: int = 0) -> bytes:
     option = drv.CUjit_option
     with driver.on_device(device):
         state = driver.check(drv.cuLinkCreate(
-            2, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
-            [error_log, _JIT_LOG_BYTES]), "cuLinkCreate")
+            3, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                option.CU_JIT_GENERATE_LINE_INFO],
+            [error_log, _JIT_LOG_BYTES, 1]), "cuLinkCreate")  # keeps the PTX's line table
         try:
             (err,) = drv.cuLinkAddData(state, drv.CUjitInputType.CU_JIT_INPUT_PTX, data,
                                        len(data), b"kernel.ptx", 0, None, None)
@@ -176,8 +177,8 @@ class CudaModule:
         option = drv.CUjit_option
         with driver.on_device(device):
             err, handle = drv.cuModuleLoadDataEx(
-                image, 2, [option.CU_JIT_ERROR_LOG_BUFFER,
-                           option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES], [error_log, _JIT_LOG_BYTES])
+                image, 3, [option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                           option.CU_JIT_GENERATE_LINE_INFO], [error_log, _JIT_LOG_BYTES, 1])
         if err:
             log = error_log.split(b"\0", 1)[0].decode(errors="replace").strip()
             raise BackendError(f"the driver could not load the module: "

@@ -494,6 +494,15 @@ class _Thread(Loops):
         self.block(s.body)
         self.unsafe -= 1
 
+    def s_print(self, s: N.Print):
+        """A print only reads, and what it shows decides nothing: its loads are no part of the
+        race proofs (as if in `vg.unsafe()`); their bounds are proven or checked as any."""
+        self.unsafe += 1
+        for part in s.parts:
+            if not isinstance(part, str):
+                self.eval(part)
+        self.unsafe -= 1
+
     def s_nothing(self, s):
         pass
 
@@ -508,4 +517,4 @@ _STMT = {N.Assign: _Thread.s_assign, N.Store: _Thread.s_store, N.If: _Thread.s_i
          N.For: _Thread.s_for, N.While: _Thread.s_while, N.Break: _Thread.s_break,
          N.Continue: _Thread.s_continue, N.Region: _Thread.s_region, N.Exit: _Thread.s_exit,
          N.Unsafe: _Thread.s_unsafe, N.LocalAlloc: _Thread.s_nothing,
-         N.Barrier: _Thread.s_barrier, N.Fence: _Thread.s_nothing}
+         N.Barrier: _Thread.s_barrier, N.Fence: _Thread.s_nothing, N.Print: _Thread.s_print}

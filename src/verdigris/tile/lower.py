@@ -17,6 +17,9 @@ layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowe
 branch is block-uniform and barriers inside them are safe. Tile variables live in one
 alloca per register (the variable's default layout), which mem2reg promotes.
 
+A `Print` is one `vprintf` call per block, by its first thread, after every thread has
+computed the values (a reduction needs them all; `codegen.printf`).
+
 Register pressure and latency: elementwise results and the elements of loaded vectors are
 `Lazy` (computed where first used), so a chain of elementwise ops is emitted register by
 register and a loaded bfloat16 pair stays in one 32-bit word until its use; the loads of
@@ -42,7 +45,7 @@ from math import prod
 from llvmlite import ir
 
 from .. import errors
-from ..codegen import arith, casts, checks, mathlib
+from ..codegen import arith, casts, checks, mathlib, printf
 from ..codegen.dtypes import I32, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
@@ -448,7 +451,8 @@ class TileLowering(_KernelLowering):
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
              X.TileAtomic: _tile_atomic, X.Scatter: lambda self, s: indexed.scatter(self, s),
              N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
-             N.While: _nested(_KernelLowering._while), N.Region: _region}
+             N.While: _nested(_KernelLowering._while), N.Region: _region,
+             N.Print: lambda self, s: printf.emit_print(self, s, "tile")}
 
     # ------------------------------------------------------------------ kernel
 
