@@ -67,6 +67,8 @@ class TileAccess(Access):
     shape: tuple = ()  # the tile's shape (() for a scalar access)
     view: View | None = None
     lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
+    node: int = 0  # id() of the IR node that makes it (what the lowering orders, `blockorder`)
+    loops: tuple = ()  # the counters of the loops around it
 
 
 @dataclass(eq=False)
@@ -114,16 +116,28 @@ class _Block(_Thread):
     """`symbolic`'s executor, with the tile nodes."""
 
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
+    node = None  # the innermost node that accesses memory, being executed
 
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
-        return handler(self, e) if handler is not None else super().eval(e)
+        run = (lambda: handler(self, e)) if handler is not None else (lambda: super(_Block, self).eval(e))
+        return self.making(e, run) if isinstance(e, _ACCESSING) else run()
 
     def block(self, stmts) -> None:
         for s in stmts:
             if self.pc == FALSE:
                 return
-            (_TILE_STMT.get(type(s)) or _STMT[type(s)])(self, s)
+            run = _TILE_STMT.get(type(s)) or _STMT[type(s)]
+            self.making(s, lambda: run(self, s)) if isinstance(s, _ACCESSING) else run(self, s)
+
+    def making(self, node, run):
+        """`run()`, with the accesses it records made by `node` (unless a node inside it
+        makes them)."""
+        outer, self.node = self.node, node
+        try:
+            return run()
+        finally:
+            self.node = outer
 
     # ---------------------------------------------------------------- values
 
@@ -321,7 +335,8 @@ class _Block(_Thread):
         if array.type.space == "global" and self.pc != FALSE:
             self.accesses.append(TileAccess(array.name, kind, elements, self.pc, loc,
                                             self.unsafe > 0, op, shape, view,
-                                            lane_atoms(self.space, shape)))
+                                            lane_atoms(self.space, shape), id(self.node),
+                                            self.counters()))
 
     # ---------------------------------------------------------------- tile statements
 
@@ -365,6 +380,8 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
               X.TileScan: _Block.t_opaque, X.TileSort: _Block.t_opaque, X.TileDot: _Block.t_opaque,
               X.Rand: _Block.t_opaque}
+
+_ACCESSING = (N.Load, N.Atomic, N.Store, X.TileLoad, X.Gather, X.TileStore, X.TileAtomic, X.Scatter)
 
 _TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
               X.Scatter: _Block.s_scatter}
