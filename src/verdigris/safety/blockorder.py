@@ -65,7 +65,7 @@ def block_meets(trace, budget: int) -> Meets:
                     continue
                 decided.add((key, kinds))
                 outcome, again = None, a.node == b.node  # one statement, perhaps recorded twice
-                if again and not a.loops:  # runs once: its own lanes are another rule's
+                if again and (not a.loops or _iterations_apart(a, trace.space)):  # (its own lanes: another rule)
                     meet = False
                 elif a.unsafe or b.unsafe:
                     meet = True
@@ -84,6 +84,38 @@ def block_meets(trace, budget: int) -> Meets:
                     errors.append(unproven_error(a, b, outcome.reason, "the statements of one block",
                                                  HINT_MIXED.format(array=a.array)))
     return Meets(frozenset(pairs), errors, queries)
+
+
+def _unrolled(p, space):
+    """`p` with each loop variable `start + k*step` written out, where the step is a constant."""
+    for name in p.atoms():
+        atom = space.atoms[name]
+        if atom.kind == "loopvar":
+            start, k, step = atom.definition
+            if not step.atoms():
+                p = p.substitute({name: start + k * step})
+    return p
+
+
+def _iterations_apart(a, space) -> bool:
+    """Whether two iterations of the loops around `a`, a tile access, reach different tiles
+    (so different elements): each loop counter is, alone, `c * counter + rest` along one
+    axis of its tile index (c a nonzero constant), and nothing else in the index changes
+    between iterations (block ids, sizes and parameters only). The fast path before the
+    solver, for a loop over a row's tiles."""
+    if a.view is None:
+        return False
+    tiles = [_unrolled(p, space) for p in a.view.tiles]
+    steady = all(not n.endswith("@") or n.startswith("bid") or n in a.loops
+                 for p in tiles for n in p.atoms())
+    alone = set()
+    for p in tiles:
+        moving = [(m, c) for m, c in p.terms.items() if any(n in a.loops for n in m)]
+        if len(moving) == 1 and len(moving[0][0]) == 1 and moving[0][1] != 0:
+            alone.add(moving[0][0][0])
+        elif moving:
+            return False
+    return steady and alone == set(a.loops)
 
 
 def _mixed_error(a, b, outcome) -> SafetyError:
