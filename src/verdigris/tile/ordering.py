@@ -63,6 +63,7 @@ class BlockOrder:
         self.done: set = set()
         self.forks: list = []  # per open branch: (the accesses at its start, what its arms left)
         self.barriers = 0
+        self.keep = 0  # inside `kept`: a barrier leaves what was done
 
     def access(self, node, array: str, kind: str, layout=None, shape: tuple = ()) -> None:
         if array not in self.low.kernel.writes:  # only read: nothing to order
@@ -71,7 +72,8 @@ class BlockOrder:
         if any(self._conflict(old, new) for old in self.done):
             self.low.barrier()
             self.barriers += 1
-            self.done = set()
+            if not self.keep:
+                self.done = set()
         self.done.add(new)
 
     def _conflict(self, old: _Done, new: _Done) -> bool:
@@ -105,6 +107,16 @@ class BlockOrder:
             finally:
                 left |= self.done
         return run
+
+    @contextlib.contextmanager
+    def kept(self):
+        """Where statements are lowered in an order of the lowering's own (a streamed loop's
+        stages), a barrier orders what comes after it but forgets nothing done before."""
+        self.keep += 1
+        try:
+            yield
+        finally:
+            self.keep -= 1
 
     @contextlib.contextmanager
     def around(self, body):
