@@ -266,33 +266,38 @@ class _Block:
         self.rank = {t: i for i, t in enumerate(sequence)}
         self.runnable = set(sequence)
         self.arrived: dict = {}  # barrier -> the threads waiting at it
-        self.turn = threading.Condition()
+        self.lock = threading.Lock()
+        self.go = {t: threading.Semaphore(0) for t in sequence}  # the turn, handed on
+        self.go[sequence[0]].release()
         self.slots = [0] * len(sequence)
 
-    def _mine(self, tid: int) -> None:
-        if not self.turn.wait_for(lambda: self.runnable and min(self.runnable, key=self.rank.get) == tid,
-                                  timeout=120):
+    def _wait(self, tid: int) -> None:
+        if not self.go[tid].acquire(timeout=120):
             raise RuntimeError(f"thread {tid} never got its turn: a barrier some threads never reach")
 
+    def _hand_on(self) -> None:
+        """(Holding the lock) give the turn to the first thread that may run."""
+        if self.runnable:
+            self.go[min(self.runnable, key=self.rank.__getitem__)].release()
+
     def start(self) -> None:
-        with self.turn:
-            self._mine(_thread.tid)
+        self._wait(_thread.tid)
 
     def finish(self) -> None:
-        with self.turn:
+        with self.lock:
             self.runnable.discard(_thread.tid)
-            self.turn.notify_all()
+            self._hand_on()
 
     def sync(self, barrier, members: int) -> None:
         tid = _thread.tid
-        with self.turn:
+        with self.lock:
             waiting = self.arrived.setdefault(barrier, set())
             waiting.add(tid)
             self.runnable.discard(tid)
             if len(waiting) == members:
                 self.runnable |= self.arrived.pop(barrier)
-            self.turn.notify_all()
-            self._mine(tid)
+            self._hand_on()
+        self._wait(tid)
 
     def barrier(self) -> None:
         self.sync("block", len(self.rank))
