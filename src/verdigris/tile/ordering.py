@@ -11,12 +11,15 @@ path, from another thread.
 Why: the lowering spreads each statement over the block's threads by a layout and puts
 nothing between statements, but a tile kernel means its statements in program order for
 its block (docs/safety.md). Two accesses of one element by one thread are ordered by that
-thread's program order; by two threads, only a barrier orders them. `bar.sync` (PTX ISA,
-"Parallel Synchronization and Communication Instructions: bar, barrier": "guarantees that
-all prior memory accesses requested by the threads are performed relative to all threads
-participating in the barrier") orders global memory among the block's threads, atomics
-included, so a read after it sees the writes before it, and a write after it lands after
-the reads before it.
+thread's program order; by two threads, only a barrier orders them. The PTX ISA (9.7.15.1,
+`bar`, `barrier`): "The barrier{.cta}.sync ... instruction guarantees that when the barrier
+completes, prior memory accesses requested by this thread are performed relative to all
+threads participating in the barrier", and "further guarantees that no new memory access
+is requested by this thread before the barrier completes", where a read (`ld`, `atom`) is
+performed when its value "cannot be modified by another thread participating in the
+barrier" and a write (`st`, `red`, `atom`) when "the previous value can no longer be read".
+That holds for global memory as for shared, and for a named barrier of some warps (the
+matrix products' consumers, `MmaLowering.barrier`) among those warps.
 
 When two accesses come from one thread: both are tile loads or stores (`memory`) of one
 shape (tiles of one shape are aligned alike, so a common element sits at one position in
@@ -27,7 +30,9 @@ makes a scalar access) come from no known thread. An access whose layout is not 
 
 Guarantees: every pair of accesses in `block_meets` (every pair of one array with a plain
 write, when the kernel was not checked) that can run one after the other with no barrier
-between them, from different threads, gets one; nothing else does. Barriers sit only where
+between them, from different threads, gets one. Others may too, where the tracking is
+coarse: at a loop's start (every access of its body counts as just done, from no known
+thread) and within a streamed loop's stages (`kept`). Barriers sit only where
 control flow is block-uniform (tile kernels branch on scalars, which every thread of the
 block computes alike), never behind a store's owner test or a masked element's branch.
 """
