@@ -168,3 +168,37 @@ def test_an_atomic_beside_a_plain_access_of_one_block_is_refused_with_both_state
     add_then_read_apart[2](x, y, out)
     np.testing.assert_array_equal(np.asarray(out), np.arange(n, dtype=np.float32))
     np.testing.assert_array_equal(np.asarray(x), np.ones(n, np.float32))
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def test_block_meets_are_known_before_the_race_checks_and_survive_the_disk_cache(tmp_path, monkeypatch):
+    """The lowering may run beside the race checks (`runtime.proofs`: `safety.order_block`
+    first), and after a cached verdict the pairs come back as positions, for fresh nodes."""
+    from verdigris.frontend.access_nodes import accessing
+    from verdigris.runtime import proofs
+    from tile_order_kernels import halves_in_a_loop, read_back_half
+
+    monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
+    specs = dict(x=_arr(T.float32, 2), a=_arr(T.float32, 2), out=_arr(T.float32, 2))
+    early = read_back_half.specialize_types(specs)
+    safety.order_block(early)
+    checked = read_back_half.specialize_types(specs)
+    safety.check(checked)
+    assert early.facts["block_meets"]  # the same pairs as the checks give, by position:
+    positions = {id(n): i for i, n in enumerate(accessing(early))}
+    again = {id(n): i for i, n in enumerate(accessing(checked))}
+    assert {tuple(sorted((positions[x], positions[y]))) for x, y in early.facts["block_meets"]} == \
+        {tuple(sorted((again[x], again[y]))) for x, y in checked.facts["block_meets"]}
+    names = [p.name for p in halves_in_a_loop.params]
+    first = halves_in_a_loop.specialize_types(dict(x=_arr(T.int32, 2)))
+    proofs.start(first, ("order test",), names, False).settle()
+    second = halves_in_a_loop.specialize_types(dict(x=_arr(T.int32, 2)))
+    monkeypatch.setattr(safety, "check_races", None)  # a hit: the checker does not run
+    proofs.start(second, ("order test",), names, False).settle()
+    mine = {id(n): i for i, n in enumerate(accessing(first))}
+    theirs = {id(n): i for i, n in enumerate(accessing(second))}
+    assert first.facts["block_meets"]
+    assert {tuple(sorted((mine[x], mine[y]))) for x, y in first.facts["block_meets"]} == \
+        {tuple(sorted((theirs[x], theirs[y]))) for x, y in second.facts["block_meets"]}

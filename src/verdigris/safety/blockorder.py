@@ -1,6 +1,8 @@
 """Within one block of the tile track: which accesses may meet, for the lowering to order.
 
 Takes: the trace of a tile kernel (`tiles.execute`) and a solver budget. Gives:
+`of(kernel, budget, trace=None) -> Meets`, once per kernel (`safety.order_block` needs it
+before the race checks, which then take it: the lowering may run beside them), and
 `block_meets(trace, budget) -> Meets`: `pairs`, the pairs of IR nodes (as `pair(id, id)`)
 of one array, at least one of them a plain write, that one block may make touch a common
 element (in any iterations of the loops around them); `errors`, a `SafetyError` for each
@@ -25,9 +27,11 @@ must write distinct elements, VG202).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 from ..errors import SafetyError
+from ..frontend.access_nodes import pair
 from . import solver
 from .codes import CODES
 from .diagnose import unproven_error
@@ -46,9 +50,18 @@ class Meets:
     queries: int = 0
 
 
-def pair(x: int, y: int) -> tuple:
-    """The key of two nodes' ids (either order; a node with itself is `(x, x)`)."""
-    return (x, y) if x <= y else (y, x)
+_FOUND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # kernel -> Meets
+
+
+def of(kernel, budget: int, trace=None) -> Meets:
+    """`block_meets` of `kernel` (`trace`: its `tiles.execute`, if made), once per kernel:
+    the lowering may need it before the race checks run (beside the compile)."""
+    found = _FOUND.get(kernel)
+    if found is None:
+        from .tiles import execute
+
+        found = _FOUND[kernel] = block_meets(trace or execute(kernel), budget)
+    return found
 
 
 def block_meets(trace, budget: int) -> Meets:

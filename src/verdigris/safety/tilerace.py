@@ -35,6 +35,7 @@ import dataclasses
 import itertools
 
 from ..errors import SafetyError
+from ..frontend.access_nodes import as_positions
 from . import blockorder, fastpath, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_note
@@ -99,10 +100,10 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                     analysis.errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
                     analysis.errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
-    meets = blockorder.block_meets(trace, budget)  # within one block: for the lowering to order
+    meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
     analysis.errors += meets.errors
     analysis.solver_queries += meets.queries
-    analysis.facts["block_meets"] = meets.pairs
+    analysis.facts.update(block_meets=meets.pairs, block_meet_sites=as_positions(kernel, meets.pairs))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 

@@ -41,6 +41,7 @@ from .. import types as T
 from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..frontend.access_nodes import ACCESSING
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
 from .intops import INT_OPS
@@ -121,14 +122,14 @@ class _Block(_Thread):
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
         run = (lambda: handler(self, e)) if handler is not None else (lambda: super(_Block, self).eval(e))
-        return self.making(e, run) if isinstance(e, _ACCESSING) else run()
+        return self.making(e, run) if isinstance(e, ACCESSING) else run()
 
     def block(self, stmts) -> None:
         for s in stmts:
             if self.pc == FALSE:
                 return
             run = _TILE_STMT.get(type(s)) or _STMT[type(s)]
-            self.making(s, lambda: run(self, s)) if isinstance(s, _ACCESSING) else run(self, s)
+            self.making(s, lambda: run(self, s)) if isinstance(s, ACCESSING) else run(self, s)
 
     def making(self, node, run):
         """`run()`, with the accesses it records made by `node` (unless a node inside it
@@ -380,8 +381,6 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
               X.TileScan: _Block.t_opaque, X.TileSort: _Block.t_opaque, X.TileDot: _Block.t_opaque,
               X.Rand: _Block.t_opaque}
-
-_ACCESSING = (N.Load, N.Atomic, N.Store, X.TileLoad, X.Gather, X.TileStore, X.TileAtomic, X.Scatter)
 
 _TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
               X.Scatter: _Block.s_scatter}

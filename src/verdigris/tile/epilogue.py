@@ -83,8 +83,7 @@ def _ordered_after(kernel, node: X.TileStore) -> bool:
     touch its elements in one block (`tile.ordering`): the copy engine's store would not be
     ordered behind it by a barrier."""
     from ..frontend import walk
-    from ..safety.blockorder import pair
-    from .ordering import ACCESSING
+    from ..frontend.access_nodes import ACCESSING, pair
 
     meets = kernel.facts.get("block_meets")
     others = [n for n in walk(kernel.body) if isinstance(n, ACCESSING) and n.array.name == node.array.name]

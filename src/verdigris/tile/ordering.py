@@ -44,10 +44,8 @@ from dataclasses import dataclass
 from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
-from ..safety.blockorder import ORDERED, pair
-
-# the nodes that access global memory, as `safety.tiles` records them
-ACCESSING = (N.Load, N.Atomic, N.Store, X.TileLoad, X.Gather, X.TileStore, X.TileAtomic, X.Scatter)
+from ..frontend.access_nodes import ACCESSING, pair
+from ..safety.blockorder import ORDERED
 
 
 @dataclass(frozen=True)
