@@ -80,6 +80,14 @@ def in_either_arm(x, out, flag):  # stores in the arms of an `if`, a load after 
     tile.store(out, (i, 0), tile.load(x, (i, 1), (1, 32)))
 
 
+@tile.kernel
+def read_in_a_select(x, out, flag):  # a scalar load in one arm of a conditional expression
+    i = tile.bid(0)
+    tile.store(x, (i, 0), tile.full((1, 64), 6.0, vg.float32))
+    s = x[i, 3] + 1.0 if flag > 0 else -1.0
+    tile.store(out, (i, 0), tile.full((1, 32), 0.0, vg.float32) + s)
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -134,6 +142,10 @@ def _in_either_arm(x, out, flag):
     return {"x": np.full_like(x, value), "out": np.full_like(out, value)}
 
 
+def _read_in_a_select(x, out, flag):
+    return {"x": np.full_like(x, 6.0), "out": np.full_like(out, 7.0 if flag > 0 else -1.0)}
+
+
 CASES = {
     "overwrite_half": (overwrite_half, 3, lambda rng: {"x": _f32(rng, 3 * ROWS, 64)}, _overwrite_half),
     "read_back_half": (read_back_half, 3, lambda rng: {"x": _f32(rng, 3 * ROWS, 64), "a": _f32(rng, 3 * ROWS, 64),
@@ -154,6 +166,9 @@ CASES = {
     "broadcast_read_back": (broadcast_read_back, 3, lambda rng: {"x": _f32(rng, 48), "a": _f32(rng, 48),
                                                                 "out": np.full(48, np.nan, np.float32)},
                             _broadcast_read_back),
+    "read_in_a_select": (read_in_a_select, 2, lambda rng: {"x": _f32(rng, 2, 64),
+                                                          "out": np.full((2, 32), np.nan, np.float32),
+                                                          "flag": int(rng.integers(0, 2))}, _read_in_a_select),
     "in_either_arm": (in_either_arm, 2, lambda rng: {"x": _f32(rng, 2, 64), "out": np.full((2, 32), np.nan, np.float32),
                                                     "flag": int(rng.integers(-1, 2))}, _in_either_arm),
 }
