@@ -68,15 +68,14 @@ def block_meets(trace, budget: int) -> Meets:
     by_array: dict = {}
     for access in trace.accesses:
         by_array.setdefault(access.array, []).append(access)
-    pairs, errors, queries, decided = set(), [], 0, set()
+    pairs, errors, queries = set(), [], 0
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
                 kinds = tuple(sorted((a.kind, b.kind)))
                 key = pair(a.node, b.node)
-                if kinds not in ORDERED or (key, kinds) in decided:
+                if kinds not in ORDERED or key in pairs:  # (a node recorded on two paths: each)
                     continue
-                decided.add((key, kinds))
                 outcome, again = None, a.node == b.node  # one statement, perhaps recorded twice
                 if again and (not a.loops or _iterations_apart(a, trace.space)):  # (its own lanes: another rule)
                     meet = False
