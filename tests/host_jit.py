@@ -17,11 +17,13 @@ and raises `GuardFails` for a launch that would get the checked one. A vector ac
 address that is not a multiple of its size, which faults on a GPU, raises `Misaligned`; an
 access to global memory outside every array argument raises `OutOfBounds`.
 
-Threads of a kernel without barriers or shuffles run one after another. Otherwise each
-thread of a block is an OS thread (the JIT-compiled code runs without the GIL):
-`bar.sync` is a `threading.Barrier` of the block, `shfl.sync.bfly` an exchange through a
-slot per thread between two barriers of the warp, shared memory the module's globals
-(blocks run one after another). Small blocks (one or two warps) keep that quick.
+Threads of a kernel without barriers or shuffles run one after another (first to last, or
+with `reverse=True` last to first). Otherwise each thread of a block is an OS thread, and
+they take turns (`_Block`): one runs until it reaches a barrier, then the next, in that
+order again after each barrier: `bar.sync` waits for the block, `shfl.sync.bfly` is an
+exchange through a slot per thread between two barriers of the warp, shared memory the
+module's globals (blocks run one after another). Threads that nothing orders where they
+meet give different results in the two orders. Small blocks (one or two warps) keep that quick.
 `Unsupported` is raised for any other NVPTX intrinsic.
 """
 from __future__ import annotations
@@ -253,21 +255,60 @@ _MISALIGNED = [0]  # vector accesses at a misaligned address since the last `run
 
 
 class _Block:
-    """The cooperation state of the block being run: its barrier, its warps' barriers, one
-    exchange slot per thread."""
+    """The cooperation state of the block being run: one thread runs at a time, the first
+    of `sequence` (thread ids, in the order they take turns) that is not waiting at a
+    barrier (of the block, or of its warp) or done; a barrier reached by all it waits for
+    lets them all go on, in `sequence` order again. So the interleaving is a function of
+    `sequence`: run forward and in reverse, a kernel whose threads are not ordered where
+    they meet gives two results. One exchange slot per thread for shuffles."""
 
-    def __init__(self, threads: int):
-        self.barrier = threading.Barrier(threads, timeout=120)
-        self.warps = [threading.Barrier(32, timeout=120) for _ in range(threads // 32)]
-        self.slots = [0] * threads
+    def __init__(self, sequence: list):
+        self.rank = {t: i for i, t in enumerate(sequence)}
+        self.runnable = set(sequence)
+        self.arrived: dict = {}  # barrier -> the threads waiting at it
+        self.lock = threading.Lock()
+        self.go = {t: threading.Semaphore(0) for t in sequence}  # the turn, handed on
+        self.go[sequence[0]].release()
+        self.slots = [0] * len(sequence)
+
+    def _wait(self, tid: int) -> None:
+        if not self.go[tid].acquire(timeout=120):
+            raise RuntimeError(f"thread {tid} never got its turn: a barrier some threads never reach")
+
+    def _hand_on(self) -> None:
+        """(Holding the lock) give the turn to the first thread that may run."""
+        if self.runnable:
+            self.go[min(self.runnable, key=self.rank.__getitem__)].release()
+
+    def start(self) -> None:
+        self._wait(_thread.tid)
+
+    def finish(self) -> None:
+        with self.lock:
+            self.runnable.discard(_thread.tid)
+            self._hand_on()
+
+    def sync(self, barrier, members: int) -> None:
+        tid = _thread.tid
+        with self.lock:
+            waiting = self.arrived.setdefault(barrier, set())
+            waiting.add(tid)
+            self.runnable.discard(tid)
+            if len(waiting) == members:
+                self.runnable |= self.arrived.pop(barrier)
+            self._hand_on()
+        self._wait(tid)
+
+    def barrier(self) -> None:
+        self.sync("block", len(self.rank))
 
     def shuffle(self, value, lanes: int):
         tid = _thread.tid
-        warp = self.warps[tid // 32]
+        warp = ("warp", tid // 32)
         self.slots[tid] = value
-        warp.wait()
+        self.sync(warp, 32)
         got = self.slots[(tid & ~31) | ((tid & 31) ^ lanes)]
-        warp.wait()  # nobody overwrites a slot before its partner has read it
+        self.sync(warp, 32)  # nobody overwrites a slot before its partner has read it
         return got
 
 
@@ -278,7 +319,7 @@ def _callbacks() -> list:
     """(symbol, ctypes callback) of what the host IR calls into Python."""
     i32, f32 = ctypes.c_int32, ctypes.c_float
     return [
-        ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier.wait() and None)),
+        ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier())),
         ("vgh_misaligned", ctypes.CFUNCTYPE(None)(lambda: _MISALIGNED.__setitem__(0, _MISALIGNED[0] + 1))),
         ("vgh_outside", ctypes.CFUNCTYPE(None)(lambda: _OUTSIDE.__setitem__(0, _OUTSIDE[0] + 1))),
         ("vgh_shfl_i32", ctypes.CFUNCTYPE(i32, i32, i32, i32, i32)(
@@ -308,10 +349,11 @@ def _spec(value, dtype=None):
 
 
 def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = None, proven: bool = False,
-        **arguments):
+        reverse: bool = False, **arguments):
     """`dtypes`: the DType of arrays passed as raw bits (bfloat16 as uint16). `proven`: the
     variant a launch meeting the bounds proofs' conditions runs (tiles proven inside their
-    arrays unmasked; `GuardFails` where this launch does not meet them)."""
+    arrays unmasked; `GuardFails` where this launch does not meet them). `reverse`: the
+    threads of a block take turns from the last to the first (between barriers)."""
     from verdigris.tile.lower import launch_block, lower
 
     llvm = _llvm()
@@ -364,17 +406,25 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
 
     def thread(block, t):
         _thread.tid, _thread.block = t, block
-        function(*values, fault_block.ctypes.data)
+        if block is None:
+            return function(*values, fault_block.ctypes.data)
+        block.start()
+        try:
+            function(*values, fault_block.ctypes.data)
+        finally:
+            block.finish()
+
+    sequence = list(range(threads))[::-1 if reverse else 1]
 
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
                 sreg["ctaid.x"].value, sreg["ctaid.y"].value, sreg["ctaid.z"].value = x, y, z
                 if not cooperates:
-                    for t in range(threads):
+                    for t in sequence:
                         thread(None, t)
                     continue
-                block, errors = _Block(threads), []
+                block, errors = _Block(sequence), []
                 workers = [threading.Thread(target=_catching(thread, errors), args=(block, t)) for t in range(threads)]
                 for w in workers:
                     w.start()

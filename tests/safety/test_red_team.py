@@ -56,7 +56,10 @@ def abs_of_int_min(x, out, u):
 @tile.kernel
 def reverse_in_place(x, B: vg.constexpr):
     """Thread t reads element B-1-t, which another thread of the block may already have
-    stored: the block's threads are not ordered between the gather and the store."""
+    stored: the block's threads were not ordered between the gather and the store (fixed
+    by the 2026-12-06 decision: one block's statements run in program order, the lowering
+    putting a barrier between the gather and the store; `tests/test_tile_order.py` runs it
+    thread by thread in two orders)."""
     i = int(tile.bid(0))
     tile.store(x, index=(i,), tile=tile.gather(x, i * B + (B - 1 - tile.arange(B))))
 
@@ -74,10 +77,20 @@ def test_unsafe_warp_operations_and_wrapped_abs_are_refused():
     assert "VG202" in verdict(abs_of_int_min, (1,), (32,), x, out, np.int32(-2**31))
 
 
-def test_a_gather_of_what_the_block_stores_is_refused_and_its_twin_accepted():
+def test_a_gather_of_what_the_block_stores_is_ordered_and_its_twin_needs_no_order():
+    from verdigris import codegen
+
     x, out = np.ones(256, np.float32), np.zeros(256, np.float32)
-    assert verdict(reverse_in_place, (4,), None, x, 64) == ["VG203"]
+    assert verdict(reverse_in_place, (4,), None, x, 64) == []
     assert verdict(reverse_into_out, (4,), None, x, out, 64) == []
+    barriers = []
+    for kernel, args in ((reverse_in_place, (x, 64)), (reverse_into_out, (x, out, 64))):
+        fresh = KernelFunction(kernel.fn, kernel.track)
+        values = fresh.bind(args, {})
+        ir = fresh.build(fresh.spec_key(values, fresh.describe_args(values), None, _dims((4,), "grid", "k")))
+        safety.check(ir)
+        barriers.append(codegen.compile_to_ptx(ir, "sm_90").ptx.count("bar.sync"))
+    assert barriers == [1, 0]
 
 
 # ----------------------------------------------------------------------------- gaps fixed later

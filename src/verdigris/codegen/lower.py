@@ -309,9 +309,14 @@ class _KernelLowering:
         `perform` returns, or for a skipped value access `0` of `dtype`."""
         view = self._view(array, node)
         index = [self.expr(i) for i in indices]
+        self._accessing(node, array)
         if id(node) in self.proven:
             return perform(self._element(view, index))
         return self.checked_access(node, view, index, perform, None if dtype is None else make_const(dtype, 0))
+
+    def _accessing(self, node, array: N.ArrayRef) -> None:
+        """Called before each access is emitted, its indices computed (the tile lowering
+        orders them, `tile.ordering`)."""
 
     def checked_access(self, node, view: _Array, index: list, perform, zero: ir.Value | None = None):
         """`perform(element pointer)` under the bounds check of access `node` at `index`
@@ -541,9 +546,13 @@ class _KernelLowering:
         for bb, body in ((then_bb, s.then), (else_bb, s.orelse)):
             if bb is not None:
                 self.b.position_at_end(bb)
-                self.stmts(body)
+                self._arm(body)
                 self._branch_if_open(end_bb)
         self.b.position_at_end(end_bb)
+
+    def _arm(self, body: list) -> None:
+        """One arm of an `if` (the tile lowering orders each arm's accesses, `tile.ordering`)."""
+        self.stmts(body)
 
     def _in_range(self, dt: DType, i: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
         """Whether `i` is still inside `range(..., stop, step)` for a step known at run time only."""

@@ -96,6 +96,10 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
         kernel.facts["in_bounds"] = frozenset(
             id(site) for i, site in enumerate(checks.sites(kernel)) if i not in unproven)
         kernel.facts["bounds_preconditions"] = tuple((None, text) for text in record["texts"])
+        if "block_meet_sites" in kernel.facts:  # ids do not outlive the process: positions do
+            from ..frontend.access_nodes import from_positions
+
+            kernel.facts["block_meets"] = from_positions(kernel, kernel.facts["block_meet_sites"])
         return Verdict(guard(record["guard"]), time.perf_counter() - started)
     compiles_next = backend.current() == "cuda"
     if compiles_next:
@@ -110,6 +114,7 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
         from .. import safety
 
         safety.prove_bounds(kernel)
+        safety.order_block(kernel)  # which statements the lowering orders (`tile.ordering`)
         early_guard = safety.bounds.launch_guard(kernel, names)  # the first launch needs it
 
     def prove():

@@ -101,6 +101,14 @@ def check_races(kernel: N.Kernel) -> Analysis:
     return analysis
 
 
+def order_block(kernel: N.Kernel) -> None:
+    """Which statements of one tile block may meet (`blockorder`), for the lowering to order
+    before the race checks run (their refusals come with those)."""
+    from . import blockorder
+
+    kernel.facts["block_meets"] = blockorder.of(kernel, budgets.RACE).pairs
+
+
 def prove_bounds(kernel: N.Kernel) -> None:
     """Which accesses need no check (or mask) on the GPU, and on what launch condition."""
     proof = bounds.prove(kernel)

@@ -64,8 +64,12 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
     return value, threads, sizes, launch
 
 
-def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False) -> Outcome:
-    """`apart`: only threads of different warps (see `order.unordered`)."""
+def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False,
+            one_block: bool = False, differ: tuple = ()) -> Outcome:
+    """`apart`: only threads of different warps (see `order.unordered`). `one_block`: any
+    two executions of `a` and `b` by one block of the tile track, ordered or not (its lanes
+    and loop counters are each access's own), instead of unordered threads; `differ`: atoms
+    (loop counters) not all equal in the two (two iterations of one statement)."""
     import z3
 
     enc = _Encoder(space, z3)
@@ -79,13 +83,18 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
     for copy in COPIES:
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
-    facts.append(order.unordered(enc, a, b, space, apart))
+    if one_block:
+        facts += [enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
+        if differ:
+            facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in differ]))
+    else:
+        facts.append(order.unordered(enc, a, b, space, apart))
     result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return Outcome("unsat")
     if result != z3.sat:
         return Outcome("unknown", reason=gave_up(solver, budget))
-    model = readable(solver, enc, ids, getattr(a, "memory", "global") == "shared", budget)
+    model = readable(solver, enc, ids, one_block or getattr(a, "memory", "global") == "shared", budget)
     value, threads, sizes, launch = situation_of(model, enc, space, ids)
     unknowns = sorted({space.atoms[n].label for p in a.indices + b.indices
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})

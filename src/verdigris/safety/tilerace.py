@@ -20,6 +20,9 @@ distinct blocks must not touch one element of a global array with at least one p
   wraps as the hardware's does (`symbolic`): blocks that meet only through a wrap-around
   are a race, named as such, with a hint to widen the index. Accesses inside
   `with vg.unsafe():` are neither proven nor reported.
+Within one block, `blockorder` finds the pairs of statements that may meet (the facts'
+`block_meets`, which the lowering orders) and refuses a tile atomic beside a plain access
+that may meet it (VG204).
 Each pair goes first to the fast path: views (see `tiles`) of one shape, whose tile indices
 `fastpath.disjoint` proves distinct for distinct blocks (and, for a scatter against itself,
 whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
@@ -32,7 +35,8 @@ import dataclasses
 import itertools
 
 from ..errors import SafetyError
-from . import fastpath, solver
+from ..frontend.access_nodes import as_positions
+from . import blockorder, fastpath, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -58,8 +62,6 @@ HINTS = {
                "the scatter in `with vg.unsafe():`; either way, a last tile that runs past the "
                "end of the indices needs mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), "
                "or its padded lanes write their padding to the element the padding indexes",
-    "one block": "write to a separate output array (or read from a copy), or split the "
-                 "kernel in two launches",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
             "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
             "`int(tile.bid(0)) * 4096`",
@@ -80,7 +82,6 @@ def check_pairs(kernel, analysis, budget: int) -> None:
             by_array.setdefault(access.array, []).append(access)
     fast = 0
     for accesses in by_array.values():
-        found = len(analysis.errors)
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
                 code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
@@ -99,29 +100,11 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                     analysis.errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
                     analysis.errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
-        inside = _inside_one_block(accesses, CODE_OF_KINDS)  # when blocks do not already collide
-        if inside is not None and len(analysis.errors) == found:
-            analysis.errors.append(inside)
+    meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
+    analysis.errors += meets.errors
+    analysis.solver_queries += meets.queries
+    analysis.facts.update(block_meets=meets.pairs, block_meet_sites=as_positions(kernel, meets.pairs))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
-
-
-def _inside_one_block(accesses: list, code_of_kinds: dict) -> SafetyError | None:
-    """A gather or scatter of an array the block also writes (or reads) elsewhere: the
-    threads of one block are not ordered between its statements, and a gather or scatter
-    reaches elements that other threads of the block hold (a tile view at one index and
-    shape keeps each element with one thread; a gather or scatter does not). The first
-    such pair, in program order, or None."""
-    for i, a in enumerate(accesses):
-        for b in accesses[i + 1:]:
-            code = code_of_kinds.get(tuple(sorted((a.kind, b.kind))))
-            if code is None or "gather" not in (a.op, b.op) and "scatter" not in (a.op, b.op):
-                continue
-            message = (f"{CODES[code].title}: the threads of one block are not ordered between "
-                       f"its accesses to {a.array}: line {a.loc.line} {_VERBS[a.kind]} it "
-                       f"({a.op}) and line {b.loc.line} {_VERBS[b.kind]} it ({b.op}), and a "
-                       f"gather or scatter reaches elements other threads of the block hold")
-            return SafetyError(message, b.loc, HINTS["one block"], code)
-    return None
 
 
 # ----------------------------------------------------------------------------- proofs

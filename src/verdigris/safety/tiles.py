@@ -41,6 +41,7 @@ from .. import types as T
 from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..frontend.access_nodes import ACCESSING
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
 from .intops import INT_OPS
@@ -67,6 +68,8 @@ class TileAccess(Access):
     shape: tuple = ()  # the tile's shape (() for a scalar access)
     view: View | None = None
     lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
+    node: int = 0  # id() of the IR node that makes it (what the lowering orders, `blockorder`)
+    loops: tuple = ()  # the counters of the loops around it
 
 
 @dataclass(eq=False)
@@ -114,16 +117,28 @@ class _Block(_Thread):
     """`symbolic`'s executor, with the tile nodes."""
 
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
+    node = None  # the innermost node that accesses memory, being executed
 
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
-        return handler(self, e) if handler is not None else super().eval(e)
+        run = (lambda: handler(self, e)) if handler is not None else (lambda: super(_Block, self).eval(e))
+        return self.making(e, run) if isinstance(e, ACCESSING) else run()
 
     def block(self, stmts) -> None:
         for s in stmts:
             if self.pc == FALSE:
                 return
-            (_TILE_STMT.get(type(s)) or _STMT[type(s)])(self, s)
+            run = _TILE_STMT.get(type(s)) or _STMT[type(s)]
+            self.making(s, lambda: run(self, s)) if isinstance(s, ACCESSING) else run(self, s)
+
+    def making(self, node, run):
+        """`run()`, with the accesses it records made by `node` (unless a node inside it
+        makes them)."""
+        outer, self.node = self.node, node
+        try:
+            return run()
+        finally:
+            self.node = outer
 
     # ---------------------------------------------------------------- values
 
@@ -321,7 +336,8 @@ class _Block(_Thread):
         if array.type.space == "global" and self.pc != FALSE:
             self.accesses.append(TileAccess(array.name, kind, elements, self.pc, loc,
                                             self.unsafe > 0, op, shape, view,
-                                            lane_atoms(self.space, shape)))
+                                            lane_atoms(self.space, shape), id(self.node),
+                                            self.counters()))
 
     # ---------------------------------------------------------------- tile statements
 

@@ -62,7 +62,8 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
         array, shape = node.array, tuple(node.value.shape)
         if not (array.type.ndim == 2 and array.type.unit_inner_stride and shape == padded(shape)
                 and array.dtype.name in STORE_TYPES and shape[0] % ROWS == 0
-                and array.name not in kernel.reads):  # the copy lands after the kernel reads
+                and array.name not in kernel.reads  # the copy lands after the kernel reads
+                and not _ordered_after(kernel, node)):
             continue
         g = GroupGeometry(shape[0], shape[1], warps)
         if layout_of(node.value) != g.layout():
@@ -75,6 +76,20 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
                                           chunk.panel_bytes))
         found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1)
     return found
+
+
+def _ordered_after(kernel, node: X.TileStore) -> bool:
+    """Whether another write of `node`'s array (or `node` itself, in another iteration) may
+    touch its elements in one block (`tile.ordering`): the copy engine's store would not be
+    ordered behind it by a barrier."""
+    from ..frontend import walk
+    from ..frontend.access_nodes import ACCESSING, pair
+
+    meets = kernel.facts.get("block_meets")
+    others = [n for n in walk(kernel.body) if isinstance(n, ACCESSING) and n.array.name == node.array.name]
+    if meets is None:  # not checked: every other access may
+        return len(others) > 1
+    return any(pair(id(n), id(node)) in meets for n in others)
 
 
 def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:

@@ -32,6 +32,7 @@ def gather(low, node, want):
     indices = [low.tile(i, layout) for i in node.indices]
     view = low._view(node.array, node)
     padding = low.expr(node.padding)
+    low.order.access(node, node.array.name, "read")  # its elements come from no known thread
     regs = []
     for r in range(layout.num_regs):
         index = [i.regs[r] for i in indices]
@@ -48,6 +49,7 @@ def scatter(low, node) -> None:
     indices = [low.tile(i, layout) for i in node.indices]
     keep = None if node.mask is None else low.tile(node.mask, layout)
     view = low._view(node.array, node)
+    low.order.access(node, node.array.name, "atomic" if node.atomic else "write")
     owner = low.is_owner(layout)
     padded = [k for k, (n, p) in enumerate(zip(node.value.shape, layout.shape)) if n != p]
     checked = id(node) not in low.proven

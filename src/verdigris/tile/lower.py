@@ -52,7 +52,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
-from . import convert, flips, indexed, memory, prefetch, random, reduce, scan, sorting, varlayout
+from . import convert, flips, indexed, memory, ordering, prefetch, random, reduce, scan, sorting, varlayout
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -175,6 +175,7 @@ class TileLowering(_KernelLowering):
         self.smem_bytes = 0
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.site = kernel.loc  # the tile expression being lowered
+        self.order = ordering.BlockOrder(self)  # barriers between statements that may meet
         once = varlayout.made_once(kernel) if self.variables_where_made else {}
         self.tile_slots = {name: self._tile_slots(name, tt) for name, tt in kernel.locals.items()
                            if isinstance(tt, X.TileType) and name not in once}
@@ -441,7 +442,31 @@ class TileLowering(_KernelLowering):
     def _region(self, s: N.Region) -> None:
         if s.label == "kernel":  # an exit from it ends the kernel: no later user to skip
             return super()._region(s)
-        return TileLowering._nested(_KernelLowering._region)(self, s)
+        return TileLowering._nested(TileLowering._ordered(_KernelLowering._region))(self, s)
+
+    def _if(self, s: N.If) -> None:
+        with self.order.fork(exhaustive=bool(s.orelse)):
+            _KernelLowering._if(self, s)
+
+    def _arm(self, body: list) -> None:
+        self.order.arm(self.stmts)(body)
+
+    def _ordered(lowering):
+        """A loop or an inlined function, whose iterations and exits `BlockOrder` orders."""
+        def ordered(self, s) -> None:
+            with self.order.around(s.body):
+                lowering(self, s)
+        return ordered
+
+    def _lazy(self, cond: ir.Value, then, orelse, branch: bool, name: str) -> ir.Value:
+        if not branch:
+            return super()._lazy(cond, then, orelse, branch, name)
+        with self.order.fork(exhaustive=True):
+            return super()._lazy(cond, self.order.arm(then), self.order.arm(orelse), branch, name)
+
+    def _accessing(self, node, array: N.ArrayRef) -> None:
+        if array.type.space == "global":  # a scalar access: every thread of the block makes it
+            self.order.access(node, array.name, {N.Load: "read", N.Store: "write"}.get(type(node), "atomic"))
 
     def _tile_atomic(self, s: X.TileAtomic) -> None:
         self._writable(s)
@@ -450,8 +475,8 @@ class TileLowering(_KernelLowering):
 
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,
              X.TileAtomic: _tile_atomic, X.Scatter: lambda self, s: indexed.scatter(self, s),
-             N.If: _nested(_KernelLowering._if), N.For: _nested(_KernelLowering._for),
-             N.While: _nested(_KernelLowering._while), N.Region: _region,
+             N.If: _nested(_if), N.For: _nested(_ordered(_KernelLowering._for)),
+             N.While: _nested(_ordered(_KernelLowering._while)), N.Region: _region,
              N.Print: lambda self, s: printf.emit_print(self, s, "tile")}
 
     # ------------------------------------------------------------------ kernel

@@ -420,7 +420,9 @@ class MmaLowering(TileLowering):
         if chunks is not None:
             from . import epilogue
 
-            return epilogue.store(self, s, self.tile(s.value, chunks.geometry.layout()), chunks)
+            value = self.tile(s.value, chunks.geometry.layout())
+            self.order.access(s, s.array.name, "write")  # meets nothing (`epilogue.find`)
+            return epilogue.store(self, s, value, chunks)
         value = self.tile(s.value)
         default = self.default(s.value.shape)
         room = self.plan.dynamic_shared - self.plan.through_offset
@@ -480,13 +482,15 @@ class MmaLowering(TileLowering):
         from . import cpasync, pipeline
 
         stream = self.plan.pipelines.get(id(s))
-        if stream is None:
-            return super()._for(s)
-        self.depth += 1
-        try:
-            (pipeline if stream.engine == "wgmma" else cpasync).lower_loop(self, s, stream)
-        finally:
-            self.depth -= 1
+        with self.order.around(s.body):
+            if stream is None:
+                return super()._for(s)
+            self.depth += 1
+            try:  # the body, peeled and staged: a barrier put in one copy orders no other
+                with self.order.kept():
+                    (pipeline if stream.engine == "wgmma" else cpasync).lower_loop(self, s, stream)
+            finally:
+                self.depth -= 1
 
     _STMT = {**TileLowering._STMT, N.For: _for, X.TileStore: _tile_store, N.Region: _region}
 

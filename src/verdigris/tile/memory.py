@@ -295,6 +295,8 @@ class _Group:
 
     def __init__(self, low, items: list):
         self.low, self.items = low, items
+        for node, layout in items:
+            low.order.access(node, node.array.name, "read", layout, node.shape)
         self.accesses = [_Access(low, node, layout, node.shape) for node, layout in items]
         self.paddings = [to_mem(low.b, a.dtype, low.expr(node.padding)) for a, (node, _) in zip(self.accesses, items)]
         self.packing = [_Words(a.dtype, a.width) for a in self.accesses]
@@ -304,9 +306,11 @@ class _Group:
         whole = _vector_path(self.low, self.accesses)
         if whole is None:
             return vectors()
-        return control.choose(self.low, whole, vectors, lambda: then(
-            {k: self.rolled(k) if a.width > 1 else self.vectors(k) for k, a in enumerate(self.accesses)}),
-            "load", ("vectors", "rolled"))
+        order = self.low.order
+        with order.fork(exhaustive=True):  # the code `then` lowers on each path is ordered there
+            return control.choose(self.low, whole, order.arm(vectors), order.arm(lambda: then(
+                {k: self.rolled(k) if a.width > 1 else self.vectors(k) for k, a in enumerate(self.accesses)})),
+                "load", ("vectors", "rolled"))
 
     def vectors(self, k: int) -> list:
         """Access k's words, each vector (or element) loaded where it is inside the array
@@ -428,6 +432,7 @@ def store(low, node, value, atomic: str | None = None) -> None:
     from the packed words through a local array. Atomics and accesses without vectors go
     element by element, each element behind its own test."""
     layout = value.layout
+    low.order.access(node, node.array.name, "atomic" if atomic else "write", layout, node.value.shape)
     b, dtype = low.b, node.array.dtype
     owner = low.is_owner(layout)
     if owner is not None:

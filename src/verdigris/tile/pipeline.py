@@ -183,8 +183,10 @@ def _resolve(e, assigned: dict):
             return None
 
 
-def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str) -> bool:
+def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str, writes) -> bool:
     t = load.array.type
+    if load.array.name in writes:  # a copy running ahead would pass the block's own writes
+        return False
     shape = tuple(load.shape)
     if engine == "mma.sync" and not (t.aligned16 and shape[-1] * load.array.dtype.itemsize % 16 == 0):
         return False  # cp.async moves 16-byte chunks
@@ -208,13 +210,13 @@ def find(kernel: N.Kernel, target: str, plan) -> list:
             reads[node.name] = reads.get(node.name, 0) + 1
     found = []
     for loop in (n for n in walk(kernel.body) if isinstance(n, N.For)):
-        p = _match(loop, plan, reads, engine)
+        p = _match(loop, plan, reads, engine, kernel.writes)
         if p is not None:
             found.append(p)
     return found
 
 
-def _match(loop: N.For, plan, reads: dict, engine: str):
+def _match(loop: N.For, plan, reads: dict, engine: str, writes):
     from ..frontend import walk
 
     if not (isinstance(loop.step, N.Const) and loop.step.value > 0):
@@ -239,7 +241,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str):
                 load, transposed, var = got
                 if var is not None and reads.get(var, 0) != 1:
                     got = None
-                elif not _streamable(load, body_names, loop.var, engine) or load.array.dtype.name != kind \
+                elif not _streamable(load, body_names, loop.var, engine, writes) or load.array.dtype.name != kind \
                         or staged != kind:  # a conversion on the way to shared memory
                     got = None
             if got is None:
