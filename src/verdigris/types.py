@@ -51,7 +51,11 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
-        return _NUMPY[self.name]
+        found = _NUMPY.get(self.name)
+        if found is None:
+            _load_extended()
+            found = _NUMPY[self.name]
+        return found
 
     @property
     def dtype(self) -> np.dtype:
@@ -90,27 +94,27 @@ _BY_NAME["bool_"] = bool_
 _BY_SHORT = {d.short: d for d in ALL}  # "f32", "bf16", "i64", "u8", "b1"
 
 
-def _numpy_table():
-    table = {d.name: np.dtype(d.name) for d in ALL if d.name in np.sctypeDict}
-    table["bool"] = np.dtype(np.bool_)
-    try:  # ml_dtypes, when installed (it comes with JAX), gives real bfloat16/fp8 arrays
-        import ml_dtypes
-
-        for d in (bfloat16, float8_e4m3fn, float8_e5m2):
-            table[d.name] = np.dtype(getattr(ml_dtypes, d.name))
-    except ImportError:
-        # Without ml_dtypes these are stored as raw bits of the same width.
-        table.update(bfloat16=np.dtype(np.uint16), float8_e4m3fn=np.dtype(np.uint8),
-                     float8_e5m2=np.dtype(np.uint8))
-    return table
-
-
-_NUMPY = _numpy_table()
+_EXTENDED = (bfloat16, float8_e4m3fn, float8_e5m2)  # NumPy holds them through ml_dtypes
+_NUMPY = {d.name: np.dtype(d.name) for d in ALL if d.name in np.sctypeDict}
+_NUMPY["bool"] = np.dtype(np.bool_)
 _FROM_NUMPY = {np.dtype(d.name): d for d in ALL if d.name in np.sctypeDict}
 _FROM_NUMPY[np.dtype(np.bool_)] = bool_
-for _d_ in (bfloat16, float8_e4m3fn, float8_e5m2):
-    if _NUMPY[_d_.name].kind == "V" or _NUMPY[_d_.name].name == _d_.name:
-        _FROM_NUMPY[_NUMPY[_d_.name]] = _d_
+
+
+def _load_extended() -> None:
+    """Add bfloat16/fp8 to the NumPy tables on first need, not at import: ml_dtypes' extension
+    takes up to 2 s to load. With ml_dtypes (it comes with JAX) they are real NumPy dtypes;
+    without it they are stored as raw bits of the same width."""
+    try:
+        import ml_dtypes
+
+        for d in _EXTENDED:
+            _NUMPY[d.name] = np.dtype(getattr(ml_dtypes, d.name))
+            _FROM_NUMPY[_NUMPY[d.name]] = d
+    except ImportError:
+        _NUMPY.update(bfloat16=np.dtype(np.uint16), float8_e4m3fn=np.dtype(np.uint8),
+                      float8_e5m2=np.dtype(np.uint8))
+
 
 # DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool, 10+ float8 variants (v1.1).
 DLPACK = {
@@ -128,10 +132,13 @@ def from_name(name: str) -> DType:
 
 def from_numpy(dt) -> DType:
     dt = np.dtype(dt)
-    try:
-        return _FROM_NUMPY[dt]
-    except KeyError:
-        raise TypeError(f"arrays of NumPy dtype {dt} are not supported by verdigris") from None
+    found = _FROM_NUMPY.get(dt)
+    if found is None and dt.name in _BY_NAME and "bfloat16" not in _NUMPY:
+        _load_extended()  # an ml_dtypes array: ml_dtypes is loaded already
+        found = _FROM_NUMPY.get(dt)
+    if found is None:
+        raise TypeError(f"arrays of NumPy dtype {dt} are not supported by verdigris")
+    return found
 
 
 def from_dlpack(code: int, bits: int) -> DType:
