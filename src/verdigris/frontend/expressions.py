@@ -229,7 +229,7 @@ class Expressions:
                 self, [self.expr(node.left), self.expr(node.right)], {}, self.loc(node))
         op = BIN_OPS.get(type(node.op))
         if op is None:
-            self.unsupported(node, f"operator {type(node.op).__name__}")
+            self.unsupported(node, "this operator")
         return binary(op, self.expr(node.left), self.expr(node.right), self.loc(node))
 
     def expr_UnaryOp(self, node):
@@ -240,7 +240,8 @@ class Expressions:
         left, result = self.expr(node.left), None
         for op, comparator in zip(node.ops, node.comparators):
             if type(op) not in CMP_OPS:
-                self.unsupported(node, f"comparison {type(op).__name__}")
+                spelled = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+                self.unsupported(node, f"the comparison `{spelled.get(type(op), 'this')}`")
             right = self.expr(comparator)
             part = compare(CMP_OPS[type(op)], left, right, loc)
             if result is not None:

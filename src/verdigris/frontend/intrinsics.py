@@ -287,10 +287,27 @@ def _conversion(dtype: T.DType, label: str):
         if len(args) != 1 or kwargs:
             raise CompileError(f"{label}() takes one argument", loc)
         if is_number(args[0]):
+            _check_constant_fits(args[0].value, dtype, label, loc)
             return typed(args[0], loc, dtype)
         return tiles.astype(args[0], dtype, loc)
 
     return handler
+
+
+def _check_constant_fits(value, dtype: T.DType, label: str, loc) -> None:
+    """Refuse a compile-time number an integer dtype cannot hold, as `vg.int8(300)` on the
+    host does (a run-time value wraps around, docs/api.md)."""
+    if not dtype.is_int or isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CompileError(f"{label}({value!r}): integer dtypes have no NaN or infinity", loc)
+    lo, hi = (-(1 << dtype.bits - 1), (1 << dtype.bits - 1) - 1) if dtype.is_signed \
+        else (0, (1 << dtype.bits) - 1)
+    if not lo <= int(value) <= hi:
+        raise CompileError(f"{label}({value!r}): {value!r} does not fit {dtype.name}, whose "
+                           f"values go from {lo} to {hi}", loc,
+                           hint="give a constant in that range; a value computed at run time "
+                                "wraps around instead (keeps its low bits)")
 
 
 _to_float32 = _conversion(T.float32, "float")

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import AliasError, CompileError, LaunchError, Loc, user_call_site
+from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
+                      user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
+from ..lang import checked_function
 from ..ir import nodes as N
 from . import backend, warmup
 from .interop import byte_extent, describe, overlaps_itself, shares_elements
@@ -134,6 +136,7 @@ class KernelFunction:
     __vg_kernel__ = True
 
     def __init__(self, fn, track: str, **options):
+        checked_function(fn, f"@{track}.kernel")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.track = track
@@ -176,6 +179,9 @@ class KernelFunction:
             return self._launches[config]
         except KeyError:
             pass
+        except TypeError:  # unhashable: a list where a grid or block goes; _dims says so
+            self._make_launch(config)
+            raise
         if len(self._launches) >= MAX_CACHED_CONFIGS:
             self._launches.clear()
         launch = self._launches[config] = self._make_launch(config)
@@ -484,7 +490,12 @@ class Launch:
         if 0 in self.grid:  # no blocks: nothing runs, but the arguments must still fit
             self.kernel.check_arguments(self.grid, block, args, kwargs)
             return
-        plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
+        try:
+            plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
+        except SafetyError as err:
+            if self.kernel.track == "tile" and isinstance(self.config, tuple) and len(self.config) > 1:
+                _explain_tile_grid(err, self.kernel.__name__, self.config)
+            raise
         # Launches with dynamic shared memory stay on this path (generated launchers pass
         # ABI values only).
         if plan is not None and self.config is not None and not shared_bytes \
@@ -492,6 +503,17 @@ class Launch:
             from . import fastpath
 
             fastpath.install(self, plan, num_warps)
+
+
+def _explain_tile_grid(err: SafetyError, name: str, config: tuple) -> None:
+    """Add to a refusal of a tile kernel launched `k[a, b]` that this is an a x b grid of
+    blocks, not SIMT's grid and block, in case that is what went wrong."""
+    note = (f"{name}{list(config)} launches a grid of {' x '.join(map(str, config))} blocks: "
+            f"a tile kernel takes only a grid (it chooses its own threads, num_warps=); "
+            f"if {config[-1]} was meant as a block size, launch {name}[{config[0]}]")
+    if note not in err.hint:
+        err.hint = f"{err.hint}; {note}" if err.hint else note
+        err.args = (format_message(err.message, err.loc, err.hint, err.code),)
 
 
 class _Skipping(threading.local):
