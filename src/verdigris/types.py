@@ -13,7 +13,10 @@ Promotion (documented in README "Types"):
   because a silent float64 is slow on a GPU. Two floats give the wider; float16 with
   bfloat16 gives float32.
 - `/` on integers gives float32. `//` and `%` on integers floor, as in Python.
-- Python scalar arguments: int -> int64, float -> float32, bool -> bool.
+- Python scalar arguments: int -> int64, bool -> bool, float -> float64 and *weak*: read
+  directly it takes the float type of the operand it meets, as a float literal does
+  (`scale * x` is float32 for float32 `x`, exact float64 for float64 `x`); a value too large
+  for a float type it is converted to is refused at the launch (`float_range_bits`).
 """
 from __future__ import annotations
 
@@ -173,8 +176,20 @@ def of_python_scalar(value) -> DType:
     if isinstance(value, int):
         return int64
     if isinstance(value, float):
-        return float32
+        return float64
     raise TypeError(f"{type(value).__name__} is not a scalar type verdigris understands")
+
+
+FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38}  # float16's and float32's largest
+
+
+def float_range_bits(value: float) -> int:
+    """The narrowest of float16, float32 (and bfloat16 with it), float64 whose range holds
+    `value` (NaN and infinities: 16, every float type has them)."""
+    magnitude = abs(value)
+    if magnitude <= FLOAT_MAX[16] or magnitude != magnitude or magnitude == float("inf"):
+        return 16
+    return 32 if magnitude <= FLOAT_MAX[32] else 64
 
 
 _INT_ORDER = (int8, int16, int32, int64)

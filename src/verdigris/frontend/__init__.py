@@ -63,14 +63,15 @@ def _resolve_annotation(text: str, src):
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
                  unit_grid_axes: tuple | None = None, fma: bool = False,
                  multiples: dict | None = None,
-                 min_blocks_per_sm: int | None = None) -> N.Kernel:
+                 min_blocks_per_sm: int | None = None, weak: frozenset = frozenset()) -> N.Kernel:
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
-    `multiples`: integer scalar parameter -> what its launch values are multiples of."""
+    `multiples`: integer scalar parameter -> what its launch values are multiples of;
+    `weak`: the float64 parameters given Python floats (`ir.nodes.Var.weak`)."""
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), set(fixed), block, track)
+        unit = Unit(dict(types), set(fixed), block, track, weak=set(weak))
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:

@@ -107,7 +107,7 @@ def elementwise(build, operands, loc: Loc):
         if isinstance(v, N.Expr) and not isinstance(v, N.ArrayRef):
             name = f"{_STAND_IN}{len(leaves)}"
             leaves[name] = v
-            v = N.Var(loc, name, v.dtype)
+            v = N.Var(loc, name, v.dtype, weak=getattr(v, "weak", False))
         stand_ins.append(v)
     return broadcast_to(_lift(build(*stand_ins), leaves, loc), shape, loc)
 

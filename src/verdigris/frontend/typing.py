@@ -119,6 +119,10 @@ def common_dtype(a, b, loc: Loc) -> T.DType:
             return T.promote_weak(b.dtype, a.value)
         if isinstance(b, Static):
             return T.promote_weak(a.dtype, b.value)
+        if getattr(a, "weak", False) and not getattr(b, "weak", False):
+            return T.promote_weak(b.dtype, 0.0)  # a Python float argument, as a float literal
+        if getattr(b, "weak", False) and not getattr(a, "weak", False):
+            return T.promote_weak(a.dtype, 0.0)
         return T.promote(a.dtype, b.dtype)
     except TypeError as exc:
         raise CompileError(str(exc), loc) from None

@@ -94,6 +94,9 @@ class Var(Expr):
     # the int the variable holds wherever it is read, when it is bound once, at the top
     # level, to a compile-time int (`n = BLOCK // 2`): what a tile shape may be made of
     known: Optional[int] = None
+    # a read of a Python float argument (float64): weak, as a float literal is, it takes
+    # the float type of the operand it meets (`types.promote_weak`)
+    weak: bool = False
 
 
 @dataclass(eq=False)

@@ -256,6 +256,8 @@ class KernelFunction:
                 key.append(("a", info.dtype.name, info.ndim,
                             info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0)
                            + ((on_grid(info.shape, info.strides),) if self.track == "tile" else ()))
+            elif type(v) is float:  # weak (`ir.nodes.Var.weak`), and the range it needs
+                key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
                 dtype = _scalar_dtype(v, p.name, self.__name__)
                 key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
@@ -278,7 +280,7 @@ class KernelFunction:
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
-        specs, multiples = {}, {}
+        specs, multiples, weak = {}, {}, {}
         for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
@@ -289,8 +291,12 @@ class KernelFunction:
                 specs[p.name] = T.from_name(k[1])
                 if divisibility(k):
                     multiples[p.name] = MULTIPLE
-        return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
-                            multiples, self.options["min_blocks_per_sm"])
+                if k[3:4] == ("weak",):
+                    weak[p.name] = k[4]
+        kernel = build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
+                              multiples, self.options["min_blocks_per_sm"], frozenset(weak))
+        _refuse_narrowed_floats(kernel, weak, self.__name__)
+        return kernel
 
     def recorded(self, key: tuple) -> Specialization | None:
         """The specialization for `key` from its launch record (`records`: compiled by an
@@ -599,6 +605,23 @@ def _hashable(value, name: str, kernel: str):
         raise LaunchError(f"{kernel}: constexpr {name!r} must be hashable (a number, bool, "
                           f"string or tuple), not {type(value).__name__}") from None
     return value
+
+
+def _refuse_narrowed_floats(kernel: N.Kernel, range_bits: dict, name: str) -> None:
+    """LaunchError where a Python float argument too large for a float type is converted
+    to it (`scale * x` of float32 `x` with scale = 1e40), instead of becoming infinity."""
+    from ..frontend import walk
+
+    for node in walk(kernel.body):
+        if isinstance(node, N.Cast) and isinstance(node.value, N.Var) and node.value.weak \
+                and node.dtype.is_float and node.dtype.bits in (16, 32) \
+                and range_bits.get(node.value.name, 16) > (16 if node.dtype.name == "float16" else 32):
+            limit = T.FLOAT_MAX[16 if node.dtype.name == "float16" else 32]
+            raise LaunchError(f"{name}: argument {node.value.name!r} is a Python float beyond "
+                              f"{node.dtype.name}'s range (±{limit:.4g}), and the kernel "
+                              f"converts it to {node.dtype.name} at {node.loc}: it would be "
+                              "infinity", hint=f"pass a value {node.dtype.name} can hold, or "
+                              "compute in float64 (vg.float64(...) of the other operand)")
 
 
 def _scalar_dtype(value, name: str, kernel: str) -> T.DType:

@@ -53,6 +53,7 @@ import re
 import threading
 from inspect import Parameter
 
+from .. import types as T
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .interop import span
@@ -240,6 +241,9 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
+            if entry[3:4] == ("weak",):  # a Python float: the range it was specialized for
+                w.env[f"_range{i}"], w.env["_float_range_bits"] = entry[4], T.float_range_bits
+                w.check(f"_float_range_bits({name}) != _range{i}")
             w.divisible(divisibility(entry), multiples=[name])
         else:
             facts[i] = _array(w, i, name, value, info, entry)
