@@ -368,7 +368,7 @@ def test_parameters_named_like_the_launchers_own_names():
         fill[4, 256](o, 7.5, 2.0, 0.25)
         out.setdefault("general", []).append(general_calls[0] - before)
         words = last_launch(5).slots[2:5]
-        out["scalars"] = [struct.unpack("f", struct.pack("I", w & 0xFFFFFFFF))[0] for w in words]
+        out["scalars"] = [struct.unpack("d", struct.pack("Q", w))[0] for w in words]  # Python floats: float64
     """)
     assert got["scalars"] == [7.5, 2.0, 0.25]
     assert got["general"] == [1, 1, 1]
@@ -419,3 +419,24 @@ def test_a_loop_over_two_sets_of_arrays_launches_without_packing():
     assert got["third"] == [p3, p1, p3, p2]
     # o3 packs over o1's set, o1 then over o2's, o3 hits, o2 packs over o3's
     assert got["packs after"] == 2 + 3
+
+
+def test_a_python_float_beyond_float32_leaves_the_generated_launcher_and_is_refused():
+    """axpy converts alpha to float32 (x is float32): the launcher specialized for 2.0 hands
+    1e300 down to the general path, which refuses it; NaN and infinity stay on the launcher."""
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    def attempt(label, alpha):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](alpha, x, y, o)
+            out[label] = ["ok", general_calls[0] - before]
+        except vg.Error as err:
+            out[label] = [type(err).__name__, general_calls[0] - before]
+    for label, alpha in (("first", 2.0), ("fast", 0.1), ("huge", 1e300), ("inf", float("inf")),
+                         ("nan", float("nan")), ("after", 2.5)):
+        attempt(label, alpha)
+    """)
+    assert got["first"] == ["ok", 1] and got["fast"] == ["ok", 0]
+    assert got["huge"] == ["LaunchError", 1]
+    assert got["inf"] == ["ok", 0] and got["nan"] == ["ok", 0] and got["after"] == ["ok", 0]
