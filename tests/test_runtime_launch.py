@@ -440,3 +440,26 @@ def test_a_python_float_beyond_float32_leaves_the_generated_launcher_and_is_refu
     assert got["first"] == ["ok", 1] and got["fast"] == ["ok", 0]
     assert got["huge"] == ["LaunchError", 1]
     assert got["inf"] == ["ok", 0] and got["nan"] == ["ok", 0] and got["after"] == ["ok", 0]
+
+
+def test_a_rebound_module_constant_leaves_the_generated_launcher():
+    """`runtime.constants`: a launcher tests the constants the kernel read by identity; a
+    rebound one sends the launch to the general path, which builds the kernel again (another
+    function) for a new value and reuses it for an equal one."""
+    got = run("""
+    from tests.fakecuda import kernels
+    x, o = f32(1000), f32(1000)
+    def attempt(label):
+        before = general_calls[0]
+        kernels.scaled[4, 256](x, o)
+        out[label] = [general_calls[0] - before, last_launch().function]
+    attempt("first"); attempt("fast"); attempt("fast again")  # the memo's launch too
+    kernels.SCALE = 3.0
+    attempt("rebound"); attempt("fast after")
+    kernels.SCALE = float("3.0")
+    attempt("equal"); attempt("fast after equal")
+    """)
+    assert [got[k][0] for k in ("first", "fast", "fast again")] == [1, 0, 0]
+    assert got["rebound"][0] == 1 and got["rebound"][1] != got["first"][1]
+    assert got["fast after"][0] == 0 and got["fast after"][1] == got["rebound"][1]
+    assert got["equal"] == [1, got["rebound"][1]] and got["fast after equal"][0] == 0

@@ -58,3 +58,13 @@ def fill(out, h, address, _scale):
     i = simt.global_id(0)
     if i < out.shape[0]:
         out[i] = h + address * _scale
+
+
+SCALE = 2.0  # a module-level constant: tests rebind it between launches
+
+
+@simt.kernel
+def scaled(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * SCALE

@@ -131,10 +131,12 @@ class Expressions:
             if not (is_number(index) and isinstance(index.value, int)):
                 return self.table_entry(base.value, index, node)
             try:
-                return base.value[index.value]
+                item = base.value[index.value]
             except IndexError:
                 raise CompileError(f"index {index.value} out of range for a tuple of "
                                    f"{len(base.value)}", self.loc(node)) from None
+            # a module-level tuple holds plain values; one built in the kernel, typed ones
+            return item if isinstance(item, (Static, N.Expr)) else Static(item)
         if tiles.is_tile(base):
             return tiles.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
                                    self.loc(node))

@@ -32,7 +32,7 @@ from ..frontend.typing import Multiple, Static
 from ..ir import abi_params
 from ..lang import checked_function
 from ..ir import nodes as N
-from . import backend, warmup
+from . import backend, constants, warmup
 from .interop import byte_extent, describe, overlaps_itself, shares_elements
 
 MAX_BLOCK_THREADS = 1024
@@ -134,6 +134,7 @@ class KernelFunction:
     """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile)."""
 
     __vg_kernel__ = True
+    _constants: tuple | None = None  # `runtime.constants.snapshot`, taken at the first build
 
     def __init__(self, fn, track: str, **options):
         checked_function(fn, f"@{track}.kernel")
@@ -270,6 +271,25 @@ class KernelFunction:
         return None if grid is None else (
             (0,) * (grid[0] == 1) + (1,) * (grid[1] == 1) + (2,) * (grid[2] == 1))
 
+    def check_constants(self) -> None:
+        """Where a module-level constant the kernel reads (`runtime.constants`) has changed
+        since its specializations were built, drop them (and their records and launchers)."""
+        if self._constants is None:
+            self._constants = constants.snapshot(self.fn)
+            return
+        if constants.identical(self._constants):
+            return
+        from . import fastpath
+
+        for head in self._launches.values():  # they test the objects by identity
+            fastpath.retire(head)
+        self._launches.clear()
+        if constants.changed(self._constants):
+            self._specializations.clear()
+            self._recorded.clear()
+            self.__dict__.pop("_vg_dependencies", None)  # `records.dependencies` reads again
+        self._constants = constants.snapshot(self.fn)
+
     def compile_aot(self, signatures, *, block=None, grid=None, targets=("sm_90",)):
         """A `runtime.bundle.Bundle` of this kernel compiled for `signatures` (one or a list,
         as `verdigris compile --sig` writes them, or dicts of parameter -> type) and
@@ -316,6 +336,8 @@ class KernelFunction:
         still be pending (`proofs.start`); every other caller gets it settled."""
         spec = self._specializations.get(key)
         if spec is None:
+            if self._constants is None:  # the values this build reads
+                self._constants = constants.snapshot(self.fn)
             start = time.perf_counter()
             kernel = self.build(key)
             built = time.perf_counter()
@@ -338,6 +360,7 @@ class KernelFunction:
     def specialize(self, *args, block: tuple | None = None, **kwargs) -> N.Kernel:
         """The typed IR this kernel gets for these arguments (nothing runs); with `block`,
         as launched with that block shape."""
+        self.check_constants()
         values = self.bind(args, kwargs)
         infos = self.describe_args(values)
         block = None if block is None else _dims(block, "block", self.__name__)
@@ -368,6 +391,7 @@ class KernelFunction:
         backend it returns the `launch_cuda.Plan` it followed (what a generated launcher
         repeats), on the cpu backend None. `vg.Array`'s own operations (`hostops`) launch
         `on="cuda"`: their arrays are device memory whichever backend kernels run on."""
+        self.check_constants()
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)

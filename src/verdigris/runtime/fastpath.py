@@ -159,9 +159,10 @@ class _Writer:
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
                               _overlaps=interop.overlaps_itself, _element_strides=interop._element_strides,
                               _handle=streams.handle, _pack_errors=PACK_ERRORS)
-        self.check("_vg_more or _vg_named" + (
+        # tested before a memo's launch too: extra arguments, the module's constants
+        self.first = ["_vg_more or _vg_named" + (
             "" if not tile else " or num_warps is not None" if num_warps is None
-            else f" or num_warps != {num_warps!r}"))
+            else f" or num_warps != {num_warps!r}")]
 
     def check(self, failed: str) -> None:
         self.checks.append(f"if {failed}: {{down}}")
@@ -199,8 +200,8 @@ class _Writer:
         down = (f"return _vg_next({passed}*_vg_more, stream=stream{self.passed_options}, "
                 "**_vg_named)")
         lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None{self.options}, "
-                 "**_vg_named):", "    try:", "        " + self.checks[0].replace("{down}", down)]
-        checks, indent = self.checks[1:], "        "
+                 "**_vg_named):", "    try:", f"        if {' or '.join(self.first)}: {down}"]
+        checks, indent = self.checks, "        "
         if self.memo is not None:  # the arguments of one of this thread's last two launches
             # (checked then): its slots are launched as they are
             unpack = f"_address, {_items(f'_m{i}' for i in range(len(self.memo)))}= _memos"
@@ -228,6 +229,9 @@ class _Writer:
 def _body(w: _Writer, kernel, plan, values, infos) -> None:
     spec = plan.spec
     w.env["_DEV"] = plan.device
+    for j, (module, name, value) in enumerate(kernel._constants or ()):  # `runtime.constants`
+        w.env[f"_km{j}"], w.env[f"_kv{j}"] = module, value  # changed: the general path rebuilds
+        w.first.append(f"_km{j}.get({name!r}, _vg_M) is not _kv{j}")
     facts: dict = {}  # array argument index -> _Facts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
         if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
