@@ -33,7 +33,7 @@ from ..ir import abi_params
 from ..lang import checked_function
 from ..ir import nodes as N
 from . import backend, constants, warmup
-from .interop import byte_extent, describe, overlaps_itself, shares_elements
+from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
 
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
@@ -485,7 +485,7 @@ class KernelFunction:
             if info is None:
                 args[p.name] = np.dtype(spec.kernel.param(p.name).dtype.np).type(v)
             elif info.device != -1 or not isinstance(v, np.ndarray):
-                args[p.name] = _host_view(v, info, p.name, self.__name__)
+                args[p.name] = _host_view(info, p.name, self.__name__)
             else:
                 args[p.name] = v
         if self.track == "tile":
@@ -664,13 +664,10 @@ def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
     return dtype
 
 
-def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
+def _host_view(info, name: str, kernel: str) -> np.ndarray:
     """A NumPy view of a non-NumPy host array for the cpu backend (no copy)."""
     if info.device != -1:
         raise LaunchError(f"{kernel}: argument {name!r} lives on GPU {info.device}, but the "
                           "current backend is cpu", hint="copy it to the host, or use the "
                           "cuda backend: vg.set_backend('cuda')")
-    try:
-        return np.from_dlpack(value)
-    except Exception:
-        return np.asarray(value)
+    return host_view(info)

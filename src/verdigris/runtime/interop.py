@@ -184,6 +184,22 @@ def describe(obj) -> ArrayInfo | None:
     return extract(obj)
 
 
+def host_view(info: ArrayInfo) -> np.ndarray:
+    """A NumPy view of host memory `info` describes (no copy), keeping its owner alive:
+    what the cpu backend runs on for a torch tensor (bfloat16, one that requires grad), a
+    DLPack import or any host array that is not NumPy's. Read-only where `info` is."""
+    dtype = info.dtype.np
+    if info.size == 0:
+        return np.empty(info.shape, dtype)
+    lo, hi = byte_extent(info)
+    memory = (ctypes.c_char * (hi - lo)).from_address(lo)
+    memory.owner = info.keepalive  # the view's base holds it, and so the memory
+    view = np.ndarray(info.shape, dtype, buffer=memory, offset=info.ptr - lo,
+                      strides=tuple(s * info.dtype.itemsize for s in info.strides))
+    view.flags.writeable = not info.readonly
+    return view
+
+
 def extractor(tp):
     """The function `describe` uses for objects of type `tp` (chosen once per type)."""
     extract = _EXTRACTORS.get(tp)
