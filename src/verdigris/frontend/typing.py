@@ -35,6 +35,12 @@ class Multiple:
     of: int
 
 
+@dataclass(frozen=True)
+class Weak:
+    """A Python float parameter's type: float64, weak where it is read (`ir.nodes.Var.weak`),
+    as a launch given a Python float specializes it."""
+
+
 # Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only; floats: no bit ops.
 ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
 _INTEGER_ATOMICS = ("and", "or", "xor")

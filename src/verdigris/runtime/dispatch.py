@@ -28,7 +28,7 @@ from .. import types as T
 from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
                       user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
-from ..frontend.typing import Multiple, Static
+from ..frontend.typing import Multiple, Static, Weak
 from ..ir import abi_params
 from ..lang import checked_function
 from ..ir import nodes as N
@@ -368,20 +368,22 @@ class KernelFunction:
 
     def specialize_types(self, specs: dict, block: tuple | None = None,
                          grid: tuple | None = None) -> N.Kernel:
-        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple` or
-        constexpr value); with `grid`, as launched with it (which axes have one block)."""
+        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`, `Weak`
+        or constexpr value); with `grid`, as launched with it (which axes have one block)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
         grid = None if grid is None else _dims(grid, "grid", self.__name__)
         multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
+        weak = frozenset(name for name, s in specs.items() if isinstance(s, Weak))
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
-            specs[p.name].dtype if p.name in multiples else specs[p.name]
+            specs[p.name].dtype if p.name in multiples else
+            T.float64 if p.name in weak else specs[p.name]
             for p in self.params}, block, self.unit_grid_axes(grid), fma=self.options["fma"],
             multiples=multiples,
-            min_blocks_per_sm=self.options["min_blocks_per_sm"])
+            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak)
 
     # ---------------------------------------------------------------- launching
 
