@@ -133,3 +133,24 @@ def test_constants_in_range_and_run_time_values_convert():
     assert (out == -1).all()
     store_int8[1, 4](out, 300)  # a run-time value wraps around: 300 - 256
     assert (out == 44).all()
+
+
+@simt.kernel
+def store_huge_constant(x):
+    i = simt.thread_id(0)
+    x[i] = 1 << 70
+
+
+@simt.kernel
+def store_uint64_constant(x):
+    i = simt.thread_id(0)
+    x[i] = vg.uint64(2**64 - 1) & (2**64 - 1)
+
+
+def test_an_integer_constant_beyond_int64_is_refused_not_wrapped_to_zero():
+    with pytest.raises(vg.CompileError, match="does not fit") as err:
+        store_huge_constant[1, 4](np.zeros(4, np.int64))
+    assert err.value.loc.file == __file__
+    out = np.zeros(4, np.uint64)
+    store_uint64_constant[1, 4](out)  # with a uint64 operand it is a uint64
+    assert (out == 2**64 - 1).all()
