@@ -30,8 +30,8 @@ from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, f
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Static, Weak
 from ..ir import abi_params
-from ..lang import checked_function
 from ..ir import nodes as N
+from ..lang import checked_function
 from . import backend, constants, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
 
