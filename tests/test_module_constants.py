@@ -66,3 +66,23 @@ def test_an_equal_value_keeps_the_compiled_specialization(constants, rng):
     constants.SCALE = 2  # the same value, another type: int * float32 is still float32,
     _simt(x)  # but the code is built again (as a constexpr's 2 and 2.0 are two specializations)
     assert m.scaled._specializations != built
+
+
+def test_closure_constants_are_read_at_every_launch_too(rng):
+    from verdigris import simt
+
+    scale = 2.0
+
+    @simt.kernel
+    def scaled_by_closure(x, out):
+        i = simt.global_id(0)
+        if i < out.shape[0]:
+            out[i] = x[i] * scale
+
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    scaled_by_closure[1, 64](x, out)
+    np.testing.assert_array_equal(out, x * np.float32(2.0))
+    scale = 5.0  # noqa: F841 -- read by the kernel through its closure
+    scaled_by_closure[1, 64](x, out)
+    np.testing.assert_array_equal(out, x * np.float32(5.0))

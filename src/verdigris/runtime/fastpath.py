@@ -229,9 +229,10 @@ class _Writer:
 def _body(w: _Writer, kernel, plan, values, infos) -> None:
     spec = plan.spec
     w.env["_DEV"] = plan.device
-    for j, (module, name, value) in enumerate(kernel._constants or ()):  # `runtime.constants`
-        w.env[f"_km{j}"], w.env[f"_kv{j}"] = module, value  # changed: the general path rebuilds
-        w.first.append(f"_km{j}.get({name!r}, _vg_M) is not _kv{j}")
+    for j, (holder, name, value) in enumerate(kernel._constants or ()):  # `runtime.constants`
+        w.env[f"_km{j}"], w.env[f"_kv{j}"] = holder, value  # changed: the general path rebuilds
+        w.first.append(f"_km{j}.get({name!r}, _vg_M) is not _kv{j}" if isinstance(holder, dict)
+                       else f"_km{j}.cell_contents is not _kv{j}")
     facts: dict = {}  # array argument index -> _Facts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
         if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
