@@ -34,6 +34,7 @@ from ..ir import nodes as N
 from ..lang import checked_function
 from . import backend, constants, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
+from .scalars import refuse_narrowed_floats, scalar_dtype
 
 MAX_BLOCK_THREADS = 1024
 MAX_CACHED_CONFIGS = 4096
@@ -260,7 +261,7 @@ class KernelFunction:
             elif type(v) is float:  # weak (`ir.nodes.Var.weak`), and the range it needs
                 key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
-                dtype = _scalar_dtype(v, p.name, self.__name__)
+                dtype = scalar_dtype(v, p.name, self.__name__)
                 key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
                            if self.track == "tile" and dtype.is_int
                            else ("s", dtype.name))
@@ -315,7 +316,7 @@ class KernelFunction:
                     weak[p.name] = k[4]
         kernel = build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
                               multiples, self.options["min_blocks_per_sm"], frozenset(weak))
-        _refuse_narrowed_floats(kernel, weak, self.__name__)
+        refuse_narrowed_floats(kernel, weak, self.__name__)
         return kernel
 
     def recorded(self, key: tuple) -> Specialization | None:
@@ -631,39 +632,6 @@ def _hashable(value, name: str, kernel: str):
         raise LaunchError(f"{kernel}: constexpr {name!r} must be hashable (a number, bool, "
                           f"string or tuple), not {type(value).__name__}") from None
     return value
-
-
-def _refuse_narrowed_floats(kernel: N.Kernel, range_bits: dict, name: str) -> None:
-    """LaunchError where a Python float argument too large for a float type is converted
-    to it (`scale * x` of float32 `x` with scale = 1e40), instead of becoming infinity."""
-    from ..frontend import walk
-
-    for node in walk(kernel.body):
-        if isinstance(node, N.Cast) and isinstance(node.value, N.Var) and node.value.weak \
-                and node.dtype.is_float and node.dtype.bits in (16, 32) \
-                and range_bits.get(node.value.name, 16) > (16 if node.dtype.name == "float16" else 32):
-            limit = T.FLOAT_MAX[16 if node.dtype.name == "float16" else 32]
-            raise LaunchError(f"{name}: argument {node.value.name!r} is a Python float beyond "
-                              f"{node.dtype.name}'s range (±{limit:.4g}), and the kernel "
-                              f"converts it to {node.dtype.name} at {node.loc}: it would be "
-                              "infinity", hint=f"pass a value {node.dtype.name} can hold, or "
-                              "compute in float64 (vg.float64(...) of the other operand)")
-
-
-def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
-    try:
-        dtype = T.of_python_scalar(value)
-    except TypeError:
-        raise LaunchError(f"{kernel}: argument {name!r} is a {type(value).__name__}; kernels "
-                          "take arrays (NumPy, vg.Array, torch, CuPy, JAX) and numbers",
-                          hint="wrap lists with numpy.asarray(...)" if isinstance(value, (list, tuple))
-                          else "pass an array or a number") from None
-    if type(value) is int and not -2**63 <= value < 2**63:
-        raise LaunchError(f"{kernel}: argument {name!r} is {value}, which does not fit int64, "
-                          "the dtype of a Python int argument",
-                          hint="pass a NumPy scalar of the dtype you mean, e.g. np.uint64(...), "
-                               "or a float")
-    return dtype
 
 
 def _host_view(info, name: str, kernel: str) -> np.ndarray:
