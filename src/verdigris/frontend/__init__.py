@@ -66,7 +66,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
                  min_blocks_per_sm: int | None = None, weak: frozenset = frozenset()) -> N.Kernel:
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
     `multiples`: integer scalar parameter -> what its launch values are multiples of;
-    `weak`: the float64 parameters given Python floats (`ir.nodes.Var.weak`)."""
+    `weak`: the float64 parameters given Python floats (`ir.nodes.Expr.weak`)."""
     src = function_source(fn)
     fixed = {name for name, spec in specs.items() if isinstance(spec, T.DType)}
     types: dict = {}

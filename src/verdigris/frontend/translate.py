@@ -50,7 +50,7 @@ class Unit:
     unnamed: set = field(default_factory=set)  # ids of local/shared arrays not yet bound
     array_names: set = field(default_factory=set)  # names given to local/shared arrays
     known: dict = field(default_factory=dict)  # variable -> the compile-time int it holds
-    weak: set = field(default_factory=set)  # Python float parameters (`ir.nodes.Var.weak`)
+    weak: set = field(default_factory=set)  # Python float parameters (`ir.nodes.Expr.weak`)
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -243,7 +243,10 @@ class Translator(Expressions):
         kind = self.unit.types[key]
         if isinstance(kind, tiles.TileType):
             return tiles.tile_var(loc, key, kind)
-        return N.Var(loc, key, kind, self.unit.known.get(key), key in self.unit.weak)
+        var = N.Var(loc, key, kind, self.unit.known.get(key))
+        if key in self.unit.weak:
+            var.weak = True  # a Python float argument (`ir.nodes.Expr.weak`)
+        return var
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (

@@ -37,7 +37,7 @@ class Multiple:
 
 @dataclass(frozen=True)
 class Weak:
-    """A Python float parameter's type: float64, weak where it is read (`ir.nodes.Var.weak`),
+    """A Python float parameter's type: float64, weak where it is read (`ir.nodes.Expr.weak`),
     as a launch given a Python float specializes it."""
 
 
@@ -120,6 +120,20 @@ def _describe(v) -> str:
     return f"{type(value).__name__} {value!r}" if not callable(value) else f"{value!r}"
 
 
+def _weak(v) -> bool:
+    """A Python float argument, or a float made of them and literals only (`Expr.weak`)."""
+    return getattr(v, "weak", False)
+
+
+def _weakened(e: N.Expr, operands) -> N.Expr:
+    """`e`, marked weak where it is a float computed from weak values and literals only
+    (`-alpha`, `alpha * 2`, `alpha * beta`), as NumPy's Python scalars stay weak."""
+    if e.dtype.is_float and any(map(_weak, operands)) \
+            and all(_weak(v) or is_number(v) for v in operands):
+        e.weak = True
+    return e
+
+
 def common_dtype(a, b, loc: Loc) -> T.DType:
     """The dtype two operands meet at; literals are weak (see types.py). Operands that are
     not numbers (arrays, dtypes, modules) are refused here, at the operator."""
@@ -131,9 +145,9 @@ def common_dtype(a, b, loc: Loc) -> T.DType:
             return T.promote_weak(b.dtype, a.value)
         if isinstance(b, Static):
             return T.promote_weak(a.dtype, b.value)
-        if getattr(a, "weak", False) and not getattr(b, "weak", False):
+        if _weak(a) and not _weak(b):
             return T.promote_weak(b.dtype, 0.0)  # a Python float argument, as a float literal
-        if getattr(b, "weak", False) and not getattr(a, "weak", False):
+        if _weak(b) and not _weak(a):
             return T.promote_weak(a.dtype, 0.0)
         return T.promote(a.dtype, b.dtype)
     except TypeError as exc:
@@ -188,9 +202,10 @@ def binary(op: str, a, b, loc: Loc):
         # Python's float // and % floor: q = floor(a / b), r = a - b * q.
         quotient = N.MathCall(loc, "floor", (N.Binary(loc, "truediv", lhs, rhs, dtype),), dtype)
         if op == "floordiv":
-            return quotient
-        return N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype), dtype)
-    return N.Binary(loc, op, lhs, rhs, dtype)
+            return _weakened(quotient, (a, b))
+        return _weakened(N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype),
+                                  dtype), (a, b))
+    return _weakened(N.Binary(loc, op, lhs, rhs, dtype), (a, b))
 
 
 def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
@@ -237,7 +252,7 @@ def unary(op: str, v, loc: Loc):
         return N.Unary(loc, "invert", e, e.dtype)
     if e.dtype.is_bool:
         e = cast(e, T.int32, loc)
-    return N.Unary(loc, "neg", e, e.dtype)
+    return _weakened(N.Unary(loc, "neg", e, e.dtype), (e,))
 
 
 _SYMBOL = {"lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^"}

@@ -258,7 +258,7 @@ class KernelFunction:
                 key.append(("a", info.dtype.name, info.ndim,
                             info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0)
                            + ((on_grid(info.shape, info.strides),) if self.track == "tile" else ()))
-            elif type(v) is float:  # weak (`ir.nodes.Var.weak`), and the range it needs
+            elif type(v) is float:  # weak (`ir.nodes.Expr.weak`), and the range it needs
                 key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
                 dtype = scalar_dtype(v, p.name, self.__name__)
