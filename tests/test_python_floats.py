@@ -107,19 +107,21 @@ def test_numpy_scalars_keep_their_dtype():
 def combined(a, b, x, out):
     i = simt.global_id(0)
     if i < out.shape[0]:
-        out[i] = -a * x[i] + a * b * x[i] + (a + 1.5) * x[i]
+        out[i] = -a * x[i] + a * b * x[i] + (a + 1.5) * x[i] + vg.math.sqrt(b) * x[i]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_floats_made_of_python_floats_stay_weak(rng, dtype):
-    """`-a`, `a * b` and `a + 1.5` of Python floats are weak as `a` is (NumPy's Python
-    scalars: Python computes them in float64, then they meet the array's type)."""
+    """`-a`, `a * b`, `a + 1.5` and `vg.math.sqrt(b)` of Python floats are weak as `a` is
+    (NumPy's Python scalars: Python computes them in float64, then they meet the array's
+    type)."""
     a, b = float(rng.uniform(0.05, 0.15)), float(rng.uniform(1, 2))
     x = rng.standard_normal(64).astype(dtype)
     out = np.full_like(x, np.nan)
     combined[1, 64](a, b, x, out)
     w = np.dtype(dtype).type
-    np.testing.assert_array_equal(out, w(-a) * x + w(a * b) * x + w(a + 1.5) * x)
+    np.testing.assert_array_equal(out, w(-a) * x + w(a * b) * x + w(a + 1.5) * x
+                                  + w(np.sqrt(b)) * x)
     # a * b in float64, as Python computes it; every product with x[i] in x's type
     assert _multiplies(combined, a, b, x, out, block=64) == {np.dtype(dtype).name, "float64"}
     assert _products_with_x(combined, a, b, x, out) == {np.dtype(dtype).name}

@@ -21,7 +21,7 @@ from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... 
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tiles
-from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
+from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed, weakened
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -219,7 +219,7 @@ def _math(name):
             dtype = T.float32 if not integer_ok or dtype.is_bool else dtype
         operands = tuple(typed(a, loc, dtype) for a in args)
         result = T.bool_ if name in N.MATH_PREDICATES else dtype
-        return N.MathCall(loc, name, operands, result)
+        return weakened(N.MathCall(loc, name, operands, result), args)  # sqrt(alpha): weak
 
     def handler(tr, args, kwargs, loc):
         if len(args) != arity or kwargs:

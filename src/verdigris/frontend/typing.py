@@ -125,7 +125,7 @@ def _weak(v) -> bool:
     return getattr(v, "weak", False)
 
 
-def _weakened(e: N.Expr, operands) -> N.Expr:
+def weakened(e: N.Expr, operands) -> N.Expr:
     """`e`, marked weak where it is a float computed from weak values and literals only
     (`-alpha`, `alpha * 2`, `alpha * beta`), as NumPy's Python scalars stay weak."""
     if e.dtype.is_float and any(map(_weak, operands)) \
@@ -202,10 +202,10 @@ def binary(op: str, a, b, loc: Loc):
         # Python's float // and % floor: q = floor(a / b), r = a - b * q.
         quotient = N.MathCall(loc, "floor", (N.Binary(loc, "truediv", lhs, rhs, dtype),), dtype)
         if op == "floordiv":
-            return _weakened(quotient, (a, b))
-        return _weakened(N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype),
+            return weakened(quotient, (a, b))
+        return weakened(N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype),
                                   dtype), (a, b))
-    return _weakened(N.Binary(loc, op, lhs, rhs, dtype), (a, b))
+    return weakened(N.Binary(loc, op, lhs, rhs, dtype), (a, b))
 
 
 def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
@@ -252,7 +252,7 @@ def unary(op: str, v, loc: Loc):
         return N.Unary(loc, "invert", e, e.dtype)
     if e.dtype.is_bool:
         e = cast(e, T.int32, loc)
-    return _weakened(N.Unary(loc, "neg", e, e.dtype), (e,))
+    return weakened(N.Unary(loc, "neg", e, e.dtype), (e,))
 
 
 _SYMBOL = {"lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^"}
