@@ -434,12 +434,16 @@ def test_a_python_float_beyond_float32_leaves_the_generated_launcher_and_is_refu
         except vg.Error as err:
             out[label] = [type(err).__name__, general_calls[0] - before]
     for label, alpha in (("first", 2.0), ("fast", 0.1), ("huge", 1e300), ("inf", float("inf")),
-                         ("nan", float("nan")), ("after", 2.5)):
+                         ("nan", float("nan")), ("after", 2.5), ("large", 1e10),
+                         ("large again", -3e38), ("small again", 1.0)):
         attempt(label, alpha)
     """)
     assert got["first"] == ["ok", 1] and got["fast"] == ["ok", 0]
     assert got["huge"] == ["LaunchError", 1]
     assert got["inf"] == ["ok", 0] and got["nan"] == ["ok", 0] and got["after"] == ["ok", 0]
+    # beyond float16's range, within float32's: another specialization, then its launcher
+    assert got["large"] == ["ok", 1] and got["large again"] == ["ok", 0]
+    assert got["small again"] == ["ok", 0]
 
 
 def test_a_rebound_module_constant_leaves_the_generated_launcher():
