@@ -77,12 +77,12 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
         if not is_number(v):
             raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc,
                                hint=DTYPE_HINT if isinstance(v.value, T.DType) else "")
-        if type(v.value) is int and not -2**63 <= v.value < (2**63 if dtype is None else 2**64) \
-                and (dtype is None or dtype.is_int):  # no integer type holds it: never wrap
-            raise CompileError(f"the integer {v.value} does not fit "
-                               f"{'int64, the type of an integer constant' if dtype is None else 'a 64-bit integer'}",
-                               loc, hint="keep integer constants within int64 (uint64 operands "
-                                         "take them up to 2**64 - 1)")
+        if type(v.value) is int and (dtype is None or dtype.is_int) \
+                and not -2**63 <= v.value < (2**63 if dtype is None else 2**64):
+            what = "int64, the type of an integer constant" if dtype is None else "64 bits"
+            raise CompileError(f"the integer {v.value} does not fit {what}", loc,  # never wrap
+                               hint="keep integer constants within int64 (uint64 operands "
+                                    "take them up to 2**64 - 1)")
         return const(v.value, dtype or T.literal_dtype(v.value), loc)
     if isinstance(v, N.ArrayRef):
         raise CompileError(f"array {v.name!r} used where a number is expected", loc,
