@@ -39,6 +39,7 @@ from numpy.lib.array_utils import byte_bounds
 from verdigris import types as T
 from verdigris.codegen import checks
 from verdigris.codegen.dtypes import NARROW_FORMATS, round_to_format
+from verdigris.frontend.typing import Weak
 from verdigris.ir import ArrayType, abi_params
 from verdigris.runtime import dispatch
 
@@ -345,6 +346,8 @@ def _spec(value, dtype=None):
                          value.ctypes.data % 16 == 0, on_grid=dispatch.on_grid(value.shape, strides))
     if isinstance(value, np.generic):
         return T.from_name(value.dtype.name)
+    if type(value) is float:  # as a launch specializes it: float64, weak
+        return Weak()
     return T.of_python_scalar(value)
 
 

@@ -42,10 +42,10 @@ def axpy(alpha, x, y, out):
 def test_axpy_ir_is_typed_and_reads_writes_are_inferred():
     k = axpy.specialize(2.0, F32, F32, F32)
     assert k.writes == {"out"} and k.reads == {"x", "y"}
-    assert k.param("alpha").dtype is vg.float32
+    assert k.param("alpha").dtype is vg.float64  # a Python float: weak, float32 where it meets x[i]
     assert k.locals["i"] is vg.int64
     text = format_kernel(k)
-    assert "out[i] = ((alpha * x[i]) + y[i])" in text
+    assert "out[i] = ((float32(alpha) * x[i]) + y[i])" in text
     assert format_kernel(axpy.specialize(2.0, F32, F32, F32)) == text  # deterministic
 
 

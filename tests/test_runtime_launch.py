@@ -368,7 +368,7 @@ def test_parameters_named_like_the_launchers_own_names():
         fill[4, 256](o, 7.5, 2.0, 0.25)
         out.setdefault("general", []).append(general_calls[0] - before)
         words = last_launch(5).slots[2:5]
-        out["scalars"] = [struct.unpack("f", struct.pack("I", w & 0xFFFFFFFF))[0] for w in words]
+        out["scalars"] = [struct.unpack("d", struct.pack("Q", w))[0] for w in words]  # Python floats: float64
     """)
     assert got["scalars"] == [7.5, 2.0, 0.25]
     assert got["general"] == [1, 1, 1]
@@ -463,3 +463,51 @@ def test_launch_limits_and_grids_of_no_blocks_on_the_cuda_path():
     assert got["device"] == ("axpy: the block has 512 threads along x, past the limit of 256 "
                              "of GPU 0 (Fake GPU 0)")
     assert got["last"] == [4, 1, 1]
+
+
+def test_a_python_float_beyond_float32_leaves_the_generated_launcher_and_is_refused():
+    """axpy converts alpha to float32 (x is float32): the launcher specialized for 2.0 hands
+    1e300 down to the general path, which refuses it; NaN and infinity stay on the launcher."""
+    got = run("""
+    x, y, o = f32(1000), f32(1000), f32(1000)
+    def attempt(label, alpha):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](alpha, x, y, o)
+            out[label] = ["ok", general_calls[0] - before]
+        except vg.Error as err:
+            out[label] = [type(err).__name__, general_calls[0] - before]
+    for label, alpha in (("first", 2.0), ("fast", 0.1), ("huge", 1e300), ("inf", float("inf")),
+                         ("nan", float("nan")), ("after", 2.5), ("large", 1e10),
+                         ("large again", -3e38), ("small again", 1.0)):
+        attempt(label, alpha)
+    """)
+    assert got["first"] == ["ok", 1] and got["fast"] == ["ok", 0]
+    assert got["huge"] == ["LaunchError", 1]
+    assert got["inf"] == ["ok", 0] and got["nan"] == ["ok", 0] and got["after"] == ["ok", 0]
+    # beyond float16's range, within float32's: another specialization, then its launcher
+    assert got["large"] == ["ok", 1] and got["large again"] == ["ok", 0]
+    assert got["small again"] == ["ok", 0]
+
+
+def test_a_rebound_module_constant_leaves_the_generated_launcher():
+    """`runtime.constants`: a launcher tests the constants the kernel read by identity; a
+    rebound one sends the launch to the general path, which builds the kernel again (another
+    function) for a new value and reuses it for an equal one."""
+    got = run("""
+    from tests.fakecuda import kernels
+    x, o = f32(1000), f32(1000)
+    def attempt(label):
+        before = general_calls[0]
+        kernels.scaled[4, 256](x, o)
+        out[label] = [general_calls[0] - before, last_launch().function]
+    attempt("first"); attempt("fast"); attempt("fast again")  # the memo's launch too
+    kernels.SCALE = 3.0
+    attempt("rebound"); attempt("fast after")
+    kernels.SCALE = float("3.0")
+    attempt("equal"); attempt("fast after equal")
+    """)
+    assert [got[k][0] for k in ("first", "fast", "fast again")] == [1, 0, 0]
+    assert got["rebound"][0] == 1 and got["rebound"][1] != got["first"][1]
+    assert got["fast after"][0] == 0 and got["fast after"][1] == got["rebound"][1]
+    assert got["equal"] == [1, got["rebound"][1]] and got["fast after equal"][0] == 0

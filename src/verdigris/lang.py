@@ -28,6 +28,24 @@ class constexpr:
         return f"constexpr({self.value!r})"
 
 
+def checked_function(fn, decorator: str):
+    """`fn` if `decorator` (`@simt.kernel`, `@vg.func`, ...) can take it: a function written
+    with `def` in a file; else a CompileError at the user's line saying what it got."""
+    if isinstance(fn, types.FunctionType) and fn.__name__ != "<lambda>":
+        return fn
+    if isinstance(fn, types.FunctionType):
+        what, hint = "a lambda", "write it as a def function"
+    elif isinstance(fn, type):
+        what, hint = f"the class {fn.__name__}", "decorate a def function, not a class"
+    elif callable(fn):
+        what, hint = f"{fn!r}", "decorate a def function written in Python"
+    else:
+        what, hint = f"the {type(fn).__name__} {fn!r}", \
+            f"put {decorator} on the line above a def function"
+    raise CompileError(f"{decorator} takes a function defined with def, not {what}",
+                       user_call_site(), hint=hint)
+
+
 class func:
     """`@vg.func`: a device helper callable from kernels of either track (always inlined).
 
@@ -38,7 +56,7 @@ class func:
     """
 
     def __init__(self, fn):
-        self.fn = fn
+        self.fn = checked_function(fn, "@vg.func")
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

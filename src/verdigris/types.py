@@ -13,7 +13,10 @@ Promotion (documented in README "Types"):
   because a silent float64 is slow on a GPU. Two floats give the wider; float16 with
   bfloat16 gives float32.
 - `/` on integers gives float32. `//` and `%` on integers floor, as in Python.
-- Python scalar arguments: int -> int64, float -> float32, bool -> bool.
+- Python scalar arguments: int -> int64, bool -> bool, float -> float64 and *weak*: read
+  directly it takes the float type of the operand it meets, as a float literal does
+  (`scale * x` is float32 for float32 `x`, exact float64 for float64 `x`); a value too large
+  for a float type it is converted to is refused at the launch (`float_range_bits`).
 """
 from __future__ import annotations
 
@@ -51,7 +54,11 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
-        return _NUMPY[self.name]
+        found = _NUMPY.get(self.name)
+        if found is None:
+            _load_extended()
+            found = _NUMPY[self.name]
+        return found
 
     @property
     def dtype(self) -> np.dtype:
@@ -90,27 +97,27 @@ _BY_NAME["bool_"] = bool_
 _BY_SHORT = {d.short: d for d in ALL}  # "f32", "bf16", "i64", "u8", "b1"
 
 
-def _numpy_table():
-    table = {d.name: np.dtype(d.name) for d in ALL if d.name in np.sctypeDict}
-    table["bool"] = np.dtype(np.bool_)
-    try:  # ml_dtypes, when installed (it comes with JAX), gives real bfloat16/fp8 arrays
-        import ml_dtypes
-
-        for d in (bfloat16, float8_e4m3fn, float8_e5m2):
-            table[d.name] = np.dtype(getattr(ml_dtypes, d.name))
-    except ImportError:
-        # Without ml_dtypes these are stored as raw bits of the same width.
-        table.update(bfloat16=np.dtype(np.uint16), float8_e4m3fn=np.dtype(np.uint8),
-                     float8_e5m2=np.dtype(np.uint8))
-    return table
-
-
-_NUMPY = _numpy_table()
+_EXTENDED = (bfloat16, float8_e4m3fn, float8_e5m2)  # NumPy holds them through ml_dtypes
+_NUMPY = {d.name: np.dtype(d.name) for d in ALL if d.name in np.sctypeDict}
+_NUMPY["bool"] = np.dtype(np.bool_)
 _FROM_NUMPY = {np.dtype(d.name): d for d in ALL if d.name in np.sctypeDict}
 _FROM_NUMPY[np.dtype(np.bool_)] = bool_
-for _d_ in (bfloat16, float8_e4m3fn, float8_e5m2):
-    if _NUMPY[_d_.name].kind == "V" or _NUMPY[_d_.name].name == _d_.name:
-        _FROM_NUMPY[_NUMPY[_d_.name]] = _d_
+
+
+def _load_extended() -> None:
+    """Add bfloat16/fp8 to the NumPy tables on first need, not at import: ml_dtypes' extension
+    takes up to 2 s to load. With ml_dtypes (it comes with JAX) they are real NumPy dtypes;
+    without it they are stored as raw bits of the same width."""
+    try:
+        import ml_dtypes
+
+        for d in _EXTENDED:
+            _NUMPY[d.name] = np.dtype(getattr(ml_dtypes, d.name))
+            _FROM_NUMPY[_NUMPY[d.name]] = d
+    except ImportError:
+        _NUMPY.update(bfloat16=np.dtype(np.uint16), float8_e4m3fn=np.dtype(np.uint8),
+                      float8_e5m2=np.dtype(np.uint8))
+
 
 # DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool, 10+ float8 variants (v1.1).
 DLPACK = {
@@ -128,10 +135,13 @@ def from_name(name: str) -> DType:
 
 def from_numpy(dt) -> DType:
     dt = np.dtype(dt)
-    try:
-        return _FROM_NUMPY[dt]
-    except KeyError:
-        raise TypeError(f"arrays of NumPy dtype {dt} are not supported by verdigris") from None
+    found = _FROM_NUMPY.get(dt)
+    if found is None and dt.name in _BY_NAME and "bfloat16" not in _NUMPY:
+        _load_extended()  # an ml_dtypes array: ml_dtypes is loaded already
+        found = _FROM_NUMPY.get(dt)
+    if found is None:
+        raise TypeError(f"arrays of NumPy dtype {dt} are not supported by verdigris")
+    return found
 
 
 def from_dlpack(code: int, bits: int) -> DType:
@@ -166,8 +176,20 @@ def of_python_scalar(value) -> DType:
     if isinstance(value, int):
         return int64
     if isinstance(value, float):
-        return float32
+        return float64
     raise TypeError(f"{type(value).__name__} is not a scalar type verdigris understands")
+
+
+FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38}  # float16's and float32's largest
+
+
+def float_range_bits(value: float) -> int:
+    """The narrowest of float16, float32 (and bfloat16 with it), float64 whose range holds
+    `value` (NaN and infinities: 16, every float type has them)."""
+    magnitude = abs(value)
+    if magnitude <= FLOAT_MAX[16] or magnitude != magnitude or magnitude == float("inf"):
+        return 16
+    return 32 if magnitude <= FLOAT_MAX[32] else 64
 
 
 _INT_ORDER = (int8, int16, int32, int64)

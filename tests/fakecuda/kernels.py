@@ -67,3 +67,13 @@ def assumed_rows(x, out, n, m):
     if i < x.shape[0]:
         for j in range(m):
             out[i * n + j] = x[i]
+
+
+SCALE = 2.0  # a module-level constant: tests rebind it between launches
+
+
+@simt.kernel
+def scaled(x, out):
+    i = simt.global_id(0)
+    if i < out.shape[0]:
+        out[i] = x[i] * SCALE

@@ -65,13 +65,14 @@ def _resolve_annotation(text: str, src):
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
                  unit_grid_axes: tuple | None = None, fma: bool = False,
                  multiples: dict | None = None,
-                 min_blocks_per_sm: int | None = None) -> N.Kernel:
+                 min_blocks_per_sm: int | None = None, weak: frozenset = frozenset()) -> N.Kernel:
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
-    `multiples`: integer scalar parameter -> what its launch values are multiples of."""
+    `multiples`: integer scalar parameter -> what its launch values are multiples of;
+    `weak`: the float64 parameters given Python floats (`ir.nodes.Expr.weak`)."""
     src = function_source(fn)
     types, forced = {}, {}
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), block, track, forced=dict(forced))
+        unit = Unit(dict(types), block, track, forced=dict(forced), weak=set(weak))
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:

@@ -143,10 +143,12 @@ class Expressions:
             if not (is_number(index) and isinstance(index.value, int)):
                 return self.table_entry(base.value, index, node)
             try:
-                return base.value[index.value]
+                item = base.value[index.value]
             except IndexError:
                 raise CompileError(f"index {index.value} out of range for a tuple of "
                                    f"{len(base.value)}", self.loc(node)) from None
+            # a module-level tuple holds plain values; one built in the kernel, typed ones
+            return item if isinstance(item, (Static, N.Expr)) else Static(item)
         if tiles.is_tile(base):
             return tiles.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
                                    self.loc(node))
@@ -241,7 +243,7 @@ class Expressions:
                 self, [self.expr(node.left), self.expr(node.right)], {}, self.loc(node))
         op = BIN_OPS.get(type(node.op))
         if op is None:
-            self.unsupported(node, f"operator {type(node.op).__name__}")
+            self.unsupported(node, "this operator")
         return binary(op, self.expr(node.left), self.expr(node.right), self.loc(node))
 
     def expr_UnaryOp(self, node):
@@ -252,7 +254,8 @@ class Expressions:
         left, result = self.expr(node.left), None
         for op, comparator in zip(node.ops, node.comparators):
             if type(op) not in CMP_OPS:
-                self.unsupported(node, f"comparison {type(op).__name__}")
+                spelled = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+                self.unsupported(node, f"the comparison `{spelled.get(type(op), 'this')}`")
             right = self.expr(comparator)
             part = compare(CMP_OPS[type(op)], left, right, loc)
             if result is not None:

@@ -23,7 +23,7 @@ from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort i
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
-from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed
+from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed, weakened
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -221,7 +221,7 @@ def _math(name):
             dtype = T.float32 if not integer_ok or dtype.is_bool else dtype
         operands = tuple(typed(a, loc, dtype) for a in args)
         result = T.bool_ if name in N.MATH_PREDICATES else dtype
-        return N.MathCall(loc, name, operands, result)
+        return weakened(N.MathCall(loc, name, operands, result), args)  # sqrt(alpha): weak
 
     def handler(tr, args, kwargs, loc):
         if len(args) != arity or kwargs:
@@ -289,10 +289,27 @@ def _conversion(dtype: T.DType, label: str):
         if len(args) != 1 or kwargs:
             raise CompileError(f"{label}() takes one argument", loc)
         if is_number(args[0]):
+            _check_constant_fits(args[0].value, dtype, label, loc)
             return typed(args[0], loc, dtype)
         return tiles.astype(args[0], dtype, loc)
 
     return handler
+
+
+def _check_constant_fits(value, dtype: T.DType, label: str, loc) -> None:
+    """Refuse a compile-time number an integer dtype cannot hold, as `vg.int8(300)` on the
+    host does (a run-time value wraps around, docs/api.md)."""
+    if not dtype.is_int or isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CompileError(f"{label}({value!r}): integer dtypes have no NaN or infinity", loc)
+    lo, hi = (-(1 << dtype.bits - 1), (1 << dtype.bits - 1) - 1) if dtype.is_signed \
+        else (0, (1 << dtype.bits) - 1)
+    if not lo <= int(value) <= hi:
+        raise CompileError(f"{label}({value!r}): {value!r} does not fit {dtype.name}, whose "
+                           f"values go from {lo} to {hi}", loc,
+                           hint="give a constant in that range; a value computed at run time "
+                                "wraps around instead (keeps its low bits)")
 
 
 _to_float32 = _conversion(T.float32, "float")

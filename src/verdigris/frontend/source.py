@@ -1,8 +1,8 @@
 """Python source of a kernel or helper: its `ast`, its file coordinates, its names.
 
 Takes: a Python function. Gives: `FunctionSource` with the `ast.FunctionDef` whose line and
-column numbers are those of the user's file, the globals and closure values it can see,
-and `loc(node)` for any node in it. Guarantees: the source is read and parsed once per
+column numbers are those of the user's file, the globals and closure values it can see
+(read at each lookup: a rebound one is seen by the next build), and `loc(node)` for any node in it. Guarantees: the source is read and parsed once per
 function (cached); a function whose source cannot be found gets a `CompileError` saying
 why (defined in a REPL or with `exec`).
 """
@@ -26,7 +26,7 @@ class FunctionSource:
     tree: ast.FunctionDef
     text: str
     globals: dict
-    closure: dict
+    closure: dict  # free name -> its cell, read at each lookup (the value may change)
 
     def loc(self, node: ast.AST, call_site: Loc | None = None) -> Loc:
         return Loc(self.file, getattr(node, "lineno", self.tree.lineno),
@@ -34,8 +34,12 @@ class FunctionSource:
 
     def lookup(self, name: str):
         """(found, value) for a free name: closure, then globals, then builtins."""
-        if name in self.closure:
-            return True, self.closure[name]
+        cell = self.closure.get(name)
+        if cell is not None:
+            try:
+                return True, cell.cell_contents
+            except ValueError:  # an unassigned cell
+                pass
         if name in self.globals:
             return True, self.globals[name]
         builtins = self.globals.get("__builtins__", __builtins__)
@@ -64,13 +68,7 @@ def function_source(func) -> FunctionSource:
         for node in ast.walk(module):
             if hasattr(node, "col_offset"):
                 node.col_offset += indent
-    closure = {}
-    if func.__closure__:
-        for name, cell in zip(func.__code__.co_freevars, func.__closure__):
-            try:
-                closure[name] = cell.cell_contents
-            except ValueError:  # an unassigned cell
-                pass
+    closure = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
     return FunctionSource(func, func.__name__, file, tree, raw, func.__globals__, closure)
 
 

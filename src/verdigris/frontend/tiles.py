@@ -107,7 +107,9 @@ def elementwise(build, operands, loc: Loc):
         if isinstance(v, N.Expr) and not isinstance(v, N.ArrayRef):
             name = f"{_STAND_IN}{len(leaves)}"
             leaves[name] = v
-            v = N.Var(loc, name, v.dtype)
+            stand_in = N.Var(loc, name, v.dtype)
+            stand_in.weak = v.weak  # a Python float meets a tile as a literal does
+            v = stand_in
         stand_ins.append(v)
     return broadcast_to(_lift(build(*stand_ins), leaves, loc), shape, loc)
 

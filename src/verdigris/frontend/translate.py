@@ -54,6 +54,7 @@ class Unit:
     selections: int = 0  # `if`s whose following statements were translated in each arm
     forced: dict = field(default_factory=dict)  # assignment site -> its variable; survives retries
     taken: set = field(default_factory=set)  # variables given to assignments in this attempt
+    weak: set = field(default_factory=set)  # Python float parameters (`ir.nodes.Expr.weak`)
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -80,7 +81,25 @@ UNSUPPORTED = {
     ast.Assert: ("assert", "kernels cannot assert; check the condition with `if` and return early"),
     ast.Yield: ("yield", "kernels write their results into arrays"),
     ast.Await: ("await", "kernels run synchronously on the device"),
+    ast.YieldFrom: ("yield from", "kernels write their results into arrays"),
+    ast.NamedExpr: ("an assignment expression (:=)", "assign the value on a line of its own first"),
+    ast.Match: ("a match statement", "use if/elif/else"),
+    ast.Starred: ("unpacking with *", "pass or assign the values one by one"),
+    ast.AsyncFor: ("async for", "kernels run synchronously on the device"),
+    ast.AsyncWith: ("async with", "kernels run synchronously on the device"),
+    ast.AsyncFunctionDef: ("an async function definition", "define helpers outside the kernel, "
+                           "decorated with @vg.func"),
 }
+
+
+def _construct(node) -> str:
+    """How an unsupported construct is named to the user: its table entry, else its source
+    (never the name of an `ast` class)."""
+    named = UNSUPPORTED.get(type(node))
+    if named is not None:
+        return named[0]
+    text = ast.unparse(node).splitlines()[0] if hasattr(node, "_fields") else ""
+    return f"`{text[:60]}`" if text else "this construct"
 
 
 def _is_constexpr(annotation) -> bool:
@@ -134,8 +153,8 @@ class Translator(ControlFlow, Expressions):
             self.loop_depth -= loop
 
     def unsupported(self, node, what: str | None = None):
-        named, hint = UNSUPPORTED.get(type(node), (f"`{type(node).__name__}`", ""))
-        raise UnsupportedConstruct(f"{what or named} is not supported in kernels", self.loc(node),
+        hint = UNSUPPORTED.get(type(node), ("", ""))[1]
+        raise UnsupportedConstruct(f"{what or _construct(node)} is not supported in kernels", self.loc(node),
                                    hint=hint)
 
     def fresh(self, stem: str) -> str:
@@ -247,7 +266,10 @@ class Translator(ControlFlow, Expressions):
         kind = self.unit.types[key]
         if isinstance(kind, tiles.TileType):
             return tiles.tile_var(loc, key, kind)
-        return N.Var(loc, key, kind, self.unit.known.get(key))
+        var = N.Var(loc, key, kind, self.unit.known.get(key))
+        if key in self.unit.weak:
+            var.weak = True  # a Python float argument (`ir.nodes.Expr.weak`)
+        return var
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (

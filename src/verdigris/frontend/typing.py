@@ -35,6 +35,12 @@ class Multiple:
     of: int
 
 
+@dataclass(frozen=True)
+class Weak:
+    """A Python float parameter's type: float64, weak where it is read (`ir.nodes.Expr.weak`),
+    as a launch given a Python float specializes it."""
+
+
 # Element dtypes atomics (SIMT and tile) take; 16-bit floats: add only; floats: no bit ops.
 ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64", "float16", "bfloat16")
 _INTEGER_ATOMICS = ("and", "or", "xor")
@@ -71,6 +77,12 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
         if not is_number(v):
             raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc,
                                hint=DTYPE_HINT if isinstance(v.value, T.DType) else "")
+        if type(v.value) is int and (dtype is None or dtype.is_int) \
+                and not -2**63 <= v.value < (2**63 if dtype is None else 2**64):
+            what = "int64, the type of an integer constant" if dtype is None else "64 bits"
+            raise CompileError(f"the integer {v.value} does not fit {what}", loc,  # never wrap
+                               hint="keep integer constants within int64 (uint64 operands "
+                                    "take them up to 2**64 - 1)")
         return const(v.value, dtype or T.literal_dtype(v.value), loc)
     if isinstance(v, N.ArrayRef):
         raise CompileError(f"array {v.name!r} used where a number is expected", loc,
@@ -108,6 +120,20 @@ def _describe(v) -> str:
     return f"{type(value).__name__} {value!r}" if not callable(value) else f"{value!r}"
 
 
+def _weak(v) -> bool:
+    """A Python float argument, or a float made of them and literals only (`Expr.weak`)."""
+    return getattr(v, "weak", False)
+
+
+def weakened(e: N.Expr, operands) -> N.Expr:
+    """`e`, marked weak where it is a float computed from weak values and literals only
+    (`-alpha`, `alpha * 2`, `alpha * beta`), as NumPy's Python scalars stay weak."""
+    if e.dtype.is_float and any(map(_weak, operands)) \
+            and all(_weak(v) or is_number(v) for v in operands):
+        e.weak = True
+    return e
+
+
 def common_dtype(a, b, loc: Loc) -> T.DType:
     """The dtype two operands meet at; literals are weak (see types.py). Operands that are
     not numbers (arrays, dtypes, modules) are refused here, at the operator."""
@@ -119,6 +145,10 @@ def common_dtype(a, b, loc: Loc) -> T.DType:
             return T.promote_weak(b.dtype, a.value)
         if isinstance(b, Static):
             return T.promote_weak(a.dtype, b.value)
+        if _weak(a) and not _weak(b):
+            return T.promote_weak(b.dtype, 0.0)  # a Python float argument, as a float literal
+        if _weak(b) and not _weak(a):
+            return T.promote_weak(a.dtype, 0.0)
         return T.promote(a.dtype, b.dtype)
     except TypeError as exc:
         raise CompileError(str(exc), loc) from None
@@ -172,9 +202,10 @@ def binary(op: str, a, b, loc: Loc):
         # Python's float // and % floor: q = floor(a / b), r = a - b * q.
         quotient = N.MathCall(loc, "floor", (N.Binary(loc, "truediv", lhs, rhs, dtype),), dtype)
         if op == "floordiv":
-            return quotient
-        return N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype), dtype)
-    return N.Binary(loc, op, lhs, rhs, dtype)
+            return weakened(quotient, (a, b))
+        return weakened(N.Binary(loc, "sub", lhs, N.Binary(loc, "mul", rhs, quotient, dtype),
+                                  dtype), (a, b))
+    return weakened(N.Binary(loc, op, lhs, rhs, dtype), (a, b))
 
 
 def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
@@ -221,7 +252,7 @@ def unary(op: str, v, loc: Loc):
         return N.Unary(loc, "invert", e, e.dtype)
     if e.dtype.is_bool:
         e = cast(e, T.int32, loc)
-    return N.Unary(loc, "neg", e, e.dtype)
+    return weakened(N.Unary(loc, "neg", e, e.dtype), (e,))
 
 
 _SYMBOL = {"lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^"}

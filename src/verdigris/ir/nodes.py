@@ -31,7 +31,7 @@ Semantics of operators (both backends implement exactly these):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ..errors import Loc
 from ..simt import warp_size
@@ -77,6 +77,10 @@ class ArrayType:
 @dataclass(eq=False)
 class Expr:
     loc: Loc
+    # Weak, as a float literal is: it takes the float type of the operand it meets
+    # (`types.promote_weak`). The frontend sets it on a read of a Python float argument
+    # (float64) and on a float made of those and literals only (`-alpha`, `alpha * beta`).
+    weak: ClassVar[bool] = False
 
 
 @dataclass(eq=False)

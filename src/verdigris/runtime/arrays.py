@@ -38,7 +38,7 @@ from ..errors import ArrayError, BackendError, LaunchError
 from . import dlpack, driver, faults, hostops
 from .arrayargs import (broadcast, check_writable, describe_array, dtype_arg, dtype_of_value,
                         host_data, is_number, is_real, reshaped, scalar, shape_arg)
-from .interop import ArrayInfo, MemoryOwner, _c_strides, byte_extent, describe
+from .interop import ArrayInfo, MemoryOwner, _c_strides, byte_extent, describe, host_view
 
 _SERIALS = itertools.count(1 << 62)  # big: an int object of its own, which `is` compares
 _DEFAULT_DTYPE = T.float32  # as torch and CuPy kernels expect; NumPy's float64 is slow on GPUs
@@ -465,6 +465,8 @@ def asarray(obj, dtype=None, *, backend: str = "cuda", device: int = 0):
     if backend == "cpu":
         if info is not None and info.device >= 0:
             obj = _as_array(info).numpy()
+        elif info is not None and not isinstance(obj, np.ndarray):  # a torch bfloat16 tensor
+            obj = host_view(info)  # too: a view, as NumPy gives of the dtypes it knows
         return host_data(obj, dtype).view(HostArray)
     if info is not None and info.device >= 0:
         return _as_array(info).astype(dtype or info.dtype, copy=False)

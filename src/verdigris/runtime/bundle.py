@@ -152,15 +152,24 @@ def _any_value(key: tuple) -> tuple:
     return key[:2] + tuple(map(relaxed, key[2:]))
 
 
+def _as_typed_floats(key: tuple, dtype: str) -> tuple:
+    """`key` with each Python float argument's entry (weak, `dispatch.spec_key`) that of a
+    `dtype` scalar: a signature's `f32` or `f64`, whose slot the float is passed in."""
+    return key[:2] + tuple(("s", dtype) if e[3:4] == ("weak",) else e for e in key[2:])
+
+
 def _serving(key: tuple) -> list:
     """The keys of the entries that may serve a launch with `key`, the closest first: `key`,
     then any values (`_any_value`), then both for any number of blocks along grid axis 0
     (a bundle compiled for the default grid, launched with one block: its proofs hold for
-    any grid, so for this one too)."""
+    any grid, so for this one too); each also with Python floats as float64, then float32
+    scalars (the signatures a bundle is compiled for name no weak float)."""
     keys = [key, _any_value(key)]
     if key[1] is not None and 0 in key[1]:
         wider = (key[0], tuple(a for a in key[1] if a != 0), *key[2:])
         keys += [wider, _any_value(wider)]
+    if any(e[3:4] == ("weak",) for e in key[2:]):
+        keys += [_as_typed_floats(k, dtype) for dtype in ("float64", "float32") for k in keys]
     return keys
 
 

@@ -32,14 +32,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import AliasError, CompileError, LaunchError, Loc, user_call_site
+from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
+                      user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
-from ..frontend.typing import Multiple, Static
+from ..frontend.typing import Multiple, Static, Weak
 from ..ir import abi_params
 from ..ir import nodes as N
 from ..ir.limits import MODEL
-from . import backend, limits, warmup
-from .interop import byte_extent, describe, numpy_view, overlaps_itself, shares_elements
+from ..lang import checked_function
+from . import backend, constants, limits, warmup
+from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
+from .scalars import refuse_narrowed_floats, scalar_dtype
 
 MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
@@ -143,8 +146,10 @@ class KernelFunction:
     """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile)."""
 
     __vg_kernel__ = True
+    _constants: tuple | None = None  # `runtime.constants.snapshot`, taken at the first build
 
     def __init__(self, fn, track: str, **options):
+        checked_function(fn, f"@{track}.kernel")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.track = track
@@ -196,6 +201,9 @@ class KernelFunction:
             return self._launches[config]
         except KeyError:
             pass
+        except TypeError:  # unhashable: a list where a grid or block goes; _dims says so
+            self._make_launch(config)
+            raise
         if len(self._launches) >= MAX_CACHED_CONFIGS:
             self._launches.clear()
         launch = self._launches[config] = self._make_launch(config)
@@ -268,8 +276,10 @@ class KernelFunction:
                 key.append(("a", info.dtype.name, info.ndim,
                             info.ndim > 0 and info.strides[-1] == 1, info.ptr % 16 == 0)
                            + ((on_grid(info.shape, info.strides),) if self.track == "tile" else ()))
+            elif type(v) is float:  # weak (`ir.nodes.Expr.weak`), and the range it needs
+                key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
-                dtype = _scalar_dtype(v, p.name, self.__name__)
+                dtype = scalar_dtype(v, p.name, self.__name__)
                 key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
                            if self.track == "tile" and dtype.is_int
                            else ("s", dtype.name))
@@ -279,6 +289,25 @@ class KernelFunction:
         """The grid axes launched with one block, as specialization keys hold them."""
         return None if grid is None else (
             (0,) * (grid[0] <= 1) + (1,) * (grid[1] <= 1) + (2,) * (grid[2] <= 1))
+
+    def check_constants(self) -> None:
+        """Where a module-level constant the kernel reads (`runtime.constants`) has changed
+        since its specializations were built, drop them (and their records and launchers)."""
+        if self._constants is None:
+            self._constants = constants.snapshot(self.fn)
+            return
+        if constants.identical(self._constants):
+            return
+        from . import fastpath
+
+        for head in self._launches.values():  # they test the objects by identity
+            fastpath.retire(head)
+        self._launches.clear()
+        if constants.changed(self._constants):
+            self._specializations.clear()
+            self._recorded.clear()
+            self.__dict__.pop("_vg_dependencies", None)  # `records.dependencies` reads again
+        self._constants = constants.snapshot(self.fn)
 
     def compile_aot(self, signatures, *, block=None, grid=None, targets=("sm_90",)):
         """A `runtime.bundle.Bundle` of this kernel compiled for `signatures` (one or a list,
@@ -290,7 +319,7 @@ class KernelFunction:
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
-        specs, multiples = {}, {}
+        specs, multiples, weak = {}, {}, {}
         for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
@@ -301,8 +330,12 @@ class KernelFunction:
                 specs[p.name] = T.from_name(k[1])
                 if divisibility(k):
                     multiples[p.name] = MULTIPLE
-        return build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
-                            multiples, self.options["min_blocks_per_sm"])
+                if k[3:4] == ("weak",):
+                    weak[p.name] = k[4]
+        kernel = build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
+                              multiples, self.options["min_blocks_per_sm"], frozenset(weak))
+        refuse_narrowed_floats(kernel, weak, self.__name__)
+        return kernel
 
     def recorded(self, key: tuple) -> Specialization | None:
         """The specialization for `key` from its launch record (`records`: compiled by an
@@ -322,6 +355,8 @@ class KernelFunction:
         still be pending (`proofs.start`); every other caller gets it settled."""
         spec = self._specializations.get(key)
         if spec is None:
+            if self._constants is None:  # the values this build reads
+                self._constants = constants.snapshot(self.fn)
             start = time.perf_counter()
             kernel = self.build(key)
             built = time.perf_counter()
@@ -347,6 +382,7 @@ class KernelFunction:
     def specialize(self, *args, block: tuple | None = None, **kwargs) -> N.Kernel:
         """The typed IR this kernel gets for these arguments (nothing runs); with `block`,
         as launched with that block shape."""
+        self.check_constants()
         values = self.bind(args, kwargs)
         infos = self.describe_args(values)
         block = None if block is None else _dims(block, "block", self.__name__)
@@ -354,20 +390,22 @@ class KernelFunction:
 
     def specialize_types(self, specs: dict, block: tuple | None = None,
                          grid: tuple | None = None) -> N.Kernel:
-        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple` or
-        constexpr value); with `grid`, as launched with it (which axes have one block)."""
+        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`, `Weak`
+        or constexpr value); with `grid`, as launched with it (which axes have one block)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
         grid = None if grid is None else _dims(grid, "grid", self.__name__)
         multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
+        weak = frozenset(name for name, s in specs.items() if isinstance(s, Weak))
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
-            specs[p.name].dtype if p.name in multiples else specs[p.name]
+            specs[p.name].dtype if p.name in multiples else
+            T.float64 if p.name in weak else specs[p.name]
             for p in self.params}, block, self.unit_grid_axes(grid), fma=self.options["fma"],
             multiples=multiples,
-            min_blocks_per_sm=self.options["min_blocks_per_sm"])
+            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak)
 
     # ---------------------------------------------------------------- launching
 
@@ -378,6 +416,7 @@ class KernelFunction:
         repeats); on the cpu backend, or for a grid with no blocks, None. `vg.Array`'s own
         operations (`hostops`) launch `on="cuda"`: their arrays are device memory whichever
         backend kernels run on."""
+        self.check_constants()
         values = self.bind(args, kwargs)  # a tuple or list, in parameter order
         infos = self.describe_args(values)
         key = self.spec_key(values, infos, block, grid)
@@ -463,7 +502,7 @@ class KernelFunction:
             if info is None:
                 args[p.name] = np.dtype(spec.kernel.param(p.name).dtype.np).type(v)
             elif info.device != -1 or not isinstance(v, np.ndarray):
-                args[p.name] = _host_view(v, info, p.name, self.__name__)
+                args[p.name] = _host_view(info, p.name, self.__name__)
             else:
                 args[p.name] = v
         if self.track == "tile":
@@ -496,7 +535,12 @@ class Launch:
             return
         block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
         # a grid with no blocks runs nothing, but is checked and compiled like any launch
-        plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
+        try:
+            plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
+        except SafetyError as err:
+            if self.kernel.track == "tile" and isinstance(self.config, tuple) and len(self.config) > 1:
+                _explain_tile_grid(err, self.kernel.__name__, self.config)
+            raise
         # Launches with dynamic shared memory stay on this path (generated launchers pass
         # ABI values only).
         if plan is not None and self.config is not None and not shared_bytes \
@@ -504,6 +548,17 @@ class Launch:
             from . import fastpath
 
             fastpath.install(self, plan, num_warps)
+
+
+def _explain_tile_grid(err: SafetyError, name: str, config: tuple) -> None:
+    """Add to a refusal of a tile kernel launched `k[a, b]` that this is an a x b grid of
+    blocks, not SIMT's grid and block, in case that is what went wrong."""
+    note = (f"{name}{list(config)} launches a grid of {' x '.join(map(str, config))} blocks: "
+            f"a tile kernel takes only a grid (it chooses its own threads, num_warps=); "
+            f"if {config[-1]} was meant as a block size, launch {name}[{config[0]}]")
+    if note not in err.hint:
+        err.hint = f"{err.hint}; {note}" if err.hint else note
+        err.args = (format_message(err.message, err.loc, err.hint, err.code),)
 
 
 class _Skipping(threading.local):
@@ -591,27 +646,11 @@ def _hashable(value, name: str, kernel: str):
     return value
 
 
-def _scalar_dtype(value, name: str, kernel: str) -> T.DType:
-    try:
-        dtype = T.of_python_scalar(value)
-    except TypeError:
-        raise LaunchError(f"{kernel}: argument {name!r} is a {type(value).__name__}; kernels "
-                          "take arrays (NumPy, vg.Array, torch, CuPy, JAX) and numbers",
-                          hint="wrap lists with numpy.asarray(...)" if isinstance(value, (list, tuple))
-                          else "pass an array or a number") from None
-    if type(value) is int and not -2**63 <= value < 2**63:
-        raise LaunchError(f"{kernel}: argument {name!r} is {value}, which does not fit int64, "
-                          "the dtype of a Python int argument",
-                          hint="pass a NumPy scalar of the dtype you mean, e.g. np.uint64(...), "
-                               "or a float")
-    return dtype
-
-
-def _host_view(value, info, name: str, kernel: str) -> np.ndarray:
+def _host_view(info, name: str, kernel: str) -> np.ndarray:
     """A NumPy view of a non-NumPy host array for the cpu backend, made from `info`, the
     description the alias check inspected (no copy, no second export)."""
     if info.device != -1:
         raise LaunchError(f"{kernel}: argument {name!r} lives on GPU {info.device}, but the "
                           "current backend is cpu", hint="copy it to the host, or use the "
                           "cuda backend: vg.set_backend('cuda')")
-    return numpy_view(info)
+    return host_view(info)

@@ -53,6 +53,7 @@ import re
 import threading
 from inspect import Parameter
 
+from .. import types as T
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .interop import span
@@ -158,9 +159,10 @@ class _Writer:
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
                               _overlaps=interop.overlaps_itself, _element_strides=interop._element_strides,
                               _handle=streams.handle, _pack_errors=PACK_ERRORS)
-        self.check("_vg_more or _vg_named" + (
+        # tested before a memo's launch too: extra arguments, the module's constants
+        self.first = ["_vg_more or _vg_named" + (
             "" if not tile else " or num_warps is not None" if num_warps is None
-            else f" or num_warps != {num_warps!r}"))
+            else f" or num_warps != {num_warps!r}")]
 
     def check(self, failed: str) -> None:
         self.checks.append(f"if {failed}: {{down}}")
@@ -198,8 +200,8 @@ class _Writer:
         down = (f"return _vg_next({passed}*_vg_more, stream=stream{self.passed_options}, "
                 "**_vg_named)")
         lines = [f"def launch({', '.join(defaults)}, *_vg_more, stream=None{self.options}, "
-                 "**_vg_named):", "    try:", "        " + self.checks[0].replace("{down}", down)]
-        checks, indent = self.checks[1:], "        "
+                 "**_vg_named):", "    try:", f"        if {' or '.join(self.first)}: {down}"]
+        checks, indent = self.checks, "        "
         if self.memo is not None:  # the arguments of one of this thread's last two launches
             # (checked then): its slots are launched as they are
             unpack = f"_address, {_items(f'_m{i}' for i in range(len(self.memo)))}= _memos"
@@ -227,6 +229,10 @@ class _Writer:
 def _body(w: _Writer, kernel, plan, values, infos) -> None:
     spec = plan.spec
     w.env["_DEV"] = plan.device
+    for j, (holder, name, value) in enumerate(kernel._constants or ()):  # `runtime.constants`
+        w.env[f"_km{j}"], w.env[f"_kv{j}"] = holder, value  # changed: the general path rebuilds
+        w.first.append(f"_km{j}.get({name!r}, _vg_M) is not _kv{j}" if isinstance(holder, dict)
+                       else f"_km{j}.cell_contents is not _kv{j}")
     facts: dict = {}  # array argument index -> _Facts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
         if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
@@ -240,6 +246,8 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         elif entry[0] == "s":
             w.env[f"_ty{i}"] = type(value)
             w.check(f"type({name}) is not _ty{i}")
+            if entry[3:4] == ("weak",):  # a Python float: the range it was specialized for
+                w.check(_outside_float_range(w, i, name, entry[4]))
             w.divisible(divisibility(entry), multiples=[name])
         else:
             facts[i] = _array(w, i, name, value, info, entry)
@@ -257,6 +265,17 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
     if not own and not plan.torch_args and all(f.extent is not None for f in facts.values()):
         w.memo = _memo_keys(w.names, facts)
     _launch(w, plan, _abi_values(w, plan, facts, convert=not own), own)
+
+
+def _outside_float_range(w: _Writer, i: int, name: str, range_bits: int) -> str:
+    """The test that Python float `name` needs another range than `range_bits`
+    (`types.float_range_bits`): for float16's range, the common one, inline (one chained
+    comparison for a value inside it, a third of a call's time); else the call."""
+    if range_bits == 16:  # outside ±65504, and finite (NaN and infinities are in range 16)
+        w.env["_F16_MAX"] = T.FLOAT_MAX[16]
+        return f"not (-_F16_MAX <= {name} <= _F16_MAX) and {name} - {name} == 0.0"
+    w.env[f"_range{i}"], w.env["_float_range_bits"] = range_bits, T.float_range_bits
+    return f"_float_range_bits({name}) != _range{i}"
 
 
 def _memo_keys(names: list, facts: dict) -> list:

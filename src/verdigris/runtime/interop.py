@@ -6,7 +6,8 @@ not an array), `extractor(type)` (the per-type function `describe` uses), and
 byte range a view can touch, which the launch-time alias check compares,
 `shares_elements(a, b)`, which it asks where two ranges overlap,
 `overlaps_itself(shape, strides)`, which it asks of each array a kernel writes, and
-`numpy_view(info)`, the NumPy view of host memory the cpu backend runs on.
+`host_view(info)`, the NumPy view of host memory the cpu backend runs on (made from
+the very description the alias check inspected: no second export).
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -185,35 +186,28 @@ def describe(obj) -> ArrayInfo | None:
     return extract(obj)
 
 
+def host_view(info: ArrayInfo) -> np.ndarray:
+    """A NumPy view of host memory `info` describes (no copy), keeping its owner alive:
+    what the cpu backend runs on for a torch tensor (bfloat16, one that requires grad), a
+    DLPack import or any host array that is not NumPy's. Read-only where `info` is."""
+    dtype = info.dtype.np
+    if info.size == 0:
+        return np.empty(info.shape, dtype)
+    lo, hi = byte_extent(info)
+    memory = (ctypes.c_char * (hi - lo)).from_address(lo)
+    memory.owner = info.keepalive  # the view's base holds it, and so the memory
+    view = np.ndarray(info.shape, dtype, buffer=memory, offset=info.ptr - lo,
+                      strides=tuple(s * info.dtype.itemsize for s in info.strides))
+    view.flags.writeable = not info.readonly
+    return view
+
+
 def extractor(tp):
     """The function `describe` uses for objects of type `tp` (chosen once per type)."""
     extract = _EXTRACTORS.get(tp)
     if extract is None:
         extract = _EXTRACTORS[tp] = _choose_extractor(tp)
     return extract
-
-
-def numpy_view(info: ArrayInfo) -> np.ndarray:
-    """A NumPy view of host memory `info` describes (no copy, no new export: what the cpu
-    backend runs on is what `describe` gave); it keeps `info.keepalive`, and so the memory,
-    alive."""
-    itemsize = _ITEMSIZE[info.dtype]
-    raw = np.asarray(_HostMemory(info, itemsize))  # same-size unsigned ints, then the dtype:
-    return raw.view(info.dtype.np)  # NumPy's typestr has no name for bfloat16 or fp8
-
-
-class _HostMemory:
-    """`__array_interface__` of an `ArrayInfo` in host memory; the view NumPy makes of it
-    holds this object, and this object the info's `keepalive`."""
-
-    __slots__ = ("__array_interface__", "keepalive")
-
-    def __init__(self, info: ArrayInfo, itemsize: int):
-        self.keepalive = info.keepalive
-        self.__array_interface__ = {
-            "version": 3, "shape": tuple(info.shape), "typestr": f"<u{itemsize}",
-            "strides": tuple(s * itemsize for s in info.strides),
-            "data": (info.ptr, bool(info.readonly))}
 
 
 # ----------------------------------------------------------------------------- helpers
