@@ -32,7 +32,7 @@ import dataclasses
 import itertools
 
 from ..errors import SafetyError
-from . import fastpath, solver
+from . import blockorder, fastpath, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -133,9 +133,10 @@ def _proven(a: TileAccess, b: TileAccess, space: Space, own: bool) -> bool:
     if a.view is None or b.view is None or a.view.shape != b.view.shape:
         return False
     (tiles_a, pairs_a), (tiles_b, pairs_b) = (_combined(x, space) for x in (a, b))
-    if pairs_a != pairs_b or not fastpath.disjoint(
-            Access(a.array, a.kind, tiles_a, a.pc, a.loc, a.unsafe),
-            Access(b.array, b.kind, tiles_b, b.pc, b.loc, b.unsafe), space):
+    apart = pairs_a == pairs_b and fastpath.disjoint(
+        Access(a.array, a.kind, tiles_a, a.pc, a.loc, a.unsafe),
+        Access(b.array, b.kind, tiles_b, b.pc, b.loc, b.unsafe), space)
+    if not apart and (own or not blockorder.distinct_tiles(a, b, space)):
         return False
     used = [n for n in a.view.lanes if n is not None]
     return not own or (len(set(used)) == len(used) and set(used) == set(a.lanes))

@@ -1,0 +1,213 @@
+"""Race proofs for block orders: the map from a block's linear tile index to its tile.
+
+Takes: two tile accesses of one array with views of one shape (`tiles.View`) and their
+`Space`. Gives: `distinct_tiles(a, b, space) -> bool`: True only when no two distinct blocks
+reach `a` and `b` at one element; False means "not proven here" (the general query decides,
+and gives the counterexample), never "racy".
+
+The orders fast matrix products walk their tiles in (Triton's and cuTile's grouped, or
+"swizzled", orders; either inside a persistent loop `for t in range(bid, tiles,
+num_blocks)`) compute the tile indices from one linear index `t` through quotients and
+remainders by run-time sizes. The general query, over the block ids and the loop's
+iteration, multiplies run-time sizes by per-block values twice over and takes z3 minutes.
+This proof splits it in two steps, each cheap:
+1. The *roots*: the per-block values the views' tile indices are functions of (through
+   the definitions of the atoms they are written in), stopping at loop variables. Each
+   root is a block id, or a loop variable `start + k*step` that the block ids and the
+   iteration determine by a mixed-radix argument (`fastpath.radix`: `bid + k*num_blocks`
+   with `0 <= bid < num_blocks`). Then two distinct blocks have distinct roots.
+2. The tile map is injective in the roots: a z3 query with the roots as plain variables
+   (within their intervals), asking for distinct roots that give equal tile indices, each
+   tile meeting its array (`0 <= tile`, `tile * extent < shape`: a tile with an element in
+   bounds), under the conjuncts of the path conditions and the launch domain that speak of
+   the roots and launch-uniform values only. Each fact of the query holds of any two blocks
+   that collide, so "unsat" proves them apart; the loop's counter and its multiplication by
+   `num_blocks` are gone, which is what makes the query quick.
+The query gets a budget of its own (`budgets.ORDER`); past it, the general query decides.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+
+from . import budgets, fastpath
+from .algebra import Atom, Poly, Space, conj, formula_atoms, generic, rename_formula
+from .solver import COPIES, _Encoder
+
+ROOT_KINDS = ("thread", "loopvar")
+FUNCTIONS = ("floordiv", "mod", "ite", "wrap", "pow2", "rshift")  # atoms defined by their parts
+
+
+def distinct_tiles(a, b, space: Space) -> bool:
+    if len(a.view.tiles) != len(b.view.tiles) or not all(isinstance(n, int) and n >= 1 for n in a.view.shape):
+        return False
+    roots = _roots([*a.view.tiles, *b.view.tiles], space)
+    if not roots or not _determine_blocks(roots, a.pc, b.pc, space):
+        return False
+    import z3
+
+    leafed = _with_leaves(space, roots)
+    shared = {n for n in space.atoms if n.endswith("@") and n not in roots and _within({n}, set(), space)}
+    enc = _LinearEncoder(leafed, z3, shared)
+    facts = []
+    for access, copy in zip((a, b), COPIES):
+        facts.append(enc.formula(rename_formula(_about(access.pc, roots, space), copy)))
+        facts += [enc.formula(rename_formula(f, copy)) for f in space.domain
+                  if _within(formula_atoms(f, set()), roots, space)]
+        for axis, (tile, extent) in enumerate(zip(access.view.tiles, access.view.shape)):
+            at = enc.poly(tile.rename(copy))
+            facts += [at >= 0, at * extent < enc.poly(leafed.shape(access.array, axis))]
+    facts += [enc.formula(f) for f in space.uniform_domain]
+    facts += [enc.poly(x.rename("1")) == enc.poly(y.rename("2")) for x, y in zip(a.view.tiles, b.view.tiles)]
+    facts.append(enc.any([enc.atom(r + "1") != enc.atom(r + "2") for r in sorted(roots)]))
+    result, _ = enc.decide(facts + enc.products_facts(), budgets.ORDER)
+    return result == z3.unsat
+
+
+def _roots(polys: list, space: Space) -> set:
+    """The per-block atoms the polynomials depend on, through definitions, stopping at loop
+    variables; None if one of them is neither a block id nor a loop variable (a loaded
+    value, a ticket, a lane: this proof does not apply)."""
+    roots, seen, todo = set(), set(), [n for p in polys for n in p.atoms()]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        atom = space.atoms[name]
+        if name.endswith("@") and atom.kind in ROOT_KINDS:
+            roots.add(name)
+            continue
+        if name.endswith("@") and atom.kind not in FUNCTIONS:
+            return set()
+        for part in atom.definition:
+            todo.extend(part.atoms() if isinstance(part, Poly) else formula_atoms(part, set()))
+    return roots
+
+
+def _determine_blocks(roots: set, pc_a: tuple, pc_b: tuple, space: Space) -> bool:
+    """Equal roots mean equal block ids: each loop variable root's `start + k*step` is a
+    mixed radix of block ids and counters (`fastpath.radix`), and together they and the
+    block id roots cover every block id."""
+    guards = fastpath._guards(pc_a, space) & fastpath._guards(pc_b, space)
+    covered = set()
+    for name in roots:
+        if space.atoms[name].kind == "thread":
+            covered.add(name)
+            continue
+        digits = fastpath.radix(fastpath.expand(Poly.atom(name), space), space, guards)
+        if digits is None:
+            return False
+        covered |= digits
+    return set(space.identity()) <= covered
+
+
+def _within(names: set, roots: set, space: Space) -> bool:
+    """The atoms `names` are the roots, launch-uniform values, or functions of these."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen or name in roots:
+            continue
+        seen.add(name)
+        atom = space.atoms[name]
+        if name.endswith("@") and atom.kind not in FUNCTIONS:
+            return False
+        for part in atom.definition:
+            todo.extend(part.atoms() if isinstance(part, Poly) else formula_atoms(part, set()))
+    return True
+
+
+def _about(pc: tuple, roots: set, space: Space) -> tuple:
+    """The conjuncts of the path condition `pc` that speak of the roots and uniform values
+    only (dropping the others weakens the query: its unsat still proves the accesses apart)."""
+    parts = pc[1:] if pc[0] == "and" else (pc,)
+    return conj(*[p for p in parts if _within(formula_atoms(p, set()), roots, space)])
+
+
+def _with_leaves(space: Space, roots: set) -> Space:
+    """A copy of `space` in which each root is a plain variable in its interval (a loop
+    variable without its definition by the counter), sharing everything else."""
+    atoms = dict(space.atoms)
+    for name in roots:
+        atom = atoms[name]
+        atoms[name] = Atom(name, "thread", atom.lo, atom.hi, (), atom.label)
+    copy = Space(space.block, space.unit_grid_axes, space.unit_block_axes)
+    copy.__dict__.update({**space.__dict__, "atoms": atoms})
+    return copy
+
+
+class _LinearEncoder(_Encoder):
+    """An encoder whose query is linear: each product of two non-constant terms is a fresh
+    variable (`product`), with facts of multiplication that hold of any integers
+    (`products_facts`), and each quotient and remainder by a run-time divisor a fresh pair
+    with its defining facts (`x = q*y + r`, `r` between 0 and `y`; both 0 for `y = 0`, as
+    `_Encoder` defines them), one pair per dividend and divisor. Dropping the rest of what a
+    product is only weakens the query, so its "unsat" stands; z3 decides linear queries
+    quickly, where its nonlinear search over the same facts took minutes. Atoms that are
+    functions of launch-uniform values (`(out.shape[1] + BN - 1) // BN`) are one term for
+    both blocks, so that products of the two blocks share that factor."""
+
+    def __init__(self, space: Space, z3, shared: set):
+        super().__init__(space, z3)
+        self.shared = shared
+        self.divisions: dict = {}
+        self.products: dict = {}  # the factors' text -> (factor, factor, the product's term)
+
+    def atom(self, name: str):
+        return super().atom(generic(name) if generic(name) in self.shared else name)
+
+    def poly(self, p: Poly):
+        terms = []
+        for mono, coef in p.terms.items():
+            factors = [self.atom(n) for n in mono]
+            term = functools.reduce(self.product, factors) if factors else None
+            terms.append(self.constant(coef) if term is None else term if coef == 1 else coef * term)
+        return self.constant(0) if not terms else terms[0] if len(terms) == 1 else self.z3.Sum(*terms)
+
+    def product(self, x, y):
+        key = tuple(sorted((x.sexpr(), y.sexpr())))
+        found = self.products.get(key)
+        if found is None:
+            found = self.products[key] = (x, y, self.z3.Int(f"product{len(self.products)}", self.ctx))
+        return found[2]
+
+    def _division(self, x: Poly, y: Poly) -> tuple:
+        found = self.divisions.get((x, y))
+        if found is None:
+            z3 = self.z3
+            n = len(self.divisions)
+            q, r = z3.Int(f"quotient{n}", self.ctx), z3.Int(f"remainder{n}", self.ctx)
+            xv, yv = self.poly(x), self.poly(y)
+            self.divisors.append(yv)
+            self.side.append(z3.If(yv == 0, z3.And(q == 0, r == 0), z3.And(
+                xv == self.product(q, yv) + r,
+                z3.If(yv > 0, z3.And(0 <= r, r < yv), z3.And(yv < r, r <= 0)))))
+            found = self.divisions[(x, y)] = (q, r)
+        return found
+
+    def floordiv(self, x, y):
+        return super().floordiv(x, y) if y.value is not None else self._division(x, y)[0]
+
+    def mod(self, x, y):
+        return super().mod(x, y) if y.value is not None else self._division(x, y)[1]
+
+    def products_facts(self) -> list:
+        """Facts of each product `p = x*y` (its sign and size against a factor: x >= 1 and
+        y > 0 give p >= y) and of each two products with a factor `s` in common (equal other
+        factors give equal products, and other factors apart by at least 1 give products
+        apart by at least |s|): what the proofs of block orders need of multiplication."""
+        z3, facts = self.z3, []
+        items = list(self.products.values())
+        for x, y, p in items:
+            for a, b in ((x, y), (y, x)):
+                facts += [z3.Implies(a == 0, p == 0),
+                          z3.Implies(z3.And(a >= 1, b > 0), p >= b), z3.Implies(z3.And(a <= -1, b > 0), p <= -b),
+                          z3.Implies(z3.And(a >= 1, b < 0), p <= b), z3.Implies(z3.And(a <= -1, b < 0), p >= -b)]
+        for (x1, y1, p1), (x2, y2, p2) in itertools.permutations(items, 2):
+            for (a1, s1), (a2, s2) in itertools.product(((x1, y1), (y1, x1)), ((x2, y2), (y2, x2))):
+                same = self.constant(True) if s1.eq(s2) else s1 == s2
+                facts += [z3.Implies(z3.And(same, a1 == a2), p1 == p2),
+                          z3.Implies(z3.And(same, s1 > 0, a1 > a2), p1 - p2 >= s1),
+                          z3.Implies(z3.And(same, s1 < 0, a1 > a2), p1 - p2 <= s1)]
+        return facts
