@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 from . import budgets, fastpath
 from .algebra import Atom, Poly, Space, conj, formula_atoms, generic, rename_formula
@@ -151,7 +152,8 @@ class _LinearEncoder(_Encoder):
     def __init__(self, space: Space, z3, shared: set):
         super().__init__(space, z3)
         self.shared = shared
-        self.divisions: dict = {}
+        self.divisions: dict = {}  # (dividend, divisor) -> (quotient, remainder)
+        self.division_numbers: dict = {}  # the same, of either block -> a number
         self.products: dict = {}  # the factors' text -> (factor, factor, the product's term)
 
     def atom(self, name: str):
@@ -166,18 +168,20 @@ class _LinearEncoder(_Encoder):
         return self.constant(0) if not terms else terms[0] if len(terms) == 1 else self.z3.Sum(*terms)
 
     def product(self, x, y):
-        key = tuple(sorted((x.sexpr(), y.sexpr())))
-        found = self.products.get(key)
+        factors = tuple(sorted((x.sexpr(), y.sexpr())))
+        found = self.products.get(factors)
         if found is None:
-            found = self.products[key] = (x, y, self.z3.Int(f"product{len(self.products)}", self.ctx))
+            found = self.products[factors] = (x, y, self.z3.Int(f"product{len(self.products)}", self.ctx))
         return found[2]
 
     def _division(self, x: Poly, y: Poly) -> tuple:
         found = self.divisions.get((x, y))
         if found is None:
             z3 = self.z3
-            n = len(self.divisions)
-            q, r = z3.Int(f"quotient{n}", self.ctx), z3.Int(f"remainder{n}", self.ctx)
+            # named alike in both blocks' copies (`_both_copies` pairs their products)
+            number = self.division_numbers.setdefault((_generic(x), _generic(y)), len(self.division_numbers))
+            copy = next((n[-1] for n in x.atoms() | y.atoms() if n[-2:] in ("@1", "@2")), "")
+            q, r = (z3.Int(f"{kind}{number}@{copy}", self.ctx) for kind in ("quotient", "remainder"))
             xv, yv = self.poly(x), self.poly(y)
             self.divisors.append(yv)
             self.side.append(z3.If(yv == 0, z3.And(q == 0, r == 0), z3.And(
@@ -194,20 +198,37 @@ class _LinearEncoder(_Encoder):
 
     def products_facts(self) -> list:
         """Facts of each product `p = x*y` (its sign and size against a factor: x >= 1 and
-        y > 0 give p >= y) and of each two products with a factor `s` in common (equal other
-        factors give equal products, and other factors apart by at least 1 give products
-        apart by at least |s|): what the proofs of block orders need of multiplication."""
+        y > 0 give p >= y) and of each product of one block with the same product of the
+        other (`_both_copies`), for each factor `s` they may have in common (equal other
+        factors give equal products, other factors apart by at least 1 give products apart
+        by at least |s|): what the proofs of block orders need of multiplication."""
         z3, facts = self.z3, []
-        items = list(self.products.values())
-        for x, y, p in items:
+        for x, y, p in self.products.values():
             for a, b in ((x, y), (y, x)):
                 facts += [z3.Implies(a == 0, p == 0),
                           z3.Implies(z3.And(a >= 1, b > 0), p >= b), z3.Implies(z3.And(a <= -1, b > 0), p <= -b),
                           z3.Implies(z3.And(a >= 1, b < 0), p <= b), z3.Implies(z3.And(a <= -1, b < 0), p >= -b)]
-        for (x1, y1, p1), (x2, y2, p2) in itertools.permutations(items, 2):
+        for (x1, y1, p1), (x2, y2, p2) in _both_copies(self.products.values()):
             for (a1, s1), (a2, s2) in itertools.product(((x1, y1), (y1, x1)), ((x2, y2), (y2, x2))):
                 same = self.constant(True) if s1.eq(s2) else s1 == s2
                 facts += [z3.Implies(z3.And(same, a1 == a2), p1 == p2),
                           z3.Implies(z3.And(same, s1 > 0, a1 > a2), p1 - p2 >= s1),
-                          z3.Implies(z3.And(same, s1 < 0, a1 > a2), p1 - p2 <= s1)]
+                          z3.Implies(z3.And(same, s1 < 0, a1 > a2), p1 - p2 <= s1),
+                          z3.Implies(z3.And(same, s1 > 0, a2 > a1), p2 - p1 >= s1),
+                          z3.Implies(z3.And(same, s1 < 0, a2 > a1), p2 - p1 <= s1)]
         return facts
+
+
+def _generic(p: Poly) -> Poly:
+    """`p` with each block's copy of an atom as the atom itself."""
+    return Poly({tuple(sorted(generic(n) for n in mono)): c for mono, c in p.terms.items()})
+
+
+def _both_copies(products) -> list:
+    """The pairs of products that are one product of the program in the two blocks: their
+    factors' texts agree but for the copy (`@1`, `@2`) each term is of."""
+    by_shape: dict = {}
+    for x, y, p in products:
+        shape = tuple(sorted(re.sub(r"@[12]\b", "@", f.sexpr()) for f in (x, y)))
+        by_shape.setdefault(shape, []).append((x, y, p))
+    return [pair for same in by_shape.values() for pair in itertools.combinations(same, 2)]
