@@ -42,32 +42,57 @@ FUNCTIONS = ("floordiv", "mod", "ite", "wrap", "pow2", "rshift")  # atoms define
 def distinct_tiles(a, b, space: Space) -> bool:
     if len(a.view.tiles) != len(b.view.tiles) or not all(isinstance(n, int) and n >= 1 for n in a.view.shape):
         return False
-    roots = _roots([*a.view.tiles, *b.view.tiles], space)
-    if not roots or not _determine_blocks(roots, a.pc, b.pc, space):
+    roots_a, roots_b = (_roots(x.view.tiles, space) for x in (a, b))
+    guards = fastpath._guards(a.pc, space) & fastpath._guards(b.pc, space)
+    apart = _blocks_apart(roots_a, roots_b, guards, space)
+    if apart is None:
         return False
     import z3
 
+    roots = roots_a | roots_b
     leafed = _with_leaves(space, roots)
     shared = {n for n in space.atoms if n.endswith("@") and n not in roots and _within({n}, set(), space)}
     enc = _LinearEncoder(leafed, z3, shared)
     facts = []
-    for access, copy in zip((a, b), COPIES):
-        facts.append(enc.formula(rename_formula(_about(access.pc, roots, space), copy)))
+    for access, mine, copy in ((a, roots_a, "1"), (b, roots_b, "2")):
+        facts.append(enc.formula(rename_formula(_about(access.pc, mine, space), copy)))
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain
-                  if _within(formula_atoms(f, set()), roots, space)]
+                  if _within(formula_atoms(f, set()), mine, space)]
         for axis, (tile, extent) in enumerate(zip(access.view.tiles, access.view.shape)):
             at = enc.poly(tile.rename(copy))
             facts += [at >= 0, at * extent < enc.poly(leafed.shape(access.array, axis))]
     facts += [enc.formula(f) for f in space.uniform_domain]
     facts += [enc.poly(x.rename("1")) == enc.poly(y.rename("2")) for x, y in zip(a.view.tiles, b.view.tiles)]
-    facts.append(enc.any([enc.atom(r + "1") != enc.atom(r + "2") for r in sorted(roots)]))
+    facts.append(enc.any([enc.atom(x + "1") != enc.atom(y + "2") for x, y in apart]))
     result, _ = enc.decide(facts + enc.products_facts(), budgets.ORDER)
     return result == z3.unsat
 
 
+def _blocks_apart(roots_a: set, roots_b: set, guards: set, space: Space):
+    """Pairs (x, y) of roots, of the first access and of the second, such that two distinct
+    blocks have x of the first block unlike y of the second for one of them (None: none
+    known). Roots of one access: equal roots mean equal block ids where together they
+    determine every block id (`_determined`). Roots of two loops (`for t in range(bid, n,
+    num_blocks)` twice): one value of both means one block where each is the same mixed
+    radix of the block ids and its loop's counter."""
+    if not roots_a or not roots_b:
+        return None
+    if roots_a == roots_b:
+        return [(r, r) for r in sorted(roots_a)] if _determined(roots_a, guards, space) else None
+    (x, *others_a), (y, *others_b) = roots_a, roots_b
+    if others_a or others_b or not _determined({x}, guards, space) or not _determined({y}, guards, space):
+        return None
+    walks = [fastpath.expand(Poly.atom(r), space) for r in (x, y)]
+    counters = [[n for n in w.atoms() if space.atoms[n].kind == "counter"] for w in walks]
+    if len(counters[0]) != 1 or len(counters[1]) != 1:
+        return None
+    renamed = walks[1].substitute({counters[1][0]: Poly.atom(counters[0][0])})
+    return [(x, y)] if renamed == walks[0] else None
+
+
 def _roots(polys: list, space: Space) -> set:
     """The per-block atoms the polynomials depend on, through definitions, stopping at loop
-    variables; None if one of them is neither a block id nor a loop variable (a loaded
+    variables; none if one of them is neither a block id nor a loop variable (a loaded
     value, a ticket, a lane: this proof does not apply)."""
     roots, seen, todo = set(), set(), [n for p in polys for n in p.atoms()]
     while todo:
@@ -86,11 +111,10 @@ def _roots(polys: list, space: Space) -> set:
     return roots
 
 
-def _determine_blocks(roots: set, pc_a: tuple, pc_b: tuple, space: Space) -> bool:
+def _determined(roots: set, guards: set, space: Space) -> bool:
     """Equal roots mean equal block ids: each loop variable root's `start + k*step` is a
-    mixed radix of block ids and counters (`fastpath.radix`), and together they and the
-    block id roots cover every block id."""
-    guards = fastpath._guards(pc_a, space) & fastpath._guards(pc_b, space)
+    mixed radix of block ids and counters (`fastpath.radix`, with the guards `guards`), and
+    together they and the block id roots cover every block id."""
     covered = set()
     for name in roots:
         if space.atoms[name].kind == "thread":
