@@ -16,6 +16,7 @@ import pytest
 import verdigris as vg
 from verdigris import safety, tile
 
+from . import tile_pairs
 from .tile_pairs import PAIRS
 
 IDS = [p.name for p in PAIRS]
@@ -422,3 +423,87 @@ def test_a_scatter_mask_is_a_condition_of_the_proof(rng):
     assert not analyze(scatter_folded, x, out, SLACK=0, B=128).errors
     (err,) = analyze(scatter_folded, x, out, SLACK=5, B=128).errors
     assert err.code == "VG202"
+
+
+# ----------------------------------------------------------------------------- block orders
+
+
+ORDERS = {  # the orders of issue 26 (item 4), each with its tile sizes and GROUP as constexprs
+    "Triton's grouped order": tile_pairs.grouped_order,
+    "cuTile's grouped order": tile_pairs.cutile_order,
+    "Triton's, in a persistent loop": tile_pairs.persistent_triton_order,
+    "cuTile's, in a persistent loop": tile_pairs.persistent_grouped,
+}
+RACY_ORDERS = {
+    "Triton's dividing by GROUP_M in the last group": tile_pairs.grouped_order_wrong_divisor,
+    "cuTile's with the column as a remainder": tile_pairs.cutile_order_column_remainder,
+    "persistent, stepping by 1": tile_pairs.persistent_grouped_step_one,
+    "persistent Triton's dividing by GROUP_M": tile_pairs.persistent_triton_order_wrong_divisor,
+}
+TILINGS = [(8, 8, 2), (128, 128, 8), (64, 32, 3)]  # BM, BN, GROUP_M (3: groups of 3 rows)
+C = np.zeros((37, 24), np.float32)  # the sizes are run-time values in the proof
+
+
+def _order_proof(kernel, tiling, times: int = 2):
+    """The analysis of the order for any M and N, and each of `times` proofs' seconds."""
+    bm, bn, group = tiling
+    runs = [analyze(kernel, C, C, BM=bm, BN=bn, GROUP_M=group) for _ in range(times)]
+    return runs[-1], [r.seconds for r in runs]
+
+
+def test_block_orders_are_proven_by_their_rule_in_under_a_second(capsys):
+    """Each order, at each tiling, is proven without the general query (`blockorder`: the
+    rule's own query has a budget of steps of about 0.2 s of the CI machine; the general
+    query took 16-120 s on these). Each is measured twice; the times are printed."""
+    rows = []
+    for name, kernel in ORDERS.items():
+        for tiling in TILINGS:
+            result, seconds = _order_proof(kernel, tiling)
+            assert not result.errors, result.errors[0]
+            assert result.solver_queries == 0 and result.facts["fast_proofs"] >= 1, (name, tiling)
+            rows.append((name, tiling, seconds))
+    from verdigris.examples.tile_gemm import gemm_grouped
+
+    a = np.zeros((200, 72), np.float16)
+    for tiling in [{}, {"BM": 64, "BN": 32, "BK": 16, "GROUP": 3}]:
+        runs = [analyze(gemm_grouped, a, a.T.copy(), np.zeros((200, 200), np.float32), **tiling)
+                for _ in range(2)]
+        assert not runs[-1].errors and runs[-1].solver_queries == 0, runs[-1].errors
+        rows.append(("examples.tile_gemm.gemm_grouped", tuple(tiling.values()) or "defaults",
+                     [r.seconds for r in runs]))
+    with capsys.disabled():
+        print("\nblock order proofs (the whole race analysis, twice):")
+        for name, tiling, seconds in rows:
+            print(f"  {name:36s} {str(tiling):16s} " + "  ".join(f"{s * 1e3:7.1f} ms" for s in seconds))
+
+
+@pytest.mark.parametrize("name", RACY_ORDERS)
+def test_racy_block_orders_are_refused_at_other_tilings(name):
+    """The racy twins of the suite, with groups of 3 rows and tiles of two shapes: each
+    refused with two blocks and the element they both write."""
+    result, _ = _order_proof(RACY_ORDERS[name], (64, 32, 3), times=1)
+    assert [e.code for e in result.errors] == ["VG202"], result.errors
+    assert re.search(rf"{BLOCK} and {BLOCK} both write out\[\d+, \d+\]", result.errors[0].message), \
+        result.errors[0].message
+
+
+def test_the_grouped_gemm_example_needs_no_unsafe():
+    from verdigris.examples import tile_gemm
+
+    assert "unsafe" not in inspect.getsource(tile_gemm.gemm_grouped.fn)
+
+
+def test_a_refusal_is_kept_with_its_specialization(rng, monkeypatch):
+    """A refused specialization is refused again at each launch with the same error, and not
+    checked again (a refusal may take the solver seconds)."""
+    calls = []
+    original = safety.analyze
+    monkeypatch.setattr(safety, "analyze", lambda *a, **k: calls.append(1) or original(*a, **k))
+    grid, args, kwargs = tile_pairs.grouped_setup(rng)
+    kernel = fresh(tile_pairs.grouped_order_wrong_divisor)
+    messages = []
+    for _ in range(3):
+        with pytest.raises(vg.SafetyError) as info:
+            kernel[grid](*args, **kwargs)
+        messages.append(str(info.value))
+    assert len(calls) == 1 and len(set(messages)) == 1 and "VG202" in messages[0]

@@ -11,7 +11,8 @@ plainly (fixed: `scatter_min`), a gather of another block's output, blocks of tw
 each that overlap the next block's (fixed: tiles `2 * bid` and `2 * bid + 1` in int32,
 which wraps only to negative indices), and the grouped tile orders of matrix products
 (Triton's and cuTile's, alone or inside a persistent loop) with the wrong divisor in a
-ragged last group, the column taken as a remainder, or the loop stepping by 1. Tile shapes are mostly not powers of two, and arrays are
+ragged last group, the column taken as a remainder, or the loop stepping by 1, and two
+persistent loops over one array, the second starting a block ahead. Tile shapes are mostly not powers of two, and arrays are
 ragged (the last tile is masked) wherever the kernel allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
@@ -613,6 +614,24 @@ def persistent_triton_order(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M:
         tile.store(out, index=(pid_m, pid_n), tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
 
 
+@tile.kernel
+def two_persistent_loops_shifted(x, out, B: vg.constexpr):
+    tiles = (x.shape[0] + B - 1) // B
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))  # race
+    for t in range(tile.bid(0) + 1, tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)) * 2.0)
+
+
+@tile.kernel
+def two_persistent_loops(x, out, B: vg.constexpr):
+    tiles = (x.shape[0] + B - 1) // B
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)) * 2.0)
+
+
 def persistent_grouped_setup(rng):
     rows, cols = 5 * 8 - 3, 3 * 8  # 15 tiles in three groups (the last of one row) over 4 blocks
     return 4, (_f32(rng, rows, cols), _poison(rows, cols)), {"BM": 8, "BN": 8, "GROUP_M": 2}
@@ -664,6 +683,8 @@ PAIRS = [
              cutile_order_column_remainder, cutile_order, "VG202", grouped_setup, doubled_reference),
     TilePair("persistent loop over a grouped tile order stepping by 1", persistent_grouped_step_one,
              persistent_grouped, "VG202", persistent_grouped_setup, doubled_reference),
+    TilePair("two persistent loops, the second a block ahead", two_persistent_loops_shifted,
+             two_persistent_loops, "VG202", persistent_setup, doubled_reference),
     TilePair("persistent grouped tile order dividing by GROUP_M in the last group",
              persistent_triton_order_wrong_divisor, persistent_triton_order, "VG202",
              persistent_grouped_setup, doubled_reference),
