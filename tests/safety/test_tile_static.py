@@ -507,3 +507,73 @@ def test_a_refusal_is_kept_with_its_specialization(rng, monkeypatch):
             kernel[grid](*args, **kwargs)
         messages.append(str(info.value))
     assert len(calls) == 1 and len(set(messages)) == 1 and "VG202" in messages[0]
+
+
+@vg.func
+def _triton_order(pid, rows, cols, GROUP):
+    """Triton's grouped order of `rows` x `cols` tiles, GROUP block rows at a time."""
+    in_group = GROUP * cols
+    first = (pid // in_group) * GROUP
+    group_rows = min(rows - first, GROUP)
+    return first + (pid % in_group) % group_rows, (pid % in_group) // group_rows
+
+
+@tile.kernel
+def grouped_in_place(x, SHIFT: vg.constexpr, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """Doubles x in place, tile by tile (SHIFT 0), or reading the tile to the right (1)."""
+    i, j = _triton_order(tile.bid(0), (x.shape[0] + BM - 1) // BM, (x.shape[1] + BN - 1) // BN, GROUP)
+    t = tile.load(x, index=(i, j + SHIFT), shape=(BM, BN))
+    tile.store(x, index=(i, j), tile=t * 2.0)
+
+
+@tile.kernel
+def grouped_batches(x, out, SIZED_BY_X: vg.constexpr, BM: vg.constexpr, BN: vg.constexpr,
+                    GROUP: vg.constexpr):
+    """Grid axis 1 is the batch: the order's tile and the batch together name the block.
+    SIZED_BY_X: the order counts x's tiles, and `out` may have more rows than x, where the
+    last group's `min` no longer keeps the order injective."""
+    sizes = x.shape if SIZED_BY_X else out.shape
+    i, j = _triton_order(tile.bid(0), (sizes[1] + BM - 1) // BM, (sizes[2] + BN - 1) // BN, GROUP)
+    z = tile.bid(1)
+    tile.store(out, index=(z, i, j), tile=tile.load(x, index=(z, i, j), shape=(1, BM, BN)))
+
+
+@tile.kernel
+def grouped_run_time_group(x, out, G, BM: vg.constexpr, BN: vg.constexpr):
+    """GROUP as a run-time value: G = 0 would send every block to tile (0, 0), so the
+    order is safe only on launches with G >= 1, which the kernel states."""
+    vg.assume(G >= 1)
+    i, j = _triton_order(tile.bid(0), (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN, G)
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+@tile.kernel
+def persistent_from_twice_bid(x, out, B: vg.constexpr):
+    """`t` from 2 * bid by num_blocks: block 1's first tile is block 0's second on 2 blocks."""
+    for t in range(2 * tile.bid(0), (x.shape[0] + B - 1) // B, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))
+
+
+BATCHES = (np.zeros((3, 37, 24), np.float32),) * 2
+
+
+def test_block_order_variants_proven_without_the_general_query():
+    for kernel, args, kwargs in [
+            (grouped_in_place, (C,), {"SHIFT": 0, "BM": 8, "BN": 8, "GROUP": 3}),
+            (grouped_batches, BATCHES, {"SIZED_BY_X": False, "BM": 8, "BN": 8, "GROUP": 2}),
+            (grouped_run_time_group, (C, C, 4), {"BM": 8, "BN": 8}),
+            (tile_pairs.two_persistent_loops, (F32, F32), {"B": 8})]:
+        result = analyze(kernel, *args, **kwargs)
+        assert not result.errors, result.errors[0]
+        assert result.solver_queries == 0, kernel.__name__
+
+
+@pytest.mark.parametrize("kernel,args,kwargs,code,words", [
+    (grouped_in_place, (C,), {"SHIFT": 1, "BM": 8, "BN": 8, "GROUP": 3}, "VG203", "while block"),
+    (persistent_from_twice_bid, (F32, F32), {"B": 8}, "VG202", "both write out["),
+    (grouped_batches, BATCHES, {"SIZED_BY_X": True, "BM": 8, "BN": 8, "GROUP": 2}, "VG202", "both write out["),
+], ids=["in place, reading the next tile", "persistent from 2 * bid", "order sized by another array"])
+def test_block_order_variants_refused(kernel, args, kwargs, code, words):
+    errors = analyze(kernel, *args, **kwargs).errors
+    assert [e.code for e in errors] == [code], errors
+    assert words in errors[0].message and len(re.findall(BLOCK, errors[0].message)) >= 2, errors[0].message
