@@ -23,8 +23,10 @@ distinct blocks must not touch one element of a global array with at least one p
 Each pair goes first to the fast path: views (see `tiles`) of one shape, whose tile indices
 `fastpath.disjoint` proves distinct for distinct blocks (and, for a scatter against itself,
 whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
-a 2-D grid of tiles) counts as the one index `t` there. Else `solver.collide` on the
-element indices decides it and gives the counterexample.
+a 2-D grid of tiles) counts as the one index `t` there. Then `blockorder.distinct_tiles`:
+tile indices that are functions of linear tile indices (the grouped orders of matrix
+products, in persistent loops or not), proven injective by a query of their own. Else
+`solver.collide` on the element indices decides it and gives the counterexample.
 """
 from __future__ import annotations
 
