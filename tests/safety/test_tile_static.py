@@ -571,7 +571,8 @@ def test_block_order_variants_proven_without_the_general_query():
 @pytest.mark.parametrize("kernel,args,kwargs,code,words", [
     (grouped_in_place, (C,), {"SHIFT": 1, "BM": 8, "BN": 8, "GROUP": 3}, "VG203", "while block"),
     (persistent_from_twice_bid, (F32, F32), {"B": 8}, "VG202", "both write out["),
-    (grouped_batches, BATCHES, {"SIZED_BY_X": True, "BM": 8, "BN": 8, "GROUP": 2}, "VG202", "both write out["),
+    (grouped_batches, BATCHES, {"SIZED_BY_X": True, "BM": 8, "BN": 8, "GROUP": 2}, "VG202",
+     "both write out["),
 ], ids=["in place, reading the next tile", "persistent from 2 * bid", "order sized by another array"])
 def test_block_order_variants_refused(kernel, args, kwargs, code, words):
     errors = analyze(kernel, *args, **kwargs).errors

@@ -12,8 +12,9 @@ each that overlap the next block's (fixed: tiles `2 * bid` and `2 * bid + 1` in 
 which wraps only to negative indices), and the grouped tile orders of matrix products
 (Triton's and cuTile's, alone or inside a persistent loop) with the wrong divisor in a
 ragged last group, the column taken as a remainder, or the loop stepping by 1, and two
-persistent loops over one array, the second starting a block ahead. Tile shapes are mostly not powers of two, and arrays are
-ragged (the last tile is masked) wherever the kernel allows it.
+persistent loops over one array, the second starting a block ahead. Tile shapes are mostly
+not powers of two, and arrays are ragged (the last tile is masked) wherever the kernel
+allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
 holding the start values the kernel adds to); the same arguments serve both kernels.

@@ -11,19 +11,25 @@ num_blocks)`) compute the tile indices from one linear index `t` through quotien
 remainders by run-time sizes. The general query, over the block ids and the loop's
 iteration, multiplies run-time sizes by per-block values twice over and takes z3 minutes.
 This proof splits it in two steps, each cheap:
-1. The *roots*: the per-block values the views' tile indices are functions of (through
-   the definitions of the atoms they are written in), stopping at loop variables. Each
-   root is a block id, or a loop variable `start + k*step` that the block ids and the
-   iteration determine by a mixed-radix argument (`fastpath.radix`: `bid + k*num_blocks`
-   with `0 <= bid < num_blocks`). Then two distinct blocks have distinct roots.
-2. The tile map is injective in the roots: a z3 query with the roots as plain variables
-   (within their intervals), asking for distinct roots that give equal tile indices, each
+1. The *roots* of each access: the per-block values its tile indices are functions of
+   (through the definitions of the atoms they are written in), stopping at loop
+   variables. Each root is a block id, or a loop variable `start + k*step` that the block
+   ids and the iteration determine by a mixed-radix argument (`fastpath.radix`: `bid +
+   k*num_blocks` with `0 <= bid < num_blocks`). Where both accesses have the same roots
+   and these determine every block id, two distinct blocks have distinct roots; where each
+   access is in a loop of its own over the same mixed radix (two persistent loops over one
+   array), one value of the two loop variables means one block.
+2. The tile map is injective: a query with the roots as plain variables (within their
+   intervals), asking for roots that differ so (step 1) and give equal tile indices, each
    tile meeting its array (`0 <= tile`, `tile * extent < shape`: a tile with an element in
    bounds), under the conjuncts of the path conditions and the launch domain that speak of
-   the roots and launch-uniform values only. Each fact of the query holds of any two blocks
-   that collide, so "unsat" proves them apart; the loop's counter and its multiplication by
-   `num_blocks` are gone, which is what makes the query quick.
-The query gets a budget of its own (`budgets.ORDER`); past it, the general query decides.
+   the roots and launch-uniform values only. The query is linear (`_LinearEncoder`): each
+   quotient and remainder by a run-time size a variable with its defining facts, each
+   product a variable with facts of multiplication. Each fact holds of any two blocks that
+   collide, so "unsat" proves them apart; "sat" may be an artefact of what the query
+   leaves out, and the general query decides.
+The query gets a budget of its own (`budgets.ORDER`, a fifth of a second of the CI
+machine; the proofs take a tenth of that); past it, the general query decides.
 """
 from __future__ import annotations
 
@@ -33,13 +39,14 @@ import re
 
 from . import budgets, fastpath
 from .algebra import Atom, Poly, Space, conj, formula_atoms, generic, rename_formula
-from .solver import COPIES, _Encoder
+from .solver import _Encoder
 
 ROOT_KINDS = ("thread", "loopvar")
 FUNCTIONS = ("floordiv", "mod", "ite", "wrap", "pow2", "rshift")  # atoms defined by their parts
 
 
 def distinct_tiles(a, b, space: Space) -> bool:
+    """`a`, `b`: `tiles.TileAccess`es with views of one shape."""
     if len(a.view.tiles) != len(b.view.tiles) or not all(isinstance(n, int) and n >= 1 for n in a.view.shape):
         return False
     roots_a, roots_b = (_roots(x.view.tiles, space) for x in (a, b))
@@ -230,8 +237,10 @@ class _LinearEncoder(_Encoder):
         for x, y, p in self.products.values():
             for a, b in ((x, y), (y, x)):
                 facts += [z3.Implies(a == 0, p == 0),
-                          z3.Implies(z3.And(a >= 1, b > 0), p >= b), z3.Implies(z3.And(a <= -1, b > 0), p <= -b),
-                          z3.Implies(z3.And(a >= 1, b < 0), p <= b), z3.Implies(z3.And(a <= -1, b < 0), p >= -b)]
+                          z3.Implies(z3.And(a >= 1, b > 0), p >= b),
+                          z3.Implies(z3.And(a <= -1, b > 0), p <= -b),
+                          z3.Implies(z3.And(a >= 1, b < 0), p <= b),
+                          z3.Implies(z3.And(a <= -1, b < 0), p >= -b)]
         for (x1, y1, p1), (x2, y2, p2) in _both_copies(self.products.values()):
             for (a1, s1), (a2, s2) in itertools.product(((x1, y1), (y1, x1)), ((x2, y2), (y2, x2))):
                 same = self.constant(True) if s1.eq(s2) else s1 == s2
