@@ -86,8 +86,9 @@ def _blocks_apart(roots_a: set, roots_b: set, guards: set, space: Space):
         return None
     if roots_a == roots_b:
         return [(r, r) for r in sorted(roots_a)] if _determined(roots_a, guards, space) else None
+    # (without guards: a guard bounds one loop's counter, not the other's)
     (x, *others_a), (y, *others_b) = roots_a, roots_b
-    if others_a or others_b or not _determined({x}, guards, space) or not _determined({y}, guards, space):
+    if others_a or others_b or not _determined({x}, set(), space) or not _determined({y}, set(), space):
         return None
     walks = [fastpath.expand(Poly.atom(r), space) for r in (x, y)]
     counters = [[n for n in w.atoms() if space.atoms[n].kind == "counter"] for w in walks]
