@@ -554,6 +554,35 @@ def persistent_from_twice_bid(x, out, B: vg.constexpr):
         tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))
 
 
+@tile.kernel
+def grouped_int64_cdiv(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """cuTile's order on an int64 block id, the tile counts as -(-n // B)."""
+    bid = int(tile.bid(0))
+    rows, cols = -(-out.shape[0] // BM), -(-out.shape[1] // BN)
+    first = (bid // (GROUP * cols)) * GROUP
+    group_rows = min(rows - first, GROUP)
+    i, j = first + bid % group_rows, (bid % (GROUP * cols)) // group_rows
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+@tile.kernel
+def grouped_persistent_while(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """A persistent loop written as a while loop stepping an int64 index."""
+    rows, cols = (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN
+    t = int(tile.bid(0))
+    while t < rows * cols:
+        i, j = _triton_order(t, rows, cols, GROUP)
+        tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+        t += tile.num_blocks(0)
+
+
+@tile.kernel
+def grouped_by_columns(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """Groups of GROUP block columns, row by row."""
+    j, i = _triton_order(tile.bid(0), (out.shape[1] + BN - 1) // BN, (out.shape[0] + BM - 1) // BM, GROUP)
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
 BATCHES = (np.zeros((3, 37, 24), np.float32),) * 2
 
 
@@ -562,7 +591,9 @@ def test_block_order_variants_proven_without_the_general_query():
             (grouped_in_place, (C,), {"SHIFT": 0, "BM": 8, "BN": 8, "GROUP": 3}),
             (grouped_batches, BATCHES, {"SIZED_BY_X": False, "BM": 8, "BN": 8, "GROUP": 2}),
             (grouped_run_time_group, (C, C, 4), {"BM": 8, "BN": 8}),
-            (tile_pairs.two_persistent_loops, (F32, F32), {"B": 8})]:
+            (tile_pairs.two_persistent_loops, (F32, F32), {"B": 8}),
+            *[(k, (C, C), {"BM": 8, "BN": 8, "GROUP": 3})
+              for k in (grouped_int64_cdiv, grouped_persistent_while, grouped_by_columns)]]:
         result = analyze(kernel, *args, **kwargs)
         assert not result.errors, result.errors[0]
         assert result.solver_queries == 0, kernel.__name__
