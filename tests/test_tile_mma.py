@@ -246,6 +246,8 @@ PTX_CASES = {
                                         BM=128, BN=128, BK=64)),
     "gemm_bias_gelu": (gemm_bias_gelu, dict(a=_a(T.bfloat16), b=_a(T.bfloat16), bias=_a(T.bfloat16),
                                             c=_a(T.bfloat16), BM=128, BN=128, BK=64)),
+    "gemm_grouped": (tile_gemm.gemm_grouped, dict(a=_a(T.float16), b=_a(T.float16), c=_a(T.float32),
+                                                  BM=128, BN=128, BK=64, GROUP=8)),
     "batched": (batched_gemm, dict(a=_a(T.float16, 3), b=_a(T.float16, 3), c=_a(T.float16, 3),
                                    BM=64, BN=64, BK=32)),
     "dot_tf32": (dot_any, dict(a=_a(T.float32), b=_a(T.float32), c=_a(T.float32), TA=False, TB=True,

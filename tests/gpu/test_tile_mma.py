@@ -52,6 +52,21 @@ def test_gemm(rng, target, dtype, sizes, tiles):
     assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
 
 
+@pytest.mark.parametrize("blocks", [1, 7, 132])
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_gemm_in_grouped_order_on_a_persistent_grid(rng, target, blocks, group):
+    """`tile_gemm.gemm_grouped`: each block walks every `blocks`-th output tile in grouped
+    order (the race checker proves it, no `vg.unsafe`); 1000 rows of 128 make 8 block rows,
+    so groups of 3 end with a group of 2."""
+    m, n, k = 1000, 776, 328
+    a, a64 = _narrow(rng, (m, k), "float16")
+    b, b64 = _narrow(rng, (k, n), "float16")
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(tile_gemm.gemm_grouped, blocks, a, b, c, BM=128, BN=128, BK=64, GROUP=group)[2]
+    want = a64 @ b64
+    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_gemm_on_views_ending_inside_a_16_byte_chunk(rng, target, dtype):
     """Rows 16-byte aligned, K and N not multiples of 8: a row's last 16-byte chunk lies

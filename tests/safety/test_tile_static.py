@@ -16,6 +16,7 @@ import pytest
 import verdigris as vg
 from verdigris import safety, tile
 
+from . import tile_pairs
 from .tile_pairs import PAIRS
 
 IDS = [p.name for p in PAIRS]
@@ -422,3 +423,189 @@ def test_a_scatter_mask_is_a_condition_of_the_proof(rng):
     assert not analyze(scatter_folded, x, out, SLACK=0, B=128).errors
     (err,) = analyze(scatter_folded, x, out, SLACK=5, B=128).errors
     assert err.code == "VG202"
+
+
+# ----------------------------------------------------------------------------- block orders
+
+
+ORDERS = {  # the orders of issue 26 (item 4), each with its tile sizes and GROUP as constexprs
+    "Triton's grouped order": tile_pairs.grouped_order,
+    "cuTile's grouped order": tile_pairs.cutile_order,
+    "Triton's, in a persistent loop": tile_pairs.persistent_triton_order,
+    "cuTile's, in a persistent loop": tile_pairs.persistent_grouped,
+}
+RACY_ORDERS = {
+    "Triton's dividing by GROUP_M in the last group": tile_pairs.grouped_order_wrong_divisor,
+    "cuTile's with the column as a remainder": tile_pairs.cutile_order_column_remainder,
+    "persistent, stepping by 1": tile_pairs.persistent_grouped_step_one,
+    "persistent Triton's dividing by GROUP_M": tile_pairs.persistent_triton_order_wrong_divisor,
+}
+TILINGS = [(8, 8, 2), (128, 128, 8), (64, 32, 3)]  # BM, BN, GROUP_M (3: groups of 3 rows)
+C = np.zeros((37, 24), np.float32)  # the sizes are run-time values in the proof
+
+
+def _order_proof(kernel, tiling, times: int = 2):
+    """The analysis of the order for any M and N, and each of `times` proofs' seconds."""
+    bm, bn, group = tiling
+    runs = [analyze(kernel, C, C, BM=bm, BN=bn, GROUP_M=group) for _ in range(times)]
+    return runs[-1], [r.seconds for r in runs]
+
+
+def test_block_orders_are_proven_by_their_rule_in_under_a_second(capsys):
+    """Each order, at each tiling, is proven without the general query (`injective`: the
+    rule's own query has a budget of steps of about 0.2 s of the CI machine; the general
+    query took 16-120 s on these). Each is measured twice; the times are printed."""
+    rows = []
+    for name, kernel in ORDERS.items():
+        for tiling in TILINGS:
+            result, seconds = _order_proof(kernel, tiling)
+            assert not result.errors, result.errors[0]
+            assert result.solver_queries == 0 and result.facts["fast_proofs"] >= 1, (name, tiling)
+            rows.append((name, tiling, seconds))
+    from verdigris.examples.tile_gemm import gemm_grouped
+
+    a = np.zeros((200, 72), np.float16)
+    for tiling in [{}, {"BM": 64, "BN": 32, "BK": 16, "GROUP": 3}]:
+        runs = [analyze(gemm_grouped, a, a.T.copy(), np.zeros((200, 200), np.float32), **tiling)
+                for _ in range(2)]
+        assert not runs[-1].errors and runs[-1].solver_queries == 0, runs[-1].errors
+        rows.append(("examples.tile_gemm.gemm_grouped", tuple(tiling.values()) or "defaults",
+                     [r.seconds for r in runs]))
+    with capsys.disabled():
+        print("\nblock order proofs (the whole race analysis, twice):")
+        for name, tiling, seconds in rows:
+            print(f"  {name:36s} {str(tiling):16s} " + "  ".join(f"{s * 1e3:7.1f} ms" for s in seconds))
+
+
+@pytest.mark.parametrize("name", RACY_ORDERS)
+def test_racy_block_orders_are_refused_at_other_tilings(name):
+    """The racy twins of the suite, with groups of 3 rows and tiles of two shapes: each
+    refused with two blocks and the element they both write."""
+    result, _ = _order_proof(RACY_ORDERS[name], (64, 32, 3), times=1)
+    assert [e.code for e in result.errors] == ["VG202"], result.errors
+    assert re.search(rf"{BLOCK} and {BLOCK} both write out\[\d+, \d+\]", result.errors[0].message), \
+        result.errors[0].message
+
+
+def test_the_grouped_gemm_example_needs_no_unsafe():
+    from verdigris.examples import tile_gemm
+
+    assert "unsafe" not in inspect.getsource(tile_gemm.gemm_grouped.fn)
+
+
+def test_a_refusal_is_kept_with_its_specialization(rng, monkeypatch):
+    """A refused specialization is refused again at each launch with the same error, and not
+    checked again (a refusal may take the solver seconds)."""
+    calls = []
+    original = safety.analyze
+    monkeypatch.setattr(safety, "analyze", lambda *a, **k: calls.append(1) or original(*a, **k))
+    grid, args, kwargs = tile_pairs.grouped_setup(rng)
+    kernel = fresh(tile_pairs.grouped_order_wrong_divisor)
+    messages = []
+    for _ in range(3):
+        with pytest.raises(vg.SafetyError) as info:
+            kernel[grid](*args, **kwargs)
+        messages.append(str(info.value))
+    assert len(calls) == 1 and len(set(messages)) == 1 and "VG202" in messages[0]
+
+
+@vg.func
+def _triton_order(pid, rows, cols, GROUP):
+    """Triton's grouped order of `rows` x `cols` tiles, GROUP block rows at a time."""
+    in_group = GROUP * cols
+    first = (pid // in_group) * GROUP
+    group_rows = min(rows - first, GROUP)
+    return first + (pid % in_group) % group_rows, (pid % in_group) // group_rows
+
+
+@tile.kernel
+def grouped_in_place(x, SHIFT: vg.constexpr, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """Doubles x in place, tile by tile (SHIFT 0), or reading the tile to the right (1)."""
+    i, j = _triton_order(tile.bid(0), (x.shape[0] + BM - 1) // BM, (x.shape[1] + BN - 1) // BN, GROUP)
+    t = tile.load(x, index=(i, j + SHIFT), shape=(BM, BN))
+    tile.store(x, index=(i, j), tile=t * 2.0)
+
+
+@tile.kernel
+def grouped_batches(x, out, SIZED_BY_X: vg.constexpr, BM: vg.constexpr, BN: vg.constexpr,
+                    GROUP: vg.constexpr):
+    """Grid axis 1 is the batch: the order's tile and the batch together name the block.
+    SIZED_BY_X: the order counts x's tiles, and `out` may have more rows than x, where the
+    last group's `min` no longer keeps the order injective."""
+    sizes = x.shape if SIZED_BY_X else out.shape
+    i, j = _triton_order(tile.bid(0), (sizes[1] + BM - 1) // BM, (sizes[2] + BN - 1) // BN, GROUP)
+    z = tile.bid(1)
+    tile.store(out, index=(z, i, j), tile=tile.load(x, index=(z, i, j), shape=(1, BM, BN)))
+
+
+@tile.kernel
+def grouped_run_time_group(x, out, G, BM: vg.constexpr, BN: vg.constexpr):
+    """GROUP as a run-time value: G = 0 would send every block to tile (0, 0), so the
+    order is safe only on launches with G >= 1, which the kernel states."""
+    vg.assume(G >= 1)
+    i, j = _triton_order(tile.bid(0), (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN, G)
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+@tile.kernel
+def persistent_from_twice_bid(x, out, B: vg.constexpr):
+    """`t` from 2 * bid by num_blocks: block 1's first tile is block 0's second on 2 blocks."""
+    for t in range(2 * tile.bid(0), (x.shape[0] + B - 1) // B, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))
+
+
+@tile.kernel
+def grouped_int64_cdiv(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """cuTile's order on an int64 block id, the tile counts as -(-n // B)."""
+    bid = int(tile.bid(0))
+    rows, cols = -(-out.shape[0] // BM), -(-out.shape[1] // BN)
+    first = (bid // (GROUP * cols)) * GROUP
+    group_rows = min(rows - first, GROUP)
+    i, j = first + bid % group_rows, (bid % (GROUP * cols)) // group_rows
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+@tile.kernel
+def grouped_persistent_while(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """A persistent loop written as a while loop stepping an int64 index."""
+    rows, cols = (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN
+    t = int(tile.bid(0))
+    while t < rows * cols:
+        i, j = _triton_order(t, rows, cols, GROUP)
+        tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+        t += tile.num_blocks(0)
+
+
+@tile.kernel
+def grouped_by_columns(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP: vg.constexpr):
+    """Groups of GROUP block columns, row by row."""
+    j, i = _triton_order(tile.bid(0), (out.shape[1] + BN - 1) // BN, (out.shape[0] + BM - 1) // BM, GROUP)
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+BATCHES = (np.zeros((3, 37, 24), np.float32),) * 2
+
+
+def test_block_order_variants_proven_without_the_general_query():
+    for kernel, args, kwargs in [
+            (grouped_in_place, (C,), {"SHIFT": 0, "BM": 8, "BN": 8, "GROUP": 3}),
+            (grouped_batches, BATCHES, {"SIZED_BY_X": False, "BM": 8, "BN": 8, "GROUP": 2}),
+            (grouped_run_time_group, (C, C, 4), {"BM": 8, "BN": 8}),
+            (tile_pairs.two_persistent_loops, (F32, F32), {"B": 8}),
+            *[(k, (C, C), {"BM": 8, "BN": 8, "GROUP": 3})
+              for k in (grouped_int64_cdiv, grouped_persistent_while, grouped_by_columns)]]:
+        result = analyze(kernel, *args, **kwargs)
+        assert not result.errors, result.errors[0]
+        assert result.solver_queries == 0, kernel.__name__
+
+
+@pytest.mark.parametrize("kernel,args,kwargs,code,words", [
+    (grouped_in_place, (C,), {"SHIFT": 1, "BM": 8, "BN": 8, "GROUP": 3}, "VG203", "while block"),
+    (persistent_from_twice_bid, (F32, F32), {"B": 8}, "VG202", "both write out["),
+    (grouped_batches, BATCHES, {"SIZED_BY_X": True, "BM": 8, "BN": 8, "GROUP": 2}, "VG202",
+     "both write out["),
+], ids=["in place, reading the next tile", "persistent from 2 * bid", "order sized by another array"])
+def test_block_order_variants_refused(kernel, args, kwargs, code, words):
+    errors = analyze(kernel, *args, **kwargs).errors
+    assert [e.code for e in errors] == [code], errors
+    assert words in errors[0].message and len(re.findall(BLOCK, errors[0].message)) >= 2, errors[0].message

@@ -9,9 +9,12 @@ other blocks add to atomically (or take the maximum into), one scalar written by
 block, a scatter through a flipped arange whose lanes meet, a per-bin minimum scattered
 plainly (fixed: `scatter_min`), a gather of another block's output, blocks of two tiles
 each that overlap the next block's (fixed: tiles `2 * bid` and `2 * bid + 1` in int32,
-which wraps only to negative indices), and Triton's grouped tile order with the wrong
-divisor in a ragged last group. Tile shapes are mostly not powers of two, and arrays are
-ragged (the last tile is masked) wherever the kernel allows it.
+which wraps only to negative indices), and the grouped tile orders of matrix products
+(Triton's and cuTile's, alone or inside a persistent loop) with the wrong divisor in a
+ragged last group, the column taken as a remainder, or the loop stepping by 1, and two
+persistent loops over one array, the second starting a block ahead. Tile shapes are mostly
+not powers of two, and arrays are ragged (the last tile is masked) wherever the kernel
+allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
 holding the start values the kernel adds to); the same arguments serve both kernels.
@@ -535,6 +538,106 @@ def grouped_setup(rng):
     return 15, (_f32(rng, rows, cols), _poison(rows, cols)), {"BM": 8, "BN": 8, "GROUP_M": 2}
 
 
+@vg.func
+def _grouped_cutile(c, t, BM, BN, GROUP_M, column_bug: bool):
+    """The tile (bid_m, bid_n) of linear tile index `t` in the grouped order of cuTile's
+    matmul samples (the row from `t % group_size_m` itself). `column_bug`: the column as a
+    remainder too, `(t % num_bid_in_group) % group_size_m`, which sends two blocks of a
+    group to one tile."""
+    num_bid_m = (c.shape[0] + BM - 1) // BM
+    num_bid_n = (c.shape[1] + BN - 1) // BN
+    num_bid_in_group = GROUP_M * num_bid_n
+    first_bid_m = (t // num_bid_in_group) * GROUP_M
+    group_size_m = min(num_bid_m - first_bid_m, GROUP_M)
+    bid_m = first_bid_m + t % group_size_m
+    if column_bug:
+        bid_n = (t % num_bid_in_group) % group_size_m
+    else:
+        bid_n = (t % num_bid_in_group) // group_size_m
+    return bid_m, bid_n
+
+
+@tile.kernel
+def cutile_order_column_remainder(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    bid_m, bid_n = _grouped_cutile(out, tile.bid(0), BM, BN, GROUP_M, True)
+    tile.store(out, index=(bid_m, bid_n),  # race
+               tile=tile.load(x, index=(bid_m, bid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def cutile_order(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    bid_m, bid_n = _grouped_cutile(out, tile.bid(0), BM, BN, GROUP_M, False)
+    tile.store(out, index=(bid_m, bid_n), tile=tile.load(x, index=(bid_m, bid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def persistent_grouped_step_one(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    tiles = ((out.shape[0] + BM - 1) // BM) * ((out.shape[1] + BN - 1) // BN)
+    for t in range(tile.bid(0), tiles, 1):
+        pid_m, pid_n = _grouped_cutile(out, t, BM, BN, GROUP_M, False)
+        tile.store(out, index=(pid_m, pid_n),  # race
+                   tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def persistent_grouped(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    tiles = ((out.shape[0] + BM - 1) // BM) * ((out.shape[1] + BN - 1) // BN)
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        pid_m, pid_n = _grouped_cutile(out, t, BM, BN, GROUP_M, False)
+        tile.store(out, index=(pid_m, pid_n), tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def persistent_triton_order_wrong_divisor(x, out, BM: vg.constexpr, BN: vg.constexpr,
+                                          GROUP_M: vg.constexpr):
+    num_pid_m = (out.shape[0] + BM - 1) // BM
+    num_pid_n = (out.shape[1] + BN - 1) // BN
+    num_pid_in_group = GROUP_M * num_pid_n
+    for pid in range(tile.bid(0), num_pid_m * num_pid_n, tile.num_blocks(0)):
+        first_pid_m = (pid // num_pid_in_group) * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+        pid_n = (pid % num_pid_in_group) // GROUP_M
+        tile.store(out, index=(pid_m, pid_n),  # race
+                   tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def persistent_triton_order(x, out, BM: vg.constexpr, BN: vg.constexpr, GROUP_M: vg.constexpr):
+    num_pid_m = (out.shape[0] + BM - 1) // BM
+    num_pid_n = (out.shape[1] + BN - 1) // BN
+    num_pid_in_group = GROUP_M * num_pid_n
+    for pid in range(tile.bid(0), num_pid_m * num_pid_n, tile.num_blocks(0)):
+        first_pid_m = (pid // num_pid_in_group) * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+        pid_n = (pid % num_pid_in_group) // group_size_m
+        tile.store(out, index=(pid_m, pid_n), tile=tile.load(x, index=(pid_m, pid_n), shape=(BM, BN)) * 2.0)
+
+
+@tile.kernel
+def two_persistent_loops_shifted(x, out, B: vg.constexpr):
+    tiles = (x.shape[0] + B - 1) // B
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))  # race
+    for t in range(tile.bid(0) + 1, tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)) * 2.0)
+
+
+@tile.kernel
+def two_persistent_loops(x, out, B: vg.constexpr):
+    tiles = (x.shape[0] + B - 1) // B
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))
+    for t in range(tile.bid(0), tiles, tile.num_blocks(0)):
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)) * 2.0)
+
+
+def persistent_grouped_setup(rng):
+    rows, cols = 5 * 8 - 3, 3 * 8  # 15 tiles in three groups (the last of one row) over 4 blocks
+    return 4, (_f32(rng, rows, cols), _poison(rows, cols)), {"BM": 8, "BN": 8, "GROUP_M": 2}
+
+
 PAIRS = [
     TilePair("two blocks storing one tile", all_store_tile_zero, copy_tiles, "VG202",
              copy_setup, copy_reference),
@@ -577,4 +680,13 @@ PAIRS = [
              two_tiles_per_block, "VG202", two_tiles_setup, doubled_reference),
     TilePair("grouped tile order dividing by GROUP_M in the last group", grouped_order_wrong_divisor,
              grouped_order, "VG202", grouped_setup, doubled_reference),
+    TilePair("cuTile's grouped tile order with the column as a remainder",
+             cutile_order_column_remainder, cutile_order, "VG202", grouped_setup, doubled_reference),
+    TilePair("persistent loop over a grouped tile order stepping by 1", persistent_grouped_step_one,
+             persistent_grouped, "VG202", persistent_grouped_setup, doubled_reference),
+    TilePair("two persistent loops, the second a block ahead", two_persistent_loops_shifted,
+             two_persistent_loops, "VG202", persistent_setup, doubled_reference),
+    TilePair("persistent grouped tile order dividing by GROUP_M in the last group",
+             persistent_triton_order_wrong_divisor, persistent_triton_order, "VG202",
+             persistent_grouped_setup, doubled_reference),
 ]

@@ -1,5 +1,6 @@
-"""Matrix products on tensor cores: GEMM (bfloat16, float16, fp8), batched GEMM, and GEMM
-with a fused bias + GELU epilogue, written as what one block does to its output tile.
+"""Matrix products on tensor cores: GEMM (bfloat16, float16, fp8), batched GEMM, GEMM
+with a fused bias + GELU epilogue, written as what one block does to its output tile, and
+GEMM on a persistent grid whose blocks walk the output tiles in grouped order.
 
 Each block computes one BM x BN tile of C, accumulating A's row panel times B's column
 panel BK at a time in float32 (`tile.mma`); the epilogue runs on the accumulator's
@@ -79,6 +80,30 @@ def batched_gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
     tile.store(c, index=(z, i, j), tile=acc.astype(c.dtype).reshape((1, BM, BN)))
 
 
+@tile.kernel
+def gemm_grouped(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                 BK: vg.constexpr = 64, GROUP: vg.constexpr = 8):
+    """c = a @ b on a persistent grid (any number of blocks, e.g. one per multiprocessor):
+    each block takes every num_blocks-th output tile in grouped order, GROUP block rows at
+    a time, column by column (cuTile's samples' order), so that the blocks at work together
+    share A's row panels and B's column panels in L2. The race checker proves that no two
+    blocks store one tile (`docs/safety.md`, "Block orders")."""
+    rows = (c.shape[0] + BM - 1) // BM
+    cols = (c.shape[1] + BN - 1) // BN
+    in_group = GROUP * cols
+    for t in range(tile.bid(0), rows * cols, tile.num_blocks(0)):
+        first_row = (t // in_group) * GROUP
+        group_rows = min(rows - first_row, GROUP)  # the last group may have fewer rows
+        i = first_row + t % group_rows
+        j = (t % in_group) // group_rows
+        acc = tile.zeros((BM, BN), vg.float32)
+        for k in range((a.shape[1] + BK - 1) // BK):
+            x = tile.load(a, index=(i, k), shape=(BM, BK))
+            y = tile.load(b, index=(k, j), shape=(BK, BN))
+            acc = tile.mma(x, y, acc)
+        tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
+
+
 def _gelu(x):
     from math import erf
 
@@ -130,6 +155,11 @@ def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:
         # On sm_90a wgmma adds fp8 products in the tensor cores' narrower accumulator
         # (5e-4 relative here on the H200; `tile.matmul`'s precision note); elsewhere float32.
         results.append(Result("gemm fp8 e4m3 (B K-major), scaled", c, 0.5 * (a64 @ bt64.T), 2e-3))
+    a, a64 = _narrow(rng, (m, k), "float16")
+    b, b64 = _narrow(rng, (k, n), "float16")
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm_grouped, 5, a, b, c, BM=bm, BN=bn, BK=bk, GROUP=3)[2]
+    results.append(Result("gemm float16, grouped order on a persistent grid", c, a64 @ b64, 1e-5))
     z = 3
     a, a64 = _narrow(rng, (z, m, k), "float16")
     b, b64 = _narrow(rng, (z, k, n), "float16")

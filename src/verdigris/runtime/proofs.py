@@ -10,10 +10,12 @@ preconditions) or raises the checker's `SafetyError`. With `beside_compile`, the
 run on a thread beside the compile that follows, where the compiled code does not depend on
 it (see `start`; the compiler begins the thread after its lowering, `Verdict.start`).
 
-Guarantees: only accepted kernels are recorded, under a key made of the printed IR (which
-holds everything the checker reads: the body, the types, the block and one-block grid
-axes, `vg.unsafe` regions), the specialization key and the compiler's fingerprint
-(`cache`), so a hit gives the verdict the checker would give. A hit imports neither the
+A refusal stays with its specialization in memory: each launch is refused with the same
+error, without checking again (it is not recorded on disk). Guarantees: only accepted
+kernels are recorded, under a key made of the printed IR (which holds everything the
+checker reads: the body, the types, the block and one-block grid axes, `vg.unsafe`
+regions), the specialization key and the compiler's fingerprint (`cache`), so a hit gives
+the verdict the checker would give. A hit imports neither the
 checker nor the solver: with the compiled image also cached, a specialization costs the
 frontend and two small file reads. A miss on the cuda backend means a compile follows:
 the code generator's setup starts on a thread first (`codegen.prefetch`), beside the check.
@@ -27,6 +29,7 @@ import threading
 import time
 
 from ..codegen import checks
+from ..errors import SafetyError
 from ..ir.printer import format_kernel
 from . import backend, cache
 
@@ -137,7 +140,12 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
         return verdict
     if beside_compile and compiles_next and not checks.sites(kernel):
         return Verdict.beside(prove)
-    return Verdict(prove(), time.perf_counter() - started)
+    try:
+        return Verdict(prove(), time.perf_counter() - started)
+    except SafetyError as refusal:  # kept: each later launch is refused with it, unchecked
+        verdict = Verdict(seconds=time.perf_counter() - started)
+        verdict._error = refusal
+        return verdict
 
 
 def _tuples(value):

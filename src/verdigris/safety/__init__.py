@@ -22,7 +22,8 @@ warp operation reached by all of them together, and no warp operation by a warp 
 32 lanes: VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
 VG212, VG204; reads of what nothing wrote: VG213).
 Tile kernels follow the same rule with a block as the thread (`tilerace`, on
-the accesses `tiles` maps to elements); other tracks get `race_free: None`.
+the accesses `tiles` maps to elements; block orders such as grouped and persistent ones
+through `blockorder`); other tracks get `race_free: None`.
 
 Facts (in `kernel.facts` after `check`): `race_free`, and the launch conditions the proof
 assumes and the launcher must enforce: `unit_grid_axes` (grid axes that must have one

@@ -14,3 +14,4 @@ READ = 1000 * STEPS_PER_MS  # a VG213 proof that needs more is left to the cpu b
 BOUNDS = 200 * STEPS_PER_MS  # a bounds proof that needs more keeps its check
 READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
 BACKSTOP_MS = 120_000
+ORDER = 200 * STEPS_PER_MS  # a block order's injectivity (`injective`); past it, the general query

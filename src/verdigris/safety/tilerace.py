@@ -26,8 +26,10 @@ that may meet it (VG204).
 Each pair goes first to the fast path: views (see `tiles`) of one shape, whose tile indices
 `fastpath.disjoint` proves distinct for distinct blocks (and, for a scatter against itself,
 whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
-a 2-D grid of tiles) counts as the one index `t` there. Else `solver.collide` on the
-element indices decides it and gives the counterexample.
+a 2-D grid of tiles) counts as the one index `t` there. Then `injective.distinct_tiles`:
+tile indices that are functions of linear tile indices (the grouped orders of matrix
+products, in persistent loops or not), proven injective by a query of their own. Else
+`solver.collide` on the element indices decides it and gives the counterexample.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import itertools
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
-from . import blockorder, fastpath, solver
+from . import blockorder, fastpath, injective, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -116,9 +118,10 @@ def _proven(a: TileAccess, b: TileAccess, space: Space, own: bool) -> bool:
     if a.view is None or b.view is None or a.view.shape != b.view.shape:
         return False
     (tiles_a, pairs_a), (tiles_b, pairs_b) = (_combined(x, space) for x in (a, b))
-    if pairs_a != pairs_b or not fastpath.disjoint(
-            Access(a.array, a.kind, tiles_a, a.pc, a.loc, a.unsafe),
-            Access(b.array, b.kind, tiles_b, b.pc, b.loc, b.unsafe), space):
+    apart = pairs_a == pairs_b and fastpath.disjoint(
+        Access(a.array, a.kind, tiles_a, a.pc, a.loc, a.unsafe),
+        Access(b.array, b.kind, tiles_b, b.pc, b.loc, b.unsafe), space)
+    if not apart and (own or not injective.distinct_tiles(a, b, space)):
         return False
     used = [n for n in a.view.lanes if n is not None]
     return not own or (len(set(used)) == len(used) and set(used) == set(a.lanes))
