@@ -12,6 +12,7 @@ and calls (intrinsics of the kernel's track, `vg.math`, casts, `@vg.func` helper
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 import types as pytypes
 
@@ -156,6 +157,7 @@ class Expressions:
         dtype = T.float32 if any(isinstance(v, float) for v in values) else \
             max((T.literal_dtype(v) for v in values), key=lambda d: d.itemsize)
         table = self.local_array((len(values),), dtype, loc, label=getattr(node.value, "id", "table"))
+        table.type = replace(table.type, values=tuple(values))
         for k, v in enumerate(values):
             self.emit(N.Store(loc, table, self.indices_for(table, [(Static(k), loc)], loc),
                               typed(Static(v), loc, dtype)))

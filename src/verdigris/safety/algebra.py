@@ -212,11 +212,12 @@ def joined(a: tuple, b: tuple, base: tuple) -> tuple:
 class Atom:
     name: str
     kind: str  # thread size param shape unknown counter trips ite floordiv mod loopvar wrap pow2 rshift bool
+    # ticket (a block's) claim (a thread's ticket, `tickets`) table (a tuple constant's entry)
     lo: float = -INF
     hi: float = INF
     # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); wrap: (x, modulus),
     # x less a multiple of the modulus, in [lo, hi]; pow2 (floor(2**e), 0 for e < 0): (e,);
-    # rshift (x >> e): (x, e); trips: the counters of the loops around the loop it counts
+    # rshift (x >> e): (x, e); table: (index, value 0, value 1, ...); trips: the counters of the loops around the loop it counts
     definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 
@@ -245,6 +246,8 @@ class Space:
     scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
     barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
     tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
+    claims: dict = field(default_factory=dict)  # claim atom -> (counter, indices, memory, step) (`tickets`)
+    made: dict = field(default_factory=dict)  # (kind, definition) -> its atom (`defined`)
     loops_counted: dict = field(default_factory=dict)  # trip count atom -> the loop's (`trip_count`)
 
     def add(self, atom: Atom) -> Poly:
@@ -254,6 +257,15 @@ class Space:
     def fresh(self, kind: str, lo=-INF, hi=INF, definition=(), label="") -> Poly:
         self.counter += 1
         return self.add(Atom(f"{kind}{self.counter}@", kind, lo, hi, definition, label))
+
+    def defined(self, kind: str, lo, hi, definition: tuple) -> Poly:
+        """An atom of `kind` defined by `definition` (a function of it: `floordiv`, `mod`):
+        the one made before for the same definition, so that a kernel computing
+        `pid % groups` twice gives the solver one division, not two."""
+        key = (kind, definition)
+        if key not in self.made:
+            self.made[key] = self.fresh(kind, lo, hi, definition)
+        return self.made[key]
 
     def fresh_bool(self, label="") -> tuple:
         self.counter += 1

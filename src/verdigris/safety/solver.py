@@ -35,7 +35,7 @@ from .trace import Access
 COPIES = ("1", "2")
 # bounds for readable examples, per kind of atom (tickets as a counter from zero hands them out)
 SMALL = {"size": (-4, 4), "shape": (-1024, 1024), "param": (-1024, 1024),
-         "unknown": (-1024, 1024), "ticket": (0, 1024)}
+         "unknown": (-1024, 1024), "ticket": (0, 1024), "claim": (0, 1024)}
 
 
 @dataclass
@@ -54,7 +54,8 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
     """From a model of a query about the threads `copies` (two, or one): (value of a term,
     the threads' ids, the sizes it chose, its (grid, block))."""
     value = model.int
-    tickets = sorted(n for n in enc.used if n in space.tickets)[:1]  # a block's ticket, if any
+    # a block's ticket, else a thread's, if any
+    tickets = sorted(n for n in enc.used if n in space.tickets)[:1] or sorted(n for n in enc.used if n in space.claims)[:1]
     threads = tuple({**{n: value(enc.atom(per_thread(n, c))) for n in ids},
                      **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in copies)
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
@@ -66,7 +67,7 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
 
 def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False) -> Outcome:
     """`apart`: only threads of different warps (see `order.unordered`)."""
-    import z3
+    z3 = budgets.z3()
 
     enc = _Encoder(space, z3)
     ia = [enc.poly(p.rename("1")) for p in a.indices]
@@ -106,10 +107,15 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
         solver.push()
         solver.add(*[term.translate(solver.ctx) for term in preference])
-        if solver.check() == z3.sat:
-            model = solver.model()
-        else:
-            solver.pop()
+        with budgets.watch(solver.ctx):  # past the proof's time: the model as it is
+            found = solver.check()
+        try:
+            if found == z3.sat:
+                model = solver.model()
+                continue
+        except z3.Z3Exception:  # interrupted as the check ended: no model to take
+            pass
+        solver.pop()
     return Found(model)
 
 
@@ -127,7 +133,7 @@ class Found:
         return self.eval(term).as_long()
 
     def true(self, formula) -> bool:
-        import z3
+        z3 = budgets.z3()
 
         return z3.is_true(self.eval(formula))
 
@@ -135,10 +141,12 @@ class Found:
 def gave_up(solver, budget: int) -> str:
     """Why `solver` answered unknown, in words a refusal can carry."""
     reason = solver.reason_unknown() or "unknown"
-    if reason == "canceled" or "resource limit" in reason:  # z3 says either when the rlimit is reached
-        return f"the solver spent its budget of {budget:,} steps"
+    if budgets.spent():
+        return f"the proof ran past its time limit of {budgets.KERNEL_S:g} s (of CPU) for a kernel"
     if reason == "timeout":
         return f"the solver ran past {budgets.BACKSTOP_MS // 1000} s"
+    if "resource limit" in reason or reason == "canceled":  # z3 says either when the rlimit is reached
+        return f"the solver spent its budget of {budget:,} steps"
     return f"the solver gave up ({reason})"
 
 
@@ -220,7 +228,14 @@ class _Encoder:
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
         solver.from_string(draft.sexpr())
-        return solver.check(), solver
+        with budgets.watch(solver.ctx):
+            result = solver.check()
+        try:
+            if result == z3.sat:
+                solver.model()
+        except z3.Z3Exception:  # interrupted as the check ended: undecided
+            return z3.unknown, solver
+        return result, solver
 
     def any(self, terms: list):
         """The disjunction of `terms`, false if there are none, in this query's context."""
@@ -272,7 +287,10 @@ class _Encoder:
             return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else self.constant(0)
         xv, yv = self.poly(x), self.poly(y)
         self.divisors.append(yv)
-        return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
+        lo = self.space.interval(y)[0]
+        positive = xv / yv  # the signs the divisor cannot take need no case
+        return positive if lo >= 1 else z3.If(yv > 0, positive, 0) if lo >= 0 else \
+            z3.If(yv > 0, positive, z3.If(yv < 0, (-xv) / (-yv), 0))
 
     def power_of_two(self, exponent):
         """floor(2**exponent), spelled out for each value in the exponent's range (`intops`
@@ -298,12 +316,23 @@ class _Encoder:
         if y.value is not None and y.value > 0:
             return self.poly(x) % y.value
         xv, yv = self.poly(x), self.poly(y)
+        if self.space.interval(y)[0] >= 1:  # z3's mod by a positive divisor is the floor one
+            self.side.append(z3.And(0 <= xv % yv, xv % yv < yv))
+            return xv % yv
         rest = z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
         # its range, stated: z3 would have to derive it from nonlinear terms (a grouped GEMM
         # ordering's `% group_size_m` was out of budget without it)
         self.side.append(z3.If(yv > 0, z3.And(0 <= rest, rest < yv),
                                z3.If(yv < 0, z3.And(yv < rest, rest <= 0), rest == 0)))
         return rest
+
+    def entry(self, index, values: tuple):
+        """`values[index]` (Polys), the last one past the end (an index outside the table
+        faults before its value is used)."""
+        i, value = self.poly(index), self.poly(values[-1])
+        for k in reversed(range(len(values) - 1)):
+            value = self.z3.If(i == k, self.poly(values[k]), value)
+        return value
 
     def wrap(self, x, modulus):
         """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
@@ -320,4 +349,5 @@ _DEFINITIONS = {
     "wrap": lambda enc, term, x, modulus: term == enc.wrap(x, modulus),
     "pow2": lambda enc, term, exponent: term == enc.power_of_two(exponent),
     "rshift": _Encoder.shifted_right,
+    "table": lambda enc, term, index, *values: term == enc.entry(index, values),
 }
