@@ -228,3 +228,108 @@ def test_a_tuple_constant_indexed_by_the_thread_is_read_by_the_proof(rng):
     want[(i // 256) * 256 + np.array(OFFSETS)[i % 4] + (i % 256) // 4] = x
     np.testing.assert_array_equal(out, want)
     assert_refused_with_two_threads(analyze(scatter_rows_too_close, x, out, block=(256, 1, 1)))
+
+
+# ----------------------------------------------------------------------------- proof time
+
+@simt.kernel
+def cubes(x, out):  # i**3 is injective, but z3 finds no proof of it in 1 s
+    i = simt.global_id(0)
+    if i < 1000000:
+        out[i * i * i] = x[i]
+
+
+def test_a_proof_that_runs_past_its_time_is_refused_as_not_proven_when_the_time_is_spent():
+    from verdigris.safety import budgets
+
+    x = np.zeros(8, np.float32)
+    analysis = analyze(cubes, x, x.copy())
+    assert [e.code for e in analysis.errors] == ["VG205"], analysis.errors
+    assert "ran past its time limit of 1 s" in str(analysis.errors[0])
+    assert analysis.cpu_seconds < budgets.KERNEL_S + 0.5  # the CPU time of the proof, all of it
+
+
+def test_the_time_limit_stops_a_proof_that_needs_more(monkeypatch):
+    """The bitonic sort is proven in its time (test_shared_static); given a tenth of what it
+    needs, it is refused, and stops there."""
+    from verdigris.safety import budgets
+
+    from . import shared_pairs
+
+    keys = np.zeros(64, np.float32)
+    monkeypatch.setattr(budgets, "KERNEL_S", 0.02)
+    analysis = analyze(shared_pairs.bitonic_sort, keys, keys.copy())
+    assert analysis.errors and all(e.code == "VG205" for e in analysis.errors), analysis.errors
+    assert "ran past its time limit of 0.02 s" in str(analysis.errors[0])
+    assert analysis.cpu_seconds < 0.3
+
+
+# ----------------------------------------------------------------------------- nested loops
+
+@simt.kernel
+def rounds_of_rounds(x, out, n, m):  # every inner iteration ends with a barrier
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m):
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def rounds_of_rounds_barrier_first(x, out, n, m):  # the last write has no barrier after it
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m):
+            simt.barrier()
+            s[t] = v + vg.float32(i + j)
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def rounds_then_a_write(x, out, n, m):  # a write after the inner loop, in the outer one
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m):
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+        s[t] = v
+    out[simt.global_id(0)] = s[63 - t] if n > 0 else v
+
+
+@simt.kernel
+def rounds_of_rounds_read_first(x, out, n, m):  # the read meets the first inner write after it
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        if i > 0 and m > 0:
+            v = v + s[63 - t]
+        for j in range(m):
+            s[t] = v
+            simt.barrier()
+    out[simt.global_id(0)] = v
+
+
+def test_a_barrier_that_ends_every_inner_iteration_orders_what_comes_after_the_loops(rng):
+    """With run-time trip counts an outer iteration may pass no barrier (m == 0); the last
+    barrier before the loops end is then the one of the last outer iteration whose inner
+    loop ran, which comes after every write of the inner loops."""
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.full(64, -7, np.float32)
+    assert_proven(analyze(rounds_of_rounds, x, out, 3, 2))
+    fresh(rounds_of_rounds)[1, 64](x, out, 3, 2)
+    np.testing.assert_allclose(out, x[::-1] + np.float32(2 + 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel", [rounds_of_rounds_barrier_first, rounds_then_a_write,
+                                    rounds_of_rounds_read_first])
+def test_accesses_with_no_barrier_between_them_in_nested_loops_are_refused(kernel, rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    assert_refused_with_two_threads(analyze(kernel, x, x.copy(), 3, 2), "VG211")

@@ -168,6 +168,9 @@ def formula_atoms(f: tuple, into: set) -> set:
     elif tag in ("and", "or", "not"):
         for sub in f[1:]:
             formula_atoms(sub, into)
+    elif tag in ("passes", "quiet"):  # (tag, suffix, after, index, outer iteration, loops): `barriers`
+        for p in (f[2], f[3], *f[4]):
+            into |= p.atoms()
     return into
 
 
@@ -179,6 +182,9 @@ def rename_formula(f: tuple, suffix: str) -> tuple:
         return ("bool", per_thread(f[1], suffix))
     if tag in ("and", "or", "not"):
         return (tag, *(rename_formula(sub, suffix) for sub in f[1:]))
+    if tag in ("passes", "quiet"):
+        return (tag, suffix, f[2].rename(suffix), f[3].rename(suffix),
+                tuple(p.rename(suffix) for p in f[4]), f[5])
     return f
 
 

@@ -43,11 +43,11 @@ def _clock():
 
 
 @contextmanager
-def proving(seconds: float = KERNEL_S):
-    """The clock of one kernel's race proof: its queries share `seconds` of this thread's
-    CPU time (what other processes on a loaded machine take does not count)."""
+def proving(seconds: float | None = None):
+    """The clock of one kernel's race proof: its queries share `seconds` (`KERNEL_S`) of
+    this thread's CPU time (what other processes on a loaded machine take does not count)."""
     clock = _clock()
-    token = _deadline.set((clock, time.clock_gettime(clock) + seconds))
+    token = _deadline.set((clock, time.clock_gettime(clock) + (KERNEL_S if seconds is None else seconds)))
     try:
         yield
     finally:

@@ -67,6 +67,8 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
 
 def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False) -> Outcome:
     """`apart`: only threads of different warps (see `order.unordered`)."""
+    if budgets.spent():  # the kernel's time is up: no query is built
+        return Outcome("unknown", reason=out_of_time())
     z3 = budgets.z3()
 
     enc = _Encoder(space, z3)
@@ -138,11 +140,16 @@ class Found:
         return z3.is_true(self.eval(formula))
 
 
+def out_of_time() -> str:
+    """Why a query of a proof whose time is spent (`budgets`) is undecided."""
+    return f"the proof ran past its time limit of {budgets.KERNEL_S:g} s (of CPU) for a kernel"
+
+
 def gave_up(solver, budget: int) -> str:
     """Why `solver` answered unknown, in words a refusal can carry."""
-    reason = solver.reason_unknown() or "unknown"
     if budgets.spent():
-        return f"the proof ran past its time limit of {budgets.KERNEL_S:g} s (of CPU) for a kernel"
+        return out_of_time()
+    reason = solver.reason_unknown() or "unknown"
     if reason == "timeout":
         return f"the solver ran past {budgets.BACKSTOP_MS // 1000} s"
     if "resource limit" in reason or reason == "canceled":  # z3 says either when the rlimit is reached
@@ -200,16 +207,17 @@ class _Encoder:
             if atom.kind == "wrap":
                 self.wraps.append((atom.label, term, self.poly(parts[0])))
         if atom.kind == "trips":
-            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name], parts, suffix))
+            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name],
+                                                     [self.poly(p) for p in parts], suffix))
         return term
 
     def trip_count(self, loop: str, iteration: list, suffix: str):
-        """The trip count of `loop` in a block and an iteration of the loops around it: one
-        function of both, so a trip count of another iteration (`Space.trip_count_then`)
-        is the one a thread in that iteration sees."""
+        """The trip count of `loop` in a block and an iteration (z3 terms) of the loops
+        around it: one function of both, so a trip count of another iteration
+        (`Space.trip_count_then`) is the one a thread in that iteration sees."""
         z3 = self.z3
         blocks = [self.atom(per_thread(n, suffix)) for n in self.space.identity() if n.startswith("bid")]
-        args = blocks + [self.poly(p) for p in iteration]
+        args = blocks + list(iteration)
         if not args:
             return z3.Int(f"trips:{loop}", self.ctx)
         count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
@@ -222,6 +230,8 @@ class _Encoder:
         Python built and freed before (the same query took 3.7M or 36M steps with the hash
         seed); parsed, the same text is numbered the same way every time."""
         z3 = self.z3
+        if budgets.spent():  # the kernel's time is up: undecided, at once
+            return z3.unknown, z3.Solver(ctx=self.ctx)
         draft = z3.Solver(ctx=self.ctx)
         draft.add(*facts, *self.side)
         solver = z3.Solver(ctx=z3.Context())
@@ -278,8 +288,27 @@ class _Encoder:
             return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
         if tag == "bool":
             return self.atom(f[1])
+        if tag in ("passes", "quiet"):
+            return self.barrier_passed(*f)
         parts = [self.formula(sub) for sub in f[1:]]
         return {"and": z3.And, "or": z3.Or}[tag](parts) if tag != "not" else z3.Not(parts[0])
+
+    def barrier_passed(self, tag: str, suffix: str, after, index, outer: tuple, loops: tuple):
+        """("passes", ..., k, k, ...): iteration k of a loop (in iteration `outer` of the loops
+        around it) passes a barrier; ("quiet", ..., a, i, ...): no iteration after a up to i
+        does. An iteration passes one exactly when one of the inner `loops` runs in it
+        (`barriers.passing_loops`), whose trip counts are one function of the iteration."""
+        z3 = self.z3
+        around = [self.poly(p) for p in outer]
+
+        def passes(k):
+            return self.any([self.trip_count(loop, around + [k], suffix) >= 1 for loop in loops])
+
+        a, i = self.poly(after), self.poly(index)
+        if tag == "passes":
+            return passes(a)
+        k = z3.Int("k!later", self.ctx)
+        return z3.ForAll([k], z3.Implies(z3.And(a < k, k <= i), z3.Not(passes(k))))
 
     def floordiv(self, x, y):
         z3, d = self.z3, y.value
