@@ -234,10 +234,24 @@ class _Encoder:
             return z3.unknown, z3.Solver(ctx=self.ctx)
         draft = z3.Solver(ctx=self.ctx)
         draft.add(*facts, *self.side)
+        text = draft.sexpr()
+        if not any(word in text for word in _NOT_NLSAT):
+            # polynomials alone: z3's nlsat first, briefly; it decides at once many queries
+            # z3's default solver takes a second for (`r * W + c` with c <= W, which is sat)
+            quick = z3.Tactic("qfnra-nlsat", ctx=z3.Context()).solver()
+            quick.set("rlimit", budget)
+            quick.from_string(text)
+            with budgets.watch(quick.ctx, budgets.NLSAT_S):
+                result = quick.check()
+            try:
+                if result == z3.unsat or result == z3.sat and quick.model() is not None:
+                    return result, quick
+            except z3.Z3Exception:  # interrupted as the check ended: the default solver decides
+                pass
         solver = z3.Solver(ctx=z3.Context())
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
-        solver.from_string(draft.sexpr())
+        solver.from_string(text)
         with budgets.watch(solver.ctx):
             result = solver.check()
         try:
@@ -368,6 +382,9 @@ class _Encoder:
         it the one two's complement or unsigned wrap-around gives)."""
         return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
 
+
+# what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts)
+_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(declare-fun trips:", "(ite ")
 
 # atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {
