@@ -244,7 +244,8 @@ class _Encoder:
             with budgets.watch(quick.ctx, budgets.NLSAT_S):
                 result = quick.check()
             try:
-                if result == z3.unsat or result == z3.sat and quick.model() is not None:
+                # unsat over the reals is unsat over the integers; a model must be integral
+                if result == z3.unsat or result == z3.sat and _integral(quick.model(), z3):
                     return result, quick
             except z3.Z3Exception:  # interrupted as the check ended: the default solver decides
                 pass
@@ -381,6 +382,12 @@ class _Encoder:
         """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
         it the one two's complement or unsigned wrap-around gives)."""
         return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
+
+
+def _integral(model, z3) -> bool:
+    """Whether every value of `model` is an integer (a counterexample of threads and sizes)."""
+    return all(z3.is_int_value(model[d]) or z3.is_true(model[d]) or z3.is_false(model[d])
+               for d in model.decls())
 
 
 # what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts)
