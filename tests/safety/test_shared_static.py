@@ -748,10 +748,10 @@ def test_masks_below_a_power_of_two_are_remainders(rng):
 
 
 @pytest.mark.parametrize("name", ["bitonic_sort", "bitonic_sort_halving", "bitonic_sort_by_position"])
-def test_the_bitonic_sort_is_proven_in_a_tenth_of_the_race_budget(name):
+def test_the_bitonic_sort_is_proven_in_a_hundredth_of_the_race_budget(name):
     """Partners `t ^ j` (with `j = 1 << jj`, or halving in a while loop), and the CUDA
     samples' positions `2*t - (t & (stride - 1))` (each query takes about 0.1M steps of the
-    0.5M allowed here)."""
+    0.4M allowed here)."""
     from verdigris.safety import budgets
 
     from . import shared_pairs
@@ -759,7 +759,7 @@ def test_the_bitonic_sort_is_proven_in_a_tenth_of_the_race_budget(name):
     k = fresh(getattr(shared_pairs, name))
     values = k.bind((F32, F32), {})
     ir = k.build(k.spec_key(values, k.describe_args(values), (64, 1, 1)))
-    result = safety.analyze(ir, budget=budgets.RACE // 10)
+    result = safety.analyze(ir, budget=budgets.RACE // 100)
     assert not result.errors, result.errors[0]
 
 

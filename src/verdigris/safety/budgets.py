@@ -32,10 +32,10 @@ from contextvars import ContextVar
 KERNEL_S = 2.0
 STEPS_PER_MS = 5000
 
-RACE = 1000 * STEPS_PER_MS  # a race query
-READ = 500 * STEPS_PER_MS  # a VG213 proof that needs more is left to the cpu backend
+RACE = 8000 * STEPS_PER_MS  # a race query (within the kernel's time)
+READ = 1000 * STEPS_PER_MS  # a VG213 proof that needs more is left to the cpu backend
 BOUNDS = 200 * STEPS_PER_MS  # a bounds proof that needs more keeps its check
-READABLE = 100 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
+READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
 NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`solver._Encoder.decide`)
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
 

@@ -106,7 +106,8 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     solver.set("rlimit", min(budget, budgets.READABLE))
     first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
     nonzero = [d != 0 for d in enc.divisors]
-    for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
+    lower_first = [_before(enc, ids)]  # thread 1 the lower of the two (by block, then thread)
+    for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small(), lower_first]:
         solver.push()
         solver.add(*[term.translate(solver.ctx) for term in preference])
         with budgets.watch(solver.ctx):  # past the proof's time: the model as it is
@@ -119,6 +120,16 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
             pass
         solver.pop()
     return Found(model)
+
+
+def _before(enc, ids: list):
+    """Thread 1 comes before thread 2 (blocks first, then threads, axis by axis)."""
+    order = [n for n in ids if n.startswith("bid")] + [n for n in ids if n.startswith("tid")]
+    z3, before = enc.z3, enc.constant(False)
+    for n in reversed(order):
+        mine, theirs = enc.atom(per_thread(n, "1")), enc.atom(per_thread(n, "2"))
+        before = z3.Or(mine < theirs, z3.And(mine == theirs, before))
+    return before
 
 
 class Found:
