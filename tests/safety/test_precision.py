@@ -385,3 +385,19 @@ def test_the_up_sweep_of_a_scan_is_proven_in_its_time(rng):
     np.testing.assert_allclose(out.reshape(3, 128), want, rtol=1e-5, atol=1e-5)
     assert_refused_with_two_threads(analyze(up_sweep_one_barrier, x, out, block=(64, 1, 1), LEVELS=7),
                                     "VG211")
+
+
+@simt.kernel
+def compact_up_and_wrapped_down(x, out, count):  # 2**64 - 1 as int64 is -1: a sub in disguise
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        if x[i] > 0.0:
+            out[simt.atomic_add(count, 0, 1)] = x[i]
+        else:
+            out[simt.atomic_add(count, 0, vg.int64(vg.uint64(18446744073709551615)))] = -x[i]
+
+
+def test_a_constant_is_read_as_its_dtype_wraps_it(rng):
+    x, out, count = _compaction_args(rng, dtype=np.int64)
+    analysis = analyze(compact_up_and_wrapped_down, x, out, count)
+    assert analysis.errors and analysis.errors[0].code == "VG205", analysis.errors

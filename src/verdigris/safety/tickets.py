@@ -36,15 +36,20 @@ _MOVES = {"add": 1, "sub": -1}  # op -> the sign a positive value moves the elem
 
 
 def _constant(e: N.Expr):
-    """The integer value of a constant expression (a literal, cast or negated), else None."""
+    """The integer value of a constant expression (a literal, cast or negated), in its dtype
+    (a cast wraps: uint64 2**64 - 1 as int64 is -1, 2**32 as int32 is 0), else None."""
+    value = None
     if isinstance(e, N.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return e.value
-    if isinstance(e, N.Cast) and e.dtype.is_int and e.value.dtype.is_int:
-        return _constant(e.value)
-    if isinstance(e, N.Unary) and e.op == "neg":
+        value = e.value
+    elif isinstance(e, N.Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        value = _constant(e.value)
+    elif isinstance(e, N.Unary) and e.op == "neg":
         value = _constant(e.operand)
-        return None if value is None else -value
-    return None
+        value = None if value is None else -value
+    if value is None or e.dtype is None or not e.dtype.is_int:
+        return value
+    lo = -2 ** (e.dtype.bits - 1) if e.dtype.is_signed else 0
+    return (value - lo) % 2**e.dtype.bits + lo
 
 
 def _writes(nodes, in_loop: bool = False):
