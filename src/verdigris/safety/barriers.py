@@ -25,8 +25,13 @@ barrier before a `break` in it. Where an iteration of an outer loop ends with an
 loop, it ends in the inner loop's last iteration: the inner trip count of that outer
 iteration (`Space.trip_count_then`; the solver knows a trip count as one function of the
 block and the iteration of the loops around it), so the stages of a bitonic sort do not
-meet. Conditions that mention values of one iteration are dropped when carried to another
-one (a sound over-approximation).
+meet. Where an iteration may pass no barrier, the one that ends iteration k is that of an
+earlier iteration; when every barrier that may end an iteration is the last of an inner loop
+whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
+in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
+counts), and the loop's entry ends iteration k only where none up to k ran one. Conditions
+that mention values of one iteration are dropped when carried to another one (a sound
+over-approximation).
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Spa
     own shared memory);
   - threads of one block are ordered by barrier() (when they come after different barrier
     instances, see `barriers`), threads of one warp also by syncwarp(); between two threads
-    of one block the facts of uniformity hold (`uniform.equalities`).
+    of one block the facts of uniformity hold (`uniform.equalities`), and between any two
+    threads, that their tickets of one counter element differ (`tickets.apart`, and
+    `block_ticket`s of different blocks).
   `apart=True` asks only about threads of different warps.
 - `may_meet(a, b)`: False when the two accesses of one block cannot come after the same
   barrier (no solver needed), e.g. a write before a barrier and a read after it.
