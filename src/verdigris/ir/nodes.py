@@ -61,6 +61,9 @@ class ArrayType:
     # the shared slot of a `simt.block_ticket(counter)`: the name of its counter, whose every
     # write the frontend has checked to be an atomic add of 1
     ticket_of: Optional[str] = None
+    # a local array holding a tuple constant indexed by a run-time value (`W[k]`): its
+    # values, which its only stores write before any load (the race proof reads them)
+    values: Optional[tuple] = None
 
     def __str__(self) -> str:
         if self.shape is not None:

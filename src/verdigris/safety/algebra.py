@@ -168,6 +168,9 @@ def formula_atoms(f: tuple, into: set) -> set:
     elif tag in ("and", "or", "not"):
         for sub in f[1:]:
             formula_atoms(sub, into)
+    elif tag in ("passes", "quiet"):  # (tag, suffix, after, index, outer iteration, loops): `barriers`
+        for p in (f[2], f[3], *f[4]):
+            into |= p.atoms()
     return into
 
 
@@ -179,6 +182,9 @@ def rename_formula(f: tuple, suffix: str) -> tuple:
         return ("bool", per_thread(f[1], suffix))
     if tag in ("and", "or", "not"):
         return (tag, *(rename_formula(sub, suffix) for sub in f[1:]))
+    if tag in ("passes", "quiet"):
+        return (tag, suffix, f[2].rename(suffix), f[3].rename(suffix),
+                tuple(p.rename(suffix) for p in f[4]), f[5])
     return f
 
 
@@ -212,11 +218,12 @@ def joined(a: tuple, b: tuple, base: tuple) -> tuple:
 class Atom:
     name: str
     kind: str  # thread size param shape unknown counter trips ite floordiv mod loopvar wrap pow2 rshift bool
+    # ticket (a block's) claim (a thread's ticket, `tickets`) table (a tuple constant's entry)
     lo: float = -INF
     hi: float = INF
     # ite: (cond, a, b); floordiv/mod: (x, y); loopvar: (start, k, step); wrap: (x, modulus),
     # x less a multiple of the modulus, in [lo, hi]; pow2 (floor(2**e), 0 for e < 0): (e,);
-    # rshift (x >> e): (x, e); trips: the counters of the loops around the loop it counts
+    # rshift (x >> e): (x, e); table: (index, value 0, value 1, ...); trips: the counters of the loops around the loop it counts
     definition: tuple = ()
     label: str = ""  # what a user calls it ("out.shape[0]", "idx[...]")
 
@@ -245,6 +252,8 @@ class Space:
     scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
     barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
     tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
+    claims: dict = field(default_factory=dict)  # claim atom -> (counter, indices, memory, step) (`tickets`)
+    made: dict = field(default_factory=dict)  # (kind, definition) -> its atom (`defined`)
     loops_counted: dict = field(default_factory=dict)  # trip count atom -> the loop's (`trip_count`)
     assumed: list = field(default_factory=list)  # formulas of the kernel's `vg.assume`s (also in domain)
 
@@ -255,6 +264,15 @@ class Space:
     def fresh(self, kind: str, lo=-INF, hi=INF, definition=(), label="") -> Poly:
         self.counter += 1
         return self.add(Atom(f"{kind}{self.counter}@", kind, lo, hi, definition, label))
+
+    def defined(self, kind: str, lo, hi, definition: tuple) -> Poly:
+        """An atom of `kind` defined by `definition` (a function of it: `floordiv`, `mod`):
+        the one made before for the same definition, so that a kernel computing
+        `pid % groups` twice gives the solver one division, not two."""
+        key = (kind, definition)
+        if key not in self.made:
+            self.made[key] = self.fresh(kind, lo, hi, definition)
+        return self.made[key]
 
     def fresh_bool(self, label="") -> tuple:
         self.counter += 1

@@ -25,8 +25,13 @@ barrier before a `break` in it. Where an iteration of an outer loop ends with an
 loop, it ends in the inner loop's last iteration: the inner trip count of that outer
 iteration (`Space.trip_count_then`; the solver knows a trip count as one function of the
 block and the iteration of the loops around it), so the stages of a bitonic sort do not
-meet. Conditions that mention values of one iteration are dropped when carried to another
-one (a sound over-approximation).
+meet. Where an iteration may pass no barrier, the one that ends iteration k is that of an
+earlier iteration; when every barrier that may end an iteration is the last of an inner loop
+whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
+in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
+counts), and the loop's entry ends iteration k only where none up to k ran one. Conditions
+that mention values of one iteration are dropped when carried to another one (a sound
+over-approximation).
 """
 from __future__ import annotations
 
@@ -109,6 +114,25 @@ def _then(name: str, iteration: tuple, mapping: dict, space) -> Poly:
     return space.fresh("counter", 0, INF, label="an iteration")
 
 
+def passing_loops(real: list, depth: int, space) -> tuple | None:
+    """(the iteration of the loops around, the inner loops) where the barriers `real` that
+    may end an iteration of a loop are each the last barrier of a loop right inside it whose
+    every iteration ends with it, reached when that loop runs (its `ended` alternative,
+    under trip count >= 1): then an iteration passes a barrier exactly when one of those
+    loops runs in it, which the solver knows of any iteration (a trip count is one function
+    of the block and the iteration). None where it is not so."""
+    loops = []
+    for y in real:
+        parts = y.cond[1:] if y.cond[0] == "and" else (y.cond,)
+        count = y.iters[depth + 1] + Poly.const(1) if len(y.iters) == depth + 2 else Poly.const(0)
+        trips = [n for n in count.atoms() if count == Poly.atom(n) and n in space.loops_counted
+                 and space.atoms[n].definition == tuple(y.iters[:depth + 1])]
+        if not trips or not all(p == compare("ge", count, Poly.const(1)) for p in parts):
+            return None
+        loops.append(space.loops_counted[trips[0]])
+    return (tuple(real[0].iters[:depth]), tuple(sorted(set(loops)))) if loops else None
+
+
 def is_back(x: Alt) -> bool:
     return isinstance(x.barrier, tuple)
 
@@ -142,8 +166,12 @@ def resolve(alts: tuple, kind: str, loops: dict, space, active: frozenset = froz
         if len(real) < len(ends):  # an iteration may pass no barrier: any earlier one ended it
             at = space.fresh("counter", 0, INF, label="an earlier iteration")
             facts = (exists, compare("le", at, index))
-            out.extend(resolve(_guard(loop.entry[kind], conj(x.cond, exists)), kind, loops,
-                               space, active))
+            entered = conj(x.cond, exists)
+            known = passing_loops(real, loop.depth, space)
+            if known:  # `at` is the last iteration that passes one, or none did (the entry)
+                facts += (("passes", "", at, at, *known), ("quiet", "", at, index, *known))
+                entered = conj(entered, ("quiet", "", Poly.const(-1), index, *known))
+            out.extend(resolve(_guard(loop.entry[kind], entered), kind, loops, space, active))
         for y in real:
             mapping = {counter: at}
             for p in y.iters[loop.depth + 1:]:  # inner loops: their iteration then is unknown,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import pair
-from . import solver
+from . import injective, solver
 from .codes import CODES
 from .diagnose import unproven_error
 
@@ -77,7 +77,8 @@ def block_meets(trace, budget: int) -> Meets:
                 if kinds not in ORDERED or key in pairs:  # (a node recorded on two paths: each)
                     continue
                 outcome, again = None, a.node == b.node  # one statement, perhaps recorded twice
-                if again and (not a.loops or _iterations_apart(a, trace.space)):  # (its own lanes: another rule)
+                if again and (not a.loops or _iterations_apart(a, trace.space)
+                              or injective.iterations_apart(a, trace.space)):  # (its own lanes: another rule)
                     meet = False
                 elif a.unsafe or b.unsafe:
                     meet = True

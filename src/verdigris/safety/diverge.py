@@ -37,7 +37,7 @@ import re
 
 from ..errors import SafetyError
 from ..simt import warp_size
-from . import diagnose
+from . import budgets, diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
 from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
@@ -77,7 +77,7 @@ def _last_warp_lanes(space) -> int:
 def _in_partial_warp(point, trace, lanes: int, budget: int):
     """A refusal if a thread of the block's last warp, which has only `lanes` lanes, may
     reach the warp operation `point`, else None."""
-    import z3
+    z3 = budgets.z3()
 
     space = trace.space
     enc = _Encoder(space, z3)
@@ -102,7 +102,7 @@ def _in_partial_warp(point, trace, lanes: int, budget: int):
 
 
 def _split(point, trace, budget: int):
-    import z3
+    z3 = budgets.z3()
 
     space = trace.space
     enc = _Encoder(space, z3)

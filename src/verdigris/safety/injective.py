@@ -75,6 +75,27 @@ def distinct_tiles(a, b, space: Space) -> bool:
     return result == z3.unsat
 
 
+def iterations_apart(a, space: Space) -> bool:
+    """Two iterations of the loops around `a` (a `tiles.TileAccess`) in one block reach
+    distinct tiles: every loop counter around it is a digit of one of its roots (a loop
+    variable `start + k*step`, a mixed radix of block ids and counters), so two iterations
+    have distinct roots, and the tile map is injective in its roots (`distinct_tiles`'
+    query). For a persistent loop's store in grouped order, which the general query takes
+    seconds over."""
+    if a.view is None or not a.loops:
+        return False
+    roots = _roots(a.view.tiles, space)
+    guards = fastpath._guards(a.pc, space)
+    digits = set()
+    for name in roots:
+        if space.atoms[name].kind == "loopvar":
+            found = fastpath.radix(fastpath.expand(Poly.atom(name), space), space, guards)
+            if found is None:
+                return False
+            digits |= found
+    return set(a.loops) <= digits and distinct_tiles(a, a, space)
+
+
 def _blocks_apart(roots_a: set, roots_b: set, guards: set, space: Space):
     """Pairs (x, y) of roots, of the first access and of the second, such that two distinct
     blocks have x of the first block unlike y of the second for one of them (None: none

@@ -8,6 +8,9 @@ defined by its operands (`//`, `%`, `128 >> k`), or an unknown of the result's r
 Guarantees: a result that may have wrapped past its dtype is a `wrap` atom of the exact
 result, never the polynomial itself (`fit`).
 
+Division by a constant d > 1 takes the terms that are multiples of d out first (exact), so
+`i // 256` and `i % 4` of `i = 256 * block + thread` are `block` and `thread % 4`.
+
 Powers of two: a `pow2` atom of exponent e is floor(2**e), 0 for e < 0 (what halving a
 power of two reaches: `invariants` writes `j //= 2` from a power of two as one, with an
 exponent that falls each iteration). `is_power_of_two` tells where a value surely is one: a
@@ -42,12 +45,29 @@ def _mul_op(t, a, b, dtype):
     return t.fit(a * b, dtype)
 
 
+def _multiples(a: Poly, d: int) -> tuple:
+    """`a` as (the sum of its terms whose coefficients are multiples of d, the rest)."""
+    multiple = Poly({m: c for m, c in a.terms.items() if c % d == 0})
+    return multiple, a - multiple
+
+
 def _divmod(op: str):
     def handler(t, a, b, dtype):
-        lo, hi = t.space.interval(a)
         d = b.value
         if op == "floordiv" and d is not None and is_power_of_two(t.space, b) and is_power_of_two(t.space, a):
             return power_of_two(t.space, log2(t.space, a) - log2(t.space, b))  # `k // 2`
+        if d is not None and d > 1:
+            # (d*m + r) // d is m + r // d, and (d*m + r) % d is r % d: `i // 256` and
+            # `i % 4` of i = 256*block + thread are the block and thread % 4, exactly,
+            # and r itself where 0 <= r < d, which leaves the solver no division to split on
+            multiple, rest = _multiples(a, d)
+            if multiple.terms:
+                rlo, rhi = t.space.interval(rest)
+                if op == "mod":
+                    return rest if 0 <= rlo and rhi < d else handler(t, rest, b, dtype)
+                whole = Poly({m: c // d for m, c in multiple.terms.items()})
+                return whole if 0 <= rlo and rhi < d else whole + handler(t, rest, b, dtype)
+        lo, hi = t.space.interval(a)
         if d is not None and d > 0:
             bounds = (math.floor(lo / d) if lo != -INF else -INF, math.floor(hi / d) if hi != INF else INF) \
                 if op == "floordiv" else (0, d - 1)
@@ -58,8 +78,8 @@ def _divmod(op: str):
             blo = t.space.interval(b)[0]
             most = max(abs(lo), abs(hi))
             bounds = (min(lo, 0), max(hi, 0)) if blo >= 1 else (-most, most)
-            return t.fit(t.space.fresh(op, bounds[0], bounds[1], (a, b)), dtype)
-        return t.space.fresh(op, bounds[0], bounds[1], (a, b))
+            return t.fit(t.space.defined(op, bounds[0], bounds[1], (a, b)), dtype)
+        return t.space.defined(op, bounds[0], bounds[1], (a, b))
     return handler
 
 

@@ -321,6 +321,9 @@ def _defined(atom, known: dict, space) -> int | None:
     elif atom.kind == "pow2":
         e = value_at(d[0], known, space)
         v = None if e is None else 2**e if e >= 0 else 0
+    elif atom.kind == "table":
+        i = value_at(d[0], known, space)
+        v = d[1 + i].value if i is not None and 0 <= i < len(d) - 1 else None
     elif atom.kind in ("floordiv", "mod"):
         x, y = value_at(d[0], known, space), value_at(d[1], known, space)
         v = None if x is None or y is None else 0 if y == 0 else x // y if atom.kind == "floordiv" else x % y

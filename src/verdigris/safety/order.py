@@ -8,7 +8,9 @@ accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Spa
     own shared memory);
   - threads of one block are ordered by barrier() (when they come after different barrier
     instances, see `barriers`), threads of one warp also by syncwarp(); between two threads
-    of one block the facts of uniformity hold (`uniform.equalities`).
+    of one block the facts of uniformity hold (`uniform.equalities`), and between any two
+    threads, that their tickets of one counter element differ (`tickets.apart`, and
+    `block_ticket`s of different blocks).
   `apart=True` asks only about threads of different warps.
 - `may_meet(a, b)`: False when the two accesses of one block cannot come after the same
   barrier (no solver needed), e.g. a write before a barrier and a read after it.
@@ -16,7 +18,7 @@ accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Spa
 """
 from __future__ import annotations
 
-from . import barriers
+from . import barriers, tickets
 from .algebra import per_thread, rename_formula
 from .uniform import equalities
 
@@ -48,12 +50,14 @@ def unordered(enc, a, b, space, apart: bool = False):
     z3 = enc.z3
     pairs = {n: (enc.atom(per_thread(n, "1")), enc.atom(per_thread(n, "2"))) for n in space.identity()}
     if not space.barriers and getattr(a, "memory", "global") == "global" and not apart:
-        return enc.any([x != y for x, y in pairs.values()])
-    differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
-    pair = _unordered(enc, a, b, space, apart, differ)
-    # after `_unordered`, which may encode more atoms (tickets only come with barriers, so the
-    # early return above never needs them)
-    return z3.And(pair, *_tickets_apart(enc, space, differ["bid"]))
+        pair = enc.any([x != y for x, y in pairs.values()])
+    else:
+        differ = {kind: [x != y for n, (x, y) in pairs.items() if n.startswith(kind)] for kind in ("tid", "bid")}
+        pair = _unordered(enc, a, b, space, apart, differ)
+        # after `_unordered`, which may encode more atoms (block tickets only come with
+        # barriers, so the branch above never needs them)
+        pair = z3.And(pair, *_tickets_apart(enc, space, differ["bid"]))
+    return z3.And(pair, *tickets.apart(enc, space))  # (the threads differ in every case)
 
 
 def _tickets_apart(enc, space, blocks_differ: list) -> list:

@@ -35,7 +35,7 @@ from .uniform import Scopes, at_least
 
 CODE_OF_KINDS = {("write", "write"): "VG211", ("read", "write"): "VG211",
                  ("atomic", "read"): "VG204", ("atomic", "write"): "VG204"}
-_UNSEEN = ("unknown", "bool")  # atoms for values the checker cannot see
+_UNSEEN = ("unknown", "bool", "claim")  # atoms for values the checker cannot see
 
 
 @dataclass
@@ -196,7 +196,7 @@ def _expand_formula(f: tuple, space, rename: dict) -> tuple:
 def _never_written(r, writes: list, space, budget: int):
     """A thread and an element it reads at `r` that no thread of its block writes at any of
     `writes`, or None (none, or not found in time)."""
-    import z3
+    z3 = budgets.z3()
 
     enc = _Encoder(space, z3)
     element = [enc.poly(p.rename("2")) for p in r.indices]

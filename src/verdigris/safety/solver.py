@@ -35,7 +35,7 @@ from .trace import Access
 COPIES = ("1", "2")
 # bounds for readable examples, per kind of atom (tickets as a counter from zero hands them out)
 SMALL = {"size": (-4, 4), "shape": (-1024, 1024), "param": (-1024, 1024),
-         "unknown": (-1024, 1024), "ticket": (0, 1024)}
+         "unknown": (-1024, 1024), "ticket": (0, 1024), "claim": (0, 1024)}
 
 
 @dataclass
@@ -54,7 +54,8 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
     """From a model of a query about the threads `copies` (two, or one): (value of a term,
     the threads' ids, the sizes it chose, its (grid, block))."""
     value = model.int
-    tickets = sorted(n for n in enc.used if n in space.tickets)[:1]  # a block's ticket, if any
+    # a block's ticket, else a thread's, if any
+    tickets = sorted(n for n in enc.used if n in space.tickets)[:1] or sorted(n for n in enc.used if n in space.claims)[:1]
     threads = tuple({**{n: value(enc.atom(per_thread(n, c))) for n in ids},
                      **{"ticket@": value(enc.atom(per_thread(n, c))) for n in tickets}} for c in copies)
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
@@ -70,7 +71,9 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
     two executions of `a` and `b` by one block of the tile track, ordered or not (its lanes
     and loop counters are each access's own), instead of unordered threads; `differ`: atoms
     (loop counters) not all equal in the two (two iterations of one statement)."""
-    import z3
+    if budgets.spent():  # the kernel's time is up: no query is built
+        return Outcome("unknown", reason=out_of_time())
+    z3 = budgets.z3()
 
     enc = _Encoder(space, z3)
     ia = [enc.poly(p.rename("1")) for p in a.indices]
@@ -112,14 +115,30 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     solver.set("rlimit", min(budget, budgets.READABLE))
     first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
     nonzero = [d != 0 for d in enc.divisors]
-    for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small()]:
+    lower_first = [_before(enc, ids)]  # thread 1 the lower of the two (by block, then thread)
+    for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small(), lower_first]:
         solver.push()
         solver.add(*[term.translate(solver.ctx) for term in preference])
-        if solver.check() == z3.sat:
-            model = solver.model()
-        else:
-            solver.pop()
+        with budgets.watch(solver.ctx):  # past the proof's time: the model as it is
+            found = solver.check()
+        try:
+            if found == z3.sat:
+                model = solver.model()
+                continue
+        except z3.Z3Exception:  # interrupted as the check ended: no model to take
+            pass
+        solver.pop()
     return Found(model)
+
+
+def _before(enc, ids: list):
+    """Thread 1 comes before thread 2 (blocks first, then threads, axis by axis)."""
+    order = [n for n in ids if n.startswith("bid")] + [n for n in ids if n.startswith("tid")]
+    z3, before = enc.z3, enc.constant(False)
+    for n in reversed(order):
+        mine, theirs = enc.atom(per_thread(n, "1")), enc.atom(per_thread(n, "2"))
+        before = z3.Or(mine < theirs, z3.And(mine == theirs, before))
+    return before
 
 
 class Found:
@@ -136,18 +155,25 @@ class Found:
         return self.eval(term).as_long()
 
     def true(self, formula) -> bool:
-        import z3
+        z3 = budgets.z3()
 
         return z3.is_true(self.eval(formula))
 
 
+def out_of_time() -> str:
+    """Why a query of a proof whose time is spent (`budgets`) is undecided."""
+    return f"the proof ran past its time limit of {budgets.KERNEL_S:g} s (of CPU) for a kernel"
+
+
 def gave_up(solver, budget: int) -> str:
     """Why `solver` answered unknown, in words a refusal can carry."""
+    if budgets.spent():
+        return out_of_time()
     reason = solver.reason_unknown() or "unknown"
-    if reason == "canceled" or "resource limit" in reason:  # z3 says either when the rlimit is reached
-        return f"the solver spent its budget of {budget:,} steps"
     if reason == "timeout":
         return f"the solver ran past {budgets.BACKSTOP_MS // 1000} s"
+    if "resource limit" in reason or reason == "canceled":  # z3 says either when the rlimit is reached
+        return f"the solver spent its budget of {budget:,} steps"
     return f"the solver gave up ({reason})"
 
 
@@ -201,16 +227,17 @@ class _Encoder:
             if atom.kind == "wrap":
                 self.wraps.append((atom.label, term, self.poly(parts[0])))
         if atom.kind == "trips":
-            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name], parts, suffix))
+            self.side.append(term == self.trip_count(self.space.loops_counted[atom.name],
+                                                     [self.poly(p) for p in parts], suffix))
         return term
 
     def trip_count(self, loop: str, iteration: list, suffix: str):
-        """The trip count of `loop` in a block and an iteration of the loops around it: one
-        function of both, so a trip count of another iteration (`Space.trip_count_then`)
-        is the one a thread in that iteration sees."""
+        """The trip count of `loop` in a block and an iteration (z3 terms) of the loops
+        around it: one function of both, so a trip count of another iteration
+        (`Space.trip_count_then`) is the one a thread in that iteration sees."""
         z3 = self.z3
         blocks = [self.atom(per_thread(n, suffix)) for n in self.space.identity() if n.startswith("bid")]
-        args = blocks + [self.poly(p) for p in iteration]
+        args = blocks + list(iteration)
         if not args:
             return z3.Int(f"trips:{loop}", self.ctx)
         count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
@@ -223,13 +250,37 @@ class _Encoder:
         Python built and freed before (the same query took 3.7M or 36M steps with the hash
         seed); parsed, the same text is numbered the same way every time."""
         z3 = self.z3
+        if budgets.spent():  # the kernel's time is up: undecided, at once
+            return z3.unknown, z3.Solver(ctx=self.ctx)
         draft = z3.Solver(ctx=self.ctx)
         draft.add(*facts, *self.side)
+        text = draft.sexpr()
+        if not any(word in text for word in _NOT_NLSAT):
+            # polynomials alone: z3's nlsat first, briefly; it decides at once many queries
+            # z3's default solver takes a second for (`r * W + c` with c <= W, which is sat)
+            quick = z3.Tactic("qfnra-nlsat", ctx=z3.Context()).solver()
+            quick.set("rlimit", budget)
+            quick.from_string(text)
+            with budgets.watch(quick.ctx, budgets.NLSAT_S):
+                result = quick.check()
+            try:
+                # unsat over the reals is unsat over the integers; a model must be integral
+                if result == z3.unsat or result == z3.sat and _integral(quick.model(), z3):
+                    return result, quick
+            except z3.Z3Exception:  # interrupted as the check ended: the default solver decides
+                pass
         solver = z3.Solver(ctx=z3.Context())
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
-        solver.from_string(draft.sexpr())
-        return solver.check(), solver
+        solver.from_string(text)
+        with budgets.watch(solver.ctx):
+            result = solver.check()
+        try:
+            if result == z3.sat:
+                solver.model()
+        except z3.Z3Exception:  # interrupted as the check ended: undecided
+            return z3.unknown, solver
+        return result, solver
 
     def any(self, terms: list):
         """The disjunction of `terms`, false if there are none, in this query's context."""
@@ -272,8 +323,27 @@ class _Encoder:
             return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
         if tag == "bool":
             return self.atom(f[1])
+        if tag in ("passes", "quiet"):
+            return self.barrier_passed(*f)
         parts = [self.formula(sub) for sub in f[1:]]
         return {"and": z3.And, "or": z3.Or}[tag](parts) if tag != "not" else z3.Not(parts[0])
+
+    def barrier_passed(self, tag: str, suffix: str, after, index, outer: tuple, loops: tuple):
+        """("passes", ..., k, k, ...): iteration k of a loop (in iteration `outer` of the loops
+        around it) passes a barrier; ("quiet", ..., a, i, ...): no iteration after a up to i
+        does. An iteration passes one exactly when one of the inner `loops` runs in it
+        (`barriers.passing_loops`), whose trip counts are one function of the iteration."""
+        z3 = self.z3
+        around = [self.poly(p) for p in outer]
+
+        def passes(k):
+            return self.any([self.trip_count(loop, around + [k], suffix) >= 1 for loop in loops])
+
+        a, i = self.poly(after), self.poly(index)
+        if tag == "passes":
+            return passes(a)
+        k = z3.Int("k!later", self.ctx)
+        return z3.ForAll([k], z3.Implies(z3.And(a < k, k <= i), z3.Not(passes(k))))
 
     def floordiv(self, x, y):
         z3, d = self.z3, y.value
@@ -281,7 +351,10 @@ class _Encoder:
             return self.poly(x) / d if d > 0 else (-self.poly(x)) / -d if d < 0 else self.constant(0)
         xv, yv = self.poly(x), self.poly(y)
         self.divisors.append(yv)
-        return z3.If(yv > 0, xv / yv, z3.If(yv < 0, (-xv) / (-yv), 0))
+        lo = self.space.interval(y)[0]
+        positive = xv / yv  # the signs the divisor cannot take need no case
+        return positive if lo >= 1 else z3.If(yv > 0, positive, 0) if lo >= 0 else \
+            z3.If(yv > 0, positive, z3.If(yv < 0, (-xv) / (-yv), 0))
 
     def power_of_two(self, exponent):
         """floor(2**exponent), spelled out for each value in the exponent's range (`intops`
@@ -307,6 +380,9 @@ class _Encoder:
         if y.value is not None and y.value > 0:
             return self.poly(x) % y.value
         xv, yv = self.poly(x), self.poly(y)
+        if self.space.interval(y)[0] >= 1:  # z3's mod by a positive divisor is the floor one
+            self.side.append(z3.And(0 <= xv % yv, xv % yv < yv))
+            return xv % yv
         rest = z3.If(yv == 0, 0, xv - yv * self.floordiv(x, y))
         # its range, stated: z3 would have to derive it from nonlinear terms (a grouped GEMM
         # ordering's `% group_size_m` was out of budget without it)
@@ -314,11 +390,28 @@ class _Encoder:
                                z3.If(yv < 0, z3.And(yv < rest, rest <= 0), rest == 0)))
         return rest
 
+    def entry(self, index, values: tuple):
+        """`values[index]` (Polys), the last one past the end (an index outside the table
+        faults before its value is used)."""
+        i, value = self.poly(index), self.poly(values[-1])
+        for k in reversed(range(len(values) - 1)):
+            value = self.z3.If(i == k, self.poly(values[k]), value)
+        return value
+
     def wrap(self, x, modulus):
         """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
         it the one two's complement or unsigned wrap-around gives)."""
         return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
 
+
+def _integral(model, z3) -> bool:
+    """Whether every value of `model` is an integer (a counterexample of threads and sizes)."""
+    return all(z3.is_int_value(model[d]) or z3.is_true(model[d]) or z3.is_false(model[d])
+               for d in model.decls())
+
+
+# what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts)
+_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(declare-fun trips:", "(ite ")
 
 # atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {
@@ -329,4 +422,5 @@ _DEFINITIONS = {
     "wrap": lambda enc, term, x, modulus: term == enc.wrap(x, modulus),
     "pow2": lambda enc, term, exponent: term == enc.power_of_two(exponent),
     "rshift": _Encoder.shifted_right,
+    "table": lambda enc, term, index, *values: term == enc.entry(index, values),
 }

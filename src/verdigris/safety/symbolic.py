@@ -47,6 +47,10 @@ The model (sound over-approximation of what a thread can do):
   early exit, else a block-uniform atom (up to n where n is known; at least 1 for a `for`
   over a range that is never empty, from the intervals of its start and stop, and for a
   loop whose condition holds at entry by the intervals of the values there).
+- The old value of an atomic add on a counter that only such adds write (`tickets`) is a
+  `claim` atom: per thread, and two threads' claims of one counter element differ.
+- A tuple constant indexed by a run-time value (`W[k]`) is a `table` atom defined by its
+  index and the tuple's values.
 - `block_ticket(counter)` is a `ticket` atom: block-uniform, and any two tickets of one
   counter that two different blocks take differ (the atomic add hands out each value once).
 - Cooperative kernels (with shared memory, barriers, lane ids or warp operations) also
@@ -63,7 +67,7 @@ from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
 from ..simt import warp_size
-from . import barriers
+from . import barriers, tickets
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
 from .intops import INT_OPS
@@ -160,6 +164,7 @@ class _Thread(Loops):
         if kernel.assumptions and not space.assumed:  # `vg.assume`: facts of every launch
             space.assumed = [self.assumed(a.cond) for a in kernel.assumptions]  # (the launch
             space.domain.extend(space.assumed)  # checks them), so of every thread
+        self.ticket_counters = tickets.counters(kernel, space)
 
     # ---------------------------------------------------------------- values
 
@@ -329,10 +334,22 @@ class _Thread(Loops):
         indices = self.access(e.array, "read", e.indices, e.loc) or ()  # (subclasses give None)
         if e.array.type.ticket_of is not None:
             return self.ticket(e.dtype, e.array.type.ticket_of)
+        if e.array.type.values is not None and e.dtype.is_int and isinstance(indices[0], Poly):
+            return self.table(e.array.type.values, indices[0], e.array.name)
         # one element, read by the whole block, is one value: unless each thread has its own
         # (local arrays), or writes meant to race may change it between the reads
         mine = e.array.type.space == "local" or e.array.name in self.racy_arrays
         return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if mine else "")
+
+    def table(self, values: tuple, index: Poly, name: str) -> Poly:
+        """`values[index]` of a tuple constant: a `table` atom the solver knows entry by
+        entry, as uniform as its index."""
+        value = self.space.fresh("table", min(values), max(values), (index, *map(Poly.const, values)),
+                                 label=f"{name.split('.')[0]}[...]")
+        if self.cooperative:
+            self.space.scopes[next(iter(value.atoms()))] = (cap(meet("launch", self.scopes.of(index))),
+                                                            self.counters())
+        return value
 
     def ticket(self, dtype: T.DType, counter: str) -> Poly:
         """A `block_ticket` of `counter`: the same for the whole block (in one iteration of
@@ -345,11 +362,18 @@ class _Thread(Loops):
         return value
 
     def e_atomic(self, e: N.Atomic):
-        self.access(e.array, "atomic", e.indices, e.loc)
+        indices = self.access(e.array, "atomic", e.indices, e.loc)
         for operand in (e.value, e.compare):
             if operand is not None:
                 self.eval(operand)
-        return self.unknown(e.dtype, f"atomic_{e.op}({e.array.name}[...])")
+        label = f"atomic_{e.op}({e.array.name}[...])"
+        if e.array.name not in self.ticket_counters:
+            return self.unknown(e.dtype, label)
+        lo, hi = dtype_range(e.dtype)  # a ticket: distinct from other threads' (`tickets`)
+        value = self.space.fresh("claim", lo, hi, label=label)
+        self.space.claims[next(iter(value.atoms()))] = (e.array.name, indices, e.array.type.space,
+                                                        self.ticket_counters[e.array.name])
+        return value
 
     def e_math(self, e: N.MathCall):
         args = [self.eval(a) for a in e.args]

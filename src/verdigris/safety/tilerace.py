@@ -105,7 +105,8 @@ def check_pairs(kernel, analysis, budget: int) -> None:
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
     analysis.errors += meets.errors
     analysis.solver_queries += meets.queries
-    analysis.facts.update(block_meets=meets.pairs, block_meet_sites=as_positions(kernel, meets.pairs))
+    analysis.facts.update(block_meets=meets.pairs, block_meet_sites=as_positions(kernel, meets.pairs),
+                          block_meet_queries=meets.queries)
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 
