@@ -403,9 +403,7 @@ def _merge_axis_products(mono: tuple) -> list:
 
 
 def dtype_range(dtype: T.DType) -> tuple:
-    """The values of an integer dtype; 64-bit types are modelled without wrap-around."""
-    if dtype.bits == 64:
-        return (0 if not dtype.is_signed else -INF), INF
+    """The values of an integer dtype (two's complement where signed)."""
     if dtype.is_signed:
         return -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
     return 0, 2**dtype.bits - 1

@@ -225,7 +225,7 @@ class Loops:
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
         # iteration k, i is its value before the loop plus k * step. Only a 64-bit i: a
         # narrower one may wrap between iterations (uint32 i += 2**31 comes back to i), which
-        # a progression cannot say; 64-bit wrap-around is outside the model everywhere.
+        # a progression cannot say; a 64-bit one is taken not to wrap (`progression`).
         stepped = {name: step for name, step in _inductions(s.body).items() if name in self.env}
         steps = {name: (self.env.get(name), self.eval(step)) for name, step in stepped.items()
                  if self.kernel.locals[name].bits == 64}
@@ -247,16 +247,27 @@ class Loops:
         if any(isinstance(n, _READS) for n in _walk([s.cond])):
             self.eval(s.cond)
 
+    # Whether a loop variable stepped past its dtype wraps around in the model (the bounds
+    # prover's) or is taken to stay within it (the race checker's: see `progression`).
+    inductions_wrap = False
+
     def progression(self, name: str, start: Poly, step: Poly, k: Poly,
                     bounds: tuple | None = None) -> Poly:
         """`start + k * step`, the loop variable `name` at the head of iteration k, within
-        `bounds` (a `for` loop's from its stop) or those its start and step's sign give,
-        and within its dtype's range."""
-        rlo, rhi = dtype_range(self.kernel.locals[name])
+        `bounds` (a `for` loop's from its stop) or those its start and step's sign give.
+        Where that may leave its dtype: a `wrap` atom of it if `inductions_wrap`, else the
+        progression is taken to stay within the dtype's range, an assumption the race
+        checker makes for 64-bit `while` inductions only (a narrower one is no progression,
+        `s_while`): stepping one past 2**63 - 1 by a grid's stride takes more than 2**32
+        iterations, and the wrapped value, near -2**63, is outside every array."""
+        dtype = self.kernel.locals[name]
+        rlo, rhi = dtype_range(dtype)
         if bounds is None:
             (slo, shi), (plo, phi) = self.space.interval(start), self.space.interval(step)
-            bounds = (slo, rhi) if plo >= 0 else (rlo, shi) if phi <= 0 else (rlo, rhi)
+            bounds = (slo, INF) if plo >= 0 else (-INF, shi) if phi <= 0 else (-INF, INF)
         lo, hi = bounds
+        if self.inductions_wrap:
+            return self.fit(self.space.fresh("loopvar", lo, hi, (start, k, step), name), dtype)
         return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
 
     def innermost_loop(self) -> _Frame:

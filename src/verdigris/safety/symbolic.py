@@ -20,9 +20,11 @@ The model (sound over-approximation of what a thread can do):
   narrow (<= 32-bit) integer result whose interval may leave its dtype's range is a `wrap`
   atom defined by the exact result and the dtype's modulus: the solver knows its value
   (the result minus a multiple of 2**bits, in range), so wrapped indices collide exactly
-  where the hardware's would; 64-bit arithmetic is modelled without wrap-around, as in
-  GPUVerify's and Faial's default integer logic. The integer operators' models are in
-  `intops`.
+  where the hardware's would. 64-bit results wrap the same way (modulus 2**64): `uint64(t -
+  5)` of thread 0 is 2**64 - 5, `i * s * 4` of a run-time s = 2**62 is 0 for every i, and
+  `r * W + c` with a 64-bit run-time W is refused with W = 2**62 (threads r = 0 and r = 4
+  meet); a 32-bit W keeps the product exact. Scalar parameters and unknowns lie within their
+  dtypes. The integer operators' models are in `intops`.
 - Loops (`loops`) are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
   counter k >= 0 under the loop condition, and so is a 64-bit variable a `while` loop
@@ -146,9 +148,13 @@ class _Thread(Loops):
         nodes = list(_walk(kernel.body))
         self.cooperative = cooperative(nodes)
         self.scopes = Scopes(space)
-        # loads from arrays written inside `vg.unsafe()` may race: never uniform
+        # Loads whose element other threads may change with no race reported are never
+        # uniform (`e_load`): of arrays written inside `vg.unsafe()` or by atomics, and, read
+        # inside `vg.unsafe()`, of any array the kernel writes
         self.racy_arrays = {n.array.name for u in nodes if isinstance(u, N.Unsafe)
-                            for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))}
+                            for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))} | \
+            {n.array.name for n in nodes if isinstance(n, N.Atomic)}
+        self.written_arrays = {n.array.name for n in nodes if isinstance(n, (N.Store, N.Atomic))}
         self.checkpoints: list = []
         self.origins: dict = {}
         self.frames: list = []
@@ -185,13 +191,17 @@ class _Thread(Loops):
         """A float computed from `inputs` (None outside cooperative kernels)."""
         return Opaque(meet(*map(self.scopes.of, inputs))) if self.cooperative else None
 
+    # Whether 64-bit results wrap in the model (the tile track's race model leaves 64-bit
+    # wrap-around out, as before: its symbolic-size proofs need products of extents).
+    wraps_64 = True
+
     def fit(self, p: Poly, dtype: T.DType) -> Poly:
         """`p` if its value surely fits `dtype`, else `p` wrapped into the dtype's range (a
         `wrap` atom): a function of `p`, so two threads' results are equal exactly where
         the hardware's are, not wherever an unknown could make them."""
         lo, hi = self.space.interval(p)
         rlo, rhi = dtype_range(dtype)
-        if rlo <= lo and hi <= rhi or dtype.bits == 64:  # 64-bit wrap-around: outside the model
+        if rlo <= lo and hi <= rhi or (dtype.bits == 64 and not self.wraps_64):
             return p
         return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
 
@@ -307,10 +317,14 @@ class _Thread(Loops):
         indices = self.access(e.array, "read", e.indices, e.loc) or ()  # (subclasses give None)
         if e.array.type.ticket_of is not None:
             return self.ticket(e.dtype, e.array.type.ticket_of)
-        # one element, read by the whole block, is one value: unless each thread has its own
-        # (local arrays), or writes meant to race may change it between the reads
-        mine = e.array.type.space == "local" or e.array.name in self.racy_arrays
-        return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if mine else "")
+        # one element, read by the whole block, is one value (a write between two threads'
+        # reads races with one of them, and is reported): unless each thread has its own
+        # (local arrays), or a write may change it with no race reported (`racy_arrays`; a
+        # read inside `vg.unsafe()`, exempt from the race proofs, of an array the kernel writes)
+        name = e.array.name
+        mine = e.array.type.space == "local" or name in self.racy_arrays or \
+            (self.unsafe > 0 and name in self.written_arrays)
+        return self.scoped(e.dtype, f"{name}[...]", *indices, scope="thread" if mine else "")
 
     def ticket(self, dtype: T.DType, counter: str) -> Poly:
         """A `block_ticket` of `counter`: the same for the whole block (in one iteration of
