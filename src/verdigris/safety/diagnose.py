@@ -147,11 +147,15 @@ def partial_warp_error(subject: str, loc, lanes: int, outcome, source: int) -> S
     return SafetyError(message, loc, HINTS["VG214 partial"], "VG214")
 
 
-def uninitialized_error(r: Access, outcome) -> SafetyError:
-    """The read `r` (on the thread of `outcome`) of an element nothing wrote before it."""
+def uninitialized_error(r: Access, outcome, certain: bool = True) -> SafetyError:
+    """The read `r` (on the thread of `outcome`) of an element nothing wrote before it;
+    not `certain` where the read runs only for some values the checker cannot see (loaded,
+    or how far a loop with an early exit runs)."""
     element = f"{r.array}[{', '.join(map(str, outcome.element))}]"
-    message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} reads {element}, "
-               f"which no thread of its block writes before ({situation(outcome)})")
+    reads = "reads" if certain else "may read"
+    allow = "" if certain else ", if the values it depends on let it run"
+    message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} {reads} {element}, "
+               f"which no thread of its block writes before{allow} ({situation(outcome)})")
     return SafetyError(message, r.loc, HINTS["VG213"], "VG213")
 
 

@@ -43,6 +43,7 @@ class Tally:
     errors: list = field(default_factory=list)
     fast: int = 0
     queries: int = 0
+    unproven: list = field(default_factory=list)  # reads neither proven written nor refused
 
 
 def by_array(trace) -> dict:
@@ -107,29 +108,42 @@ def _pair(code: str, a, b, space, budget: int, tally: Tally):
 def check_reads(trace, budget: int) -> Tally:
     space, tally = trace.space, Tally()
     if space.block is None:
+        tally.unproven = [r for accesses in by_array(trace).values() for r in accesses
+                          if r.kind == "read" and not r.unsafe]
         return tally
     scopes = Scopes(space)
     for accesses in by_array(trace).values():
         writes = [w for w in accesses if w.kind in ("write", "atomic")]
         for r in accesses:
-            if r.kind != "read" or r.unsafe or not r.exact or _unseen(r, space):
+            if r.kind != "read" or r.unsafe:
                 continue
+            # a proof counts the writes that come before the read in the same iteration
+            # (`earlier`); a finding, those of any iteration of a loop around both too
+            # (`before`: if none of them writes the element, nothing does before the read)
+            earlier = [w for w in writes if w.seq < r.seq]
             before = [w for w in writes if w.seq < r.seq or set(w.loops) & set(r.loops)]
-            if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in before):
+            if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in earlier):
                 tally.fast += 1
                 continue
-            verdict = coverage.decide(r, before, space)
-            if verdict is not None and (verdict.covered or verdict.exact):
+            certain = r.exact and not _unseen(r, space)
+            verdict = coverage.decide(r, earlier, space)
+            if verdict is not None and verdict.covered:
                 tally.fast += 1
-                if not verdict.covered:
-                    block = tuple(space.block) + (1,) * (3 - len(space.block))
-                    outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
-                    tally.errors.append(diagnose.uninitialized_error(r, outcome))
                 continue
-            tally.queries += 1
-            outcome = _never_written(r, before, space, min(budget, budgets.READ))
-            if outcome is not None:
+            if verdict is not None and verdict.exact and certain and earlier == before:
+                tally.fast += 1
+                block = tuple(space.block) + (1,) * (3 - len(space.block))
+                outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
                 tally.errors.append(diagnose.uninitialized_error(r, outcome))
+                continue
+            outcome = None
+            if not any(_unseen(w, space) for w in before):  # else a write may cover it
+                tally.queries += 1
+                outcome = _never_written(r, before, space, min(budget, budgets.READ))
+            if outcome is not None:
+                tally.errors.append(diagnose.uninitialized_error(r, outcome, certain))
+            else:
+                tally.unproven.append(r)
     return tally
 
 
@@ -193,6 +207,19 @@ def _expand_formula(f: tuple, space, rename: dict) -> tuple:
     return f
 
 
+def _precedes(w, r, inner, enc):
+    """That the write `w` (of thread 1, encoded by `inner`) comes before the read `r` (of
+    thread 2): in the loops around both, an earlier iteration, or the same one where `w`
+    comes first in the body (`_never_written`'s writes precede `r` or share a loop)."""
+    z3 = enc.z3
+    shared = [k for k in r.loops if k in w.loops]  # outermost first
+    result = z3.BoolVal(w.seq < r.seq, enc.ctx)
+    for k in reversed(shared):
+        mine, theirs = inner.atom(per_thread(k, "1")), enc.atom(per_thread(k, "2"))
+        result = z3.Or(mine < theirs, z3.And(mine == theirs, result))
+    return result
+
+
 def _never_written(r, writes: list, space, budget: int):
     """A thread and an element it reads at `r` that no thread of its block writes at any of
     `writes`, or None (none, or not found in time)."""
@@ -211,6 +238,7 @@ def _never_written(r, writes: list, space, budget: int):
         hit += [inner.poly(p.rename("1")) == x for p, x in zip(w.indices, element)]
         hit += [inner.formula(rename_formula(f, "1")) for f in space.domain]
         hit += [inner.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
+        hit.append(_precedes(w, r, inner, enc))
         bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
         never = z3.Not(z3.And(*hit, *inner.side))
         facts.append(z3.ForAll(bound, never) if bound else never)
