@@ -272,7 +272,7 @@ def test_a_read_of_unwritten_shared_memory_is_refused_beside_its_fixed_twin(rng,
 
 
 @simt.kernel
-def read_what_the_previous_iteration_wrote(x, out, m):
+def read_what_the_previous_iteration_wrote(x, out, m):  # proven: iteration k - 1 wrote it
     buf = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
     acc = vg.float32(0)
@@ -285,9 +285,28 @@ def read_what_the_previous_iteration_wrote(x, out, m):
     out[simt.global_id(0)] = acc
 
 
+@simt.kernel
+def read_what_the_data_may_have_written(x, out, m):  # x[i] <= 0 leaves buf[t] unwritten
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if x[i] > 0.0:
+        buf[t] = x[i]
+    simt.barrier()
+    out[i] = buf[t]
+
+
 def test_a_read_neither_proven_nor_refused_is_listed_and_checked_on_the_cpu(rng):
     x, out = rng.standard_normal(128).astype(np.float32), np.full(128, -7, np.float32)
     analysis = accepted(read_what_the_previous_iteration_wrote, x, out, 3)
-    assert analysis.facts["unproven_shared_reads"] == ("buf[...] at 281:19",)
+    assert analysis.facts["unproven_shared_reads"] == ()
     read_what_the_previous_iteration_wrote[2, 64](x, out, 3)
     np.testing.assert_allclose(out, 2 * x.astype(np.float64), rtol=1e-6)
+    analysis = accepted(read_what_the_data_may_have_written, x, out, 3)
+    line = read_what_the_data_may_have_written.fn.__code__.co_firstlineno + 8
+    assert analysis.facts["unproven_shared_reads"] == (("buf", line, 13),)
+    positive = np.abs(x) + 1
+    read_what_the_data_may_have_written[2, 64](positive, out, 3)
+    np.testing.assert_array_equal(out, positive)
+    with pytest.raises(vg.SafetyError, match="VG213"):
+        read_what_the_data_may_have_written[2, 64](-positive, out, 3)

@@ -35,7 +35,9 @@ and `__pycache__`). Gives: `check_paths(paths) -> Report` (findings, notes, coun
   names are assumed to be different arrays.
 - Accesses of a race-free SIMT kernel that the bounds prover (`bounds.prove`) does not
   cover, such as a gather through indices read from memory, are notes: they keep their
-  bounds check at run time.
+  bounds check at run time; so are its shared reads that the checker neither proves
+  written nor refuses (VG213: `note: shared read not proven written: ...`), which only the
+  cpu backend checks.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings;
   so is a kernel that cannot be built with the inferred specs ("not checked"), unless the
   frontend refused it with a safety code or as Python no kernel can have (a `print`, a
@@ -64,6 +66,7 @@ from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
 RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
+UNPROVEN_READ = "shared read not proven written"  # VG213 neither proven nor refused
 ANY_BLOCK = ("no launch in these files gives it a literal block; a kernel written for one "
              "block size is checked for it where a launch writes it, e.g. k[grid, 256](...)")
 
@@ -456,7 +459,8 @@ class FileCheck:
             self.race_findings(ir)
 
     def race_findings(self, ir) -> None:
-        errors = analyze(ir).errors
+        analysis = analyze(ir)
+        errors = analysis.errors
         for err in errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
         if errors and ir.track == "simt" and ir.block is None:  # a kernel for one block size fails others
@@ -464,6 +468,11 @@ class FileCheck:
                                                   f"was checked for any block: {ANY_BLOCK}"))
         if not errors and ir.track == "simt":
             self.runtime_check_notes(ir)
+            for array, line, col in analysis.facts.get("unproven_shared_reads", ()):
+                loc = Loc(ir.loc.file, line, col)
+                self.report.notes.append(Note(loc, (
+                    f"{UNPROVEN_READ}: {array}[...] at {loc} (kernel {ir.name}); checked only "
+                    "on the cpu backend")))
 
     def runtime_check_notes(self, ir) -> None:
         """A note per access that no proof covers: it keeps its bounds check at run time."""

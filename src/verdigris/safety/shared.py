@@ -8,21 +8,24 @@ Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs).
   plain access); a pair the solver cannot decide, or whose collision needs values the
   checker cannot see, is VG205. Atomics never race with atomics.
 - `check_reads(trace, budget) -> Tally`: VG213 for a plain read of an element that no
-  thread of the block writes before it (earlier in the program, or in an earlier iteration
-  of a loop around both). Only where it is certain: the block shape is known (how many
-  threads write depends on it), the read's index and path do not depend on loaded or
-  havocked values, and no loop around it can be left early. The rest is left to the cpu
-  backend, which sees every read.
+  thread of the block writes before it (earlier in the same iteration, or in an earlier
+  iteration of a loop around both), where the block shape is known (how many threads write
+  depends on it). A read whose index or path depends on loaded or carried values, or in a
+  loop that can be left early, is refused as one that "may" read it; a read whose writes
+  depend on such values is neither refused nor proven. `unproven`: the reads neither proven written nor
+  refused (all of them without a block shape), which only the cpu backend checks.
 
 How, per pair: `order.may_meet` (some barrier both may come after), then `fastpath`
 (the index determines the thread), then `coverage.apart` (no element of two threads, by
 enumeration), then `solver.collide` with the block's order. Per read:
 a write every thread of the block makes (unconditionally, wherever the read runs) whose
 index `tid` covers the array along each axis, or the same thread's earlier write of the
-same element, proves it written; else `coverage` enumerates the block's writes and reads;
-else z3 looks for a read element that, for every thread of the block and every write
-before the read, is not the written one (a quantified query, with a small budget;
-unknown is no finding).
+same element, proves it written (writes before it in the same iteration only: a write later
+in a loop's body does not cover the read of iteration 0); else `coverage` enumerates the
+block's writes and reads; else z3 looks for a read element that, for every thread of the
+block and every write that precedes the read (`_precedes`), is not the written one (a
+quantified query, with a small budget): unsat proves the read written where the writes'
+paths are certain; unknown is no finding, and no proof.
 """
 from __future__ import annotations
 
@@ -136,13 +139,14 @@ def check_reads(trace, budget: int) -> Tally:
                 outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
                 tally.errors.append(diagnose.uninitialized_error(r, outcome))
                 continue
-            outcome = None
-            if not any(_unseen(w, space) for w in before):  # else a write may cover it
-                tally.queries += 1
-                outcome = _never_written(r, before, space, min(budget, budgets.READ))
+            if any(_unseen(w, space) for w in before):  # a write the data steer may cover it
+                tally.unproven.append(r)
+                continue
+            tally.queries += 1
+            written, outcome = _never_written(r, before, space, min(budget, budgets.READ))
             if outcome is not None:
                 tally.errors.append(diagnose.uninitialized_error(r, outcome, certain))
-            else:
+            elif not (written and all(w.exact for w in before)):
                 tally.unproven.append(r)
     return tally
 
@@ -220,9 +224,11 @@ def _precedes(w, r, inner, enc):
     return result
 
 
-def _never_written(r, writes: list, space, budget: int):
-    """A thread and an element it reads at `r` that no thread of its block writes at any of
-    `writes`, or None (none, or not found in time)."""
+def _never_written(r, writes: list, space, budget: int) -> tuple:
+    """(whether every element `r` may read is written first, a thread and an element it
+    reads at `r` that no thread of its block writes before at any of `writes`, or None):
+    (True, None) where z3 shows the first, which proves the read where the writes' paths
+    are certain (no loop around them can be left early), (False, None) where it gave up."""
     import z3
 
     enc = _Encoder(space, z3)
@@ -244,11 +250,11 @@ def _never_written(r, writes: list, space, budget: int):
         facts.append(z3.ForAll(bound, never) if bound else never)
     result, s = enc.decide(facts, budget)
     if result != z3.sat:
-        return None
+        return result == z3.unsat, None
     value = readable(s, enc, ids, True, budget).int
     thread = {n: value(enc.atom(per_thread(n, "2"))) for n in ids}
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
              if space.atoms[n].kind in ("shape", "param")}
     launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
                    for kind in ("grid_dim", "block_dim"))
-    return Outcome("sat", (thread,), tuple(value(x) for x in element), sizes, launch)
+    return False, Outcome("sat", (thread,), tuple(value(x) for x in element), sizes, launch)
