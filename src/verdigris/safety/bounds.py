@@ -89,6 +89,7 @@ class Remembering:
     # takes it not to): an index the proof reasons about must be the one the kernel computes,
     # or a launch that passes the guard reads past the array.
     inductions_wrap = wraps_64 = True
+    defers_64 = False  # every result wraps where it may leave its dtype, as it is made
 
 
 class _Recorder(Remembering, _Thread):
@@ -97,7 +98,7 @@ class _Recorder(Remembering, _Thread):
     VALUE_NODES = (N.Load, N.Atomic)
 
     def access(self, array, kind, indices, loc) -> None:
-        polys = tuple(self.eval(i) for i in indices)
+        polys = self.indices(indices)
         node = self.statement if kind == "write" else self.evaluating[-1]
         if self.pc != FALSE:
             self.found.append((node, array, polys, self.pc))

@@ -6,7 +6,9 @@ Takes: the operands as polynomials (`algebra.Poly`) and the thread whose `space`
 (sums, products, a shift or xor by a constant, `1 << k` as a `pow2` atom), a fresh atom
 defined by its operands (`//`, `%`, `128 >> k`), or an unknown of the result's range.
 Guarantees: a result that may have wrapped past its dtype is a `wrap` atom of the exact
-result, never the polynomial itself (`fit`).
+result, never the polynomial itself (`fit`), or, 64-bit, the exact polynomial that its
+users wrap (`observe`: sums and products by constants commute with wrapping; a product of
+two unknown values wraps where it is made).
 
 Powers of two: a `pow2` atom of exponent e is floor(2**e), 0 for e < 0 (what halving a
 power of two reaches: `invariants` writes `j //= 2` from a power of two as one, with an
@@ -39,6 +41,10 @@ def _sub(t, a, b, dtype):
 
 
 def _mul_op(t, a, b, dtype):
+    # a product of two values the solver does not know wraps where it is made: z3 finds a
+    # wrap-around of `i * s` with s = 2**62 in `i * s * 4`, not in one wrap of the whole
+    if a.value is None and b.value is None:
+        return t.observe(a * b, dtype)
     return t.fit(a * b, dtype)
 
 
@@ -70,8 +76,8 @@ def _shift(direction: str):
             blo, bhi = t.space.interval(b)
             if not (0 <= blo and bhi < dtype.bits):
                 return t.scoped(dtype, "a shift", a, b)
-            if direction == "lshift":  # `1 << k` in a loop over k
-                return t.fit(a * power_of_two(t.space, b), dtype)
+            if direction == "lshift":  # `1 << k` in a loop over k: a product, as in `_mul_op`
+                return _mul_op(t, a, power_of_two(t.space, b), dtype)
             lo, hi = _shifted_bounds(t, a, b) or dtype_range(dtype)  # `128 >> k`
             return t.space.fresh("rshift", lo, hi, (a, b))
         if not 0 <= amount < dtype.bits:

@@ -124,8 +124,11 @@ class Loops:
         holds at the back edge (`invariants`; cooperative kernels only), then continue
         after the loop. `labels`: how a refusal names a variable that comes out unknown."""
         kinds, needs, exact, assigned = _loop_info(body)
-        outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
+        # what the variables it carries start from, as the hardware holds them (their
+        # intervals and signs decide the invariants)
+        self.env.update({n: self.observe(self.env[n], self.kernel.locals[n]) for n in names if n in self.env})
+        outer = self.path()
         dtypes = {n: self.kernel.locals[n] for n in names}
         start = {n: invariants.entry(outer.env.get(n), n in outer.env, dtypes[n], self.scopes, self.space)
                  for n in names} if self.cooperative else {n: invariants.Assumed("thread") for n in names}
@@ -203,7 +206,7 @@ class Loops:
                                      INF if runs is None else runs)
 
     def s_for(self, s: N.For):
-        start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
+        start, stop, step = (self.observe(self.eval(e), e.dtype) for e in (s.start, s.stop, s.step))
         (slo, shi), (tlo, thi), (plo, phi) = map(self.space.interval, (start, stop, step))
         bounds = (slo, thi - 1) if plo >= 1 else (tlo + 1, shi) if phi <= -1 else None
 
@@ -227,8 +230,8 @@ class Loops:
         # narrower one may wrap between iterations (uint32 i += 2**31 comes back to i), which
         # a progression cannot say; a 64-bit one is taken not to wrap (`progression`).
         stepped = {name: step for name, step in _inductions(s.body).items() if name in self.env}
-        steps = {name: (self.env.get(name), self.eval(step)) for name, step in stepped.items()
-                 if self.kernel.locals[name].bits == 64}
+        steps = {name: (self.env.get(name), self.observe(self.eval(step), step.dtype))
+                 for name, step in stepped.items() if self.kernel.locals[name].bits == 64}
         labels = {name: f"{name} ({self.kernel.locals[name].name}, stepped by the loop: it may "
                         f"wrap; make it 64-bit, e.g. from simt.global_id)"
                   for name in stepped if name not in steps}
@@ -267,7 +270,7 @@ class Loops:
             bounds = (slo, INF) if plo >= 0 else (-INF, shi) if phi <= 0 else (-INF, INF)
         lo, hi = bounds
         if self.inductions_wrap:
-            return self.fit(self.space.fresh("loopvar", lo, hi, (start, k, step), name), dtype)
+            return self.observe(self.space.fresh("loopvar", lo, hi, (start, k, step), name), dtype)
         return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
 
     def innermost_loop(self) -> _Frame:

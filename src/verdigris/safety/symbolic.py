@@ -157,6 +157,7 @@ class _Thread(Loops):
         self.written_arrays = {n.array.name for n in nodes if isinstance(n, (N.Store, N.Atomic))}
         self.checkpoints: list = []
         self.origins: dict = {}
+        self.wrapped: dict = {}  # (exact value, dtype name) -> its wrap atom (`observe`)
         self.frames: list = []
         self.loop_ends: dict = {}  # counter -> barriers.Loop
         self.seq = 0
@@ -194,16 +195,36 @@ class _Thread(Loops):
     # Whether 64-bit results wrap in the model (the tile track's race model leaves 64-bit
     # wrap-around out, as before: its symbolic-size proofs need products of extents).
     wraps_64 = True
+    # Whether a 64-bit sum, difference or product stays the exact polynomial until its value
+    # is used (`observe`): it equals the hardware's modulo 2**64, which sums and products
+    # keep, so `(tile * 8 + warp) * 768 + lane` is one wrap, not four nested ones.
+    defers_64 = True
 
     def fit(self, p: Poly, dtype: T.DType) -> Poly:
-        """`p` if its value surely fits `dtype`, else `p` wrapped into the dtype's range (a
-        `wrap` atom): a function of `p`, so two threads' results are equal exactly where
-        the hardware's are, not wherever an unknown could make them."""
-        lo, hi = self.space.interval(p)
+        """The result `p` of an integer operation in `dtype`: `p` where it surely fits,
+        else `p` wrapped into the dtype's range (`observe`); a 64-bit result is left exact
+        where `defers_64` (its users observe it)."""
+        if dtype.bits == 64 and self.defers_64:
+            return p
+        return self.observe(p, dtype)
+
+    def observe(self, value, dtype: T.DType):
+        """`value` as the `dtype` value the hardware holds, where what it is matters (compared,
+        indexing, divided, shifted right, masked, a loop's bounds): `value` if it surely
+        fits, else a `wrap` atom defined by it (the same one for the same value): a function
+        of it, so two threads' results are equal exactly where the hardware's are, not
+        wherever an unknown could make them."""
+        if not isinstance(value, Poly) or not dtype.is_int:
+            return value
+        lo, hi = self.space.interval(value)
         rlo, rhi = dtype_range(dtype)
         if rlo <= lo and hi <= rhi or (dtype.bits == 64 and not self.wraps_64):
-            return p
-        return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
+            return value
+        key = (value, dtype.name)
+        if key not in self.wrapped:
+            self.wrapped[key] = self.space.fresh("wrap", rlo, rhi, (value, Poly.const(rhi - rlo + 1)),
+                                                 wrapped(dtype))
+        return self.wrapped[key]
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
@@ -218,7 +239,7 @@ class _Thread(Loops):
         return self.space.fresh("ite", min(alo, blo), max(ahi, bhi), (cond, a, b))
 
     def as_bool(self, value, dtype: T.DType) -> tuple:
-        return value if dtype.is_bool else compare("ne", value, Poly.const(0))
+        return value if dtype.is_bool else compare("ne", self.observe(value, dtype), Poly.const(0))
 
     def counters(self) -> tuple:
         return tuple(f.counter for f in self.frames if f.counter)
@@ -271,13 +292,17 @@ class _Thread(Loops):
         if not e.dtype.is_int or not isinstance(a, Poly) or not isinstance(b, Poly):
             return self.floating(a, b)
         handler = INT_OPS.get(e.op)
+        if e.op not in _RING_OPS:  # a quotient, a shift, a mask: of the values the hardware holds
+            a, b = self.observe(a, e.lhs.dtype), self.observe(b, e.rhs.dtype)
+        elif e.op == "lshift":  # a multiplication by 2**b
+            b = self.observe(b, e.rhs.dtype)
         return handler(self, a, b, e.dtype) if handler else self.scoped(e.dtype, f"`{e.op}`", a, b)
 
     def e_compare(self, e: N.Compare):
         a, b = self.eval(e.lhs), self.eval(e.rhs)
         dtype = e.lhs.dtype
         if dtype.is_int:
-            return compare(e.op, a, b)
+            return compare(e.op, self.observe(a, dtype), self.observe(b, e.rhs.dtype))
         if dtype.is_bool and e.op in ("eq", "ne"):
             same = disj(conj(a, b), conj(neg(a), neg(b)))
             return same if e.op == "eq" else neg(same)
@@ -349,6 +374,7 @@ class _Thread(Loops):
             bits = e.args[0].dtype.bits
             return self.scoped(e.dtype, e.func, *args, bounds=None if e.func == "brev" else (0, bits))
         if e.dtype.is_int and e.func in ("abs", "min", "max") and all(isinstance(a, Poly) for a in args):
+            args = [self.observe(v, arg.dtype) for v, arg in zip(args, e.args)]
             a = args[0]
             b = -a if e.func == "abs" else args[1]
             first = compare("ge" if e.func in ("abs", "max") else "le", a, b)
@@ -357,7 +383,7 @@ class _Thread(Loops):
 
     def e_warp(self, e: N.WarpOp):
         value = None if e.value is None else self.eval(e.value)
-        arg = None if e.lane is None else self.eval(e.lane)
+        arg = None if e.lane is None else self.observe(self.eval(e.lane), e.lane.dtype)
         if e.collective:
             self.checkpoint(N.warp_call(e.op), "warp", e.loc, self.shuffle_source(e, arg))
         scope = _RESULT_SCOPES[e.op](self, e, meet(self.scopes.of(value), "block"), arg)
@@ -369,8 +395,12 @@ class _Thread(Loops):
         return e.op == "shfl_idx" and e.width == warp_size and at_least(self.scopes.of(lane), "warp") \
             and _within_warp(self.space.interval(lane))
 
+    def indices(self, indices) -> tuple:
+        """The values of an access's index expressions, as the hardware holds them."""
+        return tuple(self.observe(self.eval(i), i.dtype) for i in indices)
+
     def access(self, array: N.ArrayRef, kind: str, indices, loc: Loc) -> tuple:
-        polys = tuple(self.eval(i) for i in indices)
+        polys = self.indices(indices)
         memory = array.type.space
         if memory != "local" and self.pc != FALSE:
             self.seq += 1
@@ -489,6 +519,8 @@ class _Thread(Loops):
     def s_nothing(self, s):
         pass
 
+
+_RING_OPS = ("add", "sub", "mul", "lshift")  # results modulo 2**bits follow from operands modulo 2**bits
 
 _EXPR = {N.Const: _Thread.e_const, N.Var: _Thread.e_var, N.Special: _Thread.e_special,
          N.Shape: _Thread.e_shape, N.Unary: _Thread.e_unary, N.Binary: _Thread.e_binary,
