@@ -20,11 +20,13 @@ The model (sound over-approximation of what a thread can do):
   narrow (<= 32-bit) integer result whose interval may leave its dtype's range is a `wrap`
   atom defined by the exact result and the dtype's modulus: the solver knows its value
   (the result minus a multiple of 2**bits, in range), so wrapped indices collide exactly
-  where the hardware's would. 64-bit results wrap the same way (modulus 2**64): `uint64(t -
-  5)` of thread 0 is 2**64 - 5, `i * s * 4` of a run-time s = 2**62 is 0 for every i, and
-  `r * W + c` with a 64-bit run-time W is refused with W = 2**62 (threads r = 0 and r = 4
-  meet); a 32-bit W keeps the product exact. Scalar parameters and unknowns lie within their
-  dtypes. The integer operators' models are in `intops`.
+  where the hardware's would. 64-bit results wrap the same way (modulus 2**64), where their
+  value is used (`observe`: compared, indexing, divided, masked, bounding a loop; sums and
+  products by constants commute with wrapping, so `(tile * 8 + warp) * 768 + lane` is one
+  wrap): `uint64(t - 5)` of thread 0 is 2**64 - 5, `i * s * 4` of a run-time s = 2**62 is 0
+  for every i, and `r * W + c` with a 64-bit run-time W is refused with W near 2**62 (rows
+  1 and 6 meet); a 32-bit W keeps the product exact. Scalar parameters and unknowns lie
+  within their dtypes. The integer operators' models are in `intops`.
 - Loops (`loops`) are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
   counter k >= 0 under the loop condition, and so is a 64-bit variable a `while` loop
