@@ -310,3 +310,35 @@ def test_a_read_neither_proven_nor_refused_is_listed_and_checked_on_the_cpu(rng)
     np.testing.assert_array_equal(out, positive)
     with pytest.raises(vg.SafetyError, match="VG213"):
         read_what_the_data_may_have_written[2, 64](-positive, out, 3)
+
+
+@simt.kernel
+def doubling_past_2_63(x, out):  # int64 offset is 2**63 (negative) at k = 63, 0 from k = 64
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    buf[t] = x[t]
+    simt.barrier()
+    offset = vg.int64(1)
+    for k in range(70):
+        if offset <= 0:
+            out[0] = buf[t]
+        offset *= 2
+
+
+@simt.kernel
+def doubling_within_int64(x, out):
+    buf = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    buf[t] = x[t]
+    simt.barrier()
+    offset = vg.int64(1)
+    for k in range(60):
+        if offset <= 0:
+            out[0] = buf[t]
+        offset *= 2
+
+
+def test_a_variable_a_loop_doubles_past_2_63_wraps(rng):
+    x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
+    refused(doubling_past_2_63, "VG202", x, out, grid=(1,))
+    accepted(doubling_within_int64, x, out, grid=(1,))

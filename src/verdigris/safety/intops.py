@@ -1,6 +1,9 @@
 """Integer operators as the race checker models them: `INT_OPS`, op name -> handler
 `(thread, a, b, dtype) -> value` for `symbolic._Thread.e_binary` (and the tile checker).
 
+Also `Wrapping`, the executor's mixin that gives results as the hardware holds them
+(`fit`, `observe`: wrap-around modulo 2**bits).
+
 Takes: the operands as polynomials (`algebra.Poly`) and the thread whose `space`,
 `fit` and `scoped` the handlers use. Gives: a polynomial where the result is one exactly
 (sums, products, a shift or xor by a constant, `1 << k` as a `pow2` atom), a fresh atom
@@ -29,7 +32,53 @@ from __future__ import annotations
 
 import math
 
+from .. import types as T
 from .algebra import INF, Poly, dtype_range
+
+
+def wrapped(dtype) -> str:
+    """How a diagnosis names an integer result that wrapped."""
+    return f"{dtype.name} arithmetic"
+
+
+class Wrapping:
+    """The executor's integer results as the hardware holds them (a mixin of
+    `symbolic._Thread`, which gives `space` and `wrapped`, (value, dtype name) -> its wrap
+    atom): `fit` for the result of an operation, `observe` where a value is used."""
+
+    # Whether 64-bit results wrap in the model (the tile track's race model leaves 64-bit
+    # wrap-around out, as before: its symbolic-size proofs need products of extents).
+    wraps_64 = True
+    # Whether a 64-bit sum, difference or product stays the exact polynomial until its value
+    # is used (`observe`): it equals the hardware's modulo 2**64, which sums and products
+    # keep, so `(tile * 8 + warp) * 768 + lane` is one wrap, not four nested ones.
+    defers_64 = True
+
+    def fit(self, p: Poly, dtype: T.DType) -> Poly:
+        """The result `p` of an integer operation in `dtype`: `p` where it surely fits,
+        else `p` wrapped into the dtype's range (`observe`); a 64-bit result is left exact
+        where `defers_64` (its users observe it)."""
+        if dtype.bits == 64 and self.defers_64:
+            return p
+        return self.observe(p, dtype)
+
+    def observe(self, value, dtype: T.DType):
+        """`value` as the `dtype` value the hardware holds, where what it is matters (compared,
+        indexing, divided, shifted right, masked, a loop's bounds): `value` if it surely
+        fits, else a `wrap` atom defined by it (the same one for the same value): a function
+        of it, so two threads' results are equal exactly where the hardware's are, not
+        wherever an unknown could make them."""
+        if not isinstance(value, Poly) or not dtype.is_int:
+            return value
+        lo, hi = self.space.interval(value)
+        rlo, rhi = dtype_range(dtype)
+        if rlo <= lo and hi <= rhi or (dtype.bits == 64 and not self.wraps_64):
+            return value
+        key = (value, dtype.name)
+        if key not in self.wrapped:
+            self.wrapped[key] = self.space.fresh("wrap", rlo, rhi, (value, Poly.const(rhi - rlo + 1)),
+                                                 wrapped(dtype))
+        return self.wrapped[key]
 
 
 def _add(t, a, b, dtype):

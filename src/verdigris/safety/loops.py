@@ -160,13 +160,16 @@ class Loops:
             back = self.path()
             if not self.cooperative:
                 break
+            # what an iteration hands the next, as the hardware holds it: `offset *= 2` in
+            # int64 is no progression past 2**62 (it wraps to -2**63, then 0)
+            again = {n: self.observe(back.env.get(n), dtypes[n]) for n in names}
             found = {}
             for n in names:
-                form = invariants.progression(back.env.get(n), current[n], self.space)
+                form = invariants.progression(again[n], current[n], self.space)
                 if assumed[n].form and form != assumed[n].form or n in dropped:
                     form = ()
                     dropped.add(n)  # it did not hold: never tried again (no oscillation)
-                widened = invariants.widen(assumed[n], back.env.get(n), dtypes[n], start[n], self.scopes,
+                widened = invariants.widen(assumed[n], again[n], dtypes[n], start[n], self.scopes,
                                            self.space)
                 found[n] = widened._replace(form=form if n in outer.env else ())
             if found == assumed:
@@ -181,7 +184,8 @@ class Loops:
             self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks],
                                          surely)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
-                                              [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
+                                              [self.observe(b.env.get(n), dtypes[n]) for b in frame.breaks],
+                                              self.scopes, self.space)
                            for n in names}, labels=labels)
         self.env.update(settled)
 

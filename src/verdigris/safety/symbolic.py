@@ -68,7 +68,7 @@ from ..simt import warp_size
 from . import barriers
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
-from .intops import INT_OPS
+from .intops import INT_OPS, Wrapping
 from .loops import Loops, _Frame, _walk
 from .trace import Checkpoint, Ordered, Trace
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
@@ -77,11 +77,6 @@ class Path(NamedTuple):
     pc: tuple
     env: dict
     epochs: dict
-
-
-def wrapped(dtype: T.DType) -> str:
-    """How a diagnosis names an integer result that wrapped."""
-    return f"{dtype.name} arithmetic"
 
 
 # ----------------------------------------------------------------------------- executor
@@ -137,7 +132,7 @@ _RESULT_SCOPES = {
 }
 
 
-class _Thread(Loops):
+class _Thread(Wrapping, Loops):
     def __init__(self, kernel: N.Kernel, space: Space):
         self.kernel, self.space = kernel, space
         self.params = {p.name: p for p in kernel.params}
@@ -193,40 +188,6 @@ class _Thread(Loops):
     def floating(self, *inputs):
         """A float computed from `inputs` (None outside cooperative kernels)."""
         return Opaque(meet(*map(self.scopes.of, inputs))) if self.cooperative else None
-
-    # Whether 64-bit results wrap in the model (the tile track's race model leaves 64-bit
-    # wrap-around out, as before: its symbolic-size proofs need products of extents).
-    wraps_64 = True
-    # Whether a 64-bit sum, difference or product stays the exact polynomial until its value
-    # is used (`observe`): it equals the hardware's modulo 2**64, which sums and products
-    # keep, so `(tile * 8 + warp) * 768 + lane` is one wrap, not four nested ones.
-    defers_64 = True
-
-    def fit(self, p: Poly, dtype: T.DType) -> Poly:
-        """The result `p` of an integer operation in `dtype`: `p` where it surely fits,
-        else `p` wrapped into the dtype's range (`observe`); a 64-bit result is left exact
-        where `defers_64` (its users observe it)."""
-        if dtype.bits == 64 and self.defers_64:
-            return p
-        return self.observe(p, dtype)
-
-    def observe(self, value, dtype: T.DType):
-        """`value` as the `dtype` value the hardware holds, where what it is matters (compared,
-        indexing, divided, shifted right, masked, a loop's bounds): `value` if it surely
-        fits, else a `wrap` atom defined by it (the same one for the same value): a function
-        of it, so two threads' results are equal exactly where the hardware's are, not
-        wherever an unknown could make them."""
-        if not isinstance(value, Poly) or not dtype.is_int:
-            return value
-        lo, hi = self.space.interval(value)
-        rlo, rhi = dtype_range(dtype)
-        if rlo <= lo and hi <= rhi or (dtype.bits == 64 and not self.wraps_64):
-            return value
-        key = (value, dtype.name)
-        if key not in self.wrapped:
-            self.wrapped[key] = self.space.fresh("wrap", rlo, rhi, (value, Poly.const(rhi - rlo + 1)),
-                                                 wrapped(dtype))
-        return self.wrapped[key]
 
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
