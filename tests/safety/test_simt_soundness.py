@@ -19,7 +19,7 @@ import verdigris as vg
 from verdigris import safety, simt
 from verdigris.runtime.dispatch import KernelFunction, _dims
 
-THREADS = re.compile(r"thread \(block \d+, thread \d+\)")
+THREADS = re.compile(r"thread \(block (\d+|\([\d, ]+\)), thread (\d+|\([\d, ]+\))\)")
 
 
 def analyze(kernel, grid, block, *args):
@@ -342,3 +342,28 @@ def test_a_variable_a_loop_doubles_past_2_63_wraps(rng):
     x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
     refused(doubling_past_2_63, "VG202", x, out, grid=(1,))
     accepted(doubling_within_int64, x, out, grid=(1,))
+
+
+@simt.kernel
+def rows_of_a_matrix(x, out):  # r * x.shape[1] + c < x.size < 2**63: exact
+    r = simt.global_id(1)
+    c = simt.global_id(0)
+    if r < x.shape[0] and c < x.shape[1]:
+        out[r * x.shape[1] + c] = x[r, c]
+
+
+@simt.kernel
+def rows_of_a_run_time_width(x, out, width):  # an int64 width near 2**62 wraps
+    r = simt.global_id(1)
+    c = simt.global_id(0)
+    if r < x.shape[0] and c < width:
+        out[r * width + c] = x[r, c]
+
+
+def test_an_index_within_an_arrays_elements_is_exact_and_a_run_time_width_is_not(rng):
+    x, out = rng.standard_normal((7, 10)).astype(np.float32), np.full(70, -7, np.float32)
+    accepted(rows_of_a_matrix, x, out, grid=(1, 2), block=(16, 4))
+    rows_of_a_matrix[(1, 2), (16, 4)](x, out)
+    np.testing.assert_array_equal(out, x.reshape(-1))
+    message = refused(rows_of_a_run_time_width, "VG202", x, out, np.int64(10), grid=(1, 2), block=(16, 4))
+    assert "int64 arithmetic" in message

@@ -310,8 +310,12 @@ class Space:
         static = self.static_shapes.get(array)
         if static is not None:
             return Poly.const(static[axis])
-        return self.add(Atom(f"shape:{array}:{axis}", "shape", 0, MAX_ELEMENTS,
-                             label=f"{array}.shape[{axis}]"))
+        name = f"shape:{array}:{axis}"
+        if name not in self.atoms:  # an array holds fewer than 2**63 elements in all
+            others = [Poly.atom(n) for n in self.atoms if n.startswith(f"shape:{array}:")]
+            for other in others:
+                self.uniform_domain.append(compare("le", other * Poly.atom(name), Poly.const(MAX_ELEMENTS)))
+        return self.add(Atom(name, "shape", 0, MAX_ELEMENTS, label=f"{array}.shape[{axis}]"))
 
     # ------------------------------------------------------------ launch registers
 
