@@ -286,7 +286,8 @@ def chunks(x, out, K):
 
 def chunk_setup(rng):
     k = 3
-    return (2,), (BLOCK,), (_f32(rng, 2 * BLOCK), _poison(2 * BLOCK * k)), {"K": k}
+    # a 32-bit K: `i * K` of an int64 K wraps for K = 2**33 on a large grid (a real race)
+    return (2,), (BLOCK,), (_f32(rng, 2 * BLOCK), _poison(2 * BLOCK * k)), {"K": np.int32(k)}
 
 
 def chunk_reference(args):
@@ -304,13 +305,13 @@ def interleave_by_block(x, out, M):  # out[j*T + gid] with T = block_dim, not al
 @simt.kernel
 def interleave_by_grid(x, out, M):
     i = simt.global_id(0)
-    for j in range(M):
-        if j * (simt.grid_dim(0) * simt.block_dim(0)) + i < out.shape[0]:
-            out[j * (simt.grid_dim(0) * simt.block_dim(0)) + i] = x[i]
+    for j in range(M):  # an int32 M, widened: the product fits int64 (see chunk_setup)
+        if int(j) * (simt.grid_dim(0) * simt.block_dim(0)) + i < out.shape[0]:
+            out[int(j) * (simt.grid_dim(0) * simt.block_dim(0)) + i] = x[i]
 
 
 def tile_setup(rng):
-    return (2,), (BLOCK,), (_f32(rng, 2 * BLOCK), _poison(6 * BLOCK)), {"M": 3}
+    return (2,), (BLOCK,), (_f32(rng, 2 * BLOCK), _poison(6 * BLOCK)), {"M": np.int32(3)}  # see chunk_setup
 
 
 def tile_reference(args):
@@ -324,7 +325,9 @@ H, W = 7, 10
 
 def grid2d_setup(rng):
     x = rng.standard_normal(H * W).astype(np.float32)
-    return (1, 2), (16, 4), (x, _poison(H * W), W), {}
+    # a 32-bit width: `r * width` of an int64 width 2**62 is 0 at r = 4 (threads of rows 0
+    # and 4 write one element), which the checker finds
+    return (1, 2), (16, 4), (x, _poison(H * W), np.int32(W)), {}
 
 
 @simt.kernel
@@ -390,7 +393,7 @@ def matrix_reference(args):
 
 def transpose_setup(rng):
     x = rng.standard_normal(H * W).astype(np.float32)
-    return (1, 2), (16, 4), (x, _poison(H * W), H, W), {}
+    return (1, 2), (16, 4), (x, _poison(H * W), np.int32(H), np.int32(W)), {}  # see grid2d_setup
 
 
 @simt.kernel

@@ -618,13 +618,29 @@ def read_at_loaded_index(x, index, out):
     out[i] = tile[index[i]]  # written or not: the data decide
 
 
-def test_an_unwritten_read_the_checker_cannot_see_is_left_to_the_cpu_backend(rng):
+@simt.kernel
+def read_at_loaded_index_within_what_is_written(x, index, out):
+    tile = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    i = simt.global_id(0)
+    if t < 32:
+        tile[t] = x[i]
+    simt.barrier()
+    out[i] = tile[index[i] % 32]
+
+
+def test_an_unwritten_read_that_the_data_decide_is_refused(rng):
+    """Nothing checks shared reads on a GPU: a read of an element nothing writes, possible
+    for some values of the data, is refused (as a collision the data decide is), with the
+    element; the cpu backend reports the read where it happens."""
     from .test_dynamic import run_on_cpu
 
     x, out = rng.standard_normal(64).astype(np.float32), np.full(64, -7, np.float32)
     index = rng.integers(0, 32, 64).astype(np.int64)
-    assert not analyze(read_at_loaded_index, x, index, out).errors
-    read_at_loaded_index[1, 64](x, index, out)
+    (error,) = analyze(read_at_loaded_index, x, index, out).errors
+    assert error.code == "VG213" and re.search(r"may read tile\[(3[2-9]|[4-6]\d)\]", error.message), error
+    assert not analyze(read_at_loaded_index_within_what_is_written, x, index, out).errors
+    read_at_loaded_index_within_what_is_written[1, 64](x, index, out)
     np.testing.assert_array_equal(out, x[index])
     index[5] = 40  # never written
     with pytest.raises(vg.SafetyError) as info:

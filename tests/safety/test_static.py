@@ -182,7 +182,7 @@ ONE_D, TWO_D = [(128, 1, 1), (96, 1, 1), None], [(32, 8, 1), (16, 3, 1), None]
     (kernel, args, block) for kernel, args, blocks in [
         (transpose_symbolic, (np.zeros((4, 4), np.float32),) * 2, TWO_D),
         (saxpy_own_element, (2.0, F32, F32), ONE_D),
-        (rows_symbolic, (F32, F32, 5), TWO_D),
+        (rows_symbolic, (F32, F32, np.int32(5)), TWO_D),  # an int64 width may wrap: refused
         (grid_stride_symbolic, (F32, F32), ONE_D),
     ] for block in blocks], ids=str)
 def test_accepted_with_symbolic_sizes_and_any_block(kernel, args, block):

@@ -160,10 +160,15 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
         errors, queries = diverge.check(trace, budget)
         analysis.errors += errors
         analysis.solver_queries += queries
-        for tally in (shared.check_pairs(trace, budget), shared.check_reads(trace, budget)):
+        reads = shared.check_reads(trace, budget)
+        for tally in (shared.check_pairs(trace, budget), reads):
             analysis.errors += tally.errors
             analysis.solver_queries += tally.queries
             fast += tally.fast
+        # (array, line, column) of each read neither proven written nor refused (VG213):
+        # only the cpu backend checks them; `verdigris check` notes them
+        analysis.facts["unproven_shared_reads"] = tuple(
+            dict.fromkeys((r.array, r.loc.line, r.loc.col) for r in reads.unproven))
     analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
 
 

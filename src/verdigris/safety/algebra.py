@@ -329,8 +329,12 @@ class Space:
         static = self.static_shapes.get(array)
         if static is not None:
             return Poly.const(static[axis])
-        return self.add(Atom(f"shape:{array}:{axis}", "shape", 0, MAX_ELEMENTS,
-                             label=f"{array}.shape[{axis}]"))
+        name = f"shape:{array}:{axis}"
+        if name not in self.atoms:  # an array holds fewer than 2**63 elements in all
+            others = [Poly.atom(n) for n in self.atoms if n.startswith(f"shape:{array}:")]
+            for other in others:
+                self.uniform_domain.append(compare("le", other * Poly.atom(name), Poly.const(MAX_ELEMENTS)))
+        return self.add(Atom(name, "shape", 0, MAX_ELEMENTS, label=f"{array}.shape[{axis}]"))
 
     # ------------------------------------------------------------ launch registers
 
@@ -422,9 +426,7 @@ def _merge_axis_products(mono: tuple) -> list:
 
 
 def dtype_range(dtype: T.DType) -> tuple:
-    """The values of an integer dtype; 64-bit types are modelled without wrap-around."""
-    if dtype.bits == 64:
-        return (0 if not dtype.is_signed else -INF), INF
+    """The values of an integer dtype (two's complement where signed)."""
     if dtype.is_signed:
         return -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
     return 0, 2**dtype.bits - 1

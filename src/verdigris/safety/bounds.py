@@ -25,8 +25,8 @@ when its top is below `SMALL_INDEX` (`x[i % 4]` when `4 <= x.shape[0]`, a shared
 `tile.load(x, (tile.bid(0), 0), (1, C))` when `grid_dim(0) <= x.shape[0]` and
 `C <= x.shape[1]`); else z3 (with the same
 encoding as the race queries) proves it outright, or the access keeps its check. The model
-is the race checker's: 64-bit index arithmetic does not wrap, loops are one arbitrary
-iteration. Accesses the executor never reaches keep their checks.
+is the race checker's (64-bit arithmetic wraps, in the tile track too, and so does a `while`
+loop's 64-bit variable stepped past its dtype), loops are one arbitrary iteration. Accesses the executor never reaches keep their checks.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from ..ir import nodes as N
 from . import budgets
 from .algebra import FALSE, Poly
-from .symbolic import _Thread, execute, wrapped
+from .symbolic import _Thread, execute
 
 SMALL_INDEX = 1 << 20  # an index below this whatever the launch is compared with the extent as is
 
@@ -71,10 +71,6 @@ class Remembering:
         self.found: list = []
         self.evaluating: list = []
         self.statement = None
-        for p in kernel.params:  # within their dtypes (the race checker's are unbounded), so
-            atom = space.atoms.get(f"param:{p.name}")  # that `for t in range(n)` fits int64
-            if atom is not None and atom.kind == "param" and p.dtype.bits == 64:
-                atom.lo, atom.hi = _WIDE[p.dtype.is_signed]
 
     def eval(self, e):
         if not isinstance(e, self.VALUE_NODES):
@@ -90,30 +86,11 @@ class Remembering:
             self.statement = s  # a store's access happens while its own statement runs
             super().block([s])
 
-    # The race checker leaves 64-bit wrap-around out of its model; a bounds proof cannot: an
-    # index the kernel computes must be the value the proof reasons about, or a launch that
-    # passes the guard (exact Python integers) reads past the array (`i + k + m` of int64
-    # k, m near -2**63 wraps to a positive index; `int64(k)` of a uint64 k = 2**64 - 1 is
-    # -1; a `while` loop's int64 variable stepped past 2**63 - 1 is negative).
-
-    def fit(self, p: Poly, dtype) -> Poly:
-        """`p`, or a `wrap` atom where it may leave `dtype`, 64-bit dtypes too."""
-        if dtype.bits != 64 or self.exact is not None:
-            return super().fit(p, dtype)
-        lo, hi = self.space.interval(p)
-        rlo, rhi = _WIDE[dtype.is_signed]
-        if rlo <= lo and hi <= rhi:
-            return p
-        return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(2**64)), wrapped(dtype))
-
-    def progression(self, name: str, start: Poly, step: Poly, k: Poly, bounds: tuple | None = None) -> Poly:
-        """A loop variable at iteration k, wrapped where stepping it may leave its dtype (a
-        `for` loop ends before it would: its bounds say so)."""
-        return self.fit(super().progression(name, start, step, k, bounds), self.kernel.locals[name])
-
-
-
-_WIDE = {True: (-2**63, 2**63 - 1), False: (0, 2**64 - 1)}  # a 64-bit dtype's values, by signedness
+    # A `while` loop's 64-bit variable stepped past its dtype wraps here (the race checker
+    # takes it not to): an index the proof reasons about must be the one the kernel computes,
+    # or a launch that passes the guard reads past the array.
+    inductions_wrap = wraps_64 = True
+    defers_64 = False  # every result wraps where it may leave its dtype, as it is made
 
 
 class _Recorder(Remembering, _Thread):
@@ -122,7 +99,7 @@ class _Recorder(Remembering, _Thread):
     VALUE_NODES = (N.Load, N.Atomic)
 
     def access(self, array, kind, indices, loc) -> None:
-        polys = tuple(self.eval(i) for i in indices)
+        polys = self.indices(indices)
         node = self.statement if kind == "write" else self.evaluating[-1]
         if self.pc != FALSE:
             self.found.append((node, array, polys, self.pc))

@@ -7,10 +7,12 @@ Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives
   block at `a` and `b`, at any iterations (so they cannot race, whatever the barriers);
 - `decide(read, writes, space) -> Verdict | None` for a read and the writes that may
   precede it: None when the accesses do not fit (an index depends on a size, a parameter,
-  a loaded value, or a loop whose range is unknown; or the points are too many), else
-  either "covered" (every element the read may touch is written), or an uncovered element
-  with a thread that reads it (`exact` when the read's whole path condition was evaluated,
-  so the read really happens).
+  a loaded value, or a loop whose range is unknown; or the points are too many; or some
+  element the read may touch is written only by writes whose paths were not all evaluated),
+  else either "covered" (every element the read may touch is surely written: by writes
+  whose whole paths were evaluated, in loops that cannot be left early), or an element no
+  write may write, with a thread that reads it (`exact` when the read's whole path
+  condition was evaluated, so the read really happens).
 
 How: the points are every thread of one block (`thread_id` ranges from the block shape) and
 every iteration of the loops an access depends on (a loop counter's range from its loop
@@ -21,7 +23,7 @@ division, modulo, if-then-else, loop variables, `1 << k` and the halving `pow2` 
 by zero gives 0; `pow2` of e is floor(2**e), 0 for e < 0). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
 finding that nothing wrote an element, stays sound); for the read of `decide` it makes the
-verdict not `exact`.
+verdict not `exact`, and a write with one proves nothing covered.
 """
 from __future__ import annotations
 
@@ -53,20 +55,27 @@ def decide(read, writes: list, space) -> Verdict | None:
         return None
     ranges = _counter_ranges(space)
     try:
-        written = np.zeros(shape, bool)
+        # what the writes surely write (their whole paths evaluated, in loops that cannot
+        # be left early), and what they may write (conditions not evaluated count as true)
+        surely, maybe = np.zeros(shape, bool), np.zeros(shape, bool)
         for w in writes:
-            elements, reached, _ = _Points(space, ranges, w).elements(w)
+            elements, reached, exact = _Points(space, ranges, w).elements(w)
             inside = reached & _within(elements, shape)
-            written[tuple(e[inside] for e in elements)] = True
+            cells = tuple(e[inside] for e in elements)
+            maybe[cells] = True
+            if exact and w.exact:
+                surely[cells] = True
         points = _Points(space, ranges, read)
         elements, reached, exact = points.elements(read)
     except _Opaque:
         return None
     inside = reached & _within(elements, shape)
     clipped = tuple(np.where(inside, e, 0) for e in elements)
-    missing = inside & ~written[clipped]
-    if not missing.any():
+    if not (inside & ~surely[clipped]).any():
         return Verdict(True)
+    missing = inside & ~maybe[clipped]
+    if not missing.any():
+        return None
     at = np.unravel_index(int(np.flatnonzero(missing)[0]), missing.shape)
     thread = {n: int(np.broadcast_to(v, missing.shape)[at]) for n, v in points.grid.items()
               if n.startswith("tid")}

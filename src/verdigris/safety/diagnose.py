@@ -31,6 +31,10 @@ HINTS = {
                   "int32, and so is arithmetic on them, which wraps past 2**31 on a grid that "
                   "large: widen before multiplying, e.g. `int(simt.block_id(0)) * 256 + t`, or "
                   "index with simt.global_id(axis), which is int64",
+    "wrap 64": "a 64-bit value wraps past 2**63 (or below 0 when unsigned) where the values "
+               "shown make it that large: keep the values that scale an index 32-bit (pass "
+               "a width or count as np.int32, so that a product with a thread id stays exact), "
+               "or cast to an unsigned type only what cannot be negative",
     "VG210": "move the barrier (simt.barrier(), or a call that holds one, such as "
              "simt.block_ticket()) out of the condition, so that every thread of the block "
              "reaches it (guard only the memory accesses), or make the condition the same for "
@@ -104,8 +108,16 @@ def race_error(code: str, a: Access, b: Access, outcome) -> SafetyError:
     elif shared:
         what = f"{what} between the same two barriers"
     message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({situation(outcome)}){where}"
-    hint = HINTS["wrap" if outcome.wraps else "VG204 shared" if code == "VG204" and shared else code]
+    hint = HINTS[wrap_hint(outcome) or ("VG204 shared" if code == "VG204" and shared else code)]
     return SafetyError(message, loc, hint.format(array=a.array), code)
+
+
+def wrap_hint(outcome) -> str:
+    """The hint for an example whose arithmetic wraps around ("" where none does): how to
+    widen 32-bit ids, or, where only 64-bit values wrap, how to keep them exact."""
+    if not outcome.wraps:
+        return ""
+    return "wrap 64" if all(label.startswith(("int64", "uint64")) for label in outcome.wraps) else "wrap"
 
 
 def wrap_note(outcome) -> str:
@@ -135,11 +147,15 @@ def partial_warp_error(subject: str, loc, lanes: int, outcome, source: int) -> S
     return SafetyError(message, loc, HINTS["VG214 partial"], "VG214")
 
 
-def uninitialized_error(r: Access, outcome) -> SafetyError:
-    """The read `r` (on the thread of `outcome`) of an element nothing wrote before it."""
+def uninitialized_error(r: Access, outcome, certain: bool = True) -> SafetyError:
+    """The read `r` (on the thread of `outcome`) of an element nothing wrote before it;
+    not `certain` where the read runs only for some values the checker cannot see (loaded,
+    or how far a loop with an early exit runs)."""
     element = f"{r.array}[{', '.join(map(str, outcome.element))}]"
-    message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} reads {element}, "
-               f"which no thread of its block writes before ({situation(outcome)})")
+    reads = "reads" if certain else "may read"
+    allow = "" if certain else ", if the values it depends on let it run"
+    message = (f"{CODES['VG213'].title}: {thread_name(outcome.threads[0])} {reads} {element}, "
+               f"which no thread of its block writes before{allow} ({situation(outcome)})")
     return SafetyError(message, r.loc, HINTS["VG213"], "VG213")
 
 
@@ -151,7 +167,7 @@ def data_error(a: Access, b: Access, outcome) -> SafetyError:
     example = (f"{t1} {verbs[a.kind]} {element} and {t2} {verbs[b.kind]} it if those values "
                f"allow{wrap_note(outcome)} ({situation(outcome)})")
     reason = f"the index depends on {', '.join(outcome.unknowns)}, which the checker cannot see; {example}"
-    return unproven_error(a, b, reason, hint=HINTS["wrap" if outcome.wraps else "VG205"])
+    return unproven_error(a, b, reason, hint=HINTS[wrap_hint(outcome) or "VG205"])
 
 
 def unproven_error(a, b, reason: str, who: str = "threads", hint: str = HINTS["VG205"]) -> SafetyError:

@@ -355,9 +355,11 @@ EXPLANATIONS = {
     "VG213": Explanation(
         rule="""A kernel must not read a shared memory element that no thread of the block
             wrote before the read (shared memory starts with whatever the previous block
-            on that multiprocessor left there). The checker refuses it where the block
-            shape is known and the read is certain; the cpu backend reports the others
-            when they happen.""",
+            on that multiprocessor left there). Where the block shape is known, the
+            checker refuses a read of an element no write before it can write (a thread
+            that "may read" it where loaded values or a loop decide whether the read
+            runs); a read it neither proves written nor refuses is listed in the facts
+            and checked only on the cpu backend.""",
         why="""Uninitialised shared memory holds garbage that differs between runs and
             GPUs; reading it is the shared-memory form of an uninitialised variable,
             and it often hides behind a guard that writes only part of a tile.""",

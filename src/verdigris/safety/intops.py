@@ -1,12 +1,17 @@
 """Integer operators as the race checker models them: `INT_OPS`, op name -> handler
 `(thread, a, b, dtype) -> value` for `symbolic._Thread.e_binary` (and the tile checker).
 
+Also `Wrapping`, the executor's mixin that gives results as the hardware holds them
+(`fit`, `observe`: wrap-around modulo 2**bits).
+
 Takes: the operands as polynomials (`algebra.Poly`) and the thread whose `space`,
 `fit` and `scoped` the handlers use. Gives: a polynomial where the result is one exactly
 (sums, products, a shift or xor by a constant, `1 << k` as a `pow2` atom), a fresh atom
 defined by its operands (`//`, `%`, `128 >> k`), or an unknown of the result's range.
 Guarantees: a result that may have wrapped past its dtype is a `wrap` atom of the exact
-result, never the polynomial itself (`fit`).
+result, never the polynomial itself (`fit`), or, 64-bit, the exact polynomial that its
+users wrap (`observe`: sums and products by constants commute with wrapping; a product of
+two unknown values wraps where it is made).
 
 Division by a constant d > 1 takes the terms that are multiples of d out first (exact), so
 `i // 256` and `i % 4` of `i = 256 * block + thread` are `block` and `thread % 4`.
@@ -30,7 +35,67 @@ from __future__ import annotations
 
 import math
 
-from .algebra import INF, Poly, dtype_range
+from .. import types as T
+from .algebra import INF, Poly, compare, dtype_range
+
+
+def wrapped(dtype) -> str:
+    """How a diagnosis names an integer result that wrapped."""
+    return f"{dtype.name} arithmetic"
+
+
+class Wrapping:
+    """The executor's integer results as the hardware holds them (a mixin of
+    `symbolic._Thread`, which gives `space` and `wrapped`, (value, dtype name) -> its wrap
+    atom): `fit` for the result of an operation, `observe` where a value is used."""
+
+    # Whether 64-bit results wrap in the model (the tile track's race model leaves 64-bit
+    # wrap-around out, as before: its symbolic-size proofs need products of extents).
+    wraps_64 = True
+    # Whether a 64-bit sum, difference or product stays the exact polynomial until its value
+    # is used (`observe`): it equals the hardware's modulo 2**64, which sums and products
+    # keep, so `(tile * 8 + warp) * 768 + lane` is one wrap, not four nested ones.
+    defers_64 = True
+    # While a `vg.assume` fact is evaluated (`symbolic._Thread.assumed`): the list its parts'
+    # ranges go to. The launch check evaluates every part exactly and refuses a launch where
+    # one leaves its dtype, so there each part is its exact value, stated within the dtype.
+    exact: list | None = None
+
+    def fit(self, p: Poly, dtype: T.DType) -> Poly:
+        """The result `p` of an integer operation in `dtype`: `p` where it surely fits,
+        else `p` wrapped into the dtype's range (`observe`); a 64-bit result is left exact
+        where `defers_64` (its users observe it)."""
+        if self.exact is not None:
+            return self._within(p, dtype)
+        if dtype.bits == 64 and self.defers_64:
+            return p
+        return self.observe(p, dtype)
+
+    def observe(self, value, dtype: T.DType):
+        """`value` as the `dtype` value the hardware holds, where what it is matters (compared,
+        indexing, divided, shifted right, masked, a loop's bounds): `value` if it surely
+        fits, else a `wrap` atom defined by it (the same one for the same value): a function
+        of it, so two threads' results are equal exactly where the hardware's are, not
+        wherever an unknown could make them."""
+        if not isinstance(value, Poly) or not dtype.is_int:
+            return value
+        if self.exact is not None:
+            return self._within(value, dtype)
+        lo, hi = self.space.interval(value)
+        rlo, rhi = dtype_range(dtype)
+        if rlo <= lo and hi <= rhi or (dtype.bits == 64 and not self.wraps_64):
+            return value
+        key = (value, dtype.name)
+        if key not in self.wrapped:
+            self.wrapped[key] = self.space.fresh("wrap", rlo, rhi, (value, Poly.const(rhi - rlo + 1)),
+                                                 wrapped(dtype))
+        return self.wrapped[key]
+
+    def _within(self, p: Poly, dtype: T.DType) -> Poly:
+        """`p` exactly, with the fact that it lies within `dtype` (in `exact`)."""
+        least, most = dtype_range(dtype)
+        self.exact += [compare("le", Poly.const(least), p), compare("le", p, Poly.const(most))]
+        return p
 
 
 def _add(t, a, b, dtype):
@@ -42,6 +107,10 @@ def _sub(t, a, b, dtype):
 
 
 def _mul_op(t, a, b, dtype):
+    # a product of two values the solver does not know wraps where it is made: z3 finds a
+    # wrap-around of `i * s` with s = 2**62 in `i * s * 4`, not in one wrap of the whole
+    if a.value is None and b.value is None:
+        return t.observe(a * b, dtype)
     return t.fit(a * b, dtype)
 
 
@@ -90,8 +159,8 @@ def _shift(direction: str):
             blo, bhi = t.space.interval(b)
             if not (0 <= blo and bhi < dtype.bits):
                 return t.scoped(dtype, "a shift", a, b)
-            if direction == "lshift":  # `1 << k` in a loop over k
-                return t.fit(a * power_of_two(t.space, b), dtype)
+            if direction == "lshift":  # `1 << k` in a loop over k: a product, as in `_mul_op`
+                return _mul_op(t, a, power_of_two(t.space, b), dtype)
             lo, hi = _shifted_bounds(t, a, b) or dtype_range(dtype)  # `128 >> k`
             return t.space.fresh("rshift", lo, hi, (a, b))
         if not 0 <= amount < dtype.bits:

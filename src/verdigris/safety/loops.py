@@ -124,8 +124,11 @@ class Loops:
         holds at the back edge (`invariants`; cooperative kernels only), then continue
         after the loop. `labels`: how a refusal names a variable that comes out unknown."""
         kinds, needs, exact, assigned = _loop_info(body)
-        outer = self.path()
         names = tuple(dict.fromkeys(carried + assigned))
+        # what the variables it carries start from, as the hardware holds them (their
+        # intervals and signs decide the invariants)
+        self.env.update({n: self.observe(self.env[n], self.kernel.locals[n]) for n in names if n in self.env})
+        outer = self.path()
         dtypes = {n: self.kernel.locals[n] for n in names}
         start = {n: invariants.entry(outer.env.get(n), n in outer.env, dtypes[n], self.scopes, self.space)
                  for n in names} if self.cooperative else {n: invariants.Assumed("thread") for n in names}
@@ -157,13 +160,16 @@ class Loops:
             back = self.path()
             if not self.cooperative:
                 break
+            # what an iteration hands the next, as the hardware holds it: `offset *= 2` in
+            # int64 is no progression past 2**62 (it wraps to -2**63, then 0)
+            again = {n: self.observe(back.env.get(n), dtypes[n]) for n in names}
             found = {}
             for n in names:
-                form = invariants.progression(back.env.get(n), current[n], self.space)
+                form = invariants.progression(again[n], current[n], self.space)
                 if assumed[n].form and form != assumed[n].form or n in dropped:
                     form = ()
                     dropped.add(n)  # it did not hold: never tried again (no oscillation)
-                widened = invariants.widen(assumed[n], back.env.get(n), dtypes[n], start[n], self.scopes,
+                widened = invariants.widen(assumed[n], again[n], dtypes[n], start[n], self.scopes,
                                            self.space)
                 found[n] = widened._replace(form=form if n in outer.env else ())
             if found == assumed:
@@ -178,7 +184,8 @@ class Loops:
             self.epochs = barriers.after(outer.epochs, kinds, counter, trips, [b.epochs for b in frame.breaks],
                                          surely)
         self.havoc(names, {n: invariants.hull(assumed[n]._replace(scope=meet(assumed[n].scope, leaving)),
-                                              [b.env.get(n) for b in frame.breaks], self.scopes, self.space)
+                                              [self.observe(b.env.get(n), dtypes[n]) for b in frame.breaks],
+                                              self.scopes, self.space)
                            for n in names}, labels=labels)
         self.env.update(settled)
 
@@ -203,7 +210,7 @@ class Loops:
                                      INF if runs is None else runs)
 
     def s_for(self, s: N.For):
-        start, stop, step = self.eval(s.start), self.eval(s.stop), self.eval(s.step)
+        start, stop, step = (self.observe(self.eval(e), e.dtype) for e in (s.start, s.stop, s.step))
         (slo, shi), (tlo, thi), (plo, phi) = map(self.space.interval, (start, stop, step))
         bounds = (slo, thi - 1) if plo >= 1 else (tlo + 1, shi) if phi <= -1 else None
 
@@ -225,10 +232,10 @@ class Loops:
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of
         # iteration k, i is its value before the loop plus k * step. Only a 64-bit i: a
         # narrower one may wrap between iterations (uint32 i += 2**31 comes back to i), which
-        # a progression cannot say; 64-bit wrap-around is outside the model everywhere.
+        # a progression cannot say; a 64-bit one is taken not to wrap (`progression`).
         stepped = {name: step for name, step in _inductions(s.body).items() if name in self.env}
-        steps = {name: (self.env.get(name), self.eval(step)) for name, step in stepped.items()
-                 if self.kernel.locals[name].bits == 64}
+        steps = {name: (self.env.get(name), self.observe(self.eval(step), step.dtype))
+                 for name, step in stepped.items() if self.kernel.locals[name].bits == 64}
         labels = {name: f"{name} ({self.kernel.locals[name].name}, stepped by the loop: it may "
                         f"wrap; make it 64-bit, e.g. from simt.global_id)"
                   for name in stepped if name not in steps}
@@ -247,16 +254,27 @@ class Loops:
         if any(isinstance(n, _READS) for n in _walk([s.cond])):
             self.eval(s.cond)
 
+    # Whether a loop variable stepped past its dtype wraps around in the model (the bounds
+    # prover's) or is taken to stay within it (the race checker's: see `progression`).
+    inductions_wrap = False
+
     def progression(self, name: str, start: Poly, step: Poly, k: Poly,
                     bounds: tuple | None = None) -> Poly:
         """`start + k * step`, the loop variable `name` at the head of iteration k, within
-        `bounds` (a `for` loop's from its stop) or those its start and step's sign give,
-        and within its dtype's range."""
-        rlo, rhi = dtype_range(self.kernel.locals[name])
+        `bounds` (a `for` loop's from its stop) or those its start and step's sign give.
+        Where that may leave its dtype: a `wrap` atom of it if `inductions_wrap`, else the
+        progression is taken to stay within the dtype's range, an assumption the race
+        checker makes for 64-bit `while` inductions only (a narrower one is no progression,
+        `s_while`): stepping one past 2**63 - 1 by a grid's stride takes more than 2**32
+        iterations, and the wrapped value, near -2**63, is outside every array."""
+        dtype = self.kernel.locals[name]
+        rlo, rhi = dtype_range(dtype)
         if bounds is None:
             (slo, shi), (plo, phi) = self.space.interval(start), self.space.interval(step)
-            bounds = (slo, rhi) if plo >= 0 else (rlo, shi) if phi <= 0 else (rlo, rhi)
+            bounds = (slo, INF) if plo >= 0 else (-INF, shi) if phi <= 0 else (-INF, INF)
         lo, hi = bounds
+        if self.inductions_wrap:
+            return self.observe(self.space.fresh("loopvar", lo, hi, (start, k, step), name), dtype)
         return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
 
     def innermost_loop(self) -> _Frame:

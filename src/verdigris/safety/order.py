@@ -67,9 +67,26 @@ def _tickets_apart(enc, space, blocks_differ: list) -> list:
     used = [n for n in enc.used if n in space.tickets]
     if not used or not blocks_differ:
         return []
-    apart = [enc.atom(per_thread(x, "1")) != enc.atom(per_thread(y, "2"))
-             for x in used for y in used if space.tickets[x] == space.tickets[y]]
-    return [z3.Implies(enc.any(blocks_differ), enc.all(apart))]
+    pairs = [(x, y) for x in used for y in used if space.tickets[x] == space.tickets[y]]
+    apart = [enc.atom(per_thread(x, "1")) != enc.atom(per_thread(y, "2")) for x, y in pairs]
+    return [z3.Implies(enc.any(blocks_differ), enc.all(apart))] + [
+        _within_a_launch(enc, space, x, y) for x, y in pairs]
+
+
+TICKETS_PER_LAUNCH = 2**32  # adds of 1 to one counter in a launch, at most (`frontend`)
+
+
+def _within_a_launch(enc, space, x: str, y: str):
+    """Two tickets of one counter in one launch are fewer than TICKETS_PER_LAUNCH adds of 1
+    apart, modulo the counter's dtype: a 64-bit ticket may be anything (the counter starts
+    where the caller left it), but another block's is near it, so that `tile * 6144` of two
+    tickets do not meet where 64-bit arithmetic wraps."""
+    z3 = enc.z3
+    atom = space.atoms[x]
+    modulus = atom.hi - atom.lo + 1
+    apart, turns = z3.FreshInt("ticket_gap", enc.ctx), z3.FreshInt("ticket_turns", enc.ctx)
+    return z3.And(enc.atom(per_thread(x, "1")) - enc.atom(per_thread(y, "2")) == apart + modulus * turns,
+                  -TICKETS_PER_LAUNCH < apart, apart < TICKETS_PER_LAUNCH, -1 <= turns, turns <= 1)
 
 
 def _unordered(enc, a, b, space, apart: bool, differ: dict):

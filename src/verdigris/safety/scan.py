@@ -37,7 +37,9 @@ command's output. Guarantees:
   names are assumed to be different arrays.
 - Accesses of a race-free SIMT kernel that the bounds prover (`bounds.prove`) does not
   cover, such as a gather through indices read from memory, are notes: they keep their
-  bounds check at run time.
+  bounds check at run time; so are its shared reads that the checker neither proves
+  written nor refuses (VG213: `note: shared read not proven written: ...`), which only the
+  cpu backend checks, and make its verdict not proven.
 - `vg.assume(...)` facts are notes (`note: assumed: n % 32 == 0 at file:line (kernel k),
   checked at every launch`): the verdicts hold for launches that satisfy them.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings.
@@ -77,6 +79,7 @@ from .usage import param_usage
 from .views import View, as_view, overlap
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
+UNPROVEN_READ = "shared read not proven written"  # VG213 neither proven nor refused
 ANY_BLOCK = ("no launch in these files gives it a literal block; a kernel written for one "
              "block size is checked for it where a launch writes it, e.g. k[grid, 256](...)")
 
@@ -304,6 +307,7 @@ class FileCheck:
         self.report = report
         # (kernel, launch, constexprs, elements, integers) -> (ir, None) | (None, Error)
         self.builds: dict = {}
+        self.unproven_reads: dict = {}  # id(ir) -> its shared reads neither proven written nor refused
         self.tree, self.namespace, self.sites = None, {}, []
         self.failed: dict = {}  # top-level statement -> the exception it raised when run
 
@@ -440,6 +444,10 @@ class FileCheck:
                 if isinstance(first, UndefinedName) else \
                 " (with the types check inferred; the launches' types may differ)"
             return (NOT_COMPILABLE if same else NOT_PROVEN), _error_text(first) + why
+        unproven = [n for ir in built for n in self.unproven_reads.get(id(ir), ())]
+        if unproven:
+            return NOT_PROVEN, (f"{len(unproven)} shared read{'s' * (len(unproven) != 1)} not proven "
+                                "written (checked only on the cpu backend)")
         return PROVEN, self.proven_detail(built)
 
     def unevaluated(self, node) -> tuple:
@@ -464,7 +472,8 @@ class FileCheck:
     def race_findings(self, ir) -> list:
         """The codes of the races in `ir` (each a finding); notes for a race-free kernel's
         accesses that keep a run-time check."""
-        errors = analyze(ir).errors
+        analysis = analyze(ir)
+        errors = analysis.errors
         for err in errors:
             self.report.findings.append(Finding(err.code, err.loc, err.message, err.hint))
         if errors and ir.track == "simt" and ir.block is None:  # a kernel for one block size fails others
@@ -472,6 +481,16 @@ class FileCheck:
                                                   f"was checked for any block: {ANY_BLOCK}"))
         if not errors and ir.track == "simt":
             self.runtime_check_notes(ir)
+        reads = analysis.facts.get("unproven_shared_reads", ())
+        if ir.block is not None:  # (without a block, every launch proves them for its own)
+            self.unproven_reads[id(ir)] = reads
+        if not errors:
+            for array, line, col in reads:
+                loc = Loc(ir.loc.file, line, col)
+                why = "checked only on the cpu backend" if ir.block is not None else \
+                    "no literal block here: each launch proves it for its block, or lists it"
+                self.report.notes.append(Note(loc, (
+                    f"{UNPROVEN_READ}: {array}[...] at {loc} (kernel {ir.name}); {why}")))
         return [err.code for err in errors]
 
     def runtime_check_notes(self, ir) -> None:

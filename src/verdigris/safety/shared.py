@@ -8,21 +8,24 @@ Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs).
   plain access); a pair the solver cannot decide, or whose collision needs values the
   checker cannot see, is VG205. Atomics never race with atomics.
 - `check_reads(trace, budget) -> Tally`: VG213 for a plain read of an element that no
-  thread of the block writes before it (earlier in the program, or in an earlier iteration
-  of a loop around both). Only where it is certain: the block shape is known (how many
-  threads write depends on it), the read's index and path do not depend on loaded or
-  havocked values, and no loop around it can be left early. The rest is left to the cpu
-  backend, which sees every read.
+  thread of the block writes before it (earlier in the same iteration, or in an earlier
+  iteration of a loop around both), where the block shape is known (how many threads write
+  depends on it). A read whose index or path depends on loaded or carried values, or in a
+  loop that can be left early, is refused as one that "may" read it; a read whose writes
+  depend on such values is neither refused nor proven. `unproven`: the reads neither proven written nor
+  refused (all of them without a block shape), which only the cpu backend checks.
 
 How, per pair: `order.may_meet` (some barrier both may come after), then `fastpath`
 (the index determines the thread), then `coverage.apart` (no element of two threads, by
 enumeration), then `solver.collide` with the block's order. Per read:
 a write every thread of the block makes (unconditionally, wherever the read runs) whose
 index `tid` covers the array along each axis, or the same thread's earlier write of the
-same element, proves it written; else `coverage` enumerates the block's writes and reads;
-else z3 looks for a read element that, for every thread of the block and every write
-before the read, is not the written one (a quantified query, with a small budget;
-unknown is no finding).
+same element, proves it written (writes before it in the same iteration only: a write later
+in a loop's body does not cover the read of iteration 0); else `coverage` enumerates the
+block's writes and reads; else z3 looks for a read element that, for every thread of the
+block and every write that precedes the read (`_precedes`), is not the written one (a
+quantified query, with a small budget): unsat proves the read written where the writes'
+paths are certain; unknown is no finding, and no proof.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class Tally:
     errors: list = field(default_factory=list)
     fast: int = 0
     queries: int = 0
+    unproven: list = field(default_factory=list)  # reads neither proven written nor refused
 
 
 def by_array(trace) -> dict:
@@ -107,29 +111,43 @@ def _pair(code: str, a, b, space, budget: int, tally: Tally):
 def check_reads(trace, budget: int) -> Tally:
     space, tally = trace.space, Tally()
     if space.block is None:
+        tally.unproven = [r for accesses in by_array(trace).values() for r in accesses
+                          if r.kind == "read" and not r.unsafe]
         return tally
     scopes = Scopes(space)
     for accesses in by_array(trace).values():
         writes = [w for w in accesses if w.kind in ("write", "atomic")]
         for r in accesses:
-            if r.kind != "read" or r.unsafe or not r.exact or _unseen(r, space):
+            if r.kind != "read" or r.unsafe:
                 continue
+            # a proof counts the writes that come before the read in the same iteration
+            # (`earlier`); a finding, those of any iteration of a loop around both too
+            # (`before`: if none of them writes the element, nothing does before the read)
+            earlier = [w for w in writes if w.seq < r.seq]
             before = [w for w in writes if w.seq < r.seq or set(w.loops) & set(r.loops)]
-            if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in before):
+            if any(_covers(w, r, space, scopes) or _own(w, r, space) for w in earlier):
                 tally.fast += 1
                 continue
-            verdict = coverage.decide(r, before, space)
-            if verdict is not None and (verdict.covered or verdict.exact):
+            certain = r.exact and not _unseen(r, space)
+            verdict = coverage.decide(r, earlier, space)
+            if verdict is not None and verdict.covered:
                 tally.fast += 1
-                if not verdict.covered:
-                    block = tuple(space.block) + (1,) * (3 - len(space.block))
-                    outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
-                    tally.errors.append(diagnose.uninitialized_error(r, outcome))
+                continue
+            if verdict is not None and verdict.exact and certain and earlier == before:
+                tally.fast += 1
+                block = tuple(space.block) + (1,) * (3 - len(space.block))
+                outcome = Outcome("sat", (verdict.thread,), verdict.element, {}, ((1, 1, 1), block))
+                tally.errors.append(diagnose.uninitialized_error(r, outcome))
+                continue
+            if any(_unseen(w, space) for w in before):  # a write the data steer may cover it
+                tally.unproven.append(r)
                 continue
             tally.queries += 1
-            outcome = _never_written(r, before, space, min(budget, budgets.READ))
+            written, outcome = _never_written(r, before, space, min(budget, budgets.READ))
             if outcome is not None:
-                tally.errors.append(diagnose.uninitialized_error(r, outcome))
+                tally.errors.append(diagnose.uninitialized_error(r, outcome, certain))
+            elif not (written and all(w.exact for w in before)):
+                tally.unproven.append(r)
     return tally
 
 
@@ -193,9 +211,24 @@ def _expand_formula(f: tuple, space, rename: dict) -> tuple:
     return f
 
 
-def _never_written(r, writes: list, space, budget: int):
-    """A thread and an element it reads at `r` that no thread of its block writes at any of
-    `writes`, or None (none, or not found in time)."""
+def _precedes(w, r, inner, enc):
+    """That the write `w` (of thread 1, encoded by `inner`) comes before the read `r` (of
+    thread 2): in the loops around both, an earlier iteration, or the same one where `w`
+    comes first in the body (`_never_written`'s writes precede `r` or share a loop)."""
+    z3 = enc.z3
+    shared = [k for k in r.loops if k in w.loops]  # outermost first
+    result = z3.BoolVal(w.seq < r.seq, enc.ctx)
+    for k in reversed(shared):
+        mine, theirs = inner.atom(per_thread(k, "1")), enc.atom(per_thread(k, "2"))
+        result = z3.Or(mine < theirs, z3.And(mine == theirs, result))
+    return result
+
+
+def _never_written(r, writes: list, space, budget: int) -> tuple:
+    """(whether every element `r` may read is written first, a thread and an element it
+    reads at `r` that no thread of its block writes before at any of `writes`, or None):
+    (True, None) where z3 shows the first, which proves the read where the writes' paths
+    are certain (no loop around them can be left early), (False, None) where it gave up."""
     z3 = budgets.z3()
 
     enc = _Encoder(space, z3)
@@ -211,16 +244,17 @@ def _never_written(r, writes: list, space, budget: int):
         hit += [inner.poly(p.rename("1")) == x for p, x in zip(w.indices, element)]
         hit += [inner.formula(rename_formula(f, "1")) for f in space.domain]
         hit += [inner.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
+        hit.append(_precedes(w, r, inner, enc))
         bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
         never = z3.Not(z3.And(*hit, *inner.side))
         facts.append(z3.ForAll(bound, never) if bound else never)
     result, s = enc.decide(facts, budget)
     if result != z3.sat:
-        return None
+        return result == z3.unsat, None
     value = readable(s, enc, ids, True, budget).int
     thread = {n: value(enc.atom(per_thread(n, "2"))) for n in ids}
     sizes = {space.atoms[n].label: value(enc.consts[n]) for n in sorted(enc.used)
              if space.atoms[n].kind in ("shape", "param")}
     launch = tuple(tuple(value(enc.poly(space.register(kind, axis))) for axis in range(3))
                    for kind in ("grid_dim", "block_dim"))
-    return Outcome("sat", (thread,), tuple(value(x) for x in element), sizes, launch)
+    return False, Outcome("sat", (thread,), tuple(value(x) for x in element), sizes, launch)

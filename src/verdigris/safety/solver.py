@@ -92,7 +92,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
             facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in differ]))
     else:
         facts.append(order.unordered(enc, a, b, space, apart))
-    result, solver = enc.decide(facts, budget)
+    result, solver = _decide_by_turns(enc, facts, [_turns(enc, x, y) for x, y in zip(ia, ib)], budget)
     if result == z3.unsat:
         return Outcome("unsat")
     if result != z3.sat:
@@ -103,6 +103,34 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
                        for n in _depends(p, space) if space.atoms[n].kind == "unknown"} - {""})
     wraps = sorted({label for label, wrapped, exact in enc.wraps if value(wrapped) != value(exact)})
     return Outcome("sat", threads, tuple(value(x) for x in ia), sizes, launch, unknowns, wraps)
+
+
+def _turns(enc, x, y):
+    """(the multiples of the modulus that wrapping took off `x` and `y`), where both index
+    terms are wrap atoms; None otherwise."""
+    tx, ty = enc.turns.get(str(x)), enc.turns.get(str(y))
+    return None if tx is None or ty is None else (tx, ty)
+
+
+def _decide_by_turns(enc, facts: list, turns: list, budget: int) -> tuple:
+    """`enc.decide(facts)` (with a quarter of the budget), then split where indices are
+    wrapped values: the two threads' indices
+    wrapped by different multiples of the modulus (their exact values a multiple of it
+    apart: where a wrap-around makes a race, z3 finds it here), or by the same (the exact
+    indices' question). z3 settles each case quickly but searched the two together past
+    its budget (a 64-bit ticket times 6144)."""
+    z3 = enc.z3
+    pairs = [p for p in turns if p is not None]
+    if not pairs:
+        return enc.decide(facts, budget)
+    result, solver = enc.decide(facts, budget // 4)
+    if result != z3.unknown:
+        return result, solver
+    same = enc.all([tx == ty for tx, ty in pairs])
+    result, solver = enc.decide(facts + [z3.Not(same)], budget)
+    if result != z3.unsat:
+        return result, solver
+    return enc.decide(facts + [same], budget)
 
 
 def readable(solver, enc, ids: list, one_block: bool, budget: int):
@@ -201,6 +229,7 @@ class _Encoder:
         self.side: list = []
         self.divisors: list = []  # run-time divisors: a readable model keeps them nonzero
         self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
+        self.turns: dict = {}  # a wrap atom's term (by name) -> how many moduli it took off
         self.used: set = set()
 
     def atom(self, name: str):
@@ -398,10 +427,17 @@ class _Encoder:
             value = self.z3.If(i == k, self.poly(values[k]), value)
         return value
 
-    def wrap(self, x, modulus):
+    def wrap(self, x, modulus, name: str = ""):
         """`x` less some multiple of `modulus` (the atom's interval, one modulus wide, makes
-        it the one two's complement or unsigned wrap-around gives)."""
-        return self.poly(x) - modulus.value * self.z3.FreshInt("turns", self.ctx)
+        it the one two's complement or unsigned wrap-around gives); how many multiples is
+        bounded by the interval of `x` (z3 searches a few, not all integers)."""
+        turns = self.turns[name] = self.z3.FreshInt("turns", self.ctx)
+        lo, hi = self.space.interval(x)
+        if lo != -INF:
+            self.side.append(turns >= int(lo) // modulus.value - 1)
+        if hi != INF:
+            self.side.append(turns <= int(hi) // modulus.value + 1)
+        return self.poly(x) - modulus.value * turns
 
 
 def _integral(model, z3) -> bool:
@@ -419,7 +455,7 @@ _DEFINITIONS = {
     "floordiv": lambda enc, term, x, y: term == enc.floordiv(x, y),
     "mod": lambda enc, term, x, y: term == enc.mod(x, y),
     "loopvar": lambda enc, term, start, k, step: term == enc.poly(start + k * step),
-    "wrap": lambda enc, term, x, modulus: term == enc.wrap(x, modulus),
+    "wrap": lambda enc, term, x, modulus: term == enc.wrap(x, modulus, str(term)),
     "pow2": lambda enc, term, exponent: term == enc.power_of_two(exponent),
     "rshift": _Encoder.shifted_right,
     "table": lambda enc, term, index, *values: term == enc.entry(index, values),

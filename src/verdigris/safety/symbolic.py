@@ -20,9 +20,13 @@ The model (sound over-approximation of what a thread can do):
   narrow (<= 32-bit) integer result whose interval may leave its dtype's range is a `wrap`
   atom defined by the exact result and the dtype's modulus: the solver knows its value
   (the result minus a multiple of 2**bits, in range), so wrapped indices collide exactly
-  where the hardware's would; 64-bit arithmetic is modelled without wrap-around, as in
-  GPUVerify's and Faial's default integer logic. The integer operators' models are in
-  `intops`.
+  where the hardware's would. 64-bit results wrap the same way (modulus 2**64), where their
+  value is used (`observe`: compared, indexing, divided, masked, bounding a loop; sums and
+  products by constants commute with wrapping, so `(tile * 8 + warp) * 768 + lane` is one
+  wrap): `uint64(t - 5)` of thread 0 is 2**64 - 5, `i * s * 4` of a run-time s = 2**62 is 0
+  for every i, and `r * W + c` with a 64-bit run-time W is refused with W near 2**62 (rows
+  1 and 6 meet); a 32-bit W keeps the product exact. Scalar parameters and unknowns lie
+  within their dtypes. The integer operators' models are in `intops`.
 - Loops (`loops`) are one arbitrary iteration: variables the body assigns are havocked (fresh
   unknowns) on entry and after the loop; a `for` variable is `start + k*step` with a fresh
   counter k >= 0 under the loop condition, and so is a 64-bit variable a `while` loop
@@ -70,7 +74,7 @@ from ..simt import warp_size
 from . import barriers, tickets
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
-from .intops import INT_OPS
+from .intops import INT_OPS, Wrapping
 from .loops import Loops, _Frame, _walk
 from .trace import Checkpoint, Ordered, Trace
 from .uniform import Opaque, Scopes, at_least, cap, join, meet
@@ -79,11 +83,6 @@ class Path(NamedTuple):
     pc: tuple
     env: dict
     epochs: dict
-
-
-def wrapped(dtype: T.DType) -> str:
-    """How a diagnosis names an integer result that wrapped."""
-    return f"{dtype.name} arithmetic"
 
 
 # ----------------------------------------------------------------------------- executor
@@ -139,7 +138,7 @@ _RESULT_SCOPES = {
 }
 
 
-class _Thread(Loops):
+class _Thread(Wrapping, Loops):
     def __init__(self, kernel: N.Kernel, space: Space):
         self.kernel, self.space = kernel, space
         self.params = {p.name: p for p in kernel.params}
@@ -152,11 +151,16 @@ class _Thread(Loops):
         nodes = list(_walk(kernel.body))
         self.cooperative = cooperative(nodes)
         self.scopes = Scopes(space)
-        # loads from arrays written inside `vg.unsafe()` may race: never uniform
+        # Loads whose element other threads may change with no race reported are never
+        # uniform (`e_load`): of arrays written inside `vg.unsafe()` or by atomics, and, read
+        # inside `vg.unsafe()`, of any array the kernel writes
         self.racy_arrays = {n.array.name for u in nodes if isinstance(u, N.Unsafe)
-                            for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))}
+                            for n in _walk(u.body) if isinstance(n, (N.Store, N.Atomic))} | \
+            {n.array.name for n in nodes if isinstance(n, N.Atomic)}
+        self.written_arrays = {n.array.name for n in nodes if isinstance(n, (N.Store, N.Atomic))}
         self.checkpoints: list = []
         self.origins: dict = {}
+        self.wrapped: dict = {}  # (exact value, dtype name) -> its wrap atom (`observe`)
         self.frames: list = []
         self.loop_ends: dict = {}  # counter -> barriers.Loop
         self.seq = 0
@@ -206,22 +210,6 @@ class _Thread(Loops):
         finally:
             self.exact = None
 
-    def fit(self, p: Poly, dtype: T.DType) -> Poly:
-        """`p` if its value surely fits `dtype`, else `p` wrapped into the dtype's range (a
-        `wrap` atom): a function of `p`, so two threads' results are equal exactly where
-        the hardware's are, not wherever an unknown could make them. In an assumption
-        (`assumed`), `p` itself, stated within the dtype."""
-        lo, hi = self.space.interval(p)
-        rlo, rhi = dtype_range(dtype)
-        if self.exact is not None:
-            bits, signed = dtype.bits, dtype.is_signed
-            least, most = (-2 ** (bits - 1), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
-            self.exact += [compare("le", Poly.const(least), p), compare("le", p, Poly.const(most))]
-            return p
-        if rlo <= lo and hi <= rhi or dtype.bits == 64:  # 64-bit wrap-around: outside the model
-            return p
-        return self.space.fresh("wrap", rlo, rhi, (p, Poly.const(rhi - rlo + 1)), wrapped(dtype))
-
     def ite(self, cond: tuple, a, b, dtype: T.DType):
         if cond == TRUE or a == b:
             return a
@@ -235,7 +223,7 @@ class _Thread(Loops):
         return self.space.fresh("ite", min(alo, blo), max(ahi, bhi), (cond, a, b))
 
     def as_bool(self, value, dtype: T.DType) -> tuple:
-        return value if dtype.is_bool else compare("ne", value, Poly.const(0))
+        return value if dtype.is_bool else compare("ne", self.observe(value, dtype), Poly.const(0))
 
     def counters(self) -> tuple:
         return tuple(f.counter for f in self.frames if f.counter)
@@ -288,13 +276,17 @@ class _Thread(Loops):
         if not e.dtype.is_int or not isinstance(a, Poly) or not isinstance(b, Poly):
             return self.floating(a, b)
         handler = INT_OPS.get(e.op)
+        if e.op not in _RING_OPS:  # a quotient, a shift, a mask: of the values the hardware holds
+            a, b = self.observe(a, e.lhs.dtype), self.observe(b, e.rhs.dtype)
+        elif e.op == "lshift":  # a multiplication by 2**b
+            b = self.observe(b, e.rhs.dtype)
         return handler(self, a, b, e.dtype) if handler else self.scoped(e.dtype, f"`{e.op}`", a, b)
 
     def e_compare(self, e: N.Compare):
         a, b = self.eval(e.lhs), self.eval(e.rhs)
         dtype = e.lhs.dtype
         if dtype.is_int:
-            return compare(e.op, a, b)
+            return compare(e.op, self.observe(a, dtype), self.observe(b, e.rhs.dtype))
         if dtype.is_bool and e.op in ("eq", "ne"):
             same = disj(conj(a, b), conj(neg(a), neg(b)))
             return same if e.op == "eq" else neg(same)
@@ -336,10 +328,14 @@ class _Thread(Loops):
             return self.ticket(e.dtype, e.array.type.ticket_of)
         if e.array.type.values is not None and e.dtype.is_int and isinstance(indices[0], Poly):
             return self.table(e.array.type.values, indices[0], e.array.name)
-        # one element, read by the whole block, is one value: unless each thread has its own
-        # (local arrays), or writes meant to race may change it between the reads
-        mine = e.array.type.space == "local" or e.array.name in self.racy_arrays
-        return self.scoped(e.dtype, f"{e.array.name}[...]", *indices, scope="thread" if mine else "")
+        # one element, read by the whole block, is one value (a write between two threads'
+        # reads races with one of them, and is reported): unless each thread has its own
+        # (local arrays), or a write may change it with no race reported (`racy_arrays`; a
+        # read inside `vg.unsafe()`, exempt from the race proofs, of an array the kernel writes)
+        name = e.array.name
+        mine = e.array.type.space == "local" or name in self.racy_arrays or \
+            (self.unsafe > 0 and name in self.written_arrays)
+        return self.scoped(e.dtype, f"{name}[...]", *indices, scope="thread" if mine else "")
 
     def table(self, values: tuple, index: Poly, name: str) -> Poly:
         """`values[index]` of a tuple constant: a `table` atom the solver knows entry by
@@ -381,6 +377,7 @@ class _Thread(Loops):
             bits = e.args[0].dtype.bits
             return self.scoped(e.dtype, e.func, *args, bounds=None if e.func == "brev" else (0, bits))
         if e.dtype.is_int and e.func in ("abs", "min", "max") and all(isinstance(a, Poly) for a in args):
+            args = [self.observe(v, arg.dtype) for v, arg in zip(args, e.args)]
             a = args[0]
             b = -a if e.func == "abs" else args[1]
             first = compare("ge" if e.func in ("abs", "max") else "le", a, b)
@@ -389,7 +386,7 @@ class _Thread(Loops):
 
     def e_warp(self, e: N.WarpOp):
         value = None if e.value is None else self.eval(e.value)
-        arg = None if e.lane is None else self.eval(e.lane)
+        arg = None if e.lane is None else self.observe(self.eval(e.lane), e.lane.dtype)
         if e.collective:
             self.checkpoint(N.warp_call(e.op), "warp", e.loc, self.shuffle_source(e, arg))
         scope = _RESULT_SCOPES[e.op](self, e, meet(self.scopes.of(value), "block"), arg)
@@ -401,8 +398,12 @@ class _Thread(Loops):
         return e.op == "shfl_idx" and e.width == warp_size and at_least(self.scopes.of(lane), "warp") \
             and _within_warp(self.space.interval(lane))
 
+    def indices(self, indices) -> tuple:
+        """The values of an access's index expressions, as the hardware holds them."""
+        return tuple(self.observe(self.eval(i), i.dtype) for i in indices)
+
     def access(self, array: N.ArrayRef, kind: str, indices, loc: Loc) -> tuple:
-        polys = tuple(self.eval(i) for i in indices)
+        polys = self.indices(indices)
         memory = array.type.space
         if memory != "local" and self.pc != FALSE:
             self.seq += 1
@@ -530,6 +531,8 @@ class _Thread(Loops):
     def s_nothing(self, s):
         pass
 
+
+_RING_OPS = ("add", "sub", "mul", "lshift")  # results modulo 2**bits follow from operands modulo 2**bits
 
 _EXPR = {N.Const: _Thread.e_const, N.Var: _Thread.e_var, N.Special: _Thread.e_special,
          N.Shape: _Thread.e_shape, N.Unary: _Thread.e_unary, N.Binary: _Thread.e_binary,

@@ -116,6 +116,7 @@ _AS_SCALAR = {
 class _Block(_Thread):
     """`symbolic`'s executor, with the tile nodes."""
 
+    wraps_64 = False  # a known gap of the tile race model (`symbolic._Thread.wraps_64`)
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
     node = None  # the innermost node that accesses memory, being executed
 

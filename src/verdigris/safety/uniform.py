@@ -18,7 +18,10 @@ atom belongs to. Gives:
 
 Why values are uniform (the executor's rules): block ids, sizes and parameters are; a value
 loaded at a uniform index is (threads that read one element in one barrier interval read the
-same value, or the kernel has a race the checker reports); ballot/any/all, and shfl_idx
+same value, or the kernel has a race the checker reports), unless a write may change it with
+no race reported: loads of local arrays, of arrays atomics write or that are written inside
+`vg.unsafe()`, and loads inside `vg.unsafe()` of any array the kernel writes are per-thread,
+as are atomics' results; ballot/any/all, and shfl_idx
 from a warp-uniform lane, are warp-uniform; a variable a loop carries has the scope the
 loop's fixpoint proves; anything derived from uniform values is uniform.
 """

@@ -43,18 +43,20 @@ class Usage:
     rank: int = 1
     int_elements: bool = False  # its elements are used as indices
     int_scalar: bool = False  # used as an index, a bound or an integer operand
+    ticket_counter: bool = False  # a `block_ticket` counter: int32, as the docs pass one
 
     def merge(self, other: "Usage") -> None:
         self.array |= other.array
         self.rank = max(self.rank, other.rank)
         self.int_elements |= other.int_elements
         self.int_scalar |= other.int_scalar
+        self.ticket_counter |= other.ticket_counter
 
     def spec(self, element: T.DType | None = None):
         """The type to specialize on; `element`: the array's element type where its launch
         states it."""
         if self.array:
-            default = T.int64 if self.int_elements else T.float32
+            default = T.int32 if self.ticket_counter else T.int64 if self.int_elements else T.float32
             return N.ArrayType(element or default, self.rank, "global", True, True)
         return T.int64 if self.int_scalar else T.float32
 
@@ -202,6 +204,7 @@ def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
                 usage[first.id].rank = max(usage[first.id].rank, len(index.elts))
     if name == "block_ticket" and isinstance(first, ast.Name) and first.id in usage:
         usage[first.id].array = usage[first.id].int_elements = True  # a counter of tickets
+        usage[first.id].ticket_counter = True
     if not isinstance(node.func, ast.Name):
         return
     found, helper = src.lookup(node.func.id)
