@@ -133,3 +133,41 @@ def _products_with_x(kernel, *args) -> set:
 
     return {n.dtype.name for n in walk(kernel.specialize(*args, block=64).body)
             if getattr(n, "op", None) == "mul" and isinstance(n.rhs, N.Load)}
+
+
+@tile.kernel
+def scaled_twice(x, out, scale):
+    scale2 = scale * 1.4426950408889634  # a variable made of a Python float and a literal
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(64,))
+    tile.store(out, index=(i,), tile=t * scale2)
+
+
+@simt.kernel
+def scaled_then_replaced(x, out, scale):
+    s = scale * 2.0
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        if x[i] > 0.5:
+            s = vg.float64(x[i])  # a float64 value that is not weak: s is not weak either
+        out[i] = x[i] * s
+
+
+def test_a_variable_made_of_python_floats_stays_weak(rng):
+    """`scale2 = scale * c` is weak as `scale` is: a float32 tile times it stays float32
+    (the attention example's `acc * alpha` met a float64 tile); a variable also assigned a
+    value that is not weak is float64 where it is read."""
+    x = rng.random(256).astype(np.float32)
+    from verdigris.frontend import walk
+
+    tile_products = {n.dtype.name for n in walk(scaled_twice.specialize(x, x.copy(), 0.5).body)
+                     if getattr(n, "op", None) == "mul" and hasattr(n, "shape")}
+    assert tile_products == {"float32"}  # (the scalar product is float64, then rounded once)
+    out = np.full_like(x, np.nan)
+    scaled_twice[4](x, out, 0.5)
+    np.testing.assert_allclose(out, x.astype(np.float64) * (0.5 * 1.4426950408889634), rtol=1e-6)
+    assert "float64" in _multiplies(scaled_then_replaced, x, x.copy(), 0.5, block=(64, 1, 1))
+    out = np.full_like(x, np.nan)
+    scaled_then_replaced[4, 64](x, out, 0.5)
+    expected = np.where(x > 0.5, x.astype(np.float64) ** 2, x.astype(np.float64))
+    np.testing.assert_allclose(out, expected, rtol=1e-6)

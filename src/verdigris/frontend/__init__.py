@@ -70,13 +70,13 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
     `multiples`: integer scalar parameter -> what its launch values are multiples of;
     `weak`: the float64 parameters given Python floats (`ir.nodes.Expr.weak`)."""
     src = function_source(fn)
-    types, forced = {}, {}
+    types, forced, strong = {}, {}, set()
     for _ in range(MAX_RETRIES):
-        unit = Unit(dict(types), block, track, forced=dict(forced), weak=set(weak))
+        unit = Unit(dict(types), block, track, forced=dict(forced), weak=set(weak), strong=set(strong))
         try:
             kernel = _translate(src, track, specs, unit)
         except Retry:
-            types, forced = unit.types, unit.forced
+            types, forced, strong = unit.types, unit.forced, unit.strong
             continue
         kernel.unit_grid_axes = unit_grid_axes
         kernel.fma = fma

@@ -81,15 +81,17 @@ def _identical(a, b) -> bool:
     return a == b if isinstance(a, (bool, int, str)) else a is b
 
 
-def key_for(unit, scope: dict, name: str, where: Loc, vtype, base: str) -> str:
+def key_for(unit, scope: dict, name: str, where: Loc, vtype, base: str, weak=()) -> str:
     """The variable that assigning a value of type `vtype` (a DType or TileType) to `name`
     at `where` writes: the one a merge forced this assignment into, else the one `name`
-    holds if its type is `vtype`, else a new one."""
+    holds if its type is `vtype` (and it is weak where `weak` is given, the weak variables,
+    `translate.Unit.weak`, as the value is), else a new one."""
     forced = unit.forced.get(site(where))
     if forced is not None:
         return forced
     current = scope.get(name)
-    if isinstance(current, VarBinding) and unit.types.get(current.key) == vtype:
+    if isinstance(current, VarBinding) and unit.types.get(current.key) == vtype \
+            and (current.key in unit.weak) == bool(weak):
         return current.key
     taken = set(unit.forced.values())
     key, n = base, 0

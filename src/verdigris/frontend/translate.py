@@ -54,7 +54,9 @@ class Unit:
     selections: int = 0  # `if`s whose following statements were translated in each arm
     forced: dict = field(default_factory=dict)  # assignment site -> its variable; survives retries
     taken: set = field(default_factory=set)  # variables given to assignments in this attempt
-    weak: set = field(default_factory=set)  # Python float parameters (`ir.nodes.Expr.weak`)
+    weak: set = field(default_factory=set)  # Python float parameters (`ir.nodes.Expr.weak`),
+    # and the variables that hold only values made of them and literals
+    strong: set = field(default_factory=set)  # variables a non-weak value is assigned to; survives retries
 
 
 ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
@@ -216,12 +218,26 @@ class Translator(ControlFlow, Expressions):
             return
         vtype = tiles.TileType(value.dtype, tiles.shape_of(value)) if tiles.is_tile(value) \
             else self.weak_type(name, value) or typed(value, loc).dtype
-        key = bindings.key_for(self.unit, self.scope, name, loc, vtype, self.prefix + name)
+        weak = not tiles.is_tile(value) and bool(getattr(value, "weak", False))
+        key = bindings.key_for(self.unit, self.scope, name, loc, vtype, self.prefix + name,
+                               weak and self.unit.weak)
+        self.weakness(key, weak)
         self.set_var(key, value, loc)
         self.scope[name] = VarBinding(key, frozenset({bindings.site(loc)}), loc)
         if isinstance(value, Static) and type(value.value) is int and not self.nesting \
                 and self.stores[name] == 1:
             self.unit.known[key] = value.value
+
+    def weakness(self, key: str, weak: bool) -> None:
+        """A variable assigned only weak values (a Python float argument, or a value made of
+        them and literals: `scale2 = scale * 1.44`) is weak where it is read, as they are;
+        one also assigned another value is not, in any attempt (translated again)."""
+        if weak and key not in self.unit.strong:
+            self.unit.weak.add(key)
+        elif not weak and key in self.unit.weak:
+            self.unit.weak.discard(key)
+            self.unit.strong.add(key)
+            raise bindings.Retry
 
     def weak_type(self, name: str, value):
         """A Python number is weak, as in expressions: assigned to a name holding a scalar

@@ -39,7 +39,8 @@ import time
 # What a launch on the GPU imports, a compiled kernel's too (`cuda.bindings` alone ~40 ms;
 # a program whose arrays are torch's has not imported it)
 RUNTIME = ("cuda.bindings.driver", "verdigris.runtime.launch_cuda", "verdigris.runtime.proofs",
-           "verdigris.runtime.records", "verdigris.runtime.bundle", "verdigris.runtime.fastpath")
+           "verdigris.runtime.records", "verdigris.runtime.bundle", "verdigris.runtime.fastpath",
+           "verdigris.runtime.assumptions")
 # What the first compile of a kernel of each track imports besides (tests/test_warmup.py
 # checks that a cold launch after the warm-up imports nothing else of the compiler)
 _COMMON = ("verdigris.runtime.tensormap", "verdigris.codegen.lower", "verdigris.codegen.mathlib",
