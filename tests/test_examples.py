@@ -50,7 +50,9 @@ def test_every_example_kernel_has_a_signature():
 
 @pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("module", MODULES, ids=examples.SIMT_EXAMPLES)
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if name == "sgemm" else m
+                                    for m, name in zip(MODULES, examples.SIMT_EXAMPLES)],
+                         ids=examples.SIMT_EXAMPLES)  # (sgemm: LLVM takes ~30 s a target)
 def test_example_ptx_assembles(module, target):
     from verdigris.cli import parse_signature
 

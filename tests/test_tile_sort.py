@@ -293,6 +293,7 @@ def argsort_rows(x, positions, R: vg.constexpr, C: vg.constexpr):
     tile.store(positions, index=(i, 0), tile=tile.argsort(tile.load(x, index=(i, 0), shape=(R, C))))
 
 
+@pytest.mark.slow  # ptxas's optimizing back end on a 16,384-element network: ~50 s
 @needs_ptxas
 def test_the_largest_argsort_fits_in_registers():
     """MAX_SORT_ELEMENTS' reason: at the limit, an argsort's (key, position) pairs (64 per
