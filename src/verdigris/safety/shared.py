@@ -248,7 +248,6 @@ def _never_written(r, writes: list, space, budget: int) -> tuple:
         bound = [term for name, term in inner.consts.items() if name.endswith("@1")]
         never = z3.Not(z3.And(*hit, *inner.side))
         facts.append(z3.ForAll(bound, never) if bound else never)
-        facts += inner.axioms  # what the quantified side conditions cannot say of the functions
     result, s = enc.decide(facts, budget)
     if result != z3.sat:
         return result == z3.unsat, None

@@ -231,8 +231,6 @@ class _Encoder:
         self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.turns: dict = {}  # a wrap atom's term (by name) -> how many moduli it took off
         self.used: set = set()
-        self.ranged: set = set()  # loops whose range's length is in `axioms`
-        self.axioms: list = []  # closed facts (trip counts of all iterations), for quantified queries
 
     def atom(self, name: str):
         term = self.consts.get(name)
@@ -264,39 +262,33 @@ class _Encoder:
 
     def trip_count(self, loop: str, iteration: list, suffix: str):
         """The trip count of `loop` in a block and an iteration (z3 terms) of the loops
-        around it: one function of both, so a trip count of another iteration
-        (`Space.trip_count_then`) is the one a thread in that iteration sees."""
+        around it: the length of its range where the loop runs exactly that
+        (`Space.ranged`) and the range's ends are terms of those, else one function of
+        both, so a trip count of another iteration (`Space.trip_count_then`) is the one a
+        thread in that iteration sees."""
         z3 = self.z3
         bids = [n for n in self.space.identity() if n.startswith("bid")]
         args = [self.atom(per_thread(n, suffix)) for n in bids] + list(iteration)
-        count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1)) if args else None
-        term = count(*args) if args else z3.Int(f"trips:{loop}", self.ctx)
-        if loop not in self.space.ranges:
-            return term
-        names = bids + [next(iter(p.atoms())) for p in self.space.atoms[loop].definition]
-        fact = self.range_length(loop, term, dict(zip(names, args)))
-        if fact is not None:  # (where `args` are bound by a quantifier around, so is this)
-            self.side.append(fact)
-        if loop not in self.ranged:  # for every block and iteration: true under any quantifier
-            self.ranged.add(loop)
-            bound = [z3.Int(f"{n}!trips", self.ctx) for n in names]
-            fact = self.range_length(loop, count(*bound) if args else term, dict(zip(names, bound)))
-            if fact is not None:
-                self.axioms.append(z3.ForAll(bound, fact) if bound else fact)
-        return term
+        if loop in self.space.ranges:
+            counters = [next(iter(p.atoms())) for p in self.space.atoms[loop].definition]
+            length = self.range_length(loop, dict(zip(bids + counters, args)))
+            if length is not None:
+                return length
+        if not args:
+            return z3.Int(f"trips:{loop}", self.ctx)
+        count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
+        return count(*args)
 
-    def range_length(self, loop: str, trips, at: dict):
-        """That `trips` (a z3 term) is the length of the loop's range (`Space.ranged`) in
-        the block and iteration `at` gives (atom name -> z3 term), or None where its start
-        or stop depends on more than those and the kernel's sizes and parameters."""
+    def range_length(self, loop: str, at: dict):
+        """len(range(start, stop, step)) of the loop (`Space.ranged`) in the block and
+        iteration `at` gives (atom name -> z3 term), or None where its start or stop
+        depends on more than those and the kernel's sizes and parameters."""
         start, stop, step = self.space.ranges[loop]
         start, stop = self.at(start, at), self.at(stop, at)
         if start is None or stop is None:
             return None
-        z3 = self.z3
-        inside = (lambda i: i < stop) if step > 0 else (lambda i: i > stop)
-        return z3.And(trips >= 0, z3.Not(inside(start + trips * step)),
-                      z3.Or(trips == 0, inside(start + (trips - 1) * step)))
+        span = stop - start if step > 0 else start - stop
+        return self.z3.If(span > 0, (span + abs(step) - 1) / abs(step), self.constant(0))
 
     def at(self, p: Poly, at: dict):
         """`p` as a z3 term where the atoms in `at` take those terms, loop variables are
