@@ -29,6 +29,7 @@ def three_deep(x, out, n, m, p):
             for k in range(p):
                 s[t] = v + vg.float32(i + j + k)
                 simt.barrier()
+            simt.barrier()
     out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 and p > 0 else v
 
 
@@ -42,7 +43,21 @@ def three_deep_innermost_may_be_empty(x, out, n, m, p):  # p == 0 writes nothing
             for k in range(p):
                 s[t] = v + vg.float32(i + j + k)
                 simt.barrier()
+            simt.barrier()
     out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def three_deep_one_barrier(x, out, n, m, p):  # only the innermost loop has a barrier
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m):
+            for k in range(p):
+                s[t] = v + vg.float32(i + j + k)
+                simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 and p > 0 else v
 
 
 @simt.kernel
@@ -173,3 +188,18 @@ def test_reads_after_nested_barrier_loops_that_surely_ran_are_proven_written(rng
     assert len(THREADS.findall(message)) == 1 and re.search(r"reads s\[\d+\]", message), message
     with pytest.raises(vg.SafetyError, match="VG213"):  # the cpu backend sees it happen
         racy[1, 64](x, out, *empty)
+
+
+def test_a_read_after_three_loops_with_one_barrier_is_proven_written(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    analysis = analyze(three_deep_one_barrier, (1,), (64,), x, x.copy(), 3, 2, 2)
+    assert "VG213" not in [e.code for e in analysis.errors], analysis.errors
+    assert analysis.facts["unproven_shared_reads"] == ()
+
+
+@pytest.mark.xfail(strict=True, reason="barrier intervals: an iteration of the outer loop passes a "
+                   "barrier only where an iteration of the middle loop runs the innermost one, which "
+                   "`barriers.passing_loops` cannot say (loops right inside only): VG211")
+def test_a_read_after_three_loops_with_one_barrier_is_accepted(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    accepted(three_deep_one_barrier, x, x.copy(), 3, 2, 2, grid=(1,))
