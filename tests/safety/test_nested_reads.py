@@ -147,12 +147,68 @@ def read_in_the_next_round_unguarded(x, out, n, m, p):  # m == 0 writes nothing
     out[simt.global_id(0)] = acc
 
 
+@simt.kernel
+def counting_down(x, out, n, m, p):  # range(m, 0, -1) runs m times
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m, 0, -1):
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def counting_down_one_short(x, out, n, m, p):  # range(m, 1, -1) is empty for m == 1
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m, 1, -1):
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def left_before_writing(x, out, n, m, p):  # p == 0 leaves the loop before any write
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    for i in range(n):
+        for j in range(m):
+            if j >= p:
+                break
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
+@simt.kernel
+def stop_carried_by_the_outer_loop(x, out, n, m, p):  # w == 0 in round 0 when m == 1
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    w = m - 1
+    for i in range(n):
+        for j in range(w):
+            s[t] = v + vg.float32(i + j)
+            simt.barrier()
+        w = w + 1
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 else v
+
+
 def _three_deep(x, n, m, p):
     return x[::-1] + (n - 1 + m - 1 + p - 1)
 
 
 def _triangle(x, n, m, p):
     return x[::-1] + (n - 1)
+
+
+def _counting_down(x, n, m, p):
+    return x[::-1] + (n - 1 + 1)
 
 
 def _same_round(x, n, m, p):
@@ -166,6 +222,7 @@ def _next_round(x, n, m, p):
 PAIRS = [  # (safe, its reference in float64, racy twin, sizes that leave the element unwritten)
     (three_deep, _three_deep, three_deep_innermost_may_be_empty, (2, 3, 0)),
     (triangle, _triangle, triangle_empty_at_last, (1, 0, 0)),
+    (counting_down, _counting_down, counting_down_one_short, (1, 1, 0)),
     (read_in_the_same_round, _same_round, read_in_the_same_round_unguarded, (2, 0, 0)),
     (read_in_the_next_round, _next_round, read_in_the_next_round_unguarded, (2, 0, 0)),
 ]
@@ -203,3 +260,19 @@ def test_a_read_after_three_loops_with_one_barrier_is_proven_written(rng):
 def test_a_read_after_three_loops_with_one_barrier_is_accepted(rng):
     x = rng.standard_normal(64).astype(np.float32)
     accepted(three_deep_one_barrier, x, x.copy(), 3, 2, 2, grid=(1,))
+
+
+def test_a_loop_whose_trip_count_the_range_does_not_give_proves_no_read(rng):
+    """A `break` (the loop may end before its range does) or a stop the outer loop carries
+    (its value in an iteration is unknown): an empty inner loop is still possible, so the
+    read is refused, or listed as not proven and checked on the cpu backend."""
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    errors = analyze(left_before_writing, (1,), (64,), x, out, 3, 2, 2).errors
+    unwritten = [e for e in errors if e.code == "VG213"]
+    assert unwritten and len(THREADS.findall(unwritten[0].message)) == 1, errors
+    analysis = analyze(stop_carried_by_the_outer_loop, (1,), (64,), x, out, 3, 2, 2)
+    line = stop_carried_by_the_outer_loop.fn.__code__.co_firstlineno + 11
+    assert analysis.facts["unproven_shared_reads"] == (("s", line, 29),), analysis
+    with pytest.raises(vg.SafetyError, match="VG213"):  # the cpu backend sees it happen
+        stop_carried_by_the_outer_loop[1, 64](x, out, 1, 1, 0)
