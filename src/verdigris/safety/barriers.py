@@ -29,8 +29,11 @@ meet. Where an iteration may pass no barrier, the one that ends iteration k is t
 earlier iteration; when every barrier that may end an iteration is the last of an inner loop
 whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
 in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
-counts), and the loop's entry ends iteration k only where none up to k ran one. Conditions
-that mention values of one iteration are dropped when carried to another one (a sound
+counts), and the loop's entry ends iteration k only where none up to k ran one. An
+alternative's condition carried to another iteration is said of that iteration where it
+mentions only loop counters, trip counts (of inner loops at any depth: their values then,
+`Space.trip_count_then`) and values of the whole launch (an inner loop that ran no
+iteration then); one that mentions other values of one iteration is dropped (a sound
 over-approximation).
 """
 from __future__ import annotations

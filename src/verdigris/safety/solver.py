@@ -22,7 +22,10 @@ threads of different blocks, or of one block after the same barrier), plus each 
 interval and definition (a remainder by a run-time divisor also with its range), and the
 launch-domain constraints. A loop's trip count is one uninterpreted function of the block and
 the iteration of the loops around it, so its value in another iteration
-(`Space.trip_count_then`) is the one a thread there sees.
+(`Space.trip_count_then`) is the one a thread there sees; for a `for` loop over a range
+that nothing leaves early, whose ends are sizes, parameters and the loops' counters, it is
+the range's length in that block and iteration (`Space.ranged`), a term that holds under
+any quantifier (VG213's query), where a fact about a function would not.
 """
 from __future__ import annotations
 
