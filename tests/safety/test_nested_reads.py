@@ -229,7 +229,8 @@ PAIRS = [  # (safe, its reference in float64, racy twin, sizes that leave the el
 
 
 @pytest.mark.parametrize("safe,reference,racy,empty", PAIRS, ids=[p[0].__name__ for p in PAIRS])
-def test_reads_after_nested_barrier_loops_that_surely_ran_are_proven_written(rng, safe, reference, racy, empty):
+def test_reads_after_nested_barrier_loops_that_surely_ran_are_proven_written(rng, safe, reference, racy,
+                                                                            empty):
     x = rng.standard_normal(64).astype(np.float32)
     out = np.full(64, np.nan, np.float32)
     analysis = accepted(safe, x, out, 3, 2, 2, grid=(1,))
