@@ -255,6 +255,7 @@ class Space:
     claims: dict = field(default_factory=dict)  # claim atom -> (counter, indices, memory, step) (`tickets`)
     made: dict = field(default_factory=dict)  # (kind, definition) -> its atom (`defined`)
     loops_counted: dict = field(default_factory=dict)  # trip count atom -> the loop's (`trip_count`)
+    ranges: dict = field(default_factory=dict)  # a loop's trip count atom -> its range (`ranged`)
     assumed: list = field(default_factory=list)  # formulas of the kernel's `vg.assume`s (also in domain)
 
     def add(self, atom: Atom) -> Poly:
@@ -289,6 +290,15 @@ class Space:
         self.scopes[name] = ("block", iteration)
         self.loops_counted[name] = name
         return trips
+
+    def ranged(self, trips: Poly, start: Poly, stop: Poly, step: int) -> None:
+        """That the loop counted by `trips` (a `trip_count`) runs exactly the iterations of
+        `range(start, stop, step)` (a `for` loop nothing leaves early; `start` and `stop`
+        as its iteration of the loops around it sees them): the solver then knows its trip
+        count in every iteration, not only that it is at least the body's counter."""
+        name = next(iter(trips.atoms()), None)
+        if name in self.loops_counted and step != 0:
+            self.ranges[name] = (start, stop, step)
 
     def trip_count_then(self, name: str, mapping: dict) -> Poly:
         """The trip count atom `name` of a loop, in the iteration of the loops around it

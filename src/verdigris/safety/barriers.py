@@ -29,15 +29,18 @@ meet. Where an iteration may pass no barrier, the one that ends iteration k is t
 earlier iteration; when every barrier that may end an iteration is the last of an inner loop
 whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
 in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
-counts), and the loop's entry ends iteration k only where none up to k ran one. Conditions
-that mention values of one iteration are dropped when carried to another one (a sound
+counts), and the loop's entry ends iteration k only where none up to k ran one. An
+alternative's condition carried to another iteration is said of that iteration where it
+mentions only loop counters, trip counts (of inner loops at any depth: their values then,
+`Space.trip_count_then`) and values of the whole launch (an inner loop that ran no
+iteration then); one that mentions other values of one iteration is dropped (a sound
 over-approximation).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algebra import FALSE, INF, TRUE, Poly, compare, conj, disj
+from .algebra import FALSE, INF, TRUE, Poly, compare, conj, disj, formula_atoms
 
 KINDS = ("block", "warp")
 
@@ -105,13 +108,44 @@ def _union(alts) -> tuple:
     return tuple(Alt(b, i, c) for (b, i), c in merged.items())
 
 
-def _then(name: str, iteration: tuple, mapping: dict, space) -> Poly:
+def _then(name: str, around: set, mapping: dict, space) -> Poly:
     """The value the atom `name` of an inner loop's iteration took in the iteration that
-    `mapping` gives of the loops around it (`iteration` before the mapping): where it is the
-    trip count of a loop right inside them, that loop's trip count then; else unknown."""
-    if name in space.loops_counted and space.atoms[name].definition == iteration:
+    `mapping` gives of the loops around it (`around`: the counters of the loops around the
+    one being resolved, which keep theirs): where it is the trip count of a loop in an
+    iteration that those and `mapping` give, that loop's trip count then; else unknown."""
+    atoms = set().union(*(p.atoms() for p in space.atoms[name].definition))
+    if name in space.loops_counted and atoms <= around | set(mapping):
         return space.trip_count_then(name, mapping)
     return space.fresh("counter", 0, INF, label="an iteration")
+
+
+def _carried(cond: tuple, around: set, mapping: dict, space) -> tuple:
+    """`cond` (of an alternative) in the iteration that `mapping` gives, where it mentions
+    only the counters of the loops around (`around`, unchanged), atoms `mapping` gives, the
+    trip counts of inner loops in an iteration those give (an inner loop that ran no
+    iteration then) and values of the whole launch; else true (dropped: a sound
+    over-approximation)."""
+    mapping = dict(mapping)
+    for name in sorted(formula_atoms(cond, set()), key=lambda n: n in space.loops_counted):
+        if name in mapping or name in around or "@" not in name and not space.atoms[name].definition:
+            continue
+        atoms = set().union(*(p.atoms() for p in space.atoms[name].definition))
+        if name not in space.loops_counted or not atoms <= around | set(mapping):
+            return TRUE
+        mapping[name] = space.trip_count_then(name, mapping)
+    return _substitute(cond, mapping)
+
+
+def _substitute(f: tuple, mapping: dict) -> tuple:
+    tag = f[0]
+    if tag == "cmp":
+        return ("cmp", f[1], f[2].substitute(mapping))
+    if tag in ("and", "or", "not"):
+        return (tag, *(_substitute(sub, mapping) for sub in f[1:]))
+    if tag in ("passes", "quiet"):
+        return (tag, f[1], f[2].substitute(mapping), f[3].substitute(mapping),
+                tuple(p.substitute(mapping) for p in f[4]), f[5])
+    return f
 
 
 def passing_loops(real: list, depth: int, space) -> tuple | None:
@@ -174,9 +208,10 @@ def resolve(alts: tuple, kind: str, loops: dict, space, active: frozenset = froz
             out.extend(resolve(_guard(loop.entry[kind], entered), kind, loops, space, active))
         for y in real:
             mapping = {counter: at}
+            around = set().union(*(p.atoms() for p in y.iters[:loop.depth]))
             for p in y.iters[loop.depth + 1:]:  # inner loops: their iteration then is unknown,
-                for name in p.atoms():  # but for the last one of a loop right inside this one
-                    mapping.setdefault(name, _then(name, y.iters[:loop.depth + 1], {counter: at}, space))
+                for name in sorted(p.atoms()):  # but for the last one (their trip count then)
+                    mapping.setdefault(name, _then(name, around, mapping, space))
             out.append(Alt(y.barrier, tuple(p.substitute(mapping) for p in y.iters),
-                           conj(x.cond, *facts)))
+                           conj(x.cond, *facts, _carried(y.cond, around, mapping, space))))
     return _union(out)

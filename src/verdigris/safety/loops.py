@@ -114,7 +114,7 @@ class Loops:
             del self.exits[label][count:]
 
     def loop(self, body, enter, label: str, carried: tuple = (), count: int | None = None,
-             once: bool | None = None, labels: dict | None = None) -> None:
+             once: bool | None = None, labels: dict | None = None, span: tuple | None = None) -> None:
         """Run one arbitrary iteration of a loop (`enter(k)` sets up iteration k and gives
         its condition; `carried`: the variables it sets there, a `for` loop's; `count`: its
         trip count, where its range gives it; `once`: iteration 0 surely runs, as a `for`
@@ -122,7 +122,9 @@ class Loops:
         whose variables' intervals hold at the head of every iteration, not only in the
         body as a `for` loop's does) until what it assumes of the variables it carries
         holds at the back edge (`invariants`; cooperative kernels only), then continue
-        after the loop. `labels`: how a refusal names a variable that comes out unknown."""
+        after the loop. `labels`: how a refusal names a variable that comes out unknown.
+        `span`: a `for` loop's (start, stop, constant step), which give its trip count
+        where nothing leaves it early (`Space.ranged`)."""
         kinds, needs, exact, assigned = _loop_info(body)
         names = tuple(dict.fromkeys(carried + assigned))
         # what the variables it carries start from, as the hardware holds them (their
@@ -152,6 +154,8 @@ class Loops:
             invariants.refine(cond, fresh, self.space)
             if kinds:
                 trips = self.trip_count(runs, exact, label, surely)
+                if exact and span is not None:
+                    self.space.ranged(trips, *span)
                 cond = conj(cond, compare("lt", Poly.atom(counter), trips))
             self.pc = base = conj(outer.pc, cond)
             self.block(body)
@@ -226,7 +230,8 @@ class Loops:
         steps = (start.value, stop.value, step.value)
         count = len(range(*steps)) if None not in steps and steps[2] != 0 else None
         once = shi < tlo if plo >= 1 else thi < slo if phi <= -1 else False
-        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), count, once)
+        span = (start, stop, step.value) if step.value else None
+        self.loop(s.body, enter, f"an iteration of the loop over {s.var}", (s.var,), count, once, span=span)
 
     def s_while(self, s: N.While):
         # `while i < n: ...; i += step` steps i as a `for` over a range does: at the head of

@@ -22,7 +22,10 @@ threads of different blocks, or of one block after the same barrier), plus each 
 interval and definition (a remainder by a run-time divisor also with its range), and the
 launch-domain constraints. A loop's trip count is one uninterpreted function of the block and
 the iteration of the loops around it, so its value in another iteration
-(`Space.trip_count_then`) is the one a thread there sees.
+(`Space.trip_count_then`) is the one a thread there sees; for a `for` loop over a range
+that nothing leaves early, whose ends are sizes, parameters and the loops' counters, it is
+the range's length in that block and iteration (`Space.ranged`), a term that holds under
+any quantifier (VG213's query), where a fact about a function would not.
 """
 from __future__ import annotations
 
@@ -262,15 +265,56 @@ class _Encoder:
 
     def trip_count(self, loop: str, iteration: list, suffix: str):
         """The trip count of `loop` in a block and an iteration (z3 terms) of the loops
-        around it: one function of both, so a trip count of another iteration
-        (`Space.trip_count_then`) is the one a thread in that iteration sees."""
+        around it: the length of its range where the loop runs exactly that
+        (`Space.ranged`) and the range's ends are terms of those, else one function of
+        both, so a trip count of another iteration (`Space.trip_count_then`) is the one a
+        thread in that iteration sees."""
         z3 = self.z3
-        blocks = [self.atom(per_thread(n, suffix)) for n in self.space.identity() if n.startswith("bid")]
-        args = blocks + list(iteration)
+        bids = [n for n in self.space.identity() if n.startswith("bid")]
+        args = [self.atom(per_thread(n, suffix)) for n in bids] + list(iteration)
+        if loop in self.space.ranges:
+            counters = [next(iter(p.atoms())) for p in self.space.atoms[loop].definition]
+            length = self.range_length(loop, dict(zip(bids + counters, args)))
+            if length is not None:
+                return length
         if not args:
             return z3.Int(f"trips:{loop}", self.ctx)
         count = z3.Function(f"trips:{loop}", *[z3.IntSort(self.ctx)] * (len(args) + 1))
         return count(*args)
+
+    def range_length(self, loop: str, at: dict):
+        """len(range(start, stop, step)) of the loop (`Space.ranged`) in the block and
+        iteration `at` gives (atom name -> z3 term), or None where its start or stop
+        depends on more than those and the kernel's sizes and parameters."""
+        start, stop, step = self.space.ranges[loop]
+        start, stop = self.at(start, at), self.at(stop, at)
+        if start is None or stop is None:
+            return None
+        span = stop - start if step > 0 else start - stop
+        return self.z3.If(span > 0, (span + abs(step) - 1) / abs(step), self.constant(0))
+
+    def at(self, p: Poly, at: dict):
+        """`p` as a z3 term where the atoms in `at` take those terms, loop variables are
+        `start + k*step`, and every other atom is one of the whole launch (no per-thread
+        copy: a size or a parameter); None where `p` depends on any other."""
+        z3, terms = self.z3, []
+        for mono, coef in p.terms.items():
+            factors = [self.constant(coef)]
+            for name in mono:
+                atom = self.space.atoms[name]
+                if name in at:
+                    factors.append(at[name])
+                elif atom.kind == "loopvar":
+                    start, k, step = atom.definition
+                    factors.append(self.at(start + k * step, at))
+                elif not any(n.endswith("@") for n in _depends(Poly.atom(name), self.space)):
+                    factors.append(self.atom(name))
+                else:
+                    return None
+                if factors[-1] is None:
+                    return None
+            terms.append(z3.Product(*factors) if len(factors) > 1 else factors[0])
+        return z3.Sum(*terms) if len(terms) > 1 else terms[0] if terms else self.constant(0)
 
     def decide(self, facts: list, budget: int) -> tuple:
         """(z3's verdict on `facts` with the atoms' constraints, the solver that reached it),
