@@ -35,7 +35,7 @@ from .. import types as T
 from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
                       user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
-from ..frontend.typing import Multiple, Static, Weak
+from ..frontend.typing import Multiple, Narrow, Static, Weak
 from ..ir import abi_params
 from ..ir import nodes as N
 from ..ir.limits import MODEL
@@ -51,6 +51,8 @@ OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below
 
 
 _FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry (`spec_key`) holds its fact
+_NARROW_AT = 3  # where a 64-bit integer scalar's entry holds its narrow fact
+NARROW_LOW, NARROW_END = N.NARROW_RANGE[0], N.NARROW_RANGE[1] + 1  # narrow: LOW <= v < END
 
 
 def divisibility(entry: tuple) -> bool | None:
@@ -59,6 +61,28 @@ def divisibility(entry: tuple) -> bool | None:
     (constexprs, floats, every SIMT entry)."""
     at = _FACT_AT.get(entry[0])
     return entry[at] if at is not None and len(entry) > at else None
+
+
+def narrowness(entry: tuple) -> bool | None:
+    """A specialization key entry's narrow fact: whether an int64 or uint64 scalar's launch
+    value lies in int32's range (`ir.nodes.Param.narrow`); None for every other entry."""
+    return entry[_NARROW_AT] if entry[0] == "s" and len(entry) == _NARROW_AT + 1 else None
+
+
+def is_narrow(value) -> bool:
+    """Whether an integer scalar's launch value lies in int32's range (one comparison: a
+    uint64 is never below it)."""
+    return NARROW_LOW <= value < NARROW_END
+
+
+def scalar_entry(dtype: T.DType, tile: bool, multiple: bool, narrow: bool) -> tuple:
+    """The key entry of a number of `dtype` (not a Python float): a tile kernel's integer's
+    divisibility fact, then a 64-bit integer's narrow fact (with None for the first on
+    the SIMT track)."""
+    divisible = (multiple,) if tile and dtype.is_int else ()
+    if dtype.name not in N.NARROW_DTYPES:
+        return ("s", dtype.name) + divisible
+    return ("s", dtype.name) + (divisible or (None,)) + (narrow,)
 
 
 def on_grid(shape, strides) -> bool:
@@ -267,7 +291,9 @@ class KernelFunction:
         launched `[1, 256]`, is race-free), then one entry per argument: a tile
         kernel's integer scalar also says whether it is a multiple of `MULTIPLE` (masks
         against it then compare once per run of elements, `Param.multiple_of`), and its
-        array whether it is `on_grid` (`ArrayType.on_grid`)."""
+        array whether it is `on_grid` (`ArrayType.on_grid`); an int64 or uint64 scalar on
+        either track says whether it lies in int32's range (`Param.narrow`: the proofs
+        know it, so `i * n + j` does not wrap; a larger value gets the other variant)."""
         key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
@@ -280,9 +306,9 @@ class KernelFunction:
                 key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
                 dtype = scalar_dtype(v, p.name, self.__name__)
-                key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
-                           if self.track == "tile" and dtype.is_int
-                           else ("s", dtype.name))
+                key.append(scalar_entry(dtype, self.track == "tile",
+                                        dtype.is_int and int(v) % MULTIPLE == 0,
+                                        dtype.name in N.NARROW_DTYPES and is_narrow(v)))
         return tuple(key)
 
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
@@ -319,7 +345,7 @@ class KernelFunction:
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
-        specs, multiples, weak = {}, {}, {}
+        specs, multiples, weak, narrow = {}, {}, {}, set()
         for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
@@ -330,10 +356,13 @@ class KernelFunction:
                 specs[p.name] = T.from_name(k[1])
                 if divisibility(k):
                     multiples[p.name] = MULTIPLE
+                if narrowness(k):
+                    narrow.add(p.name)
                 if k[3:4] == ("weak",):
                     weak[p.name] = k[4]
         kernel = build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
-                              multiples, self.options["min_blocks_per_sm"], frozenset(weak))
+                              multiples, self.options["min_blocks_per_sm"], frozenset(weak),
+                              frozenset(narrow))
         refuse_narrowed_floats(kernel, weak, self.__name__)
         return kernel
 
@@ -390,22 +419,29 @@ class KernelFunction:
 
     def specialize_types(self, specs: dict, block: tuple | None = None,
                          grid: tuple | None = None) -> N.Kernel:
-        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`, `Weak`
-        or constexpr value); with `grid`, as launched with it (which axes have one block)."""
+        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`,
+        `Narrow`, `Weak` or constexpr value); with `grid`, as launched with it (which axes
+        have one block). A plain int64 or uint64 DType is the wide variant (any value)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
         grid = None if grid is None else _dims(grid, "grid", self.__name__)
-        multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
+        multiples = {name: s.of for name, s in specs.items()
+                     if isinstance(s, (Multiple, Narrow)) and s.of > 1}
+        narrow = frozenset(name for name, s in specs.items() if isinstance(s, Narrow))
+        for name in narrow:
+            if specs[name].dtype.name not in N.NARROW_DTYPES:
+                raise CompileError(f"{self.__name__}: {name!r}: narrow is for int64 and uint64 "
+                                   f"scalars, not {specs[name].dtype.name}")
         weak = frozenset(name for name, s in specs.items() if isinstance(s, Weak))
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
-            specs[p.name].dtype if p.name in multiples else
+            specs[p.name].dtype if isinstance(specs[p.name], (Multiple, Narrow)) else
             T.float64 if p.name in weak else specs[p.name]
             for p in self.params}, block, self.unit_grid_axes(grid), fma=self.options["fma"],
             multiples=multiples,
-            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak)
+            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak, narrow=narrow)
 
     # ---------------------------------------------------------------- launching
 

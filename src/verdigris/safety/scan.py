@@ -42,6 +42,11 @@ command's output. Guarantees:
   cpu backend checks, and make its verdict not proven.
 - `vg.assume(...)` facts are notes (`note: assumed: n % 32 == 0 at file:line (kernel k),
   checked at every launch`): the verdicts hold for launches that satisfy them.
+- An int64 or uint64 scalar, whose value check does not see, is checked in its narrow
+  specialization (`ir.nodes.Param.narrow`: values in int32's range, what a launch with
+  such a value gets), with a note (`note: int32 range: n checked for values in int32's
+  range (kernel k); ...`): a launch with a larger value gets the wide variant, proven or
+  refused at that launch.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings.
 - Every kernel gets one verdict (`checkreport.Verdict`): refused where a race or a safety
   code the frontend enforces is found; not compilable where the frontend refused it as
@@ -65,12 +70,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import types as T
 from ..errors import Error, Loc, UndefinedName, UnsupportedConstruct
 from ..frontend import walk
 from ..ir import nodes as N
 from ..codegen import checks
 from . import analyze, bounds
-from .checkreport import (ASSUMED, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
+from .checkreport import (ASSUMED, NARROW, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
                           Note, Report, Verdict)
 from .elements import element_dtype
 from .statics import (MAX_CONFIGS, is_definition, load_definitions, possible_values,
@@ -430,6 +436,12 @@ class FileCheck:
                 self.report.notes.append(Note(fact.loc, f"{ASSUMED}: {fact.text} at {fact.loc.file}:"
                                                         f"{fact.loc.line} (kernel {ir.name}), "
                                                         "checked at every launch"))
+            narrow = [p.name for p in ir.params if p.narrow]
+            if narrow:
+                self.report.notes.append(Note(ir.loc, (
+                    f"{NARROW}: {', '.join(narrow)} checked for values in int32's range "
+                    f"(kernel {ir.name}); a launch with a larger value specializes apart "
+                    "and is checked then")))
             codes += self.race_findings(ir)
         if codes:
             return REFUSED, ", ".join(sorted(set(codes)))
@@ -518,7 +530,8 @@ class FileCheck:
                     usage = {name: replace(u, int_elements=True, int_scalar=True)
                              for name, u in usage.items()}
                 specs = {p.name: constexprs[p.name] if p.constexpr
-                         else usage[p.name].spec(elements.get(p.name)) for p in kernel.params}
+                         else _narrowed(usage[p.name].spec(elements.get(p.name)))
+                         for p in kernel.params}
                 self.builds[key] = (kernel.specialize_types(specs, *launch), None)
             except Error as err:
                 self.builds[key] = (None, err)
@@ -579,3 +592,13 @@ def _exception_text(exc: BaseException) -> str:
 
 def _checker_failed(exc: Exception) -> str:
     return f"the checker failed ({type(exc).__name__}: {exc}); please report it"
+
+
+def _narrowed(spec):
+    """A scalar's spec as check builds it: an int64 or uint64 in its narrow specialization
+    (values in int32's range), any other spec as it is."""
+    from ..frontend.typing import Narrow
+
+    if isinstance(spec, T.DType) and spec.name in N.NARROW_DTYPES:
+        return Narrow(spec)
+    return spec
