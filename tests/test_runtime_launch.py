@@ -252,7 +252,8 @@ def test_a_backend_switch_retires_launchers():
 def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
     """`n` a multiple of 16 and not: two specializations (the first compares its mask once
     per run, `Param.multiple_of`), each with its own launcher, which hands a value of the
-    other kind down the chain."""
+    other kind down the chain; 2**40, a multiple of 16 beyond int32's range, a third (the
+    wide variant, `Param.narrow` False)."""
     got = run("""
     from tests.fakecuda.kernels import keep_prefix
     x, o = f32(4096), f32(4096)
@@ -263,7 +264,7 @@ def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
     out["multiples"] = sorted([p.multiple_of for p in spec.kernel.params if p.name == "n"][0]
                               for spec in keep_prefix._specializations.values())
     """)
-    assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [0], "multiples": [1, 16]}
+    assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [1], "multiples": [1, 16, 16]}
 
 
 def test_a_tile_kernel_specializes_on_arrays_being_on_the_grid():

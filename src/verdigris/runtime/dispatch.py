@@ -306,9 +306,10 @@ class KernelFunction:
                 key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
                 dtype = scalar_dtype(v, p.name, self.__name__)
+                number = int(v) if dtype.is_int else None  # a Python bool in the key, not NumPy's
                 key.append(scalar_entry(dtype, self.track == "tile",
-                                        dtype.is_int and int(v) % MULTIPLE == 0,
-                                        dtype.name in N.NARROW_DTYPES and is_narrow(v)))
+                                        dtype.is_int and number % MULTIPLE == 0,
+                                        dtype.name in N.NARROW_DTYPES and is_narrow(number)))
         return tuple(key)
 
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
