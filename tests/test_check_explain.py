@@ -212,6 +212,30 @@ def rows_racy(x, out, width):
     assert status == 1
 
 
+def test_a_literal_width_beyond_int32s_range_is_checked_in_the_wide_variant(capsys, tmp_path):
+    """A launch site whose literal width is 2**62 gets the wide variant, as its launch
+    does: the row kernel is refused there (its wrap), and proven where the width is small."""
+    kernel = HEADER + """
+
+@simt.kernel
+def rows(x, out, width):
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    if row < x.shape[0] and col < width:
+        out[row * width + col] = x[row]
+"""
+    for width, verdict in (("8", "proven"), ("2**62", "refused"), ("-2**31 - 1", "refused")):
+        source = kernel + f"""
+
+def main(x, out):
+    rows[(1, 4), (8, 1)](x, out, {width})
+"""
+        path, status, out, _ = check_source(capsys, tmp_path, source)
+        assert f"{path}:{line_of(source, 'def rows(')}: kernel 'rows': {verdict}" in out, out
+        assert status == (verdict != "proven")
+        assert ("int32 range" in out) == (verdict == "proven")
+
+
 def test_accesses_that_keep_a_runtime_check_are_notes(capsys, tmp_path):
     source = HEADER + """
 
