@@ -15,7 +15,7 @@ from verdigris.cli import UsageError, parse_signature
 from verdigris.frontend.typing import Narrow
 from verdigris.ir.printer import format_kernel
 from verdigris.runtime.bundle import _serving
-from verdigris.runtime.dispatch import is_narrow, narrowness
+from verdigris.runtime.scalars import is_narrow, narrowness
 
 
 @simt.kernel

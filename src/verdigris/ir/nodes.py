@@ -473,7 +473,7 @@ class Param:
     # was made for such values, as Triton's are), which lets masks compare once per run.
     multiple_of: int = 1
     # An int64 or uint64 scalar's launch values lie in int32's range (-2**31 <= v < 2**31):
-    # the "narrow" specialization (`runtime.dispatch.NARROW`); its dtype and arithmetic stay
+    # the "narrow" specialization (`runtime.scalars.narrowness`); its dtype and arithmetic stay
     # 64-bit, only the proofs know the range.
     narrow: bool = False
 

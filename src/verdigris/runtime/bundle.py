@@ -24,7 +24,8 @@ Guarantees:
   launch does what a compiled kernel's does (argument checks, alias check, bounds guard and
   checked variant, bounds faults reported with their line, generated launchers).
 - Arguments that match no specialization of the bundle raise LaunchError naming what the
-  launch asked for and what the bundle holds; a GPU with no usable image (a cubin runs on
+  launch asked for and what the bundle holds (an entry compiled for fewer values, such as
+  `i64:narrow` for a launch beyond int32's range, is no match; one compiled for more is); a GPU with no usable image (a cubin runs on
   its own architecture and later minor versions of it, an `a` target on its own only, PTX
   on any later one) raises LaunchError naming the GPU's architecture and the targets.
 - A tile kernel with matrix products holds, per image, its launch plan (shared memory,
@@ -42,8 +43,9 @@ from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
 from ..ir.nodes import NARROW_DTYPES
-from .dispatch import (_FACT_AT, _KERNELS, _NARROW_AT, MULTIPLE, KernelFunction, Specialization,
-                       _dims, constexpr_entry, divisibility, narrowness, scalar_entry)
+from .dispatch import (_FACT_AT, _KERNELS, MULTIPLE, KernelFunction, Specialization, _dims,
+                       constexpr_entry, divisibility)
+from .scalars import NARROW_AT, narrowness, scalar_entry
 
 MAGIC = b"VGBUNDLE1\n"
 PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
@@ -157,7 +159,7 @@ def _relaxed(key: tuple, divisible: bool, narrow: bool) -> tuple:
         if divisible and divisibility(tuple(entry)) is not None:
             entry[_FACT_AT[entry[0]]] = False
         if narrow and narrowness(tuple(entry)) is not None:
-            entry[_NARROW_AT] = False
+            entry[NARROW_AT] = False
         return tuple(entry)
     return key[:2] + tuple(map(relaxed, key[2:]))
 

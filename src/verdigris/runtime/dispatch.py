@@ -15,8 +15,9 @@ Guarantees:
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
   argument raises `AliasError` naming both parameters, the writing line and the call site,
   and a launch that breaks a `vg.assume` fact raises `AssumptionError` (`assumptions`).
-- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values)
-  is built once per process (in memory) and compiled once per machine (disk cache); on the
+- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values,
+  whether each int64 or uint64 scalar lies in int32's range: `narrowness`) is built once
+  per process (in memory) and compiled once per machine (disk cache); on the
   cuda backend a later process launches it from its launch record (`records`), without
   the frontend.
 """
@@ -42,7 +43,7 @@ from ..ir.limits import MODEL
 from ..lang import checked_function
 from . import backend, constants, limits, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
-from .scalars import refuse_narrowed_floats, scalar_dtype
+from .scalars import is_narrow, narrowness, refuse_narrowed_floats, scalar_dtype, scalar_entry
 
 MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
@@ -51,8 +52,6 @@ OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below
 
 
 _FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry (`spec_key`) holds its fact
-_NARROW_AT = 3  # where a 64-bit integer scalar's entry holds its narrow fact
-NARROW_LOW, NARROW_END = N.NARROW_RANGE[0], N.NARROW_RANGE[1] + 1  # narrow: LOW <= v < END
 
 
 def divisibility(entry: tuple) -> bool | None:
@@ -61,28 +60,6 @@ def divisibility(entry: tuple) -> bool | None:
     (constexprs, floats, every SIMT entry)."""
     at = _FACT_AT.get(entry[0])
     return entry[at] if at is not None and len(entry) > at else None
-
-
-def narrowness(entry: tuple) -> bool | None:
-    """A specialization key entry's narrow fact: whether an int64 or uint64 scalar's launch
-    value lies in int32's range (`ir.nodes.Param.narrow`); None for every other entry."""
-    return entry[_NARROW_AT] if entry[0] == "s" and len(entry) == _NARROW_AT + 1 else None
-
-
-def is_narrow(value) -> bool:
-    """Whether an integer scalar's launch value lies in int32's range (one comparison: a
-    uint64 is never below it)."""
-    return NARROW_LOW <= value < NARROW_END
-
-
-def scalar_entry(dtype: T.DType, tile: bool, multiple: bool, narrow: bool) -> tuple:
-    """The key entry of a number of `dtype` (not a Python float): a tile kernel's integer's
-    divisibility fact, then a 64-bit integer's narrow fact (with None for the first on
-    the SIMT track)."""
-    divisible = (multiple,) if tile and dtype.is_int else ()
-    if dtype.name not in N.NARROW_DTYPES:
-        return ("s", dtype.name) + divisible
-    return ("s", dtype.name) + (divisible or (None,)) + (narrow,)
 
 
 def on_grid(shape, strides) -> bool:

@@ -14,7 +14,7 @@ launch it checks, argument by argument, everything the general path decided from
 exact type; for arrays dtype, rank, unit inner stride and 16-byte alignment (the
 specialization key) and the device (a `vg.Array`'s `kind` holds all of these: one identity
 test); for scalars the type (and for an int64 or uint64 whether it lies in int32's range,
-`dispatch.narrowness`: a larger value never reuses the narrow variant), for constexprs the
+`scalars.narrowness`: a larger value never reuses the narrow variant), for constexprs the
 value. A failed check returns the call down
 the chain (no exception). Then the bounds proofs' preconditions (`spec.bounds_guard`) and
 the alias check (byte range of each written array against every other array, and a
@@ -57,8 +57,8 @@ from inspect import Parameter
 
 from .. import types as T
 from . import cache, faults, interop, streams
-from .dispatch import (MULTIPLE, NARROW_END, NARROW_LOW, OFF_GRID, divisibility, narrowness,
-                       type_tag)
+from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
+from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .interop import span
 from .module import PACK_ERRORS, CudaKernel
 
