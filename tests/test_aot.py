@@ -166,7 +166,7 @@ def test_a_bundle_launches_without_the_compiler(bundles):
     assert got["1000"][0] == "LaunchError" and "no specialization for this launch" in got["1000"][1]
     # the launch (n = 1000) and the bundle's one specialization (compiled for `:16`) differ visibly
     launch, _, has = got["1000"][1].partition("it has:")
-    assert "n: int64:16," in has and "n: int64," in launch
+    assert "n: int64:16," in has and "n: int64:narrow," in launch  # 1000: in int32's range
 
 
 @needs_assembler
@@ -213,3 +213,42 @@ def test_a_bundle_on_the_cpu_backend_says_it_runs_on_cuda_only(bundles, monkeypa
     x = np.ones(8, np.float32)
     with pytest.raises(vg.LaunchError, match="comes from a bundle, which runs on the cuda backend only"):
         k[1, 256](2.0, x, x, np.zeros(8, np.float32))
+
+
+@needs_assembler
+@needs_fake_driver
+def test_a_bundle_compiled_narrow_serves_small_values_only(tmp_path):
+    """`i64:narrow`: the row kernel's variant for widths in int32's range (its wide variant
+    is refused, so a bundle cannot hold it); a launch with a larger width finds no entry
+    and says so, naming both, instead of running the narrow image."""
+    from tests.fakecuda.kernels import rows_by_width
+
+    with pytest.raises(vg.SafetyError, match="wraps around"):
+        rows_by_width.compile_aot("f32[::1], f32[::1], i64", block=(8, 1), grid=(1, 4))
+    rows_by_width.compile_aot("f32[::1], f32[::1], i64:narrow", block=(8, 1), grid=(1, 4),
+                              targets=["sm_90"]).save(tmp_path / "rows.vgb")
+    code = textwrap.dedent(f"""
+        import json
+        import numpy as np
+        import verdigris as vg
+        from tests.fakecuda import last_launch
+        k = vg.load_bundle({str(tmp_path / "rows.vgb")!r})
+        x, o = vg.asarray(np.ones(4, np.float32)), vg.asarray(np.zeros(64, np.float32))
+        out = {{}}
+        for label, width in (("8", 8), ("2**62", 2**62), ("u 2**31", np.uint64(2**31)), ("-8", -8)):
+            before = last_launch().count
+            try:
+                k[(1, 4), (8, 1)](x, o, width)
+                out[label] = ["ok", last_launch().count - before]
+            except vg.Error as err:
+                out[label] = [type(err).__name__, str(err)]
+        print(json.dumps(out))
+    """)
+    done = fakecuda.run(code)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["8"] == ["ok", 1] and got["-8"] == ["ok", 1]
+    assert got["2**62"][0] == "LaunchError" and "no specialization for this launch" in got["2**62"][1]
+    launch, _, has = got["2**62"][1].partition("it has:")
+    assert "width: int64 block" in launch and "width: int64:narrow" in has
+    assert got["u 2**31"][0] == "LaunchError"

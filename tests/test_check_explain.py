@@ -184,6 +184,58 @@ def permute(x, index, out):
     assert status == 0 and "no problems" in out and "1 unsafe region" in out
 
 
+def test_64_bit_scalars_are_checked_in_int32s_range_with_a_note(capsys, tmp_path):
+    """check does not see a width's value: it checks the narrow variant (what a launch with
+    a width in int32's range gets), proven, and says so; its twin that scales the index by
+    2**32 is refused (a wrap in the narrow variant too)."""
+    source = HEADER + """
+
+@simt.kernel
+def rows(x, out, width):
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    if row < x.shape[0] and col < width:
+        out[row * width + col] = x[row]
+
+
+@simt.kernel
+def rows_racy(x, out, width):
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    if row < x.shape[0] and col < width:
+        out[row * width * 2**32 + col] = x[row]
+"""
+    path, status, out, _ = check_source(capsys, tmp_path, source)
+    assert f"{path}:{line_of(source, 'def rows(')}: kernel 'rows': proven" in out
+    assert f"{path}:{line_of(source, 'def rows_racy(')}: kernel 'rows_racy': refused" in out
+    assert "note: int32 range: width checked for values in int32's range (kernel rows)" in out
+    assert status == 1
+
+
+def test_a_literal_width_beyond_int32s_range_is_checked_in_the_wide_variant(capsys, tmp_path):
+    """A launch site whose literal width is 2**62 gets the wide variant, as its launch
+    does: the row kernel is refused there (its wrap), and proven where the width is small."""
+    kernel = HEADER + """
+
+@simt.kernel
+def rows(x, out, width):
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    if row < x.shape[0] and col < width:
+        out[row * width + col] = x[row]
+"""
+    for width, verdict in (("8", "proven"), ("2**62", "refused"), ("-2**31 - 1", "refused")):
+        source = kernel + f"""
+
+def main(x, out):
+    rows[(1, 4), (8, 1)](x, out, {width})
+"""
+        path, status, out, _ = check_source(capsys, tmp_path, source)
+        assert f"{path}:{line_of(source, 'def rows(')}: kernel 'rows': {verdict}" in out, out
+        assert status == (verdict != "proven")
+        assert ("int32 range" in out) == (verdict == "proven")
+
+
 def test_accesses_that_keep_a_runtime_check_are_notes(capsys, tmp_path):
     source = HEADER + """
 

@@ -199,6 +199,38 @@ def test_signatures_say_multiples_of_16_for_tile_kernels():
         parse_signature(axpy, "f32, f32[::1]:16, f32[::1], f32[::1]")
 
 
+ROWS = """
+from verdigris import simt
+
+@simt.kernel
+def rows(x, out, width):
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    if row < x.shape[0] and col < width:
+        out[row * width + col] = x[row]
+"""
+
+
+def test_a_signature_compiles_a_64_bit_scalar_wide_or_narrow(capsys, tmp_path):
+    """`i64` is the variant for any value (the row kernel's width may wrap: refused with the
+    values), `i64:narrow` the one for values in int32's range (proven)."""
+    source = tmp_path / "rows.py"
+    source.write_text(ROWS)
+    kernel = f"{source}::rows"
+    status, _, err = run(capsys, "compile", kernel, "--sig", "f32[::1], f32[::1], i64",
+                         "--block", "8,1", "--emit", "ptx")
+    assert status == 1 and "VG202" in err and "wraps around in int64" in err
+    status, out, _ = run(capsys, "compile", kernel, "--sig", "f32[::1], f32[::1], i64:narrow",
+                         "--block", "8,1", "--emit", "ir")
+    assert status == 0 and "width: int64 narrow" in out
+    status, out, _ = run(capsys, "compile", kernel, "--sig", "f32[::1], f32[::1], i64:narrow",
+                         "--block", "8,1", "--emit", "ptx")
+    assert status == 0 and ".entry rows" in out
+    status, _, err = run(capsys, "compile", kernel, "--sig", "f32[::1], f32[::1], i32:narrow",
+                         "--emit", "ir")
+    assert status == 2 and "':narrow' is for i64 and u64 scalars" in err
+
+
 def test_doctor_says_when_the_backend_asked_for_cannot_run(capsys, monkeypatch):
     from verdigris.runtime import backend
 

@@ -169,3 +169,41 @@ def test_a_product_of_matrices_launches_from_its_record_with_its_maps(tmp_path):
     # the odd pitch's variant without the copy engine: the IR through the frontend, whose
     # specialization's image is in the disk cache
     assert _how(again_log, "gemm") == ["record", "disk cache"]
+
+
+ROWS = """
+import json
+import numpy as np
+import verdigris as vg
+from tests.fakecuda.kernels import rows_by_width
+
+x, o = vg.asarray(np.ones(4, np.float32)), vg.asarray(np.zeros(64, np.float32))
+got = []
+for width in WIDTHS:
+    try:
+        rows_by_width[(1, 4), (8, 1)](x, o, width)
+        got.append("ok")
+    except vg.SafetyError as err:
+        got.append(err.code)
+print(json.dumps(got))
+"""
+
+
+@needs_fake_driver
+def test_a_record_of_the_narrow_variant_never_serves_a_large_value(tmp_path):
+    """The record of a launch with a width in int32's range (the narrow variant) is keyed by
+    that fact: a later process launching with 2**62 gets the wide variant, which is refused,
+    and a small width again launches from the record."""
+    def launch(*widths):
+        code = f"WIDTHS = {list(widths)!r}\n" + textwrap.dedent(ROWS)
+        done = fakecuda.run(code, VERDIGRIS_CACHE_DIR=str(tmp_path / "cache"),
+                            VERDIGRIS_LOG="compile")
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.strip().splitlines()
+        return json.loads(lines[-1]), [line for line in lines if line.startswith("verdigris:")]
+
+    got, logs = launch(8)
+    assert got == ["ok"] and _how(logs, "rows_by_width") == ["compiled"]
+    got, logs = launch(2**62, 8)
+    assert got[0] in ("VG202", "VG205") and got[1] == "ok"
+    assert _how(logs, "rows_by_width") == ["record"]  # only the narrow launch had one

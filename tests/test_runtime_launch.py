@@ -252,7 +252,8 @@ def test_a_backend_switch_retires_launchers():
 def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
     """`n` a multiple of 16 and not: two specializations (the first compares its mask once
     per run, `Param.multiple_of`), each with its own launcher, which hands a value of the
-    other kind down the chain."""
+    other kind down the chain; 2**40, a multiple of 16 beyond int32's range, a third (the
+    wide variant, `Param.narrow` False)."""
     got = run("""
     from tests.fakecuda.kernels import keep_prefix
     x, o = f32(4096), f32(4096)
@@ -263,7 +264,7 @@ def test_a_tile_kernel_specializes_on_integers_being_multiples_of_16():
     out["multiples"] = sorted([p.multiple_of for p in spec.kernel.params if p.name == "n"][0]
                               for spec in keep_prefix._specializations.values())
     """)
-    assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [0], "multiples": [1, 16]}
+    assert got == {"992": [1, 0], "1000": [1, 0], str(2**40): [1], "multiples": [1, 16, 16]}
 
 
 def test_a_tile_kernel_specializes_on_arrays_being_on_the_grid():
@@ -511,3 +512,39 @@ def test_a_rebound_module_constant_leaves_the_generated_launcher():
     assert got["rebound"][0] == 1 and got["rebound"][1] != got["first"][1]
     assert got["fast after"][0] == 0 and got["fast after"][1] == got["rebound"][1]
     assert got["equal"] == [1, got["rebound"][1]] and got["fast after equal"][0] == 0
+
+
+def test_a_launch_with_a_large_64_bit_value_never_reuses_the_narrow_variant():
+    """A row kernel launched with widths in int32's range (narrow, proven) and beyond it
+    (wide, refused), alternating, on one configuration: each narrow launch after the first
+    takes the generated launcher, each wide one leaves it for the general path, which
+    refuses it (nothing launched); int64 and uint64 on SIMT, and the tile kernel's n."""
+    got = run("""
+    from tests.fakecuda.kernels import rows_by_width, keep_prefix
+    NPARAMS["rows_by_width"] = 6
+    x, o = f32(4), f32(64)
+    for label, width in (("8", 8), ("2**62", 2**62), ("8 again", 8), ("np 2**62", np.int64(2**62)),
+                         ("-2**31", -2**31), ("2**31", 2**31), ("uint 8", np.uint64(8)),
+                         ("uint 2**31", np.uint64(2**31)), ("uint 8 again", np.uint64(8)),
+                         ("8 last", 8)):
+        before, launched = general_calls[0], last_launch().count
+        try:
+            rows_by_width[(1, 4), (8, 1)](x, o, width)
+            out[label] = ["ok", general_calls[0] - before, int(width) % 2**64 in record()["slots"]]
+        except vg.SafetyError as err:
+            out[label] = [err.code, general_calls[0] - before, last_launch().count - launched]
+    for n in (992, 2**40, 992, 2**40):
+        before = general_calls[0]
+        keep_prefix[4](x, o, n, BLOCK=1024)
+        out[str(n)] = out.get(str(n), []) + [general_calls[0] - before]
+    out["tile narrow"] = sorted([p.narrow for p in spec.kernel.params if p.name == "n"][0]
+                                for spec in keep_prefix._specializations.values())
+    """)
+    # [the outcome, general-path calls, whether the width was packed (as 64 bits)]
+    assert got["8"] == ["ok", 1, True] and got["8 again"] == got["8 last"] == ["ok", 0, True]
+    for label in ("2**62", "np 2**62", "2**31", "uint 2**31"):
+        assert got[label][0] in ("VG202", "VG205") and got[label][1:] == [1, 0], label
+    assert got["-2**31"] == ["ok", 0, True]  # int32's least value: narrow, fast
+    assert got["uint 8"] == ["ok", 1, True] and got["uint 8 again"] == ["ok", 0, True]
+    assert got["992"] == [1, 0] and got[str(2**40)] == [1, 0]
+    assert got["tile narrow"] == [False, True]

@@ -155,9 +155,11 @@ def parse_signature(kernel, text: str) -> dict:
     A tile kernel's integer or array type may end in `:16`, as Triton's signatures do: the
     integer is a multiple of 16, or the array is on the grid (extents multiples of 16
     below 2**30, row strides multiples of 16), what a launch with such values specializes
-    on (`i64:16`, `bf16[:, ::1]:16`).
+    on (`i64:16`, `bf16[:, ::1]:16`). A plain `i64` or `u64` is compiled for any value;
+    `i64:narrow` (or `i64:16:narrow`) for values in int32's range only (`Param.narrow`:
+    what a launch with such a value specializes on, on both tracks).
     """
-    from .frontend.typing import Multiple
+    from .frontend.typing import Multiple, Narrow
     from .ir.nodes import ArrayType
 
     items = _split_top_level(text)
@@ -173,7 +175,14 @@ def parse_signature(kernel, text: str) -> dict:
             except (ValueError, SyntaxError):
                 raise UsageError(f"constexpr {p.name!r} needs a Python literal, not {item!r}") from None
             continue
+        item, narrow = _narrow(item)
         item, sixteen = _divisibility(kernel, p.name, item)
+        if narrow:
+            dtype = _dtype(item) if "[" not in item else None
+            if dtype is None or dtype.name not in ("int64", "uint64"):
+                raise UsageError(f"{p.name}: ':narrow' is for i64 and u64 scalars, not {item!r}")
+            specs[p.name] = Narrow(dtype, 16 if sixteen else 1)
+            continue
         if "[" in item:
             name, _, dims = item.partition("[")
             axes = [a.replace(" ", "") for a in dims.rstrip("]").split(",")]
@@ -189,6 +198,12 @@ def parse_signature(kernel, text: str) -> dict:
         else:
             specs[p.name] = _dtype(item)
     return specs
+
+
+def _narrow(item: str) -> tuple:
+    """(the type without a trailing ':narrow', whether it had one)."""
+    base, colon, suffix = item.strip().rpartition(":")
+    return (base.strip(), True) if colon and suffix.strip() == "narrow" else (item, False)
 
 
 def _divisibility(kernel, name: str, item: str) -> tuple:

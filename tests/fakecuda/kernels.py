@@ -1,6 +1,7 @@
 """Kernels for the launch-path tests that run on the fake driver (tests/test_runtime_launch.py)
 and for bench/runtime.py: one of three arrays and a scalar, one of sixteen arguments, a
-strided 2-D copy, tile kernels with a constexpr (one racy twin) and one masked by a scalar."""
+strided 2-D copy, tile kernels with a constexpr (one racy twin) and one masked by a scalar,
+and a row kernel whose proof needs its width in int32's range."""
 import verdigris as vg
 from verdigris import simt, tile
 
@@ -77,3 +78,15 @@ def scaled(x, out):
     i = simt.global_id(0)
     if i < out.shape[0]:
         out[i] = x[i] * SCALE
+
+
+@simt.kernel
+def rows_by_width(x, out, width):
+    """Race-free for widths in int32's range (the narrow variant, `Param.narrow`); a width
+    near 2**62 makes rows meet through wrap-around (the wide variant is refused); an int64
+    or a uint64 width."""
+    row = simt.global_id(1)
+    col = simt.global_id(0)
+    w = vg.int64(width)
+    if row < x.shape[0] and col < w:
+        out[row * w + col] = x[row]

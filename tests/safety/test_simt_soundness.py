@@ -353,7 +353,8 @@ def rows_of_a_matrix(x, out):  # r * x.shape[1] + c < x.size < 2**63: exact
 
 
 @simt.kernel
-def rows_of_a_run_time_width(x, out, width):  # an int64 width near 2**62 wraps
+def rows_of_a_run_time_width(x, out, width):  # an int64 width near 2**62 wraps (the wide
+    # variant; one in int32's range is the narrow variant, `Param.narrow`, and cannot)
     r = simt.global_id(1)
     c = simt.global_id(0)
     if r < x.shape[0] and c < width:
@@ -365,5 +366,8 @@ def test_an_index_within_an_arrays_elements_is_exact_and_a_run_time_width_is_not
     accepted(rows_of_a_matrix, x, out, grid=(1, 2), block=(16, 4))
     rows_of_a_matrix[(1, 2), (16, 4)](x, out)
     np.testing.assert_array_equal(out, x.reshape(-1))
-    message = refused(rows_of_a_run_time_width, "VG202", x, out, np.int64(10), grid=(1, 2), block=(16, 4))
+    message = refused(rows_of_a_run_time_width, "VG202", x, out, np.int64(2**62), grid=(1, 2),
+                      block=(16, 4))
     assert "int64 arithmetic" in message
+    accepted(rows_of_a_run_time_width, x, out, np.int64(10), grid=(1, 2), block=(16, 4))
+    accepted(rows_of_a_run_time_width, x, out, 10, grid=(1, 2), block=(16, 4))

@@ -65,9 +65,11 @@ def _resolve_annotation(text: str, src):
 def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
                  unit_grid_axes: tuple | None = None, fma: bool = False,
                  multiples: dict | None = None,
-                 min_blocks_per_sm: int | None = None, weak: frozenset = frozenset()) -> N.Kernel:
+                 min_blocks_per_sm: int | None = None, weak: frozenset = frozenset(),
+                 narrow: frozenset = frozenset()) -> N.Kernel:
     """The typed IR of `fn` for `specs` (parameter -> ArrayType, DType or constexpr value);
     `multiples`: integer scalar parameter -> what its launch values are multiples of;
+    `narrow`: the int64/uint64 scalar parameters whose launch values lie in int32's range;
     `weak`: the float64 parameters given Python floats (`ir.nodes.Expr.weak`)."""
     src = function_source(fn)
     types, forced, strong = {}, {}, set()
@@ -83,6 +85,7 @@ def build_kernel(fn, track: str, specs: dict, block: tuple | None = None,
         kernel.min_blocks_per_sm = min_blocks_per_sm
         for p in kernel.params:
             p.multiple_of = (multiples or {}).get(p.name, 1)
+            p.narrow = p.name in narrow
         return kernel
     raise CompileError("variable types did not settle", src.loc(src.tree))
 

@@ -36,6 +36,16 @@ class Multiple:
 
 
 @dataclass(frozen=True)
+class Narrow:
+    """An int64 or uint64 scalar parameter's type when its launch values lie in int32's
+    range (-2**31 <= v < 2**31): the specialization fact `Param.narrow` (a signature's
+    `i64:narrow`), and, where `of` > 1, multiples of `of` too."""
+
+    dtype: T.DType
+    of: int = 1
+
+
+@dataclass(frozen=True)
 class Weak:
     """A Python float parameter's type: float64, weak where it is read (`ir.nodes.Expr.weak`),
     as a launch given a Python float specializes it."""

@@ -40,6 +40,9 @@ from ..types import DType
 # ----------------------------------------------------------------------------- types
 
 ON_GRID_EXTENT = 2**30  # an on-grid array's extents are below it (`ArrayType.on_grid`)
+# The values of a narrow 64-bit integer scalar (`Param.narrow`): int32's, ends included.
+NARROW_RANGE = (-2**31, 2**31 - 1)
+NARROW_DTYPES = ("int64", "uint64")  # the scalar dtypes launches specialize on that range
 NARROW_EXTENT = 2**31 - 1  # the largest extent a 32-bit bounds test serves (`safety.bounds.narrow_axes`)
 
 
@@ -469,6 +472,10 @@ class Param:
     # An integer scalar's launch values are multiples of this (16 when the specialization
     # was made for such values, as Triton's are), which lets masks compare once per run.
     multiple_of: int = 1
+    # An int64 or uint64 scalar's launch values lie in int32's range (-2**31 <= v < 2**31):
+    # the "narrow" specialization (`runtime.scalars.narrowness`); its dtype and arithmetic stay
+    # 64-bit, only the proofs know the range.
+    narrow: bool = False
 
 
 @dataclass(eq=False)

@@ -155,6 +155,8 @@ def format_kernel(k: N.Kernel) -> str:
             else f"constexpr={p.value!r}"
         if p.multiple_of > 1:
             kind += f" multiple_of={p.multiple_of}"
+        if p.narrow:
+            kind += " narrow"
         params.append(f"{p.name}: {kind}")
     block = f" block={k.block}" if k.block is not None else ""
     if k.unit_grid_axes is not None:

@@ -24,7 +24,8 @@ Guarantees:
   launch does what a compiled kernel's does (argument checks, alias check, bounds guard and
   checked variant, bounds faults reported with their line, generated launchers).
 - Arguments that match no specialization of the bundle raise LaunchError naming what the
-  launch asked for and what the bundle holds; a GPU with no usable image (a cubin runs on
+  launch asked for and what the bundle holds (an entry compiled for fewer values, such as
+  `i64:narrow` for a launch beyond int32's range, is no match; one compiled for more is); a GPU with no usable image (a cubin runs on
   its own architecture and later minor versions of it, an `a` target on its own only, PTX
   on any later one) raises LaunchError naming the GPU's architecture and the targets.
 - A tile kernel with matrix products holds, per image, its launch plan (shared memory,
@@ -41,8 +42,10 @@ import struct
 from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
-from .dispatch import (MULTIPLE, KernelFunction, Specialization, _KERNELS, _dims, constexpr_entry,
-                       divisibility)
+from ..ir.nodes import NARROW_DTYPES
+from .dispatch import (_FACT_AT, _KERNELS, MULTIPLE, KernelFunction, Specialization, _dims,
+                       constexpr_entry, divisibility)
+from .scalars import NARROW_AT, narrowness, scalar_entry
 
 MAGIC = b"VGBUNDLE1\n"
 PTX_FOR_ANY = "sm_80"  # what the "ptx" target is compiled for
@@ -113,7 +116,7 @@ def compile_aot(kernel: KernelFunction, signatures, *, block=None, grid=None,
 
 
 def _key_entries(kernel: KernelFunction, signature) -> list:
-    from ..frontend.typing import Multiple
+    from ..frontend.typing import Multiple, Narrow
     from ..ir.nodes import ArrayType
 
     if isinstance(signature, str):
@@ -133,23 +136,37 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
         elif isinstance(spec, ArrayType):
             out.append(("a", spec.dtype.name, spec.ndim, bool(spec.unit_inner_stride),
                         bool(spec.aligned16)) + ((spec.on_grid,) if kernel.track == "tile" else ()))
-        elif isinstance(spec, Multiple):  # `i64:16`: compiled for multiples of 16 only
-            out.append(("s", spec.dtype.name, spec.of % MULTIPLE == 0))
+        elif isinstance(spec, (Multiple, Narrow)):  # `i64:16`, `i64:narrow`: for those only
+            if isinstance(spec, Narrow) and spec.dtype.name not in NARROW_DTYPES:
+                raise CompileError(f"{kernel.__name__}: {p.name!r}: narrow is for int64 and "
+                                   f"uint64 scalars, not {spec.dtype.name}")
+            out.append(scalar_entry(spec.dtype, kernel.track == "tile", spec.of % MULTIPLE == 0,
+                                    isinstance(spec, Narrow)))
         else:
             dtype = T.from_any(spec)
-            # compiled for any value, unless the signature said `:16`
-            out.append(("s", dtype.name, False) if kernel.track == "tile" and dtype.is_int
-                       else ("s", dtype.name))
+            # compiled for any value, unless the signature said `:16` or `:narrow`
+            out.append(scalar_entry(dtype, kernel.track == "tile", False, False))
     return out
 
 
-def _any_value(key: tuple) -> tuple:
+def _relaxed(key: tuple, divisible: bool, narrow: bool) -> tuple:
     """`key` with each integer scalar's "multiple of MULTIPLE" and each array's "on the
-    grid" fact (`divisibility`, an entry's last item) set to False: the entry a bundle
-    holds for it (compiled for any values)."""
+    grid" fact (`divisibility`) set to False where `divisible`, and each 64-bit integer
+    scalar's "in int32's range" fact (`narrowness`) where `narrow`: the entries a bundle
+    compiled for more values holds (their proofs hold for these values too)."""
     def relaxed(entry):
-        return entry if divisibility(entry) is None else entry[:-1] + (False,)
+        entry = list(entry)
+        if divisible and divisibility(tuple(entry)) is not None:
+            entry[_FACT_AT[entry[0]]] = False
+        if narrow and narrowness(tuple(entry)) is not None:
+            entry[NARROW_AT] = False
+        return tuple(entry)
     return key[:2] + tuple(map(relaxed, key[2:]))
+
+
+def _any_value(key: tuple) -> tuple:
+    """`key` compiled for any values (`_relaxed`, every fact False)."""
+    return _relaxed(key, True, True)
 
 
 def _as_typed_floats(key: tuple, dtype: str) -> tuple:
@@ -160,14 +177,17 @@ def _as_typed_floats(key: tuple, dtype: str) -> tuple:
 
 def _serving(key: tuple) -> list:
     """The keys of the entries that may serve a launch with `key`, the closest first: `key`,
-    then any values (`_any_value`), then both for any number of blocks along grid axis 0
+    then with fewer facts (`_relaxed`; a launch never gains one: a large value never gets a
+    narrow entry), then both for any number of blocks along grid axis 0
     (a bundle compiled for the default grid, launched with one block: its proofs hold for
     any grid, so for this one too); each also with Python floats as float64, then float32
     scalars (the signatures a bundle is compiled for name no weak float)."""
-    keys = [key, _any_value(key)]
+    def relaxations(k):  # the narrow fact kept longest: the variant proven for fewer values
+        return list(dict.fromkeys([k, _relaxed(k, True, False), _relaxed(k, False, True),
+                                   _any_value(k)]))
+    keys = relaxations(key)
     if key[1] is not None and 0 in key[1]:
-        wider = (key[0], tuple(a for a in key[1] if a != 0), *key[2:])
-        keys += [wider, _any_value(wider)]
+        keys += relaxations((key[0], tuple(a for a in key[1] if a != 0), *key[2:]))
     if any(e[3:4] == ("weak",) for e in key[2:]):
         keys += [_as_typed_floats(k, dtype) for dtype in ("float64", "float32") for k in keys]
     return keys
@@ -411,7 +431,8 @@ def _describe_key(kernel: KernelFunction, key: tuple) -> str:
         if entry[0] == "c":
             parts.append(f"{p.name}={entry[1]!r}")
         elif entry[0] == "s":
-            parts.append(f"{p.name}: {entry[1]}" + (":16" if divisibility(entry) else ""))
+            parts.append(f"{p.name}: {entry[1]}" + (":16" if divisibility(entry) else "")
+                         + (":narrow" if narrowness(entry) else ""))
         else:
             dtype, ndim, unit, aligned = entry[1:5]
             axes = ", ".join([":"] * (ndim - 1) + (["::1"] if unit else [":"])) if ndim else ""

@@ -15,8 +15,9 @@ Guarantees:
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
   argument raises `AliasError` naming both parameters, the writing line and the call site,
   and a launch that breaks a `vg.assume` fact raises `AssumptionError` (`assumptions`).
-- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values)
-  is built once per process (in memory) and compiled once per machine (disk cache); on the
+- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values,
+  whether each int64 or uint64 scalar lies in int32's range: `narrowness`) is built once
+  per process (in memory) and compiled once per machine (disk cache); on the
   cuda backend a later process launches it from its launch record (`records`), without
   the frontend.
 """
@@ -35,14 +36,14 @@ from .. import types as T
 from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
                       user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
-from ..frontend.typing import Multiple, Static, Weak
+from ..frontend.typing import Multiple, Narrow, Static, Weak
 from ..ir import abi_params
 from ..ir import nodes as N
 from ..ir.limits import MODEL
 from ..lang import checked_function
 from . import backend, constants, limits, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
-from .scalars import refuse_narrowed_floats, scalar_dtype
+from .scalars import is_narrow, narrowness, refuse_narrowed_floats, scalar_dtype, scalar_entry
 
 MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
@@ -267,7 +268,9 @@ class KernelFunction:
         launched `[1, 256]`, is race-free), then one entry per argument: a tile
         kernel's integer scalar also says whether it is a multiple of `MULTIPLE` (masks
         against it then compare once per run of elements, `Param.multiple_of`), and its
-        array whether it is `on_grid` (`ArrayType.on_grid`)."""
+        array whether it is `on_grid` (`ArrayType.on_grid`); an int64 or uint64 scalar on
+        either track says whether it lies in int32's range (`Param.narrow`: the proofs
+        know it, so `i * n + j` does not wrap; a larger value gets the other variant)."""
         key = [block, self.unit_grid_axes(grid)]
         for p, v, info in zip(self.params, values, infos):
             if p.constexpr:
@@ -280,9 +283,10 @@ class KernelFunction:
                 key.append(("s", "float64", None, "weak", T.float_range_bits(v)))
             else:
                 dtype = scalar_dtype(v, p.name, self.__name__)
-                key.append(("s", dtype.name, int(v) % MULTIPLE == 0)
-                           if self.track == "tile" and dtype.is_int
-                           else ("s", dtype.name))
+                number = int(v) if dtype.is_int else None  # a Python bool in the key, not NumPy's
+                key.append(scalar_entry(dtype, self.track == "tile",
+                                        dtype.is_int and number % MULTIPLE == 0,
+                                        dtype.name in N.NARROW_DTYPES and is_narrow(number)))
         return tuple(key)
 
     def unit_grid_axes(self, grid: tuple | None) -> tuple | None:
@@ -319,7 +323,7 @@ class KernelFunction:
 
     def build(self, key: tuple) -> N.Kernel:
         """The typed IR for a specialization key, straight from the frontend (no checks)."""
-        specs, multiples, weak = {}, {}, {}
+        specs, multiples, weak, narrow = {}, {}, {}, set()
         for p, k in zip(self.params, key[2:]):
             if k[0] == "c":
                 specs[p.name] = Static(k[1])
@@ -330,10 +334,13 @@ class KernelFunction:
                 specs[p.name] = T.from_name(k[1])
                 if divisibility(k):
                     multiples[p.name] = MULTIPLE
+                if narrowness(k):
+                    narrow.add(p.name)
                 if k[3:4] == ("weak",):
                     weak[p.name] = k[4]
         kernel = build_kernel(self.fn, self.track, specs, key[0], key[1], self.options["fma"],
-                              multiples, self.options["min_blocks_per_sm"], frozenset(weak))
+                              multiples, self.options["min_blocks_per_sm"], frozenset(weak),
+                              frozenset(narrow))
         refuse_narrowed_floats(kernel, weak, self.__name__)
         return kernel
 
@@ -390,22 +397,29 @@ class KernelFunction:
 
     def specialize_types(self, specs: dict, block: tuple | None = None,
                          grid: tuple | None = None) -> N.Kernel:
-        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`, `Weak`
-        or constexpr value); with `grid`, as launched with it (which axes have one block)."""
+        """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`,
+        `Narrow`, `Weak` or constexpr value); with `grid`, as launched with it (which axes
+        have one block). A plain int64 or uint64 DType is the wide variant (any value)."""
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")
         block = None if block is None else _dims(block, "block", self.__name__)
         grid = None if grid is None else _dims(grid, "grid", self.__name__)
-        multiples = {name: s.of for name, s in specs.items() if isinstance(s, Multiple)}
+        multiples = {name: s.of for name, s in specs.items()
+                     if isinstance(s, (Multiple, Narrow)) and s.of > 1}
+        narrow = frozenset(name for name, s in specs.items() if isinstance(s, Narrow))
+        for name in narrow:
+            if specs[name].dtype.name not in N.NARROW_DTYPES:
+                raise CompileError(f"{self.__name__}: {name!r}: narrow is for int64 and uint64 "
+                                   f"scalars, not {specs[name].dtype.name}")
         weak = frozenset(name for name, s in specs.items() if isinstance(s, Weak))
         return build_kernel(self.fn, self.track, {
             p.name: Static(specs[p.name]) if p.constexpr else
-            specs[p.name].dtype if p.name in multiples else
+            specs[p.name].dtype if isinstance(specs[p.name], (Multiple, Narrow)) else
             T.float64 if p.name in weak else specs[p.name]
             for p in self.params}, block, self.unit_grid_axes(grid), fma=self.options["fma"],
             multiples=multiples,
-            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak)
+            min_blocks_per_sm=self.options["min_blocks_per_sm"], weak=weak, narrow=narrow)
 
     # ---------------------------------------------------------------- launching
 

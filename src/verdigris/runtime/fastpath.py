@@ -13,7 +13,9 @@ compiled once: a function with the kernel's own parameters (user defaults kept) 
 launch it checks, argument by argument, everything the general path decided from: the
 exact type; for arrays dtype, rank, unit inner stride and 16-byte alignment (the
 specialization key) and the device (a `vg.Array`'s `kind` holds all of these: one identity
-test); for scalars the type, for constexprs the value. A failed check returns the call down
+test); for scalars the type (and for an int64 or uint64 whether it lies in int32's range,
+`scalars.narrowness`: a larger value never reuses the narrow variant), for constexprs the
+value. A failed check returns the call down
 the chain (no exception). Then the bounds proofs' preconditions (`spec.bounds_guard`) and
 the alias check (byte range of each written array against every other array, and a
 written view against itself; a `vg.Array` carries its byte range). Then it packs the ABI
@@ -56,6 +58,7 @@ from inspect import Parameter
 from .. import types as T
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
+from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .interop import span
 from .module import PACK_ERRORS, CudaKernel
 
@@ -249,6 +252,10 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
             if entry[3:4] == ("weak",):  # a Python float: the range it was specialized for
                 w.check(_outside_float_range(w, i, name, entry[4]))
             w.divisible(divisibility(entry), multiples=[name])
+            if narrowness(entry) is not None:  # int32's range, or not: one comparison
+                inside = (f"{name} < {NARROW_END}" if entry[1].startswith("u")
+                          else f"{NARROW_LOW} <= {name} < {NARROW_END}")
+                w.check(f"not ({inside})" if narrowness(entry) else inside)
         else:
             facts[i] = _array(w, i, name, value, info, entry)
     w.divisible_check()

@@ -27,6 +27,7 @@ PROVEN, REFUSED, NOT_COMPILABLE, NOT_PROVEN = "proven", "refused", "not compilab
 VERDICTS = (PROVEN, REFUSED, NOT_COMPILABLE, NOT_PROVEN)
 RUNTIME_CHECK = "bounds check kept at run time"  # the start of such a note
 ASSUMED = "assumed"  # the start of a note on a `vg.assume` fact the proofs took as given
+NARROW = "int32 range"  # the start of a note on 64-bit scalars checked for int32's values
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,11 @@ HINTS = {
                   "large: widen before multiplying, e.g. `int(simt.block_id(0)) * 256 + t`, or "
                   "index with simt.global_id(axis), which is int64",
     "wrap 64": "a 64-bit value wraps past 2**63 (or below 0 when unsigned) where the values "
-               "shown make it that large: keep the values that scale an index 32-bit (pass "
-               "a width or count as np.int32, so that a product with a thread id stays exact), "
-               "or cast to an unsigned type only what cannot be negative",
+               "shown make it that large: a launch whose 64-bit arguments lie in int32's "
+               "range runs a variant proven for those values (a Python int width below 2**31 "
+               "is one); for larger values keep what scales an index 32-bit (pass it as "
+               "np.int32, so that a product with a thread id stays exact), or cast to an "
+               "unsigned type only what cannot be negative",
     "VG210": "move the barrier (simt.barrier(), or a call that holds one, such as "
              "simt.block_ticket()) out of the condition, so that every thread of the block "
              "reaches it (guard only the memory accesses), or make the condition the same for "

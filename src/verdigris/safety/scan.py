@@ -42,6 +42,12 @@ command's output. Guarantees:
   cpu backend checks, and make its verdict not proven.
 - `vg.assume(...)` facts are notes (`note: assumed: n % 32 == 0 at file:line (kernel k),
   checked at every launch`): the verdicts hold for launches that satisfy them.
+- An int64 or uint64 scalar is checked in the variant its launch gets (`ir.nodes.Param.
+  narrow`): where a launch site's literal values (`possible_values`) include one beyond
+  int32's range, the wide variant (any value); else, values check does not see included,
+  the narrow one (values in int32's range), with a note (`note: int32 range: n checked
+  for values in int32's range (kernel k); ...`): a launch with a larger value gets the
+  wide variant, proven or refused at that launch.
 - `with vg.unsafe():` regions are notes (`note: unsafe region at file:line`), not findings.
 - Every kernel gets one verdict (`checkreport.Verdict`): refused where a race or a safety
   code the frontend enforces is found; not compilable where the frontend refused it as
@@ -65,12 +71,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import types as T
 from ..errors import Error, Loc, UndefinedName, UnsupportedConstruct
 from ..frontend import walk
 from ..ir import nodes as N
 from ..codegen import checks
 from . import analyze, bounds
-from .checkreport import (ASSUMED, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
+from .checkreport import (ASSUMED, NARROW, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
                           Note, Report, Verdict)
 from .elements import element_dtype
 from .statics import (MAX_CONFIGS, is_definition, load_definitions, possible_values,
@@ -166,9 +173,9 @@ class LaunchSite:
         return {name: dtype for name, dtype in found.items() if dtype is not None}
 
     def configs(self) -> list:
-        """((block, grid), constexpr values, element types) specializations this launch can
-        have, block and grid where they are literal (a grid of one block is proven as one);
-        [] if a constexpr has neither a literal value nor a default."""
+        """((block, grid), constexpr values, element types, wide scalars) specializations
+        this launch can have, block and grid where they are literal (a grid of one block is
+        proven as one); [] if a constexpr has neither a literal value nor a default."""
         config = self.call.func.slice
         blocks = []
         grid = config
@@ -189,9 +196,20 @@ class LaunchSite:
             if values is None:
                 return []
             choices.append([(p.name, v) for v in values])
-        elements = self.element_types()
-        return [((b, g), dict(c), elements) for b, g, c in itertools.islice(itertools.product(
-            blocks or [None], grids or [None], itertools.product(*choices)), MAX_CONFIGS)]
+        elements, wide = self.element_types(), self.wide_scalars()
+        return [((b, g), dict(c), elements, wide) for b, g, c in itertools.islice(
+            itertools.product(blocks or [None], grids or [None], itertools.product(*choices)),
+            MAX_CONFIGS)]
+
+    def wide_scalars(self) -> frozenset:
+        """The scalar parameters whose literal arguments include an integer beyond int32's
+        range: a launch with it runs the kernel's wide variant (`ir.nodes.Param.narrow`
+        False), which check then checks in place of the narrow one."""
+        arguments = self.arguments()
+        return frozenset(p.name for p in self.kernel.params if not p.constexpr
+                         and p.name in arguments and any(
+                             type(v) is int and not N.NARROW_RANGE[0] <= v <= N.NARROW_RANGE[1]
+                             for v in possible_values(arguments[p.name], self.scope) or ()))
 
 
 def default_configs(kernel, elements: dict | None = None, tuned: tuple = ()) -> list:
@@ -201,7 +219,7 @@ def default_configs(kernel, elements: dict | None = None, tuned: tuple = ()) -> 
     constexpr has neither a default nor a config's value."""
     defaults = {p.name: p.default for p in kernel.params if p.constexpr}
     choices = [{**defaults, **c} for c in tuned or ({},)]
-    return [((None, None), values, elements or {}) for values in choices
+    return [((None, None), values, elements or {}, frozenset()) for values in choices
             if inspect.Parameter.empty not in values.values()]
 
 
@@ -405,15 +423,16 @@ class FileCheck:
                                 + " at its launches and no default (give it one, e.g. "
                                 f"`{missing[0]}: vg.constexpr = 64`, to have it checked)")
         built, refusals, failures = [], [], []
-        for launch, constexprs, elements in dict.fromkeys(
-                (shape, tuple(c.items()), tuple(e.items())) for shape, c, e in configs):
-            ir, error = self.build(kernel, launch, dict(constexprs), dict(elements))
+        for launch, constexprs, elements, wide in dict.fromkeys(
+                (shape, tuple(c.items()), tuple(e.items()), w) for shape, c, e, w in configs):
+            ir, error = self.build(kernel, launch, dict(constexprs), dict(elements), wide=wide)
             if ir is None and _refusal(error, self.tree):
                 # a safety rule the frontend enforces, or Python no kernel can have: whatever
                 # the types check assumed, a launch would be refused the same way
                 refusals.append(error)
             elif ir is None:  # the types check inferred may be what fails: integers instead
-                ir, retried = self.build(kernel, launch, dict(constexprs), dict(elements), True)
+                ir, retried = self.build(kernel, launch, dict(constexprs), dict(elements), True,
+                                         wide)
                 if ir is None:
                     failures.append((error, retried))
             if ir is not None:
@@ -430,6 +449,12 @@ class FileCheck:
                 self.report.notes.append(Note(fact.loc, f"{ASSUMED}: {fact.text} at {fact.loc.file}:"
                                                         f"{fact.loc.line} (kernel {ir.name}), "
                                                         "checked at every launch"))
+            narrow = [p.name for p in ir.params if p.narrow]
+            if narrow:
+                self.report.notes.append(Note(ir.loc, (
+                    f"{NARROW}: {', '.join(narrow)} checked for values in int32's range "
+                    f"(kernel {ir.name}); a launch with a larger value specializes apart "
+                    "and is checked then")))
             codes += self.race_findings(ir)
         if codes:
             return REFUSED, ", ".join(sorted(set(codes)))
@@ -505,12 +530,13 @@ class FileCheck:
                     f"{RUNTIME_CHECK}: {node.array.name}[...] at {node.loc} (kernel {ir.name}); {why}")))
 
     def build(self, kernel, launch: tuple, constexprs: dict, elements: dict,
-              integers: bool = False):
+              integers: bool = False, wide: frozenset = frozenset()):
         """(the IR, None), or (None, the Error that stopped the frontend); `launch`: the
         (block, grid) it is specialized on, each None where unknown; `integers`: every
-        scalar and array element whose type the source does not state is int64."""
+        scalar and array element whose type the source does not state is int64; `wide`:
+        the 64-bit integer scalars built for any value (the others: the narrow variant)."""
         key = (id(kernel), launch, tuple(sorted(constexprs.items())),
-               tuple(sorted((k, v.name) for k, v in elements.items())), integers)
+               tuple(sorted((k, v.name) for k, v in elements.items())), integers, wide)
         if key not in self.builds:
             try:
                 usage = param_usage(kernel.fn)
@@ -518,7 +544,8 @@ class FileCheck:
                     usage = {name: replace(u, int_elements=True, int_scalar=True)
                              for name, u in usage.items()}
                 specs = {p.name: constexprs[p.name] if p.constexpr
-                         else usage[p.name].spec(elements.get(p.name)) for p in kernel.params}
+                         else _narrowed(usage[p.name].spec(elements.get(p.name)), p.name in wide)
+                         for p in kernel.params}
                 self.builds[key] = (kernel.specialize_types(specs, *launch), None)
             except Error as err:
                 self.builds[key] = (None, err)
@@ -528,8 +555,9 @@ class FileCheck:
 
     def check_launch(self, site: LaunchSite) -> None:
         configs = site.configs() + default_configs(site.kernel, site.element_types(), site.tuned)
-        ir = next((ir for launch, c, e in configs
-                   for ir in [self.build(site.kernel, launch, c, e)[0]] if ir is not None), None)
+        ir = next((ir for launch, c, e, w in configs
+                   for ir in [self.build(site.kernel, launch, c, e, wide=w)[0]] if ir is not None),
+                  None)
         if ir is None:
             return  # the kernel's own check says why it could not be built
         self.report.launches += 1
@@ -579,3 +607,13 @@ def _exception_text(exc: BaseException) -> str:
 
 def _checker_failed(exc: Exception) -> str:
     return f"the checker failed ({type(exc).__name__}: {exc}); please report it"
+
+
+def _narrowed(spec, wide: bool):
+    """A scalar's spec as check builds it: an int64 or uint64 in its narrow specialization
+    (values in int32's range) unless `wide`, any other spec as it is."""
+    from ..frontend.typing import Narrow
+
+    if isinstance(spec, T.DType) and spec.name in N.NARROW_DTYPES and not wide:
+        return Narrow(spec)
+    return spec

@@ -251,6 +251,8 @@ class _Thread(Wrapping, Loops):
         if not e.dtype.is_int:
             return self.floating()
         lo, hi = dtype_range(e.dtype)
+        if param.narrow:  # launched only with values in int32's range (`Param.narrow`)
+            lo, hi = max(lo, N.NARROW_RANGE[0]), min(hi, N.NARROW_RANGE[1])
         return self.space.add(Atom(name, "param", lo, hi, label=e.name))
 
     def e_special(self, e: N.Special):
