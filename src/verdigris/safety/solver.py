@@ -148,17 +148,19 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     nonzero = [d != 0 for d in enc.divisors]
     lower_first = [_before(enc, ids)]  # thread 1 the lower of the two (by block, then thread)
     for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small(), lower_first]:
-        solver.push()
-        solver.add(*[term.translate(solver.ctx) for term in preference])
-        with budgets.watch(solver.ctx):  # past the proof's time: the model as it is
-            found = solver.check()
-        try:
+        try:  # past the proof's time (z3 interrupted, in a check or a push): the model as it is
+            if budgets.spent():
+                break
+            solver.push()
+            solver.add(*[term.translate(solver.ctx) for term in preference])
+            with budgets.watch(solver.ctx):
+                found = solver.check()
             if found == z3.sat:
                 model = solver.model()
                 continue
-        except z3.Z3Exception:  # interrupted as the check ended: no model to take
-            pass
-        solver.pop()
+            solver.pop()
+        except z3.Z3Exception:
+            break
     return Found(model)
 
 
