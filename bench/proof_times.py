@@ -51,7 +51,9 @@ def main() -> int:
     import pytest
 
     recorder = Recorder()
-    pytest.main(["-q", "-p", "no:cacheprovider", *(rest or DEFAULT_PATHS)], plugins=[recorder])
+    # in this process (-n 0: the suite runs on pytest-xdist workers otherwise), where the
+    # recorder wraps the checker
+    pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", *(rest or DEFAULT_PATHS)], plugins=[recorder])
     rows = sorted(recorder.slowest.items(), key=lambda kv: -kv[1][0])
     print(f"\n{len(rows)} kernels; slowest proofs first:")
     print(f"{'cpu s':>7} {'wall s':>7} {'queries':>7}  {'verdict':<7} kernel")

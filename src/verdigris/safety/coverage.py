@@ -58,8 +58,9 @@ def decide(read, writes: list, space) -> Verdict | None:
         # what the writes surely write (their whole paths evaluated, in loops that cannot
         # be left early), and what they may write (conditions not evaluated count as true)
         surely, maybe = np.zeros(shape, bool), np.zeros(shape, bool)
+        given = _uniform_parts(read, space)
         for w in writes:
-            elements, reached, exact = _Points(space, ranges, w).elements(w)
+            elements, reached, exact = _Points(space, ranges, w).elements(w, given)
             inside = reached & _within(elements, shape)
             cells = tuple(e[inside] for e in elements)
             maybe[cells] = True
@@ -209,16 +210,17 @@ class _Points:
             return self._free(f[2])
         return set().union(*(self._free_formula(g) for g in f[1:])) if f[0] in ("and", "or", "not") else set()
 
-    def elements(self, access):
+    def elements(self, access, given: frozenset = frozenset()):
         """(index arrays, where the path condition holds, whether all of it was evaluated);
-        a conjunct that cannot be evaluated counts as true."""
+        a conjunct that cannot be evaluated counts as true, and as evaluated where it is one
+        of `given` (known to hold: see `_uniform_parts`)."""
         indices = [np.broadcast_to(self.poly(p), self.shape) for p in access.indices]
         reached, complete = np.ones(self.shape, bool), True
         for part in self.parts:
             try:
                 reached = reached & self.formula(part)
             except _Opaque:
-                complete = False
+                complete = complete and part in given
         return indices, reached, complete
 
     def poly(self, p: Poly):
@@ -255,6 +257,33 @@ class _Points:
             parts = [self.formula(g) for g in f[1:]]
             return np.logical_and.reduce(parts) if tag == "and" else np.logical_or.reduce(parts)
         raise _Opaque(tag)
+
+
+def _uniform_parts(read, space) -> frozenset:
+    """The conjuncts of the read's path condition that are the same for every thread of its
+    block (no thread id, no loaded value: sizes, parameters, block ids, loop counters, the
+    trip counts of loops with barriers, which the divergence proofs make the block's, and
+    functions of them). Where the read runs they hold, in its iteration, for every thread,
+    so a write earlier in that iteration under the same conjunct surely made it (`decide`:
+    `k0 < depth` around a tiled loop's stores and loads)."""
+    def uniform(p: Poly) -> bool:
+        for name in p.atoms():
+            atom = space.atoms[name]
+            if atom.kind in ("floordiv", "mod", "ite", "pow2", "loopvar"):  # functions of their parts
+                if not all(uniform(x) if isinstance(x, Poly) else uniform_formula(x)
+                           for x in atom.definition):
+                    return False
+            elif not (atom.kind in ("shape", "size", "param", "counter", "trips")
+                      or atom.kind == "thread" and name.startswith("bid")):
+                return False
+        return True
+
+    def uniform_formula(f: tuple) -> bool:
+        if f[0] == "cmp":
+            return uniform(f[2])
+        return all(map(uniform_formula, f[1:])) if f[0] in ("and", "or", "not") else f[0] in ("true", "false")
+
+    return frozenset(part for part in _conjuncts(read.pc) if uniform_formula(part))
 
 
 def _floordiv(points, x, y):
