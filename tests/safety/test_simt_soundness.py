@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import verdigris as vg
-from verdigris import safety, simt
+from verdigris import safety, simt, tile
 from verdigris.runtime.dispatch import KernelFunction, _dims
 
 THREADS = re.compile(r"thread \(block (\d+|\([\d, ]+\)), thread (\d+|\([\d, ]+\))\)")
@@ -371,3 +371,36 @@ def test_an_index_within_an_arrays_elements_is_exact_and_a_run_time_width_is_not
     assert "int64 arithmetic" in message
     accepted(rows_of_a_run_time_width, x, out, np.int64(10), grid=(1, 2), block=(16, 4))
     accepted(rows_of_a_run_time_width, x, out, 10, grid=(1, 2), block=(16, 4))
+
+
+# ----------------------------------------------------------------------------- the tile track
+
+@tile.kernel
+def tiles_at_a_wrapped_index(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    tile.store(out, index=(i * 2**62 * 4,), tile=tile.load(x, index=(i,), shape=(B,)))  # all: 0
+
+
+@tile.kernel
+def tiles_at_an_exact_index(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    tile.store(out, index=(i * 2**2 // 4,), tile=tile.load(x, index=(i,), shape=(B,)))
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the tile track's race model takes 64-bit "
+                   "arithmetic as exact (tiles._Block.wraps_64 = False; setting it does not "
+                   "reach the tile indices); the cpu backend's dynamic check refuses the launch")
+def test_a_tile_index_that_wraps_in_64_bits_is_refused_statically():
+    x = np.zeros(64, np.float32)
+    analysis = safety.analyze(tiles_at_a_wrapped_index.specialize(x, x.copy(), B=16))
+    assert [e.code for e in analysis.errors] == ["VG202"]
+
+
+def test_a_tile_index_that_wraps_is_refused_before_it_runs_on_the_cpu_backend(rng):
+    x = rng.random(64).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    with pytest.raises(vg.SafetyError) as info:
+        tiles_at_a_wrapped_index[4](x, out, B=16)
+    assert info.value.code == "VG202" and "block" in str(info.value)
+    tiles_at_an_exact_index[4](x, out, B=16)  # the twin: block i stores tile i
+    np.testing.assert_array_equal(out, x)
