@@ -252,10 +252,11 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
             if entry[3:4] == ("weak",):  # a Python float: the range it was specialized for
                 w.check(_outside_float_range(w, i, name, entry[4]))
             w.divisible(divisibility(entry), multiples=[name])
-            if narrowness(entry) is not None:  # int32's range, or not: one comparison
+            narrow = narrowness(entry)
+            if narrow is not None:  # int32's range, or not: one comparison
                 inside = (f"{name} < {NARROW_END}" if entry[1].startswith("u")
                           else f"{NARROW_LOW} <= {name} < {NARROW_END}")
-                w.check(f"not ({inside})" if narrowness(entry) else inside)
+                w.check(f"not ({inside})" if narrow else inside)
         else:
             facts[i] = _array(w, i, name, value, info, entry)
     w.divisible_check()

@@ -43,6 +43,21 @@ def program(snippet: str) -> str:
 PRELUDE_LINES = PRELUDE.count("\n")
 
 
+# VG304's kernel, launched with a fact broken (racy) and kept (fixed)
+_FILL_ROWS = """
+            @simt.kernel
+            def fill_rows(x, out, n, m):
+                vg.assume(m <= n)  # each row's m values fit in its n slots
+                i = simt.global_id(0)
+                if i < x.shape[0]:
+                    for j in range(m):
+                        out[i * n + j] = x[i]
+
+
+            x = vg.asarray(np.ones(100, np.float32))
+            out = vg.empty(800, vg.float32)
+"""
+
 EXPLANATIONS = {
     "VG201": Explanation(
         rule="""An array that the kernel writes must not overlap any other array argument
@@ -567,36 +582,12 @@ EXPLANATIONS = {
         why="""The kernel was proven safe only for launches where the fact holds: under
             m <= n the rows below write disjoint slots, but with m > n a thread's last
             writes land in the next thread's row, a race the proof never looked at.""",
-        racy=_snippet("""
-            @simt.kernel
-            def fill_rows(x, out, n, m):
-                vg.assume(m <= n)  # each row's m values fit in its n slots
-                i = simt.global_id(0)
-                if i < x.shape[0]:
-                    for j in range(m):
-                        out[i * n + j] = x[i]
-
-
-            x = vg.asarray(np.ones(100, np.float32))
-            out = vg.empty(800, vg.float32)
-            fill_rows[1, 128](x, out, 8, 9)  # 9 values for rows of 8
+        racy=_snippet(_FILL_ROWS + """            fill_rows[1, 128](x, out, 8, 9)  # 9 values for rows of 8
             """),
         message="""kernel.py:3:5: VG304: the launch of fill_rows breaks `vg.assume(m <= n)`:
             it is false with m = 9, n = 8""",
         hint="the kernel's proofs rely on this fact: launch it with arguments that satisfy it",
-        fixed=_snippet("""
-            @simt.kernel
-            def fill_rows(x, out, n, m):
-                vg.assume(m <= n)  # each row's m values fit in its n slots
-                i = simt.global_id(0)
-                if i < x.shape[0]:
-                    for j in range(m):
-                        out[i * n + j] = x[i]
-
-
-            x = vg.asarray(np.ones(100, np.float32))
-            out = vg.empty(800, vg.float32)
-            fill_rows[1, 128](x, out, 8, 5)
+        fixed=_snippet(_FILL_ROWS + """            fill_rows[1, 128](x, out, 8, 5)
             """),
     ),
 }
