@@ -35,9 +35,9 @@ def read_past_the_end(x, out):
 def shared_race(out):
     buf = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
-    with vg.unsafe():
-        buf[0] = float(t)  # RACE-LINE
-        out[t] = buf[0]  # RACE-LINE
+    with vg.unsafe():  # each warp reads what the other writes, with no barrier between
+        buf[t] = float(t)  # RACE-LINE
+        out[t] = buf[(t + 32) % 64]  # RACE-LINE
 
 
 @simt.kernel
@@ -68,9 +68,10 @@ class Lying:
 
 
 def oob():
-    x = vg.asarray(np.ones(256, np.float32))
-    out = vg.empty(256, vg.float32)
-    read_past_the_end[1, 256](Lying(x, 2_000_000), out)
+    # x is the later of two buffers: the lie's range, from x on, stays clear of out (the
+    # alias check refuses a launch where they would overlap); what x holds is never read
+    out, x = sorted((vg.empty(256, vg.float32), vg.empty(256, vg.float32)), key=lambda a: a.ptr)
+    read_past_the_end[1, 256](Lying(x, 1_000_256), out)
     vg.synchronize()
 
 

@@ -464,7 +464,6 @@ WRAPPING = {
     "sum": (shifted_by_a_sum, lambda x, out: (x, out, np.int64(-2**63), np.int64(-2**63 + 5), 8)),
     "cast": (shifted_by_a_cast, lambda x, out: (x, out, np.uint64(2**64 - 1), 4)),
     "while": (stepped_past_int64, lambda x, out: (x, out, 2**63 - 2, 4)),
-    "extent": (beside_a_long_view, lambda x, out: (long_view(), x[:1], x, out)),
 }
 
 
@@ -472,7 +471,7 @@ WRAPPING = {
 def test_an_index_that_wraps_in_64_bits_is_checked_where_it_does(cpu, case):
     """The guard compares exact integers; the kernel's 64-bit arithmetic wraps. A load whose
     index wraps past x on these launches (k + m = 2**64 - 5, int64(2**64 - 1) = -1, i
-    stepped past 2**63 - 1, a broadcast extent of 2**63 - 1 plus i) keeps its check on them:
+    stepped past 2**63 - 1) keeps its check on them:
     it is not proven, or the guard sends the launch to the checked variant. (The proofs
     once took these as exact: `k + m + n <= x.shape[0]` held, and x[5] was read unchecked.)"""
     k, make = WRAPPING[case]
@@ -482,9 +481,21 @@ def test_an_index_that_wraps_in_64_bits_is_checked_where_it_does(cpu, case):
     (load,) = [ok for (kind, _, _), ok in accesses(spec.kernel).items() if kind == "Load"]
     guard = spec.bounds_guard
     assert not (load and (guard is None or guard(values, infos, grid, block)))
-    if case != "extent":  # (the cpu backend cannot index a view that long)
-        with pytest.raises(vg.BoundsError, match=r"x\[-?\d+\] with shape \(4,\)"):
-            k[1, 8](*make(x, out))
+    with pytest.raises(vg.BoundsError, match=r"x\[-?\d+\] with shape \(4,\)"):
+        k[1, 8](*make(x, out))
+
+
+def test_a_broadcast_view_past_the_longest_extent_is_refused_at_launch(cpu):
+    """A broadcast extent of 2**63 - 1 once made `i + x.shape[0]` wrap; the proofs now take
+    extents below 2**40 (`ir.limits.MAX_EXTENT`), and a launch refuses a longer view before
+    anything runs, naming the argument and the axis."""
+    x, out = np.arange(4, dtype=np.float32), np.full(8, -7, np.float32)
+    with pytest.raises(vg.LaunchError, match=r"argument 'x' has 9223372036854775807 elements "
+                                             r"along axis 0, past the limit of 2\*\*40 - 1"):
+        beside_a_long_view[1, 8](long_view(), x[:1], x, out)
+    assert (out == -7).all()
+    beside_a_long_view[1, 8](np.zeros(3, np.uint8), x[:1], x, out)  # i + 3 < 6: i = 0, 1, 2
+    np.testing.assert_array_equal(out, [0, 1, 2] + [-7] * 5)
 
 
 @simt.kernel

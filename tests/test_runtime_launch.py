@@ -491,6 +491,30 @@ def test_a_python_float_beyond_float32_leaves_the_generated_launcher_and_is_refu
     assert got["small again"] == ["ok", 0]
 
 
+def test_an_array_past_the_longest_extent_leaves_the_generated_launcher_and_is_refused():
+    """The proofs take every extent below 2**40 (`ir.limits.MAX_EXTENT`): a launcher made
+    for strided views hands a broadcast view 2**40 long (a view of the same kind) down to
+    the general path, which refuses it; one 2**40 - 1 long passes the check and launches."""
+    got = run("""
+    x, y, o = f32(2000), f32(1000), f32(1000)
+    def attempt(label, view):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](2.0, view, y, o)
+            out[label] = ["ok", general_calls[0] - before]
+        except vg.Error as err:
+            out[label] = [type(err).__name__, general_calls[0] - before, str(err)]
+    attempt("strided", x[::2])
+    attempt("again", x[::2])
+    attempt("long", vg.Array(x.ptr, (2**40,), (0,), x.dtype, x.device, True, x))
+    attempt("longest", vg.Array(x.ptr, (2**40 - 1,), (0,), x.dtype, x.device, True, x))
+    """)
+    assert got["strided"] == ["ok", 1] and got["again"] == ["ok", 0]
+    assert got["long"][:2] == ["LaunchError", 1], got["long"]
+    assert "argument 'x' has 1099511627776 elements along axis 0" in got["long"][2]
+    assert got["longest"] == ["ok", 0]
+
+
 def test_a_rebound_module_constant_leaves_the_generated_launcher():
     """`runtime.constants`: a launcher tests the constants the kernel read by identity; a
     rebound one sends the launch to the general path, which builds the kernel again (another

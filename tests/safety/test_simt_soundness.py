@@ -257,7 +257,8 @@ def written_earlier_in_the_loop(x, out, m):
 
 
 @pytest.mark.parametrize("racy,fixed,certain", [
-    (read_in_a_while_loop, read_in_a_while_loop_after_writing, False),  # i is carried
+    # i's progression, narrowed by `i < m` in the body: with m = 1 the read surely happens
+    (read_in_a_while_loop, read_in_a_while_loop_after_writing, True),
     (read_under_a_loaded_condition, read_under_a_loaded_condition_after_writing, False),
     (written_only_later_in_the_loop, written_earlier_in_the_loop, True),
 ])
@@ -387,13 +388,15 @@ def tiles_at_an_exact_index(x, out, B: vg.constexpr):
     tile.store(out, index=(i * 2**2 // 4,), tile=tile.load(x, index=(i,), shape=(B,)))
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the tile track's race model takes 64-bit "
-                   "arithmetic as exact (tiles._Block.wraps_64 = False; setting it does not "
-                   "reach the tile indices); the cpu backend's dynamic check refuses the launch")
 def test_a_tile_index_that_wraps_in_64_bits_is_refused_statically():
+    """The tile track's indices are the hardware's: int64 arithmetic wraps (every block
+    stores at 0), and the proof sees it, with its hint; the exact twin is proven."""
     x = np.zeros(64, np.float32)
-    analysis = safety.analyze(tiles_at_a_wrapped_index.specialize(x, x.copy(), B=16))
-    assert [e.code for e in analysis.errors] == ["VG202"]
+    with pytest.raises(vg.SafetyError) as info:
+        tiles_at_a_wrapped_index.specialize(x, x.copy(), B=16)
+    assert info.value.code == "VG202" and "wraps around in int64 arithmetic" in str(info.value)
+    assert "no array is that long" in str(info.value)
+    assert not safety.analyze(tiles_at_an_exact_index.specialize(x, x.copy(), B=16)).errors
 
 
 def test_a_tile_index_that_wraps_is_refused_before_it_runs_on_the_cpu_backend(rng):

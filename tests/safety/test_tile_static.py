@@ -545,8 +545,9 @@ def grouped_batches(x, out, SIZED_BY_X: vg.constexpr, BM: vg.constexpr, BN: vg.c
 @tile.kernel
 def grouped_run_time_group(x, out, G, BM: vg.constexpr, BN: vg.constexpr):
     """GROUP as a run-time value: G = 0 would send every block to tile (0, 0), so the
-    order is safe only on launches with G >= 1, which the kernel states."""
-    vg.assume(G >= 1)
+    order is safe only on launches with G >= 1, which the kernel states, and a G past
+    2**31 / cols would wrap GROUP * cols in int64: the kernel states G's range."""
+    vg.assume(1 <= G <= 64)
     i, j = _triton_order(tile.bid(0), (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN, G)
     tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
 

@@ -50,16 +50,26 @@ def _int_divmod(em: Emitter, a: ir.Value, b: ir.Value, signed: bool) -> tuple:
 
 
 def _shift_left(em: Emitter, a: ir.Value, n: ir.Value, dt: DType) -> ir.Value:
-    in_range = em.b.icmp_unsigned("<", n, ir.Constant(n.type, dt.bits))
-    return em.b.select(in_range, em.b.shl(a, n), _zero(a))
+    return em.b.select(_in_range(em, n, dt), em.b.shl(a, _masked(em, n, dt)), _zero(a))
+
+
+def _in_range(em: Emitter, n: ir.Value, dt: DType) -> ir.Value:
+    return em.b.icmp_unsigned("<", n, ir.Constant(n.type, dt.bits))
+
+
+def _masked(em: Emitter, n: ir.Value, dt: DType) -> ir.Value:
+    """The shift amount's low bits: where it is in range, the amount itself. The NVPTX
+    back end folds `select(n < 64, shl(a, n), 0)` into PTX's shift, which clamps its 32-bit
+    amount, after truncating a 64-bit n: n = -2**63 shifted by 0 (found on an H100); with
+    the mask, the select stays."""
+    return em.b.and_(n, ir.Constant(n.type, dt.bits - 1))
 
 
 def _shift_right(em: Emitter, a: ir.Value, n: ir.Value, dt: DType) -> ir.Value:
     if dt.is_signed:  # shifting by width - 1 already gives the sign fill
         clamped = em.call(f"llvm.umin.i{dt.bits}", n.type, n, ir.Constant(n.type, dt.bits - 1))
         return em.b.ashr(a, clamped)
-    in_range = em.b.icmp_unsigned("<", n, ir.Constant(n.type, dt.bits))
-    return em.b.select(in_range, em.b.lshr(a, n), _zero(a))
+    return em.b.select(_in_range(em, n, dt), em.b.lshr(a, _masked(em, n, dt)), _zero(a))
 
 
 # ----------------------------------------------------------------------------- floats

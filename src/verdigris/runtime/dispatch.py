@@ -252,14 +252,17 @@ class KernelFunction:
         return values
 
     def describe_args(self, values: list) -> list:
-        """The `ArrayInfo` of each array argument (None for numbers and constexprs)."""
+        """The `ArrayInfo` of each array argument (None for numbers and constexprs), each
+        within the extents the proofs assume (`limits.check_extents`)."""
         try:
-            return [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
+            infos = [None if p.constexpr else describe(v) for p, v in zip(self.params, values)]
         except LaunchError as err:
             bad = next(p.name for p, v in zip(self.params, values) if not p.constexpr
                        and _describe_fails(v))
             raise LaunchError(f"{self.__name__}: argument {bad!r}: {err.message}",
                               hint=err.hint) from None
+        limits.check_extents(self.__name__, [p.name for p in self.params], infos)
+        return infos
 
     def spec_key(self, values: list, infos: list, block: tuple | None,
                  grid: tuple | None = None) -> tuple:

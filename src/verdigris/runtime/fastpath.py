@@ -18,7 +18,8 @@ test); for scalars the type (and for an int64 or uint64 whether it lies in int32
 value. A failed check returns the call down
 the chain (no exception). Then the bounds proofs' preconditions (`spec.bounds_guard`) and
 the alias check (byte range of each written array against every other array, and a
-written view against itself; a `vg.Array` carries its byte range). Then it packs the ABI
+written view against itself; a `vg.Array` carries its byte range), and that no extent
+passes `ir.limits.MAX_EXTENT` (one bitwise or of them all). Then it packs the ABI
 values with one `struct.pack_into` into this thread's preallocated slots and calls
 `cuLaunchKernel` once, with the address of a prebuilt `void*` array.
 
@@ -56,6 +57,7 @@ import threading
 from inspect import Parameter
 
 from .. import types as T
+from ..ir.limits import MAX_EXTENT
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .scalars import NARROW_END, NARROW_LOW, narrowness
@@ -260,6 +262,9 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         else:
             facts[i] = _array(w, i, name, value, info, entry)
     w.divisible_check()
+    extents = [n for f in facts.values() for n in f.shapes]
+    if extents:  # one past MAX_EXTENT (a long broadcast view): the general path refuses it
+        w.check(f"({' | '.join(extents)}) > {MAX_EXTENT}")
     if spec.bounds_guard is not None:
         condition = _inline_guard(spec.bounds_guard.condition, w.names, facts, plan)
         w.check(f"({condition})" if plan.checked else f"not ({condition})")

@@ -5,7 +5,9 @@ None until its lowering chooses one) and, on the cuda backend, the device. Gives
 `check_shape(name, grid, block)`, against `ir.limits.MODEL` (what the race and bounds
 proofs assume; the cpu backend runs as the GPU would, so it refuses the same launches), and
 `check_device(name, grid, block, device)`, against the device's own limits (read from the
-driver once per device) where they are smaller.
+driver once per device) where they are smaller, and `check_extents(name, names, infos)`,
+each array argument's extents against `ir.limits.MAX_EXTENT` (only a broadcast view passes
+it: no memory holds 2**40 elements along one axis).
 
 Guarantees: a launch that passes both has a grid and block that the proofs' model covers and
 the device accepts; any other raises `LaunchError` naming the axis, the value and the limit,
@@ -15,7 +17,7 @@ launch still specializes, checks and compiles the kernel).
 from __future__ import annotations
 
 from ..errors import LaunchError
-from ..ir.limits import MAX_AXIS_THREADS, MODEL, LaunchLimits
+from ..ir.limits import MAX_AXIS_THREADS, MAX_EXTENT, MODEL, LaunchLimits
 
 AXES = "xyz"
 _device_limits: dict = {}  # device ordinal -> its LaunchLimits, each at most MODEL's
@@ -52,6 +54,19 @@ def check_shape(name: str, grid: tuple, block: tuple | None,
                 f"{name}: grid {grid} x block {block} has {grid[axis] * block[axis]} threads "
                 f"along {AXES[axis]}, past the limit of {MAX_AXIS_THREADS} (thread ids along an "
                 "axis are int32)", hint="use a grid-stride loop over a smaller grid")
+
+
+def check_extents(name: str, names: list, infos: list) -> None:
+    """LaunchError where an array argument (`infos`, None for the others) is longer than
+    `MAX_EXTENT` along an axis: the proofs take extents below it, so that a tile count times
+    a tile size, or a row times a width, is exact in int64."""
+    for param, info in zip(names, infos):
+        for axis, extent in enumerate(getattr(info, "shape", ())):
+            if extent > MAX_EXTENT:
+                raise LaunchError(
+                    f"{name}: argument {param!r} has {extent} elements along axis {axis}, past "
+                    f"the limit of 2**40 - 1 = {MAX_EXTENT} of one axis", hint="a view that long "
+                    "is a broadcast (a zero stride): pass the array it repeats and index it")
 
 
 def check_device(name: str, grid: tuple, block: tuple, device: int) -> None:

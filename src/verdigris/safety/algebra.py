@@ -21,12 +21,12 @@ import math
 from dataclasses import dataclass, field
 
 from .. import types as T
-from ..ir.limits import MAX_AXIS_THREADS, MODEL  # every launch is refused past these
+from ..ir.limits import MAX_AXIS_THREADS, MAX_EXTENT, MODEL  # every launch is refused past these
 
 INF = math.inf
 MAX_BLOCK = MODEL.block_threads
 MAX_GRID = MODEL.grid
-MAX_ELEMENTS = 2**63 - 1  # an extent is an int64 (a broadcast view of bytes reaches this)
+MAX_ELEMENTS = 2**63 - 1  # an array's elements in all (numel is an int64)
 AXES = "xyz"
 
 
@@ -324,10 +324,59 @@ class Space:
                 lo, hi = (x + y for x, y in zip((lo, hi), _imul((coef, coef), (0, MAX_AXIS_THREADS - 1))))
         for mono, coef in terms.items():
             m = (coef, coef)
-            for name in _merge_axis_products(mono):
+            factors, joint = self.tiles_of_one_array(_merge_axis_products(mono))
+            for bound in joint:
+                m = _imul(m, bound)
+            for name in factors:
                 m = _imul(m, self.bounds(name))
             lo, hi = lo + m[0], hi + m[1]
         return lo, hi
+
+    def tiles_of_one_array(self, factors: list) -> tuple:
+        """(the other factors, the bounds of products) of a monomial's factors, where two or
+        more are counts along distinct axes of one array (`x.shape[k]`, or
+        `(x.shape[k] + c) // d`, the number of tiles along k): their product is below the
+        array's elements, not the product of each one's bound (`rows * cols` of a
+        persistent loop over a matrix's tiles fits in int64)."""
+        by_array: dict = {}
+        for name in factors:
+            count = self.extent_count(name) if factors.count(name) == 1 else None
+            if count is not None:
+                by_array.setdefault(count[0], {}).setdefault(count[1], (name, count[2], count[3]))
+        joint, taken = [], set()
+        for counts in by_array.values():
+            if len(counts) < 2:
+                continue
+            parts = list(counts.values())
+            taken.update(name for name, _, _ in parts)
+            most = 0
+            for subset in range(1 << len(parts)):  # the product of (shape + c) over the axes
+                chosen = [k for k in range(len(parts)) if subset >> k & 1]
+                extents = MAX_EXTENT if len(chosen) == 1 else min(MAX_ELEMENTS, MAX_EXTENT ** len(chosen))
+                most += math.prod(parts[k][1] for k in range(len(parts)) if k not in chosen) * \
+                    (extents if chosen else 1)
+            each = math.prod(self.atoms[name].hi for name, _, _ in parts)
+            joint.append((0, min(each, most // math.prod(d for _, _, d in parts))))
+        return [f for f in factors if f not in taken], joint
+
+    def extent_count(self, name) -> tuple | None:
+        """(array, axis, c, d) where atom `name` is at most `(array.shape[axis] + c) // d`
+        (c >= 0, d >= 1) and never negative: the extent itself, or a count of its tiles."""
+        atom = self.atoms.get(name) if isinstance(name, str) else None
+        if atom is None or atom.lo < 0:
+            return None
+        if atom.kind == "shape":
+            _, array, axis = name.rsplit(":", 2)
+            return array, axis, 0, 1
+        if atom.kind != "floordiv" or atom.definition[1].value is None or atom.definition[1].value < 1:
+            return None
+        top, d = atom.definition[0], atom.definition[1].value
+        c = top.terms.get((), 0)
+        shapes = [mono[0] for mono, coef in top.terms.items() if mono and coef == 1 and len(mono) == 1]
+        if len(top.terms) - (c != 0) != 1 or len(shapes) != 1 or c < 0 or self.atoms[shapes[0]].kind != "shape":
+            return None
+        _, array, axis = shapes[0].rsplit(":", 2)
+        return array, axis, c, d
 
     def bounds(self, name) -> tuple:
         if isinstance(name, tuple):  # gdim(a) * bdim(a): at most MAX_AXIS_THREADS
@@ -344,7 +393,7 @@ class Space:
             others = [Poly.atom(n) for n in self.atoms if n.startswith(f"shape:{array}:")]
             for other in others:
                 self.uniform_domain.append(compare("le", other * Poly.atom(name), Poly.const(MAX_ELEMENTS)))
-        return self.add(Atom(name, "shape", 0, MAX_ELEMENTS, label=f"{array}.shape[{axis}]"))
+        return self.add(Atom(name, "shape", 0, MAX_EXTENT, label=f"{array}.shape[{axis}]"))
 
     # ------------------------------------------------------------ launch registers
 

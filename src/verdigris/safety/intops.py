@@ -140,13 +140,14 @@ def _divmod(op: str):
         if d is not None and d > 0:
             bounds = (math.floor(lo / d) if lo != -INF else -INF, math.floor(hi / d) if hi != INF else INF) \
                 if op == "floordiv" else (0, d - 1)
-        elif op == "mod":
+        elif op == "mod":  # the divisor's sign, below its magnitude; 0 for a zero divisor
             blo, bhi = t.space.interval(b)
-            bounds = dtype_range(dtype) if blo < 1 else (0, bhi - 1)
+            rlo, rhi = dtype_range(dtype)
+            bounds = (max(rlo, min(0, blo + 1)), min(rhi, max(0, bhi - 1)))
         else:  # |a // b| <= |a| (0 for b == 0); only INT_MIN // -1 leaves the dtype, and wraps
             blo = t.space.interval(b)[0]
             most = max(abs(lo), abs(hi))
-            bounds = (min(lo, 0), max(hi, 0)) if blo >= 1 else (-most, most)
+            bounds = (min(lo, 0), max(hi, 0)) if blo >= 0 else (-most, most)
             return t.fit(t.space.defined(op, bounds[0], bounds[1], (a, b)), dtype)
         return t.space.defined(op, bounds[0], bounds[1], (a, b))
     return handler

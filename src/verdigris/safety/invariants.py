@@ -96,25 +96,26 @@ def hull(assumed: Assumed, values, scopes, space) -> Assumed:
 
 
 def refine(cond: tuple, atoms: set, space) -> None:
-    """Tighten the intervals of `atoms` (fresh per iteration) by the conjuncts of `cond`
-    that bound one of them: `c*h + d op 0` with c = +-1."""
+    """Tighten the intervals of `atoms` by the conjuncts of `cond` that bound one of them:
+    `c*h + rest op 0` (op <, <= or ==; c a constant; `rest` free of h), with rest at its
+    least (or most) over its interval: `t < rows * cols` keeps a while loop's `t` below
+    the most `rows * cols` can be, and `vg.assume(1 <= G <= 64)` bounds G."""
     for part in cond[1:] if cond[0] == "and" else (cond,):
         if part[0] != "cmp" or part[1] == "ne":
             continue
-        terms = {m: c for m, c in part[2].terms.items() if m}
-        if len(terms) != 1:
-            continue
-        (mono, c), = terms.items()
-        if len(mono) != 1 or mono[0] not in atoms or c not in (1, -1):
-            continue
-        atom, d = space.atoms[mono[0]], part[2].terms.get((), 0)
         strict = 1 if part[1] == "lt" else 0
-        if part[1] == "eq":  # h == -d*c
-            narrow(atom, -d * c, -d * c, space)
-        elif c == 1:  # h + d < 0 (or <= 0)
-            narrow(atom, -INF, -d - strict, space)
-        else:  # -h + d < 0 (or <= 0)
-            narrow(atom, d + strict, INF, space)
+        for name in part[2].atoms() & atoms:
+            mine = {m: c for m, c in part[2].terms.items() if name in m}
+            if list(mine) != [(name,)]:
+                continue
+            c = mine[(name,)]
+            rlo, rhi = space.interval(part[2] - Poly({(name,): c}))
+            # c*h <= -strict - rest, at most -strict - rlo (and, == 0, at least -rhi)
+            most, least = -strict - rlo, -rhi if part[1] == "eq" else -INF
+            if c < 0:
+                most, least, c = -least, -most, -c
+            narrow(space.atoms[name], -INF if least == -INF else -(-int(least) // c),
+                   INF if most == INF else int(most) // c, space)
 
 
 def progression(back, current, space) -> tuple:

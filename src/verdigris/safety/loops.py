@@ -151,7 +151,8 @@ class Loops:
             settled = self.settled(heads, counter, runs, exact, carried)
             if runs is not None:
                 cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
-            invariants.refine(cond, fresh, self.space)
+            # and this iteration's own progressions (a while loop's `t < rows * cols`)
+            invariants.refine(cond, fresh | self.progressions_of(counter), self.space)
             if kinds:
                 trips = self.trip_count(runs, exact, label, surely)
                 if exact and span is not None:
@@ -281,6 +282,12 @@ class Loops:
         if self.inductions_wrap:
             return self.observe(self.space.fresh("loopvar", lo, hi, (start, k, step), name), dtype)
         return self.space.fresh("loopvar", max(lo, rlo), min(hi, rhi), (start, k, step), name)
+
+    def progressions_of(self, counter: str) -> set:
+        """The atoms of the loop variables at the head of iteration `counter` (made for it
+        alone, so the loop condition narrows them in the body)."""
+        k = Poly.atom(counter)
+        return {n for n, a in self.space.atoms.items() if a.kind == "loopvar" and a.definition[1] == k}
 
     def innermost_loop(self) -> _Frame:
         return next(f for f in reversed(self.frames) if f.counter)

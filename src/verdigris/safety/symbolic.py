@@ -71,7 +71,7 @@ from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
 from ..simt import warp_size
-from . import barriers, tickets
+from . import barriers, invariants, tickets
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
                       joined, neg, relative)
 from .intops import INT_OPS, Wrapping
@@ -168,6 +168,9 @@ class _Thread(Wrapping, Loops):
         if kernel.assumptions and not space.assumed:  # `vg.assume`: facts of every launch
             space.assumed = [self.assumed(a.cond) for a in kernel.assumptions]  # (the launch
             space.domain.extend(space.assumed)  # checks them), so of every thread
+            launch_values = {n for n, a in space.atoms.items() if a.kind in ("param", "shape")}
+            for fact in space.assumed:  # `1 <= G <= 64` bounds G, so `G * cols` stays exact
+                invariants.refine(fact, launch_values, space)
         self.ticket_counters = tickets.counters(kernel, space)
 
     # ---------------------------------------------------------------- values

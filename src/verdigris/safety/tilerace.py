@@ -40,7 +40,7 @@ from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
 from . import blockorder, fastpath, injective, solver
 from .codes import CODES
-from .diagnose import _dims, _plural, unproven_error, wrap_note
+from .diagnose import _dims, _plural, unproven_error, wrap_hint, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
 from .trace import Access
 from .tiles import LANE, TileAccess, execute
@@ -67,6 +67,10 @@ HINTS = {
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
             "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
             "`int(tile.bid(0)) * 4096`",
+    "wrap 64": "a 64-bit index wraps past 2**63 where the values shown make it that large, "
+               "and the hardware's index is the wrapped one: no array is that long, so keep "
+               "the index arithmetic below it (divide before multiplying; a tile index counts "
+               "tiles, not elements)",
 }
 
 
@@ -260,7 +264,7 @@ def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome) -> 
     line = other.loc.line
     where = f"; the other access is at line {line}" if line != at.loc.line else ""
     message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({_situation(outcome)}){where}"
-    hint = HINTS["wrap" if outcome.wraps else code]
+    hint = HINTS[wrap_hint(outcome) or code]
     return SafetyError(message, at.loc, hint.format(array=at.array), code)
 
 
@@ -279,5 +283,5 @@ def _data_error(a: TileAccess, b: TileAccess, outcome) -> SafetyError:
               f"see; {example}")
     scatter = "scatter" in (a.op, b.op)
     return unproven_error(a, b, reason, "blocks",
-                          HINTS["wrap" if outcome.wraps else "scatter" if scatter else "VG205"])
+                          HINTS[wrap_hint(outcome) or ("scatter" if scatter else "VG205")])
 

@@ -116,7 +116,6 @@ _AS_SCALAR = {
 class _Block(_Thread):
     """`symbolic`'s executor, with the tile nodes."""
 
-    wraps_64 = False  # a known gap of the tile race model (`symbolic._Thread.wraps_64`)
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
     node = None  # the innermost node that accesses memory, being executed
 
@@ -280,7 +279,7 @@ class _Block(_Thread):
         return self.unknown(e.type, f"{e.array.name}[...]")
 
     def t_gather(self, e: X.Gather):
-        indices = tuple(self.eval(i) for i in e.indices)
+        indices = self.indices(e.indices)
         self.eval(e.padding)
         self.element_access(e.array, "read", indices, e.shape, e.loc, "gather")
         return self.unknown(e.type, f"{e.array.name}[...]")
@@ -297,14 +296,14 @@ class _Block(_Thread):
 
     def access(self, array: N.ArrayRef, kind: str, indices, loc) -> None:
         """A scalar Load, Store or Atomic: a tile of one element."""
-        polys = tuple(self.eval(i) for i in indices)
+        polys = self.indices(indices)
         ones = (1,) * len(polys)
         self.record(array, kind, polys, loc, "", (), View(polys, ones, (None,) * len(polys)))
 
     def tile_access(self, array: N.ArrayRef, kind: str, index, shape: tuple, loc, op: str) -> None:
-        tiles = tuple(self.eval(i) for i in index)
+        tiles = self.indices(index)
         lanes = self.lanes(shape)
-        elements = tuple(t * Poly.const(n) + p for t, n, p in zip(tiles, shape, lanes))
+        elements = tuple(self.observe(t * Poly.const(n) + p, T.int64) for t, n, p in zip(tiles, shape, lanes))
         view = View(tiles, shape, tuple(next(iter(p.atoms()), None) for p in lanes))
         self.record(array, kind, elements, loc, op, shape, view)
 
@@ -351,7 +350,7 @@ class _Block(_Thread):
         self.tile_access(s.array, "atomic", s.index, s.value.shape, s.loc, f"atomic_{s.op}")
 
     def s_scatter(self, s: X.Scatter):
-        indices = tuple(self.eval(i) for i in s.indices)
+        indices = self.indices(s.indices)
         self.eval(s.value)
         keep = TRUE if s.mask is None else self.eval(s.mask)  # a formula of the lanes, or
         outer = self.pc  # a value the checker cannot see: then every lane is taken to write
