@@ -39,9 +39,12 @@ echo; echo "== 4. ncu source page"
 if [ -n "$NCU" ]; then
   rep=$(mktemp -d)/softmax
   "$NCU" --import-source yes --section SourceCounters -k regex:softmax -c 1 -o "$rep" python $HERE profile >/dev/null 2>&1
-  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>&1 | grep -E "tile_softmax\.py|^\"#|Source" | head -20
-  rows=$("$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>/dev/null | grep -c 'tile_softmax')
-  echo "(source-page rows mentioning tile_softmax.py: $rows)"
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda 2>&1 > "$rep.csv"
+  grep -m1 "File Path" "$rep.csv"
+  # the rows of Python lines that ran instructions: line number, source, samples, instructions
+  awk -F'","' 'NR > 2 && $8 != "0" && $8 != "" {gsub(/^"/, "", $1); print "  line " $1 ": " $2 "   (" $7 " samples, " $8 " instructions)"}' "$rep.csv" | head -14
+  rows=$(grep -c 'tile_softmax' "$rep.csv")
+  echo "(source files named on the page: tile_softmax.py $rows)"
   if [ "$rows" = 0 ]; then  # show what ncu gave, to see why
     "$NCU" -i "$rep.ncu-rep" --page source --csv 2>&1 | head -30
   fi
