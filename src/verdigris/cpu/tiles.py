@@ -179,9 +179,13 @@ class _Block:
                       site.unsafe)
 
     def out_of_bounds(self, mem: _Memory, at, loc, element=None) -> BoundsError:
+        """VG302 of a scalar access, or of a scatter's tile `element` (whose lanes outside
+        the array may be skipped instead)."""
         where = "" if element is None else f" (tile element {tuple(map(int, element))})"
+        advice = "" if element is None else ("; where the lanes outside the array are padding "
+                                             "meant to write nothing, pass skip_out_of_bounds=True")
         return BoundsError.of(mem.name, at, mem.shape, f"kernel {self.launch.kernel.name}, "
-                              f"block {tuple(map(int, self.block_id))}{where}", loc)
+                              f"block {tuple(map(int, self.block_id))}{where}", loc, advice)
 
 
 @dataclass(frozen=True)
