@@ -4,7 +4,8 @@
 A skipped lane makes no access: a scatter writes nothing there (values against NumPy
 references, outputs poisoned first), shadow memory records nothing there (padding indices
 repeated across blocks are no race, a real slot written twice still is), and the default
-stays a bounds fault. The racy kernels beside their fixed twins are in the tile safety
+stays a bounds fault. The GPU code runs on the host too (`host_jit`, which raises for an
+access outside every array): a skipped lane touches no memory and records no fault. The racy kernels beside their fixed twins are in the tile safety
 suite (`tests/safety/tile_pairs.py`, "skipping scatter ..."); the GPU runs are in
 `tests/gpu/test_tile_skip_gpu.py`.
 """
@@ -13,22 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import host_jit
 import verdigris as vg
 from verdigris import codegen, tile
 from verdigris import types as T
+from verdigris.codegen import checks
 from verdigris.ir.printer import format_kernel
 from safety.test_tile_dynamic import run_on_cpu
-from safety.tile_pairs import skipping_loaded_slots
+from safety.tile_pairs import skipping_loaded_slots, skipping_loaded_slots_unsafe
 from test_tile_codegen import arr, needs_ptxas
 from tile_skip_kernels import (copy_rows_skipping, count_and_max_per_slot, gather_tokens,
-                               reverse_faulting, reverse_skipping)
-
-
-def slots_with_padding(rng, tokens: int, slots: int) -> np.ndarray:
-    """Each of `slots` slots taken by one token; the other tokens' slot is -1 or `slots`."""
-    chosen = rng.choice(np.array([-1, slots]), tokens)
-    chosen[rng.choice(tokens, slots, replace=False)] = rng.permutation(slots)
-    return chosen
+                               reverse_faulting, reverse_skipping, slots_with_padding)
 
 
 def test_a_skipping_scatter_writes_only_the_lanes_inside(rng):
@@ -163,4 +159,48 @@ def test_a_skipping_scatter_records_no_fault():
     skipping, faulting = ptx(reverse_skipping, **specs), ptx(reverse_faulting, **specs)
     assert "atom.relaxed.gpu.global.cas" in faulting
     assert "cas" not in skipping
-    assert skipping.count("st.global.b32") == 4  # one guarded store per register of the tile
+    assert "st.global.b32" in skipping
+
+
+# ----------------------------------------------------------------------------- the GPU code on the host
+
+
+def test_the_gpu_code_skips_the_lanes_outside_and_records_no_fault(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    assert host_jit.run(reverse_skipping, vg.cdiv(1000, 128), x=x, out=out, B=128) is None
+    np.testing.assert_array_equal(out, x[::-1])
+    x = rng.standard_normal((50, 70)).astype(np.float32)
+    out = np.full((50, 70), np.nan, np.float32)
+    assert host_jit.run(copy_rows_skipping, vg.cdiv(50, 8), x=x, out=out, R=8, C=128) is None
+    np.testing.assert_array_equal(out, x)
+
+
+def test_the_gpu_code_of_atomic_and_loaded_slots(rng):
+    tokens, slots = 1000, 37
+    x = rng.standard_normal(tokens).astype(np.float32)
+    chosen = rng.integers(-3, slots + 3, tokens)
+    counts, best = np.zeros(slots, np.int32), np.full(slots, -np.inf, np.float32)
+    assert host_jit.run(count_and_max_per_slot, vg.cdiv(tokens, 300), x=x, slots=chosen,
+                        counts=counts, best=best, B=300) is None
+    inside = (chosen >= 0) & (chosen < slots)
+    np.testing.assert_array_equal(counts, np.bincount(chosen[inside], minlength=slots))
+    want = np.full(slots, -np.inf)
+    np.maximum.at(want, chosen[inside], x[inside].astype(np.float64))
+    np.testing.assert_array_equal(best, want.astype(np.float32))
+    chosen = slots_with_padding(rng, tokens, 300)
+    out = np.full(300, np.nan, np.float32)
+    assert host_jit.run(skipping_loaded_slots_unsafe, vg.cdiv(tokens, 128), x=x, slots=chosen,
+                        out=out, B=128) is None
+    inside = (chosen >= 0) & (chosen < 300)
+    want = np.full(300, np.nan, np.float32)
+    want[chosen[inside]] = x[inside]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_the_gpu_code_without_the_option_still_records_a_fault(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    record = host_jit.run(reverse_faulting, vg.cdiv(1000, 128), x=x, out=out, B=128)
+    assert record is not None and record[checks.RECORD_EXTENT] == 1000
+    np.testing.assert_array_equal(out, x[::-1])  # the faulting lanes were skipped

@@ -3,8 +3,18 @@
 `tests/test_tile_skip_out_of_bounds.py` checks and runs them on the cpu backend,
 `tests/gpu/test_tile_skip_gpu.py` on the GPU; the racy ones beside their fixed twins are in
 the tile safety suite (`tests/safety/tile_pairs.py`, "skipping scatter ...")."""
+import numpy as np
+
 import verdigris as vg
 from verdigris import tile
+
+
+def slots_with_padding(rng, tokens: int, slots: int) -> np.ndarray:
+    """MoE's dispatch: each of `slots` slots taken by one token; the other tokens' slot is
+    -1 or `slots` (outside an array of `slots` either way), at random."""
+    chosen = rng.choice(np.array([-1, slots]), tokens)
+    chosen[rng.choice(tokens, slots, replace=False)] = rng.permutation(slots)
+    return chosen
 
 
 @tile.kernel

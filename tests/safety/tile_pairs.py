@@ -33,6 +33,7 @@ import numpy as np
 
 import verdigris as vg
 from verdigris import tile
+from tile_skip_kernels import slots_with_padding
 
 
 @dataclass
@@ -543,12 +544,8 @@ def skipping_loaded_slots_unsafe(x, slots, out, B: vg.constexpr):
 
 
 def slots_setup(rng):
-    """MoE's dispatch: 3 * B slots, each taken by one token of N; the other tokens' slot is
-    -1 or 3 * B (outside out either way)."""
-    m = 3 * B
-    slots = rng.choice(np.array([-1, m]), N)
-    slots[rng.choice(N, m, replace=False)] = rng.permutation(m)
-    return vg.cdiv(N, B), (_f32(rng), slots, _poison(m)), {"B": B}
+    """MoE's dispatch of N tokens to 3 * B slots."""
+    return vg.cdiv(N, B), (_f32(rng), slots_with_padding(rng, N, 3 * B), _poison(3 * B)), {"B": B}
 
 
 def slots_reference(args):
