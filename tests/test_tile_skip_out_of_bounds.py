@@ -1,13 +1,14 @@
 """Gathers and scatters that skip the lanes whose index lies outside the array
-(`skip_out_of_bounds=True`, issue #26 item 7), on the cpu backend and through ptxas.
+(`skip_out_of_bounds=True`, issue #26 item 7), on the cpu backend, in the GPU code run on
+the host (`host_jit`) and through ptxas.
 
 A skipped lane makes no access: a scatter writes nothing there (values against NumPy
 references, outputs poisoned first), shadow memory records nothing there (padding indices
-repeated across blocks are no race, a real slot written twice still is), and the default
-stays a bounds fault. The GPU code runs on the host too (`host_jit`, which raises for an
-access outside every array): a skipped lane touches no memory and records no fault. The racy kernels beside their fixed twins are in the tile safety
-suite (`tests/safety/tile_pairs.py`, "skipping scatter ..."); the GPU runs are in
-`tests/gpu/test_tile_skip_gpu.py`.
+repeated across blocks are no race, a real slot written twice still is), the GPU code
+touches no memory and records no fault there (`host_jit` raises for an access outside
+every array), and the default stays a bounds fault. The racy kernels beside their fixed
+twins are in the tile safety suite (`tests/safety/tile_pairs.py`, "skipping scatter ...");
+the GPU runs are in `tests/gpu/test_tile_skip_gpu.py`.
 """
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ def test_the_option_is_a_constant_and_a_gather_takes_only_true():
 def test_the_printed_ir_tells_a_skipping_scatter_apart():
     """Proofs and PTX are cached by the printed IR: the two must not share an entry."""
     specs = dict(x=arr(T.float32), out=arr(T.float32), B=128)
-    skipping, faulting = (format_kernel(k.specialize_types(specs)) for k in (reverse_skipping, reverse_faulting))
+    skipping, faulting = (format_kernel(k.specialize_types(specs))
+                          for k in (reverse_skipping, reverse_faulting))
     assert "skipping out of bounds" in skipping and "skipping out of bounds" not in faulting
 
 

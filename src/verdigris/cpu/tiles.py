@@ -24,8 +24,9 @@ so results equal the SIMT interpreter's bit for bit):
 - `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
 - `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
   before memory is touched; with `skip_out_of_bounds`, the elements outside are dropped as
-  masked-off ones are (neither written nor recorded in shadow memory). The atomic forms (add, max, min) combine element by element
-  in the tile's row-major order (`atomics`, rounding after every add as the SIMT atomics do).
+  masked-off ones are (neither written nor recorded in shadow memory). The atomic forms
+  (add, max, min) combine element by element in the tile's row-major order (`atomics`,
+  rounding after every add as the SIMT atomics do).
 - `sigmoid(x)` is `1 / (1 + exp(-x))` computed in float32 (float64 for float64 tiles) and
   rounded once to the tile's dtype.
 - Reductions and scans: `sum`, `prod`, `cumsum` and `cumprod` of float16, bfloat16 and fp8
