@@ -61,8 +61,9 @@ _DOCS = {
                   "Integers of 32 and 64 bits, float32, float64.",
     "gather": "gather(array, indices, padding=0, skip_out_of_bounds=True): array[indices[0], "
               "indices[1], ...] per element (one int tile per axis, broadcast together); where "
-              "an index lies outside the array (a negative one too), `padding`, nothing read "
-              "(skip_out_of_bounds takes only True, as scatters spell it).",
+              "an index lies outside the array (a negative one too), `padding`, nothing read. "
+              "skip_out_of_bounds=True (the scatters' option) says so and changes nothing; "
+              "False is refused.",
     "scatter": "scatter(array, indices, tile, mask=None, skip_out_of_bounds=False): "
                "array[indices...] = tile, per element (only where the bool tile `mask` holds, "
                "when given). An element whose index lies outside the array is a bounds fault "
