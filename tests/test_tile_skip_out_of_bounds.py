@@ -127,6 +127,20 @@ def test_the_option_is_a_constant_and_a_gather_takes_only_true():
         scatter_skipping_when[1](x, x.copy(), True, B=64)
 
 
+@tile.kernel
+def cutile_spelling(x, idx, out, B: vg.constexpr):
+    i = tile.bid(0)
+    tile.scatter(out, tile.load(idx, (i,), (B,)), tile.load(x, (i,), (B,)), check_bounds=True)
+
+
+def test_cutiles_check_bounds_is_refused_with_the_option_a_port_means():
+    x, idx = np.zeros(64, np.float32), np.zeros(64, np.int64)
+    with pytest.raises(vg.CompileError, match="not cuTile's check_bounds=") as seen:
+        cutile_spelling[1](x, idx, x.copy(), B=64)
+    assert "check_bounds=True (its default) is skip_out_of_bounds=True" in seen.value.hint
+    assert seen.value.loc.line == cutile_spelling.fn.__code__.co_firstlineno + 3
+
+
 def test_the_printed_ir_tells_a_skipping_scatter_apart():
     """Proofs and PTX are cached by the printed IR: the two must not share an entry."""
     specs = dict(x=arr(T.float32), out=arr(T.float32), B=128)

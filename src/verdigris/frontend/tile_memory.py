@@ -9,7 +9,8 @@ written has one axis per array axis and the array's dtype (converted, but never 
 float into an integer array); an atomic exists for the array's dtype on the hardware
 (`typing.check_atomic`); index tiles are int64 and broadcast to one shape;
 `skip_out_of_bounds` is a constant (a scatter's lanes outside the array fault unless it is
-True; a gather's always take `padding`, so it only takes True); else a `CompileError` at the
+True; a gather's always take `padding`, so it only takes True), and cuTile's `check_bounds=`
+is refused with the spelling that does what a port means; else a `CompileError` at the
 user's line that says what to change.
 """
 from __future__ import annotations
@@ -109,9 +110,22 @@ def _tile_atomic(op: str):
     intrinsic(name, "array", "index", "tile")(build)
 
 
-@intrinsic("gather", "array", "indices", ("padding", Static(0)), ("skip_out_of_bounds", Static(True)))
-def _gather(tr, loc, array, indices, padding, skip_out_of_bounds):
+def _no_check_bounds(check_bounds, op: str, loc: Loc) -> None:
+    """cuTile's `check_bounds=` (True, its default: lanes outside the array are skipped;
+    False: not checked, undefined there) reads as the opposite of what it does here, where
+    every lane is checked: refused, naming the option a port wants."""
+    if not (isinstance(check_bounds, Static) and check_bounds.value is None):
+        raise CompileError(f"tile.{op}() takes skip_out_of_bounds=, not cuTile's check_bounds=", loc,
+                           hint="cuTile's check_bounds=True (its default) is skip_out_of_bounds=True "
+                                "here; its check_bounds=False (lanes outside undefined) has no "
+                                "equal: leave it out")
+
+
+@intrinsic("gather", "array", "indices", ("padding", Static(0)), ("skip_out_of_bounds", Static(True)),
+           ("check_bounds", Static(None)))
+def _gather(tr, loc, array, indices, padding, skip_out_of_bounds, check_bounds):
     array = _array(array, "gather", loc)
+    _no_check_bounds(check_bounds, "gather", loc)
     if not constant_flag(skip_out_of_bounds, "tile.gather()'s skip_out_of_bounds", loc):
         raise CompileError("tile.gather() always skips the lanes whose index lies outside the "
                            "array (they take `padding`): skip_out_of_bounds=False is not offered",
@@ -125,8 +139,9 @@ def _scatter(atomic):
     """`tile.scatter` (`atomic` None) or `tile.scatter_<atomic>`."""
     name = "scatter" if atomic is None else f"scatter_{atomic}"
 
-    def build(tr, loc, array, indices, value, mask, skip_out_of_bounds):
+    def build(tr, loc, array, indices, value, mask, skip_out_of_bounds, check_bounds):
         array = _array(array, name, loc)
+        _no_check_bounds(check_bounds, name, loc)
         skip = constant_flag(skip_out_of_bounds, f"tile.{name}()'s skip_out_of_bounds", loc)
         if atomic is not None:
             check_atomic(atomic, array.dtype, f"tile.{name}()", loc)
@@ -144,7 +159,7 @@ def _scatter(atomic):
         return Static(None)
 
     intrinsic(name, "array", "indices", "tile", ("mask", Static(None)),
-              ("skip_out_of_bounds", Static(False)))(build)
+              ("skip_out_of_bounds", Static(False)), ("check_bounds", Static(None)))(build)
 
 
 _scatter(None)
