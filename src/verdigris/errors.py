@@ -165,9 +165,9 @@ class BoundsError(KernelError):
     """An index out of bounds, naming kernel, line, block, thread, index and shape."""
 
     @classmethod
-    def of(cls, array: str, index, shape: tuple, where: str, loc) -> "BoundsError":
+    def of(cls, array: str, index, shape: tuple, where: str, loc, advice: str = "") -> "BoundsError":
         """VG302 for `array[index]` outside `shape`, `where` saying in which kernel, block
-        and thread (or tile element)."""
+        and thread (or tile element); `advice` ends the hint (what else the access offers)."""
         index = [int(i) for i in index]
         hint = ("a negative index is out of bounds: indices never wrap around"
                 if min(index, default=0) < 0 else
@@ -175,7 +175,7 @@ class BoundsError(KernelError):
                 "more threads than there are elements, or give a tile scatter or gather "
                 "mask= for its lanes past the end")
         return cls(f"out of bounds: {array}[{', '.join(map(str, index))}] with shape {shape} "
-                   f"in {where}", loc, hint=hint, code="VG302")
+                   f"in {where}", loc, hint=hint + advice, code="VG302")
 
 
 class DivergenceError(KernelError, SafetyError):

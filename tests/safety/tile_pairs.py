@@ -12,9 +12,11 @@ each that overlap the next block's (fixed: tiles `2 * bid` and `2 * bid + 1` in 
 which wraps only to negative indices), and the grouped tile orders of matrix products
 (Triton's and cuTile's, alone or inside a persistent loop) with the wrong divisor in a
 ragged last group, the column taken as a remainder, or the loop stepping by 1, and two
-persistent loops over one array, the second starting a block ahead. Tile shapes are mostly
-not powers of two, and arrays are ragged (the last tile is masked) wherever the kernel
-allows it.
+persistent loops over one array, the second starting a block ahead, and scatters that skip
+the lanes outside the array (`skip_out_of_bounds=True`, MoE's padding with index -1 or n)
+whose other lanes meet, within a block or across blocks, or come from memory. Tile shapes
+are mostly not powers of two, and arrays are ragged (the last tile is masked) wherever the
+kernel allows it.
 
 `TilePair.make(rng)` gives `(grid, args, kwargs)` with NumPy arrays (outputs poisoned, or
 holding the start values the kernel adds to); the same arguments serve both kernels.
@@ -31,6 +33,7 @@ import numpy as np
 
 import verdigris as vg
 from verdigris import tile
+from tile_skip_kernels import slots_with_padding
 
 
 @dataclass
@@ -480,6 +483,79 @@ def rows_reference(args):
     return {1: args[0].copy()}
 
 
+# ------------------------------------------------- scatters that skip lanes outside the array
+
+
+@tile.kernel
+def skipping_lanes_meet(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    dest = tile.where(offsets % 2 == 0, offsets // 4, -1)  # lanes 0 and 2 both reach out[0]
+    tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)  # race
+
+
+@tile.kernel
+def skipping_odd_lanes(x, out, B: vg.constexpr):
+    """out[k] = x[2k]: the odd lanes take index -1 (MoE's padding) and write nothing."""
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    dest = tile.where(offsets % 2 == 0, offsets // 2, -1)
+    tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)
+
+
+def evens_setup(rng):
+    return vg.cdiv(N, B), (_f32(rng), _poison((N + 1) // 2)), {"B": B}
+
+
+def evens_reference(args):
+    return {1: args[0][::2].copy()}
+
+
+@tile.kernel
+def skipping_into_first_tile(x, out, B: vg.constexpr):
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    dest = tile.where(offsets < x.shape[0], offsets % B, out.shape[0])
+    tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)  # race
+
+
+@tile.kernel
+def skipping_past_the_end(x, out, B: vg.constexpr):
+    """out = x; the last tile's lanes past x index out.shape[0] (the other MoE padding)."""
+    i = int(tile.bid(0))
+    offsets = i * B + tile.arange(B)
+    dest = tile.where(offsets < x.shape[0], offsets, out.shape[0])
+    tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)
+
+
+@tile.kernel
+def skipping_loaded_slots(x, slots, out, B: vg.constexpr):
+    i = tile.bid(0)
+    dest = tile.load(slots, (i,), (B,), padding=-1)
+    tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)  # race
+
+
+@tile.kernel
+def skipping_loaded_slots_unsafe(x, slots, out, B: vg.constexpr):
+    i = tile.bid(0)
+    dest = tile.load(slots, (i,), (B,), padding=-1)
+    with vg.unsafe():  # the caller promises the slots inside out are distinct
+        tile.scatter(out, dest, tile.load(x, (i,), (B,)), skip_out_of_bounds=True)
+
+
+def slots_setup(rng):
+    """MoE's dispatch of N tokens to 3 * B slots."""
+    return vg.cdiv(N, B), (_f32(rng), slots_with_padding(rng, N, 3 * B), _poison(3 * B)), {"B": B}
+
+
+def slots_reference(args):
+    x, slots, out = args
+    taken = (slots >= 0) & (slots < len(out))
+    result = out.copy()
+    result[slots[taken]] = x[taken]
+    return {2: result}
+
+
 # ----------------------------------------------------------------------------- two tiles a block
 
 
@@ -676,6 +752,13 @@ PAIRS = [
              scatter_min_loaded_indices, "VG205", binned_setup, binned_minimum_reference),
     TilePair("2-D scatter with the row index twice", scatter_transposed_rows_meet,
              scatter_transposed_rows, "VG202", rows_setup, rows_reference),
+    TilePair("skipping scatter whose lanes meet (fixed: index -1 for the odd lanes)",
+             skipping_lanes_meet, skipping_odd_lanes, "VG202", evens_setup, evens_reference),
+    TilePair("skipping scatter of every block into the first tile (fixed: its own, past the end "
+             "for padding)", skipping_into_first_tile, skipping_past_the_end, "VG202", copy_setup,
+             copy_reference),
+    TilePair("skipping scatter through loaded slots (fixed: vg.unsafe)", skipping_loaded_slots,
+             skipping_loaded_slots_unsafe, "VG205", slots_setup, slots_reference, dynamic=False),
     TilePair("two tiles a block, overlapping the neighbour's", two_tiles_overlapping,
              two_tiles_per_block, "VG202", two_tiles_setup, doubled_reference),
     TilePair("grouped tile order dividing by GROUP_M in the last group", grouped_order_wrong_divisor,

@@ -23,8 +23,10 @@ so results equal the SIMT interpreter's bit for bit):
   `atomics`' (float max/min: IEEE maxNum/minNum, a NaN loses).
 - `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
 - `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
-  before memory is touched. The atomic forms (add, max, min) combine element by element
-  in the tile's row-major order (`atomics`, rounding after every add as the SIMT atomics do).
+  before memory is touched; with `skip_out_of_bounds`, the elements outside are dropped as
+  masked-off ones are (neither written nor recorded in shadow memory). The atomic forms
+  (add, max, min) combine element by element in the tile's row-major order (`atomics`,
+  rounding after every add as the SIMT atomics do).
 - `sigmoid(x)` is `1 / (1 + exp(-x))` computed in float32 (float64 for float64 tiles) and
   rounded once to the tile's dtype.
 - Reductions and scans: `sum`, `prod`, `cumsum` and `cumprod` of float16, bfloat16 and fp8
@@ -178,9 +180,13 @@ class _Block:
                       site.unsafe)
 
     def out_of_bounds(self, mem: _Memory, at, loc, element=None) -> BoundsError:
+        """VG302 of a scalar access, or of a scatter's tile `element` (whose lanes outside
+        the array may be skipped instead)."""
         where = "" if element is None else f" (tile element {tuple(map(int, element))})"
+        advice = "" if element is None else ("; where the lanes outside the array are padding "
+                                             "meant to write nothing, pass skip_out_of_bounds=True")
         return BoundsError.of(mem.name, at, mem.shape, f"kernel {self.launch.kernel.name}, "
-                              f"block {tuple(map(int, self.block_id))}{where}", loc)
+                              f"block {tuple(map(int, self.block_id))}{where}", loc, advice)
 
 
 @dataclass(frozen=True)
@@ -490,6 +496,7 @@ class _Compiler:
         name, indices = node.array.name, [self.expr(i) for i in node.indices]
         value, shape, loc = self.expr(node.value), node.value.shape, node.loc
         mask = None if node.mask is None else self.expr(node.mask)
+        skip = node.skip_out_of_bounds
         site = self._site(node, is_write=True, atomic=bool(node.atomic))
         scan = self._atomic_scan(node, node.atomic) if node.atomic else None
 
@@ -505,7 +512,9 @@ class _Compiler:
             outside = np.zeros(len(tile), bool)
             for i, extent in zip(at, mem.shape):
                 outside |= (i < 0) | (i >= extent)
-            if outside.any():
+            if skip and outside.any():
+                at, tile, elements = [i[~outside] for i in at], tile[~outside], elements[~outside]
+            elif outside.any():
                 first = int(outside.argmax())
                 raise bl.out_of_bounds(mem, [i[first] for i in at], loc,
                                        np.unravel_index(elements[first], shape))

@@ -7,8 +7,11 @@ tiles, and the tile the translator computes. Gives: `TileLoad`/`Gather` expressi
 `TileStore`/`TileAtomic`/`Scatter` statements emitted in place. Guarantees: a tile
 written has one axis per array axis and the array's dtype (converted, but never from a
 float into an integer array); an atomic exists for the array's dtype on the hardware
-(`typing.check_atomic`); index tiles are int64 and broadcast to one shape; else a
-`CompileError` at the user's line that says what to change.
+(`typing.check_atomic`); index tiles are int64 and broadcast to one shape;
+`skip_out_of_bounds` is a constant (a scatter's lanes outside the array fault unless it is
+True; a gather's always take `padding`, so it only takes True), and cuTile's `check_bounds=`
+is refused with the spelling that does what a port means; else a `CompileError` at the
+user's line that says what to change.
 """
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
-from .tiles import (astype, broadcast_shape, constant_shape, intrinsic, is_tile, scalar_operand, shape_of,
-                    show, tile_operand, to_shape)
+from .tiles import (astype, broadcast_shape, constant_flag, constant_shape, intrinsic, is_tile,
+                    scalar_operand, shape_of, show, tile_operand, to_shape)
 from .typing import Static, check_atomic, is_number
 
 
@@ -107,9 +110,26 @@ def _tile_atomic(op: str):
     intrinsic(name, "array", "index", "tile")(build)
 
 
-@intrinsic("gather", "array", "indices", ("padding", Static(0)))
-def _gather(tr, loc, array, indices, padding):
+def _no_check_bounds(check_bounds, op: str, loc: Loc) -> None:
+    """cuTile's `check_bounds=` (True, its default: lanes outside the array are skipped;
+    False: not checked, undefined there) reads as the opposite of what it does here, where
+    every lane is checked: refused, naming the option a port wants."""
+    if not (isinstance(check_bounds, Static) and check_bounds.value is None):
+        raise CompileError(f"tile.{op}() takes skip_out_of_bounds=, not cuTile's check_bounds=", loc,
+                           hint="cuTile's check_bounds=True (its default) is skip_out_of_bounds=True "
+                                "here; its check_bounds=False (lanes outside undefined) has no "
+                                "equal: leave it out")
+
+
+@intrinsic("gather", "array", "indices", ("padding", Static(0)), ("skip_out_of_bounds", Static(True)),
+           ("check_bounds", Static(None)))
+def _gather(tr, loc, array, indices, padding, skip_out_of_bounds, check_bounds):
     array = _array(array, "gather", loc)
+    _no_check_bounds(check_bounds, "gather", loc)
+    if not constant_flag(skip_out_of_bounds, "tile.gather()'s skip_out_of_bounds", loc):
+        raise CompileError("tile.gather() always skips the lanes whose index lies outside the "
+                           "array (they take `padding`): skip_out_of_bounds=False is not offered",
+                           loc, hint="leave skip_out_of_bounds out, or pass True")
     indices, shape = _element_indices(indices, array, "gather", (), loc)
     return X.Gather(loc, array, indices, scalar_operand(padding, array.dtype, "padding", loc),
                     array.dtype, shape)
@@ -119,8 +139,10 @@ def _scatter(atomic):
     """`tile.scatter` (`atomic` None) or `tile.scatter_<atomic>`."""
     name = "scatter" if atomic is None else f"scatter_{atomic}"
 
-    def build(tr, loc, array, indices, value, mask):
+    def build(tr, loc, array, indices, value, mask, skip_out_of_bounds, check_bounds):
         array = _array(array, name, loc)
+        _no_check_bounds(check_bounds, name, loc)
+        skip = constant_flag(skip_out_of_bounds, f"tile.{name}()'s skip_out_of_bounds", loc)
         if atomic is not None:
             check_atomic(atomic, array.dtype, f"tile.{name}()", loc)
         value = tile_operand(value, f"tile.{name}()", loc)
@@ -133,10 +155,11 @@ def _scatter(atomic):
         keep = None if isinstance(mask, Static) and mask.value is None else \
             to_shape(mask, T.bool_, shape, loc)
         tr.emit(X.Scatter(loc, array, indices, to_shape(value, array.dtype, shape, loc), atomic,
-                          keep))
+                          keep, skip))
         return Static(None)
 
-    intrinsic(name, "array", "indices", "tile", ("mask", Static(None)))(build)
+    intrinsic(name, "array", "indices", "tile", ("mask", Static(None)),
+              ("skip_out_of_bounds", Static(False)), ("check_bounds", Static(None)))(build)
 
 
 _scatter(None)

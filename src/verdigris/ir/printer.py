@@ -54,7 +54,8 @@ _TILE_STMTS = {  # `@[...]` is a tile index, `[...]` element index tiles
     X.Scatter: lambda s: f"{s.array.name}[{_list(s.indices)}] "
                          f"{f'atomic.{s.atomic}' if s.atomic else ''}= "
                          f"{format_expr(s.value)}"
-                         + (f" where {format_expr(s.mask)}" if s.mask is not None else ""),
+                         + (f" where {format_expr(s.mask)}" if s.mask is not None else "")
+                         + (" skipping out of bounds" if s.skip_out_of_bounds else ""),
 }
 
 

@@ -259,13 +259,16 @@ TILE_ATOMIC_OPS = ("add", "max", "min")
 class Scatter(Stmt):
     """`tile.scatter(array, indices, tile, mask)`, or with `atomic` (an op of
     `TILE_ATOMIC_OPS`) `tile.scatter_<atomic>`: the elements where `mask` (a bool tile of
-    the value's shape, or None: all) holds."""
+    the value's shape, or None: all) holds. An element whose index lies outside the array
+    is a bounds fault (`BoundsError`), or with `skip_out_of_bounds` writes nothing, as if
+    masked off."""
 
     array: ArrayRef
     indices: tuple
     value: TileExpr
     atomic: Optional[str] = None
     mask: Optional[TileExpr] = None
+    skip_out_of_bounds: bool = False
 
 
 @dataclass(eq=False)

@@ -15,7 +15,9 @@ distinct blocks must not touch one element of a global array with at least one p
   (whatever their ops); mixed with plain access of the same array, VG204;
 - a plain scatter must write distinct elements across blocks and within its own block (the
   lanes of the scatter are then among the ids of the query: two lanes of one block writing
-  one element is VG202, as the cpu backend reports it); an index the checker cannot see
+  one element is VG202, as the cpu backend reports it; lanes outside the array, which
+  `skip_out_of_bounds=True` skips, are no access, as the query asks only about elements
+  inside the array); an index the checker cannot see
   (loaded, gathered, carried by a loop) is VG205, never a pass. int32 index arithmetic
   wraps as the hardware's does (`symbolic`): blocks that meet only through a wrap-around
   are a race, named as such, with a hint to widen the index. Accesses inside
@@ -62,8 +64,9 @@ HINTS = {
     "scatter": "use tile.scatter_add (or scatter_max, scatter_min) where lanes may combine "
                "into one element; where the loaded indices are distinct (a permutation), wrap "
                "the scatter in `with vg.unsafe():`; either way, a last tile that runs past the "
-               "end of the indices needs mask= (e.g. tile.bid(0) * B + tile.arange(B) < n), "
-               "or its padded lanes write their padding to the element the padding indexes",
+               "end of the indices needs mask= (e.g. tile.bid(0) * B + tile.arange(B) < n) or "
+               "padding=-1 on the index load with skip_out_of_bounds=True on the scatter, or "
+               "its padded lanes write their padding to the element the padding indexes",
     "wrap": "tile.bid and tile.num_blocks are int32, and so is arithmetic on them, which "
             "wraps past 2**31 on a grid that large: widen before multiplying, e.g. "
             "`int(tile.bid(0)) * 4096`",

@@ -25,8 +25,9 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   Boolean tiles are formulas; float tiles are not modelled.
 - A tile access at tile index `i` of shape `S` touches the elements `i[k]*S[k] + lane_k`;
   the race query's `0 <= element < array.shape` is exactly the masking of edge tiles. A
-  gather or scatter touches its index tiles' values; a scalar load or store is a tile of
-  one element.
+  gather or scatter touches its index tiles' values (those inside the array: the same bound
+  is a gather's padding and a `skip_out_of_bounds` scatter's skip); a scalar load or store
+  is a tile of one element.
 - Each access keeps a `View` where one is known: tile indices and a tile shape such that
   every element it touches lies in that tile. Loads, stores, tile atomics and scalar accesses
   have one; a gather or scatter has one when its index along each axis is `E*t + lane`

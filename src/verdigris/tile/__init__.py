@@ -59,16 +59,24 @@ _DOCS = {
     "atomic_min": "atomic_min(array, index, tile): array = minimum(array, tile) at tile index "
                   "`index`, atomically per element (np.minimum.at; a float NaN loses to a number). "
                   "Integers of 32 and 64 bits, float32, float64.",
-    "gather": "gather(array, indices, padding=0): array[indices[0], indices[1], ...] per "
-              "element (one int tile per axis, broadcast together); outside: `padding`.",
-    "scatter": "scatter(array, indices, tile, mask=None): array[indices...] = tile, per "
-               "element (only where the bool tile `mask` holds, when given).",
-    "scatter_add": "scatter_add(array, indices, tile, mask=None): array[indices...] += tile, "
-                   "atomically (only where `mask` holds, when given).",
-    "scatter_max": "scatter_max(array, indices, tile, mask=None): np.maximum.at(array, "
-                   "indices, tile), atomically (only where `mask` holds, when given).",
-    "scatter_min": "scatter_min(array, indices, tile, mask=None): np.minimum.at(array, "
-                   "indices, tile), atomically (only where `mask` holds, when given).",
+    "gather": "gather(array, indices, padding=0, skip_out_of_bounds=True): array[indices[0], "
+              "indices[1], ...] per element (one int tile per axis, broadcast together); where "
+              "an index lies outside the array (a negative one too), `padding`, nothing read. "
+              "skip_out_of_bounds=True (the scatters' option) says so and changes nothing; "
+              "False is refused.",
+    "scatter": "scatter(array, indices, tile, mask=None, skip_out_of_bounds=False): "
+               "array[indices...] = tile, per element (only where the bool tile `mask` holds, "
+               "when given). An element whose index lies outside the array is a bounds fault "
+               "(VG302); with skip_out_of_bounds=True it writes nothing, as a masked-off one.",
+    "scatter_add": "scatter_add(array, indices, tile, mask=None, skip_out_of_bounds=False): "
+                   "array[indices...] += tile, atomically (only where `mask` holds, when "
+                   "given; outside the array as scatter).",
+    "scatter_max": "scatter_max(array, indices, tile, mask=None, skip_out_of_bounds=False): "
+                   "np.maximum.at(array, indices, tile), atomically (only where `mask` holds, "
+                   "when given; outside the array as scatter).",
+    "scatter_min": "scatter_min(array, indices, tile, mask=None, skip_out_of_bounds=False): "
+                   "np.minimum.at(array, indices, tile), atomically (only where `mask` holds, "
+                   "when given; outside the array as scatter).",
     "arange": "arange(n): the int32 tile 0, 1, ..., n-1.",
     "zeros": "zeros(shape, dtype=float32): a tile of zeros.",
     "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",

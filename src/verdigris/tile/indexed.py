@@ -13,7 +13,8 @@ Guarantees (`ir.tiles`, the cpu backend):
   outside the array is a bounds fault, as a SIMT store's: the element is skipped, the
   first fault of the launch is recorded (`CheckingBuilder.checked`), and the host raises
   `BoundsError` (VG302) at the next synchronization; scatters the bounds proofs cover
-  carry no check.
+  carry no check. With `skip_out_of_bounds`, such an element is skipped and nothing is
+  recorded: the gather's test (`within`) joins the element's other guards.
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def scatter(low, node) -> None:
     low.order.access(node, node.array.name, "atomic" if node.atomic else "write")
     owner = low.is_owner(layout)
     padded = [k for k, (n, p) in enumerate(zip(node.value.shape, layout.shape)) if n != p]
-    checked = id(node) not in low.proven
+    skip = node.skip_out_of_bounds
+    checked = id(node) not in low.proven and not skip
 
     def write(reg: ir.Value, ptr: ir.Value) -> None:
         if node.atomic:
@@ -73,7 +75,9 @@ def scatter(low, node) -> None:
             mine = b.and_(mine, b.icmp_unsigned("<", coords[k], ir.Constant(I32, node.value.shape[k])))
         if keep is not None:
             mine = b.and_(mine, keep.regs[r])
-        if owner is None and not padded and keep is None:
+        if skip:
+            mine = b.and_(mine, within(b, [i.regs[r] for i in indices], view.shape))
+        if owner is None and not padded and keep is None and not skip:
             element(r)
         else:
             b.around(mine, lambda r=r: element(r), "scatter.mine")
