@@ -33,7 +33,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.tiles import TileType, TileVar
 from . import typing as typing_
-from .typing import Static, cast, common_dtype, is_number, truth, typed
+from .typing import Static, cast, common_dtype, dtype_arg, is_number, truth, typed
 
 # ----------------------------------------------------------------------------- shapes
 
@@ -337,12 +337,6 @@ def axis_of(v, shape: tuple, loc: Loc, allow_none: bool = False):
     return axis[0] % len(shape)
 
 
-def _dtype(v, loc: Loc) -> T.DType:
-    if not (isinstance(v, Static) and isinstance(v.value, T.DType)):
-        raise CompileError("expected a dtype such as vg.float32", loc)
-    return v.value
-
-
 def tile_operand(v, what: str, loc: Loc) -> N.Expr:
     if not is_tile(v):
         raise CompileError(f"{what} needs a tile, not a scalar", loc,
@@ -372,14 +366,14 @@ def _arange(tr, loc, n):
 
 @intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
 def _zeros(tr, loc, shape, dtype):
-    dtype = _dtype(dtype, loc)
+    dtype = dtype_arg(dtype, "tile.zeros()", loc)
     return X.Splat(loc, typing_.const(0, dtype, loc), dtype, constant_shape(shape, loc))
 
 
 @intrinsic("full", "shape", "value", ("dtype", Static(None)))
 def _full(tr, loc, shape, value, dtype):
     dtype = typed(value, loc).dtype if isinstance(dtype, Static) and dtype.value is None \
-        else _dtype(dtype, loc)
+        else dtype_arg(dtype, "tile.full()", loc)
     return X.Splat(loc, scalar_operand(value, dtype, "the fill value", loc), dtype,
                    constant_shape(shape, loc))
 
@@ -495,7 +489,7 @@ def _flip(tr, loc, value, axis):
 
 @intrinsic("astype", "tile", "dtype")
 def _astype(tr, loc, value, dtype):
-    return astype(tile_operand(value, "astype()", loc), _dtype(dtype, loc), loc)
+    return astype(tile_operand(value, "astype()", loc), dtype_arg(dtype, "astype()", loc), loc)
 
 
 @intrinsic("reshape", "tile", "shape")

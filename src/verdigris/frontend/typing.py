@@ -26,6 +26,28 @@ class Static:
     value: object
 
 
+def static_value(value) -> Static:
+    """A Python value known while compiling (a module constant or closure variable, a
+    constexpr argument, a helper's default) as kernels see it: a NumPy dtype or scalar type
+    that verdigris has (`np.float32`, `np.dtype("float16")`) is that verdigris dtype, so
+    it converts, compares and is taken as a dtype exactly as `vg.float32` is."""
+    return Static(T.named_by_numpy(value) or value)
+
+
+def dtype_arg(v, what: str, loc: Loc) -> T.DType:
+    """The dtype argument `v` of `what` (a verdigris dtype, or a NumPy one `static_value`
+    converted); anything else is a `CompileError` that names what was given."""
+    if isinstance(v, Static) and isinstance(v.value, T.DType):
+        return v.value
+    value = v.value if isinstance(v, Static) else None
+    if isinstance(value, type) and issubclass(value, T.np.generic) or isinstance(value, T.np.dtype):
+        raise CompileError(f"{what} takes a dtype verdigris has; NumPy's "
+                           f"{getattr(value, '__name__', value)} is not one", loc,
+                           hint="kernels have bool, int8 ... int64, uint8 ... uint64, float16, "
+                                "bfloat16, float32, float64 and fp8 (vg.float32 or np.float32)")
+    raise CompileError(f"{what} needs a dtype such as vg.float32 or np.float32", loc)
+
+
 @dataclass(frozen=True)
 class Multiple:
     """An integer scalar parameter's type when its values are multiples of `of`: the
