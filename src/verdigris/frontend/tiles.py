@@ -356,12 +356,21 @@ def scalar_operand(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
 # ----------------------------------------------------------------------------- intrinsics
 
 
-@intrinsic("arange", "n")
-def _arange(tr, loc, n):
+@intrinsic("arange", "n", ("dtype", Static(T.int32)))
+def _arange(tr, loc, n, dtype):
+    """0, 1, ..., n-1 as int32, converted to `dtype` (as np.arange(n, dtype=...) rounds the
+    integers a float dtype cannot hold); an integer dtype must hold n - 1, and bools are
+    refused (NumPy too has no bool arange beyond two elements)."""
     shape = constant_shape(n, loc)
     if len(shape) != 1:
         raise CompileError("tile.arange(n) takes one constant size", loc)
-    return X.Arange(loc, T.int32, shape)
+    dtype = dtype_arg(dtype, "tile.arange()", loc)
+    if dtype.is_bool or dtype.is_int and shape[0] - 1 > (1 << dtype.bits - dtype.is_signed) - 1:
+        raise CompileError(f"tile.arange({shape[0]}, dtype={dtype.name}): {dtype.name} cannot "
+                           f"hold {shape[0] - 1}", loc,
+                           hint="use a wider integer dtype (the default, int32, holds every "
+                                "tile size), or a float dtype")
+    return astype(X.Arange(loc, T.int32, shape), dtype, loc)
 
 
 @intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
@@ -527,6 +536,27 @@ def _permute(tr, loc, value, axes):
     return permuted(value, perm, loc)
 
 
+@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)))
+def _transpose(tr, loc, value, axis0, axis1):
+    """cuTile's transpose: axes `axis0` and `axis1` swapped; a 2-d tile's two axes when
+    neither is given (its `t.T`, the same `Permute`)."""
+    value = tile_operand(value, "tile.transpose()", loc)
+    rank = len(value.shape)
+    unnamed = [isinstance(a, Static) and a.value is None for a in (axis0, axis1)]
+    if all(unnamed) and rank == 2:
+        return permuted(value, (1, 0), loc)
+    if any(unnamed):
+        raise CompileError(f"tile.transpose() of a tile of shape {show(value.shape)} needs the "
+                           "two axes to swap (only a 2-d tile's are implied)" if rank != 2 else
+                           "tile.transpose() takes both axes to swap or neither", loc,
+                           hint="tile.transpose(t, axis0, axis1) swaps two axes; t.permute(axes) "
+                                "reorders any, and t.T reverses them all")
+    first, second = axis_of(axis0, value.shape, loc), axis_of(axis1, value.shape, loc)
+    perm = list(range(rank))
+    perm[first], perm[second] = second, first
+    return permuted(value, tuple(perm), loc)
+
+
 def permuted(value, perm: tuple, loc: Loc):
     if perm == tuple(range(len(perm))):
         return value
@@ -589,8 +619,8 @@ class TileMethod:
 
 
 # Tile methods -> the intrinsic each calls with the tile first; `to` is Triton's astype.
-METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "flip",
-                                                      "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
+METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "transpose",
+                                                      "flip", "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
 
 
 def attribute(tile: N.Expr, name: str, loc: Loc):
