@@ -112,3 +112,17 @@ def test_a_numpy_dtype_verdigris_lacks_is_named(kernel, marker, named):
         kernel[1](*args, B=8)
     assert f"NumPy's {named} is not one" in str(info.value)
     located.assert_points_at(info.value, marker, __file__)
+
+
+@tile.kernel
+def chosen(x, out, B: vg.constexpr, DTS: vg.constexpr, K: vg.constexpr):
+    t = tile.load(x, index=(0,), shape=(B,))
+    tile.store(out, index=(0,), tile=t.astype(DTS[K]))
+
+
+@pytest.mark.parametrize("k, dtype", [(0, np.int8), (1, np.float16)])
+def test_a_tuple_of_numpy_dtypes_as_a_constexpr(k, dtype, rng):
+    x = rng.uniform(-120, 120, 32).astype(np.float32)  # within int8: NumPy's cast is defined
+    out = poisoned(32, np.float64)
+    chosen[1](x, out, B=32, DTS=(np.int8, np.dtype("float16")), K=k)
+    np.testing.assert_array_equal(out, x.astype(dtype).astype(np.float64))

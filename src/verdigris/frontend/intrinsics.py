@@ -23,7 +23,8 @@ from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort i
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
-from .typing import Static, check_atomic, cast, common_dtype, dtype_arg, is_number, truth, typed, weakened
+from .typing import (Static, check_atomic, cast, common_dtype, dtype_arg, is_number, truth, typed,
+                     weakened)
 
 
 def _axis(args, loc: Loc, name: str) -> int:

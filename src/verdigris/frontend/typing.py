@@ -14,6 +14,8 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
@@ -29,18 +31,25 @@ class Static:
 def static_value(value) -> Static:
     """A Python value known while compiling (a module constant or closure variable, a
     constexpr argument, a helper's default) as kernels see it: a NumPy dtype or scalar type
-    that verdigris has (`np.float32`, `np.dtype("float16")`) is that verdigris dtype, so
-    it converts, compares and is taken as a dtype exactly as `vg.float32` is."""
-    return Static(T.named_by_numpy(value) or value)
+    that verdigris has (`np.float32`, `np.dtype("float16")`), also inside a tuple, is that
+    verdigris dtype, so it converts, compares and is taken as a dtype as `vg.float32` is."""
+    return Static(_as_kernel_value(value))
+
+
+def _as_kernel_value(value):
+    if isinstance(value, tuple):
+        return tuple(map(_as_kernel_value, value))
+    return T.named_by_numpy(value) or value
 
 
 def dtype_arg(v, what: str, loc: Loc) -> T.DType:
-    """The dtype argument `v` of `what` (a verdigris dtype, or a NumPy one `static_value`
-    converted); anything else is a `CompileError` that names what was given."""
-    if isinstance(v, Static) and isinstance(v.value, T.DType):
-        return v.value
+    """The dtype argument `v` of `what`: a verdigris dtype, or a NumPy one that verdigris
+    has; anything else is a `CompileError` that names what was given."""
     value = v.value if isinstance(v, Static) else None
-    if isinstance(value, type) and issubclass(value, T.np.generic) or isinstance(value, T.np.dtype):
+    dtype = value if isinstance(value, T.DType) else T.named_by_numpy(value)
+    if dtype is not None:
+        return dtype
+    if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
         raise CompileError(f"{what} takes a dtype verdigris has; NumPy's "
                            f"{getattr(value, '__name__', value)} is not one", loc,
                            hint="kernels have bool, int8 ... int64, uint8 ... uint64, float16, "

@@ -17,12 +17,12 @@ element by element; Python's `and`, `or` and chained comparisons (`0 < t < 1`) t
 truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
 
 Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
-`t.reshape(shape)`, `t.permute(axes)`, `t.transpose(axis0, axis1)`, `t.sum(axis)` and the other reductions,
-`t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`, `t.cummax`,
-`t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
-`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
-and `...` index a tile). The functions below are the intrinsics kernels call; on the host
-they raise.
+`t.reshape(shape)`, `t.permute(axes)`, `t.transpose(axis0, axis1)`, `t.sum(axis)` and the
+other reductions, `t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`,
+`t.cummax`, `t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None`
+does: `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`,
+`None` and `...` index a tile). The functions below are the intrinsics kernels call; on the
+host they raise.
 """
 from __future__ import annotations
 
