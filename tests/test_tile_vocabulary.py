@@ -244,6 +244,32 @@ def test_a_0d_load_races_with_the_store_of_another_block_beside_its_fixed_twin(r
     np.testing.assert_array_equal(out, np.full(64, x[0] + np.float32(1)))
 
 
+def _element(a, k):  # a plain helper: the 0-d load inlined where it is called
+    return tile.load(a, index=(k,), shape=(), padding=100)
+
+
+@tile.kernel
+def running_elements(x, w, out, B: vg.constexpr, STEPS: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,))
+    for k in range(STEPS):
+        t = t + _element(w, i + k)  # past w's end: the padding
+    tile.store(out, index=(i,), tile=t)
+
+
+def test_0d_loads_in_a_loop_and_a_helper(rng):
+    x = rng.standard_normal(4 * 16).astype(np.float32)
+    w = rng.standard_normal(5).astype(np.float32)
+    out = poisoned(4 * 16, np.float32)
+    running_elements[4](x, w, out, B=16, STEPS=3)
+    padded = np.concatenate([w, np.full(8, 100, np.float32)])
+    expected = x.reshape(4, 16).copy()
+    for i in range(4):
+        for k in range(3):
+            expected[i] += padded[i + k]  # in float32, in the kernel's order
+    np.testing.assert_array_equal(out, expected.ravel())
+
+
 # ----------------------------------------------------------------------------- latency=
 
 
@@ -285,6 +311,8 @@ PTX_SPECS = {
     "load_0d": (corner_scaled, dict(x=arr(T.float32), scale=arr(T.float32, 2), out=arr(T.float32),
                                     pad=T.float32, B=32)),
     "latency": (hinted, dict(x=arr(T.float32), out=arr(T.float32), B=32, L=3)),
+    "load_0d_loop": (running_elements, dict(x=arr(T.float32), w=arr(T.float32), out=arr(T.float32),
+                                            B=16, STEPS=3)),
 }
 
 

@@ -8,7 +8,8 @@ import pytest
 
 import verdigris as vg
 from tests.gpu.test_tile_gpu import run_both, same_bits
-from test_tile_vocabulary import corner_scaled, hinted, offsets, row_sums, swapped
+from test_tile_vocabulary import (corner_scaled, hinted, offsets, row_sums, running_elements,
+                                  swapped)
 
 pytestmark = pytest.mark.gpu
 
@@ -42,6 +43,14 @@ def test_0d_loads_inside_and_outside(rng):
     scale = rng.standard_normal((4, 5)).astype(np.float32)
     got, want = run_both(corner_scaled, 6, dict(x=x, scale=scale, out=np.zeros(6 * 32, np.float32),
                                                 pad=-2.5, B=32), ("out",))
+    same_bits(got["out"], want["out"])
+
+
+def test_0d_loads_in_a_loop_and_a_helper(rng):
+    x = rng.standard_normal(4 * 16).astype(np.float32)
+    w = rng.standard_normal(5).astype(np.float32)
+    got, want = run_both(running_elements, 4, dict(x=x, w=w, out=np.zeros(4 * 16, np.float32),
+                                                   B=16, STEPS=3), ("out",))
     same_bits(got["out"], want["out"])
 
 
