@@ -1,10 +1,12 @@
 """The tile intrinsics that touch arrays: `tile.load`, `tile.store`, `tile.atomic_<op>`,
 `tile.gather`, `tile.scatter` and `tile.scatter_<op>` (op in `ir.tiles.TILE_ATOMIC_OPS`),
-which register with the tile intrinsics (`tiles.intrinsic`).
+and `tile.num_tiles`, which register with the tile intrinsics (`tiles.intrinsic`).
 
 Takes: the array parameter, the tile index (scalars that count tiles) or the element index
 tiles, and the tile the translator computes. Gives: `TileLoad`/`Gather` expressions, and
-`TileStore`/`TileAtomic`/`Scatter` statements emitted in place. Guarantees: a tile
+`TileStore`/`TileAtomic`/`Scatter` statements emitted in place; a 0-d load (`shape=()`) is
+a scalar read under the test that its element lies inside the array (else the padding);
+`num_tiles` is scalar arithmetic on the array's extent. Guarantees: a tile
 written has one axis per array axis and the array's dtype (converted, but never from a
 float into an integer array); an atomic exists for the array's dtype on the hardware
 (`typing.check_atomic`); index tiles are int64 and broadcast to one shape; else a

@@ -4,9 +4,11 @@ Takes: values the translator computes — typed `ir.Expr`s or `Static` compile-t
 values (literals, constexprs, tuples, modules, functions). Gives: typed IR for unary,
 binary and comparison operators following the promotion rules of `types.py`, with the
 `Cast`s inserted, and constant folding of operations on static values (numbers, and
-`==`/`!=` of two dtypes, a compile-time bool). Guarantees: every `ir.Expr` it returns
-satisfies the IR invariants (operands of one dtype); type errors are `CompileError`s at the
-operator's location; a tile where a scalar is needed is refused here (`tiles` lifts these
+`==`/`!=` of two dtypes, a compile-time bool); `static_value`, which turns a Python value
+the kernel reads (a constant, constexpr or default) into a `Static` (NumPy dtypes become
+verdigris's), and `dtype_arg`, the reader of every dtype argument. Guarantees: every
+`ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
+`CompileError`s at the operator's location; a tile where a scalar is needed is refused here (`tiles` lifts these
 rules to tiles), and so is any other value that is not a number (an array, a dtype).
 """
 from __future__ import annotations
