@@ -45,7 +45,8 @@ def offsets(out, start, B: vg.constexpr, DT: vg.constexpr):
     tile.store(out, index=(i,), tile=o * 3 + start)
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.int16, np.uint8, np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("dtype", [np.int64, np.int16, np.uint8, np.float32, np.float16,
+                                   np.float64])
 def test_arange_of_a_dtype_is_numpys(dtype, rng):
     start = int(rng.integers(0, 50))
     out = poisoned(256, np.float64)

@@ -93,7 +93,8 @@ def _dynamic_shared(tr, args, kwargs, loc):
     if len(args) + len(kwargs) != 1 or set(kwargs) - {"dtype"}:
         raise CompileError(f"{what} takes one dtype", loc,
                            hint="its size comes from the launch: k[grid, block](..., shared_bytes=n)")
-    return tr.dynamic_shared(dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc), loc)
+    dtype = dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc)
+    return tr.dynamic_shared(dtype, loc)
 
 
 def _arity(args, kwargs, usage: str, loc: Loc, count: int) -> None:

@@ -18,8 +18,8 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
-from .tiles import (astype, axis_of, binary, broadcast_shape, compare, constant_shape, intrinsic, is_tile,
-                    scalar_operand, shape_of, show, tile_operand, to_shape)
+from .tiles import (astype, axis_of, binary, broadcast_shape, compare, constant_shape, intrinsic,
+                    is_tile, scalar_operand, shape_of, show, tile_operand, to_shape)
 from .typing import Static, check_atomic, is_number
 
 

@@ -8,8 +8,9 @@ binary and comparison operators following the promotion rules of `types.py`, wit
 the kernel reads (a constant, constexpr or default) into a `Static` (NumPy dtypes become
 verdigris's), and `dtype_arg`, the reader of every dtype argument. Guarantees: every
 `ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
-`CompileError`s at the operator's location; a tile where a scalar is needed is refused here (`tiles` lifts these
-rules to tiles), and so is any other value that is not a number (an array, a dtype).
+`CompileError`s at the operator's location; a tile where a scalar is needed is refused here
+(`tiles` lifts these rules to tiles), and so is any other value that is not a number (an
+array, a dtype).
 """
 from __future__ import annotations
 
