@@ -144,6 +144,19 @@ def from_numpy(dt) -> DType:
     return found
 
 
+def named_by_numpy(value) -> DType | None:
+    """The dtype a NumPy dtype object or scalar type names (`np.dtype("float16")`,
+    `np.float32`, `np.bool_`), where verdigris has it; None for anything else (other
+    values, and NumPy types verdigris lacks: `np.complex64`, abstract `np.floating`)."""
+    if not isinstance(value, np.dtype) and not (isinstance(value, type)
+                                                and issubclass(value, np.generic)):
+        return None
+    try:
+        return from_numpy(value)
+    except TypeError:
+        return None
+
+
 def from_dlpack(code: int, bits: int) -> DType:
     try:
         return _FROM_DLPACK[(code, bits)]

@@ -24,7 +24,7 @@ from .source import function_source
 from . import bindings
 from .bindings import Retry, VarBinding
 from .translate import Translator, Unit
-from .typing import Static, cast
+from .typing import Static, cast, static_value
 
 MAX_RETRIES = 32
 
@@ -113,7 +113,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
                 unit.types[name] = spec
                 scope[name] = VarBinding(name, frozenset(), loc)
         else:
-            scope[name] = spec if isinstance(spec, Static) else Static(spec)
+            scope[name] = static_value(spec.value if isinstance(spec, Static) else spec)
             params.append(N.Param(name, "constexpr", loc, value=scope[name].value))
             tr.bound_at[name, id(scope[name])] = loc  # where messages say it was bound
     tr.stmts.extend(entry)

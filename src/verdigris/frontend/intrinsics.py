@@ -23,7 +23,8 @@ from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort i
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
-from .typing import Static, check_atomic, cast, common_dtype, is_number, truth, typed, weakened
+from .typing import (Static, check_atomic, cast, common_dtype, dtype_arg, is_number, truth, typed,
+                     weakened)
 
 
 def _axis(args, loc: Loc, name: str) -> int:
@@ -73,12 +74,6 @@ def _static_shape(shape, what: str, loc: Loc) -> tuple:
     return shape
 
 
-def _dtype_arg(dtype, what: str, loc: Loc) -> T.DType:
-    if not isinstance(dtype, Static) or not isinstance(dtype.value, T.DType):
-        raise CompileError(f"{what} needs a dtype such as vg.float32", loc)
-    return dtype.value
-
-
 def _array(space: str):
     """`local.array(shape, dtype)` and `shared.array(shape, dtype)`."""
     what = f"{space}.array(shape, dtype)"
@@ -87,7 +82,7 @@ def _array(space: str):
         if len(args) + len(kwargs) != 2 or set(kwargs) - {"shape", "dtype"}:
             raise CompileError(f"{what} takes a shape and a dtype", loc)
         shape = _static_shape(kwargs.get("shape", args[0] if args else None), what, loc)
-        dtype = _dtype_arg(kwargs.get("dtype", args[1] if len(args) > 1 else None), what, loc)
+        dtype = dtype_arg(kwargs.get("dtype", args[1] if len(args) > 1 else None), what, loc)
         return tr.local_array(shape, dtype, loc, space)
 
     return handler
@@ -98,7 +93,8 @@ def _dynamic_shared(tr, args, kwargs, loc):
     if len(args) + len(kwargs) != 1 or set(kwargs) - {"dtype"}:
         raise CompileError(f"{what} takes one dtype", loc,
                            hint="its size comes from the launch: k[grid, block](..., shared_bytes=n)")
-    return tr.dynamic_shared(_dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc), loc)
+    dtype = dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc)
+    return tr.dynamic_shared(dtype, loc)
 
 
 def _arity(args, kwargs, usage: str, loc: Loc, count: int) -> None:

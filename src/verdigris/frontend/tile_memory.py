@@ -1,10 +1,12 @@
 """The tile intrinsics that touch arrays: `tile.load`, `tile.store`, `tile.atomic_<op>`,
 `tile.gather`, `tile.scatter` and `tile.scatter_<op>` (op in `ir.tiles.TILE_ATOMIC_OPS`),
-which register with the tile intrinsics (`tiles.intrinsic`).
+and `tile.num_tiles`, which register with the tile intrinsics (`tiles.intrinsic`).
 
 Takes: the array parameter, the tile index (scalars that count tiles) or the element index
 tiles, and the tile the translator computes. Gives: `TileLoad`/`Gather` expressions, and
-`TileStore`/`TileAtomic`/`Scatter` statements emitted in place. Guarantees: a tile
+`TileStore`/`TileAtomic`/`Scatter` statements emitted in place; a 0-d load (`shape=()`) is
+a scalar read under the test that its element lies inside the array (else the padding);
+`num_tiles` is scalar arithmetic on the array's extent. Guarantees: a tile
 written has one axis per array axis and the array's dtype (converted, but never from a
 float into an integer array); an atomic exists for the array's dtype on the hardware
 (`typing.check_atomic`); index tiles are int64 and broadcast to one shape;
@@ -19,8 +21,8 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
-from .tiles import (astype, broadcast_shape, constant_flag, constant_shape, intrinsic, is_tile,
-                    scalar_operand, shape_of, show, tile_operand, to_shape)
+from .tiles import (astype, axis_of, binary, broadcast_shape, compare, constant_flag, constant_shape,
+                    intrinsic, is_tile, scalar_operand, shape_of, show, tile_operand, to_shape)
 from .typing import Static, check_atomic, is_number
 
 
@@ -77,9 +79,22 @@ def _element_indices(indices, array: N.ArrayRef, op: str, extra_shapes, loc: Loc
     return tuple(to_shape(i, T.int64, shape, loc) for i in items), shape
 
 
-@intrinsic("load", "array", "index", "shape", ("padding", Static(0)))
-def _load(tr, loc, array, index, shape, padding):
+def _latency_hint(latency, loc: Loc) -> None:
+    """cuTile's `latency=` (how heavy the DRAM traffic is, 1 to 10): accepted and checked,
+    and not used yet (the compiler schedules loads and stores by itself)."""
+    value = latency.value if isinstance(latency, Static) else latency
+    if value is not None and not (type(value) is int and 1 <= value <= 10):
+        raise CompileError("latency= takes None or a constant int from 1 (light DRAM traffic) "
+                           "to 10 (heavy)", loc, hint="it is a hint, and verdigris does not use "
+                                                      "it yet: leaving it out changes nothing")
+
+
+@intrinsic("load", "array", "index", "shape", ("padding", Static(0)), ("latency", Static(None)))
+def _load(tr, loc, array, index, shape, padding, latency):
     array = _array(array, "load", loc)
+    _latency_hint(latency, loc)
+    if isinstance(shape, Static) and shape.value == ():
+        return _element(tr, array, index, scalar_operand(padding, array.dtype, "padding", loc), loc)
     shape = constant_shape(shape, loc)
     if len(shape) != array.type.ndim:
         raise CompileError(f"tile.load() of shape {show(shape)} from {array.name!r}, a "
@@ -89,9 +104,50 @@ def _load(tr, loc, array, index, shape, padding):
                       scalar_operand(padding, array.dtype, "padding", loc), array.dtype, shape)
 
 
-@intrinsic("store", "array", "index", "tile")
-def _store(tr, loc, array, index, value):
+def _element(tr, array: N.ArrayRef, index, padding: N.Expr, loc: Loc) -> N.Expr:
+    """`tile.load(array, index, shape=())`, cuTile's 0-d load: the element at `index` (one
+    element index per axis: tiles of one element) as a scalar, or `padding` where it lies
+    outside the array, as a load's edge tile has it (the read happens only inside)."""
+    indices = _tile_index(tr, array, index, loc)
+    inside = None
+    for axis, i in enumerate(indices):
+        extent = tr.shape_of(array, axis, loc)
+        for test in (compare("ge", i, Static(0), loc), compare("lt", i, extent, loc)):
+            if not isinstance(test, Static):
+                inside = test if inside is None else N.Logical(loc, "and", inside, test, T.bool_)
+            elif not test.value:
+                return padding
+    if inside is None:
+        return N.Load(loc, array, indices, array.dtype)
+    key = tr.fresh("element")
+    tr.unit.types.setdefault(key, array.dtype)
+    tr.emit(N.Assign(loc, key, padding))
+    tr.emit(N.If(loc, inside, [N.Assign(loc, key, N.Load(loc, array, indices, array.dtype))], []))
+    return N.Var(loc, key, array.dtype)
+
+
+@intrinsic("num_tiles", "array", "axis", "shape")
+def _num_tiles(tr, loc, array, axis, shape):
+    """cuTile's `num_tiles`: how many tiles of `shape` cover `array` along `axis`, a partial
+    edge tile included (the extent over the tile's size there, rounded up; int64, as
+    extents are). `shape` has one size per array axis; () means tiles of one element."""
+    array = _array(array, "num_tiles", loc)
+    ndim = array.type.ndim
+    shape = (1,) * ndim if isinstance(shape, Static) and shape.value == () else \
+        constant_shape(shape, loc)
+    if len(shape) != ndim:
+        raise CompileError(f"tile.num_tiles() of tiles of shape {show(shape)} over {array.name!r}, "
+                           f"a {ndim}-d array: the tile shape needs one size per array axis",
+                           loc, hint="give the shape you load the tiles with")
+    axis = axis_of(axis, shape, loc)
+    size, extent = shape[axis], tr.shape_of(array, axis, loc)
+    return binary("floordiv", binary("add", extent, Static(size - 1), loc), Static(size), loc)
+
+
+@intrinsic("store", "array", "index", "tile", ("latency", Static(None)))
+def _store(tr, loc, array, index, value, latency):
     array = _array(array, "store", loc)
+    _latency_hint(latency, loc)
     value = _stored(value, array, "store", loc)
     tr.emit(X.TileStore(loc, array, _tile_index(tr, array, index, loc), value))
     return Static(None)

@@ -33,7 +33,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.tiles import TileType, TileVar
 from . import typing as typing_
-from .typing import Static, cast, common_dtype, is_number, truth, typed
+from .typing import Static, cast, common_dtype, dtype_arg, is_number, truth, typed
 
 # ----------------------------------------------------------------------------- shapes
 
@@ -337,12 +337,6 @@ def axis_of(v, shape: tuple, loc: Loc, allow_none: bool = False):
     return axis[0] % len(shape)
 
 
-def _dtype(v, loc: Loc) -> T.DType:
-    if not (isinstance(v, Static) and isinstance(v.value, T.DType)):
-        raise CompileError("expected a dtype such as vg.float32", loc)
-    return v.value
-
-
 def tile_operand(v, what: str, loc: Loc) -> N.Expr:
     if not is_tile(v):
         raise CompileError(f"{what} needs a tile, not a scalar", loc,
@@ -362,24 +356,33 @@ def scalar_operand(v, dtype: T.DType, what: str, loc: Loc) -> N.Expr:
 # ----------------------------------------------------------------------------- intrinsics
 
 
-@intrinsic("arange", "n")
-def _arange(tr, loc, n):
+@intrinsic("arange", "n", ("dtype", Static(T.int32)))
+def _arange(tr, loc, n, dtype):
+    """0, 1, ..., n-1 as int32, converted to `dtype` (as np.arange(n, dtype=...) rounds the
+    integers a float dtype cannot hold); an integer dtype must hold n - 1, and bools are
+    refused (NumPy too has no bool arange beyond two elements)."""
     shape = constant_shape(n, loc)
     if len(shape) != 1:
         raise CompileError("tile.arange(n) takes one constant size", loc)
-    return X.Arange(loc, T.int32, shape)
+    dtype = dtype_arg(dtype, "tile.arange()", loc)
+    if dtype.is_bool or dtype.is_int and shape[0] - 1 > (1 << dtype.bits - dtype.is_signed) - 1:
+        raise CompileError(f"tile.arange({shape[0]}, dtype={dtype.name}): {dtype.name} cannot "
+                           f"hold {shape[0] - 1}", loc,
+                           hint="use a wider integer dtype (the default, int32, holds every "
+                                "tile size), or a float dtype")
+    return astype(X.Arange(loc, T.int32, shape), dtype, loc)
 
 
 @intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
 def _zeros(tr, loc, shape, dtype):
-    dtype = _dtype(dtype, loc)
+    dtype = dtype_arg(dtype, "tile.zeros()", loc)
     return X.Splat(loc, typing_.const(0, dtype, loc), dtype, constant_shape(shape, loc))
 
 
 @intrinsic("full", "shape", "value", ("dtype", Static(None)))
 def _full(tr, loc, shape, value, dtype):
     dtype = typed(value, loc).dtype if isinstance(dtype, Static) and dtype.value is None \
-        else _dtype(dtype, loc)
+        else dtype_arg(dtype, "tile.full()", loc)
     return X.Splat(loc, scalar_operand(value, dtype, "the fill value", loc), dtype,
                    constant_shape(shape, loc))
 
@@ -495,7 +498,7 @@ def _flip(tr, loc, value, axis):
 
 @intrinsic("astype", "tile", "dtype")
 def _astype(tr, loc, value, dtype):
-    return astype(tile_operand(value, "astype()", loc), _dtype(dtype, loc), loc)
+    return astype(tile_operand(value, "astype()", loc), dtype_arg(dtype, "astype()", loc), loc)
 
 
 @intrinsic("reshape", "tile", "shape")
@@ -531,6 +534,27 @@ def _permute(tr, loc, value, axes):
         raise CompileError(f"axes {show(axes)} are not a permutation of the {rank} axes of a tile "
                            f"of shape {show(value.shape)}", loc)
     return permuted(value, perm, loc)
+
+
+@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)))
+def _transpose(tr, loc, value, axis0, axis1):
+    """cuTile's transpose: axes `axis0` and `axis1` swapped; a 2-d tile's two axes when
+    neither is given (its `t.T`, the same `Permute`)."""
+    value = tile_operand(value, "tile.transpose()", loc)
+    rank = len(value.shape)
+    unnamed = [isinstance(a, Static) and a.value is None for a in (axis0, axis1)]
+    if all(unnamed) and rank == 2:
+        return permuted(value, (1, 0), loc)
+    if any(unnamed):
+        raise CompileError(f"tile.transpose() of a tile of shape {show(value.shape)} needs the "
+                           "two axes to swap (only a 2-d tile's are implied)" if rank != 2 else
+                           "tile.transpose() takes both axes to swap or neither", loc,
+                           hint="tile.transpose(t, axis0, axis1) swaps two axes; t.permute(axes) "
+                                "reorders any, and t.T reverses them all")
+    first, second = axis_of(axis0, value.shape, loc), axis_of(axis1, value.shape, loc)
+    perm = list(range(rank))
+    perm[first], perm[second] = second, first
+    return permuted(value, tuple(perm), loc)
 
 
 def permuted(value, perm: tuple, loc: Loc):
@@ -595,8 +619,8 @@ class TileMethod:
 
 
 # Tile methods -> the intrinsic each calls with the tile first; `to` is Triton's astype.
-METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "flip",
-                                                      "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
+METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "transpose",
+                                                      "flip", "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
 
 
 def attribute(tile: N.Expr, name: str, loc: Loc):

@@ -32,7 +32,7 @@ from .expressions import BIN_OPS, Expressions
 from .flow import ControlFlow
 from .source import FunctionSource, function_source
 from .tiles import binary
-from .typing import Static, cast, is_number, typed
+from .typing import Static, cast, is_number, static_value, typed
 
 
 @dataclass
@@ -289,13 +289,14 @@ class Translator(ControlFlow, Expressions):
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (
-            isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value))
+            isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)) \
+            or T.named_by_numpy(value) is not None
         if not ok:
             raise CompileError(
                 f"kernel reads {name!r}, a {type(value).__name__}: kernels can only read "
                 "numbers, dtypes, modules and functions from the enclosing scope", loc,
                 hint="pass it as an argument (arrays) or as a vg.constexpr parameter")
-        return Static(value)
+        return static_value(value)
 
     # ------------------------------------------------------------------ statements
 
@@ -496,7 +497,7 @@ class Translator(ControlFlow, Expressions):
                                "which kernel helpers do not support", loc)
         names = [a.arg for a in spec.posonlyargs + spec.args]
         defaults = dict(zip(names[len(names) - len(fn.__defaults__ or ()):],
-                            (Static(d) for d in fn.__defaults__ or ())))
+                            (static_value(d) for d in fn.__defaults__ or ())))
         if len(args) > len(names):
             raise CompileError(f"{src.name}() takes {len(names)} arguments, {len(args)} given", loc)
         bound = dict(zip(names, args))

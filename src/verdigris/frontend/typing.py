@@ -4,15 +4,20 @@ Takes: values the translator computes — typed `ir.Expr`s or `Static` compile-t
 values (literals, constexprs, tuples, modules, functions). Gives: typed IR for unary,
 binary and comparison operators following the promotion rules of `types.py`, with the
 `Cast`s inserted, and constant folding of operations on static values (numbers, and
-`==`/`!=` of two dtypes, a compile-time bool). Guarantees: every `ir.Expr` it returns
-satisfies the IR invariants (operands of one dtype); type errors are `CompileError`s at the
-operator's location; a tile where a scalar is needed is refused here (`tiles` lifts these
-rules to tiles), and so is any other value that is not a number (an array, a dtype).
+`==`/`!=` of two dtypes, a compile-time bool); `static_value`, which turns a Python value
+the kernel reads (a constant, constexpr or default) into a `Static` (NumPy dtypes become
+verdigris's), and `dtype_arg`, the reader of every dtype argument. Guarantees: every
+`ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
+`CompileError`s at the operator's location; a tile where a scalar is needed is refused here
+(`tiles` lifts these rules to tiles), and so is any other value that is not a number (an
+array, a dtype).
 """
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import types as T
 from ..errors import CompileError, Loc
@@ -24,6 +29,35 @@ class Static:
     """A value known while compiling: a literal, constexpr, tuple, module or function."""
 
     value: object
+
+
+def static_value(value) -> Static:
+    """A Python value known while compiling (a module constant or closure variable, a
+    constexpr argument, a helper's default) as kernels see it: a NumPy dtype or scalar type
+    that verdigris has (`np.float32`, `np.dtype("float16")`), also inside a tuple, is that
+    verdigris dtype, so it converts, compares and is taken as a dtype as `vg.float32` is."""
+    return Static(_as_kernel_value(value))
+
+
+def _as_kernel_value(value):
+    if isinstance(value, tuple):
+        return tuple(map(_as_kernel_value, value))
+    return T.named_by_numpy(value) or value
+
+
+def dtype_arg(v, what: str, loc: Loc) -> T.DType:
+    """The dtype argument `v` of `what`: a verdigris dtype, or a NumPy one that verdigris
+    has; anything else is a `CompileError` that names what was given."""
+    value = v.value if isinstance(v, Static) else None
+    dtype = value if isinstance(value, T.DType) else T.named_by_numpy(value)
+    if dtype is not None:
+        return dtype
+    if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
+        raise CompileError(f"{what} takes a dtype verdigris has; NumPy's "
+                           f"{getattr(value, '__name__', value)} is not one", loc,
+                           hint="kernels have bool, int8 ... int64, uint8 ... uint64, float16, "
+                                "bfloat16, float32, float64 and fp8 (vg.float32 or np.float32)")
+    raise CompileError(f"{what} needs a dtype such as vg.float32 or np.float32", loc)
 
 
 @dataclass(frozen=True)

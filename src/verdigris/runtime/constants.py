@@ -1,9 +1,10 @@
 """The constants a kernel reads from its module and its closure, checked at every launch.
 
-A kernel's body folds the numbers, strings, dtypes and tuples of them that it names from its
-module (`SCALE = 2.0`, `DT = vg.float32`) or from the function it is defined in (a closure
-variable) into its code. So that a launch always computes with the values they hold *now*
-(as a launch after `SCALE = 3.0` reads 3.0, whatever the block size or arguments), each
+A kernel's body folds the numbers, strings, dtypes (verdigris's and NumPy's) and tuples of
+them that it names from its module (`SCALE = 2.0`, `DT = vg.float32`, `DT = np.float16`)
+or from the function it is defined in (a closure variable) into its code. So that a launch
+always computes with the values they hold *now* (as a launch after `SCALE = 3.0` reads
+3.0, whatever the block size or arguments), each
 kernel keeps a snapshot of those names and values and compares it at every launch: by
 identity, and where that fails by type and value; a change drops the kernel's
 specializations, launch records and generated launchers, which are built again with the
@@ -30,7 +31,8 @@ _MISSING = object()
 def _is_constant(value) -> bool:
     if isinstance(value, tuple):
         return all(map(_is_constant, value))
-    return value is None or isinstance(value, (bool, int, float, str, T.DType))
+    return value is None or isinstance(value, (bool, int, float, str, T.DType)) \
+        or T.named_by_numpy(value) is not None  # kernels read np.float32 as vg.float32
 
 
 def current(holder, name: str):

@@ -17,12 +17,12 @@ element by element; Python's `and`, `or` and chained comparisons (`0 < t < 1`) t
 truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
 
 Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
-`t.reshape(shape)`, `t.permute(axes)`, `t.sum(axis)` and the other reductions,
-`t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`, `t.cummax`,
-`t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None` does:
-`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`, `None`
-and `...` index a tile). The functions below are the intrinsics kernels call; on the host
-they raise.
+`t.reshape(shape)`, `t.permute(axes)`, `t.transpose(axis0, axis1)`, `t.sum(axis)` and the
+other reductions, `t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`,
+`t.cummax`, `t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None`
+does: `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`,
+`None` and `...` index a tile). The functions below are the intrinsics kernels call; on the
+host they raise.
 """
 from __future__ import annotations
 
@@ -48,10 +48,16 @@ def kernel(fn=None, **options):
 _DOCS = {
     "bid": "bid(axis): this block's index in the tile grid along `axis` (int32).",
     "num_blocks": "num_blocks(axis): the number of blocks along `axis` (int32).",
-    "load": "load(array, index, shape, padding=0): the tile of `shape` at tile index `index` "
-            "(element index[k] * shape[k] + j along axis k); elements outside take `padding`.",
-    "store": "store(array, index, tile): write `tile` at tile index `index`; elements outside "
-             "the array are not written.",
+    "num_tiles": "num_tiles(array, axis, shape): how many tiles of `shape` cover `array` along "
+                 "`axis`, a partial edge tile included: vg.cdiv(array.shape[axis], shape[axis]) "
+                 "(int64), as cuTile's num_tiles.",
+    "load": "load(array, index, shape, padding=0, latency=None): the tile of `shape` at tile "
+            "index `index` (element index[k] * shape[k] + j along axis k); elements outside "
+            "take `padding`. shape=() loads the one element at `index` as a scalar (cuTile's "
+            "0-d load; `padding` outside). `latency` (1 to 10) is a hint not used yet.",
+    "store": "store(array, index, tile, latency=None): write `tile` at tile index `index`; "
+             "elements outside the array are not written. `latency` (1 to 10) is a hint not "
+             "used yet.",
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
     "atomic_max": "atomic_max(array, index, tile): array = maximum(array, tile) at tile index "
                   "`index`, atomically per element (np.maximum.at; a float NaN loses to a number). "
@@ -77,7 +83,8 @@ _DOCS = {
     "scatter_min": "scatter_min(array, indices, tile, mask=None, skip_out_of_bounds=False): "
                    "np.minimum.at(array, indices, tile), atomically (only where `mask` holds, "
                    "when given; outside the array as scatter).",
-    "arange": "arange(n): the int32 tile 0, 1, ..., n-1.",
+    "arange": "arange(n, dtype=int32): the tile 0, 1, ..., n-1, of `dtype` (an integer dtype "
+              "must hold n - 1; a float dtype rounds as np.arange does).",
     "zeros": "zeros(shape, dtype=float32): a tile of zeros.",
     "full": "full(shape, value, dtype=None): a tile of `value` (a constant or a scalar).",
     "where": "where(cond, x, y): x where cond holds, else y, element by element.",
@@ -121,6 +128,9 @@ _DOCS = {
     "broadcast_to": "broadcast_to(t, shape): `t` stretched to `shape` by NumPy's rules "
                     "(leading axes added, size-1 axes repeated).",
     "permute": "permute(t, axes): axes reordered; result axis k is t's axis axes[k].",
+    "transpose": "transpose(t, axis0=None, axis1=None): axes `axis0` and `axis1` swapped "
+                 "(cuTile's transpose, also the method t.transpose(axis0, axis1)); a 2-d tile "
+                 "without axes: t.T.",
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
     "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "
