@@ -58,3 +58,32 @@ def test_each_peer_has_a_table_its_kernel_and_a_running_port(peer):
     peer_kernel = [lang for skip, lang in blocks if skip or lang != "python"]
     ports = [lang for skip, lang in blocks if not skip and lang == "python"]
     assert peer_kernel and ports, f"{peer}: the peer's kernel and a port that runs, side by side"
+
+
+def python_blocks(text: str) -> list[str]:
+    runnable = re.compile(r"(<!--\s*test:\s*skip[^>]*-->\s*\n)?^```python\n(.*?)^```", re.S | re.M)
+    return [m.group(2) for m in runnable.finditer(text) if not m.group(1)]
+
+
+@pytest.fixture
+def cpu_backend():
+    previous = vg.current_backend()
+    vg.set_backend("cpu")
+    yield
+    vg.set_backend(previous)
+
+
+def test_the_numba_port_without_its_middle_barrier_is_refused_as_the_page_says(tmp_path, cpu_backend):
+    """The page's racy twin: the numba port (which runs in test_docs.py) minus the barrier
+    after `m = buf[0]` is refused before it runs, with the threads and element it quotes."""
+    text = PAGE.read_text()
+    preamble, *ports = python_blocks(text)
+    port = next(p for p in ports if "buf = simt.shared.array(BLOCK" in p)
+    barrier = "    m = buf[0]\n    simt.barrier()\n"
+    assert port.count(barrier) == 1
+    racy = tmp_path / "racy_softmax.py"
+    racy.write_text(preamble + port.replace(barrier, "    m = buf[0]\n"))
+    quoted = re.search(r"\(VG211: `(.*?)`\)", text, re.S).group(1).replace("\n", " ")
+    with pytest.raises(vg.SafetyError) as refused:
+        exec(compile(racy.read_text(), str(racy), "exec"), {"__name__": "racy_softmax"})
+    assert refused.value.code == "VG211" and quoted in str(refused.value)
