@@ -1,10 +1,12 @@
 """docs/porting.md keeps its promises: every verdigris name its tables and prose cite exists,
-and each peer's section shows the peer's kernel beside a port that runs.
+each peer's section shows the peer's kernel beside a port that runs, and the refusal it
+quotes is what the checker says.
 
 Its Python blocks themselves run in tests/test_docs.py (the ports, against NumPy); this file
 checks what that cannot: names in inline code (`tile.scatter_add`, `simt.shared.dynamic`,
 `vg.autotune`), which no block executes, so that a renamed or missing operation fails here
-instead of misleading a porter.
+instead of misleading a porter; and the racy twin of the numba port, which the page only
+describes.
 """
 import re
 from pathlib import Path
