@@ -18,7 +18,7 @@ from verdigris import simt, tile
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "porting.md"
 FENCED = re.compile(r"^```.*?^```", re.S | re.M)
-INLINE = re.compile(r"`([^`\n]+)`")
+INLINE = re.compile(r"`([^`]+)`")                # a span may wrap a line
 NAME = re.compile(r"(?<![\w.])(vg|tile|simt)\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
 MODULES = {"vg": vg, "tile": tile, "simt": simt}
 PEERS = ["Triton", "cuTile Python", "numba-cuda", "CUDA C++"]
