@@ -7,7 +7,6 @@ GPU beside torch's fused AdamW."""
 import numpy as np
 import pytest
 
-import verdigris as vg
 from verdigris import codegen
 from verdigris import types as T
 from verdigris.examples import tile_adamw as adamw
