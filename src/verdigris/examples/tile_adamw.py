@@ -35,7 +35,7 @@ BLOCK = 4096  # elements per block; every tensor starts at a multiple of it
 
 @tile.kernel
 def adamw(master, grad, exp_avg, exp_avg_sq, params, block_decays, decay, lerp_weight, beta2,
-          one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size, BLOCK: vg.constexpr):
+          one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size, BLOCK: vg.constexpr = BLOCK):
     b = tile.bid(0)
     g = tile.load(grad, index=(b,), shape=(BLOCK,)).astype(vg.float32)
     p = tile.load(master, index=(b,), shape=(BLOCK,))

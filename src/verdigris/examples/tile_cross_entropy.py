@@ -37,6 +37,7 @@ IGNORE_INDEX = -100
 BLOCK = 4096  # vocabulary columns per chunk: 16 KB of float32 per block in flight
 
 
+@vg.func
 def _row_log_sum_exp(logits, r, BLOCK: vg.constexpr):
     """The row's log-sum-exp in float32, one pass: a running maximum and a rescaled running
     sum per column position, reduced once after the last chunk."""
@@ -52,6 +53,7 @@ def _row_log_sum_exp(logits, r, BLOCK: vg.constexpr):
     return row_max + tile.log(tile.sum(s * tile.exp(m - row_max)))
 
 
+@vg.func
 def _write_loss(logits, labels, loss, lse, r, ignore_index, BLOCK: vg.constexpr):
     """Store the row's loss and log-sum-exp; give back (log-sum-exp, label)."""
     label = tile.load(labels, index=(r,), shape=())
@@ -63,6 +65,7 @@ def _write_loss(logits, labels, loss, lse, r, ignore_index, BLOCK: vg.constexpr)
     return row_lse, label
 
 
+@vg.func
 def _write_grad(logits, grad, r, row_lse, label, dloss_r, ignore_index, BLOCK: vg.constexpr):
     """grad[r] = (softmax - onehot) * dloss_r, chunk by chunk (zeros for an ignored row)."""
     scale = tile.where(label == ignore_index, 0.0, dloss_r)
@@ -74,10 +77,11 @@ def _write_grad(logits, grad, r, row_lse, label, dloss_r, ignore_index, BLOCK: v
 
 
 @tile.kernel
-def cross_entropy_forward(logits, labels, loss, lse, ignore_index, BLOCK: vg.constexpr):
+def cross_entropy_forward(logits, labels, loss, lse, ignore_index, BLOCK: vg.constexpr = BLOCK):
     _write_loss(logits, labels, loss, lse, tile.bid(0), ignore_index, BLOCK)
 
 
+@vg.func
 def _backward_row(logits, labels, lse, dloss, grad, ignore_index, BLOCK: vg.constexpr):
     r = tile.bid(0)
     label = tile.load(labels, index=(r,), shape=())
@@ -86,15 +90,16 @@ def _backward_row(logits, labels, lse, dloss, grad, ignore_index, BLOCK: vg.cons
 
 
 @tile.kernel
-def cross_entropy_backward(logits, labels, lse, dloss, grad, ignore_index, BLOCK: vg.constexpr):
+def cross_entropy_backward(logits, labels, lse, dloss, grad, ignore_index, BLOCK: vg.constexpr = BLOCK):
     _backward_row(logits, labels, lse, dloss, grad, ignore_index, BLOCK)
 
 
 @tile.kernel
-def cross_entropy_backward_inplace(logits, labels, lse, dloss, ignore_index, BLOCK: vg.constexpr):
+def cross_entropy_backward_inplace(logits, labels, lse, dloss, ignore_index, BLOCK: vg.constexpr = BLOCK):
     _backward_row(logits, labels, lse, dloss, logits, ignore_index, BLOCK)
 
 
+@vg.func
 def _forward_backward_row(logits, labels, loss, lse, dloss, grad, ignore_index, BLOCK: vg.constexpr):
     r = tile.bid(0)
     row_lse, label = _write_loss(logits, labels, loss, lse, r, ignore_index, BLOCK)
@@ -103,13 +108,13 @@ def _forward_backward_row(logits, labels, loss, lse, dloss, grad, ignore_index, 
 
 @tile.kernel
 def cross_entropy_forward_backward(logits, labels, loss, lse, dloss, grad, ignore_index,
-                                   BLOCK: vg.constexpr):
+                                   BLOCK: vg.constexpr = BLOCK):
     _forward_backward_row(logits, labels, loss, lse, dloss, grad, ignore_index, BLOCK)
 
 
 @tile.kernel
 def cross_entropy_forward_backward_inplace(logits, labels, loss, lse, dloss, ignore_index,
-                                           BLOCK: vg.constexpr):
+                                           BLOCK: vg.constexpr = BLOCK):
     _forward_backward_row(logits, labels, loss, lse, dloss, logits, ignore_index, BLOCK)
 
 
