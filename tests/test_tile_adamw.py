@@ -156,3 +156,27 @@ def test_adamw_ptx_assembles(target):
     compiled = codegen.compile_to_ptx(adamw.adamw.specialize_types(spec), target)
     assert codegen.assemble(compiled.ptx, target, optimize=False)[:4] == b"\x7fELF"
     assert "fma" not in compiled.ptx  # each operation rounds on its own, as torch's do
+
+
+@pytest.mark.parametrize("param_dtype", [np.float32, BF16], ids=["float32", "bfloat16"])
+def test_adamw_gpu_code_on_the_host_is_the_cpu_backend_bit_for_bit(param_dtype, rng):
+    """The lowering's code (host_jit: the GPU's LLVM IR run on this CPU) against the cpu
+    backend: the same operations, each rounded once, give the same bits."""
+    import host_jit
+
+    packed = Packed(rng, grad_dtype=BF16, param_dtype=param_dtype, block=256)
+    grad = packed.gradient()
+    arguments = dict(master=packed.master, grad=grad.view(np.uint16), exp_avg=packed.exp_avg,
+                     exp_avg_sq=packed.exp_avg_sq, params=packed.params, block_decays=packed.layout.block_decays,
+                     BLOCK=256, **adamw.step_scalars(3, **HYPER))
+    if param_dtype == BF16:
+        arguments["params"] = packed.params.view(np.uint16)
+    want = Packed(np.random.default_rng(0), grad_dtype=BF16, param_dtype=param_dtype, block=256)
+    for name in ("master", "exp_avg", "exp_avg_sq"):
+        getattr(want, name)[...] = getattr(packed, name)
+    want.step(grad, 3, **HYPER)
+    dtypes = {"grad": T.bfloat16, **({"params": T.bfloat16} if param_dtype == BF16 else {})}
+    assert host_jit.run(adamw.adamw, packed.layout.size // 256, num_warps=1, dtypes=dtypes, **arguments) is None
+    for name in ("master", "exp_avg", "exp_avg_sq"):
+        np.testing.assert_array_equal(getattr(packed, name), getattr(want, name))
+    np.testing.assert_array_equal(packed.params, want.params)

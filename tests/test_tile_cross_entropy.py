@@ -168,3 +168,26 @@ SPECS = {
 def test_cross_entropy_ptx_assembles(kernel, target):
     compiled = codegen.compile_to_ptx(kernel.specialize_types(SPECS[kernel]), target)
     assert codegen.assemble(compiled.ptx, target, optimize=False)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("kernel", list(SPECS), ids=lambda k: k.__name__)
+def test_cross_entropy_gpu_code_on_the_host_matches_the_cpu_backend(kernel, rng):
+    """The lowering's code (host_jit: the GPU's LLVM IR run on this CPU, a warp's threads
+    taking turns) against the cpu backend, on the same float32 inputs."""
+    import host_jit
+    from verdigris.runtime import backend
+
+    logits, labels, dloss = inputs(rng, 3, 3000, np.float32)
+    names = {p.name for p in kernel.params}
+    every = dict(logits=logits, labels=labels, loss=poisoned(3)[0], lse=poisoned(3)[1], dloss=dloss,
+                 grad=np.full_like(logits, np.nan), ignore_index=ce.IGNORE_INDEX, BLOCK=1024)
+    if "loss" not in names:  # a backward: the forward's log-sum-exp
+        every["lse"] = ce.reference(logits, labels, dloss)[1].astype(np.float32)
+    arguments = {k: v for k, v in every.items() if k in names}
+    want = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in arguments.items()}
+    backend.set_backend("cpu")
+    kernel[3](**want)
+    assert host_jit.run(kernel, 3, num_warps=1, **arguments) is None
+    for name in ("loss", "lse", "grad", "logits"):
+        if name in arguments:
+            np.testing.assert_allclose(arguments[name], want[name], rtol=1e-6, atol=1e-7)
