@@ -95,6 +95,20 @@ def test_mean_loss_gradient_through_a_broadcast_upstream_gradient(rng):
     assert_matches(logits, labels, dloss, loss, lse, grad, "float32")
 
 
+def test_masked_columns_at_minus_infinity_take_no_part(rng):
+    # a first chunk of nothing but -inf (the running maximum starts there), masked columns
+    # scattered over the rest, as a padded or constrained vocabulary has
+    logits, labels, dloss = inputs(rng, 4, 1000, np.float32)
+    logits[:, :256] = -np.inf
+    logits[:, 600:700:3] = -np.inf
+    labels[[0, 2, 3]] = [300, 999, 256]
+    loss, lse = poisoned(4)
+    grad = np.full_like(logits, np.nan)
+    ce.forward_backward(logits, labels, loss, lse, dloss, grad, block=256)
+    assert_matches(logits, labels, dloss, loss, lse, grad, "float32")
+    assert (grad[:, :256] == 0).all()
+
+
 def test_a_label_outside_the_vocabulary_gives_a_nan_loss(rng):
     logits, labels, dloss = inputs(rng, 4, 300, np.float32)
     labels[0], labels[3] = 300, -1

@@ -35,22 +35,24 @@ from verdigris import tile
 
 IGNORE_INDEX = -100
 BLOCK = 4096  # vocabulary columns per chunk: 16 KB of float32 per block in flight
+LOG2E = 1.4426950408889634  # exp(x) = exp2(x * LOG2E)
 
 
 @vg.func
 def _row_log_sum_exp(logits, r, BLOCK: vg.constexpr):
-    """The row's log-sum-exp in float32, one pass: a running maximum and a rescaled running
-    sum per column position, reduced once after the last chunk."""
-    m = tile.full((1, BLOCK), -math.inf, vg.float32)
+    """The row's log-sum-exp in float32, one pass: the running maximum of the row (one
+    reduction per chunk) and, per column position, a running sum of exp(x - that maximum),
+    rescaled when it grows; one exponential per element (`exp2`, a single instruction on
+    the GPU: at bfloat16's bandwidth the pass would otherwise wait on arithmetic)."""
+    top = vg.float32(-math.inf)
     s = tile.zeros((1, BLOCK), vg.float32)
     for c in range(tile.num_tiles(logits, 1, (1, BLOCK))):
         t = tile.load(logits, index=(r, c), shape=(1, BLOCK), padding=-math.inf).astype(vg.float32)
-        new_m = tile.maximum(m, t)
-        empty = new_m == -math.inf  # only padding so far: exp(-inf - -inf) would be NaN
-        s = s * tile.where(empty, 1.0, tile.exp(m - new_m)) + tile.where(empty, 0.0, tile.exp(t - new_m))
-        m = new_m
-    row_max = tile.max(m)
-    return row_max + tile.log(tile.sum(s * tile.exp(m - row_max)))
+        new_top = max(top, tile.max(t))
+        shift = tile.where(new_top == -math.inf, 0.0, new_top)  # nothing but -inf so far: no NaN
+        s = s * tile.exp2((top - shift) * LOG2E) + tile.exp2((t - shift) * LOG2E)
+        top = new_top
+    return top + tile.log(tile.sum(s))
 
 
 @vg.func
@@ -71,8 +73,10 @@ def _write_grad(logits, grad, r, row_lse, label, dloss_r, ignore_index, BLOCK: v
     scale = tile.where(label == ignore_index, 0.0, dloss_r)
     for c in range(tile.num_tiles(logits, 1, (1, BLOCK))):
         t = tile.load(logits, index=(r, c), shape=(1, BLOCK)).astype(vg.float32)
-        onehot = tile.where(c * BLOCK + tile.arange(BLOCK, dtype=vg.int64) == label, 1.0, 0.0)
-        g = (tile.exp(t - row_lse) - onehot) * scale
+        # the label's column within the chunk, clamped so that int32 holds it
+        column = vg.int32(min(max(label - c * BLOCK, -1), BLOCK))
+        onehot = tile.where(tile.arange(BLOCK) == column, 1.0, 0.0)
+        g = (tile.exp2((t - row_lse) * LOG2E) - onehot) * scale
         tile.store(grad, index=(r, c), tile=g.astype(grad.dtype))
 
 
