@@ -86,6 +86,18 @@ def test_forward_backward_in_one_launch(dtype_name, in_place, rng):
     assert_matches(logits, labels, dloss, loss, lse, grad, dtype_name)
 
 
+@pytest.mark.parametrize("dtype_name", DTYPES)
+def test_in_place_on_rows_of_a_wider_buffer_leaves_the_rest_alone(dtype_name, rng):
+    logits, labels, dloss = inputs(rng, 4, 1000, DTYPES[dtype_name])
+    buffer = np.full((4, 1008), 7, DTYPES[dtype_name])  # rows at a pitch of a multiple of 16
+    grad = buffer[:, :1000]
+    grad[...] = logits
+    loss, lse = poisoned(4)
+    ce.forward_backward(grad, labels, loss, lse, dloss, block=256)
+    assert_matches(logits, labels, dloss, loss, lse, grad, dtype_name)
+    assert (buffer[:, 1000:] == 7).all()
+
+
 def test_mean_loss_gradient_through_a_broadcast_upstream_gradient(rng):
     logits, labels, _ = inputs(rng, 5, 1000, np.float32)
     dloss = np.broadcast_to(np.float32(1 / np.count_nonzero(labels != ce.IGNORE_INDEX)), 5)

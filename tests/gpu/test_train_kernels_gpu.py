@@ -29,7 +29,8 @@ def rel_err(got, want):
 
 
 @pytest.mark.parametrize("vocab", [50257, 128256])
-@pytest.mark.parametrize("mode", ["separate", "one_launch", "one_launch_in_place", "backward_in_place"])
+@pytest.mark.parametrize("mode", ["separate", "one_launch", "one_launch_in_place", "backward_in_place",
+                                  "in_place_at_pitch_16"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_cross_entropy_matches_torch(vocab, mode, dtype, rng):
     rows = 96
@@ -50,10 +51,16 @@ def test_cross_entropy_matches_torch(vocab, mode, dtype, rng):
     elif mode == "one_launch_in_place":
         grad = logits.clone()
         ce.forward_backward(grad, labels, loss, lse, dloss)
-    else:
+    elif mode == "backward_in_place":
         ce.forward(logits, labels, loss, lse)
         grad = logits.clone()
         ce.backward(grad, labels, lse, dloss)
+    else:  # rows at a pitch of a multiple of 16 elements: 16-byte vectors throughout
+        buffer = torch.full((rows, -(-vocab // 16) * 16), 7, dtype=logits.dtype, device="cuda")
+        grad = buffer[:, :vocab]
+        grad.copy_(logits)
+        ce.forward_backward(grad, labels, loss, lse, dloss)
+        assert (buffer[:, vocab:] == 7).all()
     torch.cuda.synchronize()
     assert rel_err(loss, want_loss) < 1e-5
     assert rel_err(lse, want_lse) < 1e-6
