@@ -5,7 +5,7 @@ Cases:
   mean over the tokens (every 10th ignored): torch's `F.cross_entropy` + `backward()`
   (eager, and under `torch.compile` where it compiles) against verdigris's
   `tile_cross_entropy`: the gradient written over the logits in the forward's launch
-  (`forward_backward`, grad=None; also with rows at a pitch of a multiple of 16
+  (`forward_backward(..., in_place=True)`; also with rows at a pitch of a multiple of 16
   elements, which makes every access a 16-byte vector), in one launch into a separate
   gradient, and as a forward then a backward launch. Peak memory is what one call allocates beyond the
   logits and labels (`torch.cuda.max_memory_allocated`).
@@ -68,7 +68,7 @@ def cross_entropy_case(timer: GpuTimer) -> dict:
     work = logits.clone()  # the in-place version overwrites what it is given
 
     def ours_in_place():
-        ce.forward_backward(work, labels, loss, lse, dloss)
+        ce.forward_backward(work, labels, loss, lse, dloss, in_place=True)
         return work
 
     # the same logits in rows whose pitch is a multiple of 16 elements (32 bytes): an LM
@@ -76,7 +76,7 @@ def cross_entropy_case(timer: GpuTimer) -> dict:
     pitched = torch.empty(TOKENS, -(-VOCAB // 16) * 16, dtype=logits.dtype, device="cuda")[:, :VOCAB]
 
     def ours_in_place_pitched():
-        ce.forward_backward(pitched, labels, loss, lse, dloss)
+        ce.forward_backward(pitched, labels, loss, lse, dloss, in_place=True)
         return pitched
 
     def ours_one_launch():

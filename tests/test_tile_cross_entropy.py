@@ -68,7 +68,7 @@ def test_backward_in_place_overwrites_the_logits_with_their_gradient(dtype_name,
     loss, lse = poisoned(4)
     ce.forward(logits, labels, loss, lse)
     grad = logits.copy()
-    ce.backward(grad, labels, lse, dloss)  # grad=None: in place
+    ce.backward(grad, labels, lse, dloss, in_place=True)
     assert_matches(logits, labels, dloss, loss, lse, grad, dtype_name)
 
 
@@ -79,7 +79,7 @@ def test_forward_backward_in_one_launch(dtype_name, in_place, rng):
     loss, lse = poisoned(4)
     if in_place:
         grad = logits.copy()
-        ce.forward_backward(grad, labels, loss, lse, dloss)
+        ce.forward_backward(grad, labels, loss, lse, dloss, in_place=True)
     else:
         grad = np.full_like(logits, np.nan)
         ce.forward_backward(logits, labels, loss, lse, dloss, grad)
@@ -93,7 +93,7 @@ def test_in_place_on_rows_of_a_wider_buffer_leaves_the_rest_alone(dtype_name, rn
     grad = buffer[:, :1000]
     grad[...] = logits
     loss, lse = poisoned(4)
-    ce.forward_backward(grad, labels, loss, lse, dloss, block=256)
+    ce.forward_backward(grad, labels, loss, lse, dloss, in_place=True, block=256)
     assert_matches(logits, labels, dloss, loss, lse, grad, dtype_name)
     assert (buffer[:, 1000:] == 7).all()
 
@@ -146,6 +146,22 @@ def test_gradient_overlapping_the_logits_is_refused_unless_asked_for_in_place(la
     np.testing.assert_array_equal(logits, before)  # refused before anything ran
 
 
+@pytest.mark.parametrize("launcher", ["backward", "forward_backward"])
+def test_in_place_is_said_explicitly(launcher, rng):
+    logits, labels, dloss = inputs(rng, 4, 300, np.float32)
+    loss, lse = poisoned(4)
+    ce.forward(logits, labels, loss, lse, block=128)
+    before = logits.copy()
+    launch = getattr(ce, launcher)
+    args = (logits, labels, lse, dloss) if launcher == "backward" else (logits, labels, loss, lse, dloss)
+    with pytest.raises(vg.LaunchError, match="no array for the gradient") as neither:
+        launch(*args, block=128)  # grad forgotten: the logits are not overwritten
+    assert neither.value.loc.file == __file__ and "in_place=True" in neither.value.hint
+    with pytest.raises(vg.LaunchError, match="a grad was passed too"):
+        launch(*args, np.empty_like(logits), in_place=True, block=128)
+    np.testing.assert_array_equal(logits, before)
+
+
 @tile.kernel
 def backward_in_place_into_the_next_row(logits, labels, lse, dloss, ignore_index, BLOCK: vg.constexpr):
     # racy twin of cross_entropy_backward_inplace: block r overwrites row r + 1, which
@@ -168,7 +184,7 @@ def test_in_place_gradient_into_another_blocks_row_is_refused(rng):
         backward_in_place_into_the_next_row[4](logits, labels, lse, dloss, ce.IGNORE_INDEX, BLOCK=256)
     assert refused.value.code == "VG203" and "block" in str(refused.value)
     grad = logits.copy()
-    ce.backward(grad, labels, lse, dloss, block=256)  # its fixed twin: accepted
+    ce.backward(grad, labels, lse, dloss, in_place=True, block=256)  # its fixed twin: accepted
     assert_matches(logits, labels, dloss, loss, lse, grad, "float32")
 
 

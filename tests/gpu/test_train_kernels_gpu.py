@@ -50,16 +50,16 @@ def test_cross_entropy_matches_torch(vocab, mode, dtype, rng):
         ce.forward_backward(logits, labels, loss, lse, dloss, grad)
     elif mode == "one_launch_in_place":
         grad = logits.clone()
-        ce.forward_backward(grad, labels, loss, lse, dloss)
+        ce.forward_backward(grad, labels, loss, lse, dloss, in_place=True)
     elif mode == "backward_in_place":
         ce.forward(logits, labels, loss, lse)
         grad = logits.clone()
-        ce.backward(grad, labels, lse, dloss)
+        ce.backward(grad, labels, lse, dloss, in_place=True)
     else:  # rows at a pitch of a multiple of 16 elements: 16-byte vectors throughout
         buffer = torch.full((rows, -(-vocab // 16) * 16), 7, dtype=logits.dtype, device="cuda")
         grad = buffer[:, :vocab]
         grad.copy_(logits)
-        ce.forward_backward(grad, labels, loss, lse, dloss)
+        ce.forward_backward(grad, labels, loss, lse, dloss, in_place=True)
         assert (buffer[:, vocab:] == 7).all()
     torch.cuda.synchronize()
     assert rel_err(loss, want_loss) < 1e-5

@@ -19,19 +19,22 @@ outside `[0, vocab)` that is not `ignore_index` gives a NaN loss for its row (th
 of the target logit reads NaN there) instead of reading out of bounds. Every kernel is
 proven race-free by the checker; none uses `vg.unsafe()`.
 
-In place: `backward(..., grad=None)` and `forward_backward(..., grad=None)` write the
-gradient over the logits, by launching the `*_inplace` kernels, which take the logits once
-(each block reads a chunk of its own row and then overwrites that chunk, so no other block
-ever sees it: the race checker proves this). That is the only way to say "in place": passing
-the logits (or any view overlapping them) as `grad` launches the two-array kernel, whose
-launch refuses the overlap with `vg.AliasError` (VG201), as every launch does.
+In place: `backward(..., in_place=True)` and `forward_backward(..., in_place=True)` write
+the gradient over the logits, by launching the `*_inplace` kernels, which take the logits
+once (each block reads a chunk of its own row and then overwrites that chunk, so no other
+block ever sees it: the race checker proves this). That is the only way to say "in place":
+passing the logits (or any view overlapping them) as `grad` launches the two-array kernel,
+whose launch refuses the overlap with `vg.AliasError` (VG201), as every launch does; and
+leaving out `grad` without `in_place=True` is a `vg.LaunchError`, never a silent overwrite.
 """
 import math
+import sys
 
 import numpy as np
 
 import verdigris as vg
 from verdigris import tile
+from verdigris.errors import Loc
 
 IGNORE_INDEX = -100
 BLOCK = 4096  # vocabulary columns per chunk: 16 KB of float32 per block in flight
@@ -127,22 +130,39 @@ def forward(logits, labels, loss, lse, *, ignore_index=IGNORE_INDEX, block=BLOCK
     cross_entropy_forward[logits.shape[0]](logits, labels, loss, lse, ignore_index, BLOCK=block)
 
 
-def backward(logits, labels, lse, dloss, grad=None, *, ignore_index=IGNORE_INDEX, block=BLOCK):
-    """Launch the backward into `grad`, or over `logits` when `grad` is None (in place)."""
-    if grad is None:
+def backward(logits, labels, lse, dloss, grad=None, *, in_place=False, ignore_index=IGNORE_INDEX, block=BLOCK):
+    """Launch the backward into `grad`, or over `logits` with `in_place=True`."""
+    if _writes_over_logits(grad, in_place, "backward"):
         cross_entropy_backward_inplace[logits.shape[0]](logits, labels, lse, dloss, ignore_index, BLOCK=block)
     else:
         cross_entropy_backward[logits.shape[0]](logits, labels, lse, dloss, grad, ignore_index, BLOCK=block)
 
 
-def forward_backward(logits, labels, loss, lse, dloss, grad=None, *, ignore_index=IGNORE_INDEX, block=BLOCK):
+def forward_backward(logits, labels, loss, lse, dloss, grad=None, *, in_place=False, ignore_index=IGNORE_INDEX,
+                     block=BLOCK):
     """Forward and backward in one launch; the gradient goes to `grad`, or over `logits`
-    when `grad` is None (in place)."""
+    with `in_place=True`."""
     rows = logits.shape[0]
-    if grad is None:
+    if _writes_over_logits(grad, in_place, "forward_backward"):
         cross_entropy_forward_backward_inplace[rows](logits, labels, loss, lse, dloss, ignore_index, BLOCK=block)
     else:
         cross_entropy_forward_backward[rows](logits, labels, loss, lse, dloss, grad, ignore_index, BLOCK=block)
+
+
+def _writes_over_logits(grad, in_place: bool, launcher: str) -> bool:
+    """Whether the caller asked for the gradient over the logits: `in_place=True` and no
+    `grad`; a `grad` and `in_place=False` write it there. Anything else is refused, naming
+    the caller's line: a forgotten `grad` never overwrites the logits."""
+    if (grad is None) == bool(in_place):
+        return bool(in_place)
+    caller = sys._getframe(2)
+    where = Loc(caller.f_code.co_filename, caller.f_lineno, 0, caller.f_code.co_name)
+    if in_place:
+        raise vg.LaunchError(f"{launcher}: in_place=True writes the gradient over the logits, but a grad was "
+                             "passed too", where, hint="pass either grad=ARRAY or in_place=True")
+    raise vg.LaunchError(f"{launcher}: no array for the gradient", where,
+                         hint="pass grad=ARRAY (e.g. an empty array shaped as the logits), or in_place=True "
+                              "to write it over the logits")
 
 
 def reference(logits, labels, dloss, ignore_index=IGNORE_INDEX):
