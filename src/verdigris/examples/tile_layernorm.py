@@ -39,7 +39,7 @@ def layernorm(x, w, b, out, eps, COLS: vg.constexpr):
 
 
 @tile.kernel
-def layernorm_forward(x, w, b, out, mean, rstd, eps, COLS: vg.constexpr):
+def layernorm_forward(x, w, b, out, mean, rstd, eps, COLS: vg.constexpr = 1024):
     r = tile.bid(0)
     t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(mean.dtype)
     mu, xc, s = centred(t, x.shape[1], eps)
@@ -52,7 +52,7 @@ def layernorm_forward(x, w, b, out, mean, rstd, eps, COLS: vg.constexpr):
 
 @tile.kernel
 def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial,
-                       ROWS: vg.constexpr, COLS: vg.constexpr):
+                       ROWS: vg.constexpr = 16, COLS: vg.constexpr = 1024):
     # Block `blk` owns rows blk*ROWS ... blk*ROWS + ROWS - 1 and row `blk` of the partials.
     # Past the last row and the row's end every load gives 0, so those lanes add nothing.
     blk = tile.bid(0)

@@ -29,7 +29,7 @@ def rmsnorm(x, w, out, eps, COLS: vg.constexpr):
 
 
 @tile.kernel
-def rmsnorm_forward(x, w, out, rstd, eps, COLS: vg.constexpr):
+def rmsnorm_forward(x, w, out, rstd, eps, COLS: vg.constexpr = 1024):
     r = tile.bid(0)
     t = tile.load(x, index=(r, 0), shape=(1, COLS)).astype(rstd.dtype)
     s = tile.rsqrt(tile.sum(t * t) / x.shape[1] + eps)
@@ -39,7 +39,8 @@ def rmsnorm_forward(x, w, out, rstd, eps, COLS: vg.constexpr):
 
 
 @tile.kernel
-def rmsnorm_backward(dy, x, w, rstd, dx, dw_partial, ROWS: vg.constexpr, COLS: vg.constexpr):
+def rmsnorm_backward(dy, x, w, rstd, dx, dw_partial, ROWS: vg.constexpr = 16,
+                     COLS: vg.constexpr = 1024):
     # Block `blk` owns rows blk*ROWS ... blk*ROWS + ROWS - 1 and row `blk` of the partials.
     # Past the last row and the row's end every load gives 0, so those lanes add nothing.
     blk = tile.bid(0)
