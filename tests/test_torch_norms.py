@@ -5,7 +5,6 @@ compute in float64 there), bf16 activations with a float32 weight against float3
 weight gradients the same bit for bit from run to run, fake tensors (shapes without a
 launch), and torch.compile(fullgraph=True) forward and backward. Skipped without torch; the
 GPU twin is tests/gpu/test_norm_backward_gpu.py."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -19,6 +19,7 @@ LARGER = {
     "tile_cumsum": dict(rows=64, cols=10_000, tile_cols=1024),
     "tile_transpose": dict(rows=1000, cols=777, b=64),
     "tile_dropout": dict(n=1 << 22, block=4096),
+    "tile_column_sums": dict(rows=300, cols=10_000),
 }
 
 
