@@ -143,8 +143,12 @@ def best_of(name, launches: dict, outs, wants, tol):
     for config, launch in launches.items():
         for out in outs:
             out.fill_(float("nan"))
-        launch()
-        torch.cuda.synchronize()
+        try:
+            launch()
+            torch.cuda.synchronize()
+        except Exception as err:  # e.g. a configuration the device cannot launch
+            print(f"  {name} {config}: FAILED ({type(err).__name__}: {err})", flush=True)
+            continue
         errs = [rel_err(o, w) for o, w in zip(outs, wants)]
         if not all(e <= tol for e in errs):
             print(f"  {name} {config}: WRONG (relative errors {['%.2e' % e for e in errs]})", flush=True)

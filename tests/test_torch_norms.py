@@ -127,3 +127,13 @@ def test_torch_compile_fullgraph_forward_and_backward(rng):
     got = torch.autograd.grad(compiled(*params), params, dy)
     for a, c in zip(eager, got):
         assert torch.allclose(a, c, rtol=1e-5, atol=1e-6)
+
+
+def test_rows_of_8192_launched_on_16_warps(rng):
+    """The benchmark's width, which the backward launches with 16 warps (ops.norms)."""
+    x, w, b = tensors(rng, (5, 8192), (8192,), (8192,), dtype=torch.float32)
+    dy = torch.from_numpy(rng.standard_normal((5, 8192))).float()
+    ours = torch.autograd.grad(layer_norm(x, w, b), (x, w, b), dy)
+    want = torch.autograd.grad(F.layer_norm(x, (8192,), w, b, 1e-5), (x, w, b), dy)
+    for got, expected in zip(ours, want):
+        assert max_rel(got, expected) < 1e-5

@@ -48,6 +48,14 @@ def _partials(x2: torch.Tensor) -> torch.Tensor:
     return x2.new_empty((vg.cdiv(rows, per_block), cols), dtype=_arithmetic(x2)[0]), per_block
 
 
+def _backward_launch(x2: torch.Tensor) -> dict:
+    """Launch options of a backward kernel: 16 warps for rows of 8192 and wider, where the
+    live row tiles (x, dy, the weight, the weight-gradient sums) take 244 registers a
+    thread at the lowering's 8 warps (ptxas, sm_90a; 127 at 16, and 4 warps spill); the
+    lowering's own choice below. bench/norm_backward.py measures the alternatives."""
+    return {"num_warps": 16} if tile_cols(x2.shape[1]) >= 8192 else {}
+
+
 def _layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x2 = _rows(x, x.shape[-1])
@@ -66,7 +74,8 @@ def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     if x2.numel():
         (dw_partial, per_block), (db_partial, _) = _partials(x2), _partials(x2)
         launch_layernorm_backward(_rows(dy, x2.shape[1]), x2, weight.contiguous(), mean, rstd,
-                                  dx, dw, db, dw_partial, db_partial, ROWS=per_block)
+                                  dx, dw, db, dw_partial, db_partial, ROWS=per_block,
+                                  **_backward_launch(x2))
     else:
         dw.zero_(), db.zero_()
     return dx.view(x.shape), dw, db
@@ -89,7 +98,7 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
     if x2.numel():
         dw_partial, per_block = _partials(x2)
         launch_rmsnorm_backward(_rows(dy, x2.shape[1]), x2, weight.contiguous(), rstd, dx, dw,
-                                dw_partial, ROWS=per_block)
+                                dw_partial, ROWS=per_block, **_backward_launch(x2))
     else:
         dw.zero_()
     return dx.view(x.shape), dw
