@@ -14,12 +14,15 @@ RMSNorm). Each configuration is checked against a float32 torch reference first.
 Bytes: x and dy read, dx written (3 x 16384 x 8192 x 2 B; the weight, statistics and
 partials are under 2% of it and not counted), so TB/s is comparable across the three.
 Times: `triton.testing.do_bench` medians.
-Run (GPU): `PYTHONPATH=src python3 bench/norm_backward.py [--json FILE]`.
+Run (GPU): `PYTHONPATH=src python3 bench/norm_backward.py [--json FILE]`; `--smoke --rows 64
+--cols 300` runs every implementation once on CPU tensors (a check of the script).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -35,9 +38,18 @@ try:
     import triton.language as tl
 except ImportError:  # torch's timings and ours still print
     triton = None
+if triton is not None and not torch.cuda.is_available() and not os.environ.get("TRITON_INTERPRET"):
+    triton = None  # no GPU for it to run on
+
+
+SMOKE = False  # --smoke: CPU tensors, one timed call (a check of the script, not a timing)
 
 
 def bench(fn) -> float:
+    if SMOKE:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
     if triton is not None:
         return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -47,6 +59,11 @@ def bench(fn) -> float:
         start.record(); fn(); end.record(); torch.cuda.synchronize()  # noqa: E702
         times.append(start.elapsed_time(end) * 1e-3)
     return sorted(times)[len(times) // 2]
+
+
+def synchronize() -> None:
+    if not SMOKE:
+        torch.cuda.synchronize()
 
 
 def rel_err(got, want) -> float:
@@ -145,7 +162,7 @@ def best_of(name, launches: dict, outs, wants, tol):
             out.fill_(float("nan"))
         try:
             launch()
-            torch.cuda.synchronize()
+            synchronize()
         except Exception as err:  # e.g. a configuration the device cannot launch
             print(f"  {name} {config}: FAILED ({type(err).__name__}: {err})", flush=True)
             continue
@@ -155,6 +172,23 @@ def best_of(name, launches: dict, outs, wants, tol):
             continue
         times[config] = bench(launch)
     return min(times.values()) if times else float("nan"), times
+
+
+def torch_backward(layer: bool, dy, x, w, b):
+    """torch's backward kernel as a call returning the gradients, fed the statistics its own
+    forward saved (their dtype is torch's): aten's LayerNorm backward, the fused RMSNorm
+    backward where this torch has one, else the autograd backward of F.rms_norm."""
+    cols = x.shape[1]
+    if layer:
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [cols], w, b, EPS)
+        return lambda: torch.ops.aten.native_layer_norm_backward(
+            dy, x, [cols], mean, rstd, w, b, [True, True, True])
+    if hasattr(torch.ops.aten, "_fused_rms_norm_backward"):
+        _, rstd = torch.ops.aten._fused_rms_norm(x, [cols], w, EPS)
+        return lambda: torch.ops.aten._fused_rms_norm_backward(dy, x, [cols], rstd, w, [True, True])
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y = F.rms_norm(xr, (cols,), wr, EPS)
+    return lambda: torch.autograd.grad(y, (xr, wr), dy, retain_graph=True)
 
 
 def case(norm: str, rows: int, cols: int, dev: str) -> dict:
@@ -191,20 +225,14 @@ def case(norm: str, rows: int, cols: int, dev: str) -> dict:
     assert norms  # the import registers the ops
     op_s = bench(op)
 
-    if layer:
-        torch_bwd = lambda: torch.ops.aten.native_layer_norm_backward(  # noqa: E731
-            dy, x, [cols], mean.unsqueeze(1), rstd.unsqueeze(1), w, b, [True, True, True])
-    elif hasattr(torch.ops.aten, "_fused_rms_norm_backward"):
-        torch_bwd = lambda: torch.ops.aten._fused_rms_norm_backward(  # noqa: E731
-            dy, x, [cols], rstd.unsqueeze(1), w, [True, True])
-    else:
-        xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-        yr = F.rms_norm(xr, (cols,), wr, EPS)
-        torch_bwd = lambda: torch.autograd.grad(yr, (xr, wr), dy, retain_graph=True)  # noqa: E731
     try:
+        torch_bwd = torch_backward(layer, dy, x, w, b)
+        errs = [rel_err(g, want) for g, want in zip(torch_bwd(), wants)]
+        if not all(e <= 2e-2 for e in errs):
+            raise RuntimeError(f"WRONG (relative errors {['%.2e' % e for e in errs]})")
         torch_s = bench(torch_bwd)
-    except (RuntimeError, TypeError) as err:  # an aten signature this torch lacks
-        print(f"  torch {norm} backward: {err}", flush=True)
+    except RuntimeError as err:  # an aten op this torch lacks on this device, or wrong
+        print(f"  torch {norm} backward: {str(err).splitlines()[0]}", flush=True)
         torch_s = float("nan")
 
     theirs = (float("nan"), {})
@@ -220,7 +248,7 @@ def case(norm: str, rows: int, cols: int, dev: str) -> dict:
 
 def copy_roofline(dev) -> float:
     """The device-to-device copy's TB/s (bytes read + written) of 1 GiB."""
-    src = torch.rand(1 << 28, device=dev)
+    src = torch.rand(1 << (20 if SMOKE else 28), device=dev)
     dst = torch.empty_like(src)
     return 2 * src.numel() * 4 / bench(lambda: dst.copy_(src)) / 1e12
 
@@ -230,15 +258,21 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--rows", type=int, default=ROWS)
     parser.add_argument("--cols", type=int, default=COLS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="run every implementation once on CPU tensors (the cpu backend; "
+                             "Triton's only under TRITON_INTERPRET=1): checks the script")
     args = parser.parse_args()
+    global SMOKE
+    SMOKE = args.smoke
     torch.manual_seed(0)
-    dev = "cuda"
+    dev = "cpu" if SMOKE else "cuda"
     copy_tbs = copy_roofline(dev)
     rows = [case(norm, args.rows, args.cols, dev) for norm in ("LayerNorm", "RMSNorm")]
 
     tbs = lambda r, key: r["nbytes"] / r[key] / 1e12  # noqa: E731
     print(f"\ndevice copy: {copy_tbs:.2f} TB/s (read + write); torch {torch.__version__}, "
-          f"triton {triton.__version__ if triton else 'absent'}, {torch.cuda.get_device_name()}; "
+          f"triton {triton.__version__ if triton else 'absent'}, "
+          f"{'CPU (smoke run)' if SMOKE else torch.cuda.get_device_name()}; "
           f"tile of {tile_cols(args.cols)}")
     print(f"{'case':38} {'ours':>6} {'op':>6} {'torch':>6} {'triton':>6} {'/torch':>7} {'/triton':>8} "
           f"{'/copy':>6}  TB/s; configs (rows per block, warps)")
