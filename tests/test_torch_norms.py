@@ -137,3 +137,20 @@ def test_rows_of_8192_launched_on_16_warps(rng):
     want = torch.autograd.grad(F.layer_norm(x, (8192,), w, b, 1e-5), (x, w, b), dy)
     for got, expected in zip(ours, want):
         assert max_rel(got, expected) < 1e-5
+
+
+def test_a_backward_that_does_not_fit_its_forward_is_refused_where_it_is_defined():
+    import verdigris as vg
+
+    def forward(x: torch.Tensor, w: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * w, x.sum(-1)
+
+    def backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float,  # one grad
+                 residual: torch.Tensor) -> torch.Tensor:
+        return g * w
+
+    with pytest.raises(vg.Error) as info:
+        differentiable_op("vgtest_cpu::misfit", forward, backward)
+    text = str(info.value)
+    assert "returns 1 values; it must return 2" in text and "# one grad" in text, text
+    assert f"{__file__}:" in text

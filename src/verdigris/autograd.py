@@ -22,11 +22,17 @@ torch's allocators), and the forward's autograd formula is registered with
 break, forward and backward. The same code runs on the cuda backend with CUDA tensors and
 on the cpu backend with CPU tensors. torch is imported when this function is called, not
 when verdigris is. Gradients of gradients are not provided (the backward op has no
-autograd formula of its own: torch says so if one is asked for).
+autograd formula of its own: torch says so if one is asked for). Signatures that do not fit
+together (a backward taking or returning the wrong number of values for the forward's) are
+a `vg.Error` at the backward's definition when the op is made, not at its first backward.
 """
 from __future__ import annotations
 
 import functools
+import inspect
+import typing
+
+from .errors import Error, Loc
 
 
 def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
@@ -36,6 +42,7 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
 
     from .runtime.torch_ops import torch_op
 
+    _check_signatures(name, forward, backward, outputs, torch.Tensor)
     forward_op = torch_op(name)(forward)
     backward_op = torch_op(f"{name}_backward")(backward)
 
@@ -64,3 +71,35 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
 
     apply.forward_op, apply.backward_op = forward_op, backward_op
     return apply
+
+
+def _check_signatures(name, forward, backward, outputs, tensor) -> None:
+    """backward's parameters are the forward's results, then its parameters, then its
+    residuals; its results are one per tensor parameter of the forward."""
+    params = list(inspect.signature(forward, eval_str=True).parameters.values())
+    results = _arity(inspect.signature(forward, eval_str=True).return_annotation)
+    backward_signature = inspect.signature(backward, eval_str=True)
+    tensor_inputs = sum(p.annotation is tensor for p in params)
+    want_params = outputs + len(params) + (results - outputs)
+    got_params, got_results = len(backward_signature.parameters), _arity(backward_signature.return_annotation)
+    if outputs < 1 or results < outputs:
+        problem = f"outputs={outputs}, but the forward returns {results} values"
+    elif got_params != want_params:
+        problem = (f"the backward takes {got_params} parameters; it must take {want_params}: "
+                   f"{outputs} gradients, the forward's {len(params)} inputs and its "
+                   f"{results - outputs} residuals")
+    elif got_results != tensor_inputs:
+        problem = (f"the backward returns {got_results} values; it must return {tensor_inputs}, "
+                   f"one gradient per tensor input of the forward")
+    else:
+        return
+    code = inspect.unwrap(backward).__code__
+    raise Error(f"differentiable op {name!r}: {problem}",
+                Loc(code.co_filename, code.co_firstlineno, 0, code.co_name),
+                hint="forward(*inputs) -> (results..., residuals...); backward(*grads of the "
+                     "results, *inputs, *residuals) -> one gradient per tensor input")
+
+
+def _arity(annotation) -> int:
+    """How many values a return annotation names: a tuple's entries, else one."""
+    return len(typing.get_args(annotation)) if typing.get_origin(annotation) is tuple else 1
