@@ -152,5 +152,5 @@ def test_a_backward_that_does_not_fit_its_forward_is_refused_where_it_is_defined
     with pytest.raises(vg.Error) as info:
         differentiable_op("vgtest_cpu::misfit", forward, backward)
     text = str(info.value)
-    assert "returns 1 values; it must return 2" in text and "# one grad" in text, text
+    assert "returns 1 value(s); it must return 2" in text and "# one grad" in text, text
     assert f"{__file__}:" in text

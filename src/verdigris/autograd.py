@@ -89,7 +89,7 @@ def _check_signatures(name, forward, backward, outputs, tensor) -> None:
                    f"{outputs} gradients, the forward's {len(params)} inputs and its "
                    f"{results - outputs} residuals")
     elif got_results != tensor_inputs:
-        problem = (f"the backward returns {got_results} values; it must return {tensor_inputs}, "
+        problem = (f"the backward returns {got_results} value(s); it must return {tensor_inputs}, "
                    f"one gradient per tensor input of the forward")
     else:
         return

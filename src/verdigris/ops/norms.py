@@ -41,7 +41,7 @@ def _statistics(x2: torch.Tensor) -> torch.Tensor:
     return x2.new_empty(x2.shape[0], dtype=_arithmetic(x2)[0])
 
 
-def _partials(x2: torch.Tensor) -> torch.Tensor:
+def _partials(x2: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Each backward block's row of partial weight gradients, and the rows each block takes."""
     rows, cols = x2.shape
     per_block = rows_per_block(rows)
