@@ -50,8 +50,8 @@ def _partials(x2: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 def _backward_launch(x2: torch.Tensor) -> dict:
     """Launch options of a backward kernel: 16 warps for rows of 8192 and wider, where the
-    live row tiles (x, dy, the weight, the weight-gradient sums) take 244 registers a
-    thread at the lowering's 8 warps (ptxas, sm_90a; 127 at 16, and 4 warps spill); the
+    row tiles live across the loop (x, dy, the weight-gradient sums) take 214 registers a
+    thread at the lowering's 8 warps and 120 at 16 (ptxas, sm_90a; 4 warps spill); the
     lowering's own choice below. bench/norm_backward.py measures the alternatives."""
     return {"num_warps": 16} if tile_cols(x2.shape[1]) >= 8192 else {}
 
