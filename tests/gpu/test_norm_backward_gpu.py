@@ -16,7 +16,7 @@ BF16_TOL = 1e-2
 
 
 def rel_err(got, want) -> float:
-    got, want = got.double(), want.double()
+    got, want = got.detach().double(), want.detach().double()
     return float((got - want).norm() / want.norm())
 
 
