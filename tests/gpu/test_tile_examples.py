@@ -13,12 +13,13 @@ LARGER = {
     "tile_vector_add": dict(n=(1 << 22) + 3, block=4096),
     "tile_bias_gelu": dict(rows=1000, cols=3000),
     "tile_softmax": dict(rows=512, cols=4096, wide=65536, block=4096),
-    "tile_layernorm": dict(rows=256, cols=8192, tile_cols=8192),
-    "tile_rmsnorm": dict(rows=256, cols=8192, tile_cols=8192),
+    "tile_layernorm": dict(rows=256, cols=8192, tile_cols=8192, train=(1001, 8192)),
+    "tile_rmsnorm": dict(rows=256, cols=8192, tile_cols=8192, train=(1001, 8192)),
     "tile_row_reduce": dict(rows=300, cols=20_000, tile_cols=4096),
     "tile_cumsum": dict(rows=64, cols=10_000, tile_cols=1024),
     "tile_transpose": dict(rows=1000, cols=777, b=64),
     "tile_dropout": dict(n=1 << 22, block=4096),
+    "tile_column_sums": dict(rows=300, cols=10_000),
 }
 
 

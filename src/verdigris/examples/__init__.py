@@ -16,7 +16,7 @@ SIMT_EXAMPLES = ("axpy", "strided_2d", "grid_stride", "mandelbrot", "helpers_mat
                  "sgemm", "gather_sum", "spmv")
 TILE_EXAMPLES = ("tile_vector_add", "tile_bias_gelu", "tile_softmax", "tile_layernorm",
                  "tile_rmsnorm", "tile_row_reduce", "tile_cumsum", "tile_transpose",
-                 "tile_dropout")
+                 "tile_dropout", "tile_column_sums")
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""A forward and a backward that launch verdigris kernels, paired into one differentiable
+torch operation.
+
+Takes: the op's name ("namespace::name"), `forward` and `backward`, two functions that
+launch verdigris kernels on torch tensors and return new tensors, each with torch.library's
+type annotations (`(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]`):
+
+- `forward(*inputs)` returns the op's `outputs` results first, then any residuals, tensors
+  the backward needs besides the inputs (a norm's mean and rstd);
+- `backward(*grads, *inputs, *residuals)` takes one gradient per result (torch gives zeros
+  for a result nothing used) and the same inputs and residuals, and returns one gradient
+  per tensor input, in order (non-tensor inputs, such as `eps`, get none).
+
+Gives: `differentiable_op(name, forward, backward, outputs=1)`, a function called with the
+inputs that returns the results (one tensor when `outputs` is 1, else a tuple); its
+`.forward_op` and `.backward_op` are the torch custom ops `name` and `name + "_backward"`.
+
+Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implementations
+are the functions run with every verdigris launch skipped, so their outputs must come from
+torch's allocators), and the forward's autograd formula is registered with
+`register_autograd`, so the op traces under `torch.compile(fullgraph=True)` without a graph
+break, forward and backward. The same code runs on the cuda backend with CUDA tensors and
+on the cpu backend with CPU tensors. torch is imported when this function is called, not
+when verdigris is. Gradients of gradients are not provided (the backward op has no
+autograd formula of its own: torch says so if one is asked for). Signatures that do not fit
+together (a backward taking or returning the wrong number of values for the forward's) are
+a `vg.Error` at the backward's definition when the op is made, not at its first backward.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+
+from .errors import Error, Loc
+
+
+def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
+    """Register `forward` and `backward` as the custom ops `name` and `name`_backward, the
+    second as the first's gradient; return the function that applies the op."""
+    import torch
+
+    from .runtime.torch_ops import torch_op
+
+    _check_signatures(name, forward, backward, outputs, torch.Tensor)
+    forward_op = torch_op(name)(forward)
+    backward_op = torch_op(f"{name}_backward")(backward)
+
+    def setup_context(ctx, inputs, output):
+        results = output if isinstance(output, tuple) else (output,)
+        is_tensor = [isinstance(v, torch.Tensor) for v in inputs]
+        ctx.is_tensor = is_tensor
+        ctx.constants = [None if t else v for v, t in zip(inputs, is_tensor)]
+        ctx.save_for_backward(*(v for v, t in zip(inputs, is_tensor) if t), *results[outputs:])
+
+    def gradient(ctx, *grads):
+        saved = iter(ctx.saved_tensors)
+        inputs = [next(saved) if t else c for c, t in zip(ctx.constants, ctx.is_tensor)]
+        result = backward_op(*grads[:outputs], *inputs, *saved)
+        tensor_grads = iter(result if isinstance(result, (tuple, list)) else (result,))
+        return tuple(next(tensor_grads) if t else None for t in ctx.is_tensor)
+
+    forward_op.register_autograd(gradient, setup_context=setup_context)
+
+    @functools.wraps(forward)
+    def apply(*inputs):
+        results = forward_op(*inputs)
+        if not isinstance(results, tuple):
+            return results
+        return results[0] if outputs == 1 else results[:outputs]
+
+    apply.forward_op, apply.backward_op = forward_op, backward_op
+    return apply
+
+
+def _check_signatures(name, forward, backward, outputs, tensor) -> None:
+    """backward's parameters are the forward's results, then its parameters, then its
+    residuals; its results are one per tensor parameter of the forward."""
+    params = list(inspect.signature(forward, eval_str=True).parameters.values())
+    results = _arity(inspect.signature(forward, eval_str=True).return_annotation)
+    backward_signature = inspect.signature(backward, eval_str=True)
+    tensor_inputs = sum(p.annotation is tensor for p in params)
+    want_params = outputs + len(params) + (results - outputs)
+    got_params, got_results = len(backward_signature.parameters), _arity(backward_signature.return_annotation)
+    if outputs < 1 or results < outputs:
+        problem = f"outputs={outputs}, but the forward returns {results} values"
+    elif got_params != want_params:
+        problem = (f"the backward takes {got_params} parameters; it must take {want_params}: "
+                   f"{outputs} gradients, the forward's {len(params)} inputs and its "
+                   f"{results - outputs} residuals")
+    elif got_results != tensor_inputs:
+        problem = (f"the backward returns {got_results} value(s); it must return {tensor_inputs}, "
+                   f"one gradient per tensor input of the forward")
+    else:
+        return
+    code = inspect.unwrap(backward).__code__
+    raise Error(f"differentiable op {name!r}: {problem}",
+                Loc(code.co_filename, code.co_firstlineno, 0, code.co_name),
+                hint="forward(*inputs) -> (results..., residuals...); backward(*grads of the "
+                     "results, *inputs, *residuals) -> one gradient per tensor input")
+
+
+def _arity(annotation) -> int:
+    """How many values a return annotation names: a tuple's entries, else one."""
+    return len(typing.get_args(annotation)) if typing.get_origin(annotation) is tuple else 1

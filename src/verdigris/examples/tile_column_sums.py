@@ -1,0 +1,42 @@
+"""Column sums of a 2-d array, in a fixed order: out[c] = sum over rows r of partial[r, c].
+
+The second pass of a deterministic reduction across rows (the norms' weight gradients,
+`tile_layernorm.layernorm_backward`): each block of a first pass writes its own row of
+partial sums, with no atomic, and this kernel adds the rows up. One block per tile of BC
+columns walks the rows BR at a time in order, so the result is the same bit for bit from
+run to run (no float atomics, whose order changes). Arithmetic in `partial`'s dtype; the
+result is rounded once to `out`'s."""
+import numpy as np
+
+import verdigris as vg
+from verdigris import tile
+
+
+@tile.kernel
+def column_sums(partial, out, BR: vg.constexpr, BC: vg.constexpr):
+    c = tile.bid(0)
+    acc = tile.zeros((BR, BC), partial.dtype)
+    for k in range(tile.num_tiles(partial, 0, (BR, BC))):
+        acc += tile.load(partial, index=(k, c), shape=(BR, BC))
+    tile.store(out, index=(c,), tile=tile.sum(acc, axis=0).astype(out.dtype))
+
+
+def launch_column_sums(partial, out, BR=8, BC=256, **launch):
+    """out = partial.sum(axis=0), one block per BC columns."""
+    column_sums[vg.cdiv(partial.shape[1], BC)](partial, out, BR=BR, BC=BC, **launch)
+
+
+def check(rng, rows=37, cols=1000):
+    from verdigris.examples import Result
+
+    partial = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.full(cols, np.nan, np.float32)
+    launch_column_sums(partial, out)
+    return [Result(f"column sums of {rows} x {cols}", out,
+                   partial.astype(np.float64).sum(axis=0), 1e-5)]
+
+
+if __name__ == "__main__":
+    from verdigris.examples import report
+
+    raise SystemExit(0 if report(check(np.random.default_rng())) else 1)
