@@ -45,12 +45,20 @@ def test_simt_entry_gets_the_launch_bounds_and_ptxas_keeps_to_them(block, blocks
     assert used * block * blocks <= REGISTERS
 
 
-def test_without_the_option_the_entry_has_no_bounds():
+@needs_ptxas
+def test_without_the_option_the_entry_is_bounded_by_its_block_only(tmp_path):
+    """A block of 1024 threads has at most 64 registers each: `.maxntid` tells ptxas, so a
+    kernel never takes more than its launch can give (it failed to launch before)."""
     x, out = np.zeros(4096, np.float32), np.zeros(1, np.float32)
     ir = _sum_kernel().specialize(x, out, BLOCK=1024, PER_THREAD=8, block=(1024,))
     ptx = codegen.compile_to_ptx(ir, "sm_90a").ptx
-    assert ".maxntid" not in ptx and ".minnctapersm" not in ptx
+    assert ".maxntid 1024" in ptx and ".minnctapersm" not in ptx
     assert "min_blocks_per_sm" not in format_kernel(ir)
+    source = tmp_path / "k.ptx"
+    source.write_text(ptx)
+    done = subprocess.run([codegen.ptxas_path(), "-arch=sm_90a", "-v", str(source), "-o",
+                           str(tmp_path / "k.cubin")], capture_output=True, text=True, check=True)
+    assert int(re.search(r"Used (\d+) registers", done.stdout + done.stderr).group(1)) * 1024 <= REGISTERS
 
 
 def test_tile_entry_gets_its_warps_as_the_threads():

@@ -41,10 +41,11 @@ def grid_constant_attributes() -> ir.values.ArgumentAttributes:
     return attributes
 
 
-def launch_bounds(threads: int, min_blocks: int) -> ir.values.FunctionAttributes:
-    """`.maxntid threads` and `.minnctapersm min_blocks` (CUDA's `__launch_bounds__`):
-    ptxas then keeps to the registers that let `min_blocks` blocks share a multiprocessor."""
-    names = (f'"nvvm.maxntid"="{threads}"', f'"nvvm.minctasm"="{min_blocks}"')
+def launch_bounds(threads: int, min_blocks: int | None = None) -> ir.values.FunctionAttributes:
+    """`.maxntid threads` and, where given, `.minnctapersm min_blocks` (CUDA's
+    `__launch_bounds__`): ptxas then keeps to the registers that let a block of `threads`
+    (`min_blocks` blocks) share a multiprocessor."""
+    names = (f'"nvvm.maxntid"="{threads}"',) + ((f'"nvvm.minctasm"="{min_blocks}"',) if min_blocks else ())
     attributes = _accepting(ir.values.FunctionAttributes, names)()
     for name in names:
         attributes.add(name)

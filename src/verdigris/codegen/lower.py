@@ -708,12 +708,13 @@ class _KernelLowering:
         return None if self.kernel.block is None else prod(self.kernel.block)
 
     def bounds(self) -> tuple | None:
-        """(threads per block, blocks that must fit on a multiprocessor) for the entry's
-        launch bounds, or None: the kernel option `min_blocks_per_sm`, where the block
-        is known."""
+        """(threads per block, blocks that must fit on a multiprocessor, or None) for the
+        entry's launch bounds, where the block is known (the blocks: the kernel option
+        `min_blocks_per_sm`); None where it is not. With `.maxntid`, ptxas keeps to the
+        registers a block of that size may have (64 at 1024 threads), where without it a
+        kernel that took more would fail to launch."""
         threads = self.threads_per_block()
-        blocks = self.kernel.min_blocks_per_sm
-        return (threads, blocks) if threads and blocks else None
+        return (threads, self.kernel.min_blocks_per_sm) if threads else None
 
     def run(self) -> ir.Module:
         bounds = self.bounds()
