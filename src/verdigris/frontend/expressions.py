@@ -254,12 +254,13 @@ class Expressions:
 
     def expr_Compare(self, node):
         loc = self.loc(node)
-        left, result = self.expr(node.left), None
+        # A string literal is a value in a comparison: `if ACTIVATION == "relu":` folds.
+        left, result = self.argument(node.left, strings=True), None
         for op, comparator in zip(node.ops, node.comparators):
             if type(op) not in CMP_OPS:
                 spelled = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
                 self.unsupported(node, f"the comparison `{spelled.get(type(op), 'this')}`")
-            right = self.expr(comparator)
+            right = self.argument(comparator, strings=True)
             part = compare(CMP_OPS[type(op)], left, right, loc)
             if result is not None:
                 tiles.one_truth_value("a chained comparison (`a < t < b` is `(a < t) and (t < b)`)",
@@ -357,8 +358,10 @@ class Expressions:
                 and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32"),
-        # as float()'s argument (float("inf"), Triton's spelling of infinity) and print's.
-        args = [self.argument(a, strings=fn is float or fn is print) for a in node.args]
+        # as float()'s argument (float("inf"), Triton's spelling of infinity), print's and
+        # a helper's (inlined: its comparisons of the string fold).
+        helper = isinstance(fn, lang.func) or (name is None and lang.plain_helper(fn))
+        args = [self.argument(a, strings=fn is float or fn is print or helper) for a in node.args]
         kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)

@@ -279,7 +279,7 @@ _KNOWN_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
               "rshift": operator.rshift}
 
 
-def _known_int(e):
+def known_int(e):
     """The int an integer expression of compile-time ints computes (`h * 2` where `h = B //
     2` was bound once), or None."""
     if isinstance(e, N.Var):
@@ -287,19 +287,34 @@ def _known_int(e):
     if isinstance(e, N.Const):
         return e.value if type(e.value) is int else None
     if isinstance(e, N.Cast) and e.dtype.is_int:
-        return _known_int(e.value)
+        return known_int(e.value)
     if isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
-        lhs, rhs = _known_int(e.lhs), _known_int(e.rhs)
+        lhs, rhs = known_int(e.lhs), known_int(e.rhs)
         if lhs is not None and rhs is not None and (rhs != 0 or e.op not in ("floordiv", "mod")):
             return _KNOWN_OPS[e.op](lhs, rhs)
     return None
+
+
+def compile_time(v) -> Static | None:
+    """`v` as the compile-time value it is, or None: a `Static` itself, or a scalar
+    integer expression of compile-time ints (`known_int`) whose value its dtype holds
+    exactly (the IR would wrap one that it does not), as a `Static` int. A value computed
+    only from constexprs and literals is itself a compile-time constant (`HALF = B // 2`)."""
+    if isinstance(v, Static):
+        return v
+    if not isinstance(v, N.Expr) or is_tile(v) or not v.dtype.is_int:
+        return None
+    value, held = known_int(v), np.iinfo(v.dtype.np)
+    if value is None or not held.min <= value <= held.max:
+        return None
+    return Static(value)
 
 
 def _ints(v, what: str, loc: Loc) -> tuple:
     """A constant int or tuple of ints (literal, constexpr, or a tuple of them)."""
     raw = v.value if isinstance(v, Static) else v
     items = raw if isinstance(raw, tuple) else (raw,)
-    values = tuple(i.value if isinstance(i, Static) else _known_int(i) if isinstance(i, N.Expr)
+    values = tuple(i.value if isinstance(i, Static) else known_int(i) if isinstance(i, N.Expr)
                    else i for i in items)
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in values):
         raise CompileError(f"{what} must be a constant int or tuple of ints", loc,
@@ -446,8 +461,9 @@ for _op in X.REDUCE_OPS:
 
 @intrinsic("mean", *_REDUCTION_PARAMS)
 def _mean(tr, loc, value, axis, keepdims):
-    """The sum over the count, in the tile's float dtype (float32 for integers and bools, as
-    their `/` gives); narrower floats are summed in float32, as NumPy sums float16."""
+    """The sum over the count, in the tile's float dtype (float32 for integers and bools,
+    the float an integer meets by default); narrower floats are summed in float32, as NumPy
+    sums float16."""
     value = tile_operand(value, "tile.mean()", loc)
     dtype = value.dtype if value.dtype.is_float else T.float32
     over = axis_of(axis, value.shape, loc, allow_none=True)
