@@ -203,6 +203,17 @@ def stores_string(out, A: vg.constexpr = "relu"):
 
 
 @simt.kernel
+def string_condition(out, A: vg.constexpr = "relu"):
+    if A:  # MARK-condition
+        out[0] = 1.0 if A else 0.0
+
+
+@simt.kernel
+def string_condition_expression(out, A: vg.constexpr = "relu"):
+    out[0] = 1.0 if A else 0.0  # MARK-ifexp
+
+
+@simt.kernel
 def string_literal_elsewhere(out):
     out[0] = "relu"  # MARK-literal
 
@@ -224,6 +235,9 @@ def string_as_shape(x, out, A: vg.constexpr = "relu"):
      "compared with a value computed at run time"),
     (adds_to_string, (np.zeros(1, np.float32),), "MARK-add", "not a value a kernel can compute"),
     (stores_string, (np.zeros(1, np.float32),), "MARK-store", "not a value a kernel can compute"),
+    (string_condition, (np.zeros(1, np.float32),), "MARK-condition", "condition is not a number"),
+    (string_condition_expression, (np.zeros(1, np.float32),), "MARK-ifexp",
+     "condition is not a number"),
     (string_literal_elsewhere, (np.zeros(1, np.float32),), "MARK-literal",
      "a string is not supported"),
     (tile_compares_string, (np.zeros(8, np.float32),) * 2, "MARK-tile",

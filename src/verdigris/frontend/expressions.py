@@ -23,7 +23,7 @@ from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
 from . import intrinsics, tiles
 from .tiles import binary, compare, unary
-from .typing import Static, is_number, truth, typed
+from .typing import Static, is_number, static_truth, truth, typed
 
 BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
@@ -325,7 +325,7 @@ class Expressions:
         loc = self.loc(node)
         cond = self.expr(node.test)
         if isinstance(cond, Static):
-            return self.expr(node.body if cond.value else node.orelse)
+            return self.expr(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
         cond = truth(cond, self.loc(node.test))
         arms: list = []
         setups = [self.nested(lambda n=n: arms.append(self.expr(n))) for n in (node.body, node.orelse)]

@@ -166,6 +166,15 @@ def common_dtype(a, b, loc: Loc) -> T.DType:
         raise CompileError(str(exc), loc) from None
 
 
+def static_truth(cond: Static, loc: Loc) -> bool:
+    """The truth of a condition known while compiling (`if BLOCK > 64:`), which decides the
+    branch; a condition that is not a number (a string, a dtype) is refused."""
+    if not is_number(cond) and cond.value is not None:
+        raise CompileError("this condition is not a number", loc,
+                           hint=STRING_HINT if is_string(cond) else "")
+    return bool(cond.value)
+
+
 def truth(v, loc: Loc) -> N.Expr:
     """Python truthiness: `x != 0` for numbers."""
     if isinstance(v, Static) and not is_number(v):
