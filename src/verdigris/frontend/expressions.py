@@ -3,11 +3,11 @@
 Takes (as `Translator`'s base class): expression nodes, with the translator's scope,
 statements and unit. Gives `expr(node)`: a typed IR expression, a `Static` (a value known
 while compiling: numbers, dtypes, modules, functions) or a tuple of them; names, constants,
-tuples, attributes (array `.shape`/`.dtype`/..., module members), subscripts (array
-elements and views), arithmetic, comparisons, `and`/`or`/`not`, conditional expressions,
-and calls (intrinsics of the kernel's track, `vg.math`, casts, helpers, `@vg.func` or
-plain functions of the user's code (`lang.plain_helper`), which `Translator.inline`
-inlines). Guarantees: as `translate`'s: every value carries the user's
+tuples, attributes (array `.shape`/`.dtype`/..., `x.load4()`: `vector_loads`, module
+members), subscripts (array elements and views), arithmetic, comparisons, `and`/`or`/`not`,
+conditional expressions, and calls (intrinsics of the kernel's track, `vg.math`, casts,
+helpers, `@vg.func` or plain functions of the user's code (`lang.plain_helper`), which
+`Translator.inline` inlines). Guarantees: as `translate`'s: every value carries the user's
 `Loc`, and anything outside the subset is a `CompileError` there that says what to do.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ..ir import nodes as N
 from . import intrinsics, tiles
 from .tiles import binary, compare, unary
 from .typing import Static, is_number, static_truth, truth, typed
+from .vector_loads import ArrayMethod
 
 BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
@@ -125,13 +126,16 @@ class Expressions:
             return Static(ndim)
         if attr == "dtype":
             return Static(array.dtype)
+        if attr == "load4":
+            return Static(ArrayMethod(array))
         if attr == "size":
             size = Static(1)
             for k in range(ndim):
                 size = binary("mul", size, self.shape_of(array, k, loc), loc)
             return size
         raise CompileError(f"arrays have no attribute {attr!r} in kernels", loc,
-                           hint="available: shape, ndim, dtype, size")
+                           hint="available: shape, ndim, dtype, size, and load4() in SIMT "
+                                "kernels")
 
     def shape_of(self, array: N.ArrayRef, axis: int, loc: Loc):
         if array.type.shape is not None:
@@ -354,7 +358,7 @@ class Expressions:
         if fn is None:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
-        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
+        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, ArrayMethod, lang.func)) \
                 and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32"),
@@ -365,7 +369,7 @@ class Expressions:
         kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
-        if isinstance(fn, tiles.TileMethod):
+        if isinstance(fn, (tiles.TileMethod, ArrayMethod)):
             return fn.call(self, args, kwargs, loc)
         if name is not None:
             self.check_track(name, loc)
