@@ -17,6 +17,7 @@ from verdigris.ir.nodes import ArrayType
 
 F32, I32 = vg.float32, vg.int32
 MODE = "double"  # a module constant read by `module_string`
+GATED = ("gelu", "silu")  # a module tuple of strings, read by `membership`
 
 
 def typed_ir(kernel, *args, **kwargs):
@@ -130,6 +131,32 @@ def test_strings_pass_on_to_helpers_as_literals_and_constexprs(rng):
         np.testing.assert_allclose(out, factor * x.astype(np.float64), rtol=1e-6)
 
 
+@simt.kernel
+def membership(x, out, A: vg.constexpr):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        v = x[i]
+        if A in ("relu", "leaky", "gelu") and A not in GATED:
+            v = v * 2
+        if i % 4 in (1, 3):     # run-time values: i % 4 == 1 or i % 4 == 3
+            v = v + 100
+        if i not in (0, 2):
+            v = v + 1000
+        out[i] = v
+
+
+def test_in_tests_a_tuple_as_python_does(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    i = np.arange(64)
+    for mode, doubled in (("relu", True), ("leaky", True), ("gelu", False), ("tanh", False)):
+        out = poisoned(64)
+        membership[2, 32](x, out, A=mode)
+        want = 2 * x if doubled else x.copy()  # float32 steps, as the kernel rounds
+        want[np.isin(i % 4, (1, 3))] += np.float32(100)
+        want[~np.isin(i, (0, 2))] += np.float32(1000)
+        np.testing.assert_array_equal(out, want)
+
+
 # ----------------------------------------------------------------------------- strings: tile
 
 
@@ -214,6 +241,11 @@ def string_condition_expression(out, A: vg.constexpr = "relu"):
 
 
 @simt.kernel
+def in_an_array(x, out):
+    out[0] = 1.0 if 3 in x else 0.0  # MARK-in-array
+
+
+@simt.kernel
 def string_literal_elsewhere(out):
     out[0] = "relu"  # MARK-literal
 
@@ -238,6 +270,7 @@ def string_as_shape(x, out, A: vg.constexpr = "relu"):
     (string_condition, (np.zeros(1, np.float32),), "MARK-condition", "condition is not a number"),
     (string_condition_expression, (np.zeros(1, np.float32),), "MARK-ifexp",
      "condition is not a number"),
+    (in_an_array, (np.zeros(1, np.float32),) * 2, "MARK-in-array", "`in` tests a tuple"),
     (string_literal_elsewhere, (np.zeros(1, np.float32),), "MARK-literal",
      "a string is not supported"),
     (tile_compares_string, (np.zeros(8, np.float32),) * 2, "MARK-tile",

@@ -261,11 +261,14 @@ class Expressions:
         # A string literal is a value in a comparison: `if ACTIVATION == "relu":` folds.
         left, result = self.argument(node.left, strings=True), None
         for op, comparator in zip(node.ops, node.comparators):
-            if type(op) not in CMP_OPS:
-                spelled = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+            if isinstance(op, (ast.In, ast.NotIn)):
+                right, part = self.membership(left, comparator, isinstance(op, ast.NotIn), loc)
+            elif type(op) not in CMP_OPS:
+                spelled = {ast.Is: "is", ast.IsNot: "is not"}
                 self.unsupported(node, f"the comparison `{spelled.get(type(op), 'this')}`")
-            right = self.argument(comparator, strings=True)
-            part = compare(CMP_OPS[type(op)], left, right, loc)
+            else:
+                right = self.argument(comparator, strings=True)
+                part = compare(CMP_OPS[type(op)], left, right, loc)
             if result is not None:
                 tiles.one_truth_value("a chained comparison (`a < t < b` is `(a < t) and (t < b)`)",
                                       (result, part), loc)
@@ -274,6 +277,26 @@ class Expressions:
                 result = part
             left = right
         return result
+
+    def membership(self, value, node, negated: bool, loc: Loc):
+        """`value in (a, b, ...)`: `value == a or value == b or ...`, as Python tests a tuple
+        (folded where all are compile-time values: `if ACTIVATION in ("relu", "gelu"):`);
+        gives the tuple (a chained comparison's next left side) and the truth value."""
+        items = None
+        if isinstance(node, ast.Tuple):
+            items = [self.argument(e, strings=True) for e in node.elts]
+        else:
+            seq = self.expr(node)
+            if isinstance(seq, Static) and isinstance(seq.value, tuple):  # a module constant's
+                items = [v if isinstance(v, (Static, N.Expr)) else Static(v) for v in seq.value]
+        if items is None:
+            raise UnsupportedConstruct("the comparison `in` tests a tuple in kernels, not this "
+                                       "value", loc, hint="write the values out: `k in (1, 2, "
+                                       "4)`, `MODE in (\"relu\", \"gelu\")`")
+        found = Static(False)
+        for item in items:
+            found = self.logical("or", found, lambda i=item: compare("eq", value, i, loc), loc)
+        return Static(tuple(items)), unary("not", found, loc) if negated else found
 
     def expr_BoolOp(self, node):
         op = "and" if isinstance(node.op, ast.And) else "or"

@@ -293,7 +293,7 @@ class Translator(ControlFlow, Expressions):
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (
-            isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value))
+            isinstance(value, tuple) and all(isinstance(v, (bool, int, float, str)) for v in value))
         if not ok:
             raise CompileError(
                 f"kernel reads {name!r}, a {type(value).__name__}: kernels can only read "
