@@ -241,6 +241,11 @@ def string_condition_expression(out, A: vg.constexpr = "relu"):
 
 
 @simt.kernel
+def string_operand_of_and(out, A: vg.constexpr = "relu"):
+    out[0] = 1.0 if A and out[0] > 0 else 0.0  # MARK-and
+
+
+@simt.kernel
 def in_an_array(x, out):
     out[0] = 1.0 if 3 in x else 0.0  # MARK-in-array
 
@@ -270,6 +275,7 @@ def string_as_shape(x, out, A: vg.constexpr = "relu"):
     (string_condition, (np.zeros(1, np.float32),), "MARK-condition", "condition is not a number"),
     (string_condition_expression, (np.zeros(1, np.float32),), "MARK-ifexp",
      "condition is not a number"),
+    (string_operand_of_and, (np.zeros(1, np.float32),), "MARK-and", "condition is not a number"),
     (in_an_array, (np.zeros(1, np.float32),) * 2, "MARK-in-array", "`in` tests a tuple"),
     (string_literal_elsewhere, (np.zeros(1, np.float32),), "MARK-literal",
      "a string is not supported"),

@@ -310,7 +310,7 @@ class Expressions:
         result, and the result is an operand's value (`x or 7.0` is x where x is nonzero),
         as one dtype both operands meet at; two conditions give a condition."""
         if isinstance(lhs, Static):
-            decided = bool(lhs.value) == (op == "or")
+            decided = static_truth(lhs, loc) == (op == "or")
             return lhs if decided else rhs_thunk()
         tiles.one_truth_value(f"Python's `{op}`", (lhs,), loc)
         truth(lhs, loc)  # a value without one (an array) is refused here
