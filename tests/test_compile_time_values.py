@@ -363,7 +363,24 @@ def wrapping_constant(out, B: vg.constexpr):
     out[0] = N
 
 
+@simt.kernel
+def wrapping_step(out, B: vg.constexpr):
+    H = (vg.int32(B) * 65536) // 65536  # 0 for B = 65536: the product wraps int32 first
+    N: vg.constexpr = H  # MARK-step-wraps
+    out[0] = N
+
+
+@simt.kernel
+def negative_shift(out, B: vg.constexpr):
+    H = B // 2
+    S = 1 << (H - 32800)                # a negative count: 0 in kernels, an error in Python
+    N: vg.constexpr = S  # MARK-negative-shift
+    out[0] = N
+
+
 @pytest.mark.parametrize("kernel, args, marker, words", [
+    (wrapping_step, (np.zeros(1, np.int64),), "MARK-step-wraps", "not known while compiling"),
+    (negative_shift, (np.zeros(1, np.int64),), "MARK-negative-shift", "not known while compiling"),
     (shape_from_argument, (np.zeros(8, np.float32), np.zeros(4, np.float32), 8),
      "MARK-runtime-shape", "must be a constant int"),
     (rebound_half, (np.zeros(32, np.float32), np.zeros(17, np.float32)), "MARK-rebound",
@@ -371,8 +388,10 @@ def wrapping_constant(out, B: vg.constexpr):
     (wrapping_constant, (np.zeros(1, np.int64),), "MARK-wraps", "not known while compiling"),
 ])
 def test_values_not_known_while_compiling_stay_refused(kernel, args, marker, words):
-    kwargs = {"B": 65536 if kernel is wrapping_constant else 32} if kernel is not \
-        shape_from_argument else {}
+    """Run-time values, names bound twice, and ints whose computation wraps (or shifts by a
+    negative count: Python's value would not be the kernel's) are not compile-time ints."""
+    kwargs = {} if kernel is shape_from_argument else \
+        {"B": 65536 if kernel in (wrapping_constant, wrapping_step, negative_shift) else 32}
     err = compile_error(kernel, *args, **kwargs)
     assert words in str(err), str(err)
     located.assert_points_at(err, marker, __file__)

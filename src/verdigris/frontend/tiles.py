@@ -281,33 +281,40 @@ _KNOWN_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
 
 def known_int(e):
     """The int an integer expression of compile-time ints computes (`h * 2` where `h = B //
-    2` was bound once), or None."""
+    2` was bound once), or None; None too where a step leaves its dtype's range (the IR
+    wraps there, so Python's exact value would not be what the kernel computes) or shifts
+    by a negative count."""
     if isinstance(e, N.Var):
-        return e.known
-    if isinstance(e, N.Const):
-        return e.value if type(e.value) is int else None
-    if isinstance(e, N.Cast) and e.dtype.is_int:
-        return known_int(e.value)
-    if isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
+        value = e.known
+    elif isinstance(e, N.Const):
+        value = e.value if type(e.value) is int else None
+    elif isinstance(e, N.Cast) and e.dtype.is_int:
+        value = known_int(e.value)
+    elif isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
         lhs, rhs = known_int(e.lhs), known_int(e.rhs)
-        if lhs is not None and rhs is not None and (rhs != 0 or e.op not in ("floordiv", "mod")):
-            return _KNOWN_OPS[e.op](lhs, rhs)
-    return None
+        if lhs is None or rhs is None or rhs == 0 and e.op in ("floordiv", "mod") \
+                or rhs < 0 and e.op in ("lshift", "rshift"):
+            return None
+        value = _KNOWN_OPS[e.op](lhs, rhs)
+    else:
+        return None
+    if value is None or not e.dtype.is_int:
+        return None
+    held = np.iinfo(e.dtype.np)
+    return value if held.min <= value <= held.max else None
 
 
 def compile_time(v) -> Static | None:
     """`v` as the compile-time value it is, or None: a `Static` itself, or a scalar
-    integer expression of compile-time ints (`known_int`) whose value its dtype holds
-    exactly (the IR would wrap one that it does not), as a `Static` int. A value computed
-    only from constexprs and literals is itself a compile-time constant (`HALF = B // 2`)."""
+    integer expression of compile-time ints (`known_int`: exact in every step's dtype), as
+    a `Static` int. A value computed only from constexprs and literals is itself a
+    compile-time constant (`HALF = B // 2`)."""
     if isinstance(v, Static):
         return v
-    if not isinstance(v, N.Expr) or is_tile(v) or not v.dtype.is_int:
+    if not isinstance(v, N.Expr) or is_tile(v):
         return None
-    value, held = known_int(v), np.iinfo(v.dtype.np)
-    if value is None or not held.min <= value <= held.max:
-        return None
-    return Static(value)
+    value = known_int(v)
+    return None if value is None else Static(value)
 
 
 def _ints(v, what: str, loc: Loc) -> tuple:
