@@ -343,6 +343,33 @@ def test_simt_array_shapes_derived_from_constexprs_are_compile_time(rng):
     np.testing.assert_allclose(out, x[:16].astype(np.float64) + x[16:], rtol=1e-6)
 
 
+def scaled_if(t, DOUBLE: vg.constexpr):
+    return t * 2 if DOUBLE else t
+
+
+@tile.kernel
+def known_conditions(x, out, B: vg.constexpr):
+    HALF = B // 2
+    EVEN = HALF % 4 == 0                # a compile-time bool: HALF is a compile-time int
+    WIDE = HALF > 8
+    t = tile.load(x, index=(0,), shape=(HALF,))
+    if EVEN:
+        t = scaled_if(t, WIDE)
+    else:
+        t = t ^ 1                       # float ^ int: refused wherever this arm is compiled
+    tile.store(out, index=(0,), tile=t + (1.0 if WIDE else 0.0))
+
+
+def test_bools_derived_from_constexprs_decide_branches_and_pass_on(rng):
+    x = rng.standard_normal(32).astype(np.float32)
+    for b, factor, offset in ((32, 2, 1), (16, 1, 0)):  # HALF = 16 (wide) and 8 (narrow)
+        out = poisoned(b // 2)
+        known_conditions[1](x, out, B=b)
+        np.testing.assert_array_equal(out, x[:b // 2] * np.float32(factor) + np.float32(offset))
+    err = compile_error(known_conditions, x, poisoned(6), B=12)   # HALF = 6: the odd arm
+    assert "'^' needs integer operands" in str(err)
+
+
 @tile.kernel
 def shape_from_argument(x, out, n):
     H = n // 2                          # n is a run-time argument
@@ -408,6 +435,8 @@ PTX_SPECS = {
                                               ACTIVATION="relu")),
     "tile_halves": (tile_halves, dict(x=ArrayType(F32, 1, "global"), out=ArrayType(F32, 1, "global"),
                                       idx=ArrayType(I32, 1, "global"), B=64)),
+    "known_conditions": (known_conditions, dict(x=ArrayType(F32, 1, "global"),
+                                                out=ArrayType(F32, 1, "global"), B=32)),
     "simt_halves": (simt_halves, dict(x=ArrayType(F32, 1, "global"),
                                       out=ArrayType(F32, 1, "global"), B=64)),
 }

@@ -17,7 +17,7 @@ import ast
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
-from . import assigned, bindings
+from . import assigned, bindings, tiles
 from .bindings import Conflict, Retry, VarBinding
 from .typing import Static, is_number, static_truth, truth, typed
 
@@ -33,6 +33,7 @@ class ControlFlow:
         constant) in one arm and to another in the other, `rest` is translated in each arm
         with that arm's binding (no variable can hold an array)."""
         cond = self.expr(node.test)
+        cond = tiles.compile_time(cond) or cond  # `if EVEN:` of `EVEN = N % B == 0` too
         if isinstance(cond, Static):  # decided while compiling
             self.body(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
             return False

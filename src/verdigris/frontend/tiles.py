@@ -305,14 +305,20 @@ def known_int(e):
 
 
 def compile_time(v) -> Static | None:
-    """`v` as the compile-time value it is, or None: a `Static` itself, or a scalar
-    integer expression of compile-time ints (`known_int`: exact in every step's dtype), as
-    a `Static` int. A value computed only from constexprs and literals is itself a
-    compile-time constant (`HALF = B // 2`)."""
+    """`v` as the compile-time value it is, or None: a `Static` itself, a name bound once
+    to a compile-time int or bool (`Var.known`), or a scalar integer expression of
+    compile-time ints (`known_int`: exact in every step's dtype). A value computed only
+    from constexprs and literals is itself a compile-time constant (`HALF = B // 2`,
+    `EVEN = N % B == 0`)."""
     if isinstance(v, Static):
         return v
     if not isinstance(v, N.Expr) or is_tile(v):
         return None
+    if isinstance(v, N.Var) and v.known is not None:
+        return Static(v.known)
+    if isinstance(v, N.Compare):  # `HALF > 4`: exact operands compare as the IR does
+        lhs, rhs = known_int(v.lhs), known_int(v.rhs)
+        return None if lhs is None or rhs is None else Static(getattr(operator, v.op)(lhs, rhs))
     value = known_int(v)
     return None if value is None else Static(value)
 

@@ -225,10 +225,12 @@ class Translator(ControlFlow, Expressions):
         self.weakness(key, weak)
         self.set_var(key, value, loc)
         self.scope[name] = VarBinding(key, frozenset({bindings.site(loc)}), loc)
-        # Bound once, at the top level, to a compile-time int: the name is that int wherever
-        # it is read (a shape, a constexpr argument), as `tiles.compile_time` reads it.
+        # Bound once, at the top level, to a compile-time int or bool: the name is that value
+        # wherever it is read (a shape, a constexpr argument, a condition decided while
+        # compiling), as `tiles.compile_time` reads it. (A float is not: the variable holds
+        # it rounded to its dtype, a constant would not be.)
         known = tiles.compile_time(value)
-        if known is not None and type(known.value) is int and not self.nesting \
+        if known is not None and type(known.value) in (int, bool) and not self.nesting \
                 and self.stores[name] == (0 if parameter else 1):
             self.unit.known[key] = known.value
 
