@@ -173,7 +173,7 @@ def test_promotion_follows_scalar_rules_with_weak_literals():
     doubled = next(m for m in nodes(k, X.TileMap) if m.op == "mul" and m.args[0].name == "y")
     assert doubled.dtype is vg.float16 and doubled.args[1].value.dtype is vg.float16  # weak 2.0
     half = next(m for m in nodes(k, X.TileMap) if m.op == "truediv")
-    assert half.dtype is vg.float32  # int32 / int -> float32
+    assert half.dtype is vg.float64  # int32 / int -> float64, as in NumPy
     gt = next(m for m in nodes(k, X.TileMap) if m.op == "gt")
     assert gt.dtype is vg.bool_ and isinstance(gt.args[1], X.Splat) and gt.args[1].value.dtype is vg.int32
     check_tile_invariants(k)

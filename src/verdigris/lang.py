@@ -19,6 +19,13 @@ class constexpr:
     """Annotation for compile-time parameters: `def k(x, BLOCK: vg.constexpr)`.
 
     Each distinct value gives its own specialization; the value is folded into the body.
+    A value is a number, a bool, a string or a tuple of them: a string is compared with
+    `==`, `!=` or `in` a tuple (`if ACTIVATION == "relu":`, folded while compiling, so only
+    the chosen arm is compiled) or passed on to a helper or a keyword argument. A name
+    bound once, outside any `if` or loop, to an int or bool computed from constexprs and
+    literals (`HALF = BLOCK // 2`, `EVEN = N % BLOCK == 0`) is a compile-time value too: it
+    sizes tiles and arrays, decides an `if` while compiling and is passed on as a helper's
+    `vg.constexpr` parameter.
     """
 
     def __init__(self, value):

@@ -12,7 +12,9 @@ Promotion (documented in README "Types"):
 - Integer with float gives that float type (float32 for int + float32), as in Triton,
   because a silent float64 is slow on a GPU. Two floats give the wider; float16 with
   bfloat16 gives float32.
-- `/` on integers gives float32. `//` and `%` on integers floor, as in Python.
+- `/` of two integers gives float64, as in Python and NumPy (an integer with a float
+  literal stays float32, by the weak-literal rule). `//` and `%` on integers floor, as in
+  Python.
 - Python scalar arguments: int -> int64, bool -> bool, float -> float64 and *weak*: read
   directly it takes the float type of the operand it meets, as a float literal does
   (`scale * x` is float32 for float32 `x`, exact float64 for float64 `x`); a value too large

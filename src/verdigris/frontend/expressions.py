@@ -3,11 +3,11 @@
 Takes (as `Translator`'s base class): expression nodes, with the translator's scope,
 statements and unit. Gives `expr(node)`: a typed IR expression, a `Static` (a value known
 while compiling: numbers, dtypes, modules, functions) or a tuple of them; names, constants,
-tuples, attributes (array `.shape`/`.dtype`/..., module members), subscripts (array
-elements and views), arithmetic, comparisons, `and`/`or`/`not`, conditional expressions,
-and calls (intrinsics of the kernel's track, `vg.math`, casts, helpers, `@vg.func` or
-plain functions of the user's code (`lang.plain_helper`), which `Translator.inline`
-inlines). Guarantees: as `translate`'s: every value carries the user's
+tuples, attributes (array `.shape`/`.dtype`/..., `x.load4()`: `vector_loads`, module
+members), subscripts (array elements and views), arithmetic, comparisons, `and`/`or`/`not`,
+conditional expressions, and calls (intrinsics of the kernel's track, `vg.math`, casts,
+helpers, `@vg.func` or plain functions of the user's code (`lang.plain_helper`), which
+`Translator.inline` inlines). Guarantees: as `translate`'s: every value carries the user's
 `Loc`, and anything outside the subset is a `CompileError` there that says what to do.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
 from . import intrinsics, tiles
 from .tiles import binary, compare, unary
-from .typing import Static, is_number, truth, typed
+from .typing import Static, is_number, static_truth, truth, typed
+from .vector_loads import ArrayMethod
 
 BIN_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
@@ -125,13 +126,16 @@ class Expressions:
             return Static(ndim)
         if attr == "dtype":
             return Static(array.dtype)
+        if attr == "load4":
+            return Static(ArrayMethod(array))
         if attr == "size":
             size = Static(1)
             for k in range(ndim):
                 size = binary("mul", size, self.shape_of(array, k, loc), loc)
             return size
         raise CompileError(f"arrays have no attribute {attr!r} in kernels", loc,
-                           hint="available: shape, ndim, dtype, size")
+                           hint="available: shape, ndim, dtype, size, and load4() in SIMT "
+                                "kernels")
 
     def shape_of(self, array: N.ArrayRef, axis: int, loc: Loc):
         if array.type.shape is not None:
@@ -254,13 +258,17 @@ class Expressions:
 
     def expr_Compare(self, node):
         loc = self.loc(node)
-        left, result = self.expr(node.left), None
+        # A string literal is a value in a comparison: `if ACTIVATION == "relu":` folds.
+        left, result = self.argument(node.left, strings=True), None
         for op, comparator in zip(node.ops, node.comparators):
-            if type(op) not in CMP_OPS:
-                spelled = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+            if isinstance(op, (ast.In, ast.NotIn)):
+                right, part = self.membership(left, comparator, isinstance(op, ast.NotIn), loc)
+            elif type(op) not in CMP_OPS:
+                spelled = {ast.Is: "is", ast.IsNot: "is not"}
                 self.unsupported(node, f"the comparison `{spelled.get(type(op), 'this')}`")
-            right = self.expr(comparator)
-            part = compare(CMP_OPS[type(op)], left, right, loc)
+            else:
+                right = self.argument(comparator, strings=True)
+                part = compare(CMP_OPS[type(op)], left, right, loc)
             if result is not None:
                 tiles.one_truth_value("a chained comparison (`a < t < b` is `(a < t) and (t < b)`)",
                                       (result, part), loc)
@@ -269,6 +277,26 @@ class Expressions:
                 result = part
             left = right
         return result
+
+    def membership(self, value, node, negated: bool, loc: Loc):
+        """`value in (a, b, ...)`: `value == a or value == b or ...`, as Python tests a tuple
+        (folded where all are compile-time values: `if ACTIVATION in ("relu", "gelu"):`);
+        gives the tuple (a chained comparison's next left side) and the truth value."""
+        items = None
+        if isinstance(node, ast.Tuple):
+            items = [self.argument(e, strings=True) for e in node.elts]
+        else:
+            seq = self.expr(node)
+            if isinstance(seq, Static) and isinstance(seq.value, tuple):  # a module constant's
+                items = [v if isinstance(v, (Static, N.Expr)) else Static(v) for v in seq.value]
+        if items is None:
+            raise UnsupportedConstruct("the comparison `in` tests a tuple in kernels, not this "
+                                       "value", loc, hint="write the values out: `k in (1, 2, "
+                                       "4)`, `MODE in (\"relu\", \"gelu\")`")
+        found = Static(False)
+        for item in items:
+            found = self.logical("or", found, lambda i=item: compare("eq", value, i, loc), loc)
+        return Static(tuple(items)), unary("not", found, loc) if negated else found
 
     def expr_BoolOp(self, node):
         op = "and" if isinstance(node.op, ast.And) else "or"
@@ -282,7 +310,7 @@ class Expressions:
         result, and the result is an operand's value (`x or 7.0` is x where x is nonzero),
         as one dtype both operands meet at; two conditions give a condition."""
         if isinstance(lhs, Static):
-            decided = bool(lhs.value) == (op == "or")
+            decided = static_truth(lhs, loc) == (op == "or")
             return lhs if decided else rhs_thunk()
         tiles.one_truth_value(f"Python's `{op}`", (lhs,), loc)
         truth(lhs, loc)  # a value without one (an array) is refused here
@@ -323,8 +351,9 @@ class Expressions:
     def expr_IfExp(self, node):
         loc = self.loc(node)
         cond = self.expr(node.test)
+        cond = tiles.compile_time(cond) or cond  # `x if EVEN else y` of a known name too
         if isinstance(cond, Static):
-            return self.expr(node.body if cond.value else node.orelse)
+            return self.expr(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
         cond = truth(cond, self.loc(node.test))
         arms: list = []
         setups = [self.nested(lambda n=n: arms.append(self.expr(n))) for n in (node.body, node.orelse)]
@@ -353,16 +382,18 @@ class Expressions:
         if fn is None:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
-        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, lang.func)) \
+        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, ArrayMethod, lang.func)) \
                 and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32"),
-        # as float()'s argument (float("inf"), Triton's spelling of infinity) and print's.
-        args = [self.argument(a, strings=fn is float or fn is print) for a in node.args]
+        # as float()'s argument (float("inf"), Triton's spelling of infinity), print's and
+        # a helper's (inlined: its comparisons of the string fold).
+        helper = isinstance(fn, lang.func) or (name is None and lang.plain_helper(fn))
+        args = [self.argument(a, strings=fn is float or fn is print or helper) for a in node.args]
         kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
-        if isinstance(fn, tiles.TileMethod):
+        if isinstance(fn, (tiles.TileMethod, ArrayMethod)):
             return fn.call(self, args, kwargs, loc)
         if name is not None:
             self.check_track(name, loc)

@@ -17,9 +17,9 @@ import ast
 from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
-from . import assigned, bindings
+from . import assigned, bindings, tiles
 from .bindings import Conflict, Retry, VarBinding
-from .typing import Static, is_number, truth, typed
+from .typing import Static, is_number, static_truth, truth, typed
 
 MAX_ARRAY_SELECTIONS = 8  # `if`s whose arms bind a name to different arrays: each copies code
 
@@ -33,10 +33,9 @@ class ControlFlow:
         constant) in one arm and to another in the other, `rest` is translated in each arm
         with that arm's binding (no variable can hold an array)."""
         cond = self.expr(node.test)
-        if isinstance(cond, Static):
-            if not is_number(cond) and cond.value is not None:
-                raise CompileError("this condition is not a number", self.loc(node.test))
-            self.body(node.body if cond.value else node.orelse)  # decided while compiling
+        cond = tiles.compile_time(cond) or cond  # `if EVEN:` of `EVEN = N % B == 0` too
+        if isinstance(cond, Static):  # decided while compiling
+            self.body(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
             return False
         cond = truth(cond, self.loc(node.test))
         entry = self.scope

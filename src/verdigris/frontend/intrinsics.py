@@ -58,7 +58,11 @@ def _global_id(tr, args, kwargs, loc):
 
 
 def _static_shape(shape, what: str, loc: Loc) -> tuple:
-    """A constant shape (an int or a tuple of ints) as a tuple of positive ints."""
+    """A constant shape (an int or a tuple of ints, each a compile-time value:
+    `tiles.compile_time`) as a tuple of positive ints."""
+    if isinstance(shape, Static) and isinstance(shape.value, tuple):
+        shape = shape.value
+    shape = tuple(map(_compile_time, shape)) if isinstance(shape, tuple) else _compile_time(shape)
     constant = isinstance(shape, Static) or (
         isinstance(shape, tuple) and all(isinstance(s, Static) for s in shape))
     shape = shape.value if isinstance(shape, Static) else shape
@@ -72,6 +76,10 @@ def _static_shape(shape, what: str, loc: Loc) -> tuple:
                                 "parameter launched with one)" if constant else
                                 "make the size a vg.constexpr parameter")
     return shape
+
+
+def _compile_time(v):
+    return tiles.compile_time(v) or v
 
 
 def _array(space: str):

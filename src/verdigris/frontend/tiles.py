@@ -279,27 +279,55 @@ _KNOWN_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
               "rshift": operator.rshift}
 
 
-def _known_int(e):
+def known_int(e):
     """The int an integer expression of compile-time ints computes (`h * 2` where `h = B //
-    2` was bound once), or None."""
+    2` was bound once), or None; None too where a step leaves its dtype's range (the IR
+    wraps there, so Python's exact value would not be what the kernel computes) or shifts
+    by a negative count."""
     if isinstance(e, N.Var):
-        return e.known
-    if isinstance(e, N.Const):
-        return e.value if type(e.value) is int else None
-    if isinstance(e, N.Cast) and e.dtype.is_int:
-        return _known_int(e.value)
-    if isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
-        lhs, rhs = _known_int(e.lhs), _known_int(e.rhs)
-        if lhs is not None and rhs is not None and (rhs != 0 or e.op not in ("floordiv", "mod")):
-            return _KNOWN_OPS[e.op](lhs, rhs)
-    return None
+        value = e.known
+    elif isinstance(e, N.Const):
+        value = e.value if type(e.value) is int else None
+    elif isinstance(e, N.Cast) and e.dtype.is_int:
+        value = known_int(e.value)
+    elif isinstance(e, N.Binary) and e.op in _KNOWN_OPS and e.dtype.is_int:
+        lhs, rhs = known_int(e.lhs), known_int(e.rhs)
+        if lhs is None or rhs is None or rhs == 0 and e.op in ("floordiv", "mod") \
+                or rhs < 0 and e.op in ("lshift", "rshift"):
+            return None
+        value = _KNOWN_OPS[e.op](lhs, rhs)
+    else:
+        return None
+    if value is None or not e.dtype.is_int:
+        return None
+    held = np.iinfo(e.dtype.np)
+    return value if held.min <= value <= held.max else None
+
+
+def compile_time(v) -> Static | None:
+    """`v` as the compile-time value it is, or None: a `Static` itself, a name bound once
+    to a compile-time int or bool (`Var.known`), or a scalar integer expression of
+    compile-time ints (`known_int`: exact in every step's dtype). A value computed only
+    from constexprs and literals is itself a compile-time constant (`HALF = B // 2`,
+    `EVEN = N % B == 0`)."""
+    if isinstance(v, Static):
+        return v
+    if not isinstance(v, N.Expr) or is_tile(v):
+        return None
+    if isinstance(v, N.Var) and v.known is not None:
+        return Static(v.known)
+    if isinstance(v, N.Compare):  # `HALF > 4`: exact operands compare as the IR does
+        lhs, rhs = known_int(v.lhs), known_int(v.rhs)
+        return None if lhs is None or rhs is None else Static(getattr(operator, v.op)(lhs, rhs))
+    value = known_int(v)
+    return None if value is None else Static(value)
 
 
 def _ints(v, what: str, loc: Loc) -> tuple:
     """A constant int or tuple of ints (literal, constexpr, or a tuple of them)."""
     raw = v.value if isinstance(v, Static) else v
     items = raw if isinstance(raw, tuple) else (raw,)
-    values = tuple(i.value if isinstance(i, Static) else _known_int(i) if isinstance(i, N.Expr)
+    values = tuple(i.value if isinstance(i, Static) else known_int(i) if isinstance(i, N.Expr)
                    else i for i in items)
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in values):
         raise CompileError(f"{what} must be a constant int or tuple of ints", loc,
@@ -449,8 +477,9 @@ for _op in X.REDUCE_OPS:
 
 @intrinsic("mean", *_REDUCTION_PARAMS)
 def _mean(tr, loc, value, axis, keepdims):
-    """The sum over the count, in the tile's float dtype (float32 for integers and bools, as
-    their `/` gives); narrower floats are summed in float32, as NumPy sums float16."""
+    """The sum over the count, in the tile's float dtype (float32 for integers and bools,
+    the float an integer meets by default); narrower floats are summed in float32, as NumPy
+    sums float16."""
     value = tile_operand(value, "tile.mean()", loc)
     dtype = value.dtype if value.dtype.is_float else T.float32
     over = axis_of(axis, value.shape, loc, allow_none=True)

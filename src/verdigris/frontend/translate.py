@@ -32,7 +32,7 @@ from .expressions import BIN_OPS, Expressions
 from .flow import ControlFlow
 from .source import FunctionSource, function_source
 from .tiles import binary
-from .typing import Static, cast, is_number, static_value, typed
+from .typing import Static, cast, is_number, is_string, static_value, typed
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Unit:
     strong: set = field(default_factory=set)  # variables a non-weak value is assigned to; survives retries
 
 
-ALLOWED_GLOBALS = (bool, int, float, T.DType, pytypes.ModuleType, type(None))
+ALLOWED_GLOBALS = (bool, int, float, str, T.DType, pytypes.ModuleType, type(None))
 MAX_STATIC_SHARED = 48 * 1024  # bytes of shared arrays a kernel may declare (CUDA's limit)
 
 # Python that kernels do not have -> (how the error names it, what to do instead)
@@ -206,9 +206,10 @@ class Translator(ControlFlow, Expressions):
         self.emit(N.Assign(loc, key, value))
         return N.Var(loc, key, value.dtype)
 
-    def bind(self, name: str, value, node) -> None:
+    def bind(self, name: str, value, node, parameter: bool = False) -> None:
         """Bind `name` to `value` (Python's rebinding: a value of another type is a new
-        variable; `bindings` says where bindings must agree)."""
+        variable; `bindings` says where bindings must agree); `parameter`: a helper's
+        parameter bound to its argument (before the body runs)."""
         loc = self.loc(node)
         if isinstance(value, N.ArrayRef) and id(value) in self.unit.unnamed:
             self.name_array(value, name)
@@ -224,9 +225,14 @@ class Translator(ControlFlow, Expressions):
         self.weakness(key, weak)
         self.set_var(key, value, loc)
         self.scope[name] = VarBinding(key, frozenset({bindings.site(loc)}), loc)
-        if isinstance(value, Static) and type(value.value) is int and not self.nesting \
-                and self.stores[name] == 1:
-            self.unit.known[key] = value.value
+        # Bound once, at the top level, to a compile-time int or bool: the name is that value
+        # wherever it is read (a shape, a constexpr argument, a condition decided while
+        # compiling), as `tiles.compile_time` reads it. (A float is not: the variable holds
+        # it rounded to its dtype, a constant would not be.)
+        known = tiles.compile_time(value)
+        if known is not None and type(known.value) in (int, bool) and not self.nesting \
+                and self.stores[name] == (0 if parameter else 1):
+            self.unit.known[key] = known.value
 
     def weakness(self, key: str, weak: bool) -> None:
         """A variable assigned only weak values (a Python float argument, or a value made of
@@ -289,12 +295,12 @@ class Translator(ControlFlow, Expressions):
 
     def static_global(self, name: str, value, loc: Loc) -> Static:
         ok = isinstance(value, ALLOWED_GLOBALS) or callable(value) or (
-            isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)) \
+            isinstance(value, tuple) and all(isinstance(v, (bool, int, float, str)) for v in value)) \
             or T.named_by_numpy(value) is not None
         if not ok:
             raise CompileError(
                 f"kernel reads {name!r}, a {type(value).__name__}: kernels can only read "
-                "numbers, dtypes, modules and functions from the enclosing scope", loc,
+                "numbers, strings, dtypes, modules and functions from the enclosing scope", loc,
                 hint="pass it as an argument (arrays) or as a vg.constexpr parameter")
         return static_value(value)
 
@@ -325,14 +331,15 @@ class Translator(ControlFlow, Expressions):
         self.expr(node.value)
 
     def stmt_Assign(self, node) -> None:
-        value = self.expr(node.value)
+        # A name may hold a string constant (`mode = "relu"`); an element may not.
+        value = self.argument(node.value, strings=all(isinstance(t, ast.Name) for t in node.targets))
         for target in node.targets:
             self.assign_to(target, value)
 
     def stmt_AnnAssign(self, node) -> None:
         if node.value is None:
             self.unsupported(node, "a declaration without a value")
-        value = self.expr(node.value)
+        value = self.argument(node.value, strings=True)
         annotation = self.expr(node.annotation)
         if _is_constexpr(annotation) and isinstance(node.target, ast.Name):
             self.bind_constant(node.target.id, value, node.target)
@@ -447,7 +454,8 @@ class Translator(ControlFlow, Expressions):
         the compile-time number itself, as if the value were written in its place, so it
         can size arrays and unroll loops."""
         loc = self.loc(node)
-        if not is_number(value):
+        value = tiles.compile_time(value) or value
+        if not (is_number(value) or is_string(value)):
             raise CompileError(f"{name!r} is declared vg.constexpr, but its value is not known "
                                "while compiling", loc, hint="compute it from literals, "
                                "vg.constexpr parameters and the shapes of local and shared arrays")
@@ -515,7 +523,7 @@ class Translator(ControlFlow, Expressions):
             if arg.annotation is not None and _is_constexpr(inner.expr(arg.annotation)):
                 inner.bind_constant(name, value, arg)
             else:
-                inner.bind(name, value, arg)
+                inner.bind(name, value, arg, parameter=True)
         self.unit.call_stack.append(fn)
         try:
             inner.body(src.tree.body)

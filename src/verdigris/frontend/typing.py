@@ -4,13 +4,13 @@ Takes: values the translator computes — typed `ir.Expr`s or `Static` compile-t
 values (literals, constexprs, tuples, modules, functions). Gives: typed IR for unary,
 binary and comparison operators following the promotion rules of `types.py`, with the
 `Cast`s inserted, and constant folding of operations on static values (numbers, and
-`==`/`!=` of two dtypes, a compile-time bool); `static_value`, which turns a Python value
-the kernel reads (a constant, constexpr or default) into a `Static` (NumPy dtypes become
-verdigris's), and `dtype_arg`, the reader of every dtype argument. Guarantees: every
-`ir.Expr` it returns satisfies the IR invariants (operands of one dtype); type errors are
-`CompileError`s at the operator's location; a tile where a scalar is needed is refused here
-(`tiles` lifts these rules to tiles), and so is any other value that is not a number (an
-array, a dtype).
+`==`/`!=` of two dtypes or of compile-time strings, a compile-time bool); `static_value`,
+which turns a Python value the kernel reads (a constant, constexpr or default) into a
+`Static` (NumPy dtypes become verdigris's), and `dtype_arg`, the reader of every dtype
+argument. Guarantees: every `ir.Expr` it returns satisfies the IR invariants (operands
+of one dtype); type errors are `CompileError`s at the operator's location; a tile where a
+scalar is needed is refused here (`tiles` lifts these rules to tiles), and so is any
+other value that is not a number (an array, a dtype, a string).
 """
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ def typed(v, loc: Loc, dtype: T.DType | None = None) -> N.Expr:
     if isinstance(v, Static):
         if not is_number(v):
             raise CompileError(f"{_describe(v)} is not a value a kernel can compute with", loc,
-                               hint=DTYPE_HINT if isinstance(v.value, T.DType) else "")
+                               hint=DTYPE_HINT if isinstance(v.value, T.DType) else
+                               STRING_HINT if is_string(v) else "")
         if type(v.value) is int and (dtype is None or dtype.is_int) \
                 and not -2**63 <= v.value < (2**63 if dtype is None else 2**64):
             what = "int64, the type of an integer constant" if dtype is None else "64 bits"
@@ -198,10 +199,20 @@ def common_dtype(a, b, loc: Loc) -> T.DType:
         raise CompileError(str(exc), loc) from None
 
 
+def static_truth(cond: Static, loc: Loc) -> bool:
+    """The truth of a condition known while compiling (`if BLOCK > 64:`), which decides the
+    branch; a condition that is not a number (a string, a dtype) is refused."""
+    if not is_number(cond) and cond.value is not None:
+        raise CompileError("this condition is not a number", loc,
+                           hint=STRING_HINT if is_string(cond) else "")
+    return bool(cond.value)
+
+
 def truth(v, loc: Loc) -> N.Expr:
     """Python truthiness: `x != 0` for numbers."""
     if isinstance(v, Static) and not is_number(v):
-        raise CompileError(f"{_describe(v)} has no truth value in a kernel", loc)
+        raise CompileError(f"{_describe(v)} has no truth value in a kernel", loc,
+                           hint=STRING_HINT if is_string(v) else "")
     e = typed(v, loc)
     if e.dtype.is_bool:
         return e
@@ -238,7 +249,7 @@ def binary(op: str, a, b, loc: Loc):
     if dtype.is_bool:
         dtype = T.int32  # True + True == 2, as in Python
     if op == "truediv" and not dtype.is_float:
-        dtype = T.float32
+        dtype = T.float64  # true division of two integers, as Python and NumPy compute it
     if op == "pow":
         return _power(a, b, dtype, loc)
     lhs, rhs = typed(a, loc, dtype), typed(b, loc, dtype)
@@ -269,14 +280,42 @@ def _power(a, b, dtype: T.DType, loc: Loc) -> N.Expr:
     return N.MathCall(loc, "pow", (typed(a, loc, dtype), typed(b, loc, dtype)), dtype)
 
 
+def is_string(v) -> bool:
+    return isinstance(v, Static) and isinstance(v.value, str)
+
+
+STRING_HINT = ("a string is a compile-time value (a literal, a vg.constexpr parameter or a "
+               "module constant): compare two with == or != (`if ACTIVATION == \"relu\":`), "
+               "or pass it on to a helper or a keyword argument")
+
+
 def compare(op: str, a, b, loc: Loc):
     if is_number(a) and is_number(b):
         return Static(_STATIC_COMPARE[op](a.value, b.value))
+    if is_string(a) or is_string(b):
+        return _compare_strings(op, a, b, loc)
     if op in ("eq", "ne") and all(isinstance(v, Static) and isinstance(v.value, T.DType)
                                   for v in (a, b)):
         return Static((a.value is b.value) == (op == "eq"))  # `if x.dtype == vg.float64:`
     dtype = common_dtype(a, b, loc)
     return N.Compare(loc, op, typed(a, loc, dtype), typed(b, loc, dtype), T.bool_)
+
+
+def _compare_strings(op: str, a, b, loc: Loc) -> Static:
+    """`==` and `!=` of a compile-time string with another compile-time string or number,
+    folded as Python computes it (`"relu" == 1` is False); other comparisons, and a
+    string against a value computed at run time, are refused."""
+    if op not in ("eq", "ne"):
+        raise CompileError(f"strings compare only with == and != in kernels, not "
+                           f"{_COMPARE_SYMBOL[op]!r}", loc, hint=STRING_HINT)
+    other = b if is_string(a) else a
+    if not (is_string(other) or is_number(other)):
+        raise CompileError("a string is compared with a value computed at run time", loc,
+                           hint=STRING_HINT)
+    return Static((a.value == b.value) == (op == "eq"))
+
+
+_COMPARE_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 def unary(op: str, v, loc: Loc):

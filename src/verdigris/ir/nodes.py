@@ -101,8 +101,9 @@ class Var(Expr):
 
     name: str
     dtype: DType
-    # the int the variable holds wherever it is read, when it is bound once, at the top
-    # level, to a compile-time int (`n = BLOCK // 2`): what a tile shape may be made of
+    # the int (or bool) the variable holds wherever it is read, when it is bound once, at
+    # the top level, to a compile-time value (`n = BLOCK // 2`, `even = N % B == 0`): what
+    # a tile shape or a constexpr argument may be made of
     known: Optional[int] = None
 
 

@@ -144,7 +144,8 @@ MAX_BLOCKS_PER_SM = 32  # every GPU verdigris targets (sm_80 to sm_90)
 
 
 class KernelFunction:
-    """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile)."""
+    """A kernel: launch with `k[grid, block](*args)` (SIMT) or `k[grid](*args)` (tile), or
+    a SIMT kernel with `k.forall(n)(*args)` (numba's spelling: enough blocks for n threads)."""
 
     __vg_kernel__ = True
     _constants: tuple | None = None  # `runtime.constants.snapshot`, taken at the first build
@@ -209,6 +210,20 @@ class KernelFunction:
             self._launches.clear()
         launch = self._launches[config] = self._make_launch(config)
         return launch
+
+    def forall(self, n, block: int = 256) -> "Launch":
+        """numba's `forall`: `k.forall(n)(*args)` is `k[vg.cdiv(n, block), block](*args)`,
+        enough one-dimensional blocks of `block` threads (256 unless given) for `n` threads
+        (SIMT kernels). As in numba, the kernel maps `simt.global_id(0)` to its task and
+        skips the threads at `n` and past it itself; the launch is checked as any other."""
+        if self.track != "simt":
+            raise LaunchError(f"{self.__name__}: forall() launches SIMT kernels; a tile kernel "
+                              "takes its grid of blocks", hint=f"{self.__name__}[grid](...)")
+        for what, value, least in (("the thread count", n, 0), ("the block", block, 1)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
+                raise LaunchError(f"{self.__name__}: forall(n, block): {what} must be an int of "
+                                  f"at least {least}, not {value!r}")
+        return self[-(-int(n) // int(block)), int(block)]
 
     def _make_launch(self, key) -> "Launch":
         config = (key, None) if self.track != "simt" else key
