@@ -23,8 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-import torch.nn.functional as F
+try:  # `verdigris bench` imports every script that uses benchsuite, torch or not
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError:  # pragma: no cover - run on the GPU machine, which has torch
+    torch = F = None
 
 from verdigris.benchsuite.timing import GpuTimer
 from verdigris.examples import tile_adamw as adamw

@@ -80,7 +80,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
         return Outcome("unknown", reason=out_of_time())
     z3 = budgets.z3()
 
-    enc = _Encoder(space, z3)
+    enc = _Encoder(space, z3, loose_extents=True)
     ia = [enc.poly(p.rename("1")) for p in a.indices]
     ib = [enc.poly(p.rename("2")) for p in b.indices]
     shapes = [enc.poly(space.shape(a.array, d)) for d in range(len(ia))]
@@ -238,8 +238,9 @@ class _Encoder:
     """Polynomials and formulas of one query as z3 terms, with each atom's constraints, in
     the query's own z3 context (`context`: another encoder's, for terms of one query)."""
 
-    def __init__(self, space: Space, z3, context=None):
+    def __init__(self, space: Space, z3, context=None, loose_extents: bool = False):
         self.space, self.z3 = space, z3
+        self.loose_extents = loose_extents
         self.ctx = context or z3.Context()
         self.consts: dict = {}
         self.side: list = []
@@ -247,10 +248,10 @@ class _Encoder:
         self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.turns: dict = {}  # a wrap atom's term (by name) -> how many moduli it took off
         self.used: set = set()
-        # each array extent below MAX_EXTENT (a launch refuses longer ones), kept apart: told
-        # to z3 from the start, it slowed the search for a race's example past the proof's
-        # time (`i * s * 4` of a run-time s: 0.2 s to 2 s+), so `collide` adds them only
-        # where a first example needs a longer extent
+        # `loose_extents` (`collide`): each array extent below MAX_EXTENT (a launch refuses
+        # longer ones) kept apart: told to z3 from the start, it slowed the search for a
+        # race's example past the proof's time (`i * s * 4` of a run-time s: 0.2 s to 2 s+),
+        # so `collide` adds them only where a first example needs a longer extent
         self.extents: list = []
 
     def atom(self, name: str):
@@ -267,7 +268,7 @@ class _Encoder:
         term = self.consts[name] = z3.Int(name, self.ctx)
         if atom.lo != -INF:
             self.side.append(term >= atom.lo)
-        if atom.kind == "shape" and atom.hi == MAX_EXTENT:
+        if self.loose_extents and atom.kind == "shape" and atom.hi == MAX_EXTENT:
             self.side.append(term <= MAX_ELEMENTS)
             self.extents.append(term <= atom.hi)
         elif atom.hi != INF:
