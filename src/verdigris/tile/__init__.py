@@ -19,10 +19,11 @@ truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
 Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
 `t.reshape(shape)`, `t.permute(axes)`, `t.transpose(axis0, axis1)`, `t.sum(axis)` and the
 other reductions, `t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`,
-`t.cummax`, `t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None`
-does: `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`,
-`None` and `...` index a tile). The functions below are the intrinsics kernels call; on the
-host they raise.
+`t.cummax`, `t.cummin`, `t.flip(axis)` and `t.extract(index, shape)`. A subscript slices
+with constant bounds and adds size-1 axes, as NumPy's: `t[2:6]`, `t[:, 0:8:2]`, `t[-4:]`;
+`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (slices, `None`
+and `...` index a tile). The functions below are the intrinsics kernels call; on the host
+they raise.
 """
 from __future__ import annotations
 
@@ -131,6 +132,11 @@ _DOCS = {
     "transpose": "transpose(t, axis0=None, axis1=None): axes `axis0` and `axis1` swapped "
                  "(cuTile's transpose, also the method t.transpose(axis0, axis1)); a 2-d tile "
                  "without axes: t.T.",
+    "extract": "extract(t, index, shape): the sub-tile of `shape` at `index` (constants, one "
+               "per axis, counting sub-tiles: elements index[k] * shape[k] + j), which must lie "
+               "inside `t` (cuTile's extract; the slice t[a:a + s] along each axis).",
+    "cat": "cat(tiles, axis): the tiles one after another along `axis` (np.concatenate); "
+           "they have one dtype and agree in every other extent.",
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
     "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "

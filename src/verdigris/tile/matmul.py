@@ -148,11 +148,11 @@ def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
 
 
 _PLANS: dict = {}
-STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans and flips
+STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans, flips, slices, cats
 # Static shared memory kept free (beside the products' dynamic) for a kernel's tile ops that
 # go through shared memory: node type -> bytes.
 _STATIC_NEEDS = {X.TileReduce: STATIC_RESERVE, X.TileScan: STATIC_RESERVE, X.Flip: STATIC_RESERVE,
-                 X.TileSort: sorting.STATIC_BYTES}
+                 X.TileSlice: STATIC_RESERVE, X.Cat: STATIC_RESERVE, X.TileSort: sorting.STATIC_BYTES}
 MIN_STAGES = {True: 3, False: 2}  # (warp-specialized) -> fewest stages worth the epilogue's buffers
 
 
