@@ -4,13 +4,20 @@ Takes: the `TileLowering`, a `TileSlice` or `Cat` node and the layout wanted (or
 Gives: `tile_slice(low, node, want)` and `cat(low, node, want)`, each a `TileValue` in
 `want` (the result shape's default layout when None).
 
-How: both move elements between threads through one shared buffer (`convert.staged`).
-A slice writes its source as it lies and reads element c of the result at `start + step
-* c` along each axis, masked to the source's padded extent: for a valid c that is the
-element itself (it lies inside the source), for a padding c any element of the buffer.
-A concatenation writes each part at its offset along the axis (only the part's valid
-elements there, so a part's padding never lands on the next part) into a buffer of the
-result's padded shape, and reads the result as it lies.
+How: where the layouts allow, no data moves. A slice along axes that only register bits
+of the source's layout move along (a batch axis, a slice within each thread's registers)
+picks registers: the result's layout keeps the source's lanes and warps, and the
+register bits below its padded extents. A concatenation of parts with one layout and one
+power-of-two extent E along the axis (a batch of matrix products) is their registers one
+after another: the parts' layout with register bits of E, 2E, ... added along the axis.
+
+Otherwise both move elements between threads through one shared buffer
+(`convert.staged`). A slice writes its source as it lies and reads element c of the
+result at `start + step * c` along each axis, masked to the source's padded extent: for
+a valid c that is the element itself (it lies inside the source), for a padding c any
+element of the buffer. A concatenation writes each part at its offset along the axis
+(only the part's valid elements there, so a part's padding never lands on the next part)
+into a buffer of the result's padded shape, and reads the result as it lies.
 
 Guarantees (`ir.tiles`, as NumPy's slices and `np.concatenate`): valid elements come from
 valid elements only; the result's padding holds any value, never read as valid.
@@ -21,28 +28,89 @@ from llvmlite import ir
 
 from ..codegen.dtypes import I32
 from . import convert
+from .layout import Layout, next_pow2, padded
 
 
 def _const(n: int) -> ir.Constant:
     return ir.Constant(I32, n)
 
 
-def tile_slice(low, node, want):
-    value = low.tile(node.value)
-    extents, b = value.layout.shape, low.b
+def _source_coords(coords, node, extents: tuple, b=None) -> list:
+    """The source coordinates (within its padded `extents`) of result element `coords`:
+    ints with `b` None, else i32 values."""
+    out = []
+    for c, start, step, extent in zip(coords, node.starts, node.steps, extents):
+        if (start, step) == (0, 1):
+            out.append(c)
+        elif b is None:
+            out.append((start + step * c) & (extent - 1))
+        else:
+            moved = b.add(_const(start), c if step == 1 else b.mul(c, _const(step)))
+            out.append(b.and_(moved, _const(extent - 1)))
+    return out
 
-    def source_of(coords: list) -> list:
-        return [c if (start, step) == (0, 1) else
-                b.and_(b.add(_const(start), c if step == 1 else b.mul(c, _const(step))), _const(extent - 1))
-                for c, start, step, extent in zip(coords, node.starts, node.steps, extents)]
-    return convert.moved(low, value, want or low.default(node.shape), source_of)
+
+def _picked(value, node):
+    """The slice as a choice of registers (a `TileValue`), or None where lane or warp bits
+    move along a sliced axis."""
+    from .lower import TileValue
+
+    source = value.layout
+    cut = [k for k, n in enumerate(node.shape) if n != node.value.shape[k]]
+    if any(basis[k] for basis in source.lanes + source.warps for k in cut):
+        return None
+    extents = padded(node.shape)
+    layout = Layout(extents, tuple(basis for basis in source.regs if all(basis[k] < extents[k] for k in cut)),
+                    source.lanes, source.warps)
+    register_of = {source.register_coords(r): r for r in range(source.num_regs)}
+    regs = [value.regs[register_of[tuple(_source_coords(layout.register_coords(r), node, source.shape))]]
+            for r in range(layout.num_regs)]
+    return TileValue(layout, regs, value.dtype)
+
+
+def tile_slice(low, node, want):
+    from .lower import _forced_all
+
+    value = low.tile(node.value, lazy=True)
+    picked = _picked(value, node)
+    if picked is not None:
+        return picked
+    value = _forced_all(value)
+    return convert.moved(low, value, want or low.default(node.shape),
+                         lambda coords: _source_coords(coords, node, value.layout.shape, low.b))
+
+
+def _stacked(values: list, axis: int, extent: int):
+    """Parts of one layout and one power-of-two extent along `axis`, one after another, as
+    registers (a `TileValue`), or None."""
+    from .lower import TileValue
+
+    first = values[0].layout
+    if first.shape[axis] != extent or any(v.layout != first for v in values):
+        return None
+    count = next_pow2(len(values))
+    more = tuple(tuple(extent << j if k == axis else 0 for k in range(first.rank))
+                 for j in range(count.bit_length() - 1))
+    shape = tuple(extent * count if k == axis else n for k, n in enumerate(first.shape))
+    layout = Layout(shape, first.regs + more, first.lanes, first.warps)
+    fill = values[:1] * (count - len(values))  # padding parts: any value
+    return TileValue(layout, [reg for v in values + fill for reg in v.regs], values[0].dtype)
 
 
 def cat(low, node, want):
-    layout, axis, b = want or low.default(node.shape), node.axis, low.b
+    from .lower import _forced_all
+
+    axis, b = node.axis, low.b
+    values = [low.tile(part, lazy=True) for part in node.parts]  # every part before the buffer
+    extents = {part.shape[axis] for part in node.parts}
+    if len(extents) == 1 and next_pow2(min(extents)) == min(extents):
+        stacked = _stacked(values, axis, min(extents))
+        if stacked is not None:
+            return stacked
+    layout = want or low.default(node.shape)
     pieces, start = [], 0
-    for part in node.parts:  # every part lowered before the buffer is taken
-        value = low.tile(part)
+    for part, value in zip(node.parts, values):
+        value = _forced_all(value)
         n = part.shape[axis]
 
         def place(coords: list, start=start, n=n, padded=value.layout.shape[axis] != n):
