@@ -74,14 +74,10 @@ def _batched(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
         raise CompileError(f"tile.{op}(): a batch of {batch} {m}x{n} {dtype.name} results is more "
                            f"than a block holds in registers ({MAX_ACCUMULATOR_BYTES // dtype.itemsize} "
                            "elements)", loc, hint="use smaller tiles or fewer products per block")
-    if acc is not None:
-        acc = to_shape(acc, dtype, (batch, m, n), loc) if is_number(acc) or not is_tile(acc) else acc
-        if is_tile(acc) and acc.shape != (batch, m, n) and len(acc.shape) <= 3 and \
-                broadcast_shape([acc.shape, (batch, m, n)], loc) == (batch, m, n):
-            acc = broadcast_to(acc, (batch, m, n), loc)
-        if acc.shape != (batch, m, n):
-            raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
-                               f"shape {show((batch, m, n))}", loc)
+    if is_tile(acc) and not (len(acc.shape) <= 3 and all(
+            e in (1, want) for e, want in zip(reversed(acc.shape), (n, m, batch)))):
+        raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
+                           f"shape {show((batch, m, n))}", loc)
     products = []
     for i in range(batch):
         product = _product(_matrix(a, i, loc), _matrix(b, i, loc),
@@ -92,8 +88,9 @@ def _batched(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
 
 
 def _matrix(t, i: int, loc: Loc):
-    """Matrix i of a batch (a batch of one: its matrix; a 2-d tile: itself)."""
-    if len(t.shape) == 2:
+    """Matrix i of a batch (a batch of one: its matrix; a 2-d tile or less, or a scalar,
+    itself: `_product` broadcasts an accumulator)."""
+    if not is_tile(t) or len(t.shape) < 3:
         return t
     part = sliced(t, (i if t.shape[0] > 1 else 0, 0, 0), (1, 1, 1), (1, *t.shape[1:]), loc)
     return X.Reshape(loc, part, t.dtype, t.shape[1:])

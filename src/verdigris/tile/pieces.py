@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from ..codegen.dtypes import I32
 from . import convert
-from .layout import Layout, next_pow2, padded
+from .layout import Layout, next_pow2, padded, stacked
 
 
 def _const(n: int) -> ir.Constant:
@@ -80,33 +80,26 @@ def tile_slice(low, node, want):
                          lambda coords: _source_coords(coords, node, value.layout.shape, low.b))
 
 
-def _stacked(values: list, axis: int, extent: int):
-    """Parts of one layout and one power-of-two extent along `axis`, one after another, as
-    registers (a `TileValue`), or None."""
-    from .lower import TileValue
-
-    first = values[0].layout
-    if first.shape[axis] != extent or any(v.layout != first for v in values):
+def stackable(node, layouts: list):
+    """The layout in which `node`'s parts, held in `layouts`, are one after another as
+    registers (`layout.stacked`), or None: that needs one layout and one extent along the
+    axis, which fills it (no padding)."""
+    axis, first = node.axis, layouts[0]
+    if first is None or any(l != first for l in layouts) or \
+            any(part.shape[axis] != first.shape[axis] for part in node.parts):
         return None
-    count = next_pow2(len(values))
-    more = tuple(tuple(extent << j if k == axis else 0 for k in range(first.rank))
-                 for j in range(count.bit_length() - 1))
-    shape = tuple(extent * count if k == axis else n for k, n in enumerate(first.shape))
-    layout = Layout(shape, first.regs + more, first.lanes, first.warps)
-    fill = values[:1] * (count - len(values))  # padding parts: any value
-    return TileValue(layout, [reg for v in values + fill for reg in v.regs], values[0].dtype)
+    return stacked(first, axis, next_pow2(len(node.parts)))
 
 
 def cat(low, node, want):
-    from .lower import _forced_all
+    from .lower import TileValue, _forced_all
 
     axis, b = node.axis, low.b
     values = [low.tile(part, lazy=True) for part in node.parts]  # every part before the buffer
-    extents = {part.shape[axis] for part in node.parts}
-    if len(extents) == 1 and next_pow2(min(extents)) == min(extents):
-        stacked = _stacked(values, axis, min(extents))
-        if stacked is not None:
-            return stacked
+    layout = stackable(node, [v.layout for v in values])
+    if layout is not None:
+        fill = values[:1] * (layout.num_regs // values[0].layout.num_regs - len(values))  # padding: any
+        return TileValue(layout, [reg for v in values + fill for reg in v.regs], node.dtype)
     layout = want or low.default(node.shape)
     pieces, start = [], 0
     for part, value in zip(node.parts, values):
