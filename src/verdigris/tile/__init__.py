@@ -143,7 +143,8 @@ _DOCS = {
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
     "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "
            "cores; a (M, K), b (K, N) of float16, bfloat16 or fp8 (float32 acc), float32 (exact; "
-           "tf32 with allow_tf32=True or input_precision='tf32') or float64.",
+           "tf32 with allow_tf32=True or input_precision='tf32') or float64. 3-d tiles are "
+           "batches (NumPy's matmul: a 2-d operand, or a batch of one, is shared).",
     "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
 }
 for _name, _doc in _DOCS.items():
