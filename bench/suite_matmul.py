@@ -10,9 +10,10 @@ them: each configuration of its tables, and the kernel under `vg.autotune` over 
 tuner times them on its first call at each size, inside the check); the suite keeps the
 best. The peers are torch (cuBLAS; `_scaled_mm` with fast accumulation and with float32
 accumulation, the best kept: ours accumulates in the tensor cores' own precision, as fast
-accumulation does; SDPA's flash backend; matmul then the epilogue) and `bench/matmul.py`'s Triton kernels
-(`triton_matmul` in its two configurations, `triton_attention`: the fused-attention
-tutorial's). Every implementation is checked before it is timed: relative Frobenius error
+accumulation does; SDPA's flash, cuDNN and efficient backends, the best kept; matmul then
+the epilogue) and `bench/matmul.py`'s Triton kernels (`triton_matmul` in its two
+configurations, `triton_attention`: a one-configuration cut of the fused-attention
+tutorial's loop, without its autotuning or Hopper path: issue #29 asks for the real one). Every implementation is checked before it is timed: relative Frobenius error
 at most 1e-2 against a float64 product (float32 for attention, one batch at a time, as
 the script does). TFLOP/s count 2 M N K per GEMM and 4 B H S^2 D per attention (half of it
 causal).
@@ -150,14 +151,20 @@ def _attention_case(causal: bool):
         def grid(config):
             return seq // config["BM"], BATCH * HEADS
 
-        def sdpa():
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        def sdpa(backend):  # one of torch's SDPA backends, pinned
+            def run():
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return run
 
         return {"verdigris": _ours(attention, mm.ATTENTION_CONFIGS, grid,
                                    (*flat, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
                                    CAUSAL=causal, D=HEAD_DIM),
-                "torch": returning(sdpa, want, RTOL),
+                # every SDPA backend (cuDNN's is published at FlashAttention-3's level on
+                # Hopper); the suite reports torch's best, each one that fails its own row
+                "torch": {name: returning(sdpa(backend), want, RTOL) for name, backend in (
+                    ("flash", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION),
+                    ("efficient", SDPBackend.EFFICIENT_ATTENTION))},
                 "triton": checked(lambda: mm.triton_attention(q, k, v, o, causal), o, want,
                                   RTOL)}
 

@@ -505,6 +505,25 @@ def k(table, index, out, n, scale):
     assert usage["n"].int_scalar and not usage["scale"].int_scalar
 
 
+def test_elements_that_reach_a_tile_index_are_integers(capsys, tmp_path):
+    source = HEADER + """from verdigris import tile
+
+
+@vg.func
+def pick(x, r, col):
+    return tile.load(x, index=(r, col), shape=())
+
+
+@tile.kernel
+def picked(x, cols, out, BLOCK: vg.constexpr = 64):
+    r = tile.bid(0)
+    col = tile.load(cols, index=(r,), shape=())
+    tile.store(out, index=(r,), tile=tile.full((1,), pick(x, r, col), vg.float32))
+"""
+    _, status, out, _ = check_source(capsys, tmp_path, source)
+    assert "kernel 'picked': proven" in out and status == 0, out
+
+
 def test_elements_that_reach_an_index_through_names_are_integers(capsys, tmp_path):
     source = HEADER + """
 

@@ -202,3 +202,30 @@ def test_verdigris_check_reads_the_plain_helpers_of_a_file(capsys, tmp_path, off
     assert main(["check", str(source)]) == status
     out, err = capsys.readouterr()
     assert verdict in out + err and "not checked" not in out + err
+
+
+@tile.kernel
+def tiles_counted_with_cdiv(x, out, B: vg.constexpr):
+    for i in range(vg.cdiv(x.shape[0], B)):  # as tl.cdiv / ct.cdiv: the last tile partial
+        tile.store(out, index=(i,), tile=tile.load(x, index=(i,), shape=(B,)) * 2.0)
+
+
+@simt.kernel
+def rows_counted_with_cdiv(x, out, w):
+    i = simt.global_id(0)
+    if i < vg.cdiv(x.shape[0], w):  # one thread per run of w elements
+        for j in range(i * w, min(i * w + w, x.shape[0])):
+            out[j] = x[j] + 1.0
+
+
+def test_vg_cdiv_is_kernel_code_in_both_tracks(rng):
+    """`vg.cdiv` runs on the host and inside kernels (verdigris marks it kernel code, as
+    Triton's and cuTile's cdiv are), with Python's meaning: -(-a // b)."""
+    x = rng.standard_normal(37).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    tiles_counted_with_cdiv[1](x, out, B=8)
+    np.testing.assert_array_equal(out, x * 2)
+    out = np.full_like(x, np.nan)
+    rows_counted_with_cdiv[1, 8](x, out, 5)  # ceil(37 / 5) = 8 threads
+    np.testing.assert_array_equal(out, x + 1)
+    assert vg.cdiv(37, 5) == 8 and vg.cdiv(-7, 2) == -3

@@ -23,8 +23,12 @@ f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 
 
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division: the number of blocks of size `b` that cover `a` items."""
+    """Ceiling division: the number of blocks of size `b` that cover `a` items (on the host,
+    and inside kernels, as `tl.cdiv` and `ct.cdiv` are)."""
     return -(-a // b)
+
+
+cdiv.__vg_inline__ = True  # `lang.plain_helper`: kernels inline it
 
 
 def asarray(obj, dtype=None, *, device: int = 0):

@@ -72,7 +72,8 @@ def plain_helper(fn) -> bool:
     """Whether kernels inline `fn`, an undecorated function, as a `@vg.func` helper: a
     function written with `def` in the user's code. Lambdas, generators, coroutines and the
     functions of the standard library, of installed packages and of verdigris itself are
-    host functions (their bodies are not kernel code)."""
+    host functions (their bodies are not kernel code), but for the few verdigris marks as
+    kernel code too (`vg.cdiv`, as Triton's `tl.cdiv` and cuTile's `ct.cdiv`)."""
     if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
         return False
     import inspect
@@ -80,6 +81,8 @@ def plain_helper(fn) -> bool:
     if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
                                | inspect.CO_ASYNC_GENERATOR):
         return False
+    if getattr(fn, "__vg_inline__", False):  # verdigris's own functions that are kernel code
+        return True
     module = fn.__module__ or ""
     if module.partition(".")[0] == "verdigris" and not module.startswith("verdigris.examples"):
         return False

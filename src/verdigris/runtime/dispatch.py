@@ -217,6 +217,10 @@ class KernelFunction:
             raise LaunchError(f"{self.__name__}: a SIMT launch needs a grid and a block: "
                               f"{self.__name__}[grid, block](...)", hint="a block is 1 to 1024 "
                               "threads, e.g. 256; a tile kernel (@tile.kernel) chooses its own")
+        if callable(config[0]):  # Triton's `k[lambda meta: ...]`: the grid of each call's arguments
+            from .gridfn import GridOfArguments
+
+            return GridOfArguments(self, config[0], config[1])
         grid = _dims(config[0], "grid", self.__name__, empty=True)
         block = _dims(config[1], "block", self.__name__) if config[1] is not None else None
         if block is not None:  # along each axis, grid x block threads fit in int32

@@ -29,10 +29,12 @@ any quantifier (VG213's query), where a fact about a function would not.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from . import budgets, order
-from .algebra import INF, Poly, Space, formula_atoms, generic, per_thread, rename_formula
+from .algebra import (INF, MAX_ELEMENTS, MAX_EXTENT, Poly, Space, formula_atoms, generic, per_thread,
+                      rename_formula)
 from .trace import Access
 
 COPIES = ("1", "2")
@@ -95,7 +97,10 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
             facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in differ]))
     else:
         facts.append(order.unordered(enc, a, b, space, apart))
-    result, solver = _decide_by_turns(enc, facts, [_turns(enc, x, y) for x, y in zip(ia, ib)], budget)
+    turns = [_turns(enc, x, y) for x, y in zip(ia, ib)]
+    result, solver = _decide_by_turns(enc, facts, turns, budget)
+    if result == z3.sat and enc.extents and not Found(solver.model()).true(z3.And(*enc.extents)):
+        result, solver = _decide_by_turns(enc, facts + enc.extents, turns, budget)
     if result == z3.unsat:
         return Outcome("unsat")
     if result != z3.sat:
@@ -147,13 +152,19 @@ def readable(solver, enc, ids: list, one_block: bool, budget: int):
     first_block = [enc.atom(per_thread(n, c)) == 0 for n in ids if n.startswith("bid") for c in COPIES]
     nonzero = [d != 0 for d in enc.divisors]
     lower_first = [_before(enc, ids)]  # thread 1 the lower of the two (by block, then thread)
+    started = None  # divisors not zero within the proof's time; the rest within READABLE_S
     for preference in [nonzero] + ([first_block] if one_block else []) + [enc.small(), lower_first]:
         try:  # past the proof's time (z3 interrupted, in a check or a push): the model as it is
-            if budgets.spent():
+            if not preference:  # nothing to ask (no run-time divisor)
+                continue
+            if preference is not nonzero and started is None:
+                started = time.process_time()
+            left = None if started is None else budgets.READABLE_S - (time.process_time() - started)
+            if budgets.spent() or left is not None and left <= 0:
                 break
             solver.push()
             solver.add(*[term.translate(solver.ctx) for term in preference])
-            with budgets.watch(solver.ctx):
+            with budgets.watch(solver.ctx, left):
                 found = solver.check()
             if found == z3.sat:
                 model = solver.model()
@@ -236,6 +247,11 @@ class _Encoder:
         self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.turns: dict = {}  # a wrap atom's term (by name) -> how many moduli it took off
         self.used: set = set()
+        # each array extent below MAX_EXTENT (a launch refuses longer ones), kept apart: told
+        # to z3 from the start, it slowed the search for a race's example past the proof's
+        # time (`i * s * 4` of a run-time s: 0.2 s to 2 s+), so `collide` adds them only
+        # where a first example needs a longer extent
+        self.extents: list = []
 
     def atom(self, name: str):
         term = self.consts.get(name)
@@ -251,7 +267,10 @@ class _Encoder:
         term = self.consts[name] = z3.Int(name, self.ctx)
         if atom.lo != -INF:
             self.side.append(term >= atom.lo)
-        if atom.hi != INF:
+        if atom.kind == "shape" and atom.hi == MAX_EXTENT:
+            self.side.append(term <= MAX_ELEMENTS)
+            self.extents.append(term <= atom.hi)
+        elif atom.hi != INF:
             self.side.append(term <= atom.hi)
         define = _DEFINITIONS.get(atom.kind)
         parts = [p.rename(suffix) if isinstance(p, Poly) else rename_formula(p, suffix)

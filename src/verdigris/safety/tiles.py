@@ -332,7 +332,9 @@ class _Block(_Thread):
     def tile_access(self, array: N.ArrayRef, kind: str, index, shape: tuple, loc, op: str) -> None:
         tiles = self.indices(index)
         lanes = self.lanes(shape)
-        elements = tuple(self.observe(t * Poly.const(n) + p, T.int64) for t, n, p in zip(tiles, shape, lanes))
+        # the lowering's `index * n` saturates past int64 to an element outside every array
+        # (`tile.memory`), as the exact product is: only the index itself wraps
+        elements = tuple(t * Poly.const(n) + p for t, n, p in zip(tiles, shape, lanes))
         view = View(tiles, shape, tuple(next(iter(p.atoms()), None) for p in lanes))
         self.record(array, kind, elements, loc, op, shape, view)
 

@@ -111,8 +111,10 @@ def _index_positions(tree):
             yield from node.args[1:2]
         elif isinstance(node, ast.Call) and _callee(node) == "rand":
             yield from node.args[:1]  # the seed
-        elif isinstance(node, ast.Call) and TILE_ARRAY_CALLS.get(_callee(node), ("",))[0] == "indices":
-            yield from [k.value for k in node.keywords if k.arg == "indices"] or node.args[1:2]
+        elif isinstance(node, ast.Call) and _callee(node) in TILE_ARRAY_CALLS:
+            # a tile's index or a gather's indices: `tile.load(x, index=(r, label), shape=())`
+            keyword, position = TILE_ARRAY_CALLS[_callee(node)]
+            yield from [k.value for k in node.keywords if k.arg == keyword] or node.args[position:position + 1]
 
 
 def param_usage(fn, seen=frozenset()) -> dict:
@@ -125,6 +127,7 @@ def param_usage(fn, seen=frozenset()) -> dict:
     def param(node) -> Usage | None:
         return usage.get(node.id) if isinstance(node, ast.Name) else None
 
+    flows = _element_flows(src.tree, set(usage))
     for node in ast.walk(src.tree):
         if isinstance(node, ast.Subscript) and param(node.value):
             u = param(node.value)
@@ -143,12 +146,11 @@ def param_usage(fn, seen=frozenset()) -> dict:
                     if param(side):
                         param(side).int_scalar = True
         elif isinstance(node, ast.Call):
-            _call_usage(node, src, usage, seen | {fn})
+            _call_usage(node, src, usage, flows, seen | {fn})
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
                 and node.value.attr == "shape" and param(node.value.value) \
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             param(node.value.value).rank = max(param(node.value.value).rank, node.slice.value + 1)
-    flows = _element_flows(src.tree, set(usage))
     for position in _index_positions(src.tree):
         for node in ast.walk(position):
             if param(node):
@@ -190,7 +192,7 @@ def _element_flows(tree, params: set) -> dict:
             return flows
 
 
-def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
+def _call_usage(node: ast.Call, src, usage: dict, flows: dict, seen: frozenset) -> None:
     name = _callee(node)
     first = node.args[0] if node.args else None
     if (name == "len" or (name or "").startswith("atomic_") or name in TILE_ARRAY_CALLS) \
@@ -220,3 +222,6 @@ def _call_usage(node: ast.Call, src, usage: dict, seen: frozenset) -> None:
         elif isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
                 and arg.value.id in usage and inner[helper_param].int_scalar:
             usage[arg.value.id].int_elements = True  # an element the helper indexes with
+        elif isinstance(arg, ast.Name) and inner[helper_param].int_scalar:
+            for name in flows.get(arg.id, ()):  # a name made of elements the helper indexes with
+                usage[name].int_elements = True
