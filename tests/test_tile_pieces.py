@@ -269,6 +269,42 @@ def test_an_ordered_load_is_a_load_along_the_arrays_axes_relabelled():
     assert load.shape == (8, 16) and permute.value is load and permute.perm == (1, 0)
 
 
+@tile.kernel
+def rows_in_place(x, B: vg.constexpr, ORDER: vg.constexpr):
+    """Block i adds 1 to x's rows B*i to B*i + B-1, read as a (4B, B) tile along the rows
+    (order=(1, 0)); without the order the same call reads a strip of columns, which every
+    block writes."""
+    i = tile.bid(0)
+    t = tile.load(x, index=(0, i), shape=(4 * B, B), order=ORDER)  # race
+    tile.store(x, index=(i, 0), tile=t.T + 1)
+
+
+def test_an_ordered_load_reads_the_elements_it_names_beside_its_racy_twin(rng):
+    x = rng.standard_normal((32, 32)).astype(np.float32)
+    racy = x.copy()
+    with pytest.raises(vg.SafetyError) as info:
+        rows_in_place[4](racy, B=8, ORDER="C")
+    assert info.value.code == "VG203" and "# race" in str(info.value), str(info.value)
+    np.testing.assert_array_equal(racy, x)
+    fixed = x.copy()
+    rows_in_place[4](fixed, B=8, ORDER=(1, 0))
+    np.testing.assert_array_equal(fixed, x.astype(np.float64) + 1)
+
+
+@tile.kernel
+def element_in_order(x, out, ORDER: vg.constexpr):
+    tile.store(out, index=(0,), tile=tile.full((1,), tile.load(x, index=(1, 2), shape=(), order=ORDER),
+                                               vg.float32))
+
+
+@pytest.mark.parametrize("order,element", [("C", (1, 2)), ((1, 0), (2, 1))])
+def test_a_0d_load_takes_its_index_in_the_tiles_order(order, element, rng):
+    x = rng.standard_normal((4, 4)).astype(np.float32)
+    out = poisoned(1, np.float32)
+    element_in_order[1](x, out, ORDER=order)
+    assert out[0] == x[element]
+
+
 @pytest.mark.parametrize("order", [(0, 0), (0, 1, 2), "G", (1,)])
 def test_an_order_that_is_no_permutation_is_refused(order):
     x = np.zeros((16, 32), np.float32)
