@@ -106,9 +106,9 @@ def cat(low, node, want):
         value = _forced_all(value)
         n = part.shape[axis]
 
-        def place(coords: list, start=start, n=n, padded=value.layout.shape[axis] != n):
+        def place(coords: list, start=start, n=n, ragged=value.layout.shape[axis] != n):
             moved = [b.add(c, _const(start)) if k == axis and start else c for k, c in enumerate(coords)]
-            return moved, b.icmp_unsigned("<", coords[axis], _const(n)) if padded else None
+            return moved, b.icmp_unsigned("<", coords[axis], _const(n)) if ragged else None
         pieces.append((value, place))
         start += n
     return convert.staged(low, pieces, layout, layout.shape, lambda coords: coords)
