@@ -14,6 +14,7 @@ import verdigris as vg
 from verdigris import codegen, tile
 from verdigris import types as T
 from verdigris.ir import ArrayType
+from verdigris.frontend import walk
 from verdigris.ir import tiles as X
 from test_tile_vocabulary import _walk, compile_error, poisoned, typed_ir
 
@@ -73,6 +74,8 @@ def test_a_batch_is_one_product_per_element():
     assert len(dots) == 3 and all(d.shape == (16, 16) and d.a.shape == (16, 32) for d in dots)
     (cat,) = [e for e in _walk(k) if isinstance(e, X.Cat)]
     assert cat.shape == (3, 16, 16) and cat.axis == 0
+    tiles = [id(n) for n in walk(k.body) if isinstance(n, X.TileExpr)]
+    assert len(tiles) == len(set(tiles))  # the products share no node: each operand computed once
 
 
 @pytest.mark.parametrize("ba,bb,bc,acc,words", [

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from .. import types as T
 from ..errors import CompileError, Loc
+from ..ir import nodes as N
 from ..ir import tiles as X
 from .tile_pieces import sliced
-from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, to_shape
+from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var, to_shape
 from .typing import Static, is_number
 
 # The largest products a block carries: the accumulator lives in registers (128 KiB is 128
@@ -43,7 +44,7 @@ def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
     return "tf32" if tf32 and a.dtype is T.float32 else "ieee"
 
 
-def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
+def matmul(tr, a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
     """`acc + a @ b` (`acc` None: a fresh accumulator), with the checks of `ir.tiles`: one
     `TileDot` of 2-d tiles, or for a batch (3-d) the `Cat` of one per batch element."""
     a, b = tile_operand(a, f"tile.{op}()", loc), tile_operand(b, f"tile.{op}()", loc)
@@ -53,14 +54,15 @@ def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
                                f"{name} has shape {show(t.shape)}", loc,
                                hint="reshape it to (rows, columns) or (batch, rows, columns)")
     if len(a.shape) == 3 or len(b.shape) == 3:
-        return _batched(a, b, acc, input_precision, allow_tf32, op, loc)
+        return _batched(tr, a, b, acc, input_precision, allow_tf32, op, loc)
     return _product(a, b, acc, input_precision, allow_tf32, op, loc)
 
 
-def _batched(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
+def _batched(tr, a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
     """NumPy's matmul of a batch: product i multiplies a[i] by b[i], a 2-d operand (or a
     batch of one) taking part in every product; the products one after another along
-    axis 0 (each a `TileDot` of the matrices `tile_pieces.sliced` cuts out)."""
+    axis 0 (each a `TileDot` of the matrices `tile_pieces.sliced` cuts out of operands
+    read through variables: each computed once, and the IR stays a tree)."""
     sizes = {t.shape[0] for t in (a, b) if len(t.shape) == 3} - {1}
     if len(sizes) > 1:
         raise CompileError(f"tile.{op}(a, b) of batches of shapes {show(a.shape)} and "
@@ -78,13 +80,29 @@ def _batched(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
             e in (1, want) for e, want in zip(reversed(acc.shape), (n, m, batch)))):
         raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
                            f"shape {show((batch, m, n))}", loc)
+    if batch > 1:
+        a, b = _reader(tr, a, loc), _reader(tr, b, loc)
+        acc = _reader(tr, acc, loc) if is_tile(acc) else (lambda value=acc: value)
+    else:
+        a, b, acc = (lambda value=a: value), (lambda value=b: value), (lambda value=acc: value)
     products = []
     for i in range(batch):
-        product = _product(_matrix(a, i, loc), _matrix(b, i, loc),
-                           None if acc is None else _matrix(acc, i, loc),
+        product = _product(_matrix(a(), i, loc), _matrix(b(), i, loc),
+                           None if acc() is None else _matrix(acc(), i, loc),
                            input_precision, allow_tf32, op, loc)
         products.append(X.Reshape(loc, product, product.dtype, (1, m, n)))
     return products[0] if batch == 1 else X.Cat(loc, tuple(products), 0, dtype, (batch, m, n))
+
+
+def _reader(tr, value, loc: Loc):
+    """A function giving a fresh read of `value`: of its variable, or of a new one it is
+    assigned to here (so that the products of a batch share no node)."""
+    if not isinstance(value, X.TileVar):
+        key = tr.fresh("operand")
+        tr.unit.types[key] = X.TileType(value.dtype, value.shape)
+        tr.emit(N.Assign(loc, key, value))
+        value = tile_var(loc, key, tr.unit.types[key])
+    return lambda: tile_var(loc, value.name, value.type)
 
 
 def _matrix(t, i: int, loc: Loc):
@@ -140,9 +158,9 @@ def _product(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.Til
 
 @intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
 def _mma(tr, loc, a, b, acc, input_precision, allow_tf32):
-    return matmul(a, b, acc, input_precision, allow_tf32, "mma", loc)
+    return matmul(tr, a, b, acc, input_precision, allow_tf32, "mma", loc)
 
 
 @intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
 def _dot(tr, loc, a, b, input_precision, allow_tf32):
-    return matmul(a, b, None, input_precision, allow_tf32, "dot", loc)
+    return matmul(tr, a, b, None, input_precision, allow_tf32, "dot", loc)
