@@ -264,7 +264,7 @@ class Block:
     def release_shared(self) -> None:
         pass
 
-    def tile(self, node, want=None):
+    def tile(self, node, want=None, lazy=False):
         value = self.inputs[id(node)]
         assert want is None or value.layout == want
         return value

@@ -1,7 +1,8 @@
 """The tile lowering's straight-line parts run on `block_emulator` (every thread of a block
 in lock step, shuffles and shared memory included), against NumPy and the cpu backend:
 cumsum along every axis of blocked and permuted layouts (register, lane and warp steps),
-Philox bit for bit against `cpu.philox`, and reductions. No GPU needed."""
+Philox bit for bit against `cpu.philox`, reductions, and the slices and concatenations
+that only pick or stack registers. No GPU needed."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ from verdigris.cpu import philox
 from verdigris.ir import nodes as N
 from verdigris.ir import tiles as X
 from verdigris.tile import layout as L
-from verdigris.tile import random, reduce, scan
+from verdigris.tile import pieces, random, reduce, scan
 
 LAYOUTS = [((4, 1024), 8, 4), ((64, 64), 8, 4), ((128,), 4, 4), ((8, 32), 2, 4), ((1, 4096), 8, 4),
            ((16, 16), 4, 4), ((2, 2), 4, 4), ((32, 8, 4), 4, 2)]
@@ -110,3 +111,28 @@ def test_reductions_agree_across_threads(rng, monkeypatch, op, layout, warps):
         assert (got_values == want).all()
     else:
         np.testing.assert_array_equal(block.gather(got, shape).astype(np.int32), want)
+
+
+@pytest.mark.parametrize("start,extent", [(2, 1), (0, 2), (3, 1), (1, 2)])
+def test_a_slice_along_register_axes_picks_registers(rng, start, extent):
+    layout = L.blocked((4, 8, 32), 1, 4)  # axis 0 is register bits only
+    assert not any(basis[0] for basis in layout.lanes + layout.warps)
+    block = Block(1)
+    x = rng.integers(-99, 99, layout.shape).astype(np.int32)
+    source = held(block, layout, x, T.int32)
+    node = X.TileSlice(None, source, (start, 0, 0), (1, 1, 1), T.int32, (extent, 8, 32))
+    got = pieces.tile_slice(block, node, None)
+    np.testing.assert_array_equal(block.gather(got, node.shape).astype(np.int32), x[start:start + extent])
+    assert block.barriers == 0
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_a_cat_of_parts_of_one_layout_stacks_registers(rng, parts):
+    layout = L.blocked((1, 16, 64), 2, 4)
+    block = Block(2)
+    xs = [rng.integers(-99, 99, layout.shape).astype(np.int32) for _ in range(parts)]
+    nodes = [held(block, layout, x, T.int32) for x in xs]
+    node = X.Cat(None, tuple(nodes), 0, T.int32, (parts, 16, 64))
+    got = pieces.cat(block, node, None)
+    np.testing.assert_array_equal(block.gather(got, node.shape).astype(np.int32), np.concatenate(xs))
+    assert block.barriers == 0

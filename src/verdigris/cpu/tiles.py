@@ -39,6 +39,8 @@ so results equal the SIMT interpreter's bit for bit):
   row-major position over all axes when `axis` is None); NaN counts as the smallest value
   for argmax and the largest for argmin.
 - `Flip`: `np.flip` along its axes.
+- `TileSlice`: NumPy's slice `start:start + step * n:step` along each axis; `Cat`:
+  `np.concatenate` along its axis.
 - `TileSort`: each line along the axis in the order of `ir.tiles.TileSort`: NumPy's sort of
   the elements' unsigned keys (np.sort's order, -0.0 before +0.0, every NaN last as the
   canonical NaN; descending: reversed) or their stable argsort (np.argsort(kind="stable");
@@ -380,6 +382,16 @@ class _Compiler:
         value, axis = self.expr(node.value), node.axis
         return lambda bl: f(value(bl), axis)
 
+    def _tile_slice(self, node):
+        value = self.expr(node.value)
+        parts = tuple(slice(start, start + step * n, step)
+                      for start, step, n in zip(node.starts, node.steps, node.shape))
+        return lambda bl: value(bl)[parts]
+
+    def _cat(self, node):
+        parts, axis = [self.expr(p) for p in node.parts], node.axis
+        return lambda bl: np.concatenate([part(bl) for part in parts], axis)
+
     def _reshape(self, node):
         value, shape = self.expr(node.value), node.shape
         return lambda bl: np.reshape(value(bl), shape)
@@ -409,6 +421,7 @@ class _Compiler:
              t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
              t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
              t.TileSort: _tile_sort, t.Reshape: _reshape, t.Permute: _permute, t.Flip: _flip,
+             t.TileSlice: _tile_slice, t.Cat: _cat,
              t.Rand: _rand,
              t.TileDot: _tile_dot}
 

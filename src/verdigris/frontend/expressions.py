@@ -21,7 +21,7 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
-from . import intrinsics, tiles
+from . import intrinsics, tile_pieces, tiles
 from .tiles import binary, compare, unary
 from .typing import Static, is_number, static_truth, truth, typed
 from .vector_loads import ArrayMethod
@@ -156,8 +156,8 @@ class Expressions:
             # a module-level tuple holds plain values; one built in the kernel, typed ones
             return item if isinstance(item, (Static, N.Expr)) else Static(item)
         if tiles.is_tile(base):
-            return tiles.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
-                                   self.loc(node))
+            return tile_pieces.subscript(base, [self.tile_index_item(p) for p in _subscript_items(node)],
+                                         self.loc(node))
         array, indices = self.subscript_parts(node, base)
         return N.Load(self.loc(node), array, indices, array.dtype)
 
@@ -183,18 +183,18 @@ class Expressions:
         return N.Load(loc, table, self.indices_for(table, [(index, self.loc(node.slice))], loc), dtype)
 
     def tile_index_item(self, part):
-        """One item of a tile's subscript: `slice(None)` for `:`, None for `None` (or
-        `np.newaxis`), Ellipsis for `...`; anything else is refused at the item."""
+        """One item of a tile's subscript: a slice of the translated bounds (None where left
+        out: `:` is `slice(None)`), None for `None` (or `np.newaxis`), Ellipsis for `...`;
+        anything else is refused at the item."""
         if isinstance(part, ast.Slice):
-            if part.lower is None and part.upper is None and part.step is None:
-                return slice(None)
+            return slice(*(None if b is None else self.expr(b) for b in (part.lower, part.upper, part.step)))
         elif isinstance(part, ast.Constant) and part.value is Ellipsis:
             return Ellipsis
         else:
             value = self.expr(part)
             if isinstance(value, Static) and value.value is None:
                 return None
-        raise tiles.unsupported_subscript(self.loc(part))
+        raise tile_pieces.unsupported_subscript(self.loc(part))
 
     def subscript_parts(self, node: ast.Subscript, base=None):
         loc = self.loc(node)

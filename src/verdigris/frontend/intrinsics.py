@@ -20,6 +20,7 @@ from ..simt import warp_size
 from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... in tiles.HANDLERS
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
+from . import tile_pieces  # noqa: F401 -- registers tile.extract and tile.cat in tiles.HANDLERS
 from . import tiles
 from .assume import assume
 from .prints import kernel_print

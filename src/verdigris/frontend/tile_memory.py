@@ -6,7 +6,10 @@ Takes: the array parameter, the tile index (scalars that count tiles) or the ele
 tiles, and the tile the translator computes. Gives: `TileLoad`/`Gather` expressions, and
 `TileStore`/`TileAtomic`/`Scatter` statements emitted in place; a 0-d load (`shape=()`) is
 a scalar read under the test that its element lies inside the array (else the padding);
-`num_tiles` is scalar arithmetic on the array's extent. Guarantees: a tile
+`num_tiles` is scalar arithmetic on the array's extent. cuTile's `order=` on a load or
+store (tile axis k runs along array axis order[k]) is the `Permute` of a tile loaded or
+stored along the array's axes, which moves no data (`lower._permute` relabels a layout).
+Guarantees: a tile
 written has one axis per array axis and the array's dtype (converted, but never from a
 float into an integer array); an atomic exists for the array's dtype on the hardware
 (`typing.check_atomic`); index tiles are int64 and broadcast to one shape;
@@ -21,8 +24,8 @@ from .. import types as T
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
-from .tiles import (astype, axis_of, binary, broadcast_shape, compare, constant_flag, constant_shape,
-                    intrinsic, is_tile, scalar_operand, shape_of, show, tile_operand, to_shape)
+from .tiles import (_ints, astype, axis_of, binary, broadcast_shape, compare, constant_flag, constant_shape,
+                    intrinsic, is_tile, permuted, scalar_operand, shape_of, show, tile_operand, to_shape)
 from .typing import Static, check_atomic, is_number
 
 
@@ -89,10 +92,37 @@ def _latency_hint(latency, loc: Loc) -> None:
                                                       "it yet: leaving it out changes nothing")
 
 
-@intrinsic("load", "array", "index", "shape", ("padding", Static(0)), ("latency", Static(None)))
-def _load(tr, loc, array, index, shape, padding, latency):
+def _axis_order(order, ndim: int, loc: Loc) -> tuple:
+    """cuTile's `order=`: the array axis of each tile axis ("C": in order, "F": reversed,
+    or a permutation of the array's axes)."""
+    value = order.value if isinstance(order, Static) else order
+    if value in ("C", "F"):
+        return tuple(range(ndim))[::1 if value == "C" else -1]
+    perm = _ints(order, "order=", loc) if not isinstance(value, str) else ()
+    if sorted(perm) != list(range(ndim)):
+        raise CompileError(f"order= takes 'C', 'F' or a permutation of the array's {ndim} axes, "
+                           f"not {value!r}", loc,
+                           hint="order=(1, 0) reads a 2-d array's tile transposed: tile axis k "
+                                "runs along array axis order[k]")
+    return perm
+
+
+def _in_array_order(index, perm: tuple):
+    """A tile index given along tile axes (tile axis k is array axis perm[k]) along the
+    array's axes."""
+    items = index.value if isinstance(index, Static) and isinstance(index.value, tuple) else (index,)
+    if len(items) != len(perm) or perm == tuple(range(len(perm))):
+        return index  # a wrong count is _tile_index's error
+    return Static(tuple(items[perm.index(j)] for j in range(len(perm))))
+
+
+@intrinsic("load", "array", "index", "shape", ("padding", Static(0)), ("latency", Static(None)),
+           ("order", Static("C")))
+def _load(tr, loc, array, index, shape, padding, latency, order):
     array = _array(array, "load", loc)
     _latency_hint(latency, loc)
+    perm = _axis_order(order, array.type.ndim, loc)
+    index = _in_array_order(index, perm)
     if isinstance(shape, Static) and shape.value == ():
         return _element(tr, array, index, scalar_operand(padding, array.dtype, "padding", loc), loc)
     shape = constant_shape(shape, loc)
@@ -100,8 +130,10 @@ def _load(tr, loc, array, index, shape, padding, latency):
         raise CompileError(f"tile.load() of shape {show(shape)} from {array.name!r}, a "
                            f"{array.type.ndim}-d array: the tile needs one axis per array axis",
                            loc, hint="load with a size-1 axis and reshape, e.g. shape=(1, n)")
-    return X.TileLoad(loc, array, _tile_index(tr, array, index, loc),
-                      scalar_operand(padding, array.dtype, "padding", loc), array.dtype, shape)
+    loaded = X.TileLoad(loc, array, _tile_index(tr, array, index, loc),
+                        scalar_operand(padding, array.dtype, "padding", loc), array.dtype,
+                        tuple(shape[perm.index(j)] for j in range(len(perm))))
+    return permuted(loaded, perm, loc)  # relabels the loaded layout's axes: no data moves
 
 
 def _element(tr, array: N.ArrayRef, index, padding: N.Expr, loc: Loc) -> N.Expr:
@@ -144,12 +176,14 @@ def _num_tiles(tr, loc, array, axis, shape):
     return binary("floordiv", binary("add", extent, Static(size - 1), loc), Static(size), loc)
 
 
-@intrinsic("store", "array", "index", "tile", ("latency", Static(None)))
-def _store(tr, loc, array, index, value, latency):
+@intrinsic("store", "array", "index", "tile", ("latency", Static(None)), ("order", Static("C")))
+def _store(tr, loc, array, index, value, latency, order):
     array = _array(array, "store", loc)
     _latency_hint(latency, loc)
+    perm = _axis_order(order, array.type.ndim, loc)
     value = _stored(value, array, "store", loc)
-    tr.emit(X.TileStore(loc, array, _tile_index(tr, array, index, loc), value))
+    value = permuted(value, tuple(perm.index(j) for j in range(len(perm))), loc)
+    tr.emit(X.TileStore(loc, array, _tile_index(tr, array, _in_array_order(index, perm), loc), value))
     return Static(None)
 
 

@@ -2,7 +2,9 @@
 product, which it registers with the tile intrinsics (`tiles.intrinsic`).
 
 Takes: the operand tiles (and an accumulator) the translator computes, and the precision
-options. Gives: `matmul(...)`, a checked `ir.tiles.TileDot`. Guarantees: the operands are
+options. Gives: `matmul(...)`, a checked `ir.tiles.TileDot`, or for batches (3-d operands,
+NumPy's matmul: a batch of one or a 2-d operand is shared by every product) the `Cat` of
+one `TileDot` per batch element. Guarantees: each product's operands are
 2-d with matching inner sizes and one dtype (or two fp8 formats) that tensor cores take,
 the result fits a block's registers and one step's operands its shared memory, and the
 accumulator has the result's shape and dtype; else a `CompileError` at the user's line
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 from .. import types as T
 from ..errors import CompileError, Loc
+from ..ir import nodes as N
 from ..ir import tiles as X
-from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, to_shape
+from .tile_pieces import sliced
+from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var, to_shape
 from .typing import Static, is_number
 
 # The largest products a block carries: the accumulator lives in registers (128 KiB is 128
@@ -40,14 +44,77 @@ def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
     return "tf32" if tf32 and a.dtype is T.float32 else "ieee"
 
 
-def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.TileDot:
-    """`acc + a @ b` (`acc` None: a fresh accumulator), with the checks of `ir.tiles`."""
+def matmul(tr, a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
+    """`acc + a @ b` (`acc` None: a fresh accumulator), with the checks of `ir.tiles`: one
+    `TileDot` of 2-d tiles, or for a batch (3-d) the `Cat` of one per batch element."""
     a, b = tile_operand(a, f"tile.{op}()", loc), tile_operand(b, f"tile.{op}()", loc)
     for name, t in (("a", a), ("b", b)):
-        if len(t.shape) != 2:
-            raise CompileError(f"tile.{op}() multiplies 2-d tiles, but {name} has shape "
-                               f"{show(t.shape)}", loc, hint="reshape it to (rows, columns); for "
-                               "a batch of products, give each block one (a grid axis) or loop")
+        if len(t.shape) not in (2, 3):
+            raise CompileError(f"tile.{op}() multiplies 2-d tiles (or batches of them, 3-d), but "
+                               f"{name} has shape {show(t.shape)}", loc,
+                               hint="reshape it to (rows, columns) or (batch, rows, columns)")
+    if len(a.shape) == 3 or len(b.shape) == 3:
+        return _batched(tr, a, b, acc, input_precision, allow_tf32, op, loc)
+    return _product(a, b, acc, input_precision, allow_tf32, op, loc)
+
+
+def _batched(tr, a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
+    """NumPy's matmul of a batch: product i multiplies a[i] by b[i], a 2-d operand (or a
+    batch of one) taking part in every product; the products one after another along
+    axis 0 (each a `TileDot` of the matrices `tile_pieces.sliced` cuts out of operands
+    read through variables: each computed once, and the IR stays a tree)."""
+    sizes = {t.shape[0] for t in (a, b) if len(t.shape) == 3} - {1}
+    if len(sizes) > 1:
+        raise CompileError(f"tile.{op}(a, b) of batches of shapes {show(a.shape)} and "
+                           f"{show(b.shape)}: the batch sizes differ", loc,
+                           hint="give both operands one batch size, or one a batch of one "
+                                "(or a 2-d tile), which every product then shares")
+    batch = sizes.pop() if sizes else 1
+    m, n = a.shape[-2], b.shape[-1]
+    dtype = T.from_name(X.DOT_INPUTS.get(a.dtype.name, "float32"))
+    if batch * m * n * dtype.itemsize > MAX_ACCUMULATOR_BYTES:
+        raise CompileError(f"tile.{op}(): a batch of {batch} {m}x{n} {dtype.name} results is more "
+                           f"than a block holds in registers ({MAX_ACCUMULATOR_BYTES // dtype.itemsize} "
+                           "elements)", loc, hint="use smaller tiles or fewer products per block")
+    if is_tile(acc) and not (len(acc.shape) <= 3 and all(
+            e in (1, want) for e, want in zip(reversed(acc.shape), (n, m, batch)))):
+        raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
+                           f"shape {show((batch, m, n))}", loc)
+    if batch > 1:
+        a, b = _reader(tr, a, loc), _reader(tr, b, loc)
+        acc = _reader(tr, acc, loc) if is_tile(acc) else (lambda value=acc: value)
+    else:
+        a, b, acc = (lambda value=a: value), (lambda value=b: value), (lambda value=acc: value)
+    products = []
+    for i in range(batch):
+        product = _product(_matrix(a(), i, loc), _matrix(b(), i, loc),
+                           None if acc() is None else _matrix(acc(), i, loc),
+                           input_precision, allow_tf32, op, loc)
+        products.append(X.Reshape(loc, product, product.dtype, (1, m, n)))
+    return products[0] if batch == 1 else X.Cat(loc, tuple(products), 0, dtype, (batch, m, n))
+
+
+def _reader(tr, value, loc: Loc):
+    """A function giving a fresh read of `value`: of its variable, or of a new one it is
+    assigned to here (so that the products of a batch share no node)."""
+    if not isinstance(value, X.TileVar):
+        key = tr.fresh("operand")
+        tr.unit.types[key] = X.TileType(value.dtype, value.shape)
+        tr.emit(N.Assign(loc, key, value))
+        value = tile_var(loc, key, tr.unit.types[key])
+    return lambda: tile_var(loc, value.name, value.type)
+
+
+def _matrix(t, i: int, loc: Loc):
+    """Matrix i of a batch (a batch of one: its matrix; a 2-d tile or less, or a scalar,
+    itself: `_product` broadcasts an accumulator)."""
+    if not is_tile(t) or len(t.shape) < 3:
+        return t
+    part = sliced(t, (i if t.shape[0] > 1 else 0, 0, 0), (1, 1, 1), (1, *t.shape[1:]), loc)
+    return X.Reshape(loc, part, t.dtype, t.shape[1:])
+
+
+def _product(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.TileDot:
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise CompileError(f"tile.{op}(a, b): a is {m}x{k} and b is {k2}x{n}: the inner sizes "
@@ -91,9 +158,9 @@ def matmul(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.TileD
 
 @intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
 def _mma(tr, loc, a, b, acc, input_precision, allow_tf32):
-    return matmul(a, b, acc, input_precision, allow_tf32, "mma", loc)
+    return matmul(tr, a, b, acc, input_precision, allow_tf32, "mma", loc)
 
 
 @intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
 def _dot(tr, loc, a, b, input_precision, allow_tf32):
-    return matmul(a, b, None, input_precision, allow_tf32, "dot", loc)
+    return matmul(tr, a, b, None, input_precision, allow_tf32, "dot", loc)

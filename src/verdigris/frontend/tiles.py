@@ -11,8 +11,8 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
   (`intrinsic` registers one; the intrinsics that touch arrays register from
   `tile_memory`, the matrix products from `tile_products`);
   `attribute(tile, name, loc)` for `t.shape`, `t.dtype`, `t.T` and the methods
-  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`); `subscript` for
-  `t[:, None]` (new size-1 axes, the one subscript tiles take).
+  (`t.astype`, `t.reshape`, `t.sum`, ...; a method is a `TileMethod`); subscripts are
+  `tile_pieces`'.
 - `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
 Guarantees: every tile expression returned satisfies `ir.tiles`' contract; shape errors
 are `CompileError`s at the user's line that name the shapes involved. A read of a tile
@@ -603,34 +603,6 @@ def _rand(tr, loc, seed, offsets):
     return X.Rand(loc, scalar_operand(seed, T.int64, "the seed", loc), offsets, T.float32, offsets.shape)
 
 
-def subscript(value, items: list, loc: Loc):
-    """`t[:, None]`, `t[None]`, `t[..., None]`: NumPy's new axes, as the reshape that adds
-    them. `items` holds `slice(None)` (`:`, one axis of `t`), None (a new size-1 axis) and
-    at most one Ellipsis (the axes no `:` names; implied at the end, as in NumPy)."""
-    if items.count(Ellipsis) > 1:
-        raise CompileError("a tile subscript may hold one `...`", loc)
-    if Ellipsis not in items:
-        items = [*items, Ellipsis]
-    ndim, named = len(value.shape), sum(isinstance(item, slice) for item in items)
-    if named > ndim:
-        raise CompileError(f"a tile of shape {show(value.shape)} has {ndim} "
-                           f"ax{'ie'[ndim != 1]}s, indexed here with {named} `:`", loc,
-                           hint="write one `:` per axis of the tile, and None for each new one")
-    at = items.index(Ellipsis)
-    items = items[:at] + [slice(None)] * (ndim - named) + items[at + 1:]
-    axes = iter(value.shape)
-    shape = tuple(1 if item is None else next(axes) for item in items)
-    return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
-
-
-def unsupported_subscript(loc: Loc) -> CompileError:
-    return CompileError("a tile is indexed only with `:`, `None` and `...`, to add size-1 axes "
-                        "(t[:, None] is t.reshape((n, 1)))", loc,
-                        hint="change the shape with t.reshape(shape); take part of an array with "
-                             "tile.load, elements at computed indices with tile.gather, and "
-                             "one value with a reduction (tile.sum(tile.where(mask, t, 0)))")
-
-
 # ----------------------------------------------------------------------------- attributes
 
 
@@ -649,7 +621,8 @@ class TileMethod:
 
 # Tile methods -> the intrinsic each calls with the tile first; `to` is Triton's astype.
 METHODS = {"to": "astype", **{name: name for name in ("astype", "reshape", "permute", "transpose",
-                                                      "flip", "mean", *X.REDUCE_OPS, *X.SCAN_OPS)}}
+                                                      "extract", "flip", "mean", *X.REDUCE_OPS,
+                                                      *X.SCAN_OPS)}}
 
 
 def attribute(tile: N.Expr, name: str, loc: Loc):

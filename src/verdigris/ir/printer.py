@@ -43,6 +43,8 @@ _TILE_EXPRS = {
                           f"axis={e.axis})",
     X.Reshape: lambda e: f"reshape:{_tile(e)}({format_expr(e.value)})",
     X.Permute: lambda e: f"permute{e.perm}:{_tile(e)}({format_expr(e.value)})",
+    X.TileSlice: lambda e: f"slice{e.starts}{e.steps}:{_tile(e)}({format_expr(e.value)})",
+    X.Cat: lambda e: f"cat.{e.axis}:{_tile(e)}({_list(e.parts)})",
     X.Rand: lambda e: f"rand:{_tile(e)}({format_expr(e.seed)}, {format_expr(e.offsets)})",
     X.TileDot: lambda e: f"dot.{e.precision}:{_tile(e)}({format_expr(e.a)}, {format_expr(e.b)}"
                          + (f", acc={format_expr(e.acc)})" if e.acc is not None else ")"),

@@ -206,6 +206,30 @@ class Permute(TileExpr):
 
 
 @dataclass(eq=False)
+class TileSlice(TileExpr):
+    """Part of a tile (a slice `t[2:6]`, `tile.extract`): element c along axis k is
+    `value`'s element `starts[k] + steps[k] * c`, every one inside `value` (constant
+    starts, positive steps)."""
+
+    value: TileExpr
+    starts: tuple
+    steps: tuple
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
+class Cat(TileExpr):
+    """`tile.cat(parts, axis)`: the parts one after another along `axis` (as
+    `np.concatenate`); they have one dtype and agree in every other extent."""
+
+    parts: tuple
+    axis: int
+    dtype: DType
+    shape: tuple
+
+
+@dataclass(eq=False)
 class Rand(TileExpr):
     """`tile.rand(seed, offsets)`: Philox-4x32-10 uniform float32 in [0, 1), one per element
     of the int tile `offsets`, keyed by the scalar `seed`; identical on every backend."""

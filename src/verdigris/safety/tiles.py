@@ -15,7 +15,9 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   extent 1 has no lane: position 0). `arange(n)` is lane 0; a splat is its scalar; a
   broadcast keeps its value (a stretched axis had extent 1); `permute`, `flip` and
   `reshape` map lanes (a flip of extent n sends lane j to n-1-j; a reshape that moves
-  elements between axes, through floor division and modulo of the flat position).
+  elements between axes, through floor division and modulo of the flat position), and so
+  does a slice (lane j to start + step*j); a `cat` is the parts' values, each on its run of
+  the axis' lane (an `ite` of integer parts, a formula of boolean ones).
   Integer elementwise ops are the scalar ops of `symbolic` applied to these polynomials
   (wrap-around included: a narrow result that may leave its dtype is a
   `wrap` atom of the exact result, so `2 * bid` past 2**31 is a negative tile index, not
@@ -44,7 +46,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..frontend.access_nodes import ACCESSING
 from .solver import _depends
-from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
+from .algebra import FALSE, TRUE, Atom, Poly, Space, compare, conj, dtype_range
 from .intops import INT_OPS
 from .bounds import Remembering
 from .symbolic import _STMT, _Thread
@@ -256,6 +258,32 @@ class _Block(_Thread):
                    for k in e.axes for name in lane(self.space, k, e.shape[k]).atoms()}
         return self.remap(value, mapping)
 
+    def t_slice(self, e: X.TileSlice):
+        value, src = self.eval(e.value), e.value.shape
+        mapping = {name: Poly.const(start) + Poly.const(step) * lane(self.space, k, e.shape[k])
+                   for k, (start, step) in enumerate(zip(e.starts, e.steps))
+                   for name in lane(self.space, k, src[k]).atoms()}
+        return self.remap(value, mapping)
+
+    def t_cat(self, e: X.Cat):
+        """The last part's value, then each earlier part's where the axis' lane is before
+        that part's end."""
+        axis, ends, at = e.axis, [], 0
+        for part in e.parts:
+            at += part.shape[axis]
+            ends.append(at)
+        position = lane(self.space, axis, e.shape[axis])
+        values = []
+        for part, end in zip(e.parts, ends):
+            start = end - part.shape[axis]
+            mapping = {name: position - Poly.const(start)
+                       for name in lane(self.space, axis, part.shape[axis]).atoms()}
+            values.append(self.remap(self.eval(part), mapping))
+        result = values[-1]
+        for value, end in zip(reversed(values[:-1]), reversed(ends[:-1])):
+            result = self.ite(compare("lt", position, Poly.const(end)), value, result, e.type)
+        return result
+
     def t_reshape(self, e: X.Reshape):
         value, src, dst = self.eval(e.value), e.value.shape, e.shape
         kept_src = [(k, n) for k, n in enumerate(src) if n != 1]
@@ -381,6 +409,7 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Splat: _Block.t_splat, X.Broadcast: _Block.t_broadcast,
               X.Arange: _Block.t_arange, X.Permute: _Block.t_permute, X.Flip: _Block.t_flip,
               X.Reshape: _Block.t_reshape, X.TileLoad: _Block.t_load,
+              X.TileSlice: _Block.t_slice, X.Cat: _Block.t_cat,
               X.Gather: _Block.t_gather, X.TileReduce: _Block.t_opaque,
               X.TileScan: _Block.t_opaque, X.TileSort: _Block.t_opaque, X.TileDot: _Block.t_opaque,
               X.Rand: _Block.t_opaque}

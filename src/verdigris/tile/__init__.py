@@ -19,10 +19,11 @@ truth value, so they refuse tiles, as in NumPy: write `(0 < t) & (t < 1)`.
 Tile methods: `t.shape`, `t.dtype`, `t.ndim`, `t.T`, `t.astype(dtype)` (or `t.to(dtype)`),
 `t.reshape(shape)`, `t.permute(axes)`, `t.transpose(axis0, axis1)`, `t.sum(axis)` and the
 other reductions, `t.mean(axis)`, the scans `t.cumsum(axis, reverse=False)`, `t.cumprod`,
-`t.cummax`, `t.cummin`, and `t.flip(axis)`. A subscript adds size-1 axes, as NumPy's `None`
-does: `t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (only `:`,
-`None` and `...` index a tile). The functions below are the intrinsics kernels call; on the
-host they raise.
+`t.cummax`, `t.cummin`, `t.flip(axis)` and `t.extract(index, shape)`. A subscript slices
+with constant bounds and adds size-1 axes, as NumPy's: `t[2:6]`, `t[:, 0:8:2]`, `t[-4:]`;
+`t[:, None]` is `t.reshape((n, 1))`, `t[None, :]` is `t.reshape((1, n))` (slices, `None`
+and `...` index a tile). The functions below are the intrinsics kernels call; on the host
+they raise.
 """
 from __future__ import annotations
 
@@ -51,13 +52,15 @@ _DOCS = {
     "num_tiles": "num_tiles(array, axis, shape): how many tiles of `shape` cover `array` along "
                  "`axis`, a partial edge tile included: vg.cdiv(array.shape[axis], shape[axis]) "
                  "(int64), as cuTile's num_tiles.",
-    "load": "load(array, index, shape, padding=0, latency=None): the tile of `shape` at tile "
-            "index `index` (element index[k] * shape[k] + j along axis k); elements outside "
-            "take `padding`. shape=() loads the one element at `index` as a scalar (cuTile's "
-            "0-d load; `padding` outside). `latency` (1 to 10) is a hint not used yet.",
-    "store": "store(array, index, tile, latency=None): write `tile` at tile index `index`; "
-             "elements outside the array are not written. `latency` (1 to 10) is a hint not "
-             "used yet.",
+    "load": "load(array, index, shape, padding=0, latency=None, order='C'): the tile of "
+            "`shape` at tile index `index` (element index[k] * shape[k] + j along axis k); "
+            "elements outside take `padding`. shape=() loads the one element at `index` as a "
+            "scalar (cuTile's 0-d load; `padding` outside). `order` (cuTile's): tile axis k "
+            "runs along array axis order[k] ('F': reversed), `index` and `shape` along the "
+            "tile's axes. `latency` (1 to 10) is a hint not used yet.",
+    "store": "store(array, index, tile, latency=None, order='C'): write `tile` at tile index "
+             "`index`; elements outside the array are not written. `order` as for load. "
+             "`latency` (1 to 10) is a hint not used yet.",
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
     "atomic_max": "atomic_max(array, index, tile): array = maximum(array, tile) at tile index "
                   "`index`, atomically per element (np.maximum.at; a float NaN loses to a number). "
@@ -131,11 +134,17 @@ _DOCS = {
     "transpose": "transpose(t, axis0=None, axis1=None): axes `axis0` and `axis1` swapped "
                  "(cuTile's transpose, also the method t.transpose(axis0, axis1)); a 2-d tile "
                  "without axes: t.T.",
+    "extract": "extract(t, index, shape): the sub-tile of `shape` at `index` (constants, one "
+               "per axis, counting sub-tiles: elements index[k] * shape[k] + j), which must lie "
+               "inside `t` (cuTile's extract; the slice t[a:a + s] along each axis).",
+    "cat": "cat(tiles, axis): the tiles one after another along `axis` (np.concatenate); "
+           "they have one dtype and agree in every other extent.",
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
     "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "
            "cores; a (M, K), b (K, N) of float16, bfloat16 or fp8 (float32 acc), float32 (exact; "
-           "tf32 with allow_tf32=True or input_precision='tf32') or float64.",
+           "tf32 with allow_tf32=True or input_precision='tf32') or float64. 3-d tiles are "
+           "batches (NumPy's matmul: a 2-d operand, or a batch of one, is shared).",
     "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
 }
 for _name, _doc in _DOCS.items():

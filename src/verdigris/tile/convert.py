@@ -5,10 +5,13 @@ the result's. Gives: `relayout(low, value, layout, source_shape, shape) -> TileV
 - a plain layout change (same shape),
 - a broadcast (size-1 source axes stretch: element c reads the source at 0 there),
 - a reshape (element c reads the source element of the same row-major position);
-and `moved(low, value, layout, source_of)`, where element c of the result reads the source
-at `source_of(c)` (a flip), coordinates within the padded source shape.
+`moved(low, value, layout, source_of)`, where element c of the result reads the source
+at `source_of(c)` (a flip, a slice), coordinates within the padded source shape; and
+`staged(low, pieces, layout, shape, source_of)`, the same from several tiles written into
+one buffer of the padded `shape`, each at the place its `place(c)` gives (a concatenation).
 Guarantees: every thread writes the registers it holds (threads holding the same element
-write the same bits), a barrier, every thread reads the elements its new registers hold
+write the same bits; a piece writes only where its `place` keeps), a barrier, every thread
+reads the elements its new registers hold
 (`TileLowering.shared` says when the buffer may be written again). The buffer is row-major over the padded
 source shape with each row one element longer when there are several rows of 32 or more,
 so that reading a column (a transpose) does not hit one bank 32 times.
@@ -51,13 +54,20 @@ def relayout(low, value, layout, source_shape: tuple, shape: tuple):
 
 
 def moved(low, value, layout, source_of):
+    return staged(low, [(value, lambda coords: (coords, None))], layout, value.layout.shape, source_of)
+
+
+def staged(low, pieces: list, layout, shape: tuple, source_of):
+    """The tile of `layout` whose element c is element `source_of(c)` of a buffer of the
+    padded `shape`, into which each (value, place) of `pieces` first writes its element c
+    at `place(c)[0]` where `place(c)[1]` (an i1, or None: always) holds."""
     from .lower import TileValue
 
     b = low.b
-    ty = value.regs[0].type
+    ty = pieces[0][0].regs[0].type
     slot = I8 if ty == I1 else ty
-    pitches = _pitches(value.layout.shape)
-    smem = low.shared(_itemsize(slot) * pitches[0] * value.layout.shape[0] if pitches else _itemsize(slot))
+    pitches = _pitches(shape)
+    smem = low.shared(_itemsize(slot) * pitches[0] * shape[0] if pitches else _itemsize(slot))
 
     def element(coords: list) -> ir.Value:
         index = ir.Constant(I32, 0)
@@ -65,12 +75,19 @@ def moved(low, value, layout, source_of):
             index = b.add(index, b.mul(c, ir.Constant(I32, pitch)))
         return b.gep(smem, [b.zext(index, I64)], inbounds=True, source_etype=slot)
 
-    for r, reg in enumerate(value.regs):
-        b.store(b.zext(reg, I8) if ty == I1 else reg, element(low.coords(value.layout, r)))
+    for value, place in pieces:
+        for r, reg in enumerate(value.regs):
+            coords, keep = place(low.coords(value.layout, r))
+            bits = b.zext(reg, I8) if ty == I1 else reg
+            if keep is None:
+                b.store(bits, element(coords))
+            else:
+                with b.if_then(keep):
+                    b.store(bits, element(coords))
     low.barrier()
     regs = []
     for r in range(layout.num_regs):
         got = b.load(element(source_of(low.coords(layout, r))), typ=slot)
         regs.append(b.trunc(got, I1) if ty == I1 else got)
     low.release_shared()
-    return TileValue(layout, regs, value.dtype)
+    return TileValue(layout, regs, pieces[0][0].dtype)

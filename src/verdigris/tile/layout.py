@@ -18,6 +18,8 @@ broadcast), and `owner_bits` names those bits so stores and atomics happen once.
   components vanish, registers along them merge, lanes and warps along them broadcast.
 - `squeezed(axis)`/`unsqueezed(axis)`/`permuted(perm)` (and `unit_reshaped`, for a whole
   reshape that only adds or drops unit axes): relabellings, which move no data.
+- `stacked(layout, axis, count)`: tiles of one layout one after another along an axis,
+  as more register bits (a concatenation that moves no data).
 - `register_map(source)`: for a broadcast from `source` (this layout sliced on the
   stretched axes), the source register of each register; None when data must move.
 
@@ -131,6 +133,16 @@ class Layout:
             return None
         kept = [i for i, b in enumerate(self.regs) if any(c for k, c in enumerate(b) if k not in stretched)]
         return [sum(1 << j for j, i in enumerate(kept) if r >> i & 1) for r in range(self.num_regs)]
+
+
+def stacked(layout: Layout, axis: int, count: int) -> Layout:
+    """`count` (a power of two) tiles held in `layout` one after another along `axis`, each
+    thread's registers of the first, then of the second, ...: register bits moving by the
+    tile's extent, twice that, ... along `axis` (a concatenation that moves no data)."""
+    extent = layout.shape[axis]
+    more = tuple(_unit(layout.rank, axis, extent << j) for j in range(count.bit_length() - 1))
+    shape = tuple(extent * count if k == axis else n for k, n in enumerate(layout.shape))
+    return Layout(shape, layout.regs + more, layout.lanes, layout.warps)
 
 
 def _combine(bases: tuple, bits: int, rank: int) -> tuple:

@@ -11,6 +11,7 @@ elementwise op is one scalar op per register, with the SIMT lowering's helpers (
 `casts`, `mathlib`: the same semantics, float16/bfloat16 in float32 registers). Loads and
 stores are in `memory` (16-byte vectors, masks only on edge tiles), reductions in
 `reduce` (shuffles, then shared memory across warps), scans in `scan`, flips in `flips`,
+slices and concatenations in `pieces`,
 sorts in `sorting` (a bitonic network in the operand's layout), data movement between
 layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
 (`codegen.lower`), which this class extends; scalars are uniform over the block, so every
@@ -52,7 +53,7 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import DType, int32
-from . import convert, flips, indexed, memory, ordering, prefetch, random, reduce, scan, sorting, varlayout
+from . import convert, flips, indexed, memory, ordering, pieces, prefetch, random, reduce, scan, sorting, varlayout
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -364,6 +365,8 @@ class TileLowering(_KernelLowering):
         X.TileReduce: _tile_reduce,
         X.TileScan: lambda self, e, want: scan.scan(self, e),
         X.Flip: lambda self, e, want: flips.flip(self, e, want),
+        X.TileSlice: lambda self, e, want: pieces.tile_slice(self, e, want),
+        X.Cat: lambda self, e, want: pieces.cat(self, e, want),
         X.TileSort: lambda self, e, want: sorting.sort(self, e),
         X.Rand: lambda self, e, want: random.rand(self, e, want),
         X.Gather: lambda self, e, want: indexed.gather(self, e, want),

@@ -44,7 +44,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import from_name
-from . import issue, memory, operand, ptx, sorting
+from . import issue, memory, operand, pieces, ptx, sorting
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from ..codegen.attributes import grid_constant_attributes
 from .lower import TileLowering, TileValue, num_warps
@@ -148,11 +148,11 @@ def _operand_bytes(node: X.TileDot, dot: DotPlan, which: int) -> int:
 
 
 _PLANS: dict = {}
-STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans and flips
+STATIC_RESERVE = 8 * 1024  # static shared memory kept free for reductions, scans, flips, slices, cats
 # Static shared memory kept free (beside the products' dynamic) for a kernel's tile ops that
 # go through shared memory: node type -> bytes.
 _STATIC_NEEDS = {X.TileReduce: STATIC_RESERVE, X.TileScan: STATIC_RESERVE, X.Flip: STATIC_RESERVE,
-                 X.TileSort: sorting.STATIC_BYTES}
+                 X.TileSlice: STATIC_RESERVE, X.Cat: STATIC_RESERVE, X.TileSort: sorting.STATIC_BYTES}
 MIN_STAGES = {True: 3, False: 2}  # (warp-specialized) -> fewest stages worth the epilogue's buffers
 
 
@@ -261,7 +261,7 @@ def _place(kernel: N.Kernel, result: Plan, found: list, warps: int, budget: int 
 def _accumulators(kernel: N.Kernel, p: Plan) -> dict:
     """Variable name -> the layout its tile lives in, where the products decide one: a
     product's own layout, carried forward through elementwise ops, reductions (sliced)
-    and unit reshapes, and backward into the variables an expression in a known layout
+    unit reshapes and batches (`pieces.stackable`), and backward into the variables an expression in a known layout
     reads (a broadcast source sliced on its stretched axes). So an accumulator never moves
     (`acc = tile.mma(a, b, acc)` in a loop), and neither do attention's running maximum and
     sum, nor the row and column indices its mask compares: every statement's operands are
@@ -295,6 +295,8 @@ def _product_layout(e, p: Plan, found: dict):
     if isinstance(e, X.Reshape) and only_unit_axes_differ(e.value.shape, e.shape):
         source = _product_layout(e.value, p, found)
         return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
+    if isinstance(e, X.Cat):  # a batch of products: their registers one after another
+        return pieces.stackable(e, [_product_layout(part, p, found) for part in e.parts])
     return None
 
 

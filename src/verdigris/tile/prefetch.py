@@ -84,8 +84,11 @@ def _loads(low, e, want, found: list) -> None:
         _loads(low, e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape), found)
     elif kind is X.Flip:
         _loads(low, e.value, want, found)
-    elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan, X.TileSort):
+    elif kind in (X.Reshape, X.Permute, X.TileReduce, X.TileScan, X.TileSort, X.TileSlice):
         _loads(low, e.value, None, found)  # lowered with no layout wanted
+    elif kind is X.Cat:
+        for part in e.parts:
+            _loads(low, part, None, found)
 
 
 def loads(low, e, want) -> list:
