@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import budgets, order
+from . import budgets, locks, order
 from .algebra import INF, Poly, Space, formula_atoms, generic, per_thread, rename_formula
 from .trace import Access
 
@@ -95,6 +95,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
             facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in differ]))
     else:
         facts.append(order.unordered(enc, a, b, space, apart))
+        facts += locks.exclusion(enc, a, b)  # blocks holding one lock element are ordered
     result, solver = _decide_by_turns(enc, facts, [_turns(enc, x, y) for x, y in zip(ia, ib)], budget)
     if result == z3.unsat:
         return Outcome("unsat")

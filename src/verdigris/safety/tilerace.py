@@ -40,7 +40,7 @@ import itertools
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
-from . import blockorder, fastpath, injective, solver
+from . import blockorder, fastpath, injective, locks, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_hint, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -89,7 +89,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe:
             by_array.setdefault(access.array, []).append(access)
-    fast = 0
+    fast, errors = 0, []
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -104,11 +104,12 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
                                          budget)
                 if outcome.status == "sat" and outcome.unknowns:
-                    analysis.errors.append(_data_error(a, b, outcome))
+                    errors.append(_data_error(a, b, outcome))
                 elif outcome.status == "sat":
-                    analysis.errors.append(_race_error(code, a, b, outcome))
+                    errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
-                    analysis.errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
+                    errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
+    analysis.errors += locks.with_lock_hint(errors, kernel)
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
     analysis.errors += meets.errors
     analysis.solver_queries += meets.queries
@@ -255,6 +256,7 @@ def _race_error(code: str, a: TileAccess, b: TileAccess, outcome) -> SafetyError
         (m, bm), (p, bp) = ((a, b1), (b, b2)) if a.kind == "atomic" else ((b, b2), (a, b1))
         what = f"{bm} updates {element} atomically while {bp} {_VERBS[p.kind]} it without an atomic"
         loc, other = p, m
+    what += locks.held_apart(a, b)
     hows = [_through(x, outcome.element, ids) for x, ids in ((a, ids1), (b, ids2))]
     if hows[0] and hows[0] == hows[1] and a.op in _THROUGH:
         what += f" (both {_through(a, outcome.element, ids1, both=True)})"

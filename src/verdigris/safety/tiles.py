@@ -42,6 +42,7 @@ from .. import types as T
 from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..ir.locks import Locked
 from ..frontend.access_nodes import ACCESSING
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, conj, dtype_range
@@ -71,6 +72,7 @@ class TileAccess(Access):
     lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
     node: int = 0  # id() of the IR node that makes it (what the lowering orders, `blockorder`)
     loops: tuple = ()  # the counters of the loops around it
+    locks: tuple = ()  # the lock elements held around it: (lock array, index Polys) (`locks`)
 
 
 @dataclass(eq=False)
@@ -119,6 +121,7 @@ class _Block(_Thread):
 
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
     node = None  # the innermost node that accesses memory, being executed
+    held: tuple = ()  # the lock elements held, around the statement being executed
 
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
@@ -338,9 +341,18 @@ class _Block(_Thread):
             self.accesses.append(TileAccess(array.name, kind, elements, self.pc, loc,
                                             self.unsafe > 0, op, shape, view,
                                             lane_atoms(self.space, shape), id(self.node),
-                                            self.counters()))
+                                            self.counters(), self.held))
 
     # ---------------------------------------------------------------- tile statements
+
+    def s_locked(self, s: Locked):
+        """A critical section: its accesses name the lock element the block holds."""
+        self.eval(s.acquire)
+        outer = self.held
+        self.held = outer + ((s.locks.name, self.indices(s.indices)),)
+        self.block(s.body)
+        self.held = outer
+        self.eval(s.release)
 
     def s_tile_store(self, s: X.TileStore):
         self.eval(s.value)
@@ -384,4 +396,4 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Rand: _Block.t_opaque}
 
 _TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
-              X.Scatter: _Block.s_scatter}
+              X.Scatter: _Block.s_scatter, Locked: _Block.s_locked}
