@@ -40,6 +40,8 @@ def held_apart(a, b) -> str:
     mine, theirs = ({name for name, _ in getattr(x, "locks", ())} for x in (a, b))
     if mine & theirs:
         return f", each holding its own element of {min(mine & theirs)} (the lock indices differ)"
+    if mine and theirs:
+        return f", holding locks of different arrays ({', '.join(sorted(mine | theirs))})"
     if mine or theirs:
         return ", one of them outside every tile.lock"
     return ""
