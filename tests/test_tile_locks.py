@@ -1,0 +1,301 @@
+"""Compare-and-swap, exchange and locks in tile kernels (issue #26 item 6): `tile.atomic_cas`,
+`tile.atomic_xchg` and `with tile.lock(locks, index):`, on the cpu backend, in the race
+checker, in the GPU code run on the host (`host_jit`) and through ptxas.
+
+The LayerNorm backward of Triton's tutorial 05 (per-group partial sums of dw and db under a
+lock per group) against a float64 reference, outputs poisoned first; its racy twins refused
+before memory is touched, naming two blocks: no lock, a lock per row around the update of
+a group's row, locks of two arrays around one row, a read of the row outside the lock, and
+a spin lock written by hand (with a hint to `tile.lock`); the misuses the frontend refuses.
+The GPU runs are in `tests/gpu/test_tile_locks_gpu.py`.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+
+import host_jit
+import verdigris as vg
+from verdigris import codegen, tile
+from verdigris import types as T
+from safety.test_tile_static import analyze, fresh
+from test_tile_codegen import arr, needs_ptxas
+from tile_lock_kernels import (accumulate_lock_per_row, accumulate_locked, accumulate_persistent,
+                               accumulate_read_outside, accumulate_spin_by_hand,
+                               accumulate_two_lock_arrays, accumulate_unlocked, exchange_chain,
+                               first_claim, layer_norm_bwd_dwdb, layer_norm_bwd_dx_fused,
+                               layer_norm_reference, layer_norm_setup)
+
+ROWS, COLS, N, GROUP = 37, 50, 64, 4  # 37 rows: groups of 10 and 9 blocks; 50 of 64 columns
+
+
+def layer_norm_backward(rng, run=lambda k, grid, *args, **kw: k[grid](*args, **kw)):
+    """dx, dw, db of the two kernels (with `run` launching them) and the float64 reference."""
+    x, w, dy, mean, rstd = layer_norm_setup(rng, ROWS, COLS)
+    dx = np.full_like(x, np.nan)
+    dw_partial, db_partial = (np.full((GROUP, N), np.nan, np.float32) for _ in range(2))
+    locks, count = np.zeros(GROUP, np.int32), np.zeros(GROUP, np.int32)
+    run(layer_norm_bwd_dx_fused, ROWS, dx, dy, dw_partial, db_partial, x, w, mean, rstd, locks,
+        count, N=N, GROUP=GROUP)
+    assert not locks.any() and (count == 1).all()
+    dw, db = np.full(COLS, np.nan, np.float32), np.full(COLS, np.nan, np.float32)
+    run(layer_norm_bwd_dwdb, vg.cdiv(COLS, 16), dw_partial, db_partial, dw, db, GROUP=GROUP, BN=16)
+    return (dx, dw, db), layer_norm_reference(x, w, dy, mean, rstd)
+
+
+def test_layer_norm_backward_adds_partial_sums_under_a_lock_per_group(rng):
+    got, want = layer_norm_backward(rng)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+
+
+def accumulate_args(rng, rows=ROWS, locks=GROUP):
+    dy = rng.standard_normal((rows, COLS)).astype(np.float32)
+    return dy, np.full((GROUP, N), np.nan, np.float32), np.zeros(GROUP, np.int32), \
+        np.zeros(locks, np.int32)
+
+
+def test_the_locked_accumulation_is_proven_and_right(rng):
+    dy, partial, count, locks = accumulate_args(rng)
+    assert not analyze(accumulate_locked, dy, partial, count, locks, N=N, GROUP=GROUP).errors
+    accumulate_locked[ROWS](dy, partial, count, locks, N=N, GROUP=GROUP)
+    groups = np.arange(ROWS) % GROUP
+    for g in range(GROUP):
+        np.testing.assert_allclose(partial[g, :COLS], dy[groups == g].astype(np.float64).sum(axis=0),
+                                   rtol=1e-5, atol=1e-5)
+    assert not locks.any()
+
+
+def test_a_persistent_loop_takes_the_lock_of_each_row_s_group(rng):
+    dy, partial, _, locks = accumulate_args(rng)
+    partial[:] = 0
+    accumulate_persistent[5](dy, partial, locks, N=N, GROUP=GROUP)
+    groups = np.arange(ROWS) % GROUP
+    for g in range(GROUP):
+        np.testing.assert_allclose(partial[g, :COLS], dy[groups == g].astype(np.float64).sum(axis=0),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def refused(kernel, args, grid=ROWS, **kwargs) -> vg.SafetyError:
+    """The launch's refusal; the arguments are untouched (refused before anything ran)."""
+    before = [a.copy() for a in args]
+    with pytest.raises(vg.SafetyError) as info:
+        fresh(kernel)[grid](*args, N=N, GROUP=GROUP, **kwargs)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
+    return info.value
+
+
+def two_blocks_of_one_group(err) -> tuple:
+    first, second = map(int, re.findall(r"block (\d+)", err.message)[:2])
+    assert first != second and first % GROUP == second % GROUP, err.message
+    return first, second
+
+
+def test_the_accumulation_without_the_lock_is_refused_naming_two_blocks(rng):
+    dy, partial, count, _ = accumulate_args(rng)
+    err = refused(accumulate_unlocked, (dy, partial, count))
+    assert err.code == "VG202" and "tile.lock" not in err.message
+    two_blocks_of_one_group(err)
+
+
+def test_a_lock_per_row_around_a_group_s_row_is_refused(rng):
+    dy, partial, count, locks = accumulate_args(rng, locks=ROWS)
+    err = refused(accumulate_lock_per_row, (dy, partial, count, locks))
+    assert err.code == "VG202" and "each holding its own element of locks" in err.message
+    two_blocks_of_one_group(err)
+
+
+def test_locks_of_two_arrays_around_one_row_are_refused(rng):
+    dy, partial, _, locks = accumulate_args(rng)
+    err = refused(accumulate_two_lock_arrays, (dy, partial, locks, locks.copy()))
+    assert err.code in ("VG202", "VG203")
+    assert "holding locks of different arrays (locks, other_locks)" in err.message
+    two_blocks_of_one_group(err)
+
+
+def test_a_read_of_the_locked_row_outside_the_lock_is_refused(rng):
+    dy, partial, _, locks = accumulate_args(rng)
+    err = refused(accumulate_read_outside, (dy, partial, np.zeros_like(dy), locks))
+    assert err.code == "VG203" and "one of them outside every tile.lock" in err.message
+    two_blocks_of_one_group(err)
+
+
+def test_a_spin_lock_by_hand_is_refused_with_a_hint_to_tile_lock(rng):
+    dy, partial, _, locks = accumulate_args(rng)
+    err = refused(accumulate_spin_by_hand, (dy, partial, locks))
+    assert err.code == "VG202" and "with tile.lock(locks, index):" in err.hint
+    two_blocks_of_one_group(err)
+
+
+def test_within_one_block_the_lock_orders_nothing(rng):
+    """The body's load and store of the group's row, and its read and write of `count`, may
+    meet within the block: the checker's facts still name both pairs for the lowering to
+    order (the lock's facts apply between blocks only)."""
+    dy, partial, count, locks = accumulate_args(rng)
+    analysis = analyze(accumulate_locked, dy, partial, count, locks, N=N, GROUP=GROUP)
+    assert not analysis.errors and len(analysis.facts["block_meets"]) == 2
+
+
+# ----------------------------------------------------------------------------- atomic_cas, atomic_xchg
+
+
+def test_atomic_cas_gives_every_block_the_old_value(rng):
+    blocks = int(rng.integers(5, 40))
+    slot, claims = np.array([-1], np.int32), np.full(blocks, -5, np.int32)
+    first_claim[blocks](slot, claims)
+    winner = int(slot[0])
+    assert 0 <= winner < blocks and claims[winner] == -1
+    assert (np.delete(claims, winner) == winner).all()
+
+
+@pytest.mark.parametrize("dtype", [vg.int32, vg.int64, vg.uint32, vg.float32, vg.float64])
+def test_atomic_xchg_hands_each_value_on_once(dtype, rng):
+    blocks = int(rng.integers(3, 30))
+    start = np.array([100, 200], dtype.dtype)
+    cell, old = start.copy(), np.full(blocks, 7, dtype.dtype)
+    exchange_chain[blocks](cell, old, DT=dtype)
+    for parity in (0, 1):  # what each cell held, in turn, is its start and the ids put in
+        mine = np.arange(parity, blocks, 2)
+        assert sorted(np.append(old[mine], cell[parity]).tolist()) == sorted([start[parity], *mine])
+
+
+def test_atomic_cas_compares_bits(rng):
+    @tile.kernel
+    def swap_if(cell, old, compare, value):
+        old[0] = tile.atomic_cas(cell, 0, compare, value)
+
+    cell, old = np.array([-0.0], np.float32), np.zeros(1, np.float32)
+    swap_if[1](cell, old, 0.0, 1.5)  # -0.0 is not 0.0 bit for bit
+    assert cell[0] == 0 and np.signbit(cell[0]) and np.signbit(old[0])
+    swap_if[1](cell, old, -0.0, 1.5)
+    assert cell[0] == 1.5
+
+
+# ----------------------------------------------------------------------------- misuse
+
+
+def _compile_error(path, kernel_source: str, match: str):
+    """The launch of kernel `k` of `kernel_source` (written to `path`: kernels have files)."""
+    path.write_text("from verdigris import tile\n\n" + kernel_source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(vg.CompileError, match=match) as info:
+        module.k[2](np.zeros((2, 8), np.float32), np.zeros(2, np.int32))
+    assert info.value.loc is not None and info.value.loc.file == str(path)
+
+
+@pytest.mark.parametrize("body, match", [
+    ("    with tile.lock(locks, 0):\n        with tile.lock(locks, 1):\n            pass\n",
+     "a tile.lock inside another"),
+    ("    with tile.lock(locks, 0):\n        return\n", "would leave the lock held"),
+    ("    for j in range(3):\n        with tile.lock(locks, 0):\n            break\n",
+     "`break` or `continue` inside"),
+    ("    with tile.lock(locks, 0):\n        locks[1] = 0\n", "nothing else in the kernel may access it"),
+    ("    tile.atomic_xchg(locks, 0, 0)\n    with tile.lock(locks, 0):\n        pass\n",
+     "nothing else in the kernel may access it"),
+    ("    with tile.lock(x, 0):\n        pass\n", "needs an int32 array"),
+    ("    with tile.lock(locks):\n        pass\n", "takes a lock array and the index"),
+])
+def test_misuses_of_tile_lock_are_compile_errors(body, match, tmp_path):
+    _compile_error(tmp_path / "misuse.py", "@tile.kernel\ndef k(x, locks):\n" + body, match)
+
+
+def test_a_loop_inside_the_lock_may_break_out_of_its_own_loop(rng):
+    @tile.kernel
+    def first_positive(x, out, locks):
+        with tile.lock(locks, 0):
+            for j in range(x.shape[0]):
+                if x[j] > 0.0:
+                    out[0] = x[j]
+                    break
+
+    x = rng.standard_normal(20).astype(np.float32)
+    x[7] = 1.0
+    out, locks = np.full(1, np.nan, np.float32), np.zeros(1, np.int32)
+    first_positive[3](x, out, locks)
+    assert out[0] == x[x > 0][0]
+
+
+def test_a_lock_held_before_the_launch_is_a_kernel_error_on_the_cpu_backend(rng):
+    dy, partial, count, locks = accumulate_args(rng)
+    locks[2] = 1
+    with pytest.raises(vg.KernelError, match=r"lock locks\[\.\.\.\] holds 1 when block \(2, 0, 0\)"):
+        accumulate_locked[ROWS](dy, partial, count, locks, N=N, GROUP=GROUP)
+
+
+def test_tile_lock_belongs_to_the_tile_track():
+    from verdigris import simt
+
+    @simt.kernel
+    def k(locks):
+        with tile.lock(locks, 0):
+            pass
+
+    with pytest.raises(vg.CompileError, match="belongs to the tile track"):
+        k[1, 32](np.zeros(1, np.int32))
+
+
+# ----------------------------------------------------------------------------- the GPU code on the host
+
+
+def test_the_gpu_code_of_the_layer_norm_backward(rng):
+    def on_host(k, grid, *args, **constexprs):
+        named = dict(zip([p for p in k.fn.__code__.co_varnames[:len(args)]], args))
+        assert host_jit.run(k, grid, **named, **constexprs) is None
+
+    got, want = layer_norm_backward(rng, on_host)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+
+
+def test_the_gpu_code_of_cas_and_xchg_gives_every_thread_the_old_value(rng):
+    slot, claims = np.array([-1], np.int32), np.full(9, -5, np.int32)
+    assert host_jit.run(first_claim, 9, slot=slot, claims=claims) is None
+    assert slot[0] == 0 and claims.tolist() == [-1] + [0] * 8  # blocks run in order here
+    cell, old = np.array([100, 200], np.int64), np.full(6, 7, np.int64)
+    assert host_jit.run(exchange_chain, 6, cell=cell, old=old, DT=vg.int64) is None
+    assert cell.tolist() == [4, 5] and old.tolist() == [100, 200, 0, 1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- ptxas
+
+
+def lock_ptx(target: str) -> str:
+    specs = dict(dy=arr(T.float32, 2), dw_partial=arr(T.float32, 2), count=arr(T.int32),
+                 locks=arr(T.int32), N=N, GROUP=GROUP)
+    return codegen.compile_to_ptx(accumulate_locked.specialize_types(specs), target).ptx
+
+
+def test_the_lock_acquires_with_a_cas_and_releases_after_a_fence():
+    ptx = lock_ptx("sm_90")
+    acquire = ptx.index("atom.acquire.gpu.global.cas.b32")
+    release = ptx.index("atom.global.exch.b32")
+    assert ptx.count("atom.acquire.gpu.global.cas.b32") == 1
+    assert acquire < ptx.index("bar.sync", acquire) < release  # the block waits for the lock
+    fence = ptx.rindex("fence.acq_rel.gpu", 0, release)
+    assert ptx.rindex("bar.sync", 0, fence) > acquire  # every thread is done before the release
+
+
+def test_cas_and_xchg_are_acquire_release():
+    cas = codegen.compile_to_ptx(first_claim.specialize_types(dict(slot=arr(T.int32), claims=arr(T.int32))),
+                                 "sm_90").ptx
+    assert "atom.acq_rel.gpu.global.cas.b32" in cas
+    xchg = codegen.compile_to_ptx(exchange_chain.specialize_types(
+        dict(cell=arr(T.float64), old=arr(T.float64), DT=vg.float64)), "sm_90").ptx
+    exch = xchg.index("atom.global.exch.b64")
+    assert "fence.acq_rel.gpu" in xchg[:exch] and "fence.acq_rel.gpu" in xchg[exch:]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_lock_kernels_assemble(target):
+    codegen.assemble(lock_ptx(target), target, optimize=False)
+    for kernel, specs in [(first_claim, dict(slot=arr(T.int32), claims=arr(T.int32))),
+                          (exchange_chain, dict(cell=arr(T.float32), old=arr(T.float32), DT=vg.float32))]:
+        codegen.assemble(codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx, target,
+                         optimize=False)
