@@ -106,6 +106,7 @@ def test_a_lock_per_row_around_a_group_s_row_is_refused(rng):
     dy, partial, count, locks = accumulate_args(rng, locks=ROWS)
     err = refused(accumulate_lock_per_row, (dy, partial, count, locks))
     assert err.code == "VG202" and "each holding its own element of locks" in err.message
+    assert "index the lock by what the body updates" in err.hint
     two_blocks_of_one_group(err)
 
 
@@ -121,6 +122,7 @@ def test_a_read_of_the_locked_row_outside_the_lock_is_refused(rng):
     dy, partial, _, locks = accumulate_args(rng)
     err = refused(accumulate_read_outside, (dy, partial, np.zeros_like(dy), locks))
     assert err.code == "VG203" and "one of them outside every tile.lock" in err.message
+    assert "put every access of dw_partial that other blocks may meet inside" in err.hint
     two_blocks_of_one_group(err)
 
 

@@ -6,7 +6,8 @@ elements held around each: (lock array, index polynomials)) and a kernel's body.
 `b` (copy "2") needs besides theirs: for every lock array both hold, the two indices
 differ somewhere; `with_lock_hint(errors, kernel)`, the race findings of a kernel that
 takes a spin lock by hand (`tile.atomic_cas`/`tile.atomic_xchg`), with a hint to the
-structured form; `held_apart(a, b)`, what a race message says about the locks held.
+structured form; `held_apart(a, b)` and `hint(a, b)`, what a race message says about the
+locks held around its accesses.
 
 Guarantees (docs/safety.md, "Locks"): blocks that hold one lock element run their critical
 sections one at a time (`ir.locks`: acquire and release ordering, the block's barriers
@@ -45,6 +46,18 @@ def held_apart(a, b) -> str:
     if mine or theirs:
         return ", one of them outside every tile.lock"
     return ""
+
+
+def hint(a, b) -> str:
+    """The hint of a race between accesses that a lock is held around ("" where none is)."""
+    mine, theirs = ({name for name, _ in getattr(x, "locks", ())} for x in (a, b))
+    if not (mine or theirs):
+        return ""
+    if mine & theirs:
+        return ("index the lock by what the body updates (`with tile.lock(locks, g):` around "
+                "the update of row g), so that blocks that meet hold one lock element")
+    return ("put every access of {array} that other blocks may meet inside a `with "
+            "tile.lock(...)` of one lock array, indexed by what it updates")
 
 
 def with_lock_hint(errors: list, kernel: N.Kernel) -> list:

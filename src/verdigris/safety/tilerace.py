@@ -262,14 +262,15 @@ def _race_error(code: str, a: TileAccess, b: TileAccess, outcome) -> SafetyError
         what += f" (both {_through(a, outcome.element, ids1, both=True)})"
     elif any(hows):
         what += f" ({' and '.join(f'{n} {h}' for n, h in zip((b1, b2), hows) if h)})"
-    return _error(code, loc, other, what, outcome)
+    return _error(code, loc, other, what, outcome, locks.hint(a, b))
 
 
-def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome) -> SafetyError:
+def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome,
+           hint: str = "") -> SafetyError:
     line = other.loc.line
     where = f"; the other access is at line {line}" if line != at.loc.line else ""
     message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({_situation(outcome)}){where}"
-    hint = HINTS[wrap_hint(outcome) or code]
+    hint = HINTS[wrap_hint(outcome)] if wrap_hint(outcome) else hint or HINTS[code]
     return SafetyError(message, at.loc, hint.format(array=at.array), code)
 
 
