@@ -301,3 +301,20 @@ def test_lock_kernels_assemble(target):
                           (exchange_chain, dict(cell=arr(T.float32), old=arr(T.float32), DT=vg.float32))]:
         codegen.assemble(codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx, target,
                          optimize=False)
+
+
+def test_a_lock_index_outside_the_lock_array_runs_no_body(rng):
+    """Blocks of groups 2 and 3 find no lock element (2 locks): a bounds fault, and their
+    bodies never run unheld, in the GPU code (run on the host) as on the cpu backend."""
+    dy, partial, count, _ = accumulate_args(rng)
+    locks = np.zeros(2, np.int32)
+    record = host_jit.run(accumulate_locked, ROWS, dy=dy, dw_partial=partial, count=count, locks=locks,
+                          N=N, GROUP=GROUP)
+    assert record is not None  # the fault was recorded
+    assert np.isnan(partial[2:]).all() and not count[2:].any() and (count[:2] == 1).all()
+    groups = np.arange(ROWS) % GROUP
+    for g in range(2):
+        np.testing.assert_allclose(partial[g, :COLS], dy[groups == g].astype(np.float64).sum(axis=0),
+                                   rtol=1e-5, atol=1e-5)
+    with pytest.raises(vg.BoundsError, match=r"locks\[2\] with shape \(2,\)"):
+        accumulate_locked[ROWS](dy, partial, count, locks, N=N, GROUP=GROUP)

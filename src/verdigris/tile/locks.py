@@ -17,7 +17,8 @@ Guarantees (docs/api.md, "Compare-and-swap, exchange and locks"):
 - the block's order of statements (`tile.ordering`) sees each atomic as one access, taken
   with every thread, before the branch that only thread 0 runs (no barrier inside it).
 An index outside the lock array is a bounds fault as any access's (the access is skipped,
-the launch reports it).
+the launch reports it), and a block that could not take the lock skips the body and the
+release: no body runs unheld (the cpu backend stops at that fault too).
 """
 from __future__ import annotations
 
@@ -34,45 +35,58 @@ def _first_thread(low) -> ir.Value:
     return b.icmp_unsigned("==", b.or_(low.lane, low.warp), ir.Constant(I32, 0))
 
 
-def _by_first_thread(low, e: N.Atomic, perform) -> None:
+def _by_first_thread(low, e: N.Atomic, perform, slot=None) -> None:
     """`perform(element pointer)` of atomic `e` by thread 0 alone, its operands computed
-    (and its access ordered) with the whole block."""
+    (and its access ordered) with the whole block; with `slot`, thread 0 stores there what
+    it gives (`e`'s dtype; 0 where the index lies outside the array and nothing ran)."""
     index = [low.expr(i) for i in e.indices]
     low._accessing(e, e.array)
-    low.b.around(_first_thread(low), lambda: low.access_at(e, e.array, index, perform), "first")
+    if slot is None:
+        low.b.around(_first_thread(low), lambda: low.access_at(e, e.array, index, perform), "first")
+    else:
+        low.b.around(_first_thread(low), lambda: low.b.store(
+            low.access_at(e, e.array, index, perform, e.dtype), slot), "first")
 
 
 def block_atomic(low, e: N.Atomic) -> ir.Value:
     value = low.expr(e.value)
     compare = None if e.compare is None else low.expr(e.compare)
     slot = low.shared(8)
-    b = low.b
-
-    def perform(ptr) -> None:
-        b.store(atomics.atomic(low.em, e.op, e.dtype, ptr, value, compare, "acq_rel"), slot)
-
-    _by_first_thread(low, e, perform)
+    _by_first_thread(low, e, lambda ptr: atomics.atomic(low.em, e.op, e.dtype, ptr, value, compare,
+                                                        "acq_rel"), slot)
     low.barrier()
-    old = b.load(slot, typ=value.type)
+    old = low.b.load(slot, typ=value.type)
     low.release_shared()
     return old
 
 
 def locked(low, s: Locked) -> None:
     b = low.b
+    zero, one = (ir.Constant(I32, v) for v in (0, 1))
 
-    def spin(ptr) -> None:
+    def spin(ptr) -> ir.Value:
         head, done = low._block("lock.spin"), low._block("lock.taken")
         b.branch(head)
         b.position_at_end(head)
-        zero, one = (ir.Constant(I32, v) for v in (0, 1))
         old = atomics.atomic(low.em, "cas", s.acquire.dtype, ptr, one, zero, "acquire")
         b.cbranch(b.icmp_unsigned("==", old, zero), done, head)
         b.position_at_end(done)
+        return one  # taken (0: the index lies outside the lock array, nothing taken)
 
-    _by_first_thread(low, s.acquire, spin)
+    def holding() -> None:
+        low.stmts(s.body)
+        low.barrier()
+        _by_first_thread(low, s.release, lambda ptr: atomics.atomic(
+            low.em, "exch", s.release.dtype, ptr, zero, None, "release"))
+
+    slot = low.shared(4)
+    _by_first_thread(low, s.acquire, spin, slot)
     low.barrier()
-    low.stmts(s.body)
-    low.barrier()
-    _by_first_thread(low, s.release, lambda ptr: atomics.atomic(
-        low.em, "exch", s.release.dtype, ptr, ir.Constant(I32, 0), None, "release"))
+    taken = b.icmp_unsigned("!=", b.load(slot, typ=I32), zero)
+    low.release_shared()
+    low.depth += 1  # the body runs only where the lock was taken: a branch
+    try:
+        with low.order.fork(exhaustive=False):
+            b.around(taken, lambda: low.order.arm(holding)(), "locked")
+    finally:
+        low.depth -= 1
