@@ -21,6 +21,11 @@ so results equal the SIMT interpreter's bit for bit):
 - `TileStore`, `TileAtomic`: only elements inside the array are written (edge tiles are
   masked); a tile wholly outside the array writes nothing (no error). The atomic ops are
   `atomics`' (float max/min: IEEE maxNum/minNum, a NaN loses).
+- `Atomic` (`tile.atomic_cas`, `tile.atomic_xchg`): once for the block, whose value is the
+  element's old contents. `Locked` (`tile.lock`): blocks run one at a time, so the lock is
+  free when a block takes it unless it was not 0 before the launch (`KernelError`: a GPU
+  would wait forever); the body's accesses are not recorded in shadow memory (the lock
+  orders them; the static checker proves them).
 - `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
 - `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
   before memory is touched; with `skip_out_of_bounds`, the elements outside are dropped as

@@ -21,7 +21,11 @@ distinct blocks must not touch one element of a global array with at least one p
   (loaded, gathered, carried by a loop) is VG205, never a pass. int32 index arithmetic
   wraps as the hardware's does (`symbolic`): blocks that meet only through a wrap-around
   are a race, named as such, with a hint to widen the index. Accesses inside
-  `with vg.unsafe():` are neither proven nor reported.
+  `with vg.unsafe():` are neither proven nor reported;
+- two accesses inside `with tile.lock(...)` of one lock array are ordered between blocks
+  where the lock indices are equal (`locks.exclusion`: the query asks for indices that
+  differ); a race found where a lock is held says which (`locks.held_apart`), and the races
+  of a kernel that spins on `tile.atomic_cas` by hand point to `tile.lock`.
 Within one block, `blockorder` finds the pairs of statements that may meet (the facts'
 `block_meets`, which the lowering orders) and refuses a tile atomic beside a plain access
 that may meet it (VG204).

@@ -28,6 +28,8 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   gather or scatter touches its index tiles' values (those inside the array: the same bound
   is a gather's padding and a `skip_out_of_bounds` scatter's skip); a scalar load or store
   is a tile of one element.
+- An access inside `with tile.lock(locks, index):` keeps the lock element held around it
+  (`TileAccess.locks`: the lock array and the index, evaluated where the block takes it).
 - Each access keeps a `View` where one is known: tile indices and a tile shape such that
   every element it touches lies in that tile. Loads, stores, tile atomics and scalar accesses
   have one; a gather or scatter has one when its index along each axis is `E*t + lane`
