@@ -15,8 +15,9 @@ sorts in `sorting` (a bitonic network in the operand's layout), data movement be
 layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
 (`codegen.lower`), which this class extends; scalars are uniform over the block, so every
 branch is block-uniform and barriers inside them are safe. One-element atomics
-(`tile.atomic_cas`, `tile.atomic_xchg`) and critical sections (`tile.lock`) are `locks`'. Tile variables live in one
-alloca per register (the variable's default layout), which mem2reg promotes.
+(`tile.atomic_cas`, `tile.atomic_xchg`) and critical sections (`tile.lock`) are `locks`'.
+Tile variables live in one alloca per register (the variable's default layout), which
+mem2reg promotes.
 
 A `Print` is one `vprintf` call per block, by its first thread, after every thread has
 computed the values (a reduction needs them all; `codegen.printf`).
@@ -54,8 +55,8 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.locks import Locked
 from ..types import DType, int32
-from . import (convert, flips, indexed, locks, memory, ordering, prefetch, random, reduce, scan, sorting,
-               varlayout)
+from . import (convert, flips, indexed, locks, memory, ordering, prefetch, random, reduce, scan,
+               sorting, varlayout)
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
