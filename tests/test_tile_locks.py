@@ -23,11 +23,12 @@ from verdigris import codegen, tile
 from verdigris import types as T
 from safety.test_tile_static import analyze, fresh
 from test_tile_codegen import arr, needs_ptxas
-from tile_lock_kernels import (accumulate_lock_per_row, accumulate_locked, accumulate_persistent,
+from tile_lock_kernels import (accumulate_as_triton_does, accumulate_lock_per_row, accumulate_locked,
+                               accumulate_persistent, count_read_outside_the_lock,
                                accumulate_read_outside, accumulate_spin_by_hand,
                                accumulate_two_lock_arrays, accumulate_unlocked, exchange_chain,
                                first_claim, layer_norm_bwd_dwdb, layer_norm_bwd_dx_fused,
-                               layer_norm_reference, layer_norm_setup)
+                               layer_norm_reference, layer_norm_setup, swap_then_read)
 
 ROWS, COLS, N, GROUP = 37, 50, 64, 4  # 37 rows: groups of 10 and 9 blocks; 50 of 64 columns
 
@@ -142,6 +143,28 @@ def test_within_one_block_the_lock_orders_nothing(rng):
     assert not analysis.errors and len(analysis.facts["block_meets"]) == 2
 
 
+def test_triton_s_accumulation_word_for_word_with_count_beside_the_locks(rng):
+    """Count read plainly and set with atomic_xchg under the lock, in the second half of the
+    lock buffer (a view: disjoint from the locks, so the launch's alias check passes)."""
+    dy, partial, _, _ = accumulate_args(rng)
+    buffer = np.zeros(2 * GROUP, np.int32)
+    assert not analyze(accumulate_as_triton_does, dy, partial, buffer[:GROUP], buffer[GROUP:], N=N,
+                       GROUP=GROUP).errors
+    accumulate_as_triton_does[ROWS](dy, partial, buffer[:GROUP], buffer[GROUP:], N=N, GROUP=GROUP)
+    assert buffer.tolist() == [0] * GROUP + [1] * GROUP
+    groups = np.arange(ROWS) % GROUP
+    for g in range(GROUP):
+        np.testing.assert_allclose(partial[g, :COLS], dy[groups == g].astype(np.float64).sum(axis=0),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_the_count_read_outside_the_lock_is_refused(rng):
+    dy, partial, count, locks = accumulate_args(rng)
+    err = refused(count_read_outside_the_lock, (dy, partial, locks, count))
+    assert err.code == "VG204" and "one of them outside every tile.lock" in err.message
+    two_blocks_of_one_group(err)
+
+
 # ----------------------------------------------------------------------------- atomic_cas, atomic_xchg
 
 
@@ -163,6 +186,21 @@ def test_atomic_xchg_hands_each_value_on_once(dtype, rng):
     for parity in (0, 1):  # what each cell held, in turn, is its start and the ids put in
         mine = np.arange(parity, blocks, 2)
         assert sorted(np.append(old[mine], cell[parity]).tolist()) == sorted([start[parity], *mine])
+
+
+def test_one_element_atomics_keep_the_block_s_program_order(rng):
+    """Beside a plain read of the same element by the same block, an atomic_xchg is ordered
+    as a store (tile atomics there are VG204); between blocks the elements differ."""
+    blocks = 40
+    cells = rng.standard_normal(blocks).astype(np.float32)
+    start = cells.copy()
+    before, after = np.full(blocks, np.nan, np.float32), np.full(blocks, np.nan, np.float32)
+    swap_then_read[blocks](cells, before, after)
+    np.testing.assert_array_equal(before, start)
+    np.testing.assert_array_equal(after, np.arange(blocks, dtype=np.float32) * 2 + 1)
+    cells, before, after = start.copy(), before * np.nan, after * np.nan
+    assert host_jit.run(swap_then_read, blocks, cells=cells, before=before, after=after) is None
+    np.testing.assert_array_equal(after, np.arange(blocks, dtype=np.float32) * 2 + 1)
 
 
 def test_atomic_cas_compares_bits(rng):

@@ -137,6 +137,36 @@ def accumulate_persistent(dy, dw_partial, locks, N: vg.constexpr, GROUP: vg.cons
 
 
 @tile.kernel
+def accumulate_as_triton_does(dy, dw_partial, locks, counts, N: vg.constexpr, GROUP: vg.constexpr):
+    """Triton's tutorial word for word: the count read plainly and set with atomic_xchg, in
+    the lock (`counts` may be a view of the lock buffer's second half, as Triton's Count)."""
+    row = tile.bid(0)
+    dw = tile.load(dy, index=(row, 0), shape=(1, N))
+    g = row % GROUP
+    with tile.lock(locks, g):
+        count = counts[g]
+        if count == 0:
+            tile.atomic_xchg(counts, g, 1)
+        else:
+            dw += tile.load(dw_partial, index=(g, 0), shape=(1, N))
+        tile.store(dw_partial, index=(g, 0), tile=dw)
+
+
+@tile.kernel
+def count_read_outside_the_lock(dy, dw_partial, locks, counts, N: vg.constexpr, GROUP: vg.constexpr):
+    row = tile.bid(0)
+    dw = tile.load(dy, index=(row, 0), shape=(1, N))
+    g = row % GROUP
+    count = counts[g]  # race
+    with tile.lock(locks, g):
+        if count == 0:
+            tile.atomic_xchg(counts, g, 1)
+        else:
+            dw += tile.load(dw_partial, index=(g, 0), shape=(1, N))
+        tile.store(dw_partial, index=(g, 0), tile=dw)
+
+
+@tile.kernel
 def first_claim(slot, claims):
     """Every block tries to claim `slot[0]` (from -1 to its id): one wins, the others see
     the winner's id."""
@@ -170,3 +200,11 @@ def layer_norm_reference(x, w, dy, mean, rstd):
     c2 = wdy.sum(axis=1, keepdims=True) / n
     dx = (wdy - (xhat * c1 + c2)) * rstd[:, None]
     return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
+
+
+@tile.kernel
+def swap_then_read(cells, before, after):
+    """A block's own element: exchanged, then read plainly (in program order: the new value)."""
+    i = tile.bid(0)
+    before[i] = tile.atomic_xchg(cells, i, vg.float32(i) * 2.0)
+    after[i] = cells[i] + 1.0

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import verdigris as vg
-from tile_lock_kernels import (accumulate_locked, accumulate_persistent, exchange_chain, first_claim,
-                               layer_norm_bwd_dwdb, layer_norm_bwd_dx_fused, layer_norm_reference,
-                               layer_norm_setup)
+from tile_lock_kernels import (accumulate_as_triton_does, accumulate_locked, accumulate_persistent,
+                               exchange_chain, first_claim, layer_norm_bwd_dwdb, layer_norm_bwd_dx_fused,
+                               layer_norm_reference, layer_norm_setup, swap_then_read)
 
 pytestmark = pytest.mark.gpu
 
@@ -45,6 +45,20 @@ def test_contended_accumulation_loses_no_partial_sum(rng):
     accumulate_persistent[264](vg.asarray(dy), partial, vg.asarray(np.zeros(group, np.int32)), N=n,
                                GROUP=group)
     np.testing.assert_allclose(partial.numpy(), want, rtol=1e-3, atol=1e-2)
+    partial, buffer = on_gpu(np.full((group, n), np.nan, np.float32), np.zeros(2 * group, np.int32))
+    accumulate_as_triton_does[rows](vg.asarray(dy), partial, buffer[:group], buffer[group:], N=n,
+                                    GROUP=group)
+    np.testing.assert_allclose(partial.numpy(), want, rtol=1e-3, atol=1e-2)
+    assert buffer.numpy().tolist() == [0] * group + [1] * group
+
+
+def test_an_exchange_is_in_the_block_s_program_order(rng):
+    blocks = 10000
+    start = rng.standard_normal(blocks).astype(np.float32)
+    cells, before, after = on_gpu(start.copy(), *(np.full(blocks, np.nan, np.float32) for _ in range(2)))
+    swap_then_read[blocks](cells, before, after)
+    np.testing.assert_array_equal(before.numpy(), start)
+    np.testing.assert_array_equal(after.numpy(), np.arange(blocks, dtype=np.float32) * 2 + 1)
 
 
 def test_cas_has_one_winner_and_xchg_hands_each_value_on_once():
