@@ -645,12 +645,13 @@ class _Compiler:
             body = self.block(node.body)
         finally:
             self.unsafe = enclosing
-        name, loc = node.locks.name, node.loc
+        name, loc, element = node.locks.name, node.loc, self._element(node.acquire, node.indices)
 
         def locked(bl):
             held = acquire(bl)
             if held != 0:
-                raise KernelError(f"lock {name}[...] holds {held} when block "
+                at = ", ".join(map(str, element(bl)[1]))
+                raise KernelError(f"lock {name}[{at}] holds {held} when block "
                                   f"{tuple(map(int, bl.block_id))} takes it (kernel "
                                   f"{bl.launch.kernel.name}): on a GPU this block would wait "
                                   "forever", loc, hint=f"pass {name} with every element 0 "
