@@ -419,7 +419,7 @@ class Translator(ControlFlow, Expressions):
         if isinstance(callee, Static) and getattr(callee.value, "__vg_intrinsic__", None) == "tile.lock":
             return locks.translate(self, ctx, node.body, loc)
         if not (isinstance(callee, Static) and callee.value is lang.unsafe) or ctx.args:
-            raise CompileError("the only `with` in kernels are `with vg.unsafe():` and "
+            raise CompileError("the only `with` statements in kernels are `with vg.unsafe():` and "
                                "`with tile.lock(locks, index):`", loc)
         if bindings.site(loc) not in map(bindings.site, self.unit.unsafe):  # once, though
             self.unit.unsafe.append(loc)  # translated in both arms of a selecting `if`
