@@ -23,6 +23,7 @@ from verdigris import codegen, tile
 from verdigris import types as T
 from safety.test_tile_static import analyze, fresh
 from test_tile_codegen import arr, needs_ptxas
+import tile_lock_kernels as K
 from tile_lock_kernels import (accumulate_as_triton_does, accumulate_lock_per_row, accumulate_locked,
                                accumulate_persistent, count_read_outside_the_lock,
                                accumulate_read_outside, accumulate_spin_by_hand,
@@ -163,6 +164,30 @@ def test_the_count_read_outside_the_lock_is_refused(rng):
     err = refused(count_read_outside_the_lock, (dy, partial, locks, count))
     assert err.code == "VG204" and "one of them outside every tile.lock" in err.message
     two_blocks_of_one_group(err)
+
+
+@pytest.mark.parametrize("name, grid, proven", [
+    ("half_locked", 12, False),  # odd blocks update their group's row without the lock
+    ("loaded_group", 12, True),  # the lock and the row: one loaded value
+    ("reloaded_group", 12, False),  # the row: another loaded value than the lock's
+    ("neighbour_row", 12, False),  # the next group's row under this group's lock
+    ("grid_2d", (12, 4), True),  # a lock per row group, shared by the columns' blocks
+])
+def test_what_a_lock_covers(name, grid, proven, rng):
+    kernel = getattr(K, name)
+    dy = rng.standard_normal((12, 64)).astype(np.float32)
+    p, locks = np.zeros((4, 64), np.float32), np.zeros(4, np.int32)
+    groups = rng.integers(0, 4, 13)
+    args = (dy, groups, p, locks) if "loaded" in name else (dy, p, locks)
+    constexprs = dict(N=64) if "loaded" in name else dict(N=16 if name == "grid_2d" else 64, G=4)
+    errors = analyze(kernel, *args, grid=grid, **constexprs).errors
+    assert not errors if proven else errors[0].code in ("VG202", "VG203", "VG205"), errors
+    if proven:
+        fresh(kernel)[grid](*args, **constexprs)
+        rows = groups[:12] if "loaded" in name else np.arange(12) % 4
+        want = np.zeros((4, 64))
+        np.add.at(want, rows, dy.astype(np.float64))  # (grid_2d: block (i, j) adds columns 16j...)
+        np.testing.assert_allclose(p, want, rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- atomic_cas, atomic_xchg

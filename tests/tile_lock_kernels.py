@@ -208,3 +208,53 @@ def swap_then_read(cells, before, after):
     i = tile.bid(0)
     before[i] = tile.atomic_xchg(cells, i, vg.float32(i) * 2.0)
     after[i] = cells[i] + 1.0
+
+
+# ----------------------------------------------------------------------------- what the lock covers
+# Each adds tiles of `dy` into rows of `p` under `locks`; `groups` (int64) names a row per block.
+
+
+@tile.kernel
+def half_locked(dy, p, locks, N: vg.constexpr, G: vg.constexpr):
+    i = tile.bid(0)
+    g = i % G
+    t = tile.load(dy, index=(i, 0), shape=(1, N))
+    if i % 2 == 0:
+        with tile.lock(locks, g):
+            tile.store(p, index=(g, 0), tile=tile.load(p, index=(g, 0), shape=(1, N)) + t)
+    else:  # odd blocks take no lock
+        tile.store(p, index=(g, 0), tile=tile.load(p, index=(g, 0), shape=(1, N)) + t)
+
+@tile.kernel
+def loaded_group(dy, groups, p, locks, N: vg.constexpr):
+    i = tile.bid(0)
+    g = tile.load(groups, index=(i,), shape=())
+    t = tile.load(dy, index=(i, 0), shape=(1, N))
+    with tile.lock(locks, g):
+        tile.store(p, index=(g, 0), tile=tile.load(p, index=(g, 0), shape=(1, N)) + t)
+
+@tile.kernel
+def reloaded_group(dy, groups, p, locks, N: vg.constexpr):
+    i = tile.bid(0)
+    g = tile.load(groups, index=(i,), shape=())
+    t = tile.load(dy, index=(i, 0), shape=(1, N))
+    with tile.lock(locks, g):
+        h = tile.load(groups, index=(i + 1,), shape=())  # another row than the lock's
+        tile.store(p, index=(h, 0), tile=tile.load(p, index=(h, 0), shape=(1, N)) + t)
+
+@tile.kernel
+def neighbour_row(dy, p, locks, N: vg.constexpr, G: vg.constexpr):
+    i = tile.bid(0)
+    g = i % G
+    t = tile.load(dy, index=(i, 0), shape=(1, N))
+    with tile.lock(locks, g):
+        tile.store(p, index=(g, 0), tile=tile.load(p, index=(g, 0), shape=(1, N)) + t)
+        tile.store(p, index=((g + 1) % G, 0), tile=tile.load(p, index=((g + 1) % G, 0), shape=(1, N)) + t)
+
+@tile.kernel
+def grid_2d(dy, p, locks, N: vg.constexpr, G: vg.constexpr):
+    i = tile.bid(0)
+    j = tile.bid(1)
+    g = i % G
+    with tile.lock(locks, g):
+        tile.store(p, index=(g, j), tile=tile.load(p, index=(g, j), shape=(1, N)) + tile.load(dy, index=(i, j), shape=(1, N)))
