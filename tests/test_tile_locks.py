@@ -24,7 +24,7 @@ from verdigris import types as T
 from safety.test_tile_static import analyze, fresh
 from test_tile_codegen import arr, needs_ptxas
 import tile_lock_kernels as K
-from tile_lock_kernels import (accumulate_as_triton_does, accumulate_lock_per_row, accumulate_locked,
+from tile_lock_kernels import (accumulate_as_triton_does, gemm_stored_under_a_lock, split_k_locked, accumulate_lock_per_row, accumulate_locked,
                                accumulate_persistent, count_read_outside_the_lock,
                                accumulate_read_outside, accumulate_spin_by_hand,
                                accumulate_two_lock_arrays, accumulate_unlocked, exchange_chain,
@@ -240,6 +240,19 @@ def test_atomic_cas_compares_bits(rng):
     assert cell[0] == 1.5
 
 
+def test_split_k_adds_each_product_under_its_tile_s_lock(rng):
+    m, k, n = 96, 300, 80
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    start = c.astype(np.float64)
+    grid = (vg.cdiv(m, 64), vg.cdiv(n, 64), 3)
+    locks = np.zeros(grid[0] * grid[1], np.int32)
+    split_k_locked[grid](a, b, c, locks, BM=64, BN=64, BK=32)
+    np.testing.assert_allclose(c, start + a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+    assert not locks.any()
+
+
 # ----------------------------------------------------------------------------- misuse
 
 
@@ -356,11 +369,31 @@ def test_cas_and_xchg_are_acquire_release():
     assert "fence.acq_rel.gpu" in xchg[:exch] and "fence.acq_rel.gpu" in xchg[exch:]
 
 
+def test_a_lock_keeps_a_product_kernel_unspecialized():
+    """On sm_90a the example gemm gets a producer warp group and stores C through the copy
+    engine; with its store under a lock it gets neither (the lock takes thread 0 and the
+    whole block's barrier, and a copy still in flight at the release would land after it)."""
+    from verdigris.examples.tile_gemm import gemm
+
+    specs = dict(a=arr(T.bfloat16, 2), b=arr(T.bfloat16, 2), c=arr(T.bfloat16, 2), BM=128, BN=256, BK=64)
+    plain = codegen.compile_to_ptx(gemm.specialize_types(specs), "sm_90a").ptx
+    assert "setmaxnreg" in plain and "bulk_group" in plain
+    locked = codegen.compile_to_ptx(gemm_stored_under_a_lock.specialize_types(specs | dict(locks=arr(T.int32))),
+                                    "sm_90a").ptx
+    assert "wgmma.mma_async" in locked and "atom.acquire.gpu.global.cas.b32" in locked
+    assert "setmaxnreg" not in locked and "bulk_group" not in locked
+    if codegen.ptxas_available():
+        codegen.assemble(locked, "sm_90a", optimize=False)
+
+
 @needs_ptxas
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_lock_kernels_assemble(target):
     codegen.assemble(lock_ptx(target), target, optimize=False)
+    f16 = arr(T.float16, 2)
     for kernel, specs in [(first_claim, dict(slot=arr(T.int32), claims=arr(T.int32))),
+                          (split_k_locked, dict(a=f16, b=f16, c=arr(T.float32, 2), locks=arr(T.int32),
+                                                BM=64, BN=64, BK=32)),
                           (exchange_chain, dict(cell=arr(T.float32), old=arr(T.float32), DT=vg.float32))]:
         codegen.assemble(codegen.compile_to_ptx(kernel.specialize_types(specs), target).ptx, target,
                          optimize=False)

@@ -258,3 +258,29 @@ def grid_2d(dy, p, locks, N: vg.constexpr, G: vg.constexpr):
     g = i % G
     with tile.lock(locks, g):
         tile.store(p, index=(g, j), tile=tile.load(p, index=(g, j), shape=(1, N)) + tile.load(dy, index=(i, j), shape=(1, N)))
+
+
+@tile.kernel
+def split_k_locked(a, b, c, locks, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """Split-K: block (i, j, s) multiplies every `tile.num_blocks(2)`-th panel of K and adds
+    its product into c's tile (i, j) under that tile's lock."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range(s, tile.num_tiles(a, 1, (BM, BK)), tile.num_blocks(2)):
+        acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK)),
+                       tile.load(b, index=(k, j), shape=(BK, BN)), acc)
+    with tile.lock(locks, i * tile.num_blocks(1) + j):
+        tile.store(c, index=(i, j), tile=tile.load(c, index=(i, j), shape=(BM, BN)) + acc)
+
+
+@tile.kernel
+def gemm_stored_under_a_lock(a, b, c, locks, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """The example gemm with its store under a lock: no warp specialization (the lock is the
+    whole block's), so no copy-engine store still in flight when the lock is given back."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range(tile.num_tiles(a, 1, (BM, BK))):
+        acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK)),
+                       tile.load(b, index=(k, j), shape=(BK, BN)), acc)
+    with tile.lock(locks, 0):
+        tile.store(c, index=(i, j), tile=acc.astype(c.dtype))

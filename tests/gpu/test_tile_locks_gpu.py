@@ -7,7 +7,7 @@ import pytest
 import verdigris as vg
 from tile_lock_kernels import (accumulate_as_triton_does, accumulate_locked, accumulate_persistent,
                                exchange_chain, first_claim, layer_norm_bwd_dwdb, layer_norm_bwd_dx_fused,
-                               layer_norm_reference, layer_norm_setup, swap_then_read)
+                               layer_norm_reference, layer_norm_setup, split_k_locked, swap_then_read)
 
 pytestmark = pytest.mark.gpu
 
@@ -74,3 +74,16 @@ def test_cas_has_one_winner_and_xchg_hands_each_value_on_once():
     for parity, start in ((0, -1), (1, -2)):
         mine = np.arange(parity, blocks, 2)
         assert np.array_equal(np.sort(np.append(old[mine], cell[parity])), np.sort(np.append(mine, start)))
+
+
+def test_split_k_under_locks_on_the_gpu(rng):
+    m, k, n, split, block = 1000, 4096, 700, 8, 64
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    grid = (vg.cdiv(m, block), vg.cdiv(n, block), split)
+    c, locks = on_gpu(start, np.zeros(grid[0] * grid[1], np.int32))
+    split_k_locked[grid](vg.asarray(a), vg.asarray(b), c, locks, BM=block, BN=block, BK=32)
+    want = start + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-2)
+    assert not locks.numpy().any()
