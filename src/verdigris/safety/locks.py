@@ -26,6 +26,7 @@ HINT = ("a spin lock written with tile.atomic_cas and tile.atomic_xchg orders no
 
 
 def exclusion(enc, a, b) -> list:
+    """For each lock array held around both `a` and `b`: their lock indices differ."""
     facts = []
     for name_a, index_a in getattr(a, "locks", ()):
         for name_b, index_b in getattr(b, "locks", ()):
@@ -35,10 +36,15 @@ def exclusion(enc, a, b) -> list:
     return facts
 
 
+def _arrays(x) -> set:
+    """The lock arrays held around access `x`."""
+    return {name for name, _ in getattr(x, "locks", ())}
+
+
 def held_apart(a, b) -> str:
     """What a race message adds where a lock is held around either access: the two blocks
     hold different elements of one lock array, or only one of them holds a lock."""
-    mine, theirs = ({name for name, _ in getattr(x, "locks", ())} for x in (a, b))
+    mine, theirs = _arrays(a), _arrays(b)
     if mine & theirs:
         return f", each holding its own element of {min(mine & theirs)} (the lock indices differ)"
     if mine and theirs:
@@ -50,7 +56,7 @@ def held_apart(a, b) -> str:
 
 def hint(a, b) -> str:
     """The hint of a race between accesses that a lock is held around ("" where none is)."""
-    mine, theirs = ({name for name, _ in getattr(x, "locks", ())} for x in (a, b))
+    mine, theirs = _arrays(a), _arrays(b)
     if not (mine or theirs):
         return ""
     if mine & theirs:

@@ -49,6 +49,7 @@ def _by_first_thread(low, e: N.Atomic, perform, slot=None) -> None:
 
 
 def block_atomic(low, e: N.Atomic) -> ir.Value:
+    """`tile.atomic_cas`/`tile.atomic_xchg`: thread 0's old value, in every thread."""
     value = low.expr(e.value)
     compare = None if e.compare is None else low.expr(e.compare)
     slot = low.shared(8)
@@ -61,6 +62,7 @@ def block_atomic(low, e: N.Atomic) -> ir.Value:
 
 
 def locked(low, s: Locked) -> None:
+    """`with tile.lock(...)`: take the lock (thread 0), the body (every thread), give it back."""
     b = low.b
     zero, one = (ir.Constant(I32, v) for v in (0, 1))
 
