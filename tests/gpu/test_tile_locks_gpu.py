@@ -82,7 +82,7 @@ def test_split_k_under_locks_on_the_gpu(rng):
     b = rng.standard_normal((k, n)).astype(np.float16)
     start = rng.standard_normal((m, n)).astype(np.float32)
     grid = (vg.cdiv(m, block), vg.cdiv(n, block), split)
-    c, locks = on_gpu(start, np.zeros(grid[0] * grid[1], np.int32))
+    c, locks = on_gpu(start.copy(), np.zeros(grid[0] * grid[1], np.int32))
     split_k_locked[grid](vg.asarray(a), vg.asarray(b), c, locks, BM=block, BN=block, BK=32)
     want = start + a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.numpy(), want, rtol=1e-3, atol=1e-2)
