@@ -6,7 +6,8 @@ form. `supports(op, dtype)` says whether an op exists for a dtype, so the caller
 a located `CompileError`.
 
 Guarantees: relaxed (`monotonic`) ordering at device scope, which is what CUDA's atomicAdd
-and friends do. Integer ops wrap; max/min are signed or unsigned by dtype; float "sub" adds
+and friends do, unless the caller asks for another (the tile track's `atomic_cas`,
+`atomic_xchg` and locks: `tile.locks`). Integer ops wrap; max/min are signed or unsigned by dtype; float "sub" adds
 the negation; float max/min are LLVM's `fmax`/`fmin` (IEEE maxNum/minNum: a NaN operand
 loses to a number), which NVPTX expands to a compare-and-swap loop where the GPU has no
 instruction; float16 and bfloat16 operate on the element in its 16-bit format (the
@@ -23,7 +24,8 @@ from ..types import DType
 from .dtypes import mem_type, to_mem, to_reg
 from .emitter import Emitter
 
-ORDERING = 'syncscope("device") monotonic'  # CUDA's atomicAdd: relaxed, device scope
+SCOPE = 'syncscope("device")'
+ORDERING = f"{SCOPE} monotonic"  # CUDA's atomicAdd: relaxed, device scope
 FAIL_ORDERING = "monotonic"
 
 # op -> atomicrmw operation, per dtype kind ("i" signed, "u" unsigned, "f" float)
@@ -48,16 +50,26 @@ def _as_bits(em: Emitter, value: ir.Value) -> ir.Value:
 
 
 def atomic(em: Emitter, op: str, dt: DType, ptr: ir.Value, value: ir.Value,
-           compare: ir.Value | None) -> ir.Value:
+           compare: ir.Value | None, order: str = "monotonic") -> ir.Value:
+    """The atomic, at device scope, with LLVM's memory `order` ("monotonic": CUDA's relaxed
+    atomics; "acquire", "release", "acq_rel"). A compare-and-swap carries its order (NVPTX
+    emits `atom.<order>.gpu.cas`); NVPTX emits every other read-modify-write relaxed
+    whatever its order says, so those take a release fence before and an acquire fence
+    after (`fence.acq_rel.gpu`), the PTX memory model's release and acquire patterns."""
     b = em.b
     if op == "sub" and dt.is_float:
         value = b.fneg(value)
     operand = to_mem(b, dt, value)
     if op == "cas":
+        fail = "acquire" if order in ("acquire", "acq_rel") else FAIL_ORDERING
         new, expected = _as_bits(em, operand), _as_bits(em, to_mem(b, dt, compare))
-        old = b.extract_value(b.cmpxchg(ptr, expected, new, ORDERING, FAIL_ORDERING), 0)
+        old = b.extract_value(b.cmpxchg(ptr, expected, new, f'{SCOPE} {order}', fail), 0)
         if old.type != mem_type(dt):
             old = b.bitcast(old, mem_type(dt))
-    else:
-        old = b.atomic_rmw(_RMW[dt.kind][op], ptr, operand, ORDERING)
+        return to_reg(b, dt, old)
+    if order in ("release", "acq_rel"):
+        b.fence("release", "device")
+    old = b.atomic_rmw(_RMW[dt.kind][op], ptr, operand, ORDERING)
+    if order in ("acquire", "acq_rel"):
+        b.fence("acquire", "device")
     return to_reg(b, dt, old)

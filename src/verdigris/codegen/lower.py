@@ -307,9 +307,14 @@ class _KernelLowering:
         """`perform(element pointer)` when every index is inside its extent; else the access is
         skipped and its fault recorded at the end of the stretch (`builder`). Returns what
         `perform` returns, or for a skipped value access `0` of `dtype`."""
-        view = self._view(array, node)
         index = [self.expr(i) for i in indices]
         self._accessing(node, array)
+        return self.access_at(node, array, index, perform, dtype)
+
+    def access_at(self, node, array: N.ArrayRef, index: list, perform, dtype: DType | None = None):
+        """`_access` at indices already computed, for a caller that has ordered the access
+        (`_accessing`) itself."""
+        view = self._view(array, node)
         if id(node) in self.proven:
             return perform(self._element(view, index))
         return self.checked_access(node, view, index, perform, None if dtype is None else make_const(dtype, 0))

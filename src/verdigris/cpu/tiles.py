@@ -21,6 +21,11 @@ so results equal the SIMT interpreter's bit for bit):
 - `TileStore`, `TileAtomic`: only elements inside the array are written (edge tiles are
   masked); a tile wholly outside the array writes nothing (no error). The atomic ops are
   `atomics`' (float max/min: IEEE maxNum/minNum, a NaN loses).
+- `Atomic` (`tile.atomic_cas`, `tile.atomic_xchg`): once for the block, whose value is the
+  element's old contents. `Locked` (`tile.lock`): blocks run one at a time, so the lock is
+  free when a block takes it unless it was not 0 before the launch (`KernelError`: a GPU
+  would wait forever); the body's accesses are not recorded in shadow memory (the lock
+  orders them; the static checker proves them).
 - `Gather`: element indices per axis; out-of-bounds elements take `padding`, unread.
 - `Scatter`: every element index must be inside the array, else `BoundsError` (VG302)
   before memory is touched; with `skip_out_of_bounds`, the elements outside are dropped as
@@ -70,9 +75,10 @@ from math import prod
 import numpy as np
 
 from .. import ir
-from ..errors import BoundsError, CompileError, SafetyError
+from ..errors import BoundsError, CompileError, KernelError, SafetyError
 from ..ir import printf
 from ..ir import tiles as t
+from ..ir.locks import Locked
 from ..safety.codes import CODES
 from . import atomics, ops, philox, tile_ops
 from .shadow import Shadow
@@ -302,6 +308,23 @@ class _Compiler:
         name, axis = node.array.name, node.axis
         return lambda bl: np.int64(bl.launch.memory[name].shape[axis])
 
+    def _atomic(self, node):
+        """`tile.atomic_cas`/`tile.atomic_xchg`: once for the block, which gets the old value."""
+        element, site = self._element(node, node.indices), self._site(node, is_write=True, atomic=True)
+        scan = self._atomic_scan(node, node.op)
+        value = self.expr(node.value)
+        compare = None if node.compare is None else self.expr(node.compare)
+        dtype = ops.register_dtype(node.dtype)
+
+        def atomic(bl):
+            mem, at = element(bl)  # Python's order: index, compare, value
+            expected = None if compare is None else np.array([compare(bl)], dtype)
+            bl.observe(mem, np.array([np.ravel_multi_index(at, mem.shape)]), site)
+            old = atomics.perform(scan, mem.data, tuple(np.array([i]) for i in at),
+                                  np.array([value(bl)], dtype), expected, mem.decode, mem.encode)
+            return _settle(old[0])
+        return atomic
+
     # ------------------------------------------------------------------ tile expressions
 
     def _tile_map(self, node):
@@ -417,7 +440,7 @@ class _Compiler:
     _EXPR = {ir.Const: _const, ir.Var: _var, t.TileVar: _var, ir.Special: _special, ir.Unary: _unary,
              ir.Binary: _binary, ir.Compare: _binary, ir.Logical: _logical,
              ir.Select: _select, ir.Cast: _cast, ir.MathCall: _math, ir.Load: _load,
-             ir.Shape: _shape, t.TileMap: _tile_map, t.Splat: _splat,
+             ir.Shape: _shape, ir.Atomic: _atomic, t.TileMap: _tile_map, t.Splat: _splat,
              t.Broadcast: _broadcast, t.Arange: _arange, t.TileLoad: _tile_load,
              t.Gather: _gather, t.TileReduce: _tile_reduce, t.TileScan: _tile_scan,
              t.TileSort: _tile_sort, t.Reshape: _reshape, t.Permute: _permute, t.Flip: _flip,
@@ -625,6 +648,32 @@ class _Compiler:
         finally:
             self.unsafe = enclosing
 
+    def _locked(self, node):
+        """`with tile.lock(...)`: blocks run one at a time here, so the lock is free unless it
+        was taken before the launch (a GPU would wait forever: a `KernelError` instead). The
+        body's accesses are ordered by the lock, so shadow memory does not record them."""
+        acquire, release = self.expr(node.acquire), self.expr(node.release)
+        enclosing, self.unsafe = self.unsafe, True
+        try:
+            body = self.block(node.body)
+        finally:
+            self.unsafe = enclosing
+        name, loc, element = node.locks.name, node.loc, self._element(node.acquire, node.indices)
+
+        def locked(bl):
+            held = acquire(bl)
+            if held != 0:
+                at = ", ".join(map(str, element(bl)[1]))
+                raise KernelError(f"lock {name}[{at}] holds {held} when block "
+                                  f"{tuple(map(int, bl.block_id))} takes it (kernel "
+                                  f"{bl.launch.kernel.name}): on a GPU this block would wait "
+                                  "forever", loc, hint=f"pass {name} with every element 0 "
+                                  "(free), e.g. np.zeros(n, np.int32)")
+            signal = body(bl)
+            release(bl)
+            return signal
+        return locked
+
     def _print(self, node):
         """One line for the block, or one per element of its tiles in row-major order. Its
         loads are bounds checked but not race checked."""
@@ -650,7 +699,7 @@ class _Compiler:
     _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
              ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
              ir.Exit: _exit, ir.Unsafe: _unsafe, ir.Print: _print, t.TileStore: _tile_store,
-             t.TileAtomic: _tile_atomic, t.Scatter: _scatter}
+             t.TileAtomic: _tile_atomic, t.Scatter: _scatter, Locked: _locked}
 
 
 _PROGRAMS: "weakref.WeakKeyDictionary[ir.Kernel, object]" = weakref.WeakKeyDictionary()

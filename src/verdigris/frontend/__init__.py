@@ -19,7 +19,7 @@ from .. import types as T
 from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
-from . import assigned
+from . import assigned, locks
 from .source import function_source
 from . import bindings
 from .bindings import Retry, VarBinding
@@ -123,6 +123,7 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     assigned.check(body, {p.name for p in params if p.kind == "scalar"})
     reads, writes = accesses(body)
     _check_ticket_counters(body)
+    locks.check_lock_arrays(body)
     # the variables this attempt assigned (an earlier attempt's may be gone)
     variables = {n.name if isinstance(n, N.Assign) else n.var for n in walk(body)
                  if isinstance(n, (N.Assign, N.For))}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..errors import SafetyError
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..ir.locks import Locked
 from .bindings import display
 
 Defined = frozenset  # the variables assigned on every path to a point; None: unreachable
@@ -76,6 +77,9 @@ class _Flow:
             self.exits[s.label].append(defined)
             return None
         if isinstance(s, N.Unsafe):
+            return self.block(s.body, defined)
+        if isinstance(s, Locked):
+            self.reads(s.acquire, defined)
             return self.block(s.body, defined)
         self.reads(s, defined)  # stores, tile stores, scatters, allocations, barriers
         return defined

@@ -333,17 +333,22 @@ def _float(tr, args, kwargs, loc):
     return _to_float32(tr, args, kwargs, loc)
 
 
-def _atomic(op: str):
+def _atomic(op: str, name: str = ""):
+    """`simt.atomic_<op>`, or (`name` its spelling) `tile.atomic_cas`/`tile.atomic_xchg`: one
+    element's read-modify-write, whose old value is the call's (in a tile kernel, once for
+    the block: `ir.locks` and the tile lowering)."""
+    name = name or f"atomic_{op}"
+
     def handler(tr, args, kwargs, loc):
         arity = 4 if op == "cas" else 3
         if len(args) != arity or kwargs:
             shape = "array, index, compare, value" if op == "cas" else "array, index, value"
-            raise CompileError(f"atomic_{op}({shape}) takes {arity} arguments", loc)
+            raise CompileError(f"{name}({shape}) takes {arity} arguments", loc)
         array = args[0]
         if not isinstance(array, N.ArrayRef) or array.type.space == "local":
-            raise CompileError(f"atomic_{op} needs a global or shared array", loc)
+            raise CompileError(f"{name} needs a global or shared array", loc)
         dtype = array.dtype
-        check_atomic(op, dtype, f"atomic_{op}", loc)
+        check_atomic(op, dtype, name, loc)
         index = args[1].value if isinstance(args[1], Static) and isinstance(args[1].value, tuple) \
             else (args[1],)
         indices = tr.indices_for(array, [(i, loc) for i in index], loc)
@@ -433,6 +438,8 @@ HANDLERS = {
                                                lambda loc, scope=scope: N.Fence(loc, scope))
        for suffix, scope in FENCES.items()},
     **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},
+    "tile.atomic_cas": _atomic("cas", "tile.atomic_cas"),
+    "tile.atomic_xchg": _atomic("exch", "tile.atomic_xchg"),
     "builtin.int": _conversion(T.int64, "int"),
     "builtin.float": _float,
     "builtin.bool": lambda tr, args, kwargs, loc: _bool(args, loc),

@@ -26,7 +26,7 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError, UndefinedName, UnsupportedConstruct
 from ..ir import nodes as N
-from . import bindings, tiles
+from . import bindings, locks, tiles
 from .bindings import Conflict, Retry, VarBinding
 from .expressions import BIN_OPS, Expressions
 from .flow import ControlFlow
@@ -423,8 +423,11 @@ class Translator(ControlFlow, Expressions):
             self.unsupported(node, "this `with` statement")
         ctx = node.items[0].context_expr
         callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
+        if isinstance(callee, Static) and getattr(callee.value, "__vg_intrinsic__", None) == "tile.lock":
+            return locks.translate(self, ctx, node.body, loc)
         if not (isinstance(callee, Static) and callee.value is lang.unsafe) or ctx.args:
-            raise CompileError("the only `with` in kernels is `with vg.unsafe():`", loc)
+            raise CompileError("the only `with` statements in kernels are `with vg.unsafe():` and "
+                               "`with tile.lock(locks, index):`", loc)
         if bindings.site(loc) not in map(bindings.site, self.unit.unsafe):  # once, though
             self.unit.unsafe.append(loc)  # translated in both arms of a selecting `if`
         self.emit(N.Unsafe(loc, self.nested(node.body)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import nodes as N
 from . import tiles as X
+from .locks import Locked
 from ..simt import warp_size
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
@@ -140,6 +141,9 @@ def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
             return [f"{indent}print({parts}, sep={s.sep!r}, end={s.end!r}){at}"]
         case N.Unsafe():
             return [f"{indent}unsafe:{at}"] + _block(s.body, inner)
+        case Locked():
+            index = ", ".join(format_expr(i) for i in s.indices)
+            return [f"{indent}lock {s.locks.name}[{index}]:{at}"] + _block(s.body, inner)
     raise TypeError(f"cannot print {type(s).__name__}")
 
 

@@ -16,7 +16,9 @@ by the tile's layout, so two statements that touch one element may do it from tw
 threads; the lowering (`tile.ordering`) puts a barrier between them unless both access it
 from the same thread. A pair left out of `pairs` is proven never to meet in one block:
 it costs nothing. Atomics are not ordered against each other (they commute, as between
-blocks), and an atomic beside a plain access is refused, as the docs promise (VG204).
+blocks), and a tile atomic beside a plain access is refused, as the docs promise (VG204);
+a one-element atomic (`tile.atomic_cas`, `tile.atomic_xchg`) runs once for the block, so
+beside a plain access it is ordered as a store is.
 
 Guarantees: sound. A pair is left out only on the solver's "unsat" (the same block ids,
 each access with its own lanes, loop counters and loaded values: a superset of what one
@@ -89,7 +91,8 @@ def block_meets(trace, budget: int) -> Meets:
                     meet = outcome.status != "unsat"
                 if not meet:
                     continue
-                if "atomic" not in kinds or a.unsafe or b.unsafe or a.node == b.node:
+                if "atomic" not in kinds or a.unsafe or b.unsafe or a.node == b.node \
+                        or _once_per_block(a, b):
                     pairs.add(key)
                 elif outcome.status == "sat":
                     errors.append(_mixed_error(a, b, outcome))
@@ -97,6 +100,15 @@ def block_meets(trace, budget: int) -> Meets:
                     errors.append(unproven_error(a, b, outcome.reason, "the statements of one block",
                                                  HINT_MIXED.format(array=a.array)))
     return Meets(frozenset(pairs), errors, queries)
+
+
+def _once_per_block(a, b) -> bool:
+    """Whether the atomic of the pair is a one-element one (`tile.atomic_cas`,
+    `tile.atomic_xchg`): it runs once for the block, in the block's program order (its
+    lowering takes the block's order with every thread, then lets thread 0 run it), so
+    beside a plain access it is ordered as a store would be."""
+    atomic = a if a.kind == "atomic" else b
+    return atomic.op == "" and atomic.shape == ()
 
 
 def _unrolled(p, space):

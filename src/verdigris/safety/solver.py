@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import budgets, order
+from . import budgets, locks, order
 from .algebra import (INF, MAX_ELEMENTS, MAX_EXTENT, Poly, Space, formula_atoms, generic, per_thread,
                       rename_formula)
 from .trace import Access
@@ -97,6 +97,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
             facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2")) for n in differ]))
     else:
         facts.append(order.unordered(enc, a, b, space, apart))
+        facts += locks.exclusion(enc, a, b)  # blocks holding one lock element are ordered
     turns = [_turns(enc, x, y) for x, y in zip(ia, ib)]
     result, solver = _decide_by_turns(enc, facts, turns, budget)
     if result == z3.sat and enc.extents and not Found(solver.model()).true(z3.And(*enc.extents)):

@@ -70,6 +70,7 @@ from typing import NamedTuple
 from .. import types as T
 from ..errors import Loc
 from ..ir import nodes as N
+from ..ir.locks import Locked
 from ..simt import warp_size
 from . import barriers, invariants, tickets
 from .algebra import (FALSE, TRUE, Atom, Poly, Space, compare, conj, disj, dtype_range,
@@ -524,6 +525,11 @@ class _Thread(Wrapping, Loops):
         self.block(s.body)
         self.unsafe -= 1
 
+    def s_locked(self, s: Locked):
+        self.eval(s.acquire)
+        self.block(s.body)
+        self.eval(s.release)
+
     def s_print(self, s: N.Print):
         """A print only reads, and what it shows decides nothing: its loads are no part of the
         race proofs (as if in `vg.unsafe()`); their bounds are proven or checked as any."""
@@ -549,4 +555,5 @@ _STMT = {N.Assign: _Thread.s_assign, N.Store: _Thread.s_store, N.If: _Thread.s_i
          N.For: _Thread.s_for, N.While: _Thread.s_while, N.Break: _Thread.s_break,
          N.Continue: _Thread.s_continue, N.Region: _Thread.s_region, N.Exit: _Thread.s_exit,
          N.Unsafe: _Thread.s_unsafe, N.LocalAlloc: _Thread.s_nothing,
-         N.Barrier: _Thread.s_barrier, N.Fence: _Thread.s_nothing, N.Print: _Thread.s_print}
+         N.Barrier: _Thread.s_barrier, N.Fence: _Thread.s_nothing, N.Print: _Thread.s_print,
+         Locked: _Thread.s_locked}

@@ -21,7 +21,11 @@ distinct blocks must not touch one element of a global array with at least one p
   (loaded, gathered, carried by a loop) is VG205, never a pass. int32 index arithmetic
   wraps as the hardware's does (`symbolic`): blocks that meet only through a wrap-around
   are a race, named as such, with a hint to widen the index. Accesses inside
-  `with vg.unsafe():` are neither proven nor reported.
+  `with vg.unsafe():` are neither proven nor reported;
+- two accesses inside `with tile.lock(...)` of one lock array are ordered between blocks
+  where the lock indices are equal (`locks.exclusion`: the query asks for indices that
+  differ); a race found where a lock is held says which (`locks.held_apart`), and the races
+  of a kernel that spins on `tile.atomic_cas` by hand point to `tile.lock`.
 Within one block, `blockorder` finds the pairs of statements that may meet (the facts'
 `block_meets`, which the lowering orders) and refuses a tile atomic beside a plain access
 that may meet it (VG204).
@@ -40,7 +44,7 @@ import itertools
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
-from . import blockorder, fastpath, injective, solver
+from . import blockorder, fastpath, injective, locks, solver
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_hint, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -89,7 +93,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe:
             by_array.setdefault(access.array, []).append(access)
-    fast = 0
+    fast, errors = 0, []
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -104,11 +108,12 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
                                          budget)
                 if outcome.status == "sat" and outcome.unknowns:
-                    analysis.errors.append(_data_error(a, b, outcome))
+                    errors.append(_data_error(a, b, outcome))
                 elif outcome.status == "sat":
-                    analysis.errors.append(_race_error(code, a, b, outcome))
+                    errors.append(_race_error(code, a, b, outcome))
                 elif outcome.status == "unknown":
-                    analysis.errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
+                    errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
+    analysis.errors += locks.with_lock_hint(errors, kernel)
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
     analysis.errors += meets.errors
     analysis.solver_queries += meets.queries
@@ -255,19 +260,21 @@ def _race_error(code: str, a: TileAccess, b: TileAccess, outcome) -> SafetyError
         (m, bm), (p, bp) = ((a, b1), (b, b2)) if a.kind == "atomic" else ((b, b2), (a, b1))
         what = f"{bm} updates {element} atomically while {bp} {_VERBS[p.kind]} it without an atomic"
         loc, other = p, m
+    what += locks.held_apart(a, b)
     hows = [_through(x, outcome.element, ids) for x, ids in ((a, ids1), (b, ids2))]
     if hows[0] and hows[0] == hows[1] and a.op in _THROUGH:
         what += f" (both {_through(a, outcome.element, ids1, both=True)})"
     elif any(hows):
         what += f" ({' and '.join(f'{n} {h}' for n, h in zip((b1, b2), hows) if h)})"
-    return _error(code, loc, other, what, outcome)
+    return _error(code, loc, other, what, outcome, locks.hint(a, b))
 
 
-def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome) -> SafetyError:
+def _error(code: str, at: TileAccess, other: TileAccess, what: str, outcome,
+           hint: str = "") -> SafetyError:
     line = other.loc.line
     where = f"; the other access is at line {line}" if line != at.loc.line else ""
     message = f"{CODES[code].title}: {what}{wrap_note(outcome)} ({_situation(outcome)}){where}"
-    hint = HINTS[wrap_hint(outcome) or code]
+    hint = HINTS[wrap_hint(outcome)] if wrap_hint(outcome) else hint or HINTS[code]
     return SafetyError(message, at.loc, hint.format(array=at.array), code)
 
 

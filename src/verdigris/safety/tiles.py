@@ -30,6 +30,8 @@ arbitrary iteration, `vg.unsafe()`), with a block as the thread:
   gather or scatter touches its index tiles' values (those inside the array: the same bound
   is a gather's padding and a `skip_out_of_bounds` scatter's skip); a scalar load or store
   is a tile of one element.
+- An access inside `with tile.lock(locks, index):` keeps the lock element held around it
+  (`TileAccess.locks`: the lock array and the index, evaluated where the block takes it).
 - Each access keeps a `View` where one is known: tile indices and a tile shape such that
   every element it touches lies in that tile. Loads, stores, tile atomics and scalar accesses
   have one; a gather or scatter has one when its index along each axis is `E*t + lane`
@@ -44,6 +46,7 @@ from .. import types as T
 from ..frontend import walk
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..ir.locks import Locked
 from ..frontend.access_nodes import ACCESSING
 from .solver import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, compare, conj, dtype_range
@@ -73,6 +76,7 @@ class TileAccess(Access):
     lanes: tuple = ()  # the lane atoms of the tile's shape (the positions of its elements)
     node: int = 0  # id() of the IR node that makes it (what the lowering orders, `blockorder`)
     loops: tuple = ()  # the counters of the loops around it
+    locks: tuple = ()  # the lock elements held around it: (lock array, index Polys) (`locks`)
 
 
 @dataclass(eq=False)
@@ -121,6 +125,7 @@ class _Block(_Thread):
 
     elementwise = None  # the shape of the TileMap whose scalar rule is running, if any
     node = None  # the innermost node that accesses memory, being executed
+    held: tuple = ()  # the lock elements held, around the statement being executed
 
     def eval(self, e: N.Expr):
         handler = _TILE_EXPR.get(type(e))
@@ -368,9 +373,18 @@ class _Block(_Thread):
             self.accesses.append(TileAccess(array.name, kind, elements, self.pc, loc,
                                             self.unsafe > 0, op, shape, view,
                                             lane_atoms(self.space, shape), id(self.node),
-                                            self.counters()))
+                                            self.counters(), self.held))
 
     # ---------------------------------------------------------------- tile statements
+
+    def s_locked(self, s: Locked):
+        """A critical section: its accesses name the lock element the block holds."""
+        self.eval(s.acquire)
+        outer = self.held
+        self.held = outer + ((s.locks.name, self.indices(s.indices)),)
+        self.block(s.body)
+        self.held = outer
+        self.eval(s.release)
 
     def s_tile_store(self, s: X.TileStore):
         self.eval(s.value)
@@ -415,4 +429,4 @@ _TILE_EXPR = {X.TileVar: _Block.t_var, X.TileMap: _Block.t_map, _Given: _Block.t
               X.Rand: _Block.t_opaque}
 
 _TILE_STMT = {X.TileStore: _Block.s_tile_store, X.TileAtomic: _Block.s_tile_atomic,
-              X.Scatter: _Block.s_scatter}
+              X.Scatter: _Block.s_scatter, Locked: _Block.s_locked}

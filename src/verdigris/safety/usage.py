@@ -43,20 +43,20 @@ class Usage:
     rank: int = 1
     int_elements: bool = False  # its elements are used as indices
     int_scalar: bool = False  # used as an index, a bound or an integer operand
-    ticket_counter: bool = False  # a `block_ticket` counter: int32, as the docs pass one
+    int32_elements: bool = False  # a `block_ticket` counter or `tile.lock`'s locks: int32
 
     def merge(self, other: "Usage") -> None:
         self.array |= other.array
         self.rank = max(self.rank, other.rank)
         self.int_elements |= other.int_elements
         self.int_scalar |= other.int_scalar
-        self.ticket_counter |= other.ticket_counter
+        self.int32_elements |= other.int32_elements
 
     def spec(self, element: T.DType | None = None):
         """The type to specialize on; `element`: the array's element type where its launch
         states it."""
         if self.array:
-            default = T.int32 if self.ticket_counter else T.int64 if self.int_elements else T.float32
+            default = T.int32 if self.int32_elements else T.int64 if self.int_elements else T.float32
             return N.ArrayType(element or default, self.rank, "global", True, True)
         return T.int64 if self.int_scalar else T.float32
 
@@ -109,6 +109,8 @@ def _index_positions(tree):
             yield from node.args
         elif isinstance(node, ast.Call) and (_callee(node) or "").startswith("atomic_"):
             yield from node.args[1:2]
+        elif isinstance(node, ast.Call) and _callee(node) == "lock":
+            yield from node.args[1:2]  # the lock element's index
         elif isinstance(node, ast.Call) and _callee(node) == "rand":
             yield from node.args[:1]  # the seed
         elif isinstance(node, ast.Call) and _callee(node) in TILE_ARRAY_CALLS:
@@ -204,9 +206,9 @@ def _call_usage(node: ast.Call, src, usage: dict, flows: dict, seen: frozenset) 
                          node.args[position] if len(node.args) > position else None)
             if isinstance(index, ast.Tuple):
                 usage[first.id].rank = max(usage[first.id].rank, len(index.elts))
-    if name == "block_ticket" and isinstance(first, ast.Name) and first.id in usage:
-        usage[first.id].array = usage[first.id].int_elements = True  # a counter of tickets
-        usage[first.id].ticket_counter = True
+    if name in ("block_ticket", "lock") and isinstance(first, ast.Name) and first.id in usage:
+        usage[first.id].array = usage[first.id].int_elements = True  # tickets' counter, or locks
+        usage[first.id].int32_elements = True
     if not isinstance(node.func, ast.Name):
         return
     found, helper = src.lookup(node.func.id)

@@ -68,6 +68,18 @@ _DOCS = {
     "atomic_min": "atomic_min(array, index, tile): array = minimum(array, tile) at tile index "
                   "`index`, atomically per element (np.minimum.at; a float NaN loses to a number). "
                   "Integers of 32 and 64 bits, float32, float64.",
+    "atomic_cas": "atomic_cas(array, index, compare, value): where the element at `index` (one "
+                  "scalar per axis, counting elements) equals `compare` (bit patterns), store "
+                  "`value`; once for the block, which gets the old value. Acquire and release "
+                  "ordering at GPU scope (Triton's sem='acq_rel'). int32, int64, uint32, "
+                  "uint64, float32, float64.",
+    "atomic_xchg": "atomic_xchg(array, index, value): store `value` at the element `index`; once "
+                   "for the block, which gets the old value. Ordering and dtypes as atomic_cas.",
+    "lock": "lock(locks, index): `with tile.lock(locks, index):` runs its body while the block "
+            "holds lock element `index` of the int32 array `locks` (0: free, before and after "
+            "the launch); blocks holding one element run their bodies one at a time, and the "
+            "race checker orders their accesses. No nesting, no return/break/continue out of "
+            "the body; nothing else may access `locks`.",
     "gather": "gather(array, indices, padding=0, skip_out_of_bounds=True): array[indices[0], "
               "indices[1], ...] per element (one int tile per axis, broadcast together); where "
               "an index lies outside the array (a negative one too), `padding`, nothing read. "

@@ -15,8 +15,10 @@ slices and concatenations in `pieces`,
 sorts in `sorting` (a bitonic network in the operand's layout), data movement between
 layouts in `convert` (shared memory). Scalars and control flow are the SIMT lowering's
 (`codegen.lower`), which this class extends; scalars are uniform over the block, so every
-branch is block-uniform and barriers inside them are safe. Tile variables live in one
-alloca per register (the variable's default layout), which mem2reg promotes.
+branch is block-uniform and barriers inside them are safe. One-element atomics
+(`tile.atomic_cas`, `tile.atomic_xchg`) and critical sections (`tile.lock`) are `locks`'.
+Tile variables live in one alloca per register (the variable's default layout), which
+mem2reg promotes.
 
 A `Print` is one `vprintf` call per block, by its first thread, after every thread has
 computed the values (a reduction needs them all; `codegen.printf`).
@@ -52,8 +54,10 @@ from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..ir.locks import Locked
 from ..types import DType, int32
-from . import convert, flips, indexed, memory, ordering, pieces, prefetch, random, reduce, scan, sorting, varlayout
+from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, random, reduce,
+               scan, sorting, varlayout)
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -378,7 +382,8 @@ class TileLowering(_KernelLowering):
             raise _error("a tile cannot be used as a scalar here", e)
         return reduce.reduce(self, e)
 
-    _EXPR = {**_KernelLowering._EXPR, X.TileReduce: _scalar_reduce}
+    _EXPR = {**_KernelLowering._EXPR, X.TileReduce: _scalar_reduce,
+             N.Atomic: lambda self, e: locks.block_atomic(self, e)}
 
     # ------------------------------------------------------------------ statements
 
@@ -480,7 +485,8 @@ class TileLowering(_KernelLowering):
              X.TileAtomic: _tile_atomic, X.Scatter: lambda self, s: indexed.scatter(self, s),
              N.If: _nested(_if), N.For: _nested(_ordered(_KernelLowering._for)),
              N.While: _nested(_ordered(_KernelLowering._while)), N.Region: _region,
-             N.Print: lambda self, s: printf.emit_print(self, s, "tile")}
+             N.Print: lambda self, s: printf.emit_print(self, s, "tile"),
+             Locked: lambda self, s: locks.locked(self, s)}
 
     # ------------------------------------------------------------------ kernel
 

@@ -4,7 +4,9 @@ Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
 - `decide(kernel, pipelines, warps) -> Specialized | None`;
 - `kernel_region(low, region, spec)`: the kernel body's code (`matmul.MmaLowering`).
 
-When: the kernel's one streamed loop is a statement of the kernel's body itself (not inside
+When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.atomic_cas`,
+`tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), its one
+streamed loop is a statement of the kernel's body itself (not inside
 an `if` or another loop), no `return` comes before it, and its bounds and its streamed
 loads' indices are computed from parameters, block indices and scalars that top-level
 assignments before it compute without reading memory (the producer re-runs those).
@@ -35,6 +37,7 @@ from llvmlite import ir
 from ..codegen.dtypes import I32, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
+from ..ir.locks import Locked
 from . import control, pipeline, ptx
 
 PRODUCER_WARPS = 4
@@ -85,6 +88,8 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
 
     if len(pipelines) != 1 or warps % 4 or len(kernel.body) != 1:
         return None
+    if any(isinstance(n, (Locked, N.Atomic)) for n in walk(kernel.body)):
+        return None  # a lock or a one-element atomic is the whole block's (`locks`)
     region = kernel.body[0]
     p = pipelines[0]
     if not (isinstance(region, N.Region) and region.label == "kernel" and p.loop in region.body):
