@@ -30,7 +30,7 @@ class _Frame:
 
     label: str  # a region's label, or "" for a loop
     counter: str = ""  # a loop's counter atom
-    needs: str = ""  # "block"/"warp": who must leave the loop together ("" : anyone may)
+    needs: str = ""  # "grid"/"block"/"warp": who must leave the loop together ("" : anyone may)
     exact: bool = True
     breaks: list = field(default_factory=list)  # of Path
     continues: list = field(default_factory=list)
@@ -47,9 +47,9 @@ def _loop_info(body) -> tuple:
     "warp" or ""), whether it has no early exit, the variables it assigns)."""
     nodes = list(_walk(body))
     scopes = {n.scope for n in nodes if isinstance(n, N.Barrier)}
-    kinds = frozenset(("block", "warp") if "block" in scopes else ("warp",) if scopes else ())
-    needs = "block" if "block" in scopes else "warp" if scopes or any(
-        isinstance(n, N.WarpOp) and n.collective for n in nodes) else ""
+    widest = next((scope for scope in N.BARRIER_SCOPES if scope in scopes), None)
+    kinds = frozenset(barriers.narrower(widest)) if widest else frozenset()
+    needs = widest or ("warp" if any(isinstance(n, N.WarpOp) and n.collective for n in nodes) else "")
     assigned = tuple(n.name if isinstance(n, N.Assign) else n.var
                      for n in nodes if isinstance(n, (N.Assign, N.For)))
     return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned

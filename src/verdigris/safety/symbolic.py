@@ -495,7 +495,7 @@ class _Thread(Wrapping, Loops):
         self.join([then], start.pc)
 
     def s_barrier(self, s: N.Barrier):
-        self.checkpoint(s.called or ("barrier()" if s.scope == "block" else "syncwarp()"), s.scope, s.loc)
+        self.checkpoint(s.called or f"{N.BARRIER_NAMES[s.scope]}()", s.scope, s.loc)
         iters = tuple(Poly.atom(c) for c in self.counters())
         self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 
@@ -513,7 +513,7 @@ class _Thread(Wrapping, Loops):
             if f.label == s.label:
                 break
             crossed.append(f.needs)
-        needs = "block" if "block" in crossed else "warp" if "warp" in crossed else ""
+        needs = next((scope for scope in N.BARRIER_SCOPES if scope in crossed), "")
         if needs:
             self.checkpoint("return", needs, s.loc)
         self.exits[s.label].append(self.path())
