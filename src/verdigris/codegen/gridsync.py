@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..ir.abi import GRID_COUNTER as COUNTER
 from .dtypes import I32, I64
 from .emitter import Emitter
 
-COUNTER = "vg_grid_arrivals"
 GLOBAL = 1  # NVPTX's address space of global memory
 TOP_BIT = 0x80000000
 
