@@ -174,7 +174,8 @@ class CudaModule:
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated
         self.device = device
-        self.cooperative = cooperative.is_cooperative(image)
+        # the launches of its kernels that call grid_barrier(), in order (else None)
+        self.cooperative = cooperative.Ordering(device) if cooperative.is_cooperative(image) else None
         drv = driver.api()
         error_log = bytearray(_JIT_LOG_BYTES)
         option = drv.CUjit_option
@@ -203,7 +204,7 @@ class CudaKernel:
         self.function = module.function(name)
         self.packer = ArgPacker(abi)
         # a kernel that calls grid_barrier() launches cooperatively, its grid checked
-        self.raw_launch = cooperative.CooperativeLaunch(self) \
+        self.raw_launch = cooperative.CooperativeLaunch(self, module.cooperative) \
             if module.cooperative else driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
 
