@@ -244,3 +244,16 @@ def test_a_grid_barrier_is_cooperative_groups_grid_sync(target):
     assert codegen.assemble(ptx, target, optimize=False)[:4] == b"\x7fELF"
     plain = codegen.compile_to_ptx(built(jacobi_sweeps_racy), target).ptx
     assert "vg_grid_arrivals" not in plain
+
+
+def test_one_thread_debugged_passes_its_grid_barriers(rng):
+    a, b = plate(rng, 37, 45)
+    before = a.copy()
+    jacobi_sweeps.debug[grid_for(a.shape), BLOCK](a, b, 2, block_id=(1, 2), thread_id=(3, 4))
+    i, j = 2 * BLOCK[1] + 4, 1 * BLOCK[0] + 3  # its element; nobody else wrote b (poisoned)
+    assert np.isnan(b[1:-1, 1:-1]).sum() == 35 * 43 - 1
+    neighbours = before[[i - 1, i + 1, i, i], [j, j, j - 1, j + 1]].astype(np.float64)
+    np.testing.assert_allclose(b[i, j], 0.25 * neighbours.sum(), rtol=1e-6)
+    assert np.isnan(a[i, j])  # from b's poisoned neighbours
+    a[i, j] = before[i, j]
+    np.testing.assert_array_equal(a, before)
