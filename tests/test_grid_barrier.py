@@ -126,6 +126,16 @@ def test_a_grid_stride_loop_between_grid_barriers_covers_any_grid(rng):
     np.testing.assert_allclose(b, ref_b, rtol=1e-5, atol=1e-5)
 
 
+def test_the_cpu_backend_refuses_a_grid_no_gpu_holds_at_once(rng):
+    a = rng.standard_normal(1000).astype(np.float32)
+    before = a.copy()
+    with pytest.raises(vg.LaunchError) as info:
+        rod_sweeps[8193, 64](a, a.copy(), 1)  # 524352 threads
+    assert "grid has 524352 threads, more than any GPU holds at once (524288)" in str(info.value)
+    np.testing.assert_array_equal(a, before)
+    rod_sweeps[8192, 64](a, np.full_like(a, np.nan), 0)  # the most
+
+
 def specialized(kernel, shape=(37, 45), block=BLOCK):
     a = np.zeros(shape, np.float32)
     return kernel.specialize(a, a.copy(), 3, block=block)

@@ -45,6 +45,9 @@ from .shadow import Shadow
 
 CHUNK_LANES = 1 << 16
 MAX_SHARED_BYTES = 227 * 1024  # shared memory of one block on the largest GPUs (sm_90)
+# threads that any GPU holds at once (2048 per multiprocessor, fewer than 256 of them): a
+# kernel that calls grid_barrier() runs no larger grid there, nor here
+MAX_RESIDENT_THREADS = 2048 * 256
 
 
 Observer = Callable[[Access], None]
@@ -600,6 +603,12 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *, shared_bytes: int = 
     grid, block = _dims(grid), _dims(block)
     if prod(grid) == 0 or prod(block) == 0:
         return
+    if kernel.cooperative and prod(grid) * prod(block) > MAX_RESIDENT_THREADS:
+        raise LaunchError(f"kernel {kernel.name}: grid_barrier() needs every block of the grid "
+                          f"running at once, but the grid has {prod(grid) * prod(block)} threads, "
+                          f"more than any GPU holds at once ({MAX_RESIDENT_THREADS})",
+                          hint="launch fewer blocks and let each thread loop over several "
+                               "elements (a grid-stride loop)")
     shared = program.shared_shapes(shared_bytes, kernel.name)
     epochs = program.barriers or bool(shared)
     launch = _Launch(kernel.name, grid, block, memory, scalars, None, program.n_slots, shared,
