@@ -221,6 +221,99 @@ def test_a_grid_barrier_some_threads_may_skip_is_refused(kernel, marker):
     assert_points_at(err, marker, __file__)
 
 
+@simt.kernel
+def trips_per_thread(x, out):
+    i = simt.global_id(0)
+    for _ in range(simt.thread_id(0) % 2 + 1):
+        simt.grid_barrier()  # per-thread trips
+    out[i] = x[i]
+
+
+@simt.kernel
+def break_per_block(x, out):
+    i = simt.global_id(0)
+    for r in range(4):
+        if simt.block_id(0) == r:
+            break  # per-block break
+        simt.grid_barrier()
+    out[i] = x[i]
+
+
+@pytest.mark.parametrize("kernel, marker", [(trips_per_thread, "# per-thread trips"),
+                                            (break_per_block, "# per-block break")])
+def test_a_loop_around_a_grid_barrier_must_run_alike_in_the_whole_grid(kernel, marker):
+    x = np.zeros(256, np.float32)
+    with pytest.raises(vg.SafetyError) as info:
+        kernel[2, 128](x, x.copy())
+    assert info.value.code == "VG210" and "grid_barrier()" in str(info.value), str(info.value)
+    assert_points_at(info.value, marker, __file__)
+
+
+@simt.kernel
+def grid_barriers_that_may_not_run(a, out, rounds):
+    i = simt.global_id(0)
+    if i < a.shape[0]:
+        a[i] = 1.0
+    for _ in range(rounds):
+        simt.grid_barrier()
+    if i + 1 < a.shape[0]:
+        out[i] = a[i + 1]  # after rounds = 0
+
+
+@simt.kernel
+def block_barrier_after_a_grid_barrier(a, out):
+    i = simt.global_id(0)
+    simt.grid_barrier()
+    if i < a.shape[0]:
+        a[i] = 1.0
+    simt.barrier()
+    if i + 1 < a.shape[0]:
+        out[i] = a[i + 1]  # a block barrier orders one block only
+
+
+@pytest.mark.parametrize("kernel, args, marker", [
+    (grid_barriers_that_may_not_run, (3,), "# after rounds = 0"),
+    (block_barrier_after_a_grid_barrier, (), "# a block barrier orders one block only")])
+def test_what_no_grid_barrier_separates_across_blocks_is_a_race(kernel, args, marker):
+    a = np.zeros(256, np.float32)
+    with pytest.raises(vg.SafetyError) as info:
+        kernel[2, 128](a, a.copy(), *args)
+    err = info.value
+    assert err.code == "VG203" and len(set(_blocks_named(err))) == 2, str(err)
+    assert_points_at(err, marker, __file__)
+
+
+@simt.kernel
+def counts_then_reads(keys, counts, out):
+    """Atomic counts, a grid barrier, plain reads of the counts (a sessionization's first
+    steps): the reads come after every count."""
+    i = simt.global_id(0)
+    if i < keys.shape[0]:
+        simt.atomic_add(counts, keys[i], 1)
+    simt.grid_barrier()
+    if i < keys.shape[0]:
+        out[i] = counts[keys[i]]
+
+
+@simt.kernel
+def counts_and_reads(keys, counts, out):
+    i = simt.global_id(0)
+    if i < keys.shape[0]:
+        simt.atomic_add(counts, keys[i], 1)
+        out[i] = counts[keys[i]]  # while others count
+
+
+def test_atomics_before_a_grid_barrier_are_done_for_plain_reads_after_it(rng):
+    keys = rng.integers(0, 7, 1000).astype(np.int32)
+    counts, out = np.zeros(7, np.int32), np.full(1000, -1, np.int32)
+    counts_then_reads[8, 128](keys, counts, out)
+    np.testing.assert_array_equal(counts, np.bincount(keys, minlength=7))
+    np.testing.assert_array_equal(out, counts[keys])
+    with pytest.raises(vg.SafetyError) as info:
+        counts_and_reads[8, 128](keys, np.zeros(7, np.int32), out)
+    assert info.value.code in ("VG204", "VG205"), str(info.value)
+
+
 def test_the_cpu_backend_stops_at_a_grid_barrier_some_blocks_skip():
     x = np.zeros(256, np.float32)
     ir = built(barrier_of_some_blocks, x.shape, (128,))
