@@ -55,3 +55,17 @@ def test_a_grid_larger_than_the_gpu_holds_at_once_is_refused_and_the_largest_run
     gb.rod_sweeps[most, 64](ga, gbuf, 3)
     np.testing.assert_allclose(np.asarray(ga), ref_a, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(gbuf), ref_b, rtol=1e-5, atol=1e-6)
+
+
+def test_launches_on_two_streams_do_not_share_the_counter_at_once(rng):
+    plates = [gb.plate(rng, 120, 130) for _ in range(4)]
+    wants = [gb.jacobi_reference(a, 25) for a, _ in plates]
+    on_gpu = [(vg.asarray(a), vg.asarray(b)) for a, b in plates]
+    streams = [vg.Stream(), vg.Stream()]
+    for k, (ga, gbuf) in enumerate(on_gpu):  # each launch would fit beside the other
+        gb.jacobi_sweeps[gb.grid_for(plates[k][0].shape), gb.BLOCK](ga, gbuf, 25,
+                                                                    stream=streams[k % 2])
+    vg.synchronize()
+    for (ga, gbuf), (want_a, want_b) in zip(on_gpu, wants):
+        np.testing.assert_allclose(np.asarray(ga), want_a, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(gbuf), want_b, rtol=1e-4, atol=1e-5)
