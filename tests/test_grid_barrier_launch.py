@@ -5,7 +5,6 @@ path and on the generated launcher's (repeated launches), on any stream; a grid 
 blocks than fit at once is refused before anything is enqueued, with both numbers; a kernel
 without one keeps `cuLaunchKernel`. The GPU's own run is tests/gpu/test_grid_barrier_gpu.py."""
 import json
-import textwrap
 
 import pytest
 

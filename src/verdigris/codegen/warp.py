@@ -23,7 +23,8 @@ warp's existing lanes as its member mask: all 32 (a constant) when the block is 
 be a whole number of warps, else the lanes the block's last warp really has (computed
 once per kernel), so a partial last warp neither waits for lanes that do not exist nor
 counts them. `barrier(block)` is `bar.sync 0` (`llvm.nvvm.barrier0`), `barrier(warp)` is
-`bar.warp.sync mask`, `barrier(grid)` is `gridsync`'s; a `Fence` is an LLVM `fence seq_cst` at its scope.
+`bar.warp.sync mask`, `barrier(grid)` is `gridsync`'s; a `Fence` is an LLVM `fence seq_cst`
+at its scope.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ conflict when both are plain writes (VG202), when one is a plain read and the ot
 plain write (VG203), or when one is atomic and the other plain (VG204). Threads of
 different blocks are ordered only by `grid_barrier()`, threads of one block also by
 `barrier()`, lanes of one warp also by `syncwarp()` (GPUVerify's barrier intervals;
-`Access.grid_epoch`, `block_epoch` and `warp_epoch` count the barriers passed). Shared memory belongs to a block: its conflicts
-are VG211 (threads of different warps, no barrier between) and VG212 (lanes of one warp, no
+`Access.grid_epoch`, `block_epoch` and `warp_epoch` count the barriers passed). Shared
+memory belongs to a block: its conflicts are VG211 (threads of different warps, no barrier between) and VG212 (lanes of one warp, no
 syncwarp between: lanes are not in lock step), and a read of an element no thread of the
 block wrote before is VG213. A thread's own accesses never conflict with each other,
 atomics never conflict with atomics, local arrays belong to one thread, and accesses inside
@@ -30,8 +30,8 @@ two recorded threads, each level deciding one question exactly: is there an earl
 of that kind by a thread of another block (never stale), of another warp of this block in
 this block's current interval, of another lane of this warp in the warp's current
 interval? (In a kernel with grid barriers, the first question is asked of the grid's
-current interval.) Two entries of distinct groups (blocks, warps, threads) suffice to name, for any
-thread, one of another group; an entry of an earlier interval is as good as none and is
+current interval.) Two entries of distinct groups (blocks, warps, threads) suffice to name,
+for any thread, one of another group; an entry of an earlier interval is as good as none and is
 replaced. A kernel without barriers needs one level, distinct threads. Shared memory is
 kept per block slot of the chunk (entries of the slot's earlier blocks are stale by owner).
 Every check and update is a NumPy gather or scatter over the access's lanes, through a
@@ -86,7 +86,7 @@ class _Who:
 
     def __init__(self, groups: dict, epochs: dict):
         self.groups = groups  # "thread" | "warp" | "block" | "grid" -> ids per lane
-        self.epochs = epochs  # "warp" | "block" | "grid" -> epoch per lane (the group's barrier count)
+        self.epochs = epochs  # "warp" | "block" | "grid" -> epoch per lane (its barrier count)
 
     def take(self, lanes) -> "_Who":
         return _Who({k: v[lanes] for k, v in self.groups.items()},
@@ -95,8 +95,8 @@ class _Who:
 
 class _Level:
     """Up to two recorded threads per element, of distinct `group`s. With an `owner`
-    ("grid", "block" or "warp"), an entry counts only for threads of its owner while the owner's
-    epoch is the one it was recorded in."""
+    ("grid", "block" or "warp"), an entry counts only for threads of its owner while the
+    owner's epoch is the one it was recorded in."""
 
     def __init__(self, shadow: "Shadow", size: int, group: str, owner: str | None = None):
         self.shadow, self.group, self.owner = shadow, group, owner

@@ -14,8 +14,8 @@ as a launch of that one thread would), whose element accesses are bounds checked
 kernel (an index outside the shape, a negative one included, raises `vg.BoundsError`);
 `local.array`, `shared.array` (one per declaring line) and `shared.dynamic` as zeroed
 NumPy arrays that only this thread writes; atomics done on the spot; `barrier()`,
-`syncwarp()`, `grid_barrier()` and fences as no-ops (nobody else runs); `print` and `vg.math` as on the
-host. Warp operations and `block_ticket` need the other threads: calling one raises
+`syncwarp()`, `grid_barrier()` and fences as no-ops (nobody else runs); `print` and
+`vg.math` as on the host. Warp operations and `block_ticket` need the other threads: calling one raises
 `vg.LaunchError` saying so.
 
 Guarantees: nothing is compiled, proven or checked for races here (use a launch for

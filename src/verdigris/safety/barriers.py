@@ -4,7 +4,8 @@ Takes: what the executor (`symbolic`) sees along a path: the barriers it passes,
 it joins, the loops it enters and leaves. Gives: *epochs*, per kind ("grid":
 grid_barrier(), "block": grid_barrier() and barrier(), "warp": all three and syncwarp()),
 a tuple of `Alt`s: the barrier this thread passed last, with the iteration of each loop
-around that barrier and the condition under which it was that one; `resolve` turns them into plain alternatives once the whole kernel has run.
+around that barrier and the condition under which it was that one; `resolve` turns them
+into plain alternatives once the whole kernel has run.
 
 Why it is enough (GPUVerify's barrier intervals): once every barrier is proven uniform
 (`diverge`), all threads of a block pass the same sequence of barrier instances, so two of

@@ -6,8 +6,8 @@ Takes: a `symbolic.Trace` (its `Checkpoint`s: barriers, warp operations, and `br
 `return`s that leave loops containing them, each with its path condition and the loops
 around it). Gives: `check(trace, budget) -> (errors, solver queries)`: a `SafetyError`
 VG210 (grid or block) or VG214 (warp) for each checkpoint two threads of the grid (of one
-block, of one warp) may disagree on: one reaches it, the other does not, at the same iteration of the loops around
-it. The error names both threads, and the condition that splits them, at its source line.
+block, of one warp) may disagree on: one reaches it, the other does not, at the same
+iteration of the loops around it. The error names both threads, and the condition that splits them, at its source line.
 
 Partial warps: in a block whose thread count is not a multiple of 32, the last warp has
 fewer lanes. Votes, matches, reductions and syncwarp() name only the lanes it has
@@ -145,13 +145,14 @@ def _split(point, trace, budget: int):
     _, threads, sizes, launch = situation_of(model, enc, space, ids)
     culprit = _culprit(point.pc, trace.origins, enc, model)
     outcome = Outcome("sat", threads, (), sizes, launch)
-    return diagnose.divergence_error(code, _subject(point), point.loc, culprit and _condition(culprit), outcome,
-                                     point.scope)
+    return diagnose.divergence_error(code, _subject(point), point.loc,
+                                     culprit and _condition(culprit), outcome, point.scope)
 
 
 def _subject(point) -> str:
     if point.what in ("break", "return"):
-        barrier = f"{N.BARRIER_NAMES[point.scope]}()" + (" or a warp operation" if point.scope == "warp" else "")
+        barrier = f"{N.BARRIER_NAMES[point.scope]}()" + \
+            (" or a warp operation" if point.scope == "warp" else "")
         return f"this `{point.what}` (it leaves a loop with {barrier} inside)"
     return point.what
 
