@@ -153,6 +153,7 @@ class Loops:
                 cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
             # and this iteration's own progressions (a while loop's `t < rows * cols`)
             invariants.refine(cond, fresh | self.progressions_of(counter), self.space)
+            exit_cond = cond
             if kinds:
                 trips = self.trip_count(runs, exact, label, surely)
                 if exact and span is not None:
@@ -183,6 +184,11 @@ class Loops:
             assumed = found
         if kinds:
             self.loop_ends[counter] = barriers.Loop(len(self.counters()), outer.epochs, back.epochs)
+            if exact and trips.value is None and self.scopes.of(exit_cond) == "launch":
+                # every thread leaves at the same iteration (of the loops around): the trip
+                # count is the launch's, which a grid barrier's divergence proof needs
+                name = next(iter(trips.atoms()))
+                self.space.scopes[name] = ("launch", self.space.scopes[name][1])
         leaving = meet(self.scopes.of(cond), *(self.scopes.of(relative(b.pc, base)) for b in frame.breaks))
         self.pc, self.env = outer.pc, dict(outer.env)
         if kinds:

@@ -9,7 +9,7 @@ atom belongs to. Gives:
   `join` (the strongest), `at_least(s, need)`;
 - `Scopes(space).of(value)`: the scope a value (polynomial, formula, `Opaque` float) provably
   has, read off its atoms (and `thread_id(0) < 32*m`, warp-uniform in blocks of whole-warp
-  rows). Loop counters count as uniform: every uniformity question
+  rows). Loop counters count as uniform over the launch: every uniformity question
   compares two threads at the same iteration of the loops around the point it asks about;
 - `equalities(enc, space, together)`: the facts scopes give a z3 query about two threads of
   one block: an atom of scope "block" is equal for both when they are at the same iteration
@@ -70,7 +70,7 @@ class Scopes:
         known = self.memo.get(name)
         if known is None:
             entry, atom = self.space.scopes.get(name), self.space.atoms[name]
-            known = entry[0] if entry is not None else "block" if atom.kind == "counter" else \
+            known = entry[0] if entry is not None else "launch" if atom.kind == "counter" else \
                 "warp" if self.whole_warps(atom) else \
                 meet(*map(self.of, atom.definition)) if atom.kind in _DERIVED else "thread"
             self.memo[name] = known
