@@ -314,6 +314,58 @@ def test_atomics_before_a_grid_barrier_are_done_for_plain_reads_after_it(rng):
     assert info.value.code in ("VG204", "VG205"), str(info.value)
 
 
+@simt.kernel
+def handoff(x, out):
+    i = simt.global_id(0)
+    if i == 0:
+        out[0] = x[0]
+    simt.grid_barrier()
+    if i == 200:
+        out[0] = out[0] + x[1]
+
+
+@simt.kernel
+def handoff_racy(x, out):
+    i = simt.global_id(0)
+    if i == 0:
+        out[0] = x[0]
+    simt.barrier()
+    if i == 200:
+        out[0] = out[0] + x[1]  # block barrier only
+
+
+@simt.kernel
+def shift_left_each_round(a, rounds):
+    """Each round every element takes its right neighbour's value (the last keeps its own):
+    all reads of a round, a grid barrier, all writes, a grid barrier."""
+    i = simt.global_id(0)
+    for _ in range(rounds):
+        v = a[i]
+        if i + 1 < a.shape[0]:
+            v = a[i + 1]
+        simt.grid_barrier()
+        a[i] = v
+        simt.grid_barrier()
+
+
+def test_one_thread_hands_a_value_to_a_thread_of_another_block(rng):
+    x = rng.standard_normal(256).astype(np.float32)
+    out = np.full(4, np.nan, np.float32)
+    handoff[2, 128](x, out)
+    assert out[0] == x[0] + x[1] and np.isnan(out[1:]).all()
+    with pytest.raises(vg.SafetyError) as info:
+        handoff_racy[2, 128](x, out)
+    assert info.value.code == "VG202" and len(set(_blocks_named(info.value))) == 2
+    assert_points_at(info.value, "# block barrier only", __file__)
+
+
+def test_reads_and_writes_of_one_array_in_turn_between_grid_barriers(rng):
+    a = rng.standard_normal(256).astype(np.float32)
+    want = np.concatenate([a[3:], np.repeat(a[-1], 3)])
+    shift_left_each_round[2, 128](a, 3)
+    np.testing.assert_array_equal(a, want)
+
+
 def test_the_cpu_backend_stops_at_a_grid_barrier_some_blocks_skip():
     x = np.zeros(256, np.float32)
     ir = built(barrier_of_some_blocks, x.shape, (128,))
