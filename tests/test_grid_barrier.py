@@ -328,10 +328,10 @@ def handoff(x, out):
 def handoff_racy(x, out):
     i = simt.global_id(0)
     if i == 0:
-        out[0] = x[0]
+        out[0] = x[0]  # before a block barrier only
     simt.barrier()
     if i == 200:
-        out[0] = out[0] + x[1]  # block barrier only
+        out[0] = out[0] + x[1]
 
 
 @simt.kernel
@@ -356,7 +356,7 @@ def test_one_thread_hands_a_value_to_a_thread_of_another_block(rng):
     with pytest.raises(vg.SafetyError) as info:
         handoff_racy[2, 128](x, out)
     assert info.value.code == "VG202" and len(set(_blocks_named(info.value))) == 2
-    assert_points_at(info.value, "# block barrier only", __file__)
+    assert_points_at(info.value, "# before a block barrier only", __file__)
 
 
 def test_reads_and_writes_of_one_array_in_turn_between_grid_barriers(rng):
