@@ -18,8 +18,8 @@ their leader has seen every block arrive and hands them what it acquired.
 Guarantees: given that every block of the grid is resident at once (the runtime launches a
 kernel that calls it cooperatively and refuses a grid larger than the occupancy allows),
 no thread passes a grid barrier before every thread of the grid reached it, and global
-writes before it are visible to every thread after it. Two launches of one module that run
-at the same time share the counter: the runtime does not overlap them (one stream).
+writes before it are visible to every thread after it. Launches of one module share the
+counter: the runtime never overlaps them (`runtime.cooperative`).
 """
 from __future__ import annotations
 
