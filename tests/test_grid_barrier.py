@@ -200,17 +200,38 @@ def barrier_in_a_loop_per_block(x, out):
 
 
 @simt.kernel
-def barrier_under_a_loaded_value(x, out):
+def barrier_under_a_value_loaded_per_block(x, out):
     i = simt.global_id(0)
-    if x[0] > 0:
+    if x[simt.block_id(0)] > 0:
         simt.grid_barrier()  # loaded condition
+    out[i] = x[i]
+
+
+@simt.kernel
+def barrier_under_a_value_from_shared_memory(x, out):
+    i = simt.global_id(0)
+    first = simt.shared.array(1, vg.float32)
+    if simt.thread_id(0) == 0:
+        first[0] = x[0]
+    simt.barrier()
+    if first[0] > 0:
+        simt.grid_barrier()  # shared condition
+    out[i] = x[i]
+
+
+@simt.kernel
+def barrier_under_one_value_for_the_grid(x, out):
+    i = simt.global_id(0)
+    if x[0] > 0:  # x[0] is one value for every thread: nothing writes it
+        simt.grid_barrier()
     out[i] = x[i]
 
 
 @pytest.mark.parametrize("kernel, marker", [
     (barrier_of_some_blocks, "# some blocks"), (barrier_after_some_returned, "# after a return"),
     (barrier_in_a_loop_per_block, "# per-block trips"),
-    (barrier_under_a_loaded_value, "# loaded condition")])
+    (barrier_under_a_value_loaded_per_block, "# loaded condition"),
+    (barrier_under_a_value_from_shared_memory, "# shared condition")])
 def test_a_grid_barrier_some_threads_may_skip_is_refused(kernel, marker):
     x = np.zeros(256, np.float32)
     with pytest.raises(vg.SafetyError) as info:
@@ -237,6 +258,79 @@ def break_per_block(x, out):
             break  # per-block break
         simt.grid_barrier()
     out[i] = x[i]
+
+
+def test_a_grid_barrier_under_one_loaded_value_for_the_whole_grid_is_proven(rng):
+    x = rng.standard_normal(256).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    barrier_under_one_value_for_the_grid[2, 128](x, out)
+    np.testing.assert_array_equal(out, x)
+
+
+@simt.kernel
+def relax_until_still(a, b, diff, still, tol, most):
+    """Laplace's iterations on a rod until no point moves by `tol` (at most `most` sweeps):
+    thread 0 finds the largest move and says whether to stop, for everyone to read."""
+    i = simt.global_id(0)
+    n = a.shape[0]
+    inside = 0 < i < n - 1
+    for _ in range(most):
+        if inside:
+            b[i] = 0.5 * (a[i - 1] + a[i + 1])
+            diff[i] = abs(b[i] - a[i])
+        simt.grid_barrier()
+        if i == 0:
+            largest = vg.float32(0.0)
+            for j in range(1, n - 1):
+                largest = max(largest, diff[j])
+            still[0] = 1 if largest < tol else 0
+        simt.grid_barrier()
+        if still[0] != 0:
+            break
+        if inside:
+            a[i] = b[i]
+        simt.grid_barrier()
+
+
+@simt.kernel
+def relax_until_a_block_says(a, b, most):
+    i = simt.global_id(0)
+    inside = 0 < i < a.shape[0] - 1
+    flag = simt.shared.array(1, vg.int32)
+    for _ in range(most):
+        if inside:
+            b[i] = 0.5 * (a[i - 1] + a[i + 1])
+        if simt.thread_id(0) == 0:
+            flag[0] = simt.block_id(0)
+        simt.barrier()
+        if flag[0] != 0:
+            break  # per-block flag
+        simt.grid_barrier()
+
+
+def test_iterations_until_convergence_stop_together(rng):
+    n, tol = 20, np.float32(1e-2)  # about 300 sweeps, on two blocks of 16 threads
+    a = rng.standard_normal(n).astype(np.float32)
+    b, diff = np.full_like(a, np.nan), np.zeros_like(a)
+    b[[0, -1]] = a[[0, -1]]
+    want, sweeps = a.copy(), 0
+    while sweeps < 1000:  # the reference: the kernel's float32 steps, so its very decisions
+        sweeps += 1
+        nxt = want.copy()
+        nxt[1:-1] = np.float32(0.5) * (want[:-2] + want[2:])
+        if np.abs(nxt - want)[1:-1].max() < tol:
+            break
+        want = nxt
+    assert 100 < sweeps < 1000
+    still = np.zeros(1, np.int32)
+    relax_until_still[2, 16](a, b, diff, still, tol, 1000)
+    assert still[0] == 1
+    np.testing.assert_array_equal(a, want)
+    np.testing.assert_array_equal(b[1:-1], nxt[1:-1])
+    with pytest.raises(vg.SafetyError) as info:
+        relax_until_a_block_says[2, 16](a, b, 10)
+    assert info.value.code == "VG210"
+    assert_points_at(info.value, "# per-block flag", __file__)
 
 
 @pytest.mark.parametrize("kernel, marker", [(trips_per_thread, "# per-thread trips"),

@@ -184,7 +184,9 @@ class Loops:
             assumed = found
         if kinds:
             self.loop_ends[counter] = barriers.Loop(len(self.counters()), outer.epochs, back.epochs)
-            if exact and trips.value is None and self.scopes.of(exit_cond) == "launch":
+            leaves = [exit_cond] + [relative(b.pc, base) for b in frame.breaks]
+            if trips.value is None and not any(isinstance(n, N.Exit) for n in _walk(body)) \
+                    and all(self.scopes.of(c) == "launch" for c in leaves):
                 # every thread leaves at the same iteration (of the loops around): the trip
                 # count is the launch's, which a grid barrier's divergence proof needs
                 name = next(iter(trips.atoms()))

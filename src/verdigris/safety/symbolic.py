@@ -340,7 +340,10 @@ class _Thread(Wrapping, Loops):
         name = e.array.name
         mine = e.array.type.space == "local" or name in self.racy_arrays or \
             (self.unsafe > 0 and name in self.written_arrays)
-        return self.scoped(e.dtype, f"{name}[...]", *indices, scope="thread" if mine else "")
+        # (a global element is one value for the whole grid, in one grid barrier interval, by
+        # the same argument; each block has its own shared array)
+        scope = "thread" if mine else "block" if e.array.type.space == "shared" else ""
+        return self.scoped(e.dtype, f"{name}[...]", *indices, scope=scope)
 
     def table(self, values: tuple, index: Poly, name: str) -> Poly:
         """`values[index]` of a tuple constant: a `table` atom the solver knows entry by

@@ -18,7 +18,9 @@ atom belongs to. Gives:
 
 Why values are uniform (the executor's rules): block ids, sizes and parameters are; a value
 loaded at a uniform index is (threads that read one element in one barrier interval read the
-same value, or the kernel has a race the checker reports), unless a write may change it with
+same value, or the kernel has a race the checker reports; over the launch for a global
+array, where two blocks' reads in one grid barrier interval race with any write between
+them, over the block for a shared one), unless a write may change it with
 no race reported: loads of local arrays, of arrays atomics write or that are written inside
 `vg.unsafe()`, and loads inside `vg.unsafe()` of any array the kernel writes are per-thread,
 as are atomics' results; ballot/any/all, and shfl_idx
@@ -56,8 +58,10 @@ def at_least(scope: str, need: str) -> bool:
 
 
 def cap(scope: str) -> str:
-    """The strongest scope a per-thread atom may have (it is renamed per thread)."""
-    return meet(scope, "block")
+    """The strongest scope a per-thread atom may have (it is renamed per thread): any, since
+    what differs between blocks says so itself (block ids, tickets and shared memory loads
+    are "block")."""
+    return scope
 
 
 class Scopes:
