@@ -261,7 +261,9 @@ EXPLANATIONS = {
     "VG210": Explanation(
         rule="""barrier() must be reached by all threads of a block or by none: it may not
             sit under a condition that differs between threads of one block (a thread
-            index, a bounds guard, data), nor inside a loop whose trip count does.""",
+            index, a bounds guard, data), nor inside a loop whose trip count does. The
+            same holds of grid_barrier() for all threads of the grid: its condition may
+            not differ between blocks either (a block id, shared memory).""",
         why="""A barrier waits for every thread of the block. If some never arrive, the
             block hangs or, on newer GPUs, the barrier silently stops ordering anything,
             and the shared-memory accesses it was meant to separate race.""",
