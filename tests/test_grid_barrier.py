@@ -5,10 +5,14 @@ barrier, the other way round) give the float64 reference's values on the cpu bac
 the race checker proves them race-free across blocks; each racy twin is refused with two
 threads of different blocks named: no grid barrier at all, or only one of the two a sweep
 needs. A grid barrier some threads of the grid may skip (under a condition on the block,
-in a loop whose trip count differs between blocks, after a `return` of some threads) is
-refused (VG210) at its line, and the cpu backend stops at one it meets that way. The code
-is cooperative groups' grid sync (ptxas on sm_80 and sm_90a); the GPU's cooperative launch
-and co-residency check are in tests/gpu/test_grid_barrier_gpu.py.
+on shared memory or on a value loaded per block, in a loop whose trip count differs
+between blocks, after a `return` of some threads) is refused (VG210) at its line, and the
+cpu backend stops at one it meets that way; one under a value loaded for the whole grid is
+proven, so iterations until a flag says the values are still stop together. Values pass
+between blocks across a grid barrier (atomic counts read plainly, one thread's store read
+by another block's thread). The code is cooperative groups' grid sync (ptxas on sm_80 and
+sm_90a); the cooperative launch path is in test_grid_barrier_launch.py (fake driver), the
+GPU's run in tests/gpu/test_grid_barrier_gpu.py.
 """
 from __future__ import annotations
 
