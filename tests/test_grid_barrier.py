@@ -313,7 +313,7 @@ def relax_until_a_block_says(a, b, most):
 
 
 def test_iterations_until_convergence_stop_together(rng):
-    n, tol = 20, np.float32(1e-2)  # about 300 sweeps, on two blocks of 16 threads
+    n, tol = 20, np.float32(1e-2)  # 36 to 393 sweeps (2000 seeds), on two blocks of 16 threads
     a = rng.standard_normal(n).astype(np.float32)
     b, diff = np.full_like(a, np.nan), np.zeros_like(a)
     b[[0, -1]] = a[[0, -1]]
@@ -325,7 +325,7 @@ def test_iterations_until_convergence_stop_together(rng):
         if np.abs(nxt - want)[1:-1].max() < tol:
             break
         want = nxt
-    assert 100 < sweeps < 1000
+    assert 10 < sweeps < 1000
     still = np.zeros(1, np.int32)
     relax_until_still[2, 16](a, b, diff, still, tol, 1000)
     assert still[0] == 1
