@@ -64,7 +64,7 @@ class Launch(ctypes.Structure):
     _fields_ = [("count", ctypes.c_longlong), ("function", ctypes.c_void_p),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p), ("device", ctypes.c_int),
-                ("params", ctypes.POINTER(ctypes.c_void_p))]
+                ("params", ctypes.POINTER(ctypes.c_void_p)), ("cooperative", ctypes.c_int)]
 
 
 def _library():

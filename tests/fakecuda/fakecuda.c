@@ -51,6 +51,7 @@ typedef struct {
     void *stream;
     int device;  /* the device of the context it ran in */
     void **params;
+    int cooperative;  /* through cuLaunchCooperativeKernel */
 } Launch;
 
 static Launch last;
@@ -318,6 +319,21 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
     last.stream = stream;
     last.device = ctx->device;
     last.params = params;
+    last.cooperative = 0;
+    return OK;
+}
+CUresult cuLaunchCooperativeKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
+                                   unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                   void *stream, void **params) {
+    CUresult result = cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
+    if (result == OK) last.cooperative = 1;
+    return result;
+}
+/* As a GPU of 2048 threads per multiprocessor, at most 32 blocks, whatever the kernel uses. */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *function, int threads,
+                                                     size_t shared) {
+    (void)function; (void)shared;
+    *blocks = threads > 0 ? (2048 / threads < 32 ? 2048 / threads : 32) : 0;
     return OK;
 }
 

@@ -5,7 +5,8 @@ atomic-index cases, 2-D races), Faial's examples (SAXPY reading `y[i+1]`, plain 
 on one array, loop off-by-one), Descend's error examples (every thread writing one element,
 in-place reversal, computed indices `thread*2 % 5`), the index-map table of
 race-safety.md §4.3 (`i % 32`, `i // 2`, `r*W + c` without or with an off-by-one column
-guard, grid-stride steps), and the in-place saxpy, stencil and transpose bugs.
+guard, grid-stride steps), the in-place saxpy, stencil and transpose bugs, and sweeps
+that need a grid barrier between reads and writes of one array.
 
 `Pair.make(rng)` gives `(grid, block, args, kwargs)` with NumPy arrays (outputs poisoned or
 holding the start values the kernel accumulates into); the same arguments serve both
@@ -509,6 +510,65 @@ def stencil_reference(args):
     return {1: want}
 
 
+@simt.kernel
+def stencil_grid_synced(x, out):  # every read of the sweep, a grid barrier, then the writes
+    i = simt.global_id(0)
+    inside = 0 < i < x.shape[0] - 1
+    mean = vg.float32(0.0)
+    if inside:
+        mean = (x[i - 1] + x[i] + x[i + 1]) / 3.0
+    simt.grid_barrier()
+    if inside:
+        x[i] = mean
+
+
+def stencil_in_place_reference(args):
+    x = args[0].astype(np.float64)
+    x[1:-1] = (x[:-2] + x[1:-1] + x[2:]) / 3.0
+    return {0: x}
+
+
+SWEEPS = 3  # Laplace's iterations on a rod: b from a, then a from b
+
+
+@simt.kernel
+def sweeps_one_grid_barrier(a, b):  # a sweep writes a while the next one reads it
+    i = simt.global_id(0)
+    for _ in range(SWEEPS):
+        if 0 < i < a.shape[0] - 1:
+            b[i] = 0.5 * (a[i - 1] + a[i + 1])
+        simt.grid_barrier()
+        if 0 < i < a.shape[0] - 1:
+            a[i] = 0.5 * (b[i - 1] + b[i + 1])
+
+
+@simt.kernel
+def sweeps_two_grid_barriers(a, b):
+    i = simt.global_id(0)
+    for _ in range(SWEEPS):
+        if 0 < i < a.shape[0] - 1:
+            b[i] = 0.5 * (a[i - 1] + a[i + 1])
+        simt.grid_barrier()
+        if 0 < i < a.shape[0] - 1:
+            a[i] = 0.5 * (b[i - 1] + b[i + 1])
+        simt.grid_barrier()
+
+
+def sweeps_setup(rng):
+    a = _f32(rng)
+    b = _poison()
+    b[[0, -1]] = a[[0, -1]]
+    return (vg.cdiv(N, BLOCK),), (BLOCK,), (a, b), {}
+
+
+def sweeps_reference(args):
+    a, b = args[0].astype(np.float64), args[1].astype(np.float64)
+    for _ in range(SWEEPS):
+        b[1:-1] = 0.5 * (a[:-2] + a[2:])
+        a[1:-1] = 0.5 * (b[:-2] + b[2:])
+    return {0: a, 1: b}
+
+
 def saxpy_setup(rng):
     return (vg.cdiv(N, BLOCK),), (BLOCK,), (1.5, _f32(rng), _f32(rng, N + 1)), {}
 
@@ -750,6 +810,10 @@ PAIRS = [
          reverse_reference),
     Pair("in-place 3-point stencil", stencil_in_place, stencil, "VG203", inplace_setup,
          stencil_reference),
+    Pair("in-place 3-point stencil, grid barrier between reads and writes", stencil_in_place,
+         stencil_grid_synced, "VG203", inplace_setup, stencil_in_place_reference),
+    Pair("Laplace's iterations, one grid barrier per sweep", sweeps_one_grid_barrier,
+         sweeps_two_grid_barriers, "VG203", sweeps_setup, sweeps_reference),
     Pair("saxpy reading y[i+1]", saxpy_neighbour, saxpy, "VG203", saxpy_setup, saxpy_reference),
     Pair("read of a neighbour's output", read_neighbours_output, read_neighbours_input, "VG203",
          neighbour_setup, neighbour_reference),

@@ -23,7 +23,8 @@ warp's existing lanes as its member mask: all 32 (a constant) when the block is 
 be a whole number of warps, else the lanes the block's last warp really has (computed
 once per kernel), so a partial last warp neither waits for lanes that do not exist nor
 counts them. `barrier(block)` is `bar.sync 0` (`llvm.nvvm.barrier0`), `barrier(warp)` is
-`bar.warp.sync mask`; a `Fence` is an LLVM `fence seq_cst` at its scope.
+`bar.warp.sync mask`, `barrier(grid)` is `gridsync`'s; a `Fence` is an LLVM `fence seq_cst`
+at its scope.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from llvmlite import ir
 
 from ..ir import nodes as N
 from ..simt import warp_size as WARP_SIZE
-from . import arith, mathlib
+from . import arith, gridsync, mathlib
 from .dtypes import DOUBLE, FLOAT, I1, I32, I64
 from .emitter import Emitter
 
@@ -176,7 +177,9 @@ def fence(em: Emitter, scope: str) -> None:
 
 
 def barrier(em: Emitter, scope: str, mask: ir.Value) -> None:
-    if scope == "block":
+    if scope == "grid":
+        gridsync.grid_barrier(em)
+    elif scope == "block":
         em.call("llvm.nvvm.barrier0", ir.VoidType())
     else:
         em.call("llvm.nvvm.bar.warp.sync", ir.VoidType(), mask)

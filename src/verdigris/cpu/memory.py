@@ -47,6 +47,8 @@ class Access:
     # barriers the lane's block has passed, and how many barriers or syncwarps its warp has.
     block_epoch: Optional[np.ndarray] = None
     warp_epoch: Optional[np.ndarray] = None
+    # in a kernel that calls grid_barrier() (else None): how many the grid has passed
+    grid_epoch: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -180,5 +182,6 @@ def _observed(fr, mem: Memory, index: list, mask: np.ndarray, site: Site) -> Acc
         flat = flat * extent + active(i)
     epochs = (None, None) if fr.block_epoch is None else \
         (active(fr.block_epoch[fr.block_slot]), active(fr.warp_epoch[fr.lane_warp]))
+    grid_epoch = None if fr.grid_epoch is None else np.broadcast_to(fr.grid_epoch, flat.shape)
     return Access(mem.name, mem.space, flat, active(fr.lane_block), active(fr.lane_thread),
-                  site.is_write, site.loc, site.atomic, site.unsafe, *epochs)
+                  site.is_write, site.loc, site.atomic, site.unsafe, *epochs, grid_epoch)

@@ -10,10 +10,10 @@ touches memory.
 Guarantees: two accesses of one element by two distinct threads that nothing orders
 conflict when both are plain writes (VG202), when one is a plain read and the other a
 plain write (VG203), or when one is atomic and the other plain (VG204). Threads of
-different blocks are never ordered. Threads of one block are ordered by `barrier()`, lanes
-of one warp also by `syncwarp()` (GPUVerify's barrier intervals; `Access.block_epoch` and
-`warp_epoch` count the barriers passed). Shared memory belongs to a block: its conflicts
-are VG211 (threads of different warps, no barrier between) and VG212 (lanes of one warp, no
+different blocks are ordered only by `grid_barrier()`, threads of one block also by
+`barrier()`, lanes of one warp also by `syncwarp()` (GPUVerify's barrier intervals;
+`Access.grid_epoch`, `block_epoch` and `warp_epoch` count the barriers passed). Shared
+memory belongs to a block: its conflicts are VG211 (threads of different warps, no barrier between) and VG212 (lanes of one warp, no
 syncwarp between: lanes are not in lock step), and a read of an element no thread of the
 block wrote before is VG213. A thread's own accesses never conflict with each other,
 atomics never conflict with atomics, local arrays belong to one thread, and accesses inside
@@ -29,8 +29,9 @@ How: per element and kind of access (plain write, plain read, atomic), `_Level`s
 two recorded threads, each level deciding one question exactly: is there an earlier access
 of that kind by a thread of another block (never stale), of another warp of this block in
 this block's current interval, of another lane of this warp in the warp's current
-interval? Two entries of distinct groups (blocks, warps, threads) suffice to name, for any
-thread, one of another group; an entry of an earlier interval is as good as none and is
+interval? (In a kernel with grid barriers, the first question is asked of the grid's
+current interval.) Two entries of distinct groups (blocks, warps, threads) suffice to name,
+for any thread, one of another group; an entry of an earlier interval is as good as none and is
 replaced. A kernel without barriers needs one level, distinct threads. Shared memory is
 kept per block slot of the chunk (entries of the slot's earlier blocks are stale by owner).
 Every check and update is a NumPy gather or scatter over the access's lanes, through a
@@ -84,8 +85,8 @@ class _Who:
     """The threads of an access's active lanes: their groups and epochs."""
 
     def __init__(self, groups: dict, epochs: dict):
-        self.groups = groups  # "thread" | "warp" | "block" -> ids per lane
-        self.epochs = epochs  # "warp" | "block" -> epoch per lane (the group's barrier count)
+        self.groups = groups  # "thread" | "warp" | "block" | "grid" -> ids per lane
+        self.epochs = epochs  # "warp" | "block" | "grid" -> epoch per lane (its barrier count)
 
     def take(self, lanes) -> "_Who":
         return _Who({k: v[lanes] for k, v in self.groups.items()},
@@ -94,8 +95,8 @@ class _Who:
 
 class _Level:
     """Up to two recorded threads per element, of distinct `group`s. With an `owner`
-    ("block" or "warp"), an entry counts only for threads of its owner while the owner's
-    epoch is the one it was recorded in."""
+    ("grid", "block" or "warp"), an entry counts only for threads of its owner while the
+    owner's epoch is the one it was recorded in."""
 
     def __init__(self, shadow: "Shadow", size: int, group: str, owner: str | None = None):
         self.shadow, self.group, self.owner = shadow, group, owner
@@ -178,6 +179,7 @@ _CONFLICTS = {
 # The levels of global memory (without barriers: one) and of shared memory; for shared
 # memory, what a plain conflict found at a level is.
 _GLOBAL_LEVELS = (("block", None), ("warp", "block"), ("thread", "warp"))
+_GRID_LEVELS = (("block", "grid"),) + _GLOBAL_LEVELS[1:]  # a kernel with grid barriers
 _SHARED_LEVELS = (("warp", "block"), ("thread", "warp"))
 _SHARED_CODES = {"warp": ("VG211", " with no barrier() between them"),
                  "thread": ("VG212", " with no syncwarp() between them: the lanes of a warp "
@@ -196,7 +198,7 @@ class Shadow:
     """The race detector of one launch; call it with each `Access`."""
 
     def __init__(self, grid: tuple, block: tuple, shapes: dict, shared: dict | None = None,
-                 blocks_per_chunk: int = 1, ordered: bool = False):
+                 blocks_per_chunk: int = 1, ordered: bool = False, grid_ordered: bool = False):
         self.grid, self.block = grid, block
         self.threads = prod(block)
         self.warps_per_block = -(-self.threads // WARP_SIZE)
@@ -205,7 +207,7 @@ class Shadow:
         self.shapes = {**shapes, **shared}
         self.ids = np.int32 if prod(grid) * self.threads < 2 ** 31 else np.int64
         self.slots = blocks_per_chunk
-        levels = _GLOBAL_LEVELS if ordered else (("thread", None),)
+        levels = _GRID_LEVELS if grid_ordered else _GLOBAL_LEVELS if ordered else (("thread", None),)
         self.levels = {name: {kind: [_Level(self, prod(shape), *level) for level in levels]
                               for kind in _CONFLICTS} for name, shape in shapes.items()}
         self.levels.update({name: {kind: [_Level(self, blocks_per_chunk * prod(shape), *level)
@@ -215,9 +217,12 @@ class Shadow:
                         for name, shape in shared.items()}
 
     def group(self, tids: np.ndarray, kind: str) -> np.ndarray:
-        """The block, warp (global: block * warps per block + warp) or thread of thread ids."""
+        """The grid (0), block, warp (global: block * warps per block + warp) or thread of
+        thread ids."""
         if kind == "thread":
             return tids
+        if kind == "grid":
+            return np.zeros_like(tids)
         blocks = tids // self.threads
         if kind == "block":
             return blocks
@@ -235,7 +240,9 @@ class Shadow:
             return
         epochs = {} if access.block_epoch is None else \
             {"block": access.block_epoch, "warp": access.warp_epoch}
-        who = _Who({k: self.group(tid, k) for k in ("thread", "warp", "block")}, epochs)
+        if access.grid_epoch is not None:
+            epochs["grid"] = access.grid_epoch
+        who = _Who({k: self.group(tid, k) for k in ("thread", "warp", "block", "grid")}, epochs)
         at = _elements(flat)
         kind = "atomic" if access.atomic else "write" if access.is_write else "read"
         levels = self.levels[access.array]

@@ -9,7 +9,9 @@ by part of a block or warp, see `warp`); `Access` (from `memory`), what an obser
 memory accesses sees.
 
 How: the IR is compiled once per kernel into Python closures. Whole blocks run together as
-one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order). A
+one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order; the
+whole grid at once for a kernel that calls `grid_barrier()`, so that it is a point every
+thread of the grid passes together). A
 statement takes the mask of lanes executing it and returns the mask of lanes that fall
 through to the next one; lanes that `break`, `continue` or `exit` wait in their loop's or
 region's slot and rejoin where the IR says. Expressions are evaluated on all lanes (masked
@@ -43,6 +45,9 @@ from .shadow import Shadow
 
 CHUNK_LANES = 1 << 16
 MAX_SHARED_BYTES = 227 * 1024  # shared memory of one block on the largest GPUs (sm_90)
+# threads that any GPU holds at once (2048 per multiprocessor, fewer than 256 of them): a
+# kernel that calls grid_barrier() runs no larger grid there, nor here
+MAX_RESIDENT_THREADS = 2048 * 256
 
 
 Observer = Callable[[Access], None]
@@ -82,6 +87,8 @@ class _Frame:
         # Barrier epochs per block and per warp, where shadow memory needs them.
         self.block_epoch = np.zeros(n_blocks, np.int64) if launch.epochs else None
         self.warp_epoch = np.zeros(len(self.warps.starts), np.int64) if launch.epochs else None
+        # grid barriers passed (a cooperative kernel's chunk is the whole grid), else None
+        self.grid_epoch = np.zeros(1, np.int64) if launch.whole_grid else None
 
     def describe(self, lane: int) -> str:
         """'block (bx, by, bz) thread (tx, ty, tz)' of a lane, for messages."""
@@ -103,10 +110,12 @@ class _Launch:
     n_slots: int
     shared: list  # (ArrayRef, shape) of each shared array
     epochs: bool  # whether accesses carry barrier epochs (the kernel has barriers or shared memory)
+    whole_grid: bool  # one chunk of every block (the kernel calls grid_barrier())
 
     def __post_init__(self):
         self.threads, self.n_blocks = prod(self.block), prod(self.grid)
-        self.blocks_per_chunk = min(self.n_blocks, max(1, CHUNK_LANES // self.threads))
+        self.blocks_per_chunk = self.n_blocks if self.whole_grid else \
+            min(self.n_blocks, max(1, CHUNK_LANES // self.threads))
         lanes = self.blocks_per_chunk * self.threads
         self.lane = np.arange(lanes, dtype=np.int64)
         self.lane_thread = self.lane % self.threads
@@ -594,13 +603,19 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *, shared_bytes: int = 
     grid, block = _dims(grid), _dims(block)
     if prod(grid) == 0 or prod(block) == 0:
         return
+    if kernel.cooperative and prod(grid) * prod(block) > MAX_RESIDENT_THREADS:
+        raise LaunchError(f"kernel {kernel.name}: grid_barrier() needs every block of the grid "
+                          f"running at once, but the grid has {prod(grid) * prod(block)} threads, "
+                          f"more than any GPU holds at once ({MAX_RESIDENT_THREADS})",
+                          hint="launch fewer blocks and let each thread loop over several "
+                               "elements (a grid-stride loop)")
     shared = program.shared_shapes(shared_bytes, kernel.name)
     epochs = program.barriers or bool(shared)
     launch = _Launch(kernel.name, grid, block, memory, scalars, None, program.n_slots, shared,
-                     epochs)
+                     epochs, kernel.cooperative)
     shadow = Shadow(grid, block, {name: mem.shape for name, mem in memory.items()},
                     {ref.name: shape for ref, shape in shared}, launch.blocks_per_chunk,
-                    ordered=program.barriers)
+                    ordered=program.barriers, grid_ordered=kernel.cooperative)
     launch.observer = shadow if observer is None else _both(observer, shadow)
     with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
         for first in range(0, launch.n_blocks, launch.blocks_per_chunk):

@@ -185,7 +185,28 @@ OPERATIONS = {**dict.fromkeys(N.SHUFFLES, shuffle), **dict.fromkeys(N.VOTES, vot
               **dict.fromkeys(N.REDUCTIONS, reduce)}
 
 
+def _check_grid(fr, mask: np.ndarray, loc) -> None:
+    """Raises unless every thread of the grid (the frame of a cooperative kernel) arrived."""
+    if mask.all() or not mask.any():
+        return
+    came, missed = int(mask.argmax()), int((~mask).argmax())
+    raise DivergenceError(
+        f"barrier divergence: {fr.describe(came)} reached grid_barrier(), but "
+        f"{fr.describe(missed)} did not (it returned, left a loop or took another branch; "
+        "observed while running on the cpu backend)", loc,
+        hint="every thread of the grid must reach grid_barrier(): keep it out of conditions "
+             "and loops that differ between threads or blocks (guard the memory accesses "
+             "instead)", code="VG210")
+
+
 def barrier(fr, scope: str, mask: np.ndarray, loc) -> None:
+    if scope == "grid":
+        _check_grid(fr, mask, loc)
+        if fr.block_epoch is not None and mask.any():
+            fr.grid_epoch += 1
+            fr.block_epoch += 1
+            fr.warp_epoch += 1
+        return
     if scope == "warp":
         _check_warps(fr, mask, scope, loc)
         if fr.warp_epoch is not None:

@@ -1,7 +1,8 @@
 """Jacobi iteration for Laplace's equation on a 2-D grid: each block loads its tile of the
 grid with a one-cell halo into shared memory, then every interior point becomes the mean
 of its four neighbours; boundary points keep their values. Sweeps alternate between two
-arrays."""
+arrays, one launch per sweep; `jacobi_sweeps` does them all in one launch, with a grid
+barrier between a sweep's writes and the next sweep's reads."""
 import numpy as np
 
 import verdigris as vg
@@ -44,6 +45,31 @@ def sweeps(u, steps: int, tx: int = 32, ty: int = 8):
     return a
 
 
+@simt.kernel
+def jacobi_sweeps(u, spare, steps):
+    """`steps` sweeps in one launch, from u into spare and back (spare's edges must hold
+    u's); the last sweep is in u if `steps` is even, else in spare. One thread per point."""
+    y, x = simt.global_id(1), simt.global_id(0)
+    inside = 0 < y < u.shape[0] - 1 and 0 < x < u.shape[1] - 1
+    for _ in range(steps // 2):
+        if inside:
+            spare[y, x] = 0.25 * (u[y - 1, x] + u[y + 1, x] + u[y, x - 1] + u[y, x + 1])
+        simt.grid_barrier()  # every point of the sweep written before the next reads it
+        if inside:
+            u[y, x] = 0.25 * (spare[y - 1, x] + spare[y + 1, x] + spare[y, x - 1] + spare[y, x + 1])
+        simt.grid_barrier()
+    if steps % 2 == 1 and inside:
+        spare[y, x] = 0.25 * (u[y - 1, x] + u[y + 1, x] + u[y, x - 1] + u[y, x + 1])
+
+
+def sweeps_in_one_launch(u, steps: int, tx: int = 32, ty: int = 8):
+    """The same as `sweeps`, in one cooperative launch (the grid must fit on the GPU at
+    once: a plate of up to about a million points on an H100)."""
+    spare = vg.asarray(np.array(np.asarray(u)))  # a copy: its edges are u's
+    jacobi_sweeps[(vg.cdiv(u.shape[1], tx), vg.cdiv(u.shape[0], ty)), (tx, ty)](u, spare, steps)
+    return spare if steps % 2 else u
+
+
 def reference(u: np.ndarray, steps: int) -> np.ndarray:
     u = u.astype(np.float64)
     for _ in range(steps):
@@ -60,9 +86,14 @@ def check(rng, steps=6):
     for shape, tx, ty in (((123, 301), 32, 8), ((40, 33), 16, 4)):
         u = rng.random(shape, dtype=np.float32)
         want = reference(u, steps)
-        got = sweeps(vg.asarray(u), steps, tx, ty)
+        got = sweeps(vg.asarray(u.copy()), steps, tx, ty)  # (it overwrites its argument)
         results.append(Result(f"{steps} Jacobi sweeps on {shape[0]}x{shape[1]}, tiles of "
                               f"{tx}x{ty}", np.asarray(got), want, 1e-5))
+        for odd in (0, 1):
+            got = sweeps_in_one_launch(vg.asarray(u.copy()), steps + odd, tx, ty)
+            results.append(Result(f"{steps + odd} Jacobi sweeps on {shape[0]}x{shape[1]} in one "
+                                  f"launch, blocks of {tx}x{ty}", np.asarray(got),
+                                  reference(u, steps + odd), 1e-5))
     return results
 
 

@@ -130,7 +130,9 @@ def _translate(src, track: str, specs: dict, unit: Unit) -> N.Kernel:
     return N.Kernel(src.name, track, params,
                     {k: v for k, v in unit.types.items() if k in variables and k not in scalars},
                     body, src.loc(src.tree), frozenset(writes), frozenset(reads),
-                    list(unit.unsafe), block=unit.block, assumptions=list(unit.assumptions))
+                    list(unit.unsafe), block=unit.block, assumptions=list(unit.assumptions),
+                    cooperative=any(isinstance(n, N.Barrier) and n.scope == "grid"
+                                    for n in walk(body)))
 
 
 READ_NODES = (N.Load, X.TileLoad, X.Gather)

@@ -428,6 +428,7 @@ HANDLERS = {
     "simt.shared.dynamic": _dynamic_shared,
     "simt.barrier": _statement("barrier", lambda loc: N.Barrier(loc, "block")),
     "simt.syncwarp": _statement("syncwarp", lambda loc: N.Barrier(loc, "warp")),
+    "simt.grid_barrier": _statement("grid_barrier", lambda loc: N.Barrier(loc, "grid")),
     "simt.block_ticket": _block_ticket,
     **{f"simt.{op}": _shuffle(op) for op in N.SHUFFLES},
     **{f"simt.{op}": _vote(op) for op in N.VOTES},

@@ -43,3 +43,8 @@ def abi_params(kernel: Kernel) -> list[AbiParam]:
         elif p.kind == "scalar":
             out.append(AbiParam(p.name, "scalar", -1, p.dtype))
     return out
+
+
+# The module-global arrival counter of `grid_barrier()` (`codegen.gridsync`): a module that
+# has it holds a kernel the runtime must launch cooperatively (`runtime.cooperative`).
+GRID_COUNTER = "vg_grid_arrivals"

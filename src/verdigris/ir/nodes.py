@@ -392,14 +392,18 @@ class LocalAlloc(Stmt):
     array: ArrayRef
 
 
-BARRIER_SCOPES = ("block", "warp")
+BARRIER_SCOPES = ("grid", "block", "warp")  # widest first
+BARRIER_NAMES = {"grid": "grid_barrier", "block": "barrier", "warp": "syncwarp"}  # simt.<name>()
 
 
 @dataclass(eq=False)
 class Barrier(Stmt):
     """`simt.barrier()` (scope "block": every thread of the block waits for all the others,
     and their shared and global writes before it are visible to all after it) or
-    `simt.syncwarp()` (scope "warp": the same for the 32 lanes of the warp)."""
+    `simt.syncwarp()` (scope "warp": the same for the 32 lanes of the warp) or
+    `simt.grid_barrier()` (scope "grid": every thread of the grid waits for all the others,
+    and their global writes before it are visible to all after it; the kernel is launched
+    cooperatively, see `is_cooperative`)."""
 
     scope: str
     called: str = ""  # the intrinsic the user called, where it is not barrier()/syncwarp()
@@ -502,6 +506,9 @@ class Kernel:
     # `min_blocks_per_sm`, CUDA's `__launch_bounds__`): ptxas holds registers to that.
     min_blocks_per_sm: Optional[int] = None
     assumptions: list = field(default_factory=list)  # of Assumption, in source order
+    # The body calls `grid_barrier()`: it runs only as a cooperative launch whose grid fits
+    # on the GPU at once (the runtime checks the grid against the occupancy).
+    cooperative: bool = False
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

@@ -133,7 +133,7 @@ def _stmt_lines(s: N.Stmt, indent: str) -> list[str]:
                 else f"{s.array.type.space} {s.array.dtype.name}[dynamic]"
             return [f"{indent}{s.array.name} = alloc {kind}{at}"]
         case N.Barrier():
-            return [f"{indent}{'barrier' if s.scope == 'block' else 'syncwarp'}(){at}"]
+            return [f"{indent}{N.BARRIER_NAMES[s.scope]}(){at}"]
         case N.Fence():
             return [f"{indent}fence.{s.scope}(){at}"]
         case N.Print():

@@ -14,8 +14,8 @@ as a launch of that one thread would), whose element accesses are bounds checked
 kernel (an index outside the shape, a negative one included, raises `vg.BoundsError`);
 `local.array`, `shared.array` (one per declaring line) and `shared.dynamic` as zeroed
 NumPy arrays that only this thread writes; atomics done on the spot; `barrier()`,
-`syncwarp()` and fences as no-ops (nobody else runs); `print` and `vg.math` as on the
-host. Warp operations and `block_ticket` need the other threads: calling one raises
+`syncwarp()`, `grid_barrier()` and fences as no-ops (nobody else runs); `print` and
+`vg.math` as on the host. Warp operations and `block_ticket` need the other threads: calling one raises
 `vg.LaunchError` saying so.
 
 Guarantees: nothing is compiled, proven or checked for races here (use a launch for
@@ -155,6 +155,7 @@ class DebugLaunch:
             "simt.shared.dynamic": lambda dtype: np.zeros(shared_bytes // np.dtype(_numpy(dtype)).itemsize,
                                                           _numpy(dtype)).view(CheckedArray),
             "simt.barrier": lambda: None, "simt.syncwarp": lambda: None,
+            "simt.grid_barrier": lambda: None,
             "vg.assume": lambda condition: None,
             **{f"simt.threadfence{suffix}": (lambda: None) for suffix in ("", "_block", "_system")},
             **{f"simt.atomic_{op}": _atomic(op) for op in N.ATOMIC_OPS},

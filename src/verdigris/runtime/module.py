@@ -11,7 +11,9 @@ Guarantees:
 - Per specialization, the argument layout is computed once: one 8-byte slot per ABI param,
   written by a single `struct.pack_into` into a per-thread buffer, plus a constant array of
   `void*` pointing at the slots. A launch is: pack, then `cuLaunchKernel` with that array's
-  address (the cheapest of cuda-bindings' calling conventions: no per-launch allocation).
+  address (the cheapest of cuda-bindings' calling conventions: no per-launch allocation);
+  `cuLaunchCooperativeKernel` for a kernel that calls `grid_barrier()` (`cooperative`:
+  its grid checked against the occupancy first).
 - `values` are in ABI order: device addresses (int) for `ptr`, ints for shape/stride, and
   the scalar's Python/NumPy value for scalars (bfloat16 and fp8 scalars are rounded to
   nearest even from a float). A value that does not fit its slot raises LaunchError naming
@@ -31,7 +33,7 @@ import numpy as np
 
 from .. import types as T
 from ..errors import BackendError, LaunchError
-from . import driver
+from . import cooperative, driver
 
 _SLOT = 8  # bytes per argument slot: every ABI value is at most 8 bytes
 _JIT_LOG_BYTES = 1 << 16
@@ -172,6 +174,8 @@ class CudaModule:
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated
         self.device = device
+        # the launches of its kernels that call grid_barrier(), in order (else None)
+        self.cooperative = cooperative.Ordering(device) if cooperative.is_cooperative(image) else None
         drv = driver.api()
         error_log = bytearray(_JIT_LOG_BYTES)
         option = drv.CUjit_option
@@ -199,7 +203,9 @@ class CudaKernel:
         self.device = module.device
         self.function = module.function(name)
         self.packer = ArgPacker(abi)
-        self.raw_launch = driver.api().cuLaunchKernel
+        # a kernel that calls grid_barrier() launches cooperatively, its grid checked
+        self.raw_launch = cooperative.CooperativeLaunch(self, module.cooperative) \
+            if module.cooperative else driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:

@@ -11,8 +11,8 @@ Takes: a specialized `ir.Kernel`. Gives:
 
 The rule (GPUVerify's two-thread reduction): two distinct threads that nothing orders race
 iff they may touch the same element of one global array with at least one plain write
-(VG202 write/write, VG203 read/write). Threads of different blocks are never ordered;
-threads of one block are ordered by barrier(), lanes of one warp also by syncwarp()
+(VG202 write/write, VG203 read/write). Threads of different blocks are ordered only by
+grid_barrier(); threads of one block also by barrier(), lanes of one warp also by syncwarp()
 (`order`, `barriers`). Atomics never race with atomics; an atomic and a plain access that
 may meet is VG204. A pair the checker cannot decide is VG205, never a pass: a solver
 timeout, or a collision that needs values the checker cannot see (indices computed from

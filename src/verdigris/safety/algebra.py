@@ -250,7 +250,7 @@ class Space:
     counter: int = 0
     static_shapes: dict = field(default_factory=dict)  # shared array -> shape (None: dynamic)
     scopes: dict = field(default_factory=dict)  # per-thread atom -> (scope, loop counters)
-    barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("block", "warp")
+    barriers: frozenset = frozenset()  # the scopes of the kernel's barriers ("grid", "block", "warp")
     tickets: dict = field(default_factory=dict)  # ticket atom -> its counter (`block_ticket`)
     claims: dict = field(default_factory=dict)  # claim atom -> (counter, indices, memory, step) (`tickets`)
     made: dict = field(default_factory=dict)  # (kind, definition) -> its atom (`defined`)

@@ -1,10 +1,11 @@
 """Barrier intervals: which barrier each access may come after, for the two-thread queries.
 
 Takes: what the executor (`symbolic`) sees along a path: the barriers it passes, the paths
-it joins, the loops it enters and leaves. Gives: *epochs*, per kind ("block": barrier(),
-"warp": barrier() and syncwarp()), a tuple of `Alt`s: the barrier this thread passed last,
-with the iteration of each loop around that barrier and the condition under which it was
-that one; `resolve` turns them into plain alternatives once the whole kernel has run.
+it joins, the loops it enters and leaves. Gives: *epochs*, per kind ("grid":
+grid_barrier(), "block": grid_barrier() and barrier(), "warp": all three and syncwarp()),
+a tuple of `Alt`s: the barrier this thread passed last, with the iteration of each loop
+around that barrier and the condition under which it was that one; `resolve` turns them
+into plain alternatives once the whole kernel has run.
 
 Why it is enough (GPUVerify's barrier intervals): once every barrier is proven uniform
 (`diverge`), all threads of a block pass the same sequence of barrier instances, so two of
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 
 from .algebra import FALSE, INF, TRUE, Poly, compare, conj, disj, formula_atoms
 
-KINDS = ("block", "warp")
+KINDS = ("grid", "block", "warp")  # a barrier of one kind is one of every narrower kind too
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,15 @@ START = {kind: (Alt("start", ()),) for kind in KINDS}
 
 
 def passed(epochs: dict, scope: str, barrier, iters: tuple) -> dict:
-    """The epochs after passing `barrier` (scope "block" or "warp") at iteration `iters`."""
+    """The epochs after passing `barrier` (scope "grid", "block" or "warp") at iteration
+    `iters`."""
     here = (Alt(barrier, iters),)
-    return {"block": here if scope == "block" else epochs["block"], "warp": here}
+    return {kind: here if kind in narrower(scope) else epochs[kind] for kind in KINDS}
+
+
+def narrower(scope: str) -> tuple:
+    """The epoch kinds a barrier of `scope` starts anew: its own and every narrower one."""
+    return KINDS[KINDS.index(scope):]
 
 
 def merge(cond_a: tuple, a: dict, cond_b: tuple, b: dict) -> dict:

@@ -42,6 +42,10 @@ HINTS = {
              "reaches it (guard only the memory accesses), or make the condition the same for "
              "the whole block (built from block ids, scalar arguments, constexprs or loop "
              "counters)",
+    "VG210 grid": "move simt.grid_barrier() out of the condition, so that every thread of "
+                  "the grid reaches it (guard only the memory accesses), or make the condition "
+                  "the same for the whole grid (built from scalar arguments, constexprs, sizes "
+                  "or loop counters)",
     "VG211": "put simt.barrier() between the write and the other threads' accesses (in a "
              "loop, also one at the end of the body, before the next iteration's writes)",
     "VG212": "put simt.syncwarp() between the write and the other lane's access, or exchange "
@@ -128,15 +132,19 @@ def wrap_note(outcome) -> str:
     return f", where a value wraps around in {' and '.join(outcome.wraps)}" if outcome.wraps else ""
 
 
-def divergence_error(code: str, subject: str, loc, condition, outcome) -> SafetyError:
-    """`subject` (e.g. "barrier()") at `loc` is reached by the first thread of `outcome`
-    and not by the second; `condition`: (its source text, Loc) that splits them, or None."""
+GROUPS = {"grid": "threads of the grid", "block": "threads of one block", "warp": "lanes of one warp"}
+
+
+def divergence_error(code: str, subject: str, loc, condition, outcome, scope: str) -> SafetyError:
+    """`subject` (e.g. "barrier()"), which every thread of its `scope` ("grid", "block" or
+    "warp") must reach together, at `loc` is reached by the first thread of `outcome` and
+    not by the second; `condition`: (its source text, Loc) that splits them, or None."""
     t1, t2 = (thread_name(ids) for ids in outcome.threads)
-    group = "threads of one block" if code == "VG210" else "lanes of one warp"
+    group = GROUPS[scope]
     under = f"under `{condition[0]}` (line {condition[1].line})" if condition else "under a condition"
     message = (f"{CODES[code].title}: {subject} is {under}, which differs between {group}: "
                f"{t1} reaches it and {t2} does not ({situation(outcome)})")
-    return SafetyError(message, loc, HINTS[code], code)
+    return SafetyError(message, loc, HINTS.get(f"{code} {scope}", HINTS[code]), code)
 
 
 def partial_warp_error(subject: str, loc, lanes: int, outcome, source: int) -> SafetyError:

@@ -1,12 +1,13 @@
-"""Barrier divergence: every thread of a block reaches each barrier() together, every lane
-of a warp each syncwarp(), shuffle, vote, match and reduction.
+"""Barrier divergence: every thread of the grid reaches each grid_barrier() together, every
+thread of a block each barrier(), every lane of a warp each syncwarp(), shuffle, vote, match
+and reduction.
 
 Takes: a `symbolic.Trace` (its `Checkpoint`s: barriers, warp operations, and `break`s and
 `return`s that leave loops containing them, each with its path condition and the loops
 around it). Gives: `check(trace, budget) -> (errors, solver queries)`: a `SafetyError`
-VG210 (block) or VG214 (warp) for each checkpoint two threads of one block (or warp) may
-disagree on: one reaches it, the other does not, at the same iteration of the loops around
-it. The error names both threads, and the condition that splits them, at its source line.
+VG210 (grid or block) or VG214 (warp) for each checkpoint two threads of the grid (of one
+block, of one warp) may disagree on: one reaches it, the other does not, at the same
+iteration of the loops around it. The error names both threads, and the condition that splits them, at its source line.
 
 Partial warps: in a block whose thread count is not a multiple of 32, the last warp has
 fewer lanes. Votes, matches, reductions and syncwarp() name only the lanes it has
@@ -22,9 +23,11 @@ no launch runs such a proof, since each launch specializes its kernel on its blo
 that check sees the partial warp.
 
 How: a path condition that is uniform by its atoms (`uniform.Scopes`: only sizes,
-parameters, block ids, uniform loads and loop counters) passes without a solver; otherwise
-z3 looks for two threads of one block (one warp) at equal loop counters, with the facts of
-uniformity between them, where the condition holds for one and not the other. For a
+parameters, block ids, uniform loads and loop counters; for a grid barrier only sizes,
+parameters and loop counters) passes without a solver; otherwise z3 looks for two threads
+of one block (one warp; for a grid barrier, any two threads of the grid) at equal loop
+counters, with the facts of uniformity between them where they share a block, where the
+condition holds for one and not the other. For a
 partial warp, z3 looks for one thread of it under the path condition whose shuffle reads a
 missing lane. A timeout is a
 refusal too, with the reason.
@@ -36,6 +39,7 @@ import math
 import re
 
 from ..errors import SafetyError
+from ..ir import nodes as N
 from ..simt import warp_size
 from . import budgets, diagnose
 from .algebra import per_thread, rename_formula
@@ -43,7 +47,8 @@ from .codes import CODES
 from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
-CODE = {"block": "VG210", "warp": "VG214"}
+CODE = {"grid": "VG210", "block": "VG210", "warp": "VG214"}
+UNIFORM_OVER = {"grid": "launch", "block": "block", "warp": "warp"}  # what a checkpoint needs
 
 
 def check(trace, budget: int) -> tuple:
@@ -57,7 +62,7 @@ def check(trace, budget: int) -> tuple:
         if lanes and point.source is not None:
             queries += 1
             error = _in_partial_warp(point, trace, lanes, budget)
-        if error is None and not at_least(scopes.of(point.pc), point.scope):
+        if error is None and not at_least(scopes.of(point.pc), UNIFORM_OVER[point.scope]):
             queries += 1
             error = _split(point, trace, budget)
         if error is not None:
@@ -112,16 +117,22 @@ def _split(point, trace, budget: int):
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
     ids = space.identity()
-    facts += [enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
-    facts.append(enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2"))
-                          for n in ids if n.startswith("tid")]))
+    same_block = enc.all([enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2"))
+                          for n in ids if n.startswith("bid")])
+    threads_differ = enc.any([enc.atom(per_thread(n, "1")) != enc.atom(per_thread(n, "2"))
+                              for n in ids if n.startswith("tid")])
     facts += [enc.atom(per_thread(k, "1")) == enc.atom(per_thread(k, "2")) for k in point.loops]
     together = None
-    if point.scope == "warp":
-        warp = space.warp()
-        together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
-        facts.append(together)
-    facts += equalities(enc, space, together)
+    if point.scope == "grid":  # any two threads; uniformity facts only where they share a block
+        facts.append(z3.Or(z3.Not(same_block), threads_differ))
+        facts.append(z3.Implies(same_block, enc.all(equalities(enc, space))))
+    else:
+        facts += [same_block, threads_differ]
+        if point.scope == "warp":
+            warp = space.warp()
+            together = enc.poly(warp.rename("1")) == enc.poly(warp.rename("2"))
+            facts.append(together)
+        facts += equalities(enc, space, together)
     result, solver = enc.decide(facts, budget)
     if result == z3.unsat:
         return None
@@ -134,12 +145,14 @@ def _split(point, trace, budget: int):
     _, threads, sizes, launch = situation_of(model, enc, space, ids)
     culprit = _culprit(point.pc, trace.origins, enc, model)
     outcome = Outcome("sat", threads, (), sizes, launch)
-    return diagnose.divergence_error(code, _subject(point), point.loc, culprit and _condition(culprit), outcome)
+    return diagnose.divergence_error(code, _subject(point), point.loc,
+                                     culprit and _condition(culprit), outcome, point.scope)
 
 
 def _subject(point) -> str:
     if point.what in ("break", "return"):
-        barrier = "barrier()" if point.scope == "block" else "syncwarp() or a warp operation"
+        barrier = f"{N.BARRIER_NAMES[point.scope]}()" + \
+            (" or a warp operation" if point.scope == "warp" else "")
         return f"this `{point.what}` (it leaves a loop with {barrier} inside)"
     return point.what
 

@@ -105,7 +105,8 @@ EXPLANATIONS = {
     ),
     "VG202": Explanation(
         rule="""No two threads may write the same array element with plain stores, in any
-            launch the kernel could be given (different blocks are never ordered). The
+            launch the kernel could be given (different blocks are ordered only by
+            grid_barrier()). The
             checker proves the write index is one-to-one over the threads that reach the
             store, with the block size known and the array sizes symbolic.""",
         why="""When two threads store to one element, which value survives depends on
@@ -143,8 +144,8 @@ EXPLANATIONS = {
     ),
     "VG203": Explanation(
         rule="""A thread must not read an array element that another thread writes in the
-            same kernel (threads of different blocks are never ordered, and within a block
-            only barrier() orders them). Reading and writing one's own element is fine,
+            same kernel (threads of different blocks are ordered only by grid_barrier(),
+            and within a block also by barrier()). Reading and writing one's own element is fine,
             as in y[i] = a * x[i] + y[i].""",
         why="""The reader may see the old value or the new one, depending on which thread
             ran first. In-place stencils, shifts and reversals are the classic case: they
@@ -260,7 +261,9 @@ EXPLANATIONS = {
     "VG210": Explanation(
         rule="""barrier() must be reached by all threads of a block or by none: it may not
             sit under a condition that differs between threads of one block (a thread
-            index, a bounds guard, data), nor inside a loop whose trip count does.""",
+            index, a bounds guard, data), nor inside a loop whose trip count does. The
+            same holds of grid_barrier() for all threads of the grid: its condition may
+            not differ between blocks either (a block id, shared memory).""",
         why="""A barrier waits for every thread of the block. If some never arrive, the
             block hangs or, on newer GPUs, the barrier silently stops ordering anything,
             and the shared-memory accesses it was meant to separate race.""",

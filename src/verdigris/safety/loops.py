@@ -30,7 +30,7 @@ class _Frame:
 
     label: str  # a region's label, or "" for a loop
     counter: str = ""  # a loop's counter atom
-    needs: str = ""  # "block"/"warp": who must leave the loop together ("" : anyone may)
+    needs: str = ""  # "grid"/"block"/"warp": who must leave the loop together ("" : anyone may)
     exact: bool = True
     breaks: list = field(default_factory=list)  # of Path
     continues: list = field(default_factory=list)
@@ -47,9 +47,9 @@ def _loop_info(body) -> tuple:
     "warp" or ""), whether it has no early exit, the variables it assigns)."""
     nodes = list(_walk(body))
     scopes = {n.scope for n in nodes if isinstance(n, N.Barrier)}
-    kinds = frozenset(("block", "warp") if "block" in scopes else ("warp",) if scopes else ())
-    needs = "block" if "block" in scopes else "warp" if scopes or any(
-        isinstance(n, N.WarpOp) and n.collective for n in nodes) else ""
+    widest = next((scope for scope in N.BARRIER_SCOPES if scope in scopes), None)
+    kinds = frozenset(barriers.narrower(widest)) if widest else frozenset()
+    needs = widest or ("warp" if any(isinstance(n, N.WarpOp) and n.collective for n in nodes) else "")
     assigned = tuple(n.name if isinstance(n, N.Assign) else n.var
                      for n in nodes if isinstance(n, (N.Assign, N.For)))
     return kinds, needs, not any(isinstance(n, (N.Break, N.Exit)) for n in nodes), assigned
@@ -153,6 +153,7 @@ class Loops:
                 cond = invariants.bound(cond, counter, runs, heads.values(), self.space)
             # and this iteration's own progressions (a while loop's `t < rows * cols`)
             invariants.refine(cond, fresh | self.progressions_of(counter), self.space)
+            exit_cond = cond
             if kinds:
                 trips = self.trip_count(runs, exact, label, surely)
                 if exact and span is not None:
@@ -183,6 +184,13 @@ class Loops:
             assumed = found
         if kinds:
             self.loop_ends[counter] = barriers.Loop(len(self.counters()), outer.epochs, back.epochs)
+            leaves = [exit_cond] + [relative(b.pc, base) for b in frame.breaks]
+            if trips.value is None and not any(isinstance(n, N.Exit) for n in _walk(body)) \
+                    and all(self.scopes.of(c) == "launch" for c in leaves):
+                # every thread leaves at the same iteration (of the loops around): the trip
+                # count is the launch's, which a grid barrier's divergence proof needs
+                name = next(iter(trips.atoms()))
+                self.space.scopes[name] = ("launch", self.space.scopes[name][1])
         leaving = meet(self.scopes.of(cond), *(self.scopes.of(relative(b.pc, base)) for b in frame.breaks))
         self.pc, self.env = outer.pc, dict(outer.env)
         if kinds:

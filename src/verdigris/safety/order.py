@@ -4,8 +4,9 @@ Takes: a z3 encoder (`solver._Encoder`) over two copies of the thread ("1" and "
 accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Space`. Gives:
 - `unordered(enc, a, b, space, apart=False)`: a z3 formula that holds when thread 1 at `a`
   and thread 2 at `b` are distinct threads that nothing orders:
-  - threads of different blocks are never ordered (global memory only: each block has its
-    own shared memory);
+  - threads of different blocks are ordered only by grid_barrier() (when they come after
+    different grid barrier instances), in global memory (each block has its own shared
+    memory);
   - threads of one block are ordered by barrier() (when they come after different barrier
     instances, see `barriers`), threads of one warp also by syncwarp(); between two threads
     of one block the facts of uniformity hold (`uniform.equalities`), and between any two
@@ -102,7 +103,10 @@ def _unordered(enc, a, b, space, apart: bool, differ: dict):
     inside_block = z3.And(*inside, *equalities(enc, space, together))
     if getattr(a, "memory", "global") == "shared":
         return inside_block
-    return z3.Or(enc.any(differ["bid"]), inside_block)
+    blocks_apart = enc.any(differ["bid"])
+    if "grid" in space.barriers:
+        blocks_apart = z3.And(blocks_apart, _same_epoch(enc, a, b, "grid"))
+    return z3.Or(blocks_apart, inside_block)
 
 
 def warp_of(ids: dict, block: tuple) -> int:

@@ -341,7 +341,10 @@ class _Thread(Wrapping, Loops):
         name = e.array.name
         mine = e.array.type.space == "local" or name in self.racy_arrays or \
             (self.unsafe > 0 and name in self.written_arrays)
-        return self.scoped(e.dtype, f"{name}[...]", *indices, scope="thread" if mine else "")
+        # (a global element is one value for the whole grid, in one grid barrier interval, by
+        # the same argument; each block has its own shared array)
+        scope = "thread" if mine else "block" if e.array.type.space == "shared" else ""
+        return self.scoped(e.dtype, f"{name}[...]", *indices, scope=scope)
 
     def table(self, values: tuple, index: Poly, name: str) -> Poly:
         """`values[index]` of a tuple constant: a `table` atom the solver knows entry by
@@ -496,7 +499,7 @@ class _Thread(Wrapping, Loops):
         self.join([then], start.pc)
 
     def s_barrier(self, s: N.Barrier):
-        self.checkpoint(s.called or ("barrier()" if s.scope == "block" else "syncwarp()"), s.scope, s.loc)
+        self.checkpoint(s.called or f"{N.BARRIER_NAMES[s.scope]}()", s.scope, s.loc)
         iters = tuple(Poly.atom(c) for c in self.counters())
         self.epochs = barriers.passed(self.epochs, s.scope, id(s), iters)
 
@@ -514,7 +517,7 @@ class _Thread(Wrapping, Loops):
             if f.label == s.label:
                 break
             crossed.append(f.needs)
-        needs = "block" if "block" in crossed else "warp" if "warp" in crossed else ""
+        needs = next((scope for scope in N.BARRIER_SCOPES if scope in crossed), "")
         if needs:
             self.checkpoint("return", needs, s.loc)
         self.exits[s.label].append(self.path())

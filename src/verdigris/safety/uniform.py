@@ -9,7 +9,7 @@ atom belongs to. Gives:
   `join` (the strongest), `at_least(s, need)`;
 - `Scopes(space).of(value)`: the scope a value (polynomial, formula, `Opaque` float) provably
   has, read off its atoms (and `thread_id(0) < 32*m`, warp-uniform in blocks of whole-warp
-  rows). Loop counters count as uniform: every uniformity question
+  rows). Loop counters count as uniform over the launch: every uniformity question
   compares two threads at the same iteration of the loops around the point it asks about;
 - `equalities(enc, space, together)`: the facts scopes give a z3 query about two threads of
   one block: an atom of scope "block" is equal for both when they are at the same iteration
@@ -18,7 +18,9 @@ atom belongs to. Gives:
 
 Why values are uniform (the executor's rules): block ids, sizes and parameters are; a value
 loaded at a uniform index is (threads that read one element in one barrier interval read the
-same value, or the kernel has a race the checker reports), unless a write may change it with
+same value, or the kernel has a race the checker reports; over the launch for a global
+array, where two blocks' reads in one grid barrier interval race with any write between
+them, over the block for a shared one), unless a write may change it with
 no race reported: loads of local arrays, of arrays atomics write or that are written inside
 `vg.unsafe()`, and loads inside `vg.unsafe()` of any array the kernel writes are per-thread,
 as are atomics' results; ballot/any/all, and shfl_idx
@@ -56,8 +58,10 @@ def at_least(scope: str, need: str) -> bool:
 
 
 def cap(scope: str) -> str:
-    """The strongest scope a per-thread atom may have (it is renamed per thread)."""
-    return meet(scope, "block")
+    """The strongest scope a per-thread atom may have (it is renamed per thread): any, since
+    what differs between blocks says so itself (block ids, tickets and shared memory loads
+    are "block")."""
+    return scope
 
 
 class Scopes:
@@ -70,7 +74,7 @@ class Scopes:
         known = self.memo.get(name)
         if known is None:
             entry, atom = self.space.scopes.get(name), self.space.atoms[name]
-            known = entry[0] if entry is not None else "block" if atom.kind == "counter" else \
+            known = entry[0] if entry is not None else "launch" if atom.kind == "counter" else \
                 "warp" if self.whole_warps(atom) else \
                 meet(*map(self.of, atom.definition)) if atom.kind in _DERIVED else "thread"
             self.memo[name] = known

@@ -11,9 +11,10 @@
 Threads of one block cooperate through `shared` memory (`shared.array(shape, dtype)`, or
 `shared.dynamic(dtype)` sized by the launch: `k[grid, block](..., shared_bytes=n)`),
 `barrier()` (every thread of the block waits for all the others) and `syncwarp()` (the
-same for the 32 lanes of a warp). The lanes of a warp exchange registers with
-`shfl_down/shfl_up/shfl_xor/shfl_idx` (within segments of `width=` lanes), vote with
-`ballot/any_/all_`, find the lanes holding their value with `match_any/match_all`, and
+same for the 32 lanes of a warp); `grid_barrier()` makes every thread of the grid wait for
+all the others (a cooperative launch, whose grid must fit on the GPU at once). The lanes of
+a warp exchange registers with `shfl_down/shfl_up/shfl_xor/shfl_idx` (within segments of
+`width=` lanes), vote with `ballot/any_/all_`, find the lanes holding their value with `match_any/match_all`, and
 combine their values with `reduce_add/min/max/and/or/xor`; all of these are reached by
 every lane of the warp together (the checker proves it, VG214). `activemask()` is not: it
 tells which lanes run it with the caller. Atomics work on global and shared arrays;
@@ -78,6 +79,12 @@ shared.dynamic = device_only(
 barrier = device_only("simt.barrier", "Wait until every thread of the block gets here; their "
                       "shared and global writes before it are visible to all after it.")
 syncwarp = device_only("simt.syncwarp", "barrier() for the 32 lanes of this thread's warp.")
+grid_barrier = device_only(
+    "simt.grid_barrier", "Wait until every thread of the grid gets here (CUDA's cooperative "
+    "groups grid.sync()); their global writes before it are visible to all after it. Every "
+    "thread of the grid must reach it together (the checker proves it, VG210). A kernel that "
+    "calls it is launched cooperatively, and its grid must fit on the GPU at once: a larger "
+    "grid is refused at launch (LaunchError naming both sizes).")
 block_ticket = device_only(
     "simt.block_ticket", "block_ticket(counter): the order in which blocks get here (0 for the "
     "first, when the one-element integer array `counter` starts at 0), the same for every "
@@ -152,7 +159,8 @@ atomic_and, atomic_or = atomic_and_, atomic_or_
 __all__ = ["atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and_", "atomic_or_",
            "atomic_xor", "atomic_exch", "atomic_cas", "kernel", "thread_id", "block_id",
            "block_dim", "grid_dim", "global_id", "lane_id", "warp_size", "local", "shared",
-           "barrier", "syncwarp", "block_ticket", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx", "ballot",
+           "barrier", "syncwarp", "grid_barrier", "block_ticket", "shfl_down", "shfl_up",
+           "shfl_xor", "shfl_idx", "ballot",
            "any_", "all_", "activemask", "match_any", "match_all", "reduce_add", "reduce_min",
            "reduce_max", "reduce_and", "reduce_or", "reduce_xor", "threadfence_block", "threadfence",
            "threadfence_system"]
