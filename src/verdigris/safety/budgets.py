@@ -36,6 +36,7 @@ RACE = 8000 * STEPS_PER_MS  # a race query (within the kernel's time)
 READ = 1000 * STEPS_PER_MS  # a VG213 proof that needs more is left to the cpu backend
 BOUNDS = 200 * STEPS_PER_MS  # a bounds proof that needs more keeps its check
 READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
+LOOSE_S = 0.4  # CPU seconds of a race query's first try, without the extents' bound
 READABLE_S = 0.3  # CPU seconds of a counterexample's refinements after its divisors' (small values)
 NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`solver._Encoder.decide`)
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
