@@ -114,6 +114,9 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 elif outcome.status == "unknown":
                     errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
     analysis.errors += locks.with_lock_hint(errors, kernel)
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+    if errors:  # refused already: one block's own order is for a lowering that will not run
+        return
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
     analysis.errors += meets.errors
     analysis.solver_queries += meets.queries
