@@ -52,15 +52,18 @@ _DOCS = {
     "num_tiles": "num_tiles(array, axis, shape): how many tiles of `shape` cover `array` along "
                  "`axis`, a partial edge tile included: vg.cdiv(array.shape[axis], shape[axis]) "
                  "(int64), as cuTile's num_tiles.",
-    "load": "load(array, index, shape, padding=0, latency=None, order='C'): the tile of "
+    "load": "load(array, index, shape, padding=0, latency=None, order='C', allow_tma=None): "
+            "the tile of "
             "`shape` at tile index `index` (element index[k] * shape[k] + j along axis k); "
             "elements outside take `padding`. shape=() loads the one element at `index` as a "
             "scalar (cuTile's 0-d load; `padding` outside). `order` (cuTile's): tile axis k "
             "runs along array axis order[k] ('F': reversed), `index` and `shape` along the "
-            "tile's axes. `latency` (1 to 10) is a hint not used yet.",
-    "store": "store(array, index, tile, latency=None, order='C'): write `tile` at tile index "
+            "tile's axes. `latency` (1 to 10) and `allow_tma` (None, True or False) are hints "
+            "not used yet.",
+    "store": "store(array, index, tile, latency=None, order='C', allow_tma=None): write "
+             "`tile` at tile index "
              "`index`; elements outside the array are not written. `order` as for load. "
-             "`latency` (1 to 10) is a hint not used yet.",
+             "`latency` and `allow_tma` are hints not used yet, as for load.",
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
     "atomic_max": "atomic_max(array, index, tile): array = maximum(array, tile) at tile index "
                   "`index`, atomically per element (np.maximum.at; a float NaN loses to a number). "
