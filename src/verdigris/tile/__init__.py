@@ -161,6 +161,11 @@ _DOCS = {
            "tf32 with allow_tf32=True or input_precision='tf32') or float64. 3-d tiles are "
            "batches (NumPy's matmul: a 2-d operand, or a batch of one, is shared).",
     "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
+    "truediv": "truediv(x, y, rounding_mode=None, flush_to_zero=False): x / y, float32 division "
+               "rounded as 'rn' (None, IEEE), 'full' or 'approx' (PTX's div.full / div.approx, "
+               "within a few ulps on the GPU) says; flush_to_zero=True flushes subnormal "
+               "operands and results to zero. sqrt takes the same keywords ('rn' or 'approx'), "
+               "exp2 flush_to_zero= (ex2.approx.ftz).",
 }
 for _name, _doc in _DOCS.items():
     globals()[_name] = device_only(f"tile.{_name}", _doc)
