@@ -339,6 +339,7 @@ PTX_SPECS = {
     "load_0d": (corner_scaled, dict(x=arr(T.float32), scale=arr(T.float32, 2), out=arr(T.float32),
                                     pad=T.float32, B=32)),
     "latency": (hinted, dict(x=arr(T.float32), out=arr(T.float32), B=32, L=3)),
+    "allow_tma": (tma_hinted, dict(x=arr(T.float32), out=arr(T.float32), B=32, TMA=False)),
     "load_0d_loop": (running_elements, dict(x=arr(T.float32), w=arr(T.float32), out=arr(T.float32),
                                             B=16, STEPS=3)),
 }
