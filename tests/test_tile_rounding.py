@@ -55,6 +55,15 @@ def test_every_division_mode_is_the_ieee_quotient_on_the_cpu(mode, ftz, rng):
     np.testing.assert_array_equal(out, (x.astype(np.float64) / y).astype(np.float32))
 
 
+@pytest.mark.parametrize("mode", [None, "full", "approx"])
+def test_float16_divides_in_float32_rounded_once(mode, rng):
+    x = rng.standard_normal(100).astype(np.float16)
+    y = (rng.standard_normal(100) + 3).astype(np.float16)
+    out = np.full(100, np.nan, np.float16)
+    quotients[4](x, y, out, B=32, MODE=mode, FTZ=True)
+    np.testing.assert_array_equal(out, (x.astype(np.float64) / y).astype(np.float16))
+
+
 @pytest.mark.parametrize("mode, ftz", [m for m in MODES if m[0] not in ("full", "FULL")])
 def test_every_sqrt_mode_is_the_ieee_root_on_the_cpu(mode, ftz, rng):
     x = rng.uniform(0, 100, 100).astype(np.float32)
@@ -171,8 +180,7 @@ def arr(dtype):
     return ArrayType(dtype, 1, "global", True, True)
 
 
-F32 = arr(T.float32)
-PTX_CASES = [
+PTX_CASES = [  # float16 and bfloat16 compute in float32
     (quotients, dict(MODE="approx", FTZ=False), "div.approx.f32"),
     (quotients, dict(MODE="approx", FTZ=True), "div.approx.ftz.f32"),
     (quotients, dict(MODE="full", FTZ=False), "div.full.f32"),
@@ -184,15 +192,19 @@ PTX_CASES = [
     (roots, dict(MODE="rn", FTZ=True), "sqrt.rn.ftz.f32"),
     (roots, dict(MODE=None, FTZ=False), "sqrt.rn.f32"),
     (powers_of_two, dict(FTZ=True), "ex2.approx.ftz.f32"),
+    (quotients, dict(MODE="approx", FTZ=False, DT=T.float16), "div.approx.f32"),
+    (roots, dict(MODE="approx", FTZ=True, DT=T.bfloat16), "sqrt.approx.ftz.f32"),
 ]
 
 
 @needs_ptxas
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("kernel_fn, constants, instruction", PTX_CASES,
-                         ids=[c[2] for c in PTX_CASES])
+                         ids=[f"{c[2]}-{c[1].get('DT', T.float32).name}" for c in PTX_CASES])
 def test_each_mode_is_its_ptx_instruction(kernel_fn, constants, instruction, target):
-    arrays = dict(x=F32, y=F32, out=F32) if kernel_fn is quotients else dict(x=F32, out=F32)
+    constants = dict(constants)
+    a = arr(constants.pop("DT", T.float32))
+    arrays = dict(x=a, y=a, out=a) if kernel_fn is quotients else dict(x=a, out=a)
     ptx = codegen.compile_to_ptx(kernel_fn.specialize_types({**arrays, "B": 32, **constants}),
                                  target).ptx
     found = set(re.findall(r"\b(?:div|sqrt|ex2)\.[a-z0-9.]+", ptx))
