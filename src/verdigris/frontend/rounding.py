@@ -8,9 +8,10 @@ strings too), `flush_to_zero` a bool.
 Gives: the plain IR for the defaults (round to nearest, subnormals kept: `Binary("truediv")`,
 `MathCall("sqrt")`), else a `MathCall` of an `ir.nodes.ROUNDED_FUNCS` variant
 ("div.approx.ftz", ...), element by element over tiles.
-Guarantees: a mode that the function's PTX lacks (rz, rm, rp; "full" for sqrt; any mode
-for exp2) is a CompileError naming those it has, and so are the variants on float64
-(PTX has them for float32 only: float64 is always round to nearest). Constant operands
+Guarantees: any other mode is a CompileError naming those there are: the directed
+roundings rz, rm, rp (not supported yet), "full" for sqrt and any mode for exp2 (PTX has
+none); so are the variants on float64 (PTX has approx, full and .ftz for float32 only:
+float64 always rounds to nearest). Constant operands
 fold with Python's IEEE arithmetic whatever the mode.
 """
 from __future__ import annotations
@@ -20,14 +21,15 @@ from ..ir import nodes as N
 from . import tiles
 from .typing import Static, binary
 
-MODES = {"div": ("rn", "full", "approx"), "sqrt": ("rn", "approx"), "exp2": ()}
+MODES = {"truediv": ("rn", "full", "approx"), "sqrt": ("rn", "approx"), "exp2": ()}
+_PTX_NAME = {"truediv": "div"}
 KEYWORDS = {"sqrt": ("rounding_mode", "flush_to_zero"), "exp2": ("flush_to_zero",)}  # math
 _APPROX_ONLY = {"exp2": "approx"}  # exp2's one PTX instruction with .ftz is ex2.approx.ftz
 
 
 def variant(function: str, rounding_mode, flush_to_zero, loc: Loc) -> str | None:
-    """The ROUNDED_FUNCS name for `function` ("div", "sqrt", "exp2") in this mode, or None
-    for the default."""
+    """The ROUNDED_FUNCS name for `function` ("truediv", "sqrt", "exp2") in this mode, or
+    None for the default."""
     mode = rounding_mode.value if isinstance(rounding_mode, Static) else rounding_mode
     ftz = flush_to_zero.value if isinstance(flush_to_zero, Static) else flush_to_zero
     if type(ftz) is not bool:
@@ -37,12 +39,14 @@ def variant(function: str, rounding_mode, flush_to_zero, loc: Loc) -> str | None
         if not isinstance(mode, str) or mode.lower() not in modes:
             raise CompileError(
                 f"{function}() has no rounding_mode={mode!r}", loc,
-                hint=f"its PTX rounds as rounding_mode={' or '.join(map(repr, modes))} (None: 'rn')"
+                hint=f"it takes rounding_mode={' or '.join(map(repr, modes))} (None: 'rn'); "
+                     "the directed roundings (rz, rm, rp) are not supported yet"
                      if modes else "exp2 takes flush_to_zero= only")
         mode = mode.lower()
     if mode in (None, "rn") and not ftz:
         return None
-    return f"{function}.{mode or _APPROX_ONLY.get(function, 'rn')}{'.ftz' * ftz}"
+    ptx = _PTX_NAME.get(function, function)
+    return f"{ptx}.{mode or _APPROX_ONLY.get(function, 'rn')}{'.ftz' * ftz}"
 
 
 def renamed(e, name: str | None, loc: Loc):
@@ -64,6 +68,6 @@ def renamed(e, name: str | None, loc: Loc):
                  ("flush_to_zero", Static(False)))
 def _truediv(tr, loc, x, y, rounding_mode, flush_to_zero):
     """cuTile's `truediv`: x / y, rounded as `rounding_mode` says."""
-    name = variant("div", rounding_mode, flush_to_zero, loc)
+    name = variant("truediv", rounding_mode, flush_to_zero, loc)
     return tiles.elementwise(lambda a, b: renamed(binary("truediv", a, b, loc), name, loc),
                              (x, y), loc)
