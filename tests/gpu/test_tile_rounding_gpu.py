@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tests.gpu.test_tile_gpu import run_both, same_bits
-from test_tile_rounding import MODES, TINY, powers_of_two, quotients, roots, simt_roots
+from test_tile_rounding import (MODES, TINY, normalized, powers_of_two, quotients, roots,
+                                simt_roots)
 
 pytestmark = pytest.mark.gpu
 
@@ -70,3 +71,9 @@ def test_simt_sqrt_approx(rng):
     x = rng.uniform(0, 10, 1000).astype(np.float32)
     got, want = run_both(simt_roots, (8, 128), dict(x=x, out=np.zeros(1000, np.float32)), ("out",))
     np.testing.assert_allclose(got["out"], want["out"], rtol=ULPS)
+
+
+def test_scalar_modes_in_a_tile_kernel(rng):
+    x = rng.uniform(0.1, 1, 4 * 64).astype(np.float32)
+    got, want = run_both(normalized, 4, dict(x=x, out=np.zeros(4 * 64, np.float32), B=64), ("out",))
+    np.testing.assert_allclose(got["out"], want["out"], rtol=2 * ULPS)
