@@ -76,4 +76,4 @@ def test_simt_sqrt_approx(rng):
 def test_scalar_modes_in_a_tile_kernel(rng):
     x = rng.uniform(0.1, 1, 4 * 64).astype(np.float32)
     got, want = run_both(normalized, 4, dict(x=x, out=np.zeros(4 * 64, np.float32), B=64), ("out",))
-    np.testing.assert_allclose(got["out"], want["out"], rtol=2 * ULPS)
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-5)  # the sums add in another order
