@@ -1,8 +1,8 @@
 """cuTile's spellings in the tile track (issue #26 item 3, docs/api.md "Tile track"):
 `tile.arange(n, dtype=)`, `tile.num_tiles(array, axis, shape)`, `tile.transpose` (the
 `Permute` that `t.T` and `t.permute` make), 0-d loads (`shape=()`: one element as a scalar,
-`padding` outside) and `latency=` hints on loads and stores (checked, not used). Each runs
-on the cpu backend against a float64 NumPy reference, and its PTX assembles with ptxas."""
+`padding` outside) and `latency=` / `allow_tma=` hints on loads and stores (checked, not
+used). Each runs on the cpu backend against a float64 NumPy reference, and its PTX assembles with ptxas."""
 import re
 
 import numpy as np
@@ -296,6 +296,33 @@ def test_a_latency_outside_1_to_10_is_refused(latency):
     located.assert_points_at(err, "t = tile.load(x, index=(i,), shape=(B,), latency=L)", __file__)
 
 
+# ----------------------------------------------------------------------------- allow_tma=
+
+
+@tile.kernel
+def tma_hinted(x, out, B: vg.constexpr, TMA: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(B,), allow_tma=TMA)
+    tile.store(out, index=(i,), tile=t * 2, latency=3, allow_tma=TMA)
+
+
+@pytest.mark.parametrize("allow_tma", [None, True, False])
+def test_allow_tma_hints_change_nothing(allow_tma, rng):
+    x = rng.standard_normal(100).astype(np.float32)
+    out = poisoned(100, np.float32)
+    tma_hinted[4](x, out, B=32, TMA=allow_tma)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+@pytest.mark.parametrize("allow_tma", [0, 1, "yes"])
+def test_an_allow_tma_other_than_none_true_false_is_refused(allow_tma):
+    err = compile_error(tma_hinted, np.zeros(8, np.float32), np.zeros(8, np.float32), B=8,
+                        TMA=allow_tma)
+    assert "allow_tma= takes None, True or False" in str(err)
+    located.assert_points_at(err, "t = tile.load(x, index=(i,), shape=(B,), allow_tma=TMA)",
+                             __file__)
+
+
 # ----------------------------------------------------------------------------- PTX
 
 
@@ -312,6 +339,7 @@ PTX_SPECS = {
     "load_0d": (corner_scaled, dict(x=arr(T.float32), scale=arr(T.float32, 2), out=arr(T.float32),
                                     pad=T.float32, B=32)),
     "latency": (hinted, dict(x=arr(T.float32), out=arr(T.float32), B=32, L=3)),
+    "allow_tma": (tma_hinted, dict(x=arr(T.float32), out=arr(T.float32), B=32, TMA=False)),
     "load_0d_loop": (running_elements, dict(x=arr(T.float32), w=arr(T.float32), out=arr(T.float32),
                                             B=16, STEPS=3)),
 }

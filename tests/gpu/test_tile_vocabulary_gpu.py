@@ -1,6 +1,6 @@
 """cuTile's spellings (tests/test_tile_vocabulary.py) on the GPU against the cpu backend on the
 same inputs, bit for bit: arange of a dtype, num_tiles as a loop bound, transpose, 0-d loads
-inside and outside the array, latency hints."""
+inside and outside the array, latency and allow_tma hints."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ import pytest
 import verdigris as vg
 from tests.gpu.test_tile_gpu import run_both, same_bits
 from test_tile_vocabulary import (corner_scaled, hinted, offsets, row_sums, running_elements,
-                                  swapped)
+                                  swapped, tma_hinted)
 
 pytestmark = pytest.mark.gpu
 
@@ -57,4 +57,12 @@ def test_0d_loads_in_a_loop_and_a_helper(rng):
 def test_latency_hints(rng):
     x = rng.standard_normal(100).astype(np.float32)
     got, want = run_both(hinted, 4, dict(x=x, out=np.zeros(100, np.float32), B=32, L=4), ("out",))
+    same_bits(got["out"], want["out"])
+
+
+@pytest.mark.parametrize("allow_tma", [None, True, False])
+def test_allow_tma_hints(allow_tma, rng):
+    x = rng.standard_normal(100).astype(np.float32)
+    got, want = run_both(tma_hinted, 4, dict(x=x, out=np.zeros(100, np.float32), B=32,
+                                             TMA=allow_tma), ("out",))
     same_bits(got["out"], want["out"])

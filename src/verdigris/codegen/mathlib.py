@@ -8,6 +8,9 @@ Guarantees:
   its documented ulp bounds, non-FTZ: `nvptx` sets the reflect flags), except where an LLVM
   intrinsic lowers to one exact PTX instruction: sqrt (sqrt.rn), floor/ceil/trunc, round
   (half to even, as Python and NumPy: cvt.rni), abs, copysign, fma (fma.rn), min/max.
+- the rounding variants of `ir.nodes.ROUNDED_FUNCS` (float32 and narrower only): the one
+  PTX instruction each names (div.approx.f32, div.full.ftz.f32, sqrt.approx.f32,
+  ex2.approx.ftz.f32, ...) through its NVVM intrinsic.
 - min/max on floats are IEEE minNum/maxNum (C's fmin/fmax, NumPy's fmin/fmax): when one
   argument is NaN the other is returned.
 - float16, bfloat16, fp8: computed in float32, rounded once to the dtype.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ir.nodes import MATH_FUNCS
+from ..ir.nodes import MATH_FUNCS, ROUNDED_FUNCS
 from ..types import DType
 from .dtypes import FLOAT, round_narrow
 from .emitter import Emitter
@@ -38,6 +41,15 @@ INTRINSICS = {
     "round": "llvm.rint", "abs": "llvm.fabs", "copysign": "llvm.copysign", "fma": "llvm.fma",
     "min": "llvm.minnum", "max": "llvm.maxnum",
 }
+
+ROUNDED_INTRINSICS = {  # ROUNDED_FUNCS name -> its float32 NVVM intrinsic
+    "div.rn.ftz": "llvm.nvvm.div.rn.ftz.f", "div.full": "llvm.nvvm.div.full",
+    "div.full.ftz": "llvm.nvvm.div.full.ftz", "div.approx": "llvm.nvvm.div.approx.f",
+    "div.approx.ftz": "llvm.nvvm.div.approx.ftz.f", "sqrt.rn.ftz": "llvm.nvvm.sqrt.rn.ftz.f",
+    "sqrt.approx": "llvm.nvvm.sqrt.approx.f", "sqrt.approx.ftz": "llvm.nvvm.sqrt.approx.ftz.f",
+    "exp2.approx.ftz": "llvm.nvvm.ex2.approx.ftz.f",
+}
+assert ROUNDED_INTRINSICS.keys() == ROUNDED_FUNCS.keys()
 
 
 def _fabs(em: Emitter, v: ir.Value) -> ir.Value:
@@ -110,7 +122,7 @@ def may_call_libdevice(kernel) -> bool:
 def supports(name: str, dt: DType) -> bool:
     if dt.is_int:
         return name in INT_FUNCS
-    return dt.is_float and name in MATH_FUNCS
+    return dt.is_float and (name in MATH_FUNCS or name in ROUNDED_FUNCS and dt.bits <= 32)
 
 
 def libdevice_name(name: str, ty: ir.Type) -> str:
@@ -124,7 +136,9 @@ def call(em: Emitter, name: str, dt: DType, args: tuple) -> ir.Value:
     if name in PREDICATES:
         return PREDICATES[name](em, *args)
     ty = args[0].type
-    if name in INTRINSICS:
+    if name in ROUNDED_INTRINSICS:
+        result = em.call(ROUNDED_INTRINSICS[name], ty, *args)
+    elif name in INTRINSICS:
         result = em.call(f"{INTRINSICS[name]}.{ty.intrinsic_name}", ty, *args)
     else:
         result = em.call(libdevice_name(name, ty), ty, *args)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import types as T
+from ..ir.nodes import ROUNDED_FUNCS
 
 
 def _kind(dtype: T.DType) -> str:
@@ -415,6 +416,23 @@ def ffs(x):
 _INT_MATH = {"abs": np.abs, "min": np.minimum, "max": np.maximum,  # abs(INT_MIN) wraps
              "popc": popc, "clz": clz, "ffs": ffs, "brev": brev}
 _PREDICATES = ("isnan", "isinf", "isfinite")
+
+
+def _flushed(x):
+    """float32's subnormals as a zero of their sign, as PTX's `.ftz` flushes them."""
+    x = np.asarray(x)
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(x.dtype.type(0), x), x)
+
+
+def _rounding_variant(name: str):
+    """A `ROUNDED_FUNCS` variant: the IEEE result of its function (round to nearest; the
+    GPU's approx and full modes differ by a few ulps), with `.ftz`'s flushing."""
+    function, _mode, *ftz = name.split(".")
+    f = {"div": np.true_divide, "sqrt": np.sqrt, "exp2": np.exp2}[function]
+    return (lambda *args: _flushed(f(*map(_flushed, args)))) if ftz else f
+
+
+_FLOAT_MATH.update({name: _rounding_variant(name) for name in ROUNDED_FUNCS})
 
 
 def math(name: str, operand: T.DType):

@@ -57,7 +57,7 @@ ELEMENTWISE = {
     **{op: lambda op, operand, result: ops.unary(op, result) for op in ir.UNARY_OPS},
     **{op: lambda op, operand, result: ops.binary(op, result) for op in ir.BINARY_OPS},
     **{op: lambda op, operand, result: ops.compare(op) for op in ir.COMPARE_OPS},
-    **{op: lambda op, operand, result: ops.math(op, operand) for op in ir.MATH_FUNCS},
+    **{op: lambda op, operand, result: ops.math(op, operand) for op in (*ir.MATH_FUNCS, *ir.ROUNDED_FUNCS)},
     "cast": lambda op, operand, result: ops.cast(operand, result),
     "where": lambda op, operand, result: _where,
     "sigmoid": lambda op, operand, result: _sigmoid(result) if result.is_float else None,

@@ -21,6 +21,7 @@ from . import tile_memory  # noqa: F401 -- registers tile.load, tile.store, ... 
 from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in tiles.HANDLERS
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tile_pieces  # noqa: F401 -- registers tile.extract and tile.cat in tiles.HANDLERS
+from . import rounding  # registers tile.truediv in tiles.HANDLERS
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
@@ -228,10 +229,17 @@ def _math(name):
         result = T.bool_ if name in N.MATH_PREDICATES else dtype
         return weakened(N.MathCall(loc, name, operands, result), args)  # sqrt(alpha): weak
 
+    keywords = rounding.KEYWORDS.get(name, ())
+
     def handler(tr, args, kwargs, loc):
-        if len(args) != arity or kwargs:
-            raise CompileError(f"{name}() takes {arity} argument{'s' * (arity > 1)}", loc)
-        return tiles.elementwise(lambda *xs: scalar(*xs, loc=loc), args, loc)
+        if len(args) != arity or set(kwargs) - set(keywords):
+            raise CompileError(f"{name}() takes {arity} argument{'s' * (arity > 1)}"
+                               + (f" and the keywords {', '.join(keywords)}" if keywords else ""),
+                               loc)
+        variant = rounding.variant(name, kwargs.get("rounding_mode"),
+                                   kwargs.get("flush_to_zero", False), loc) if kwargs else None
+        return tiles.elementwise(lambda *xs: rounding.renamed(scalar(*xs, loc=loc), variant, loc),
+                                 args, loc)
 
     return handler
 

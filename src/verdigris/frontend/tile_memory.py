@@ -82,14 +82,21 @@ def _element_indices(indices, array: N.ArrayRef, op: str, extra_shapes, loc: Loc
     return tuple(to_shape(i, T.int64, shape, loc) for i in items), shape
 
 
-def _latency_hint(latency, loc: Loc) -> None:
-    """cuTile's `latency=` (how heavy the DRAM traffic is, 1 to 10): accepted and checked,
-    and not used yet (the compiler schedules loads and stores by itself)."""
+def _memory_hints(latency, allow_tma, loc: Loc) -> None:
+    """cuTile's hints on a load or store, accepted and checked, and not used yet (the
+    compiler schedules loads and stores, and picks how they move, by itself): `latency=`
+    (how heavy the DRAM traffic is, 1 to 10) and `allow_tma=` (whether the tensor memory
+    accelerator may move the tile)."""
     value = latency.value if isinstance(latency, Static) else latency
     if value is not None and not (type(value) is int and 1 <= value <= 10):
         raise CompileError("latency= takes None or a constant int from 1 (light DRAM traffic) "
                            "to 10 (heavy)", loc, hint="it is a hint, and verdigris does not use "
                                                       "it yet: leaving it out changes nothing")
+    value = allow_tma.value if isinstance(allow_tma, Static) else allow_tma
+    if type(value) not in (type(None), bool):
+        raise CompileError("allow_tma= takes None, True or False, a constant", loc,
+                           hint="it is a hint, and verdigris does not use it yet: leaving it "
+                                "out changes nothing")
 
 
 def _axis_order(order, ndim: int, loc: Loc) -> tuple:
@@ -117,10 +124,10 @@ def _in_array_order(index, perm: tuple):
 
 
 @intrinsic("load", "array", "index", "shape", ("padding", Static(0)), ("latency", Static(None)),
-           ("order", Static("C")))
-def _load(tr, loc, array, index, shape, padding, latency, order):
+           ("order", Static("C")), ("allow_tma", Static(None)))
+def _load(tr, loc, array, index, shape, padding, latency, order, allow_tma):
     array = _array(array, "load", loc)
-    _latency_hint(latency, loc)
+    _memory_hints(latency, allow_tma, loc)
     perm = _axis_order(order, array.type.ndim, loc)
     index = _in_array_order(index, perm)
     if isinstance(shape, Static) and shape.value == ():
@@ -176,10 +183,11 @@ def _num_tiles(tr, loc, array, axis, shape):
     return binary("floordiv", binary("add", extent, Static(size - 1), loc), Static(size), loc)
 
 
-@intrinsic("store", "array", "index", "tile", ("latency", Static(None)), ("order", Static("C")))
-def _store(tr, loc, array, index, value, latency, order):
+@intrinsic("store", "array", "index", "tile", ("latency", Static(None)), ("order", Static("C")),
+           ("allow_tma", Static(None)))
+def _store(tr, loc, array, index, value, latency, order, allow_tma):
     array = _array(array, "store", loc)
-    _latency_hint(latency, loc)
+    _memory_hints(latency, allow_tma, loc)
     perm = _axis_order(order, array.type.ndim, loc)
     value = _stored(value, array, "store", loc)
     value = permuted(value, tuple(perm.index(j) for j in range(len(perm))), loc)

@@ -221,6 +221,16 @@ MATH_FUNCS = {
     "popc": 1, "clz": 1, "ffs": 1, "brev": 1,
 }
 MATH_PREDICATES = ("isnan", "isinf", "isfinite")  # result bool_
+# Rounding and flush-to-zero variants of float32 division, sqrt and exp2, one PTX
+# instruction each (cuTile's rounding_mode= / flush_to_zero=, docs/api.md "Rounding modes"):
+# "<function>.<mode>[.ftz]", where `.ftz` flushes subnormal operands and results to a zero
+# of their sign. The defaults (round to nearest, subnormals kept) are the plain
+# Binary("truediv") and MathCall("sqrt"/"exp2"). name: arity
+ROUNDED_FUNCS = {
+    "div.rn.ftz": 2, "div.full": 2, "div.full.ftz": 2, "div.approx": 2, "div.approx.ftz": 2,
+    "sqrt.rn.ftz": 1, "sqrt.approx": 1, "sqrt.approx.ftz": 1,
+    "exp2.approx.ftz": 1,
+}
 # Integer bit functions (CUDA's __popc, __clz, __ffs, __brev, of any integer width): the
 # number of set bits, of leading zeros, the position of the lowest set bit counted from 1
 # (0 for none), all int32; the bits in reverse order, in the operand's dtype.

@@ -60,7 +60,8 @@ class TileVar(TileExpr):
     shape: tuple
 
 
-# Elementwise op names: every Unary/Binary/Compare op of ir.nodes, every MATH_FUNCS name,
+# Elementwise op names: every Unary/Binary/Compare op of ir.nodes, every MATH_FUNCS and
+# ROUNDED_FUNCS name,
 # plus "cast" (to `dtype`), "where" (cond, a, b) and "sigmoid".
 TILE_EXTRA_OPS = ("cast", "where", "sigmoid")
 

@@ -114,7 +114,7 @@ _AS_SCALAR = {
     **{op: lambda e, a: N.Binary(e.loc, e.op, *a, e.dtype) for op in N.BINARY_OPS},
     **{op: lambda e, a: N.Compare(e.loc, e.op, *a, e.dtype) for op in N.COMPARE_OPS},
     **{op: lambda e, a: N.Unary(e.loc, e.op, *a, e.dtype) for op in N.UNARY_OPS},
-    **{op: lambda e, a: N.MathCall(e.loc, e.op, tuple(a), e.dtype) for op in N.MATH_FUNCS},
+    **{op: lambda e, a: N.MathCall(e.loc, e.op, tuple(a), e.dtype) for op in (*N.MATH_FUNCS, *N.ROUNDED_FUNCS)},
     "cast": lambda e, a: N.Cast(e.loc, a[0], e.dtype),
     "where": lambda e, a: N.Select(e.loc, *a, e.dtype),
 }

@@ -52,15 +52,18 @@ _DOCS = {
     "num_tiles": "num_tiles(array, axis, shape): how many tiles of `shape` cover `array` along "
                  "`axis`, a partial edge tile included: vg.cdiv(array.shape[axis], shape[axis]) "
                  "(int64), as cuTile's num_tiles.",
-    "load": "load(array, index, shape, padding=0, latency=None, order='C'): the tile of "
+    "load": "load(array, index, shape, padding=0, latency=None, order='C', allow_tma=None): "
+            "the tile of "
             "`shape` at tile index `index` (element index[k] * shape[k] + j along axis k); "
             "elements outside take `padding`. shape=() loads the one element at `index` as a "
             "scalar (cuTile's 0-d load; `padding` outside). `order` (cuTile's): tile axis k "
             "runs along array axis order[k] ('F': reversed), `index` and `shape` along the "
-            "tile's axes. `latency` (1 to 10) is a hint not used yet.",
-    "store": "store(array, index, tile, latency=None, order='C'): write `tile` at tile index "
+            "tile's axes. `latency` (1 to 10) and `allow_tma` (None, True or False) are hints "
+            "not used yet.",
+    "store": "store(array, index, tile, latency=None, order='C', allow_tma=None): write "
+             "`tile` at tile index "
              "`index`; elements outside the array are not written. `order` as for load. "
-             "`latency` (1 to 10) is a hint not used yet.",
+             "`latency` and `allow_tma` are hints not used yet, as for load.",
     "atomic_add": "atomic_add(array, index, tile): add `tile` at tile index `index`, atomically.",
     "atomic_max": "atomic_max(array, index, tile): array = maximum(array, tile) at tile index "
                   "`index`, atomically per element (np.maximum.at; a float NaN loses to a number). "
@@ -158,6 +161,11 @@ _DOCS = {
            "tf32 with allow_tf32=True or input_precision='tf32') or float64. 3-d tiles are "
            "batches (NumPy's matmul: a 2-d operand, or a batch of one, is shared).",
     "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
+    "truediv": "truediv(x, y, rounding_mode=None, flush_to_zero=False): x / y, float32 division "
+               "rounded as 'rn' (None, IEEE), 'full' or 'approx' (PTX's div.full / div.approx, "
+               "within a few ulps on the GPU) says; flush_to_zero=True flushes subnormal "
+               "operands and results to zero. sqrt takes the same keywords ('rn' or 'approx'), "
+               "exp2 flush_to_zero= (ex2.approx.ftz).",
 }
 for _name, _doc in _DOCS.items():
     globals()[_name] = device_only(f"tile.{_name}", _doc)

@@ -546,7 +546,7 @@ _SUPPORTED = {_unary: lambda op, dt: arith.supports_unary(op, dt),
               _sigmoid: lambda op, dt: dt.is_float}
 _OPS = {
     **{op: _unary for op in N.UNARY_OPS}, **{op: _binary for op in N.BINARY_OPS},
-    **{op: _compare for op in N.COMPARE_OPS}, **{op: _math for op in N.MATH_FUNCS},
+    **{op: _compare for op in N.COMPARE_OPS}, **{op: _math for op in (*N.MATH_FUNCS, *N.ROUNDED_FUNCS)},
     "cast": _cast, "where": _where, "sigmoid": _sigmoid,
 }
 
