@@ -2,15 +2,16 @@
 # One warm device machine's worth of checks for the work of 2026-12-07 (second session):
 # every GPU test (the grid-barrier tests apart, last: a wrong barrier hangs), the training
 # kernels' and norm backward's benches, the attention cases with every SDPA backend, and
-# ncu's source page. Carry `.whl` (z3-solver for cp312).
+# ncu's source page (`tests`: the tests only). Carry `.whl` (z3-solver for cp312).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 VERDIGRIS_CACHE_DIR=${VERDIGRIS_CACHE_DIR:-/tmp/vgc}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/card.txt"
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -6 "$OUT/$name.log"; }
-step 200 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 8 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+step 200 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
 step 60 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
+[ "${1:-all}" = tests ] && exit 0
 step 100 train_kernels python3 bench/train_kernels.py --quick
 step 100 norm_backward python3 bench/norm_backward.py
 step 120 attention python3 -m verdigris bench --quick --filter "attention" --plain-progress --out "$OUT/attention"
