@@ -448,3 +448,20 @@ def test_compile_time_values_assemble(name):
     kernel, specs = PTX_SPECS[name]
     ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), "sm_80").ptx
     assert codegen.assemble(ptx, "sm_80")[:4] == b"\x7fELF"
+
+
+@tile.kernel
+def doubled_unless_full(x, out, MODE: vg.constexpr = None):
+    t = tile.load(x, index=(0,), shape=(8,))
+    if MODE != "full":  # MODE left out: None, a compile-time value like any other
+        t = t * 2.0
+    tile.store(out, index=(0,), tile=t)
+
+
+def test_a_constexpr_left_as_none_compares_with_a_string(rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    doubled_unless_full[1](x, out)
+    np.testing.assert_array_equal(out, x * np.float32(2.0))
+    doubled_unless_full[1](x, out, MODE="full")
+    np.testing.assert_array_equal(out, x)

@@ -302,14 +302,15 @@ def compare(op: str, a, b, loc: Loc):
 
 
 def _compare_strings(op: str, a, b, loc: Loc) -> Static:
-    """`==` and `!=` of a compile-time string with another compile-time string or number,
-    folded as Python computes it (`"relu" == 1` is False); other comparisons, and a
+    """`==` and `!=` of a compile-time string with another compile-time value (a string, a
+    number, None: a constexpr left out), folded as Python computes it (`"relu" == 1` is
+    False); other comparisons, and a
     string against a value computed at run time, are refused."""
     if op not in ("eq", "ne"):
         raise CompileError(f"strings compare only with == and != in kernels, not "
                            f"{_COMPARE_SYMBOL[op]!r}", loc, hint=STRING_HINT)
     other = b if is_string(a) else a
-    if not (is_string(other) or is_number(other)):
+    if not (is_string(other) or is_number(other) or isinstance(other, Static)):  # None too
         raise CompileError("a string is compared with a value computed at run time", loc,
                            hint=STRING_HINT)
     return Static((a.value == b.value) == (op == "eq"))
