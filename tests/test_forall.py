@@ -73,3 +73,40 @@ def test_forall_is_refused_for_tile_kernels_and_bad_counts():
     for n, block in ((-1, 256), (2.5, 256), (True, 256), (8, 0), (8, 2048)):
         with pytest.raises(vg.LaunchError):
             threads_seen.forall(n, block=block)
+
+
+FORALL_SITES = '''
+import numpy as np
+from verdigris import simt
+
+
+@simt.kernel
+def increment(x):
+    i = simt.global_id(0)
+    if i < x.shape[0]:
+        x[i] += 1
+
+
+@simt.kernel
+def racy(x):
+    x[0] = x[simt.global_id(0)]
+
+
+x = np.zeros(1000, np.int32)
+increment.forall(x.size)(x)
+racy.forall(x.size, block=128)(x)
+'''
+
+
+def test_verdigris_check_reads_forall_launch_sites(tmp_path, capsys):
+    """`k.forall(n, block=b)(...)` is a launch site as `k[grid, block](...)` is: checked with
+    its block (256 where it says none)."""
+    from verdigris.cli import main
+
+    path = tmp_path / "sites.py"
+    path.write_text(FORALL_SITES)
+    status = main(["check", str(path)])
+    out = capsys.readouterr().out
+    assert status != 0 and "kernel 'increment': proven" in out
+    assert "kernel 'racy': refused (VG202" in out and "blocks of 128 threads" in out
+    assert "2 kernels and 2 launches checked" in out

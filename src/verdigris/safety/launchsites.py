@@ -56,7 +56,13 @@ class LaunchSite:
         """((block, grid), constexpr values, element types, wide scalars) specializations
         this launch can have, block and grid where they are literal (a grid of one block is
         proven as one); [] if a constexpr has neither a literal value nor a default."""
-        config = self.call.func.slice
+        func = self.call.func
+        if isinstance(func, ast.Call):  # `k.forall(n, block=b)(...)`: blocks of b (256)
+            given = ([k.value for k in func.keywords if k.arg == "block"] + func.args[1:2])[:1]
+            shapes = possible_values(given[0], self.scope) if given else (256,)
+            blocks = [b for b in map(_launch_dims, shapes or ()) if b is not None]
+            return self._with(blocks, [])
+        config = func.slice
         blocks = []
         grid = config
         if self.kernel.track == "simt" and isinstance(config, ast.Tuple) and len(config.elts) == 2:
@@ -65,6 +71,10 @@ class LaunchSite:
             grid = config.elts[0]
         grids = [g for g in map(_launch_dims, possible_values(grid, self.scope) or ())
                  if g is not None]
+        return self._with(blocks, grids)
+
+    def _with(self, blocks: list, grids: list) -> list:
+        """`configs` of these literal blocks and grids (none: unknown)."""
         arguments = self.arguments()
         choices = []
         for p in self.kernel.params:
@@ -131,9 +141,21 @@ def root_name(node) -> str | None:
 
 
 def candidate_launches(tree):
-    """Calls written `something[...](...)`, the shape of every launch."""
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Subscript) and root_name(n.func.value)]
+    """Calls written `something[...](...)` or `something.forall(...)(...)`, the shapes of
+    every launch."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and launched_kernel(n) is not None
+            and root_name(launched_kernel(n))]
+
+
+def launched_kernel(call: ast.Call):
+    """The expression of the kernel a call launches (`k` of `k[grid, block](...)` or of
+    `k.forall(n)(...)`), or None where the call is no launch's shape."""
+    if isinstance(call.func, ast.Subscript):
+        return call.func.value
+    if isinstance(call.func, ast.Call) and isinstance(call.func.func, ast.Attribute) \
+            and call.func.func.attr == "forall":
+        return call.func.func.value
+    return None
 
 
 def autotuned(kernel) -> tuple:
@@ -163,12 +185,13 @@ def launch_sites(tree: ast.Module, namespace: dict, file: str) -> list:
         values = scope_values(body, outer[0], params, defaults or {})
         bindings = scope_bindings(body, outer[1], params)
         for node in scope_nodes(body):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-                kernel = _resolve(node.func.value, namespace)
+            launched = launched_kernel(node) if isinstance(node, ast.Call) else None
+            if launched is not None:
+                kernel = _resolve(launched, namespace)
                 if getattr(kernel, "__vg_kernel__", False):
                     sites.append(LaunchSite(node, *autotuned(kernel), values, bindings, file))
-                elif isinstance(node.func.value, ast.Name) and node.func.value.id in params:
-                    name = node.func.value.id
+                elif isinstance(launched, ast.Name) and launched.id in params:
+                    name = launched.id
                     at = positional.index(name) if name in positional else None
                     through.append((function, name, at, node, values, bindings))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):

@@ -79,7 +79,7 @@ from . import analyze, bounds
 from .checkreport import (ASSUMED, NARROW, NOT_COMPILABLE, NOT_PROVEN, PROVEN, REFUSED, RUNTIME_CHECK, Finding,
                           Note, Report, Verdict)
 from .launchsites import (LaunchSite, autotuned, candidate_launches, default_configs, launch_sites,
-                          root_name)
+                          launched_kernel, root_name)
 from .statics import is_definition, load_definitions, store_counts
 from .usage import param_usage
 from .views import View, as_view, overlap
@@ -171,7 +171,7 @@ class FileCheck:
             return
         linecache.checkcache(self.file)  # quote the file as it is now
         try:
-            roots = {root_name(c.func.value) for c in candidate_launches(tree)}
+            roots = {root_name(launched_kernel(c)) for c in candidate_launches(tree)}
             self.namespace = load_definitions(tree, self.file, roots, self.failed)
             self.sites = launch_sites(tree, self.namespace, self.file)
             self.tree = tree
