@@ -528,3 +528,19 @@ def test_launch_conditions_assumed_only_where_their_sides_fit_int64(cpu):
     texts, count = assumes(short_of_y, y, z, np.zeros(8, np.float32))
     assert "y.shape[0] <= 5 + z.shape[0]" in texts and count == 0
     assert assumes(shifted_read, y, np.zeros(4, np.float32)) == (["1 + out.shape[0] <= x.shape[0]"], 1)
+
+
+
+def test_an_array_whose_extents_multiply_past_2_63_is_refused_at_launch():
+    """An empty array, or one a foreign interface describes (`__cuda_array_interface__`
+    takes any shape), may claim extents whose product passes 2**63 - 1, where the proofs
+    take `r * x.shape[1] + c` exact: refused by the launch check (NumPy refuses such shapes
+    itself, so the check is asked directly here)."""
+    from types import SimpleNamespace
+
+    from verdigris.runtime import limits
+
+    claimed = SimpleNamespace(shape=(2**40 - 1, 2**40 - 1, 0))
+    with pytest.raises(vg.LaunchError, match=r"'x' of shape .* whose product passes 2\*\*63 - 1"):
+        limits.check_extents("k", ["x", "n"], [claimed, None])
+    limits.check_extents("k", ["x"], [SimpleNamespace(shape=(2**31, 2**31, 0))])  # 2**62: fits

@@ -19,6 +19,7 @@ MAX_AXIS_THREADS = 2**31 - 1  # grid_dim(a) * block_dim(a): thread ids along an 
 # GPU's memory; only a broadcast view (a zero stride) is longer, and a launch refuses it.
 # Below it, a tile count times a tile size, or a row times a width, stays far from 2**63.
 MAX_EXTENT = 2**40 - 1
+MAX_ELEMENTS = 2**63 - 1  # an array argument's elements in all (its extents other than 0)
 
 
 class LaunchLimits(NamedTuple):

@@ -57,7 +57,7 @@ import threading
 from inspect import Parameter
 
 from .. import types as T
-from ..ir.limits import MAX_EXTENT
+from ..ir.limits import MAX_ELEMENTS, MAX_EXTENT
 from . import cache, faults, interop, streams
 from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .scalars import NARROW_END, NARROW_LOW, narrowness
@@ -265,6 +265,9 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
     extents = [n for f in facts.values() for n in f.shapes]
     if extents:  # one past MAX_EXTENT (a long broadcast view): the general path refuses it
         w.check(f"({' | '.join(extents)}) > {MAX_EXTENT}")
+    for f in facts.values():  # extents that multiply past MAX_ELEMENTS, or an empty array
+        if len(f.shapes) > 1:  # (which may claim any others): the general path decides
+            w.check(f"not 0 < {' * '.join(f.shapes)} <= {MAX_ELEMENTS}")
     if spec.bounds_guard is not None:
         condition = _inline_guard(spec.bounds_guard.condition, w.names, facts, plan)
         w.check(f"({condition})" if plan.checked else f"not ({condition})")

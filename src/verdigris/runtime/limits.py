@@ -16,8 +16,10 @@ launch still specializes, checks and compiles the kernel).
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import LaunchError
-from ..ir.limits import MAX_AXIS_THREADS, MAX_EXTENT, MODEL, LaunchLimits
+from ..ir.limits import MAX_AXIS_THREADS, MAX_ELEMENTS, MAX_EXTENT, MODEL, LaunchLimits
 
 AXES = "xyz"
 _device_limits: dict = {}  # device ordinal -> its LaunchLimits, each at most MODEL's
@@ -58,15 +60,22 @@ def check_shape(name: str, grid: tuple, block: tuple | None,
 
 def check_extents(name: str, names: list, infos: list) -> None:
     """LaunchError where an array argument (`infos`, None for the others) is longer than
-    `MAX_EXTENT` along an axis: the proofs take extents below it, so that a tile count times
-    a tile size, or a row times a width, is exact in int64."""
+    `MAX_EXTENT` along an axis, or whose extents other than 0 multiply past `MAX_ELEMENTS`
+    (an array that holds no element, or one described by a foreign interface, may claim
+    any): the proofs take both, so that a tile count times a tile size, or a row times a
+    width, is exact in int64."""
     for param, info in zip(names, infos):
-        for axis, extent in enumerate(getattr(info, "shape", ())):
+        shape = getattr(info, "shape", ())
+        for axis, extent in enumerate(shape):
             if extent > MAX_EXTENT:
                 raise LaunchError(
                     f"{name}: argument {param!r} has {extent} elements along axis {axis}, past "
                     f"the limit of 2**40 - 1 = {MAX_EXTENT} of one axis", hint="a view that long "
                     "is a broadcast (a zero stride): pass the array it repeats and index it")
+        if math.prod(n for n in shape if n) > MAX_ELEMENTS:
+            raise LaunchError(f"{name}: argument {param!r} of shape {tuple(shape)} has extents "
+                              f"whose product passes 2**63 - 1", hint="pass an array whose "
+                              "shape an array library would allow")
 
 
 def check_device(name: str, grid: tuple, block: tuple, device: int) -> None:

@@ -21,12 +21,11 @@ import math
 from dataclasses import dataclass, field
 
 from .. import types as T
-from ..ir.limits import MAX_AXIS_THREADS, MAX_EXTENT, MODEL  # every launch is refused past these
+from ..ir.limits import MAX_AXIS_THREADS, MAX_ELEMENTS, MAX_EXTENT, MODEL  # launches past these are refused
 
 INF = math.inf
 MAX_BLOCK = MODEL.block_threads
 MAX_GRID = MODEL.grid
-MAX_ELEMENTS = 2**63 - 1  # an array's elements in all (numel is an int64)
 AXES = "xyz"
 
 
