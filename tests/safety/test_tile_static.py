@@ -616,3 +616,28 @@ def test_block_order_variants_refused(kernel, args, kwargs, code, words):
     errors = analyze(kernel, *args, **kwargs).errors
     assert [e.code for e in errors] == [code], errors
     assert words in errors[0].message and len(re.findall(BLOCK, errors[0].message)) >= 2, errors[0].message
+
+
+@tile.kernel
+def grouped_run_time_group_unbounded(x, out, G, BM: vg.constexpr, BN: vg.constexpr):
+    """The twin without the fact's upper bound: a G near 2**31 makes G * cols wrap."""
+    vg.assume(G >= 1)
+    i, j = _triton_order(tile.bid(0), (out.shape[0] + BM - 1) // BM, (out.shape[1] + BN - 1) // BN, G)
+    tile.store(out, index=(i, j), tile=tile.load(x, index=(i, j), shape=(BM, BN)))
+
+
+def test_a_run_time_group_is_proven_only_within_the_range_the_kernel_states(rng):
+    """`vg.assume(1 <= G <= 64)` bounds G for the proof, so `G * cols` is exact; without the
+    upper bound the order is not proven (G * cols may wrap in int64); a launch whose G
+    breaks the fact is refused before it runs (the proof's range is the launch's)."""
+    assert not analyze(grouped_run_time_group, C, C, 4, BM=8, BN=8).errors
+    errors = analyze(grouped_run_time_group_unbounded, C, C, 4, BM=8, BN=8).errors
+    assert errors and errors[0].code in ("VG202", "VG205"), errors
+    x = rng.standard_normal(C.shape).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    for g in (0, 65):
+        with pytest.raises(vg.AssumptionError):
+            grouped_run_time_group[15](x, out, g, BM=8, BN=8)
+    assert np.isnan(out).all()
+    grouped_run_time_group[15](x, out, 3, BM=8, BN=8)
+    np.testing.assert_array_equal(out, x)
