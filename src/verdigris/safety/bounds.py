@@ -235,7 +235,7 @@ class _Prover:
         """Whether z3 proves `index <violation> limit` impossible under `pc`."""
         import z3
 
-        from .solver import _Encoder
+        from .encoder import _Encoder
 
         self.queries += 1
         enc = _Encoder(self.space, z3)

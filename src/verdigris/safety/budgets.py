@@ -12,7 +12,7 @@ query (a watchdog thread reads the proving thread's CPU clock).
 
 The steps: within that time, each query also stops after a number of z3 steps, so that
 most verdicts do not depend on how loaded the machine is (each query also gets a z3 context
-of its own: `solver._Encoder`; with only a wall-clock limit, a grouped GEMM ordering was
+of its own: `encoder._Encoder`; with only a wall-clock limit, a grouped GEMM ordering was
 proven in 0.2 s after other kernels and refused alone). Steps are sized in milliseconds of
 the CI machine, where z3 takes 3,000-9,000 steps a millisecond on most queries (far fewer
 on some: the time limit catches those).
@@ -38,7 +38,7 @@ BOUNDS = 200 * STEPS_PER_MS  # a bounds proof that needs more keeps its check
 READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
 LOOSE_S = 0.4  # CPU seconds of a race query's first try, without the extents' bound
 READABLE_S = 0.3  # CPU seconds of a counterexample's refinements after its divisors' (small values)
-NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`solver._Encoder.decide`)
+NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`encoder._Encoder.decide`)
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
 ORDER = 200 * STEPS_PER_MS  # a block order's injectivity (`injective`); past it, the general query
 

@@ -44,7 +44,8 @@ from ..simt import warp_size
 from . import budgets, diagnose
 from .algebra import per_thread, rename_formula
 from .codes import CODES
-from .solver import COPIES, Outcome, _Encoder, gave_up, readable, situation_of
+from .encoder import _Encoder
+from .solver import COPIES, Outcome, gave_up, readable, situation_of
 from .uniform import Scopes, at_least, equalities
 
 CODE = {"grid": "VG210", "block": "VG210", "warp": "VG214"}

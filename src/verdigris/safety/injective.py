@@ -39,7 +39,7 @@ import re
 
 from . import budgets, fastpath
 from .algebra import Atom, Poly, Space, conj, formula_atoms, generic, rename_formula
-from .solver import _Encoder
+from .encoder import _Encoder
 
 ROOT_KINDS = ("thread", "loopvar")
 FUNCTIONS = ("floordiv", "mod", "ite", "wrap", "pow2", "rshift")  # atoms defined by their parts

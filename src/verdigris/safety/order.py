@@ -1,6 +1,6 @@
 """Whether two threads' accesses may run at the same time: the ordering part of a race query.
 
-Takes: a z3 encoder (`solver._Encoder`) over two copies of the thread ("1" and "2"), two
+Takes: a z3 encoder (`encoder._Encoder`) over two copies of the thread ("1" and "2"), two
 accesses (`symbolic.Ordered`, or plain `Access`es without barriers) and the `Space`. Gives:
 - `unordered(enc, a, b, space, apart=False)`: a z3 formula that holds when thread 1 at `a`
   and thread 2 at `b` are distinct threads that nothing orders:

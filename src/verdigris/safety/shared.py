@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from . import budgets, coverage, diagnose, fastpath, order, solver
 from .algebra import Poly, formula_atoms, per_thread, rename_formula
-from .solver import Outcome, _depends, _Encoder, readable
+from .encoder import _depends, _Encoder
+from .solver import Outcome, readable
 from .uniform import Scopes, at_least
 
 CODE_OF_KINDS = {("write", "write"): "VG211", ("read", "write"): "VG211",

@@ -48,7 +48,7 @@ from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.locks import Locked
 from ..frontend.access_nodes import ACCESSING
-from .solver import _depends
+from .encoder import _depends
 from .algebra import FALSE, TRUE, Atom, Poly, Space, compare, conj, dtype_range
 from .intops import INT_OPS
 from .bounds import Remembering
