@@ -23,9 +23,7 @@ Guarantees:
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -33,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import types as T
-from ..errors import (AliasError, CompileError, LaunchError, Loc, SafetyError, format_message,
+from ..errors import (AliasError, CompileError, LaunchError, Loc,
                       user_call_site)
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Narrow, Static, Weak
@@ -43,6 +41,7 @@ from ..ir.limits import MODEL
 from ..lang import checked_function
 from . import backend, constants, limits, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
+from .launches import Launch
 from .scalars import is_narrow, narrowness, refuse_narrowed_floats, scalar_dtype, scalar_entry
 
 MAX_BLOCK_THREADS = MODEL.block_threads
@@ -547,73 +546,6 @@ class KernelFunction:
             cpu.run_simt(spec.kernel, grid, block, args, shared_bytes=int(shared_bytes))
 
 
-class Launch:
-    """`k[grid, block]`: call it with the kernel's arguments (and `stream=`; SIMT kernels
-    also take `shared_bytes=`, the size of their `simt.shared.dynamic` array, tile kernels
-    `num_warps=`, which overrides the lowering's choice of warps per block).
-
-    `general` is the general launch path; on the cuda backend each of its launches puts a
-    generated launcher for the arguments' kinds (`fastpath`) at the head of the
-    configuration, which `k[grid, block]` then returns. Calling a `Launch` kept from before
-    goes to that head too."""
-
-    __slots__ = ("kernel", "grid", "block", "config")
-
-    def __init__(self, kernel: KernelFunction, grid: tuple, block: tuple | None, config=None):
-        self.kernel, self.grid, self.block, self.config = kernel, grid, block, config
-
-    def __call__(self, *args, **kwargs) -> None:
-        head = self.kernel._launches.get(self.config, self)
-        (self.general if head is self else head)(*args, **kwargs)
-
-    def general(self, *args, stream=None, num_warps=None, shared_bytes=0, **kwargs) -> None:
-        if _skipping.depth:  # tracing a torch op with fake tensors (`runtime.torch_ops`)
-            return
-        block = self.block if num_warps is None else _warps_block(self.kernel, num_warps)
-        # a grid with no blocks runs nothing, but is checked and compiled like any launch
-        try:
-            plan = self.kernel.launch(self.grid, block, args, kwargs, stream, shared_bytes)
-        except SafetyError as err:
-            if self.kernel.track == "tile" and isinstance(self.config, tuple) and len(self.config) > 1:
-                _explain_tile_grid(err, self.kernel.__name__, self.config)
-            raise
-        # Launches with dynamic shared memory stay on this path (generated launchers pass
-        # ABI values only).
-        if plan is not None and self.config is not None and not shared_bytes \
-                and not plan.spec.dynamic_shared:
-            from . import fastpath
-
-            fastpath.install(self, plan, num_warps)
-
-
-def _explain_tile_grid(err: SafetyError, name: str, config: tuple) -> None:
-    """Add to a refusal of a tile kernel launched `k[a, b]` that this is an a x b grid of
-    blocks, not SIMT's grid and block, in case that is what went wrong."""
-    note = (f"{name}{list(config)} launches a grid of {' x '.join(map(str, config))} blocks: "
-            f"a tile kernel takes only a grid (it chooses its own threads, num_warps=); "
-            f"if {config[-1]} was meant as a block size, launch {name}[{config[0]}]")
-    if note not in err.hint:
-        err.hint = f"{err.hint}; {note}" if err.hint else note
-        err.args = (format_message(err.message, err.loc, err.hint, err.code),)
-
-
-class _Skipping(threading.local):
-    depth = 0
-
-
-_skipping = _Skipping()
-
-
-@contextlib.contextmanager
-def skipping_launches():
-    """Launches on this thread do nothing inside the block (`runtime.torch_ops`)."""
-    _skipping.depth += 1
-    try:
-        yield
-    finally:
-        _skipping.depth -= 1
-
-
 def _forget_launchers() -> None:
     """After a backend switch: configurations start again from their `Launch`."""
     from . import fastpath
@@ -633,18 +565,6 @@ def _dynamic_itemsize(kernel: N.Kernel) -> int:
 
     return next((n.array.dtype.itemsize for n in walk(kernel.body) if isinstance(n, N.LocalAlloc)
                  and n.array.type.space == "shared" and n.array.type.shape is None), 0)
-
-
-def _warps_block(kernel: KernelFunction, num_warps) -> tuple:
-    """The block of a tile launch with `num_warps=` (a power of two, 1 to 32)."""
-    if kernel.track != "tile":
-        raise LaunchError(f"{kernel.__name__}: num_warps= is for tile kernels; a SIMT launch "
-                          "gives its block: k[grid, block](...)")
-    if not (isinstance(num_warps, int) and num_warps > 0 and num_warps & (num_warps - 1) == 0
-            and num_warps * 32 <= MAX_BLOCK_THREADS):
-        raise LaunchError(f"{kernel.__name__}: num_warps must be a power of two from 1 to "
-                          f"{MAX_BLOCK_THREADS // 32}, not {num_warps!r}")
-    return (num_warps * 32, 1, 1)
 
 
 _MISSING = object()

@@ -1,6 +1,6 @@
 """Generated launchers: the cuda backend's launch hot path.
 
-Takes: a launch that has just gone through the general path (`dispatch.Launch.general`,
+Takes: a launch that has just gone through the general path (`launches.Launch.general`,
 then `launch_cuda.launch`), described by its `launch_cuda.Plan` (specialization, device,
 compiled variant, block, what the bounds guard said, the argument values and their
 `ArrayInfo`s). Gives: `install(launch, plan, num_warps)`, which puts a generated launcher

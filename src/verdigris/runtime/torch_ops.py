@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from .dispatch import skipping_launches
+from .launches import skipping_launches
 
 
 def torch_op(name: str, *, mutates_args=(), fake=None):
