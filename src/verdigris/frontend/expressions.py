@@ -351,7 +351,7 @@ class Expressions:
     def expr_IfExp(self, node):
         loc = self.loc(node)
         cond = self.expr(node.test)
-        cond = tiles.compile_time(cond) or cond  # `x if EVEN else y` of a known name too
+        cond = tiles.folded(cond)  # `x if EVEN else y` of a known name too
         if isinstance(cond, Static):
             return self.expr(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
         cond = truth(cond, self.loc(node.test))

@@ -33,7 +33,7 @@ class ControlFlow:
         constant) in one arm and to another in the other, `rest` is translated in each arm
         with that arm's binding (no variable can hold an array)."""
         cond = self.expr(node.test)
-        cond = tiles.compile_time(cond) or cond  # `if EVEN:` of `EVEN = N % B == 0` too
+        cond = tiles.folded(cond)  # `if EVEN:` of `EVEN = N % B == 0` too
         if isinstance(cond, Static):  # decided while compiling
             self.body(node.body if static_truth(cond, self.loc(node.test)) else node.orelse)
             return False

@@ -64,7 +64,7 @@ def _static_shape(shape, what: str, loc: Loc) -> tuple:
     `tiles.compile_time`) as a tuple of positive ints."""
     if isinstance(shape, Static) and isinstance(shape.value, tuple):
         shape = shape.value
-    shape = tuple(map(_compile_time, shape)) if isinstance(shape, tuple) else _compile_time(shape)
+    shape = tuple(map(tiles.folded, shape)) if isinstance(shape, tuple) else tiles.folded(shape)
     constant = isinstance(shape, Static) or (
         isinstance(shape, tuple) and all(isinstance(s, Static) for s in shape))
     shape = shape.value if isinstance(shape, Static) else shape
@@ -78,10 +78,6 @@ def _static_shape(shape, what: str, loc: Loc) -> tuple:
                                 "parameter launched with one)" if constant else
                                 "make the size a vg.constexpr parameter")
     return shape
-
-
-def _compile_time(v):
-    return tiles.compile_time(v) or v
 
 
 def _array(space: str):

@@ -323,6 +323,11 @@ def compile_time(v) -> Static | None:
     return None if value is None else Static(value)
 
 
+def folded(v):
+    """`v` as its compile-time value where it has one (`compile_time`), else `v` itself."""
+    return compile_time(v) or v
+
+
 def _ints(v, what: str, loc: Loc) -> tuple:
     """A constant int or tuple of ints (literal, constexpr, or a tuple of them)."""
     raw = v.value if isinstance(v, Static) else v

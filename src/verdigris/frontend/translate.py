@@ -457,7 +457,7 @@ class Translator(ControlFlow, Expressions):
         the compile-time number itself, as if the value were written in its place, so it
         can size arrays and unroll loops."""
         loc = self.loc(node)
-        value = tiles.compile_time(value) or value
+        value = tiles.folded(value)
         if not (is_number(value) or is_string(value)):
             raise CompileError(f"{name!r} is declared vg.constexpr, but its value is not known "
                                "while compiling", loc, hint="compute it from literals, "
