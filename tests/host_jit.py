@@ -41,7 +41,7 @@ from verdigris.codegen import checks
 from verdigris.codegen.dtypes import NARROW_FORMATS, round_to_format
 from verdigris.frontend.typing import Weak
 from verdigris.ir import ArrayType, abi_params
-from verdigris.runtime import dispatch
+from verdigris.runtime import speckeys
 
 
 class Unsupported(Exception):
@@ -343,7 +343,7 @@ def _spec(value, dtype=None):
         dtype = dtype or T.from_numpy(value.dtype)
         strides = tuple(s // value.itemsize for s in value.strides)
         return ArrayType(dtype, value.ndim, "global", value.ndim > 0 and value.strides[-1] == value.itemsize,
-                         value.ctypes.data % 16 == 0, on_grid=dispatch.on_grid(value.shape, strides))
+                         value.ctypes.data % 16 == 0, on_grid=speckeys.on_grid(value.shape, strides))
     if isinstance(value, np.generic):
         return T.from_name(value.dtype.name)
     if type(value) is float:  # as a launch specializes it: float64, weak

@@ -43,8 +43,8 @@ from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
 from ..ir.nodes import NARROW_DTYPES
-from .dispatch import (_FACT_AT, _KERNELS, MULTIPLE, KernelFunction, Specialization, _dims,
-                       constexpr_entry, divisibility)
+from .dispatch import _KERNELS, KernelFunction, Specialization, _dims
+from .speckeys import FACT_AT, MULTIPLE, constexpr_entry, divisibility
 from .scalars import NARROW_AT, narrowness, scalar_entry
 
 MAGIC = b"VGBUNDLE1\n"
@@ -157,7 +157,7 @@ def _relaxed(key: tuple, divisible: bool, narrow: bool) -> tuple:
     def relaxed(entry):
         entry = list(entry)
         if divisible and divisibility(tuple(entry)) is not None:
-            entry[_FACT_AT[entry[0]]] = False
+            entry[FACT_AT[entry[0]]] = False
         if narrow and narrowness(tuple(entry)) is not None:
             entry[NARROW_AT] = False
         return tuple(entry)

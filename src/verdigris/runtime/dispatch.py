@@ -42,36 +42,11 @@ from ..lang import checked_function
 from . import backend, constants, limits, warmup
 from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
 from .launches import Launch
+from .speckeys import MULTIPLE, constexpr_entry, divisibility, on_grid
 from .scalars import is_narrow, narrowness, refuse_narrowed_floats, scalar_dtype, scalar_entry
 
 MAX_BLOCK_THREADS = MODEL.block_threads
 MAX_CACHED_CONFIGS = 4096
-MULTIPLE = 16  # a tile kernel's integer scalars specialize on being multiples of this
-OFF_GRID = ~(N.ON_GRID_EXTENT - MULTIPLE)  # bits an on-grid extent lacks: below MULTIPLE, 2**30 and up
-
-
-_FACT_AT = {"s": 2, "a": 5}  # where a tile kernel's key entry (`spec_key`) holds its fact
-
-
-def divisibility(entry: tuple) -> bool | None:
-    """A specialization key entry's divisibility fact: whether a tile kernel's integer
-    scalar is a multiple of MULTIPLE, or its array `on_grid`; None for entries without one
-    (constexprs, floats, every SIMT entry)."""
-    at = _FACT_AT.get(entry[0])
-    return entry[at] if at is not None and len(entry) > at else None
-
-
-def on_grid(shape, strides) -> bool:
-    """`ArrayType.on_grid`: every extent a multiple of MULTIPLE below 2**30
-    (`ON_GRID_EXTENT`), every stride but the last a multiple of MULTIPLE."""
-    extents = strides_left = 0
-    for n in shape:
-        extents |= n
-    for s in strides[:-1]:
-        strides_left |= s
-    return not (extents & OFF_GRID or strides_left & (MULTIPLE - 1))
-
-
 def _dims(value, what: str, name: str, empty: bool = False) -> tuple:
     """A grid or block shape, padded to three; `empty`: a launch's grid, which may have no
     blocks (`k[vg.cdiv(n, 256), 256]` with n = 0 launches nothing, as in Triton)."""
@@ -579,18 +554,6 @@ def _describe_fails(value) -> bool:
     except LaunchError:
         return True
     return False
-
-
-def constexpr_entry(value) -> tuple:
-    """A constexpr's specialization key entry: its value and its type's name (100 and
-    100.0 are equal, and hash alike, but compile to different code: int8 * 100 wraps,
-    int8 * 100.0 is float32)."""
-    return ("c", value, type_tag(value))
-
-
-def type_tag(value):
-    """The name of `value`'s type, element by element for a tuple."""
-    return tuple(map(type_tag, value)) if isinstance(value, tuple) else type(value).__name__
 
 
 def _hashable(value, name: str, kernel: str):

@@ -59,7 +59,7 @@ from inspect import Parameter
 from .. import types as T
 from ..ir.limits import MAX_ELEMENTS, MAX_EXTENT
 from . import cache, faults, interop, streams
-from .dispatch import MULTIPLE, OFF_GRID, divisibility, type_tag
+from .speckeys import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .interop import span
 from .module import PACK_ERRORS, CudaKernel
@@ -173,8 +173,8 @@ class _Writer:
         self.checks.append(f"if {failed}: {{down}}")
 
     def divisible(self, fact: bool | None, extents=(), multiples=()) -> None:
-        """A tile specialization's divisibility fact about some values (`dispatch.divisibility`:
-        `dispatch.on_grid`, `dispatch.MULTIPLE`): `extents` must be multiples of MULTIPLE
+        """A tile specialization's divisibility fact about some values (`speckeys.divisibility`:
+        `speckeys.on_grid`, `speckeys.MULTIPLE`): `extents` must be multiples of MULTIPLE
         below 2**30 and `multiples` multiples of MULTIPLE. Where the fact holds, the values
         join one test made after the argument checks (`divisible_check`); where it does not,
         they are tested here, to be off the grid; None (no such fact) tests nothing."""
