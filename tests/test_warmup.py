@@ -1,7 +1,8 @@
 """The compiler's warm-up (`runtime.warmup`), on the fake CUDA driver in fresh processes: it
 starts once a kernel is defined and a device is ready, loads what the first compile of
 those kernels imports (so the launch imports nothing more of the compiler), is skipped for
-kernels compiled on this machine before and on the cpu backend, and leaves a fork safe."""
+kernels compiled on this machine before, on the cpu backend and with VERDIGRIS_WARMUP=0,
+and leaves a fork safe."""
 import json
 import shutil
 import textwrap
@@ -79,6 +80,10 @@ print(json.dumps({"llvm": "llvmlite.binding" in sys.modules}))
     assert _run(tmp_path, check, before=no_driver) == {"llvm": False, "log": []}
     cpu_arrays = "x = vg.asarray(np.ones(64, np.float32))\n"
     assert _run(tmp_path, cpu_arrays + check, VERDIGRIS_BACKEND="cpu") == {"llvm": False, "log": []}
+    # the switch that measures a first call without it: a device is ready, no warm-up
+    gpu_arrays = "x = vg.asarray(np.ones(64, np.float32))\n"
+    assert _run(tmp_path, gpu_arrays + check, VERDIGRIS_WARMUP="0") == {"llvm": False, "log": []}
+    assert _run(tmp_path, gpu_arrays + check)["llvm"]  # its twin, the switch left on
 
 
 def test_a_defined_kernel_on_a_machine_with_the_driver_imports_the_runtime_not_calling_it(tmp_path):

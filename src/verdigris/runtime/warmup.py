@@ -25,7 +25,8 @@ Guarantees:
 - A launch made while it runs waits only for what it needs (Python's import locks, the
   LLVM set-up's lock) and never does the work twice.
 - It changes no generated code, and any failure in it is silent: the compile meets the same
-  failure and reports it. With `VERDIGRIS_LOG=compile` the next compile's line says what
+  failure and reports it. `VERDIGRIS_WARMUP=0` turns it off (for measuring a first call
+  without it; the cpu backend never starts it). With `VERDIGRIS_LOG=compile` the next compile's line says what
   it did (`take_report`: the kernels, and the time it took off the program's clock).
 """
 from __future__ import annotations
@@ -97,11 +98,15 @@ def _start_locked() -> None:
     global _thread, _running
     if _running or _done or not _defined or (_device is None and not _driver_installed()):
         return
-    if os.environ.get("VERDIGRIS_BACKEND", "").strip().lower() == "cpu":
+    if os.environ.get("VERDIGRIS_BACKEND", "").strip().lower() == "cpu" or _switched_off():
         return
     _running = True
     _thread = threading.Thread(target=_run, daemon=True, name="verdigris-warmup")
     _thread.start()
+
+
+def _switched_off() -> bool:
+    return os.environ.get("VERDIGRIS_WARMUP", "").strip().lower() in ("0", "off", "false", "no")
 
 
 @functools.cache
