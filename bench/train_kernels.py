@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 
 try:  # `verdigris bench` imports every script that uses benchsuite, torch or not
     import torch
@@ -117,12 +118,14 @@ def cross_entropy_case(timer: GpuTimer) -> dict:
 
 
 def timed(timer: GpuTimer, fns: dict) -> dict:
-    """Device seconds of each callable; one that raised is reported and left out."""
-    seconds = timer.device_seconds_in_turn(fns)
-    for name, figure in seconds.items():
+    """Device seconds of each callable (the median of its rounds); one that raised is
+    reported and left out."""
+    rounds = timer.device_seconds_in_turn(fns, final=False)
+    for name, figure in rounds.items():
         if isinstance(figure, Exception):
             print(f"  {name}: failed while timed ({type(figure).__name__}: {figure})")
-    return {name: figure for name, figure in seconds.items() if not isinstance(figure, Exception)}
+    return {name: statistics.median(figures) for name, figures in rounds.items()
+            if not isinstance(figures, Exception)}
 
 
 def gpt2_small_shapes():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from verdigris.benchsuite import (ROOFLINE, Impl, case, checked, command, plots, registry,
-                                  returning)
+                                  report, returning, runner)
 from verdigris.benchsuite import timing
 from verdigris.benchsuite.progress import bar
 from verdigris.cli import main
@@ -46,6 +46,10 @@ class Fake:
 
 
 class FakeTimer:
+    """Every round of every callable takes the Fake's `seconds` (`first_call_ms`: what it
+    returns): no noise, so the A-vs-A control shows none."""
+    rounds = 3
+
     def synchronize(self):
         pass
 
@@ -53,18 +57,20 @@ class FakeTimer:
         fn()
         return fn.seconds
 
-    def device_seconds_in_turn(self, fns):
-        return self._each(fns, lambda fn: self.device_seconds(fn))
+    def device_seconds_in_turn(self, fns, final):
+        return self._each(fns, self.device_seconds)
 
-    def host_us_per_call(self, fns):
+    def host_us_per_call(self, fns, final):
         return self._each(fns, lambda fn: self.device_seconds(fn) * 1e6)
 
-    @staticmethod
-    def _each(fns, measure):
+    def first_call_ms(self, fns, final):
+        return self._each(fns, lambda fn: float(fn()))
+
+    def _each(self, fns, measure):
         out = {}
         for key, fn in fns.items():
             try:
-                out[key] = measure(fn)
+                out[key] = [measure(fn) for _ in range(self.rounds)]
             except Exception as exc:
                 out[key] = exc
         return out
@@ -375,13 +381,13 @@ def test_a_run_prints_the_table_with_ratios(capsys, monkeypatch, tmp_path):
     assert header.split()[:7] == ["case", "size", "unit", "verdigris", "torch", "triton", "roofline"]
     # ours: best of 3.0 and 3.6 TB/s; the best peer is Triton's 4.0; the copy is 4.0
     assert table_row(out, "copy-ish add", "2^22") == [
-        "TB/s", "3.60", "3.20", "4.00", "-", "0.900", "0.900", "BLOCK=4096"]
+        "TB/s", "3.60", "3.20", "4.00", "-", "0.900", "0.900", "±0.0%", "BLOCK=4096"]
     assert table_row(out, "gemm bf16", "4096") == ["TFLOP/s", "700", "730", "-", "-", "0.959",
-                                                   "0.700"]
+                                                   "0.700", "±0.0%"]
     # times: theirs / ours, and the raw launch is the roofline
     assert table_row(out, "launch", "256 elements") == ["us/call", "6.00", "8.00", "20.00",
-                                                        "5.00", "1.333", "0.833"]
-    assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-"]
+                                                        "5.00", "1.333", "0.833", "±0.0%"]
+    assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-", "±0.0%"]
 
 
 def test_a_case_is_compared_with_the_roofline_it_names(capsys, monkeypatch, tmp_path):
@@ -406,8 +412,8 @@ def test_a_case_is_compared_with_the_roofline_it_names(capsys, monkeypatch, tmp_
     status, out, _ = run_cli(capsys, monkeypatch, "--bench-dir", str(directory), "--out",
                              str(out_dir), env=fake_env(dense_tflops=1000.0))
     assert status == 0
-    assert table_row(out, "gemm fp8", "4096") == ["TFLOP/s", "1200", "1000", "1.200", "0.600"]
-    assert table_row(out, "sgemm", "4096") == ["TFLOP/s", "40", "50", "0.800", "0.640"]
+    assert table_row(out, "gemm fp8", "4096") == ["TFLOP/s", "1200", "1000", "1.200", "0.600", "±0.0%"]
+    assert table_row(out, "sgemm", "4096") == ["TFLOP/s", "40", "50", "0.800", "0.640", "±0.0%"]
     assert "dense fp8 peak roofline: 2000 TFLOP/s (datasheet)" in out
     assert "fp32 CUDA-core peak roofline: 62 TFLOP/s (datasheet)" in out
     cases = json.loads((out_dir / "results.json").read_text())["cases"]
@@ -418,7 +424,7 @@ def test_failures_are_notes_and_never_figures(capsys, monkeypatch, tmp_path):
     status, out, _, _ = full_run(capsys, monkeypatch, tmp_path)
     assert status == 0
     assert table_row(out, "broken", "1") == ["TB/s", "WRONG", "error", "1.00", "-",
-                                             "-", "-"]
+                                             "-", "-", "-"]
     notes = out[out.index("notes:"):]
     assert "broken 1 verdigris: wrong: relative error 1.0e+00 > 1e-05" in notes
     assert "broken 1 torch: RuntimeError: out of memory\n" in notes  # first line only
@@ -438,7 +444,21 @@ def test_a_run_writes_json_markdown_and_the_table(capsys, monkeypatch, tmp_path)
     assert row["values"]["verdigris"] == pytest.approx(3.6)
     assert row["configs"]["verdigris"] == "BLOCK=4096" and row["best_peer"] == "triton"
     assert row["vs_best_peer"] == pytest.approx(0.9) and row["vs_roofline"] == pytest.approx(0.9)
-    assert len([m for m in data["measurements"] if m["case"] == "copy-ish add"]) == 8
+    # per size: both configurations of ours in the first pass, each peer in the second
+    # (torch and Triton have one configuration: nothing to choose), and ours' twin
+    add = [(m["size"], m["peer"], m["config"], m["stage"], m["value"], len(m["rounds"]))
+           for m in data["measurements"] if m["case"] == "copy-ish add"]
+    assert add[:8] == [
+        ("2^20", "verdigris", "BLOCK=1024", "select", pytest.approx(3.0), 3),
+        ("2^20", "verdigris", "BLOCK=4096", "select", pytest.approx(3.6), 3),
+        ("2^20", "torch", "", "select", None, 0), ("2^20", "triton", "", "select", None, 0),
+        ("2^20", "verdigris", "BLOCK=4096", "final", pytest.approx(3.6), 3),
+        ("2^20", "torch", "", "final", pytest.approx(3.2), 3),
+        ("2^20", "triton", "", "final", pytest.approx(4.0), 3),
+        ("2^20", "verdigris", "BLOCK=4096", "control", pytest.approx(3.6), 3)]
+    assert len(add) == 16
+    assert row["spreads"]["torch"] == [pytest.approx(3.2)] * 2
+    assert row["a_vs_a"] == 1.0 and row["noise"] == 0.0 and row["level"] is False
     markdown = (out_dir / "index.md").read_text()
     assert markdown.startswith("# verdigris bench: Fake GPU 9000, ")
     assert "| copy-ish add | 2^20 | TB/s | 3.60 | 3.20 | 4.00 |" in markdown
@@ -480,6 +500,83 @@ def test_an_interrupted_run_keeps_what_it_measured(capsys, monkeypatch, tmp_path
     data = json.loads((out_dir / "results.json").read_text())
     assert data["meta"]["interrupted"] is True
     assert {m["case"] for m in data["measurements"]} == {"copy-ish add"}
+
+
+# ----------------------------------------------------------------------------- two passes
+
+
+class ScriptedTimer(FakeTimer):
+    """Device seconds per round by pass, key and callable, from `script`; the passes it was
+    asked for."""
+
+    def __init__(self, script):
+        self.script, self.passes = script, []
+
+    def device_seconds_in_turn(self, fns, final):
+        self.passes.append((final, list(fns)))
+        return {key: self.script(final, key, fn) for key, fn in fns.items()}
+
+
+class Steps:
+    def step(self, label):
+        pass
+
+
+def two_pass_run(script, torch_seconds):
+    """A memory case of 1e12 bytes (TB/s = 1 / seconds) at one size per torch figure: ours
+    in two configurations, torch in one, timed by a ScriptedTimer running `script`."""
+    @case("two passes", kind="memory", sizes=list(torch_seconds), work=lambda n: 1e12)
+    def setup(torch_s):
+        return {"verdigris": {"lucky": Fake(), "steady": Fake()}, "torch": Fake(torch_s)}
+
+    timer = ScriptedTimer(script)
+    results = runner.run(registry.select("two passes"), timer=timer, quick=False, bar=Steps())
+    return timer, results
+
+
+def test_the_chosen_configuration_is_re_timed_and_its_luck_left_behind():
+    """Pass 1 times only the peers with several configurations; pass 2 re-times each peer's
+    choice with ours' twin, last; the figures are pass 2's, every round kept."""
+    def script(final, key, _):
+        if not final:  # 'lucky' drew a fast first pass: 4 TB/s against 2.5
+            return {"lucky": [0.25, 0.3, 0.2], "steady": [0.4, 0.4, 0.4]}[key[1]]
+        return [0.5, 0.5, 0.5] if key[0] == "verdigris" else [0.8, 0.8, 0.8]
+
+    timer, results = two_pass_run(script, [0.8])
+    assert timer.passes == [
+        (False, [("verdigris", "lucky"), ("verdigris", "steady")]),
+        (True, [("verdigris", "lucky", "final"), ("torch", "", "final"),
+                ("verdigris", "lucky", "control")])]
+    [row] = report.rows(results)
+    assert row.configs["verdigris"] == "lucky"
+    assert row.values["verdigris"] == pytest.approx(2.0)  # not the first pass's 4.0
+    assert row.vs_best_peer == pytest.approx(1.6) and row.noise == 0
+    select = [m for m in results.measurements if m.stage == runner.SELECT]
+    assert [m.value for m in select] == [pytest.approx(4.0), pytest.approx(2.5), None]
+    assert select[0].rounds == [pytest.approx(4.0), pytest.approx(1 / 0.3), pytest.approx(5.0)]
+
+
+def test_no_ratio_is_printed_finer_than_the_a_vs_a_noise():
+    """Ours against its twin moves 2% from round to round: ratios get two decimals, and
+    one within 2% of 1 reads 'level' (its twin, 40% apart, does not)."""
+    def script(final, key, fn):
+        if key[0] == "torch":
+            return [fn.seconds] * 3
+        if key[-1] == "control":
+            return [0.5 * 0.98, 0.5, 0.5 * 1.02]
+        return [0.5, 0.5, 0.5]
+
+    _, results = two_pass_run(script, [0.505, 0.7])
+    level, apart = report.rows(results)
+    assert level.a_vs_a == pytest.approx(1.0) and level.noise == pytest.approx(0.02)
+    assert level.level and not apart.level and apart.vs_best_peer == pytest.approx(1.4)
+    table = report.format_table(results)
+    assert table_row(table, "two passes", "0.505") == ["TB/s", "2.00", "1.98", "level", "-",
+                                                      "±2.0%", "lucky"]
+    assert table_row(table, "two passes", "0.7") == ["TB/s", "2.00", "1.43", "1.40", "-",
+                                                    "±2.0%", "lucky"]
+    assert [report.decimals(n) for n in (None, 0.0, 0.0004, 0.02, 0.1, 0.3, 2.0)] == \
+        [3, 3, 3, 2, 1, 1, 0]
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -546,8 +643,8 @@ def test_without_matplotlib_the_run_says_how_to_get_plots(capsys, monkeypatch, t
 
 def test_launch_timing_takes_turns_and_reports_failures(monkeypatch):
     """The launch timer runs a case's callables batch by batch in turn (the host's drift
-    then falls on all of them alike), keeps their order, and gives a callable that raises,
-    at its warm-up or later, its exception in place of a figure."""
+    then falls on all of them alike), keeps their order, gives every batch's figure, and
+    gives a callable that raises, at its warm-up or later, its exception in their place."""
     timer = timing.GpuTimer(quick=True)
     monkeypatch.setattr(timer, "synchronize", lambda: None)
     calls = []
@@ -561,32 +658,38 @@ def test_launch_timing_takes_turns_and_reports_failures(monkeypatch):
 
     figures = timer.host_us_per_call({"raw": launcher("raw"), "ours": launcher("ours"),
                                       "late": launcher("late", fail_after=2000),
-                                      "never": lambda: 1 / 0})
+                                      "never": lambda: 1 / 0}, final=True)
+    rounds = timer.host_rounds[True]
     assert list(figures) == ["raw", "ours", "late", "never"]
-    assert all(isinstance(figures[k], float) and figures[k] > 0 for k in ("raw", "ours"))
+    assert all(len(figures[k]) == rounds and min(figures[k]) > 0 for k in ("raw", "ours"))
     assert isinstance(figures["late"], RuntimeError) and isinstance(figures["never"], ZeroDivisionError)
     batches = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
     timed = batches[3:]  # after the warm-ups of raw, ours and late
     assert timed[:4] == ["raw", "ours", "late", "ours"]  # the second round starts one on
-    assert calls.count("raw") == calls.count("ours") == 200 + timer.rounds * timer.batch
+    assert calls.count("raw") == calls.count("ours") == 200 + rounds * timer.batch
 
 
-def test_device_timing_takes_turns_over_rounds(monkeypatch):
-    """The implementations of one case and size get a third of the time in each of three
-    rounds, in turn, and the median of their rounds; one that fails leaves the rounds."""
+@pytest.mark.parametrize("final", [False, True])
+def test_device_timing_takes_turns_over_rounds(monkeypatch, final):
+    """The implementations timed together get an equal share of the time in each round, in
+    turn, and every round's figure; one that fails leaves the rounds."""
     timer = timing.GpuTimer()
+    rounds = timer.device_rounds[final]
     seen = []
 
     def device_seconds(fn, share=1.0):
         seen.append((fn(), share))
-        return {"a": [3.0, 1.0, 2.0], "b": [5.0, 4.0, 6.0]}[fn()][sum(n == fn() for n, _ in seen) - 1]
+        return {"a": 1.0, "b": 2.0}[fn()] + len(seen)
 
     monkeypatch.setattr(timer, "device_seconds", device_seconds)
 
     def broken():
         raise RuntimeError("no such kernel")
 
-    figures = timer.device_seconds_in_turn({"a": lambda: "a", "b": lambda: "b", "c": broken})
-    assert figures["a"] == 2.0 and figures["b"] == 5.0 and isinstance(figures["c"], RuntimeError)
-    assert [n for n, _ in seen] == ["a", "b", "b", "a", "a", "b"]
-    assert {share for _, share in seen} == {1 / 3}
+    figures = timer.device_seconds_in_turn({"a": lambda: "a", "b": lambda: "b", "c": broken},
+                                           final)
+    order = [n for n, _ in seen]
+    assert order[:4] == ["a", "b", "b", "a"] and len(order) == 2 * rounds
+    assert figures["a"] == [1.0 + i + 1 for i, n in enumerate(order) if n == "a"]
+    assert len(figures["b"]) == rounds and isinstance(figures["c"], RuntimeError)
+    assert {share for _, share in seen} == {1 / rounds}

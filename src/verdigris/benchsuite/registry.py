@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+OURS = "verdigris"  # the peer whose figures the ratios are about
 ROOFLINE = "roofline"
 
 

@@ -1,27 +1,31 @@
 """What a run reports: one row per case and size, as a text table, Markdown and JSON.
 
-Takes: `runner.Results`. Gives: `rows(results)` (per case and size: each peer's best figure
-and configuration, errors, and verdigris's ratios), `format_table(results)` (the text the
-command prints), `to_json(results)`, `to_markdown(results, plots)` (the page written beside
-the plots) and `write(results, out_dir, plots)`.
+Takes: `runner.Results`. Gives: `rows(results)` (per case and size: each peer's figure from
+the runner's second pass, its configuration and the spread of its rounds, errors,
+verdigris's ratios and the A-vs-A noise), `format_table(results)` (the text the command
+prints), `to_json(results)`, `to_markdown(results, plots)` (the page written beside the
+plots) and `write(results, out_dir, plots)`.
 
 Guarantees: both ratios read "higher is better for verdigris": against the best other
 peer, ours / theirs for throughput and theirs / ours for times; against the roofline, the
 fraction of the ceiling reached (the copy bandwidth for memory cases, the dense bf16 peak
 for compute cases unless the case names another, e.g. the fp8 or fp32 peak; the raw driver
 launch for launch cases; none for compile times). A figure that is missing or failed is
-never used in a ratio.
+never used in a ratio. No ratio is printed finer than the noise: the A-vs-A control (ours'
+chosen configuration timed twice in the second pass) gives the noise, the largest
+deviation from 1 of ours against itself, round by round or in medians; a ratio gets about
+as many decimals as that noise allows, and one to the best peer within it reads "level".
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .peers import PEERS
-from .registry import KINDS, ROOFLINE, ROOFLINES
-
-OURS = "verdigris"
+from .registry import KINDS, OURS, ROOFLINE, ROOFLINES
+from .runner import CONTROL, FINAL
 FORMATS = {"memory": "{:.2f}", "compute": "{:.0f}", "launch": "{:.2f}", "compile": "{:.0f}"}
 assert set(FORMATS) == set(KINDS)
 
@@ -32,17 +36,33 @@ class Row:
     kind: str
     unit: str
     size: str
-    values: dict = field(default_factory=dict)  # peer -> best figure
+    values: dict = field(default_factory=dict)  # peer -> its figure (the second pass's median)
     configs: dict = field(default_factory=dict)  # peer -> the configuration that gave it
+    spreads: dict = field(default_factory=dict)  # peer -> [lowest, highest] of its rounds
     errors: dict = field(default_factory=dict)  # peer (or "*" for the setup) -> first error
     roofline: float | None = None
     best_peer: str | None = None  # the best of the others
     vs_best_peer: float | None = None
     vs_roofline: float | None = None
+    a_vs_a: float | None = None  # ours against its twin, oriented as vs_best_peer
+    noise: float | None = None  # the largest deviation from 1 of ours against its twin
+    level: bool = False  # vs_best_peer is within the noise
+
+
+LEGEND = ("Figures: each peer's chosen configuration re-timed in a second pass, in turn "
+          "with the others (the median of its rounds). Ratios: higher is better for "
+          "verdigris (throughput ours/theirs, times theirs/ours; vs roofline: the fraction "
+          "of the ceiling reached), printed to about the A-vs-A noise (ours against itself, "
+          "its largest deviation from 1); within it, 'level'.")
 
 
 def _better(kind: str):
     return max if KINDS[kind].higher_is_better else min
+
+
+def _oriented(kind: str, ours: float, theirs: float) -> float:
+    """ours against theirs, higher is better for ours."""
+    return ours / theirs if KINDS[kind].higher_is_better else theirs / ours
 
 
 def rows(results) -> list:
@@ -55,21 +75,36 @@ def rows(results) -> list:
     for case_name, size in by_key:
         kind = cases[case_name].kind
         row = Row(case_name, kind, KINDS[kind].unit, size)
-        better = _better(kind)
+        twin = None
         for m in results.measurements:
             if (m.case, m.size) != (case_name, size):
                 continue
-            if m.value is None:
-                row.errors.setdefault(m.peer, m.error or "failed")
-            elif m.peer not in row.values or better(m.value, row.values[m.peer]) != row.values[m.peer]:
+            if m.error:
+                row.errors.setdefault(m.peer, m.error)
+            elif m.stage == FINAL:
                 row.values[m.peer], row.configs[m.peer] = m.value, m.config
+                row.spreads[m.peer] = [min(m.rounds), max(m.rounds)]
+            elif m.stage == CONTROL:
+                twin = m
+        ours = next((m for m in results.measurements if (m.case, m.size, m.peer, m.stage)
+                     == (case_name, size, OURS, FINAL) and not m.error), None)
+        if ours is not None and twin is not None:
+            _control(row, ours, twin)
         _ratios(row, results.ceilings, cases[case_name].roofline)
         table.append(row)
     return table
 
 
+def _control(row: Row, ours, twin) -> None:
+    """The A-vs-A ratio and the noise it shows: the largest deviation from 1 of ours against
+    its twin, in medians or in any round (the rounds of one pass take turns, so round i of
+    each is the same moment of the run)."""
+    row.a_vs_a = _oriented(row.kind, ours.value, twin.value)
+    per_round = [_oriented(row.kind, a, b) for a, b in zip(ours.rounds, twin.rounds)]
+    row.noise = max(abs(r - 1) for r in [row.a_vs_a, *per_round])
+
+
 def _ratios(row: Row, ceilings: dict, ceiling_key: str | None) -> None:
-    higher = KINDS[row.kind].higher_is_better
     row.roofline = ceilings.get(ceiling_key) if ceiling_key else row.values.get(ROOFLINE)
     others = {p: v for p, v in row.values.items() if p not in (OURS, ROOFLINE)}
     ours = row.values.get(OURS)
@@ -78,10 +113,10 @@ def _ratios(row: Row, ceilings: dict, ceiling_key: str | None) -> None:
     if ours is None:
         return
     if row.best_peer is not None:
-        theirs = others[row.best_peer]
-        row.vs_best_peer = ours / theirs if higher else theirs / ours
+        row.vs_best_peer = _oriented(row.kind, ours, others[row.best_peer])
+        row.level = row.noise is not None and abs(row.vs_best_peer - 1) <= row.noise
     if row.roofline and row.kind != "compile":
-        row.vs_roofline = ours / row.roofline if higher else row.roofline / ours
+        row.vs_roofline = _oriented(row.kind, ours, row.roofline)
 
 
 def _peer_columns(table) -> list:
@@ -98,20 +133,34 @@ def _cell(row: Row, peer: str) -> str:
     return "-"
 
 
-def _ratio(value) -> str:
-    return "-" if value is None else f"{value:.3f}"
+def decimals(noise: float | None) -> int:
+    """The decimals of a ratio whose noise is `noise`: the last digit's unit about the
+    noise (3 where there is none, or none was measured)."""
+    if not noise:
+        return 3
+    return max(0, min(3, math.ceil(-math.log10(noise))))
+
+
+def _ratio(value, noise) -> str:
+    return "-" if value is None else f"{value:.{decimals(noise)}f}"
+
+
+def _noise(row: Row) -> str:
+    return "-" if row.noise is None else f"±{row.noise * 100:.1f}%"
 
 
 def _grid(results):
     """Header and cells of the table, shared by the text and Markdown forms."""
     table = rows(results)
     peers = _peer_columns(table)
-    header = ["case", "size", "unit", *peers, "vs best peer", "vs roofline", "our best config"]
+    header = ["case", "size", "unit", *peers, "vs best peer", "vs roofline", "A-vs-A",
+              "our best config"]
     cells = []
     for row in table:
         failed = "setup failed" if "*" in row.errors else ""
         cells.append([row.case, row.size, row.unit, *(_cell(row, p) for p in peers),
-                      _ratio(row.vs_best_peer), _ratio(row.vs_roofline),
+                      "level" if row.level else _ratio(row.vs_best_peer, row.noise),
+                      _ratio(row.vs_roofline, row.noise), _noise(row),
                       row.configs.get(OURS, failed)])
     return table, header, cells
 
@@ -163,8 +212,7 @@ def format_table(results) -> str:
     if notes:
         out += ["", "notes:", *(f"  {n}" for n in notes)]
     out.append("")
-    out.append("ratios: higher is better for verdigris (throughput ours/theirs, times "
-               "theirs/ours; vs roofline: the fraction of the ceiling reached)")
+    out.append(LEGEND)
     return "\n".join(out) + "\n"
 
 
@@ -190,8 +238,7 @@ def to_markdown(results, plots) -> str:
            "|" + "|".join("---" if i < 3 or i == len(header) - 1 else "---:"
                           for i in range(len(header))) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in cells]
-    out += ["", "Ratios: higher is better for verdigris (throughput ours/theirs, times "
-            "theirs/ours; vs roofline: the fraction of the ceiling reached).", ""]
+    out += ["", LEGEND, ""]
     notes = _notes(results, table)
     if notes:
         out += ["Notes:", "", *(f"- {n}" for n in notes), ""]

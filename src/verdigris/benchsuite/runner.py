@@ -1,24 +1,36 @@
 """Run the selected cases: set each up at each size, check every implementation, time it.
 
-Takes: cases (`registry.Case`), a timer (`timing.GpuTimer` or anything with its three
+Takes: cases (`registry.Case`), a timer (`timing.GpuTimer` or anything with its four
 methods), `quick`, a progress bar (`progress.bar`). Gives: `run(...)` -> `Results`
-(measurements, plus the cases skipped and why) and `Measurement`.
+(measurements, plus the cases skipped and why), `Measurement` and its stages (`SELECT`,
+`FINAL`, `CONTROL`).
 
 Guarantees: one failing implementation, setup or size never stops the run: its error is
 recorded where its figure would be, and the rest go on. An implementation whose check
 fails is not timed (a wrong kernel has no speed). A case whose `requires` names a peer
 that is not installed is skipped with that reason. GPU memory is released between sizes.
+
+Each case and size is timed in two passes, so that no peer's figure is the luckiest of
+many: the first times every configuration of each peer that has several, together, and
+chooses each peer's best; the second re-times only the chosen ones, together, in turn over
+its rounds, with ours' chosen configuration timed a second time as an entry of its own
+(the A-vs-A control: two figures of one kernel, whose ratio shows the noise of any ratio
+of the pass). The report's figures are the second pass's; every round of both is kept.
 """
 from __future__ import annotations
 
 import gc
 import os
+import statistics
 import sys
 import traceback
 from dataclasses import dataclass, field
 
 from . import peers as peer_info
-from .registry import KINDS, Case, Impl
+from .registry import KINDS, OURS, Case, Impl
+
+
+SELECT, FINAL, CONTROL = "select", "final", "control"
 
 
 @dataclass
@@ -27,8 +39,12 @@ class Measurement:
     size: str  # the case's label for the size
     peer: str  # a key of peers.PEERS, "roofline", or "*" for a setup that failed
     config: str  # which configuration of the peer ("" where it has one)
-    value: float | None  # in the unit of the case's kind; None when it failed
+    value: float | None  # the median of its rounds, in the unit of the case's kind; None
+    #                      when it failed, or (SELECT) for a peer with nothing to choose
     error: str | None = None
+    stage: str = SELECT  # SELECT: the first pass; FINAL: the second, the peer's chosen
+    #                      configuration; CONTROL: ours' chosen one, timed a second time
+    rounds: list = field(default_factory=list)  # the figure of every round, in order
 
 
 @dataclass
@@ -108,38 +124,61 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
                 row.error = "wrong: " + problem
             else:
                 runs[peer, config] = impl.run
-    # the implementations of one case and size are timed together, in turn, since their
-    # figures are read as ratios (`timing.GpuTimer`); first calls are each a fresh process
-    values = MEASURE[case.kind](case, size, runs, timer)
-    for key, value in values.items():
-        if isinstance(value, Exception):
-            rows[key].error = _failure(value)
+    # the implementations timed in one pass take turns, since their figures are read as
+    # ratios (`timing`); first calls are each a fresh process
+    contested = {key: run for key, run in runs.items() if len(table[key[0]]) > 1}
+    _record(rows, MEASURE[case.kind](case, size, contested, timer, False))
+    chosen = {peer: _choose(case.kind, peer, configs, rows, runs)
+              for peer, configs in table.items()}
+    second = {(peer, config, FINAL): runs[peer, config] for peer, config in chosen.items()
+              if config is not None}
+    if chosen.get(OURS) is not None:  # last: as far from its twin as the turns allow
+        second[OURS, chosen[OURS], CONTROL] = runs[OURS, chosen[OURS]]
+    final = {key: Measurement(case.name, label, key[0], key[1], None, stage=key[2])
+             for key in second}
+    _record(final, MEASURE[case.kind](case, size, second, timer, True))
+    return [*rows.values(), *final.values()]
+
+
+def _choose(kind: str, peer: str, configs: dict, rows: dict, runs: dict):
+    """The configuration of `peer` that the second pass times: its only one, or the best of
+    the first pass; None when none passed its check and was timed."""
+    if len(configs) == 1:
+        config = next(iter(configs))
+        return config if (peer, config) in runs else None
+    timed = {config: rows[peer, config].value for config in configs
+             if rows[peer, config].value is not None}
+    if not timed:
+        return None
+    return (max if KINDS[kind].higher_is_better else min)(timed, key=timed.get)
+
+
+def _record(rows: dict, figures: dict) -> None:
+    """Each key's rounds and their median into its row, or the exception as its error."""
+    for key, rounds in figures.items():
+        if isinstance(rounds, Exception):
+            rows[key].error = _failure(rounds)
         else:
-            rows[key].value = value
-    return list(rows.values())
+            rows[key].rounds, rows[key].value = rounds, statistics.median(rounds)
 
 
-def _throughput(case: Case, size, runs: dict, timer) -> dict:
-    return {key: seconds if isinstance(seconds, Exception) else case.work(size) / seconds / 1e12
-            for key, seconds in timer.device_seconds_in_turn(runs).items()}
+def _throughput(case: Case, size, runs: dict, timer, final: bool) -> dict:
+    work = case.work(size)
+    return {key: seconds if isinstance(seconds, Exception) else [work / s / 1e12 for s in seconds]
+            for key, seconds in timer.device_seconds_in_turn(runs, final).items()}
 
 
-def _launch(case: Case, size, runs: dict, timer) -> dict:
-    return timer.host_us_per_call(runs)
+def _launch(case: Case, size, runs: dict, timer, final: bool) -> dict:
+    return timer.host_us_per_call(runs, final)
 
 
-def _first_call(case: Case, size, runs: dict, timer) -> dict:
-    """The setup's callables time themselves (ms); one that raises gets its exception."""
-    values = {}
-    for key, run in runs.items():
-        try:
-            values[key] = float(run())
-        except Exception as exc:
-            values[key] = exc
-    return values
+def _first_call(case: Case, size, runs: dict, timer, final: bool) -> dict:
+    """The setup's callables time themselves (ms), each call a fresh process."""
+    return timer.first_call_ms(runs, final)
 
 
-# per kind: (case, size, {key: run}, timer) -> {key: figure, or the exception it raised}
+# per kind: (case, size, {key: run}, timer, final) -> {key: [figure per round], or the
+# exception it raised}
 MEASURE = {"memory": _throughput, "compute": _throughput, "launch": _launch,
            "compile": _first_call}
 assert set(MEASURE) == set(KINDS)
