@@ -3,14 +3,15 @@ register, --filter, the table, JSON and Markdown from a fake timer, the plots (w
 matplotlib is installed), the progress bar and the message on a machine without a GPU."""
 import json
 import re
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from verdigris.benchsuite import (ROOFLINE, Impl, case, checked, command, plots, registry,
-                                  report, returning, runner)
+from verdigris.benchsuite import (ROOFLINE, Impl, case, checked, command, machine, plots,
+                                  registry, report, returning, runner)
 from verdigris.benchsuite import timing
 from verdigris.benchsuite.progress import bar
 from verdigris.cli import main
@@ -84,7 +85,9 @@ def fake_env(copy_tbs=4.0, dense_tflops=1000.0):
                 "fp32_tflops": dense_tflops / 16 if compute else None,
                 "dense_tflops_source": "a test figure", "cublas_bf16_tflops": None}
 
-    return command.Environment("Fake GPU 9000", FakeTimer(), measure, {"arch": "sm_90"})
+    clocks = iter([{"clocks.sm": 1980}, {"clocks.sm": 1755}])  # the run's start, its end
+    return command.Environment("Fake GPU 9000", FakeTimer(), measure, {"arch": "sm_90"},
+                               clocks=lambda: next(clocks))
 
 
 SCRIPT = '''
@@ -438,6 +441,8 @@ def test_a_run_writes_json_markdown_and_the_table(capsys, monkeypatch, tmp_path)
     data = json.loads((out_dir / "results.json").read_text())
     assert data["meta"]["card"] == "Fake GPU 9000" and data["meta"]["arch"] == "sm_90"
     assert data["meta"]["filter"] == "add|launch" and data["meta"]["quick"] is False
+    assert data["meta"]["clocks"] == {"start": {"clocks.sm": 1980}, "end": {"clocks.sm": 1755}}
+    assert data["meta"]["commit"] == machine.commit()["commit"] != ""
     assert [c["name"] for c in data["cases"]] == ["copy-ish add", "launch", "needs a peer", "setup fails"]
     assert data["ceilings"]["copy_tbs"] == 4.0 and data["ceilings"]["dense_tflops"] is None
     row = next(r for r in data["rows"] if r["case"] == "copy-ish add" and r["size"] == "2^20")
@@ -500,6 +505,53 @@ def test_an_interrupted_run_keeps_what_it_measured(capsys, monkeypatch, tmp_path
     data = json.loads((out_dir / "results.json").read_text())
     assert data["meta"]["interrupted"] is True
     assert {m["case"] for m in data["measurements"]} == {"copy-ish add"}
+
+
+def test_the_commit_is_heads_or_said_to_be_unknown(monkeypatch, tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(machine, "_checkout", lambda: tmp_path)
+    assert machine.commit() == {"commit": head, "changed": False}
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert machine.commit() == {"commit": head, "changed": True}
+    monkeypatch.setattr(machine, "_checkout", lambda: tmp_path / "no-checkout")
+    monkeypatch.delenv("VERDIGRIS_BENCH_COMMIT", raising=False)
+    assert machine.commit() == {"commit": "unknown", "changed": None}
+    monkeypatch.setenv("VERDIGRIS_BENCH_COMMIT", "abc123")  # a copy of a tree, without .git
+    assert machine.commit() == {"commit": "abc123", "changed": None}
+
+
+def test_the_clocks_from_nvidia_smi_or_pynvml_or_said_to_be_unavailable(monkeypatch, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    smi.write_text("#!/bin/sh\necho '1980, 2619, 1980, 2619, 45, 120.52, P0'\n")
+    smi.chmod(0o755)
+    assert machine.clocks() == {"source": "nvidia-smi", "clocks.sm": 1980, "clocks.mem": 2619,
+                                "clocks.max.sm": 1980, "clocks.max.mem": 2619,
+                                "temperature.gpu": 45, "power.draw": 120.52, "pstate": "P0"}
+    smi.write_text("#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n")
+    assert machine.clocks() == {"unavailable": "nvidia-smi: No devices were found; pynvml is "
+                                               "not installed"}
+    smi.unlink()
+    assert machine.clocks()["unavailable"].startswith("nvidia-smi: [Errno 2]")
+
+    class FakeNvml:
+        NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = "sm", "mem", "t"
+        nvmlInit = nvmlShutdown = staticmethod(lambda: None)
+        nvmlDeviceGetHandleByIndex = staticmethod(lambda i: i)
+        nvmlDeviceGetClockInfo = staticmethod(lambda gpu, which: {"sm": 1500, "mem": 2600}[which])
+        nvmlDeviceGetMaxClockInfo = staticmethod(lambda gpu, which: {"sm": 1980, "mem": 2619}[which])
+        nvmlDeviceGetTemperature = staticmethod(lambda gpu, which: 60)
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml)
+    assert machine.clocks() == {"source": "pynvml", "clocks.sm": 1500, "clocks.mem": 2600,
+                                "clocks.max.sm": 1980, "clocks.max.mem": 2619,
+                                "temperature.gpu": 60}
 
 
 # ----------------------------------------------------------------------------- two passes

@@ -8,8 +8,9 @@ rtol)` (the same for a call that returns its result, e.g. `torch.softmax`), `has
 script's module, to borrow its peer kernels). Importing this package imports none of them,
 nor the GPU driver: registering is free, measuring happens in `verdigris bench`.
 
-Modules: registry (cases, discovery, filters), peers, timing, ceilings (rooflines), runner,
-report (table, JSON, Markdown), plots (PNG), progress, command (the CLI entry).
+Modules: registry (cases, discovery, filters), peers, timing, ceilings (rooflines), runner
+(the two passes), report (table, JSON, Markdown), plots (PNG), machine (the commit and the
+GPU's clocks), progress, command (the CLI entry).
 """
 from __future__ import annotations
 

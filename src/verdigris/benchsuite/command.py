@@ -12,7 +12,9 @@ Guarantees:
   holds the bench directory (`-quick` appended for a `--quick` run): results.json,
   index.md (the table and the plots), table.txt and one PNG per plot group when matplotlib
   is installed. An interrupted run (Ctrl-C) still writes what it measured.
-- `env` replaces the GPU, its timer and its ceilings (the tests use a fake one).
+- results.json records the commit of the checkout verdigris runs from and the GPU's clocks
+  at the start and the end of the run (`machine`).
+- `env` replaces the GPU, its timer, its ceilings and its clocks (the tests use a fake one).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import ceilings, peers, plots, progress, registry, report, runner
+from . import ceilings, machine, peers, plots, progress, registry, report, runner
 
 NO_GPU = 3
 INTERRUPTED = 130
@@ -40,6 +42,7 @@ class Environment:
     timer: object  # timing.GpuTimer or a stand-in
     measure_ceilings: Callable = field(repr=False)  # (memory: bool, compute: bool) -> dict
     details: dict = field(default_factory=dict)  # arch, driver, SMs: for the JSON
+    clocks: Callable = field(default=machine.clocks, repr=False)  # () -> the GPU's clocks now
 
 
 def find_bench_dir(explicit=None) -> Path:
@@ -143,7 +146,8 @@ def run_bench(args, env: Environment | None = None, out=None, err=None) -> int:
     results = runner.Results(cases)
     results.meta = {"date": date, "card": env.card, **env.details, "quick": args.quick,
                     "filter": args.filter, "peers": peers.installed(),
-                    "python": platform.python_version(), "bench_dir": str(bench_dir)}
+                    "python": platform.python_version(), "bench_dir": str(bench_dir),
+                    **machine.commit(), "clocks": {"start": env.clocks()}}
     status = 0
     with progress.bar(runner.steps(cases, args.quick) + 1, err,
                       plain=getattr(args, "plain_progress", False)) as bar:
@@ -155,6 +159,7 @@ def run_bench(args, env: Environment | None = None, out=None, err=None) -> int:
         except KeyboardInterrupt:
             results.meta["interrupted"] = True
             status = INTERRUPTED
+    results.meta["clocks"]["end"] = env.clocks()
     out.write("\n" + report.format_table(results))
     out_dir = Path(args.out) if args.out else default_out_dir(bench_dir, date, env.card,
                                                                args.quick)
