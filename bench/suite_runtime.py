@@ -8,9 +8,12 @@ Registers (issue 7's cases), all built from `bench/runtime.py`'s functions and k
   CuPy's RawKernel and Triton's axpy (those three for axpy only: they have no 16-argument
   kernel). The variants are `runtime.launch_variants`', built once per run.
 - first call of vector add (SIMT), softmax (tile, 4096 columns) and GEMM (tile, 1024^3
-  bf16): `runtime.first_call` in a fresh process, ours beside Triton's and CuPy's (NVRTC;
-  no GEMM), with an empty cache ("cold") and with the cache that the cold call filled
-  ("warm"; `--quick` measures cold only).
+  bf16): `runtime.first_call` in a fresh process (the inputs made before the clock starts
+  and the kernels are defined, on both sides), ours beside Triton's and CuPy's (NVRTC; no
+  GEMM), with an empty cache ("cold"), again with our background warm-up turned off
+  ("cold, warm-up off": VERDIGRIS_WARMUP=0, which the peers ignore) and with the cache
+  that a cold call filled ("warm"; `--quick` measures the two cold ones). Each figure is
+  the median of several fresh processes (`timing.GpuTimer.first_call_rounds`).
 
 Launch and first-call figures have no correctness check here: the kernels are the ones the
 other cases check. The launch cases need torch; the first calls run where a peer's own
@@ -103,39 +106,41 @@ def _bytecode_written() -> None:
                     str(Path(runtime.SRC) / "verdigris")], check=False)
 
 
+COLD, COLD_NO_WARMUP, WARM = "cold", "cold, warm-up off", "warm"
 _FILLED: dict = {}  # (script, kernel) -> a cache directory that a first call has filled
 
 
-def _first_call_ms(script: str, kernel: str, cache_state: str) -> float:
+def _first_call_ms(script: str, kernel: str, state: str) -> float:
     """The first call of `kernel` through runtime.FIRST_CALL[script] in a fresh process:
-    with an empty cache ("cold"), or with the one an earlier cold call filled ("warm")."""
+    with an empty cache (COLD, COLD_NO_WARMUP: our warm-up turned off), or with the one an
+    earlier cold call filled (WARM)."""
     _bytecode_written()
 
     def first_call(cache):
-        ms, detail = runtime.first_call(script, kernel, _work(), cache)
+        ms, detail = runtime.first_call(script, kernel, _work(), cache,
+                                        warmup=state != COLD_NO_WARMUP)
         if ms is None:
             raise RuntimeError(detail)
         return ms
 
     key = (script, kernel)
-    if cache_state == "cold" or key not in _FILLED:
+    if state != WARM or key not in _FILLED:
         cache = tempfile.mkdtemp(prefix=f"vg-bench-{script}-cache-")
         cold = first_call(cache)
         _FILLED[key] = cache
-        if cache_state == "cold":
+        if state != WARM:
             return cold
     return first_call(_FILLED[key])
 
 
 def _first_call_case(kernel: str, peers):
-    def setup(cache_state):
-        return {peer: functools.partial(_first_call_ms, FIRST_CALL_SCRIPTS[peer], kernel,
-                                        cache_state)
+    def setup(state):
+        return {peer: functools.partial(_first_call_ms, FIRST_CALL_SCRIPTS[peer], kernel, state)
                 for peer in peers if has(peer)}
 
     return setup
 
 
 for _kernel, (_label, _peers) in FIRST_CALLS.items():
-    case(f"first call: {_label}", kind="compile", sizes=["cold", "warm"], quick=["cold"],
-         size_label=str)(_first_call_case(_kernel, _peers))
+    case(f"first call: {_label}", kind="compile", sizes=[COLD, COLD_NO_WARMUP, WARM],
+         quick=[COLD, COLD_NO_WARMUP], size_label=str)(_first_call_case(_kernel, _peers))

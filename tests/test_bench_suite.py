@@ -554,6 +554,27 @@ def test_the_clocks_from_nvidia_smi_or_pynvml_or_said_to_be_unavailable(monkeypa
                                 "temperature.gpu": 60}
 
 
+def test_a_first_call_script_makes_its_inputs_before_the_clock_and_the_switch_reaches_it(
+        monkeypatch, tmp_path):
+    """bench/runtime.py's first call of ours, on the fake driver, with the warm-up off: it
+    runs, defines its kernels after its inputs, and no warm-up ran beside it."""
+    from tests import fakecuda
+
+    if fakecuda.library_dir() is None:
+        pytest.skip("needs a C compiler")
+    runtime = registry.load_script(ROOT / "bench" / "runtime.py")
+    script = runtime.FIRST_CALL["ours"]
+    assert script.index("vg.asarray(") < script.index("perf_counter()") < \
+        script.index("from vg_runtime_kernels import")
+    for name, value in fakecuda.environment().items():
+        monkeypatch.setenv(name, value)
+    runtime._module(str(tmp_path), "vg_runtime_kernels", runtime.OURS)
+    ms, log = runtime.first_call("ours", "vector_add", str(tmp_path), str(tmp_path / "cache"),
+                                 warmup=False)
+    assert ms > 0 and log[0].startswith("verdigris: compiled vector_add")
+    assert not any("warmed up" in line for line in log)
+
+
 # ----------------------------------------------------------------------------- two passes
 
 
