@@ -9,11 +9,14 @@ count x's gathered elements, most of which come from L2, so it can pass the copy
 roofline). Ours are the examples' kernels (`verdigris.examples.reduce_sum`, `histogram`,
 `scan`, `transpose`, `sgemm`, `spmv`) in the
 configurations `bench/simt_coop.py` tries (they are written inside its case functions,
-so they are repeated here); the peers are torch's and CuPy's library calls, so nothing is
-borrowed from that script (its float4 read-only CuPy kernel, a ceiling there, is left to
-it: the suite's memory roofline is the device copy). Every implementation is checked
-before it is timed: against float64 (the sums, the scan, SGEMM) or exactly (histogram,
-transpose). Throughput counts bytes read + written per call (the histogram: bytes read).
+so they are repeated here); the peers are torch's and CuPy's library calls, and for the
+histogram a shared-memory one in CUDA C through cupy.RawKernel (cupy.bincount is a plain
+atomic kernel); nothing is borrowed from that script (its float4 read-only CuPy kernel, a
+ceiling there, is left to it: the suite's memory roofline is the device copy). Every
+implementation is checked before it is timed: against float64 (the sums, the scan, SGEMM)
+or exactly (histogram, transpose). Throughput counts bytes read + written per call (the histogram: bytes read).
+Ours add into their output (the sum, the histogram): zeroing it is part of each timed call,
+as it is of the peers', which return a new array.
 
 Needs torch (the cases are skipped without it); CuPy is optional.
 """
@@ -55,18 +58,59 @@ def bench_sum(n):
 
     def ours(block, per_thread, waves):
         grid = reduce_sum.grid_for(n, block, per_thread, max_blocks=sms * waves)
-        return lambda: reduce_sum.block_sum[grid, block](x, out, BLOCK=block,
-                                                         PER_THREAD=per_thread)
+        # block_sum adds into out: zeroing it is part of each call, as in use (the peers
+        # return a new array, which they fill themselves)
+        return lambda: (out.zero_(), reduce_sum.block_sum[grid, block](
+            x, out, BLOCK=block, PER_THREAD=per_thread))
 
-    impls = {"verdigris": {  # block_sum adds into out: the check starts it at zero
+    impls = {"verdigris": {
                  f"block {block}, {per_thread} per thread, <= {waves} blocks per SM":
-                 checked(ours(block, per_thread, waves), out, want, 1e-5, start=0)
+                 checked(ours(block, per_thread, waves), out, want, 1e-5)
                  for block, per_thread, waves in ((256, 8, 16), (512, 16, 4), (1024, 8, 2))},
              "torch": returning(lambda: x.sum(), want, 1e-5)}
     cx = _cupy_view(x)
     if cx is not None:
         impls["cupy"] = returning(lambda: cx.sum(keepdims=True), want, 1e-5)
     return impls
+
+
+# CuPy's competent histogram (cupy.bincount is a plain atomic kernel): CUDA C, compiled by
+# NVRTC through cupy.RawKernel.
+HISTOGRAM_CUDA = r"""
+// One 256-bin histogram per warp in shared memory (privatized: a warp's lanes contend only
+// with each other), 16 bytes per load, the block's warps summed into the output at the end.
+#define WARPS 8  // the block is WARPS * 32 threads
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+histogram_shared(const unsigned char* __restrict__ data, long long n,
+                 unsigned long long* __restrict__ bins) {
+    __shared__ unsigned int counts[WARPS][256];
+    unsigned int* mine = counts[threadIdx.x / 32];
+    for (int i = threadIdx.x; i < WARPS * 256; i += blockDim.x) (&counts[0][0])[i] = 0;
+    __syncthreads();
+    const uint4* words = reinterpret_cast<const uint4*>(data);
+    long long nwords = n / 16, stride = (long long)gridDim.x * blockDim.x;
+    for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < nwords; w += stride) {
+        uint4 v = words[w];
+        unsigned int parts[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            atomicAdd(&mine[parts[k] & 0xff], 1u);
+            atomicAdd(&mine[(parts[k] >> 8) & 0xff], 1u);
+            atomicAdd(&mine[(parts[k] >> 16) & 0xff], 1u);
+            atomicAdd(&mine[parts[k] >> 24], 1u);
+        }
+    }
+    if (blockIdx.x == 0)  // the bytes after the last whole word
+        for (long long i = nwords * 16 + threadIdx.x; i < n; i += blockDim.x)
+            atomicAdd(&mine[data[i]], 1u);
+    __syncthreads();
+    for (int bin = threadIdx.x; bin < 256; bin += blockDim.x) {
+        unsigned int total = 0;
+        for (int w = 0; w < WARPS; ++w) total += counts[w][bin];
+        if (total) atomicAdd(&bins[bin], (unsigned long long)total);
+    }
+}
+"""
 
 
 @case("histogram (SIMT) u8, 256 bins", kind="memory", sizes=LONG, quick=[1 << 28],
@@ -83,20 +127,32 @@ def bench_histogram(n):
 
     def ours(block, per_thread, waves):
         grid = histogram.grid_for(n, block, per_thread, max_blocks=sms * waves)
-        return lambda: histogram.histogram[grid, block](data, bins, PER_THREAD=per_thread)
+        # histogram adds into bins: zeroing them is part of each call, as in use
+        return lambda: (bins.zero_(), histogram.histogram[grid, block](
+            data, bins, PER_THREAD=per_thread))
 
-    impls = {"verdigris": {  # histogram adds into bins: the check starts them at zero
+    impls = {"verdigris": {
                  f"block {block}, {per_thread} per thread, <= {waves} blocks per SM":
-                 checked(ours(block, per_thread, waves), bins, want, 0, start=0)
+                 checked(ours(block, per_thread, waves), bins, want, 0)
                  for block, per_thread, waves in ((256, 8, 16), (256, 16, 8), (512, 16, 4))},
              "torch": returning(lambda: torch.bincount(data, minlength=histogram.BINS),
                                 want, 0)}
-    cdata = _cupy_view(data)
+    cdata, cbins = _cupy_view(data), _cupy_view(bins)
     if cdata is not None:
         import cupy
+        import numpy as np
 
-        impls["cupy"] = returning(lambda: cupy.bincount(cdata, minlength=histogram.BINS),
-                                  want, 0)
+        shared = cupy.RawKernel(HISTOGRAM_CUDA, "histogram_shared")
+
+        def cuda_c(blocks_per_sm):
+            return lambda: (cbins.fill(0), shared((sms * blocks_per_sm,), (256,),
+                                                  (cdata, np.int64(n), cbins)))
+
+        impls["cupy"] = {
+            **{f"shared-memory CUDA C, {b} blocks per SM": checked(cuda_c(b), bins, want, 0)
+               for b in (4, 8)},
+            "cupy.bincount": returning(lambda: cupy.bincount(cdata, minlength=histogram.BINS),
+                                       want, 0)}
     return impls
 
 

@@ -127,14 +127,32 @@ case("softmax bf16", kind="memory", sizes=[(m, 16384) for m in (1024, 4096, 1638
      requires=["torch"])(_softmax_case("bfloat16", (8, 16, 32)))
 
 NORM_SIZES = [(m, 8192) for m in (1024, 4096, 16384)]
+# Rows of N(0, 1) around an offset of their own: with zero-mean rows a LayerNorm that
+# forgets the mean, or an RMSNorm that subtracts it, is within 1e-2 of the reference; with
+# these it is off by 0.3 or more. The float32 math of a right kernel, rounded to its
+# bfloat16 output, is ~1.7e-3 off (tests/test_bench_suite.py checks both).
+ROW_OFFSET = 4.0
+NORM_RTOL = 5e-3
+
+
+def norm_inputs(rows: int, cols: int, rng):
+    """float32 NumPy x (rows x cols: N(0, 1) plus a row's offset, uniform in
+    [-ROW_OFFSET, ROW_OFFSET]), weight and bias (cols, N(0, 1))."""
+    import numpy as np
+
+    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    x += rng.uniform(-ROW_OFFSET, ROW_OFFSET, (rows, 1)).astype(np.float32)
+    w, b = (rng.standard_normal(cols, dtype=np.float32) for _ in range(2))
+    return x, w, b
 
 
 def _norm_inputs(size):
+    import numpy as np
     import torch
 
     rows, cols = size
-    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
-    w, b = (torch.randn(cols, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    x, w, b = (torch.from_numpy(a).to("cuda", torch.bfloat16)
+               for a in norm_inputs(rows, cols, np.random.default_rng()))
     return rows, cols, x, w, b, torch.empty_like(x)
 
 
@@ -150,22 +168,22 @@ def bench_layernorm(size):
     fused = _fused(layernorm)
     ours = {f"{nw} warps{', fma' if k is fused else ''}": checked(
         lambda nw=nw, k=k: k[rows](x, w, b, out, EPS, COLS=cols, num_warps=nw),
-        out, want, 1e-2) for nw in (2, 4, 8, 16) for k in (layernorm, fused)}
+        out, want, NORM_RTOL) for nw in (2, 4, 8, 16) for k in (layernorm, fused)}
     impls = {"verdigris": ours,
-             "torch": returning(lambda: F.layer_norm(x, (cols,), w, b, EPS), want, 1e-2)}
+             "torch": returning(lambda: F.layer_norm(x, (cols,), w, b, EPS), want, NORM_RTOL)}
     tb = _tile_bench()
     if tb:
         ours.update({f"weights first, {nw} warps": checked(
             lambda nw=nw: tb.layernorm_weights_first[rows](x, w, b, out, EPS, COLS=cols,
-                                                           num_warps=nw), out, want, 1e-2)
+                                                           num_warps=nw), out, want, NORM_RTOL)
             for nw in (8, 16)})
         impls["triton"] = {f"{nw} warps": checked(
             lambda nw=nw: tb.tr_layernorm[(rows,)](x, w, b, out, cols, cols, EPS, BLOCK=cols,
-                                                   num_warps=nw), out, want, 1e-2)
+                                                   num_warps=nw), out, want, NORM_RTOL)
             for nw in (2, 4, 8, 16)}
     cutile = _cutile()
     if cutile:
-        impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in
+        impls["cutile"] = {label: checked(launch, out, want, NORM_RTOL) for label, launch in
                            cutile.layernorm_variants(x, w, b, out, EPS).items()}
     return impls
 
@@ -184,17 +202,17 @@ def bench_rmsnorm(size):
     fused = _fused(rmsnorm)
     impls = {"verdigris": {f"{nw} warps{', fma' if k is fused else ''}": checked(
                  lambda nw=nw, k=k: k[rows](x, w, out, EPS, COLS=cols, num_warps=nw),
-                 out, want, 1e-2) for nw in (2, 4, 8, 16) for k in (rmsnorm, fused)},
-             "torch": returning(lambda: F.rms_norm(x, (cols,), w, EPS), want, 1e-2)}
+                 out, want, NORM_RTOL) for nw in (2, 4, 8, 16) for k in (rmsnorm, fused)},
+             "torch": returning(lambda: F.rms_norm(x, (cols,), w, EPS), want, NORM_RTOL)}
     tb = _tile_bench()
     if tb:
         impls["triton"] = {f"{nw} warps": checked(
             lambda nw=nw: tb.tr_rmsnorm[(rows,)](x, w, out, cols, cols, EPS, BLOCK=cols,
-                                                 num_warps=nw), out, want, 1e-2)
+                                                 num_warps=nw), out, want, NORM_RTOL)
             for nw in (2, 4, 8, 16)}
     cutile = _cutile()
     if cutile:
-        impls["cutile"] = {label: checked(launch, out, want, 1e-2) for label, launch in
+        impls["cutile"] = {label: checked(launch, out, want, NORM_RTOL) for label, launch in
                            cutile.rmsnorm_variants(x, w, out, EPS).items()}
     return impls
 

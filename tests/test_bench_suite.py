@@ -390,7 +390,8 @@ def test_a_run_prints_the_table_with_ratios(capsys, monkeypatch, tmp_path):
     # times: theirs / ours, and the raw launch is the roofline
     assert table_row(out, "launch", "256 elements") == ["us/call", "6.00", "8.00", "20.00",
                                                         "5.00", "1.333", "0.833", "±0.0%"]
-    assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-", "±0.0%"]
+    assert table_row(out, "first call", "cold") == ["ms", "60", "-", "1300", "-", "21.667", "-",
+                                                    "±0.0%"]
 
 
 def test_a_case_is_compared_with_the_roofline_it_names(capsys, monkeypatch, tmp_path):
@@ -415,7 +416,8 @@ def test_a_case_is_compared_with_the_roofline_it_names(capsys, monkeypatch, tmp_
     status, out, _ = run_cli(capsys, monkeypatch, "--bench-dir", str(directory), "--out",
                              str(out_dir), env=fake_env(dense_tflops=1000.0))
     assert status == 0
-    assert table_row(out, "gemm fp8", "4096") == ["TFLOP/s", "1200", "1000", "1.200", "0.600", "±0.0%"]
+    assert table_row(out, "gemm fp8", "4096") == ["TFLOP/s", "1200", "1000", "1.200", "0.600",
+                                                  "±0.0%"]
     assert table_row(out, "sgemm", "4096") == ["TFLOP/s", "40", "50", "0.800", "0.640", "±0.0%"]
     assert "dense fp8 peak roofline: 2000 TFLOP/s (datasheet)" in out
     assert "fp32 CUDA-core peak roofline: 62 TFLOP/s (datasheet)" in out
@@ -513,7 +515,8 @@ def test_the_commit_is_heads_or_said_to_be_unknown(monkeypatch, tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     subprocess.run([*git, "add", "a.py"], check=True)
     subprocess.run([*git, "commit", "-qm", "a"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    head = head.strip()
     monkeypatch.setattr(machine, "_checkout", lambda: tmp_path)
     assert machine.commit() == {"commit": head, "changed": False}
     (tmp_path / "a.py").write_text("x = 2\n")
@@ -544,8 +547,8 @@ def test_the_clocks_from_nvidia_smi_or_pynvml_or_said_to_be_unavailable(monkeypa
         NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = "sm", "mem", "t"
         nvmlInit = nvmlShutdown = staticmethod(lambda: None)
         nvmlDeviceGetHandleByIndex = staticmethod(lambda i: i)
-        nvmlDeviceGetClockInfo = staticmethod(lambda gpu, which: {"sm": 1500, "mem": 2600}[which])
-        nvmlDeviceGetMaxClockInfo = staticmethod(lambda gpu, which: {"sm": 1980, "mem": 2619}[which])
+        nvmlDeviceGetClockInfo = staticmethod(lambda gpu, kind: {"sm": 1500, "mem": 2600}[kind])
+        nvmlDeviceGetMaxClockInfo = staticmethod(lambda gpu, kind: {"sm": 1980, "mem": 2619}[kind])
         nvmlDeviceGetTemperature = staticmethod(lambda gpu, which: 60)
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml)
@@ -573,6 +576,60 @@ def test_a_first_call_script_makes_its_inputs_before_the_clock_and_the_switch_re
                                  warmup=False)
     assert ms > 0 and log[0].startswith("verdigris: compiled vector_add")
     assert not any("warmed up" in line for line in log)
+
+
+def test_the_norm_checks_fail_a_kernel_that_forgets_the_mean(monkeypatch):
+    """bench/suite_tile.py's LayerNorm and RMSNorm inputs and tolerance, on the CPU: a right
+    kernel (float32 math, a bfloat16 output) passes; a LayerNorm that forgets the mean, in
+    the variance or in both places, and an RMSNorm that subtracts it, fail. Their twins on
+    zero-mean rows (the inputs before) passed the old 1e-2."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import numpy as np
+
+    suite = registry.load_script(ROOT / "bench" / "suite_tile.py")
+    rng, eps = np.random.default_rng(), suite.EPS
+
+    def bf16(a):
+        return a.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    def layernorm_ref(x, w, b):  # float64, as F.layer_norm(x.double(), ...)
+        x = x.astype(np.float64)
+        centred = x - x.mean(-1, keepdims=True)
+        return centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + eps) * w + b
+
+    def rmsnorm_ref(x, w):
+        x = x.astype(np.float64)
+        return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * w
+
+    def normed(x, mean, spread):  # float32 math, as a kernel does: (x - mean) / rms(spread)
+        return (x - mean) / np.sqrt((spread * spread).mean(-1, keepdims=True) + np.float32(eps))
+
+    def errors(offset):
+        monkeypatch.setattr(suite, "ROW_OFFSET", offset)
+        x, w, b = (bf16(a) for a in suite.norm_inputs(32, 8192, rng))
+        out = np.empty_like(x)
+        mean = x.mean(-1, keepdims=True, dtype=np.float32)
+        kernels = {
+            "layernorm": (lambda: normed(x, mean, x - mean) * w + b, layernorm_ref(x, w, b)),
+            "layernorm, no mean": (lambda: normed(x, 0, x) * w + b, layernorm_ref(x, w, b)),
+            "layernorm, no mean in the variance": (lambda: normed(x, mean, x) * w + b,
+                                                   layernorm_ref(x, w, b)),
+            "rmsnorm": (lambda: normed(x, 0, x) * w, rmsnorm_ref(x, w)),
+            "rmsnorm, mean subtracted": (lambda: normed(x, mean, x - mean) * w,
+                                         rmsnorm_ref(x, w))}
+        return {name: checked(lambda f=f: np.copyto(out, bf16(f())), out, want,
+                              suite.NORM_RTOL).check() or "right"
+                for name, (f, want) in kernels.items()}, {
+                name: float(np.linalg.norm(bf16(f()) - want) / np.linalg.norm(want))
+                for name, (f, want) in kernels.items()}
+
+    verdicts, _ = errors(suite.ROW_OFFSET)
+    assert verdicts["layernorm"] == verdicts["rmsnorm"] == "right"
+    for wrong in ("layernorm, no mean", "layernorm, no mean in the variance",
+                  "rmsnorm, mean subtracted"):
+        assert verdicts[wrong].startswith("relative error"), wrong
+    _, zero_mean = errors(0.0)
+    assert zero_mean["layernorm, no mean"] < 1e-2 and zero_mean["rmsnorm, mean subtracted"] < 2e-2
 
 
 # ----------------------------------------------------------------------------- two passes
@@ -669,19 +726,31 @@ def test_checked_poisons_runs_and_compares():
     assert "relative error" in checked(lambda: None, counts, np.arange(1, 9)).check()
 
 
-def test_returning_checks_what_a_call_returns_and_start_replaces_the_poison():
+def test_returning_checks_what_a_call_returns():
     import numpy as np
 
     rng = np.random.default_rng()
     want = rng.random(50)
     assert returning(lambda: want.astype(np.float32), want, 1e-6).check() is None
     assert "relative error" in returning(lambda: want[::-1].copy(), want, 1e-6).check()
+
+
+def test_a_kernel_that_adds_into_its_output_is_checked_with_its_zeroing():
+    """The zeroing is part of the timed call: a kernel that forgets it fails its check."""
+    import numpy as np
+
+    rng = np.random.default_rng()
+    want = rng.random(50)
     total = np.zeros(1)
 
     def add_into_total():  # a kernel that adds into its output, as a sum with atomics
         total[0] += want.sum()
 
-    assert checked(add_into_total, total, [want.sum()], 1e-12, start=0).check() is None
+    def zeroed():
+        total.fill(0)
+        add_into_total()
+
+    assert checked(zeroed, total, [want.sum()], 1e-12).check() is None
     assert "relative error nan" in checked(add_into_total, total, [want.sum()], 1e-12).check()
 
 

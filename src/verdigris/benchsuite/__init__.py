@@ -50,16 +50,11 @@ def relative_error(got, want) -> float:
 POISON_INT = 90  # fits every integer dtype, unsigned 8-bit included
 
 
-def _fill(out, value) -> None:
-    if hasattr(out, "fill_"):  # torch
-        out.fill_(value)
-    else:  # CuPy and NumPy
-        out.fill(value)
-
-
 def _poison(out) -> None:
-    floating = out.is_floating_point() if hasattr(out, "fill_") else out.dtype.kind in "fc"
-    _fill(out, float("nan") if floating else POISON_INT)
+    if hasattr(out, "fill_"):  # torch
+        out.fill_(float("nan") if out.is_floating_point() else POISON_INT)
+    else:  # CuPy and NumPy
+        out.fill(float("nan") if out.dtype.kind in "fc" else POISON_INT)
 
 
 def _within(got, want, rtol: float):
@@ -83,16 +78,13 @@ def time_each(runs: dict, out, want, rep_ms: int = 100) -> list:
     return rows
 
 
-def checked(run, out, want, rtol: float = 1e-5, *, start=None) -> Impl:
+def checked(run, out, want, rtol: float = 1e-5) -> Impl:
     """`run` with a check: `out` is poisoned (NaN, or POISON_INT for integers), `run()` is called
-    once, and the relative error of `out` against `want` must be at most `rtol`. `start`:
-    the value `out` holds before the checked call instead of the poison, for a kernel that
-    adds into its output (a sum or a histogram with atomics)."""
+    once, and the relative error of `out` against `want` must be at most `rtol`. A kernel
+    that adds into its output (a sum or a histogram with atomics) zeroes it in `run`, so
+    that the zeroing is timed with it, as it is with a peer that returns a new array."""
     def check():
-        if start is None:
-            _poison(out)
-        else:
-            _fill(out, start)
+        _poison(out)
         run()
         return _within(out, want, rtol)
 

@@ -74,13 +74,13 @@ def _pynvml_clocks() -> dict:
     pynvml.nvmlInit()
     try:
         gpu = pynvml.nvmlDeviceGetHandleByIndex(_visible_index())
-        sm, mem = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+        sm, mem, core = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM, pynvml.NVML_TEMPERATURE_GPU
         return {"source": "pynvml",
                 "clocks.sm": pynvml.nvmlDeviceGetClockInfo(gpu, sm),
                 "clocks.mem": pynvml.nvmlDeviceGetClockInfo(gpu, mem),
                 "clocks.max.sm": pynvml.nvmlDeviceGetMaxClockInfo(gpu, sm),
                 "clocks.max.mem": pynvml.nvmlDeviceGetMaxClockInfo(gpu, mem),
-                "temperature.gpu": pynvml.nvmlDeviceGetTemperature(gpu, pynvml.NVML_TEMPERATURE_GPU)}
+                "temperature.gpu": pynvml.nvmlDeviceGetTemperature(gpu, core)}
     finally:
         pynvml.nvmlShutdown()
 
