@@ -8,7 +8,7 @@ K-major (quick 8192^3; compared with the dense fp8 peak), GEMM + bias + GELU bfl
 (`verdigris.examples.tile_gemm`, `tile_attention`) as `bench/matmul.py`'s `ours` launches
 them: each configuration of its tables, and the kernel under `vg.autotune` over them (the
 tuner times them on its first call at each size, inside the check); the suite keeps the
-best. The peers are torch (cuBLAS; `_scaled_mm` with fast accumulation and with float32
+best, re-timed. The peers are torch (cuBLAS; `_scaled_mm` with fast accumulation and with float32
 accumulation, the best kept: ours accumulates in the tensor cores' own precision, as fast
 accumulation does; SDPA's flash, cuDNN and efficient backends, the best kept; matmul then
 the epilogue) and `bench/matmul.py`'s Triton kernels (`triton_matmul` in its two

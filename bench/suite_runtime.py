@@ -3,10 +3,11 @@
 Registers (issue 7's cases), all built from `bench/runtime.py`'s functions and kernels:
 - launch overhead of the 4-argument axpy and of the 16-argument kernel (nine arrays, seven
   scalars), 256 elements in one block: ours with torch tensors, CuPy arrays and vg.Arrays
-  (configurations; the best is kept, all are in the JSON) beside the raw `cuLaunchKernel`
-  of the same compiled kernel with its arguments packed once (the roofline), torch's add,
-  CuPy's RawKernel and Triton's axpy (those three for axpy only: they have no 16-argument
-  kernel). The variants are `runtime.launch_variants`', built once per run.
+  (configurations; the best is chosen and re-timed, all are in the JSON) beside the raw
+  `cuLaunchKernel` of the same compiled kernel with its arguments packed once (the
+  roofline), torch's add, CuPy's RawKernel and Triton's axpy (those three for axpy only:
+  they have no 16-argument kernel). The variants are `runtime.launch_variants`', built once
+  per run.
 - first call of vector add (SIMT), softmax (tile, 4096 columns) and GEMM (tile, 1024^3
   bf16): `runtime.first_call` in a fresh process (the inputs made before the clock starts
   and the kernels are defined, on both sides), ours beside Triton's and CuPy's (NVRTC; no

@@ -14,9 +14,9 @@ histogram a shared-memory one in CUDA C through cupy.RawKernel (cupy.bincount is
 atomic kernel); nothing is borrowed from that script (its float4 read-only CuPy kernel, a
 ceiling there, is left to it: the suite's memory roofline is the device copy). Every
 implementation is checked before it is timed: against float64 (the sums, the scan, SGEMM)
-or exactly (histogram, transpose). Throughput counts bytes read + written per call (the histogram: bytes read).
-Ours add into their output (the sum, the histogram): zeroing it is part of each timed call,
-as it is of the peers', which return a new array.
+or exactly (histogram, transpose). Throughput counts bytes read + written per call (the
+histogram: bytes read). Ours add into their output (the sum, the histogram): zeroing it is
+part of each timed call, as it is of the peers', which return a new array.
 
 Needs torch (the cases are skipped without it); CuPy is optional.
 """

@@ -1,15 +1,16 @@
 """`verdigris bench` cases for the tile track's memory-bound kernels, beside torch and Triton.
 
 Registers (issue 4's cases, over a range of sizes; `--quick` measures the issue's size):
-vector add float32 and bfloat16 (2^20..2^28), softmax float32 (N x 4096) and bfloat16
-(N x 16384), LayerNorm and RMSNorm forward bfloat16 (N x 8192), row sum float32
-(N x 16384) and transpose float32 (N x N). Ours are the examples' kernels
-(`verdigris.examples.tile_*`) in the configurations `bench/tile_bench.py` tries (the suite
-keeps the best); Triton's kernels, and the LayerNorm variant with the weights loaded
-first, are `bench/tile_bench.py`'s own (loaded only where Triton is installed: that script
-imports it); cuTile Python's are `bench/tile_cutile.py`'s (only where cuda.tile is
-installed); torch's are its library calls. Every implementation is checked against a
-float64 reference (for the transposes, the exact one) before it is timed. Throughput
+vector add float32 and bfloat16 (2^20..2^28), softmax float32 (N x 4096) and bfloat16 (N x
+16384), LayerNorm and RMSNorm forward bfloat16 (N x 8192), row sum float32 (N x 16384) and
+transpose float32 (N x N). Ours are the examples' kernels (`verdigris.examples.tile_*`) in
+the configurations `bench/tile_bench.py` tries (the suite chooses the best and re-times it);
+Triton's kernels, and the LayerNorm variant with the weights loaded first, are
+`bench/tile_bench.py`'s own (loaded only where Triton is installed: that script imports it);
+cuTile Python's are `bench/tile_cutile.py`'s (only where cuda.tile is installed); torch's
+are its library calls. Every implementation is checked against a float64 reference (for the
+transposes, the exact one) before it is timed; the LayerNorm and RMSNorm rows each sit
+around an offset of their own, so that a kernel that forgets the mean fails. Throughput
 counts bytes read + written per call.
 
 Needs torch (the cases are skipped without it); Triton and cuTile Python are optional.

@@ -29,8 +29,8 @@ A case, in a bench script::
                 "torch": lambda: torch.add(a, b, out=out)}
 
 The setup function gets one size and returns, per peer, a zero-argument callable (or an
-`Impl` with a correctness check, or a dict of configurations of either: the suite keeps the
-best). Peers are named as in `peers.PEERS`; `"roofline"` is the case's own ceiling where the
+`Impl` with a correctness check, or a dict of configurations of either: the suite chooses
+the best and re-times it, `runner`). Peers are named as in `peers.PEERS`; `"roofline"` is the case's own ceiling where the
 kind has no global one (the raw driver launch for launch overhead).
 """
 from __future__ import annotations

@@ -13,8 +13,8 @@ for compute cases unless the case names another, e.g. the fp8 or fp32 peak; the 
 launch for launch cases; none for compile times). A figure that is missing or failed is
 never used in a ratio. No ratio is printed finer than the noise: the A-vs-A control (ours'
 chosen configuration timed twice in the second pass) gives the noise, the largest
-deviation from 1 of ours against itself, round by round or in medians; a ratio gets about
-as many decimals as that noise allows, and one to the best peer within it reads "level".
+deviation from 1 of ours against itself, round by round or in medians; a ratio's last
+digit is no finer than that noise, and a ratio to the best peer within it reads "level".
 """
 from __future__ import annotations
 
@@ -134,11 +134,11 @@ def _cell(row: Row, peer: str) -> str:
 
 
 def decimals(noise: float | None) -> int:
-    """The decimals of a ratio whose noise is `noise`: the last digit's unit about the
-    noise (3 where there is none, or none was measured)."""
+    """The decimals of a ratio whose noise is `noise`: its last digit's unit no finer than
+    the noise (at most 3, where there is none or none was measured)."""
     if not noise:
         return 3
-    return max(0, min(3, math.ceil(-math.log10(noise))))
+    return max(0, min(3, math.floor(-math.log10(noise))))
 
 
 def _ratio(value, noise) -> str:
