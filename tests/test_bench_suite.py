@@ -1,6 +1,9 @@
 """`verdigris bench`'s plumbing, without a GPU: discovery of the cases that bench scripts
-register, --filter, the table, JSON and Markdown from a fake timer, the plots (where
-matplotlib is installed), the progress bar and the message on a machine without a GPU."""
+register, --filter, the two passes (selection, then the chosen ones re-timed with an A-vs-A
+control) and the noise they show, the table, JSON and Markdown from a fake timer, the
+commit and clocks a run records, the checks of the norm cases and of kernels that add into
+their output, a first-call script on the fake driver, the plots (where matplotlib is
+installed), the progress bar and the message on a machine without a GPU."""
 import json
 import re
 import subprocess
@@ -687,9 +690,9 @@ def test_the_chosen_configuration_is_re_timed_and_its_luck_left_behind():
 
 
 def test_no_ratio_is_printed_finer_than_the_a_vs_a_noise():
-    """Ours against its twin moves 2% from round to round: ratios get one decimal (its unit
-    no finer than the noise), and one within 2% of 1 reads 'level' (its twin, 40% apart,
-    does not)."""
+    """Ours against its twin moves 2% from round to round: ratios get two decimals (the
+    noise's first significant digit), and one within 2% of 1 reads 'level' (its twin, 40%
+    apart, does not)."""
     def script(final, key, fn):
         if key[0] == "torch":
             return [fn.seconds] * 3
@@ -704,10 +707,10 @@ def test_no_ratio_is_printed_finer_than_the_a_vs_a_noise():
     table = report.format_table(results)
     assert table_row(table, "two passes", "0.505") == ["TB/s", "2.00", "1.98", "level", "-",
                                                       "±2.0%", "lucky"]
-    assert table_row(table, "two passes", "0.7") == ["TB/s", "2.00", "1.43", "1.4", "-",
+    assert table_row(table, "two passes", "0.7") == ["TB/s", "2.00", "1.43", "1.40", "-",
                                                     "±2.0%", "lucky"]
     assert [report.decimals(n) for n in (None, 0.0, 0.0004, 0.005, 0.02, 0.1, 0.3, 2.0)] == \
-        [3, 3, 3, 2, 1, 1, 0, 0]
+        [3, 3, 3, 3, 2, 1, 1, 0]
 
 
 # ----------------------------------------------------------------------------- pieces

@@ -14,7 +14,8 @@ launch for launch cases; none for compile times). A figure that is missing or fa
 never used in a ratio. No ratio is printed finer than the noise: the A-vs-A control (ours'
 chosen configuration timed twice in the second pass) gives the noise, the largest
 deviation from 1 of ours against itself, round by round or in medians; a ratio's last
-digit is no finer than that noise, and a ratio to the best peer within it reads "level".
+digit is where the noise's first significant one is, and a ratio to the best peer within
+the noise reads "level".
 """
 from __future__ import annotations
 
@@ -134,11 +135,12 @@ def _cell(row: Row, peer: str) -> str:
 
 
 def decimals(noise: float | None) -> int:
-    """The decimals of a ratio whose noise is `noise`: its last digit's unit no finer than
-    the noise (at most 3, where there is none or none was measured)."""
+    """The decimals of a ratio whose noise is `noise`: its last digit where the noise's
+    first significant one is, as a measurement is rounded to its uncertainty (at most 3,
+    where there is no noise or none was measured)."""
     if not noise:
         return 3
-    return max(0, min(3, math.floor(-math.log10(noise))))
+    return max(0, min(3, -math.floor(math.log10(noise))))
 
 
 def _ratio(value, noise) -> str:
