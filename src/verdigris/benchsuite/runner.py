@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from . import peers as peer_info
 from .registry import KINDS, OURS, Case, Impl
 
-
 SELECT, FINAL, CONTROL = "select", "final", "control"
 
 
@@ -127,7 +126,8 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
     # the implementations timed in one pass take turns, since their figures are read as
     # ratios (`timing`); first calls are each a fresh process
     contested = {key: run for key, run in runs.items() if len(table[key[0]]) > 1}
-    _record(rows, MEASURE[case.kind](case, size, contested, timer, False))
+    if contested:
+        _record(rows, MEASURE[case.kind](case, size, contested, timer, False))
     chosen = {peer: _choose(case.kind, peer, configs, rows, runs)
               for peer, configs in table.items()}
     second = {(peer, config, FINAL): runs[peer, config] for peer, config in chosen.items()
@@ -136,7 +136,8 @@ def _measure_size(case: Case, size, label: str, timer) -> list:
         second[OURS, chosen[OURS], CONTROL] = runs[OURS, chosen[OURS]]
     final = {key: Measurement(case.name, label, key[0], key[1], None, stage=key[2])
              for key in second}
-    _record(final, MEASURE[case.kind](case, size, second, timer, True))
+    if second:
+        _record(final, MEASURE[case.kind](case, size, second, timer, True))
     return [*rows.values(), *final.values()]
 
 
