@@ -1,13 +1,14 @@
 """Barrier intervals of loops nested three and four deep with run-time trip counts (issue
 #25, docs/safety.md): an iteration of a loop passes a barrier where a chain of loops inside
 it, down to one whose every iteration ends with a barrier, runs at least once; an access
-after the loops (or after an inner loop) is apart from one before them exactly where the
-condition it is under says such a chain ran. Barriers in the innermost loop only, in a
-middle loop only, in two chains side by side; trip counts from parameters, constants and
-the outer counters (triangular ranges). Each safe kernel is run on the cpu backend against
-a float64 reference for sizes with zeros, beside its racy twin (a chain that may not run, a
-write after the last barrier, a `break`, a barrier skipped on one path), refused naming the
-two threads and caught by the cpu backend with the sizes that race.
+after the loops (or in a later round of the outer one) is apart from one before them
+exactly where the condition it is under says such a chain ran. Barriers in the innermost
+loop only, in a middle loop only, in two chains side by side; trip counts from parameters,
+constants and the outer counters (triangular ranges). Each safe kernel is run on the cpu
+backend against a float64 reference for sizes with zeros, beside its racy twin (a chain
+that may not run, a write after the last barrier, a `break`, a stop the middle loop
+carries, a chain or a barrier skipped on one path), refused naming the two threads and
+caught by the cpu backend with the sizes that race.
 """
 from __future__ import annotations
 
@@ -262,6 +263,37 @@ def barrier_skipped_at_odd_k(x, out, n, m, p, q):  # p == 2: s[t] written after 
     out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 and p > 0 else v
 
 
+@simt.kernel
+def stop_carried_by_the_middle_loop(x, out, n, m, p, q):  # w == 0 in round (0, 0) when p == 1
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    s[t] = v
+    w = p - 1
+    for i in range(n):
+        for j in range(m):
+            for k in range(w):
+                s[t] = v + vg.float32(i + j + k)
+                simt.barrier()
+            w = w + 1
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 and p > 0 else v
+
+
+@simt.kernel
+def chain_skipped_in_even_rounds(x, out, n, m, p, q):  # n == 1: round 0 passes no barrier
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    s[t] = v
+    for i in range(n):
+        if i % 2 == 1:
+            for j in range(m):
+                for k in range(p):
+                    s[t] = v + vg.float32(i + j + k)
+                    simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 and m > 0 and p > 0 else v
+
+
 def _last(x, guard, loops, value):
     """out of a kernel that writes s[t] = value(x, *iteration) in each iteration of `loops`
     (after s[t] = x) and reads s[63 - t] after them under `guard`."""
@@ -306,6 +338,8 @@ def _write_before_the_inner_loop(x, n, m, p, q):
 
 PAIRS = [  # (safe, its float64 reference, racy twin, sizes that race)
     (innermost, _innermost, innermost_may_be_empty, (2, 2, 0, 0)),
+    (innermost, _innermost, stop_carried_by_the_middle_loop, (1, 1, 1, 0)),
+    (innermost, _innermost, chain_skipped_in_even_rounds, (1, 1, 1, 0)),
     (four_deep, _four_deep, four_deep_second_may_be_empty, (2, 0, 1, 0)),
     (middle, _middle, middle_may_be_empty, (1, 2, 0, 0)),
     (two_chains, _two_chains, two_chains_one_short, (2, 0, 2, 0)),
