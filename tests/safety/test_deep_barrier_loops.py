@@ -173,6 +173,36 @@ def triangle_empty_at_last(x, out, n, m, p, q):  # range(j + 1, n) is empty at n
 
 
 @simt.kernel
+def four_deep_triangle(x, out, n, m, p, q):
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    s[t] = v
+    for i in range(n):
+        for j in range(i, n):
+            for k in range(j, n):
+                for h in range(k, n):
+                    s[t] = v + vg.float32(i + j + k + h)
+                    simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 else v
+
+
+@simt.kernel
+def four_deep_triangle_empty_at_last(x, out, n, m, p, q):  # range(k + 1, n) at n == 1
+    s = simt.shared.array(64, vg.float32)
+    t = simt.thread_id(0)
+    v = x[simt.global_id(0)]
+    s[t] = v
+    for i in range(n):
+        for j in range(i, n):
+            for k in range(j, n):
+                for h in range(k + 1, n):
+                    s[t] = v + vg.float32(i + j + k + h)
+                    simt.barrier()
+    out[simt.global_id(0)] = s[63 - t] if n > 0 else v
+
+
+@simt.kernel
 def read_in_the_next_round(x, out, n, m, p, q):  # round i reads after round i - 1's barriers
     s = simt.shared.array(64, vg.float32)
     t = simt.thread_id(0)
@@ -327,6 +357,11 @@ def _triangle(x, n, m, p, q):
     return _last(x, n > 0, loops, lambda x, i, j, k: x + (i + j + k))
 
 
+def _four_deep_triangle(x, n, m, p, q):
+    loops = ((i, j, k, h) for i in range(n) for j in range(i, n) for k in range(j, n) for h in range(k, n))
+    return _last(x, n > 0, loops, lambda x, i, j, k, h: x + (i + j + k + h))
+
+
 def _read_in_the_next_round(x, n, m, p, q):
     return x[::-1] * (max(n - 1, 0) if m > 0 and p > 0 else 0)
 
@@ -344,6 +379,7 @@ PAIRS = [  # (safe, its float64 reference, racy twin, sizes that race)
     (middle, _middle, middle_may_be_empty, (1, 2, 0, 0)),
     (two_chains, _two_chains, two_chains_one_short, (2, 0, 2, 0)),
     (triangle, _triangle, triangle_empty_at_last, (1, 0, 0, 0)),
+    (four_deep_triangle, _four_deep_triangle, four_deep_triangle_empty_at_last, (1, 0, 0, 0)),
     (read_in_the_next_round, _read_in_the_next_round, read_in_the_next_round_unguarded, (2, 1, 0, 0)),
     (write_before_the_inner_loop, _write_before_the_inner_loop, write_after_the_inner_loop, (1, 1, 1, 0)),
     (write_before_the_inner_loop, _write_before_the_inner_loop, left_before_the_barrier, (1, 1, 1, 0)),

@@ -27,10 +27,12 @@ loop, it ends in the inner loop's last iteration: the inner trip count of that o
 iteration (`Space.trip_count_then`; the solver knows a trip count as one function of the
 block and the iteration of the loops around it), so the stages of a bitonic sort do not
 meet. Where an iteration may pass no barrier, the one that ends iteration k is that of an
-earlier iteration; when every barrier that may end an iteration is the last of an inner loop
-whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
-in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
-counts), and the loop's entry ends iteration k only where none up to k ran one. An
+earlier iteration; where an iteration passes a barrier exactly when a chain of loops
+inside it runs, down to one whose every iteration ends with a barrier (`passing_loops`:
+each barrier that may end it is the last of such a chain, at any depth), that earlier
+iteration is the last one that passed one (none after it up to k did: a quantifier over
+the iterations, nested one per loop of the chain, over their trip counts), and the loop's
+entry ends iteration k only where none up to k passed one. An
 alternative's condition carried to another iteration is said of that iteration where it
 mentions only loop counters, trip counts (of inner loops at any depth: their values then,
 `Space.trip_count_then`) and values of the whole launch (an inner loop that ran no
@@ -193,14 +195,14 @@ def _inner_loop(y: Alt, here: tuple, space) -> tuple | None:
     (`y` in an iteration that passes one, before the trip count). None where not so."""
     at = y.iters[len(here)]
     last = at + Poly.const(1)
-    if _counted(last, here, space) and _implies(y.cond, compare("ge", last, Poly.const(1))):
+    if _counted(last, here, space) and _implies(y.cond, (compare("ge", last, Poly.const(1)),)):
         return last, None
     for f in _literals(y.cond):
         if f[0] == "quiet" and f[2] == at and tuple(f[4]) == here:
             trips = f[3] + Poly.const(1)
+            ran = (("passes", f[1], at, at, f[4], f[5]),), (compare("le", at, f[3]),)
             if (_counted(trips, here, space) or trips.value is not None) and all(
-                    _implies(y.cond, lit) for lit in (("passes", f[1], at, at, f[4], f[5]),
-                                                      compare("le", at, f[3]))):
+                    _implies(y.cond, lit) for lit in ran):
                 return trips, f[5]
     return None
 
@@ -209,15 +211,14 @@ def _ran_none(trips: Poly, how, here: tuple) -> tuple:
     """The literals that say the inner loop counted by `trips` passed no barrier in the
     iteration `here`: it ran no iteration, or (`how`) none of those it ran passed one."""
     none_ran = compare("eq", trips, Poly.const(0))
-    quiet = ("quiet", "", Poly.const(-1), trips - Poly.const(1), here, how)
-    return (none_ran,) if how is None else (none_ran, quiet)
+    return (none_ran,) if how is None else (none_ran, ("quiet", "", Poly.const(-1), trips - Poly.const(1), here, how))
 
 
 def _counted(trips: Poly, here: tuple, space) -> bool:
     """Whether `trips` is the trip count atom of a loop in the iteration `here`."""
-    names = trips.atoms()
-    return len(names) == 1 and trips == Poly.atom(next(iter(names))) and \
-        next(iter(names)) in space.loops_counted and space.atoms[next(iter(names))].definition == here
+    name = next(iter(trips.atoms()), None)
+    return name is not None and trips == Poly.atom(name) and name in space.loops_counted \
+        and space.atoms[name].definition == here
 
 
 def _loop(trips: Poly, space):
@@ -234,11 +235,8 @@ def _literals(f: tuple):
         yield f
 
 
-def _implies(f: tuple, literals) -> bool:
-    """Whether `f` surely implies one of `literals` (a literal or a tuple of them), seen in
-    its and/or structure alone."""
-    if literals and isinstance(literals[0], str):
-        literals = (literals,)
+def _implies(f: tuple, literals: tuple) -> bool:
+    """Whether `f` surely implies one of `literals`, seen in its and/or structure alone."""
     if f in literals:
         return True
     if f[0] == "and":
