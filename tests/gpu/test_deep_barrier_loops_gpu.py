@@ -20,4 +20,5 @@ def test_deep_barrier_loops_give_their_reference(rng, name):
     for sizes in SIZES:
         gout = vg.asarray(np.full(64, np.nan, np.float32))
         kernel[1, 64](gx, gout, *sizes)
-        np.testing.assert_allclose(np.asarray(gout), reference(x.astype(np.float64), *sizes), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(gout), reference(x.astype(np.float64), *sizes),
+                                   rtol=1e-5, atol=1e-5)

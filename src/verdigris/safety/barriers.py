@@ -176,12 +176,14 @@ def passing_loops(ends: tuple, real: list, depth: int, space) -> tuple | None:
     here = tuple(real[0].iters[:depth + 1]) if real else ()
     inner: dict = {}  # trip count (Poly) -> how the loop's iterations pass one
     for y in real:
-        found = _inner_loop(y, here, space) if len(y.iters) > depth + 1 and y.iters[:depth + 1] == here else None
+        inside = len(y.iters) > depth + 1 and y.iters[:depth + 1] == here
+        found = _inner_loop(y, here, space) if inside else None
         if found is None or inner.get(found[0], found[1]) != found[1]:
             return None
         inner[found[0]] = found[1]
     for z in ends:
-        if z not in real and not all(_implies(z.cond, _ran_none(trips, how, here)) for trips, how in inner.items()):
+        if z not in real and not all(_implies(z.cond, _ran_none(trips, how, here))
+                                     for trips, how in inner.items()):
             return None
     loops = tuple(sorted(((_loop(trips, space), how) for trips, how in inner.items()), key=repr))
     return (here[:depth], loops) if loops and len({name for name, _ in loops}) == len(loops) else None
@@ -211,7 +213,8 @@ def _ran_none(trips: Poly, how, here: tuple) -> tuple:
     """The literals that say the inner loop counted by `trips` passed no barrier in the
     iteration `here`: it ran no iteration, or (`how`) none of those it ran passed one."""
     none_ran = compare("eq", trips, Poly.const(0))
-    return (none_ran,) if how is None else (none_ran, ("quiet", "", Poly.const(-1), trips - Poly.const(1), here, how))
+    quiet = ("quiet", "", Poly.const(-1), trips - Poly.const(1), here, how)
+    return (none_ran,) if how is None else (none_ran, quiet)
 
 
 def _counted(trips: Poly, here: tuple, space) -> bool:

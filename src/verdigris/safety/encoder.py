@@ -261,12 +261,14 @@ class _Encoder:
         z3 = self.z3
         ran = []
         for loop, inner in loops:
-            trips = self.constant(loop) if isinstance(loop, int) else self.trip_count(loop, around + [k], suffix)
+            trips = self.constant(loop) if isinstance(loop, int) else \
+                self.trip_count(loop, around + [k], suffix)
             if inner is None:
                 ran.append(trips >= 1)
                 continue
             j = z3.Int(f"k!inner{len(around) + 1}", self.ctx)
-            ran.append(self.bounded(z3.Exists, j, self.constant(-1), trips - 1, self.passes(around + [k], j, inner, suffix)))
+            ran.append(self.bounded(z3.Exists, j, self.constant(-1), trips - 1,
+                                    self.passes(around + [k], j, inner, suffix)))
         return self.any(ran)
 
     def bounded(self, quantifier, k, after, upto, body):
