@@ -255,12 +255,18 @@ def test_a_read_after_three_loops_with_one_barrier_is_proven_written(rng):
     assert analysis.facts["unproven_shared_reads"] == ()
 
 
-@pytest.mark.xfail(strict=True, reason="barrier intervals: an iteration of the outer loop passes a "
-                   "barrier only where an iteration of the middle loop runs the innermost one, which "
-                   "`barriers.passing_loops` cannot say (loops right inside only): VG211")
 def test_a_read_after_three_loops_with_one_barrier_is_accepted(rng):
+    """An iteration of the outer loop passes a barrier where an iteration of the middle loop
+    runs the innermost one (`barriers.passing_loops`, at any depth: tests/safety/
+    test_deep_barrier_loops.py has the class)."""
     x = rng.standard_normal(64).astype(np.float32)
-    accepted(three_deep_one_barrier, x, x.copy(), 3, 2, 2, grid=(1,))
+    out = np.full(64, np.nan, np.float32)
+    accepted(three_deep_one_barrier, x, out, 3, 2, 2, grid=(1,))
+    for n, m, p in [(3, 2, 2), (1, 1, 1), (2, 0, 3), (2, 3, 0)]:
+        out[:] = np.nan
+        three_deep_one_barrier[1, 64](x, out, n, m, p)
+        expected = _three_deep(x.astype(np.float64), n, m, p) if n and m and p else x
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_a_loop_whose_trip_count_the_range_does_not_give_proves_no_read(rng):

@@ -27,10 +27,12 @@ loop, it ends in the inner loop's last iteration: the inner trip count of that o
 iteration (`Space.trip_count_then`; the solver knows a trip count as one function of the
 block and the iteration of the loops around it), so the stages of a bitonic sort do not
 meet. Where an iteration may pass no barrier, the one that ends iteration k is that of an
-earlier iteration; when every barrier that may end an iteration is the last of an inner loop
-whose every iteration ends with it (`passing_loops`), that earlier iteration is the last one
-in which such a loop ran (no iteration after it up to k runs one: a quantifier over the trip
-counts), and the loop's entry ends iteration k only where none up to k ran one. An
+earlier iteration; where an iteration passes a barrier exactly when a chain of loops
+inside it runs, down to one whose every iteration ends with a barrier (`passing_loops`:
+each barrier that may end it is the last of such a chain, at any depth), that earlier
+iteration is the last one that passed one (none after it up to k did: a quantifier over
+the iterations, nested one per loop of the chain, over their trip counts), and the loop's
+entry ends iteration k only where none up to k passed one. An
 alternative's condition carried to another iteration is said of that iteration where it
 mentions only loop counters, trip counts (of inner loops at any depth: their values then,
 `Space.trip_count_then`) and values of the whole launch (an inner loop that ran no
@@ -155,23 +157,94 @@ def _substitute(f: tuple, mapping: dict) -> tuple:
     return f
 
 
-def passing_loops(real: list, depth: int, space) -> tuple | None:
-    """(the iteration of the loops around, the inner loops) where the barriers `real` that
-    may end an iteration of a loop are each the last barrier of a loop right inside it whose
-    every iteration ends with it, reached when that loop runs (its `ended` alternative,
-    under trip count >= 1): then an iteration passes a barrier exactly when one of those
-    loops runs in it, which the solver knows of any iteration (a trip count is one function
-    of the block and the iteration). None where it is not so."""
-    loops = []
+def passing_loops(ends: tuple, real: list, depth: int, space) -> tuple | None:
+    """(the iteration of the loops around, the inner loops) where an iteration of a loop
+    (at `depth`; `ends`: the barriers that may end one, `real` those passed in it) passes
+    a barrier exactly when one of the loops in it runs an iteration that passes one, which
+    the solver can say of any iteration: a trip count is one function of the block and the
+    iteration. Each inner loop is (its trip count: a loop's name, or a constant; how its
+    own iterations pass one, or None where each ends with a barrier), so an iteration
+    passes one where, for some loop, every loop along the chain down to one whose every
+    iteration ends with a barrier runs at least once (an inner loop's trip count then).
+
+    Exactly: every barrier that may end it (`real`) is the last of such a loop, under a
+    condition that says the loop ran one that passes (in the iteration that did); every
+    other way to end it (no barrier passed) is under a condition that says none did, for
+    every one of those loops (it ran no iteration, or none of its iterations passed one).
+    None where it is not so (a barrier outside those loops, a path that skips one, a
+    `break` in one: the alternative's condition says neither)."""
+    here = tuple(real[0].iters[:depth + 1]) if real else ()
+    inner: dict = {}  # trip count (Poly) -> how the loop's iterations pass one
     for y in real:
-        parts = y.cond[1:] if y.cond[0] == "and" else (y.cond,)
-        count = y.iters[depth + 1] + Poly.const(1) if len(y.iters) == depth + 2 else Poly.const(0)
-        trips = [n for n in count.atoms() if count == Poly.atom(n) and n in space.loops_counted
-                 and space.atoms[n].definition == tuple(y.iters[:depth + 1])]
-        if not trips or not all(p == compare("ge", count, Poly.const(1)) for p in parts):
+        inside = len(y.iters) > depth + 1 and y.iters[:depth + 1] == here
+        found = _inner_loop(y, here, space) if inside else None
+        if found is None or inner.get(found[0], found[1]) != found[1]:
             return None
-        loops.append(space.loops_counted[trips[0]])
-    return (tuple(real[0].iters[:depth]), tuple(sorted(set(loops)))) if loops else None
+        inner[found[0]] = found[1]
+    for z in ends:
+        if z not in real and not all(_implies(z.cond, _ran_none(trips, how, here))
+                                     for trips, how in inner.items()):
+            return None
+    loops = tuple(sorted(((_loop(trips, space), how) for trips, how in inner.items()), key=repr))
+    return (here[:depth], loops) if loops and len({name for name, _ in loops}) == len(loops) else None
+
+
+def _inner_loop(y: Alt, here: tuple, space) -> tuple | None:
+    """(the trip count, how its iterations pass a barrier) of the loop right inside the
+    iteration `here` whose last barrier `y` is, where `y.cond` says that loop ran one
+    that passes: a loop whose every iteration ends with a barrier (`y` in its last
+    iteration, under trip count >= 1), or one whose iterations `passing_loops` knows
+    (`y` in an iteration that passes one, before the trip count). None where not so."""
+    at = y.iters[len(here)]
+    last = at + Poly.const(1)
+    if _counted(last, here, space) and _implies(y.cond, (compare("ge", last, Poly.const(1)),)):
+        return last, None
+    for f in _literals(y.cond):
+        if f[0] == "quiet" and f[2] == at and tuple(f[4]) == here:
+            trips = f[3] + Poly.const(1)
+            ran = (("passes", f[1], at, at, f[4], f[5]),), (compare("le", at, f[3]),)
+            if (_counted(trips, here, space) or trips.value is not None) and all(
+                    _implies(y.cond, lit) for lit in ran):
+                return trips, f[5]
+    return None
+
+
+def _ran_none(trips: Poly, how, here: tuple) -> tuple:
+    """The literals that say the inner loop counted by `trips` passed no barrier in the
+    iteration `here`: it ran no iteration, or (`how`) none of those it ran passed one."""
+    none_ran = compare("eq", trips, Poly.const(0))
+    quiet = ("quiet", "", Poly.const(-1), trips - Poly.const(1), here, how)
+    return (none_ran,) if how is None else (none_ran, quiet)
+
+
+def _counted(trips: Poly, here: tuple, space) -> bool:
+    """Whether `trips` is the trip count atom of a loop in the iteration `here`."""
+    name = next(iter(trips.atoms()), None)
+    return name is not None and trips == Poly.atom(name) and name in space.loops_counted \
+        and space.atoms[name].definition == here
+
+
+def _loop(trips: Poly, space):
+    """The loop `trips` counts (its name), or its constant trip count."""
+    return trips.value if trips.value is not None else space.loops_counted[next(iter(trips.atoms()))]
+
+
+def _literals(f: tuple):
+    """The literals of formula `f` (under its and/or)."""
+    if f[0] in ("and", "or"):
+        for sub in f[1:]:
+            yield from _literals(sub)
+    else:
+        yield f
+
+
+def _implies(f: tuple, literals: tuple) -> bool:
+    """Whether `f` surely implies one of `literals`, seen in its and/or structure alone."""
+    if f in literals:
+        return True
+    if f[0] == "and":
+        return any(_implies(sub, literals) for sub in f[1:])
+    return f[0] == "or" and all(_implies(sub, literals) for sub in f[1:])
 
 
 def is_back(x: Alt) -> bool:
@@ -208,7 +281,7 @@ def resolve(alts: tuple, kind: str, loops: dict, space, active: frozenset = froz
             at = space.fresh("counter", 0, INF, label="an earlier iteration")
             facts = (exists, compare("le", at, index))
             entered = conj(x.cond, exists)
-            known = passing_loops(real, loop.depth, space)
+            known = passing_loops(ends, real, loop.depth, space)
             if known:  # `at` is the last iteration that passes one, or none did (the entry)
                 facts += (("passes", "", at, at, *known), ("quiet", "", at, index, *known))
                 entered = conj(entered, ("quiet", "", Poly.const(-1), index, *known))

@@ -39,6 +39,7 @@ READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a r
 LOOSE_S = 0.4  # CPU seconds of a race query's first try, without the extents' bound
 READABLE_S = 0.3  # CPU seconds of a counterexample's refinements after its divisors' (small values)
 NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`encoder._Encoder.decide`)
+QE_S = 0.1  # CPU seconds of a quantified query's first try, by z3's quantifier elimination
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
 ORDER = 200 * STEPS_PER_MS  # a block order's injectivity (`injective`); past it, the general query
 

@@ -114,7 +114,8 @@ class _Encoder:
         if start is None or stop is None:
             return None
         span = stop - start if step > 0 else start - stop
-        return self.z3.If(span > 0, (span + abs(step) - 1) / abs(step), self.constant(0))
+        length = span if abs(step) == 1 else (span + abs(step) - 1) / abs(step)  # (no division by 1)
+        return self.z3.If(span > 0, length, self.constant(0))
 
     def at(self, p: Poly, at: dict):
         """`p` as a z3 term where the atoms in `at` take those terms, loop variables are
@@ -154,17 +155,23 @@ class _Encoder:
         if not any(word in text for word in _NOT_NLSAT):
             # polynomials alone: z3's nlsat first, briefly; it decides at once many queries
             # z3's default solver takes a second for (`r * W + c` with c <= W, which is sat)
-            quick = z3.Tactic("qfnra-nlsat", ctx=z3.Context()).solver()
-            quick.set("rlimit", budget)
-            quick.from_string(text)
-            with budgets.watch(quick.ctx, budgets.NLSAT_S):
-                result = quick.check()
+            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=z3.Context()), text, budget,
+                                           budgets.NLSAT_S)
             try:
                 # unsat over the reals is unsat over the integers; a model must be integral
                 if result == z3.unsat or result == z3.sat and _integral(quick.model(), z3):
                     return result, quick
             except z3.Z3Exception:  # interrupted as the check ended: the default solver decides
                 pass
+        elif "(forall " in text or "(exists " in text:
+            # quantifiers over loop iterations (`barrier_passed`): z3's quantifier elimination
+            # first, briefly; it removes at once the linear ones of a triangular loop nest, on
+            # which the default solver's instantiation took a second (a proof only: a model
+            # comes from the default solver)
+            result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=z3.Context()), text,
+                                           budget, budgets.QE_S)
+            if result == z3.unsat:
+                return result, quick
         solver = z3.Solver(ctx=z3.Context())
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
@@ -177,6 +184,15 @@ class _Encoder:
         except z3.Z3Exception:  # interrupted as the check ended: undecided
             return z3.unknown, solver
         return result, solver
+
+    def first_try(self, tactic, text: str, budget: int, seconds: float) -> tuple:
+        """(the verdict, the solver) of `tactic` on the query `text`, within `budget` steps
+        and `seconds` of CPU."""
+        quick = tactic.solver()
+        quick.set("rlimit", budget)
+        quick.from_string(text)
+        with budgets.watch(quick.ctx, seconds):
+            return quick.check(), quick
 
     def any(self, terms: list):
         """The disjunction of `terms`, false if there are none, in this query's context."""
@@ -227,19 +243,46 @@ class _Encoder:
     def barrier_passed(self, tag: str, suffix: str, after, index, outer: tuple, loops: tuple):
         """("passes", ..., k, k, ...): iteration k of a loop (in iteration `outer` of the loops
         around it) passes a barrier; ("quiet", ..., a, i, ...): no iteration after a up to i
-        does. An iteration passes one exactly when one of the inner `loops` runs in it
-        (`barriers.passing_loops`), whose trip counts are one function of the iteration."""
+        does. An iteration passes one exactly when one of the inner `loops` runs an
+        iteration that passes one (`barriers.passing_loops`): (its trip count, a loop's
+        name or a constant, a function of the iteration; how its own iterations pass one,
+        or None: each does)."""
         z3 = self.z3
-        around = [self.poly(p) for p in outer]
-
-        def passes(k):
-            return self.any([self.trip_count(loop, around + [k], suffix) >= 1 for loop in loops])
-
         a, i = self.poly(after), self.poly(index)
+        around = [self.poly(p) for p in outer]
         if tag == "passes":
-            return passes(a)
-        k = z3.Int("k!later", self.ctx)
-        return z3.ForAll([k], z3.Implies(z3.And(a < k, k <= i), z3.Not(passes(k))))
+            return self.passes(around, a, loops, suffix)
+        k = z3.Int(f"k!later{len(around)}", self.ctx)
+        return self.bounded(z3.ForAll, k, a, i, z3.Not(self.passes(around, k, loops, suffix)))
+
+    def passes(self, around: list, k, loops: tuple, suffix: str):
+        """Iteration `k` (a z3 term) of a loop in iteration `around` of the loops around it
+        passes a barrier: one of its inner `loops` runs one that does."""
+        z3 = self.z3
+        ran = []
+        for loop, inner in loops:
+            trips = self.constant(loop) if isinstance(loop, int) else \
+                self.trip_count(loop, around + [k], suffix)
+            if inner is None:
+                ran.append(trips >= 1)
+                continue
+            j = z3.Int(f"k!inner{len(around) + 1}", self.ctx)
+            ran.append(self.bounded(z3.Exists, j, self.constant(-1), trips - 1,
+                                    self.passes(around + [k], j, inner, suffix)))
+        return self.any(ran)
+
+    def bounded(self, quantifier, k, after, upto, body):
+        """`quantifier` (z3.ForAll or z3.Exists) over `k` in after < k <= upto of `body`;
+        where `body` does not depend on `k` (trip counts that are the same in every
+        iteration: a range over the kernel's sizes), said without a quantifier (z3 took
+        seconds on the nested ones of a rectangular nest)."""
+        z3 = self.z3
+        within = z3.And(after < k, k <= upto)
+        if z3.substitute(body, (k, self.constant(0))).eq(body):
+            k, within = None, after < upto  # some k is within: whatever it is, `body` is the same
+        if quantifier is z3.ForAll:
+            return z3.Implies(within, body) if k is None else z3.ForAll([k], z3.Implies(within, body))
+        return z3.And(within, body) if k is None else z3.Exists([k], z3.And(within, body))
 
     def floordiv(self, x, y):
         z3, d = self.z3, y.value
@@ -314,7 +357,7 @@ def _integral(model, z3) -> bool:
 
 
 # what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts)
-_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(declare-fun trips:", "(ite ")
+_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(exists ", "(declare-fun trips:", "(ite ")
 
 # atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {
