@@ -186,11 +186,6 @@ def _attention_case(causal: bool):
     return setup
 
 
-for _causal in (False, True):
-    case(f"attention fwd{' causal' if _causal else ''} bf16", kind="compute",
-         sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
-         work=lambda s, c=_causal: 4 * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
-         size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_attention_case(_causal))
 
 
 def _gradients(run, want) -> Impl:
@@ -261,8 +256,11 @@ def _attention_backward_case(causal: bool):
     return setup
 
 
-for _causal in (False, True):
-    case(f"attention bwd{' causal' if _causal else ''} bf16", kind="compute",
-         sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
-         work=lambda s, c=_causal: 10 * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
-         size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_attention_backward_case(_causal))
+# (direction, setup, products of 2 B H S^2 D flops each: the forward's two, the backward's
+# five); causal attention does half of each
+for _direction, _setup, _products in (("fwd", _attention_case, 2), ("bwd", _attention_backward_case, 5)):
+    for _causal in (False, True):
+        case(f"attention {_direction}{' causal' if _causal else ''} bf16", kind="compute",
+             sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
+             work=lambda s, c=_causal, n=_products: 2 * n * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
+             size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_setup(_causal))

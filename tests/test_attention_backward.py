@@ -21,22 +21,12 @@ from verdigris.examples import tile_attention as ta
 from verdigris.ir import ArrayType
 from verdigris.tile import matmul
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+from test_norm_backward import relative_error, storage
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 # relative to the reference's largest value: P and dS are rounded to the inputs' dtype before
 # their products (as the forward rounds P), and the gradients once more when stored
 TOLERANCE = {"float16": 4e-3, "bfloat16": 1.6e-2}
-
-
-def storage(name):
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
-
-
-def relative_error(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape and np.isfinite(got).all()
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 def forward_backward(q, k, v, do, scale, causal, tiles=(32, 16), backward_tiles=((16, 32), (32, 16))):

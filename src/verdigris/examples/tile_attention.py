@@ -154,7 +154,9 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     for j in range(end):
         s = tile.dot(qt, tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
         # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
-        # the diagonal's tiles, as in the forward
+        # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
+        # written out: a helper is inlined as a region, which the matching of streamed loops
+        # (TMA on sm_90a) does not see through.
         if (j + 1) * BN > seq or (CAUSAL and (j + 1) * BN > m_block * BM + 1):
             cols = j * BN + tile.arange(BN).reshape((1, BN))
             if CAUSAL:
