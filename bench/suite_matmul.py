@@ -43,8 +43,10 @@ from verdigris.benchsuite import Impl, case, checked, load_script, relative_erro
 MATMUL = Path(__file__).with_name("matmul.py")
 RTOL = 1e-2  # bench/matmul.py's criterion; a bf16 output's own rounding is ~2e-3
 BATCH, HEADS, HEAD_DIM = 4, 32, 128
-# the dK/dV kernel's (BM, BN), the dQ kernel's: Triton's tutorial takes 32 x 128 and 128 x 32
-BACKWARD_CONFIGS = [((64, 128), (128, 64)), ((32, 128), (128, 32)), ((64, 64), (64, 64))]
+# the dK/dV kernel's launch, the dQ kernel's (tiles, warps): `attention_backward`'s defaults first
+BACKWARD_CONFIGS = [(dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=64)),
+                    (dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=32, num_warps=8)),
+                    (dict(BM=64, BN=128), dict(BM=128, BN=64)), (dict(BM=64, BN=64), dict(BM=64, BN=64))]
 
 
 def _matmul():
@@ -188,6 +190,12 @@ def _attention_case(causal: bool):
 
 
 
+def _show(dkdv: dict, dq: dict) -> str:
+    def launch(c):
+        return f"{c['BM']}x{c['BN']}" + (f" {c['num_warps']} warps" if "num_warps" in c else "")
+    return f"dK/dV {launch(dkdv)}, dQ {launch(dq)}"
+
+
 def _gradients(run, want) -> Impl:
     """`run`, which returns (dq, dk, dv), checked against `want` (the three gradients)."""
     def check():
@@ -224,9 +232,9 @@ def _attention_backward_case(causal: bool):
         grads = [torch.empty_like(o) for _ in range(3)]
         delta = torch.empty_like(lse)
 
-        def ours(tiles):
+        def ours(launches):
             def run():
-                attention_backward(*flat[:3], o, lse, flat[3], *grads, delta, scale, causal, *tiles)
+                attention_backward(*flat[:3], o, lse, flat[3], *grads, delta, scale, causal, *launches)
                 return [g.view(shape) for g in grads]
             return run
 
@@ -241,8 +249,8 @@ def _attention_backward_case(causal: bool):
                     return F.scaled_dot_product_attention(*params, is_causal=causal)
             return forward
 
-        impls = {"verdigris": {f"dK/dV {a}x{b}, dQ {c}x{d}": _gradients(ours(((a, b), (c, d))), want)
-                               for (a, b), (c, d) in BACKWARD_CONFIGS},
+        impls = {"verdigris": {_show(dkdv, dq): _gradients(ours((dkdv, dq)), want)
+                               for dkdv, dq in BACKWARD_CONFIGS},
                  "torch": {name: _gradients(backward_of(sdpa(backend)), want) for name, backend in (
                      ("flash", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION),
                      ("efficient", SDPBackend.EFFICIENT_ATTENTION))}}

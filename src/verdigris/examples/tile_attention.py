@@ -170,20 +170,28 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
 
 
+# The kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
+# 8 warps for dK/dV: two consumer warp groups share the 128 keys; the lowering's choice for
+# its 128 x 32 scores, 4, holds dK and dV for all 128 in one group and spills at head dim
+# 128 (ptxas, sm_90a).
+DKDV_LAUNCH = dict(BM=32, BN=128, num_warps=8)
+DQ_LAUNCH = dict(BM=128, BN=64)
+
+
 def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bool,
-                       dkdv_tiles=(64, 128), dq_tiles=(128, 64), **launch):
+                       dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
     """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do, all
     (batch * heads, seq, head_dim) but lse and delta ((batch * heads, seq), float32;
     delta is scratch the first kernel fills). Three launches: delta, then dK and dV, then
-    dQ; each gradient element is written by one block, summed in a fixed order, so the
-    results are the same bit for bit from run to run (no atomics: the only mode)."""
+    dQ, with the tiles (BM, BN) and launch options (num_warps) of `dkdv_launch` and
+    `dq_launch`; each gradient element is written by one block, summed in a fixed order,
+    so the results are the same bit for bit from run to run (no atomics: the only mode)."""
     bh, seq, d = q.shape
-    (bm1, bn1), (bm2, bn2) = dkdv_tiles, dq_tiles
-    attention_backward_delta[vg.cdiv(seq, bm2), bh](o, do, delta, BM=bm2, D=d)
-    attention_backward_dkdv[vg.cdiv(seq, bn1), bh](q, k, v, do, lse, delta, dk, dv, scale,
-                                                   CAUSAL=causal, BM=bm1, BN=bn1, D=d, **launch)
-    attention_backward_dq[vg.cdiv(seq, bm2), bh](q, k, v, do, lse, delta, dq, scale,
-                                                 CAUSAL=causal, BM=bm2, BN=bn2, D=d, **launch)
+    attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), bh](o, do, delta, BM=dq_launch["BM"], D=d)
+    attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), bh](
+        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, **dkdv_launch)
+    attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), bh](
+        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, **dq_launch)
 
 
 def _probabilities(q, k, scale: float, causal: bool):
@@ -218,10 +226,10 @@ def reference_backward(q, k, v, do, scale: float, causal: bool) -> tuple:
 
 
 def check(rng, batch_heads=3, seq=100, dims=(64,), tiles=(64, 32),
-          backward_tiles=((32, 64), (64, 32))) -> list:
+          backward=(dict(BM=32, BN=64), dict(BM=64, BN=32))) -> list:
     """The forward (output and log-sum-exp) and the backward, bf16 (else float16) inputs,
-    causal and not, against float64; `backward_tiles` are the dK/dV kernel's (BM, BN) and
-    the dQ kernel's."""
+    causal and not, against float64; `backward` are the dK/dV kernel's launch (BM, BN,
+    num_warps) and the dQ kernel's."""
     bm, bn = tiles
     dtype = "bfloat16" if available("bfloat16") else "float16"
     results = []
@@ -242,7 +250,7 @@ def check(rng, batch_heads=3, seq=100, dims=(64,), tiles=(64, 32),
             grads = [np.full(shape, np.nan, q.dtype) for _ in range(3)]
             delta = np.full(shape[:2], np.nan, np.float32)
             grads = on_backend(attention_backward, q, k, v, o, lse, do, *grads, delta, scale,
-                               causal, *backward_tiles)
+                               causal, *backward)
             # P and dS are rounded to the inputs' dtype before their products.
             for label, got, want in zip(("dq", "dk", "dv"), grads[6:9],
                                         reference_backward(q64, k64, v64, do64, scale, causal)):

@@ -29,7 +29,6 @@ from verdigris.examples.tile_attention import attention as attention_forward
 from verdigris.examples.tile_attention import attention_backward
 
 FORWARD_TILES = (128, 64)  # (BM, BN): bench/matmul.py's first attention configuration
-DKDV_TILES, DQ_TILES = (64, 128), (128, 64)  # the dK/dV kernel's (BM, BN), the dQ kernel's
 DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -58,7 +57,7 @@ def _attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     dq, dk, dv = (torch.empty_like(q3) for _ in range(3))
     if q3.numel():
         attention_backward(q3, _heads(k), _heads(v), _heads(o), lse, _heads(do),
-                           dq, dk, dv, torch.empty_like(lse), scale, causal, DKDV_TILES, DQ_TILES)
+                           dq, dk, dv, torch.empty_like(lse), scale, causal)
     return dq.view(q.shape), dk.view(q.shape), dv.view(q.shape)
 
 
