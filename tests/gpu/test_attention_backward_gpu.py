@@ -61,6 +61,8 @@ def test_against_torch_sdpa_backward(dtype, d, causal, seq):
 
 
 def test_the_log_sum_exp_the_forward_saves():
+    import verdigris.ops.attention  # noqa: F401 - registers torch.ops.verdigris.attention
+
     q, k, v, _ = case(torch.bfloat16, 1000, 128)
     o, lse = torch.ops.verdigris.attention(q, k, v, True, 1 / math.sqrt(128))
     s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(128)

@@ -2,7 +2,8 @@
 
 Takes: torch tensors q, k, v of one shape (batch, heads, seq, head_dim) and one dtype,
 float16 or bfloat16, on the device verdigris runs on (CUDA tensors on the cuda backend, CPU
-tensors on the cpu one); `causal` (each query sees the keys up to its own position) and
+tensors on the cpu one), any head_dim (on sm_90a those of 16 to 128 that are powers of two
+stream their tiles by TMA; others run without); `causal` (each query sees the keys up to its own position) and
 `scale` (positive; default 1 / sqrt(head_dim)).
 
 Gives: `attention(q, k, v, causal=False, scale=None)`, softmax(q k^T * scale) v, as
