@@ -83,6 +83,9 @@ def test_inputs_the_kernels_do_not_take_are_refused():
         attention(q.float(), q.float(), q.float())
     with pytest.raises(ValueError, match="scale must be positive"):
         attention(q, q, q, scale=-1.0)
+    wide = torch.zeros(1, 1, 8, 256, dtype=torch.float16)
+    with pytest.raises(ValueError, match="head_dim is at most 128; got 256"):
+        attention(wide, wide, wide)
 
 
 def test_a_helper_op_whose_backward_takes_its_output(rng):

@@ -2,8 +2,8 @@
 
 Takes: torch tensors q, k, v of one shape (batch, heads, seq, head_dim) and one dtype,
 float16 or bfloat16, on the device verdigris runs on (CUDA tensors on the cuda backend, CPU
-tensors on the cpu one), any head_dim (on sm_90a those of 16 to 128 that are powers of two
-stream their tiles by TMA; others run without); `causal` (each query sees the keys up to its own position) and
+tensors on the cpu one), head_dim at most MAX_HEAD_DIM, 128 (on sm_90a the powers of two
+from 16 stream their tiles by TMA; others run without); `causal` (each query sees the keys up to its own position) and
 `scale` (positive; default 1 / sqrt(head_dim)).
 
 Gives: `attention(q, k, v, causal=False, scale=None)`, softmax(q k^T * scale) v, as
@@ -31,6 +31,7 @@ from verdigris.examples.tile_attention import attention_backward
 
 FORWARD_TILES = (128, 64)  # (BM, BN): bench/matmul.py's first attention configuration
 DTYPES = (torch.float16, torch.bfloat16)
+MAX_HEAD_DIM = 128  # the dK/dV kernel's tiles of 256 columns need more shared memory than a block has
 
 
 def _heads(t: torch.Tensor) -> torch.Tensor:
@@ -76,6 +77,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if not (q.dtype == k.dtype == v.dtype and q.dtype in DTYPES):
         raise ValueError(f"attention: q, k and v must be all float16 or all bfloat16; got "
                          f"{q.dtype}, {k.dtype}, {v.dtype} (convert them with .to())")
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise ValueError(f"attention: head_dim is at most {MAX_HEAD_DIM}; got {q.shape[-1]}")
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"attention: scale must be positive; got {scale}")
