@@ -18,19 +18,35 @@ at most 1e-2 against a float64 product (float32 for attention, one batch at a ti
 the script does). TFLOP/s count 2 M N K per GEMM and 4 B H S^2 D per attention (half of it
 causal).
 
+Attention backward (issue #28), bfloat16, the same shapes, causal and not: ours is
+`tile_attention.attention_backward` (delta, then dK and dV, then dQ) in each configuration
+of BACKWARD_CONFIGS, after one forward that saved the log-sum-exp; the peers are the backward
+of torch's SDPA under each backend (flash, cuDNN, efficient; the best kept), and, causal
+only, the Triton fused-attention tutorial's real `_attn_bwd` when VERDIGRIS_TRITON_ATTENTION
+names a copy of the tutorial's script (python/tutorials/06-fused-attention.py, called as
+`attention(q, k, v, causal, scale)`; its backward masks the diagonal whatever `causal` says,
+so it has no non-causal row). Each is checked on dQ, dK and dV (relative Frobenius error at
+most 1e-2 against float32 SDPA gradients, one batch at a time) before it is timed; TFLOP/s
+count 2.5 times the forward's work (five products where the forward has two).
+
 Needs torch and Triton: `bench/matmul.py`, which holds the tables and Triton's kernels,
 imports both.
 """
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
-from verdigris.benchsuite import case, checked, load_script, returning
+from verdigris.benchsuite import Impl, case, checked, load_script, relative_error, returning
 
 MATMUL = Path(__file__).with_name("matmul.py")
 RTOL = 1e-2  # bench/matmul.py's criterion; a bf16 output's own rounding is ~2e-3
 BATCH, HEADS, HEAD_DIM = 4, 32, 128
+# the dK/dV kernel's launch, the dQ kernel's (tiles, warps): `attention_backward`'s defaults first
+BACKWARD_CONFIGS = [(dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=64)),
+                    (dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=32, num_warps=8)),
+                    (dict(BM=64, BN=128), dict(BM=128, BN=64)), (dict(BM=64, BN=64), dict(BM=64, BN=64))]
 
 
 def _matmul():
@@ -142,6 +158,7 @@ def _attention_case(causal: bool):
         q, k, v = (torch.randn(BATCH, HEADS, seq, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
         o = torch.empty_like(q)
+        lse = torch.empty(BATCH * HEADS, seq, device="cuda")  # ours writes the row log-sum-exp too
         want = torch.empty(q.shape, device="cuda")
         for i in range(BATCH):  # the float32 scores of one batch at a time
             want[i] = F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(),
@@ -158,7 +175,7 @@ def _attention_case(causal: bool):
             return run
 
         return {"verdigris": _ours(attention, mm.ATTENTION_CONFIGS, grid,
-                                   (*flat, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
+                                   (*flat, lse, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
                                    CAUSAL=causal, D=HEAD_DIM),
                 # every SDPA backend (cuDNN's is published at FlashAttention-3's level on
                 # Hopper); the suite reports torch's best, each one that fails its own row
@@ -171,8 +188,87 @@ def _attention_case(causal: bool):
     return setup
 
 
-for _causal in (False, True):
-    case(f"attention fwd{' causal' if _causal else ''} bf16", kind="compute",
-         sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
-         work=lambda s, c=_causal: 4 * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
-         size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_attention_case(_causal))
+
+
+def _show(dkdv: dict, dq: dict) -> str:
+    def launch(c):
+        return f"{c['BM']}x{c['BN']}" + (f" {c['num_warps']} warps" if "num_warps" in c else "")
+    return f"dK/dV {launch(dkdv)}, dQ {launch(dq)}"
+
+
+def _gradients(run, want) -> Impl:
+    """`run`, which returns (dq, dk, dv), checked against `want` (the three gradients)."""
+    def check():
+        got = run()
+        errors = [relative_error(g, w) for g, w in zip(got, want)]
+        worst = max(errors)
+        return None if worst <= RTOL else "relative errors of dq, dk, dv: " + ", ".join(
+            f"{e:.2e}" for e in errors) + f" (at most {RTOL:.0e})"
+
+    return Impl(run, check)
+
+
+def _attention_backward_case(causal: bool):
+    def setup(seq):
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        from verdigris.examples.tile_attention import attention, attention_backward
+
+        shape = (BATCH, HEADS, seq, HEAD_DIM)
+        q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        scale = 1 / math.sqrt(HEAD_DIM)
+        want = [torch.empty(shape, device="cuda") for _ in range(3)]
+        for i in range(BATCH):  # float32 gradients, one batch at a time
+            params = [t[i].float().requires_grad_() for t in (q, k, v)]
+            out = F.scaled_dot_product_attention(*params, is_causal=causal)
+            for w, g in zip(want, torch.autograd.grad(out, params, do[i].float())):
+                w[i] = g
+        flat = [t.view(BATCH * HEADS, seq, HEAD_DIM) for t in (q, k, v, do)]
+        o, lse = torch.empty_like(flat[0]), torch.empty(BATCH * HEADS, seq, device="cuda")
+        attention[seq // 128, BATCH * HEADS](*flat[:3], o, lse, scale, CAUSAL=causal, BM=128,
+                                             BN=64, D=HEAD_DIM)
+        grads = [torch.empty_like(o) for _ in range(3)]
+        delta = torch.empty_like(lse)
+
+        def ours(launches):
+            def run():
+                attention_backward(*flat[:3], o, lse, flat[3], *grads, delta, scale, causal, *launches)
+                return [g.view(shape) for g in grads]
+            return run
+
+        def backward_of(forward):  # autograd's backward of a recorded forward, timed alone
+            params = [t.clone().requires_grad_() for t in (q, k, v)]
+            out = forward(*params)
+            return lambda: torch.autograd.grad(out, params, do, retain_graph=True)
+
+        def sdpa(backend):  # the backward of the backend the forward ran on
+            def forward(*params):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(*params, is_causal=causal)
+            return forward
+
+        impls = {"verdigris": {_show(dkdv, dq): _gradients(ours((dkdv, dq)), want)
+                               for dkdv, dq in BACKWARD_CONFIGS},
+                 "torch": {name: _gradients(backward_of(sdpa(backend)), want) for name, backend in (
+                     ("flash", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION),
+                     ("efficient", SDPBackend.EFFICIENT_ATTENTION))}}
+        tutorial = os.environ.get("VERDIGRIS_TRITON_ATTENTION")
+        if tutorial and causal:
+            triton_attention = load_script(tutorial).attention
+            impls["triton"] = _gradients(backward_of(
+                lambda q, k, v: triton_attention(q, k, v, True, scale)), want)
+        return impls
+
+    return setup
+
+
+# (direction, setup, products of 2 B H S^2 D flops each: the forward's two, the backward's
+# five); causal attention does half of each
+for _direction, _setup, _products in (("fwd", _attention_case, 2), ("bwd", _attention_backward_case, 5)):
+    for _causal in (False, True):
+        case(f"attention {_direction}{' causal' if _causal else ''} bf16", kind="compute",
+             sizes=[1024, 2048, 4096], quick=[4096], requires=["torch", "triton"], plot="attention",
+             work=lambda s, c=_causal, n=_products: 2 * n * BATCH * HEADS * s * s * HEAD_DIM * (0.5 if c else 1),
+             size_label=lambda s: f"{BATCH}x{HEADS}x{s}x{HEAD_DIM}")(_setup(_causal))

@@ -9,11 +9,15 @@ type annotations (`(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Te
   the backward needs besides the inputs (a norm's mean and rstd);
 - `backward(*grads, *inputs, *residuals)` takes one gradient per result (torch gives zeros
   for a result nothing used) and the same inputs and residuals, and returns one gradient
-  per tensor input, in order (non-tensor inputs, such as `eps`, get none).
+  per tensor input, in order (non-tensor inputs, such as `eps`, get none). With
+  `saves_outputs=True` it takes the results themselves too, between the inputs and the
+  residuals: `backward(*grads, *inputs, *results, *residuals)` (attention's backward
+  needs its output O; a custom op may not return one tensor twice, as result and residual).
 
-Gives: `differentiable_op(name, forward, backward, outputs=1)`, a function called with the
-inputs that returns the results (one tensor when `outputs` is 1, else a tuple); its
-`.forward_op` and `.backward_op` are the torch custom ops `name` and `name + "_backward"`.
+Gives: `differentiable_op(name, forward, backward, outputs=1, saves_outputs=False)`, a
+function called with the inputs that returns the results (one tensor when `outputs` is 1,
+else a tuple); its `.forward_op` and `.backward_op` are the torch custom ops `name` and
+`name + "_backward"`.
 
 Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implementations
 are the functions run with every verdigris launch skipped, so their outputs must come from
@@ -35,14 +39,15 @@ import typing
 from .errors import Error, Loc
 
 
-def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
+def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_outputs: bool = False):
     """Register `forward` and `backward` as the custom ops `name` and `name`_backward, the
-    second as the first's gradient; return the function that applies the op."""
+    second as the first's gradient; return the function that applies the op. With
+    `saves_outputs`, the backward also takes the op's results, after its inputs."""
     import torch
 
     from .runtime.torch_ops import torch_op
 
-    _check_signatures(name, forward, backward, outputs, torch.Tensor)
+    _check_signatures(name, forward, backward, outputs, saves_outputs, torch.Tensor)
     forward_op = torch_op(name)(forward)
     backward_op = torch_op(f"{name}_backward")(backward)
 
@@ -51,7 +56,8 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
         is_tensor = [isinstance(v, torch.Tensor) for v in inputs]
         ctx.is_tensor = is_tensor
         ctx.constants = [None if t else v for v, t in zip(inputs, is_tensor)]
-        ctx.save_for_backward(*(v for v, t in zip(inputs, is_tensor) if t), *results[outputs:])
+        ctx.save_for_backward(*(v for v, t in zip(inputs, is_tensor) if t),
+                              *results[0 if saves_outputs else outputs:])
 
     def gradient(ctx, *grads):
         saved = iter(ctx.saved_tensors)
@@ -73,21 +79,24 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1):
     return apply
 
 
-def _check_signatures(name, forward, backward, outputs, tensor) -> None:
-    """backward's parameters are the forward's results, then its parameters, then its
-    residuals; its results are one per tensor parameter of the forward."""
+def _check_signatures(name, forward, backward, outputs, saves_outputs, tensor) -> None:
+    """backward's parameters are the gradients of the forward's results, then its
+    parameters, then (`saves_outputs`) its results, then its residuals; its results are one
+    per tensor parameter of the forward."""
     params = list(inspect.signature(forward, eval_str=True).parameters.values())
     results = _arity(inspect.signature(forward, eval_str=True).return_annotation)
     backward_signature = inspect.signature(backward, eval_str=True)
     tensor_inputs = sum(p.annotation is tensor for p in params)
-    want_params = outputs + len(params) + (results - outputs)
+    saved = outputs if saves_outputs else 0
+    want_params = outputs + len(params) + saved + (results - outputs)
     got_params, got_results = len(backward_signature.parameters), _arity(backward_signature.return_annotation)
     if outputs < 1 or results < outputs:
         problem = f"outputs={outputs}, but the forward returns {results} values"
     elif got_params != want_params:
         problem = (f"the backward takes {got_params} parameters; it must take {want_params}: "
-                   f"{outputs} gradients, the forward's {len(params)} inputs and its "
-                   f"{results - outputs} residuals")
+                   f"{outputs} gradients, the forward's {len(params)} inputs, "
+                   + (f"its {saved} results, " if saves_outputs else "")
+                   + f"and its {results - outputs} residuals")
     elif got_results != tensor_inputs:
         problem = (f"the backward returns {got_results} value(s); it must return {tensor_inputs}, "
                    f"one gradient per tensor input of the forward")

@@ -1,4 +1,5 @@
-"""Flash attention forward: softmax(Q K^T * scale) V without ever forming the score matrix.
+"""Flash attention, forward and backward: softmax(Q K^T * scale) V and its gradients without
+ever forming the score matrix.
 
 One block owns BM query rows of one (batch, head); it walks the keys and values in tiles
 of BN, keeping a running row maximum `m`, a running denominator `l` and the unnormalized
@@ -13,7 +14,17 @@ cores, the second one from the probabilities in registers, rounded to the inputs
 On sm_90a a producer warp group streams the K and V tiles by TMA several stages ahead, Q
 is staged into shared memory once, P @ V takes P straight from the registers of Q @ K^T's
 result, and the consumer warp groups issue their products in turns, so one group's
-softmax runs while another's products occupy the tensor cores.
+softmax runs while another's products occupy the tensor cores. The forward also writes each
+row's log-sum-exp `lse` (natural log, float32, (batch * heads, seq)): one store per row.
+
+The backward is FlashAttention-2's, as in Triton's fused-attention tutorial: `attention_backward`
+launches `attention_backward_delta` (delta = rowsum(dO * O)), `attention_backward_dkdv`
+(one block per key tile and (batch, head), walking the query tiles: dK, dV) and
+`attention_backward_dq` (one block per query tile: dQ). Both recompute the probabilities
+from Q, K and `lse`; causal ones skip the tiles above the diagonal and mask those it crosses.
+P and dS are rounded to the inputs' dtype before their products, which add in float32;
+every gradient element is written by one block in a fixed order: no atomics, the same bits
+from run to run.
 """
 from __future__ import annotations
 
@@ -24,11 +35,14 @@ import numpy as np
 import verdigris as vg
 from verdigris import tile
 from verdigris.examples import Result
-from verdigris.examples.tile_gemm import _narrow, available, run
+from verdigris.examples.tile_gemm import _narrow, available, on_backend, run
+
+LOG2E = 1 / math.log(2)
+LN2 = math.log(2)
 
 
 @tile.kernel(fma=True)
-def attention(q, k, v, o, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
+def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
               BN: vg.constexpr = 64, D: vg.constexpr = 64):
     m_block, bh = tile.bid(0), tile.bid(1)
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
@@ -64,33 +78,183 @@ def attention(q, k, v, o, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr 
         m_i = m_new
     out = acc * (1.0 / l_i)  # one division per row, not per element
     tile.store(o, index=(bh, m_block, 0), tile=out.astype(o.dtype).reshape((1, BM, D)))
+    # m_i and log2(l_i) count powers of two: the natural log-sum-exp is their sum times ln 2
+    tile.store(lse, index=(bh, m_block), tile=((m_i + tile.log2(l_i)) * LN2).reshape((1, BM)))
 
 
-def reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
+@tile.kernel
+def attention_backward_delta(o, do, delta, BM: vg.constexpr = 128, D: vg.constexpr = 64):
+    """delta = rowsum(dO * O) of BM query rows, float32: the backward's softmax term
+    (sum_j P_ij dP_ij is this, as O = P V and dP = dO V^T)."""
+    m_block, bh = tile.bid(0), tile.bid(1)
+    ot = tile.load(o, index=(bh, m_block, 0), shape=(1, BM, D)).astype(vg.float32)
+    dot = tile.load(do, index=(bh, m_block, 0), shape=(1, BM, D)).astype(vg.float32)
+    tile.store(delta, index=(bh, m_block), tile=tile.sum(ot * dot, axis=2))
+
+
+@tile.kernel(fma=True)
+def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.constexpr = False,
+                            BM: vg.constexpr = 64, BN: vg.constexpr = 128, D: vg.constexpr = 64):
+    """dK and dV of BN keys: the block walks the query tiles (BM rows) that see its keys,
+    recomputing the probabilities transposed, P^T = exp(K Q^T * scale - lse), from the
+    forward's log-sum-exp: dV += P^T dO, dP^T = V dO^T, dS^T = P^T * (dP^T - delta),
+    dK += dS^T Q (times scale once, at the end)."""
+    n_block, bh = tile.bid(0), tile.bid(1)
+    seq = q.shape[1]
+    scale2 = scale * LOG2E  # exp(x * scale - lse) == exp2(x * scale2 - lse * log2(e))
+    kt = tile.load(k, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    vt = tile.load(v, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    dk_acc = tile.zeros((BN, D), vg.float32)
+    dv_acc = tile.zeros((BN, D), vg.float32)
+    keys = n_block * BN + tile.arange(BN).reshape((BN, 1))
+    start = 0
+    if CAUSAL:  # query tiles wholly above the block's first key see none of its keys
+        start = n_block * BN // BM
+    # Query rows past the end load as zeros (dO and delta too): they add nothing. Keys past
+    # the end give rows of dK and dV that are not stored, so they need no mask either.
+    # Q's and dO's tiles are loaded twice, once per product: on sm_90a a tile streams into
+    # shared memory by TMA only where it feeds one product (the second copy comes from L2).
+    for m in range(start, (seq + BM - 1) // BM):
+        lse2 = tile.load(lse, index=(bh, m), shape=(1, BM)) * LOG2E
+        st = tile.dot(kt, tile.load(q, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)).T)
+        pt = tile.exp2(st * scale2 - lse2)
+        if CAUSAL and m * BM < (n_block + 1) * BN - 1:  # a tile the diagonal crosses
+            rows = m * BM + tile.arange(BM).reshape((1, BM))
+            pt = tile.where(rows >= keys, pt, 0.0)
+        dv_acc = tile.mma(pt.astype(do.dtype),
+                          tile.load(do, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)), dv_acc)
+        dpt = tile.dot(vt, tile.load(do, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)).T)
+        dst = pt * (dpt - tile.load(delta, index=(bh, m), shape=(1, BM)))
+        dk_acc = tile.mma(dst.astype(q.dtype),
+                          tile.load(q, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)), dk_acc)
+    tile.store(dv, index=(bh, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, BN, D)))
+    tile.store(dk, index=(bh, n_block, 0), tile=(dk_acc * scale).astype(dk.dtype).reshape((1, BN, D)))
+
+
+@tile.kernel(fma=True)
+def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constexpr = False,
+                          BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64):
+    """dQ of BM query rows: the block walks the key tiles its rows see, recomputing
+    P = exp(Q K^T * scale - lse): dP = dO V^T, dS = P * (dP - delta), dQ += dS K (times
+    scale once, at the end). Causal: the longest row blocks first, as the forward."""
+    m_block, bh = tile.bid(0), tile.bid(1)
+    if CAUSAL:
+        m_block = tile.num_blocks(0) - 1 - m_block
+    seq = q.shape[1]
+    scale2 = scale * LOG2E
+    qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
+    dot = tile.load(do, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
+    lse2 = tile.load(lse, index=(bh, m_block), shape=(1, BM)).reshape((BM, 1)) * LOG2E
+    di = tile.load(delta, index=(bh, m_block), shape=(1, BM)).reshape((BM, 1))
+    dq_acc = tile.zeros((BM, D), vg.float32)
+    rows = m_block * BM + tile.arange(BM).reshape((BM, 1))
+    end = (seq + BN - 1) // BN
+    if CAUSAL:
+        end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
+    for j in range(end):
+        s = tile.dot(qt, tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
+        # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
+        # written out: a helper is inlined as a region, which the matching of streamed loops
+        # (TMA on sm_90a) does not see through.
+        if (j + 1) * BN > seq or (CAUSAL and (j + 1) * BN > m_block * BM + 1):
+            cols = j * BN + tile.arange(BN).reshape((1, BN))
+            if CAUSAL:
+                s = tile.where((cols < seq) & (cols <= rows), s, -math.inf)
+            else:
+                s = tile.where(cols < seq, s, -math.inf)
+        p = tile.exp2(s * scale2 - lse2)
+        dp = tile.dot(dot, tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        dq_acc = tile.mma((p * (dp - di)).astype(k.dtype),
+                          tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)), dq_acc)
+    tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
+
+
+# The kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
+# 8 warps for dK/dV: two consumer warp groups share the 128 keys; the lowering's choice for
+# its 128 x 32 scores, 4, holds dK and dV for all 128 in one group and spills at head dim
+# 128 (ptxas, sm_90a).
+DKDV_LAUNCH = dict(BM=32, BN=128, num_warps=8)
+DQ_LAUNCH = dict(BM=128, BN=64)
+
+
+def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bool,
+                       dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
+    """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do, all
+    (batch * heads, seq, head_dim) but lse and delta ((batch * heads, seq), float32;
+    delta is scratch the first kernel fills). Three launches: delta, then dK and dV, then
+    dQ, with the tiles (BM, BN) and launch options (num_warps) of `dkdv_launch` and
+    `dq_launch`; each gradient element is written by one block, summed in a fixed order,
+    so the results are the same bit for bit from run to run (no atomics: the only mode)."""
+    bh, seq, d = q.shape
+    attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), bh](o, do, delta, BM=dq_launch["BM"], D=d)
+    attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), bh](
+        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, **dkdv_launch)
+    attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), bh](
+        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, **dq_launch)
+
+
+def _probabilities(q, k, scale: float, causal: bool):
+    """softmax(q k^T * scale) and each row's log-sum-exp, float64."""
     s = np.einsum("bqd,bkd->bqk", q, k) * scale
     if causal:
         n = q.shape[1]
         s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.einsum("bqk,bkd->bqd", p / p.sum(axis=-1, keepdims=True), v)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - top)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / total, (top + np.log(total))[..., 0]
 
 
-def check(rng, batch_heads=3, seq=100, dims=(64,), tiles=(64, 32)) -> list:
+def reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
+    return np.einsum("bqk,bkd->bqd", _probabilities(q, k, scale, causal)[0], v)
+
+
+def reference_lse(q, k, scale: float, causal: bool) -> np.ndarray:
+    return _probabilities(q, k, scale, causal)[1]
+
+
+def reference_backward(q, k, v, do, scale: float, causal: bool) -> tuple:
+    """dq, dk, dv of softmax attention in float64 (the textbook formulas)."""
+    q, k, v, do = (np.asarray(a, np.float64) for a in (q, k, v, do))
+    p = _probabilities(q, k, scale, causal)[0]
+    o = np.einsum("bqk,bkd->bqd", p, v)
+    dv = np.einsum("bqk,bqd->bkd", p, do)
+    dp = np.einsum("bqd,bkd->bqk", do, v)
+    ds = p * (dp - (do * o).sum(-1, keepdims=True))
+    return (np.einsum("bqk,bkd->bqd", ds, k) * scale, np.einsum("bqk,bqd->bkd", ds, q) * scale, dv)
+
+
+def check(rng, batch_heads=3, seq=100, dims=(64,), tiles=(64, 32),
+          backward=(dict(BM=32, BN=64), dict(BM=64, BN=32))) -> list:
+    """The forward (output and log-sum-exp) and the backward, bf16 (else float16) inputs,
+    causal and not, against float64; `backward` are the dK/dV kernel's launch (BM, BN,
+    num_warps) and the dQ kernel's."""
     bm, bn = tiles
     dtype = "bfloat16" if available("bfloat16") else "float16"
     results = []
     for d in dims:
         scale = 1 / math.sqrt(d)
-        q, q64 = _narrow(rng, (batch_heads, seq, d), dtype)
-        k, k64 = _narrow(rng, (batch_heads, seq, d), dtype)
-        v, v64 = _narrow(rng, (batch_heads, seq, d), dtype)
+        shape = (batch_heads, seq, d)
+        (q, q64), (k, k64), (v, v64), (do, do64) = (_narrow(rng, shape, dtype) for _ in range(4))
         for causal in (False, True):
-            o = np.full((batch_heads, seq, d), np.nan, np.float32)
-            o = run(attention, (vg.cdiv(seq, bm), batch_heads), q, k, v, o, scale,
-                    CAUSAL=causal, BM=bm, BN=bn, D=d)[3]
-            # The probabilities are rounded to the inputs' dtype before P @ V.
-            results.append(Result(f"attention {dtype} d={d} {'causal' if causal else 'full'}",
-                                  o, reference(q64, k64, v64, scale, causal), 1e-2))
+            name = f"attention {dtype} d={d} {'causal' if causal else 'full'}"
+            o = np.full(shape, np.nan, q.dtype)
+            lse = np.full(shape[:2], np.nan, np.float32)
+            o, lse = run(attention, (vg.cdiv(seq, bm), batch_heads), q, k, v, o, lse, scale,
+                         CAUSAL=causal, BM=bm, BN=bn, D=d)[3:5]
+            # The probabilities are rounded to the inputs' dtype before P @ V, and o to its dtype.
+            results.append(Result(name, o, reference(q64, k64, v64, scale, causal), 1e-2))
+            results.append(Result(f"{name} log-sum-exp", lse, reference_lse(q64, k64, scale, causal),
+                                  1e-5))
+            grads = [np.full(shape, np.nan, q.dtype) for _ in range(3)]
+            delta = np.full(shape[:2], np.nan, np.float32)
+            grads = on_backend(attention_backward, q, k, v, o, lse, do, *grads, delta, scale,
+                               causal, *backward)
+            # P and dS are rounded to the inputs' dtype before their products.
+            for label, got, want in zip(("dq", "dk", "dv"), grads[6:9],
+                                        reference_backward(q64, k64, v64, do64, scale, causal)):
+                results.append(Result(f"{name} backward {label}", got, want, 1e-2))
     return results
 
 

@@ -123,9 +123,15 @@ def _narrow(rng, shape, dtype_name: str, scale: float = 1.0):
 
 def run(kernel, grid, *args, **constexprs):
     """Launch on the current backend (arrays copied to the GPU and back on cuda)."""
+    return on_backend(kernel[grid], *args, **constexprs)
+
+
+def on_backend(launch, *args, **options):
+    """launch(*args, **options) on the current backend: NumPy arrays copied to the GPU
+    and back on cuda; gives the arguments (NumPy arrays)."""
     on_gpu = vg.current_backend() == "cuda"
     moved = [vg.asarray(x) if on_gpu and isinstance(x, np.ndarray) else x for x in args]
-    kernel[grid](*moved, **constexprs)
+    launch(*moved, **options)
     return [m.numpy() if on_gpu and hasattr(m, "numpy") else m for m in moved]
 
 

@@ -1,0 +1,163 @@
+"""Flash attention backward (issue #28) on the cpu backend: the forward's row log-sum-exp
+and the backward's dQ, dK and dV (`examples.tile_attention.attention_backward`) against
+float64 NumPy gradients of softmax attention, for float16 and bfloat16 inputs, head dims 64
+and 16, causal and not, on a sequence that is no multiple of any tile; every output starts
+as NaN; the gradients are the same bit for bit from run to run. Beside them the way of
+computing dQ in the dK/dV kernel without atomics that races (every key block storing the
+same dQ tile), refused with two blocks named, while the kernels the op uses are proven; and
+the kernels' PTX for sm_90a (Q, dO and K streamed by TMA), assembled by ptxas. The torch op
+is tested in tests/test_torch_attention.py, the GPU in tests/gpu/test_attention_backward_gpu.py."""
+import math
+import re
+
+import numpy as np
+import pytest
+
+import located
+import verdigris as vg
+from verdigris import codegen, tile
+from verdigris import types as T
+from verdigris.examples import tile_attention as ta
+from verdigris.ir import ArrayType
+from verdigris.tile import matmul
+
+from test_norm_backward import relative_error, storage
+from test_tile_mma import _ptxas_report
+
+needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+# relative to the reference's largest value: P and dS are rounded to the inputs' dtype before
+# their products (as the forward rounds P), and the gradients once more when stored
+TOLERANCE = {"float16": 4e-3, "bfloat16": 1.6e-2}
+
+
+def forward_backward(q, k, v, do, scale, causal, tiles=(32, 16),
+                     backward=(dict(BM=16, BN=32), dict(BM=32, BN=16))):
+    """o, lse (the forward) and dq, dk, dv (the backward), from NaN-filled outputs."""
+    bh, seq, d = q.shape
+    o, lse = np.full(q.shape, np.nan, q.dtype), np.full((bh, seq), np.nan, np.float32)
+    ta.attention[vg.cdiv(seq, tiles[0]), bh](q, k, v, o, lse, scale, CAUSAL=causal, BM=tiles[0],
+                                             BN=tiles[1], D=d)
+    dq, dk, dv = (np.full(q.shape, np.nan, q.dtype) for _ in range(3))
+    ta.attention_backward(q, k, v, o, lse, do, dq, dk, dv, np.full((bh, seq), np.nan, np.float32),
+                          scale, causal, *backward)
+    return o, lse, dq, dk, dv
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 16])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gradients_match_float64(rng, name, d, causal):
+    bh, seq = 2, 100
+    q, k, v, do = (rng.standard_normal((bh, seq, d)).astype(storage(name)) for _ in range(4))
+    scale = 1 / math.sqrt(d)
+    o, lse, *grads = forward_backward(q, k, v, do, scale, causal)
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    assert relative_error(o, ta.reference(q64, k64, v64, scale, causal)) < TOLERANCE[name]
+    assert relative_error(lse, ta.reference_lse(q64, k64, scale, causal)) < 1e-5
+    for label, got, want in zip("qkv", grads, ta.reference_backward(q, k, v, do, scale, causal)):
+        assert relative_error(got, want) < TOLERANCE[name], f"d{label}"
+
+
+def test_tiles_of_other_shapes_and_a_scale_not_one_over_root_d(rng):
+    """Key tiles larger than query tiles and the reverse, in both kernels, causal (the first
+    query tile a key block sees starts inside it), a sequence shorter than one tile."""
+    for seq, backward in ((70, (dict(BM=32, BN=64), dict(BM=16, BN=32))),
+                          (20, (dict(BM=64, BN=32), dict(BM=32, BN=64)))):
+        q, k, v, do = (rng.standard_normal((3, seq, 32)).astype(np.float16) for _ in range(4))
+        *_, dq, dk, dv = forward_backward(q, k, v, do, 0.3, True, backward=backward)
+        for got, want in zip((dq, dk, dv), ta.reference_backward(q, k, v, do, 0.3, True)):
+            assert relative_error(got, want) < TOLERANCE["float16"]
+
+
+def test_the_gradients_are_the_same_bit_for_bit(rng):
+    q, k, v, do = (rng.standard_normal((2, 50, 16)).astype(np.float16) for _ in range(4))
+    first = forward_backward(q, k, v, do, 0.25, True)
+    again = forward_backward(q, k, v, do, 0.25, True)
+    for a, b in zip(first, again):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+# dQ summed by the dK/dV kernel's blocks without atomics: every key block stores its share
+# of each dQ tile over the others' (the racy twin of the separate dQ kernel above)
+
+@tile.kernel
+def dq_from_key_blocks(q, k, dq, BM: vg.constexpr, BN: vg.constexpr, D: vg.constexpr):
+    n_block, bh = tile.bid(0), tile.bid(1)
+    kt = tile.load(k, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    for m in range((q.shape[1] + BM - 1) // BM):
+        qt = tile.load(q, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D))
+        ds = tile.dot(qt, kt.T)
+        tile.store(dq, index=(bh, m, 0), tile=tile.dot(ds, kt).reshape((1, BM, D)))  # every key block
+
+
+def test_dq_stored_by_every_key_block_is_refused(rng):
+    q, k = (rng.standard_normal((2, 64, 16)).astype(np.float32) for _ in range(2))
+    with pytest.raises(vg.SafetyError) as info:
+        dq_from_key_blocks[4, 2](q, k, np.full(q.shape, np.nan, np.float32), BM=16, BN=16, D=16)
+    assert info.value.code == "VG202" and "dq" in str(info.value)
+    blocks = re.findall(r"block \(?(\d+)", str(info.value))
+    assert len(blocks) >= 2, str(info.value)
+    located.assert_points_at(info.value, "# every key block", __file__)
+
+
+def test_the_attention_kernels_are_proven():
+    from verdigris.safety.scan import check_paths
+
+    report = check_paths([ta.__file__])
+    assert report.status == 0, report.format()
+    verdicts = dict(re.findall(r"kernel '(\w+)': (\w+)", report.format()))
+    assert verdicts == {name: "proven" for name in ("attention", "attention_backward_delta",
+                                                    "attention_backward_dkdv", "attention_backward_dq")}
+
+
+# ----------------------------------------------------------------------------- PTX
+
+
+def _a(dtype, ndim=3):
+    return ArrayType(dtype, ndim, "global", True, True)
+
+
+def _specialized(name, d, causal, dtype=T.bfloat16):
+    """The kernel as `attention_backward` launches it by default."""
+    inputs = dict(q=_a(dtype), k=_a(dtype), v=_a(dtype), do=_a(dtype), lse=_a(T.float32, 2),
+                  delta=_a(T.float32, 2), scale=T.float32, CAUSAL=causal, D=d)
+    kernel, launch, outputs = ((ta.attention_backward_dkdv, ta.DKDV_LAUNCH, dict(dk=_a(dtype), dv=_a(dtype)))
+                               if name == "dkdv" else (ta.attention_backward_dq, ta.DQ_LAUNCH, dict(dq=_a(dtype))))
+    launch = dict(launch)
+    block = (32 * launch.pop("num_warps"),) if "num_warps" in launch else None
+    return kernel.specialize_types(dict(inputs, **outputs, **launch), block=block)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name, d, causal, dtype", [("dkdv", 128, True, T.bfloat16),
+                                                    ("dkdv", 64, False, T.float16),
+                                                    ("dq", 128, True, T.bfloat16),
+                                                    ("dq", 64, False, T.float16)])
+def test_sm90a_streams_the_walked_tiles_by_tma_and_assembles(name, d, causal, dtype):
+    """Each product's operand from the walked tiles streams (Q's and dO's twice in dK/dV,
+    K's twice in dQ), the block's own tiles are staged once, two consumer warp groups and a
+    producer; at head dim 128 ptxas neither serializes the products nor spills."""
+    kernel = _specialized(name, d, causal, dtype)
+    plan = matmul.plan(kernel, "sm_90a")
+    (pipe,) = plan.pipelines.values()
+    streamed = sorted(op.load.array.name for op in pipe.operands)
+    staged = sorted(inv.node.name for inv in pipe.invariants)
+    if name == "dkdv":
+        assert streamed == ["do", "do", "q", "q"] and staged == ["kt", "vt"]
+    else:
+        assert streamed == ["k", "k", "v"] and staged == ["dot", "qt"]
+    assert pipe.specialized and plan.block_threads == 384
+    ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx and "wgmma.mma_async" in ptx
+    if d == 128:  # where registers are tightest: optimized by ptxas, and reported
+        report = _ptxas_report(ptx)
+        assert "0 bytes spill stores" in report and not re.search(r"C75\d\d", report), report
+    else:
+        codegen.assemble(ptx, "sm_90a", optimize=False)
+
+
+@needs_ptxas
+def test_sm90a_delta_assembles():
+    kernel = ta.attention_backward_delta.specialize_types(dict(o=_a(T.bfloat16), do=_a(T.bfloat16),
+                                                               delta=_a(T.float32, 2), BM=128, D=128))
+    codegen.assemble(codegen.compile_to_ptx(kernel, "sm_90a").ptx, "sm_90a", optimize=False)
