@@ -44,7 +44,7 @@ import itertools
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
-from . import blockorder, fastpath, injective, locks, solver
+from . import blockorder, fastpath, injective, locks, solver, witness
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_hint, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -93,7 +93,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe:
             by_array.setdefault(access.array, []).append(access)
-    fast, errors = 0, []
+    fast, witnesses, errors = 0, 0, []
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -104,9 +104,13 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 if _proven(a, b, space, own):
                     fast += 1
                     continue
-                analysis.solver_queries += 1
-                outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
-                                         budget)
+                outcome = None if own else witness.search(a, b, space)
+                if outcome is None:
+                    analysis.solver_queries += 1
+                    outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
+                                             budget)
+                else:
+                    witnesses += 1
                 if outcome.status == "sat" and outcome.unknowns:
                     errors.append(_data_error(a, b, outcome))
                 elif outcome.status == "sat":
@@ -114,7 +118,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 elif outcome.status == "unknown":
                     errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
     analysis.errors += locks.with_lock_hint(errors, kernel)
-    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries, witnesses=witnesses)
     if errors:  # refused already: one block's own order is for a lowering that will not run
         return
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
