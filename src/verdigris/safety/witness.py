@@ -54,7 +54,7 @@ def search(a, b, space) -> Outcome | None:
         return None
     try:
         return _search(a, b, space)
-    except (Opaque, OverflowError):
+    except (Opaque, ArithmeticError, ValueError):  # (ValueError: a shift by a negative amount)
         return None
 
 
