@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from .algebra import Poly, formula_atoms
+from .encoder import _depends
 from .evaluate import DEFINED, Evaluator, Opaque
 from .solver import Outcome
 
@@ -81,22 +82,9 @@ def _search(a, b, space) -> Outcome | None:
 
 def _base(polys, formulas, space) -> set:
     """The atoms nothing defines that `polys` and `formulas` depend on."""
-    todo = [n for p in polys for n in p.atoms()]
-    for f in formulas:
-        todo += formula_atoms(f, set())
-    seen, base = set(), set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        atom = space.atoms[name]
-        if atom.kind not in DEFINED:
-            base.add(name)
-            continue
-        for part in atom.definition:
-            todo += part.atoms() if isinstance(part, Poly) else formula_atoms(part, set())
-    return base
+    names = {n for f in formulas for n in formula_atoms(f, set())}
+    depends = set().union(*(_depends(p, space) for p in [*polys, *map(Poly.atom, names)]))
+    return {n for n in depends if space.atoms[n].kind not in DEFINED}
 
 
 def _connected(space, needed: set) -> list:
@@ -164,15 +152,17 @@ def _per_block(x, space) -> dict:
     values = {}
     for name in sorted(names):
         atom = space.atoms[name]
-        if atom.kind == "thread":
+        if atom.kind == "thread" and name.startswith("bid"):
             tried = range(max(GRIDS))
         elif atom.kind == "lane":
             top = int(atom.hi)
             tried = sorted({0, 1, top // 2, top} & set(range(top + 1)))
         elif atom.kind == "counter":
             tried = range(ITERATIONS)
-        else:
+        elif atom.kind in UNIFORM:
             continue
+        else:
+            raise Opaque(name)
         values[name] = [v for v in tried if atom.lo <= v <= atom.hi]
     return values
 
