@@ -517,6 +517,22 @@ def test_a_refusal_is_kept_with_its_specialization_and_on_disk(rng, monkeypatch,
     assert info.value.loc.line == marked_line(tile_pairs.grouped_order_wrong_divisor)
 
 
+def test_a_recorded_refusal_is_used_only_where_it_points_at_the_same_source(rng):
+    """The disk record's key is the IR, which has no file names or columns: a kernel of the
+    same IR in another file, or a quoted line edited within, is checked again."""
+    from verdigris.runtime import proofs
+
+    grid, args, kwargs = tile_pairs.grouped_setup(rng)
+    k = fresh(tile_pairs.grouped_order_wrong_divisor)
+    values = k.bind(args, kwargs)
+    kernel = k.build(k.spec_key(values, k.describe_args(values), None, _dims(grid)))
+    error = safety.analyze(kernel).errors[0]
+    written = proofs._written(error, kernel)
+    assert str(proofs._refusal(written, kernel)) == str(error)
+    assert proofs._refusal({**written, "kernel": "elsewhere.py"}, kernel) is None
+    assert proofs._refusal({**written, "lines": ["    tile.store(out, index=(0, 0),\n"]}, kernel) is None
+
+
 @tile.kernel
 def every_block_in_tile_zero_of_idx(idx, out):
     i = tile.load(idx, index=(0,), shape=(1,))
