@@ -111,3 +111,20 @@ def test_a_race_the_small_launches_miss_is_refused_by_the_solver():
     assert result.facts["witnesses"] == 0 and result.solver_queries == 1
     blocks = [int(b) for b, _ in re.findall(BLOCK, result.errors[0].message)]
     assert abs(blocks[0] - blocks[1]) % 50 == 0 and blocks[0] != blocks[1], result.errors[0].message
+
+
+@tile.kernel
+def quarter_turns(x, out, B: vg.constexpr):
+    """int32: block 4's tile index 4 * 2**30 wraps around to block 0's, 0."""
+    t = tile.bid(0) * 1073741824
+    tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))  # race
+
+
+def test_a_witness_through_a_wrap_around_says_so():
+    x = np.zeros(64, np.float32)
+    result = analyze(quarter_turns, x, x.copy(), B=4)
+    assert [e.code for e in result.errors] == ["VG202"], result.errors
+    assert result.facts["witnesses"] == 1 and result.solver_queries == 0
+    message = result.errors[0].message
+    assert "block 0 and block 4 both write out[0]" in message and "wraps around in int32" in message, message
+    assert "widen before multiplying" in result.errors[0].hint

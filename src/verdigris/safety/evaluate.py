@@ -49,8 +49,10 @@ class Evaluator:
         if atom.kind not in DEFINED:
             raise Opaque(name)
         value = DEFINED[atom.kind](self, *atom.definition)
-        if atom.kind == "wrap":  # the value of [lo, hi] congruent to the exact one
-            value = atom.lo + np.mod(value - atom.lo, atom.definition[1].value)
+        modulus = atom.definition[1].value if atom.kind == "wrap" else None
+        if modulus is not None and (self.number is int or modulus < 2**63):
+            value = atom.lo + np.mod(value - atom.lo, modulus)  # the value of [lo, hi] congruent to it
+        # (a 64-bit wrap in int64: the arithmetic wrapped already, as two's complement does)
         self.memo[name] = value
         return value
 
