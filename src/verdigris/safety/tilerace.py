@@ -34,8 +34,10 @@ Each pair goes first to the fast path: views (see `tiles`) of one shape, whose t
 whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
 a 2-D grid of tiles) counts as the one index `t` there. Then `injective.distinct_tiles`:
 tile indices that are functions of linear tile indices (the grouped orders of matrix
-products, in persistent loops or not), proven injective by a query of their own. Else
-`solver.collide` on the element indices decides it and gives the counterexample.
+products, in persistent loops or not), proven injective by a query of their own. Then
+`witness.search`: two blocks of a small launch that meet, found by evaluation, is the
+refusal's counterexample (the facts count them, `witnesses`). Else `solver.collide` on the
+element indices decides it and gives the counterexample.
 """
 from __future__ import annotations
 

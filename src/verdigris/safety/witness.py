@@ -10,13 +10,13 @@ then decides, as it always did).
 Why: the solver takes 1-2 s of CPU to find the example of a race in a grouped tile order
 (divisions and remainders by run-time sizes), past a proof's time on a loaded machine
 (VG205, "not proven", instead of VG202 with the blocks); the same race shows in a launch of
-three block rows and a handful of blocks, which evaluating every block of a few hundred
-small launches at once (NumPy, `evaluate`) finds in milliseconds.
+one or two tiles and two blocks, which evaluating every block of a few hundred small
+launches at once (NumPy, `evaluate`) finds in milliseconds.
 
 How: each value the two accesses depend on that nothing defines gets a few candidates: an
 array extent 1, 0 (an empty array: a tile count of 0 divides by zero), E, E + 1, 2E,
-2E + 1, ... up to five tiles (E: the accesses' tile extent
-along that axis, 1 for a scalar access), a grid axis 2, 3, 4 or 8 blocks, an integer
+2E + 1, ... up to five tiles (E: the accesses' tile extent along that axis, 1 for a
+scalar access), a grid axis 2, 3, 4 or 8 blocks, an integer
 parameter a few small values; every block of the grid, the first iterations of the loops
 around each access, and the first, second, middle and last lane of each tile axis. The
 launches are tried smallest first, at most `LAUNCHES` of them and `POINTS` points an
