@@ -11,8 +11,12 @@ run on a thread beside the compile that follows, where the compiled code does no
 it (see `start`; the compiler begins the thread after its lowering, `Verdict.start`).
 
 A refusal stays with its specialization in memory: each launch is refused with the same
-error, without checking again (it is not recorded on disk). Guarantees: only accepted
-kernels are recorded, under a key made of the printed IR (which holds everything the
+error, without checking again. A refusal with a counterexample (every code but VG205) is
+recorded on disk too, so a later process refuses the kernel at once with the same error
+(where the kernel is in the same file and the lines the error quotes read the same);
+VG205 ("not proven": a time limit, values the checker cannot see) is not: the time a proof
+may take depends on the machine, so a later process checks again. Guarantees: verdicts
+are recorded under a key made of the printed IR (which holds everything the
 checker reads: the body, the types, the block and one-block grid axes, `vg.unsafe`
 regions), the specialization key and the compiler's fingerprint (`cache`), so a hit gives
 the verdict the checker would give. A hit imports neither the
@@ -25,11 +29,12 @@ before it loads the compiled module.
 from __future__ import annotations
 
 import json
+import linecache
 import threading
 import time
 
 from ..codegen import checks
-from ..errors import SafetyError
+from ..errors import Loc, SafetyError
 from ..ir.printer import format_kernel
 from . import backend, cache
 
@@ -93,6 +98,13 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
     started = time.perf_counter()
     record_key = cache.key(format_kernel(kernel), ("safety verdict", key), "any target")
     record = _read(cache.get(record_key))
+    if record is not None and "refusal" in record:
+        refusal = _refusal(record["refusal"], kernel)
+        if refusal is not None:
+            verdict = Verdict(seconds=time.perf_counter() - started)
+            verdict._error = refusal
+            return verdict
+        record = None  # it would point elsewhere: checked again
     if record is not None:
         unproven = set(record["checked"])
         kernel.facts.update({k: _tuples(v) for k, v in record["facts"].items()})
@@ -123,7 +135,12 @@ def start(kernel, key: tuple, names: list, beside_compile: bool) -> Verdict:
     def prove():
         from .. import safety
 
-        safety.check_races(kernel)
+        try:
+            safety.check_races(kernel)
+        except SafetyError as refusal:
+            if refusal.code != "VG205":
+                cache.put(record_key, json.dumps({"refusal": _written(refusal, kernel)}).encode())
+            raise
         if not tiles_beside:
             safety.prove_bounds(kernel)
         launch_guard = safety.bounds.launch_guard(kernel, names)
@@ -170,11 +187,45 @@ def guard(condition: str | None):
     return function
 
 
+def _written(refusal: SafetyError, kernel) -> dict:
+    """A refusal as JSON can hold it: its location with the chain of calls it was inlined
+    through, and what makes it the same error for another kernel of the same IR (the
+    kernel's file, the text of each line it quotes)."""
+    def place(loc):
+        return None if loc is None else [loc.file, loc.line, loc.col, loc.function, place(loc.call_site)]
+
+    return {"message": refusal.message, "loc": place(refusal.loc), "hint": refusal.hint,
+            "code": refusal.code, "kernel": kernel.loc.file, "lines": _quoted(refusal.loc)}
+
+
+def _refusal(written: dict, kernel) -> SafetyError | None:
+    """The refusal `_written` recorded, or None where it would point elsewhere than the
+    checker would now: the IR (the record's key) has no file names or columns, so the same
+    kernel in another file, or its line edited within, is checked again."""
+    def place(loc):
+        return None if loc is None else Loc(*loc[:4], place(loc[4]))
+
+    loc = place(written["loc"])
+    if written["kernel"] != kernel.loc.file or written["lines"] != _quoted(loc):
+        return None
+    return SafetyError(written["message"], loc, written["hint"], written["code"])
+
+
+def _quoted(loc) -> list:
+    """The source line of `loc` and of each call site it was inlined through."""
+    lines = []
+    while loc is not None:
+        lines.append(linecache.getline(loc.file, loc.line))
+        loc = loc.call_site
+    return lines
+
+
 def _read(data: bytes | None):
     if data is None:
         return None
     try:
         record = json.loads(data)
-        return record if {"checked", "facts", "texts", "guard"} <= set(record) else None
-    except (ValueError, AttributeError):
+        refused = set(record.get("refusal", ())) == {"message", "loc", "hint", "code", "kernel", "lines"}
+        return record if refused or {"checked", "facts", "texts", "guard"} <= set(record) else None
+    except (ValueError, AttributeError, TypeError):
         return None

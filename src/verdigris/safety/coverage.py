@@ -17,10 +17,8 @@ Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives
 How: the points are every thread of one block (`thread_id` ranges from the block shape) and
 every iteration of the loops an access depends on (a loop counter's range from its loop
 variables: a constant step, and the intervals the executor proved); the indices and
-path conditions are evaluated over all points at once with NumPy, derived atoms (floor
-division, modulo, if-then-else, loop variables, `1 << k` and the halving `pow2` atoms,
-`x >> k`) through their definitions, with the IR's semantics (floor division and modulo;
-by zero gives 0; `pow2` of e is floor(2**e), 0 for e < 0). A path condition conjunct that
+path conditions are evaluated over all points at once with NumPy (`evaluate`: derived
+atoms through their definitions, with the IR's semantics). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
 finding that nothing wrote an element, stays sound); for the read of `decide` it makes the
 verdict not `exact`, and a write with one proves nothing covered.
@@ -33,12 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .algebra import INF, Poly
+from .evaluate import DEFINED, Evaluator, Opaque
 
 LIMIT = 1 << 18  # points per access
-
-
-class _Opaque(Exception):
-    """A value enumeration cannot give."""
 
 
 @dataclass
@@ -68,7 +63,7 @@ def decide(read, writes: list, space) -> Verdict | None:
                 surely[cells] = True
         points = _Points(space, ranges, read)
         elements, reached, exact = points.elements(read)
-    except _Opaque:
+    except Opaque:
         return None
     inside = reached & _within(elements, shape)
     clipped = tuple(np.where(inside, e, 0) for e in elements)
@@ -99,7 +94,7 @@ def apart(a, b, space) -> bool:
             inside = reached & _within(elements, shape)
             cells.append(np.ravel_multi_index(tuple(e[inside] for e in elements), shape))
             owners.append(np.broadcast_to(points.thread(), inside.shape)[inside])
-    except _Opaque:
+    except Opaque:
         return False
     cells, owners = np.concatenate(cells), np.concatenate(owners)
     if not len(cells):
@@ -143,18 +138,18 @@ def _conjuncts(pc: tuple) -> tuple:
     return pc[1:] if pc[0] == "and" else () if pc == ("true",) else (pc,)
 
 
-class _Points:
+class _Points(Evaluator):
     """Every thread of a block and every iteration of the loops an access depends on."""
 
     def __init__(self, space, ranges: dict, access, every_thread: bool = False):
         """`every_thread`: a point per thread even where the access does not depend on it."""
-        self.space, self.memo = space, {}
+        super().__init__(space, {})
         countable = lambda name: name.startswith("tid") or name in ranges  # noqa: E731
         names = set().union(*(self._free(p) for p in access.indices))
         if every_thread:
             names |= {n for n in space.identity() if n.startswith("tid")}
         if not all(map(countable, names)):
-            raise _Opaque("an index")
+            raise Opaque("an index")
         self.parts = _conjuncts(access.pc)
         for part in self.parts:  # the others cannot be evaluated: `elements` sees that
             free = self._free_formula(part)
@@ -163,7 +158,7 @@ class _Points:
         names = sorted(names)
         sizes = [space.block[int(n[3])] if n.startswith("tid") else ranges[n] for n in names]
         if math.prod(sizes) > LIMIT:
-            raise _Opaque("too many points")
+            raise Opaque("too many points")
         axes = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in sizes), indexing="ij", sparse=True)
         self.grid = dict(zip(names, axes))
         self.shape = tuple(sizes)
@@ -181,7 +176,7 @@ class _Points:
         into = set()
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in _DEFINED:
+            if atom.kind in DEFINED:
                 for part in atom.definition:
                     into |= self._free(part) if isinstance(part, Poly) else self._free_formula(part)
             elif name.startswith("tid") or atom.kind == "counter":
@@ -192,7 +187,7 @@ class _Points:
         """Whether `p` depends on anything but thread ids, loop counters and constants."""
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in _DEFINED:
+            if atom.kind in DEFINED:
                 if any(self._opaque(x) if isinstance(x, Poly) else self._opaque_formula(x)
                        for x in atom.definition):
                     return True
@@ -219,44 +214,9 @@ class _Points:
         for part in self.parts:
             try:
                 reached = reached & self.formula(part)
-            except _Opaque:
+            except Opaque:
                 complete = complete and part in given
         return indices, reached, complete
-
-    def poly(self, p: Poly):
-        total = np.int64(0)
-        for mono, coef in p.terms.items():
-            term = np.int64(coef)
-            for name in mono:
-                term = term * self.atom(name)
-            total = total + term
-        return total
-
-    def atom(self, name: str):
-        if name in self.grid:
-            return self.grid[name]
-        if name in self.memo:
-            return self.memo[name]
-        atom = self.space.atoms[name]
-        if atom.kind not in _DEFINED:
-            raise _Opaque(name)
-        value = _DEFINED[atom.kind](self, *atom.definition)
-        self.memo[name] = value
-        return value
-
-    def formula(self, f: tuple):
-        tag = f[0]
-        if tag in ("true", "false"):
-            return np.bool_(tag == "true")
-        if tag == "cmp":
-            x = self.poly(f[2])
-            return {"lt": x < 0, "le": x <= 0, "eq": x == 0, "ne": x != 0}[f[1]]
-        if tag == "not":
-            return ~self.formula(f[1])
-        if tag in ("and", "or"):
-            parts = [self.formula(g) for g in f[1:]]
-            return np.logical_and.reduce(parts) if tag == "and" else np.logical_or.reduce(parts)
-        raise _Opaque(tag)
 
 
 def _uniform_parts(read, space) -> frozenset:
@@ -284,30 +244,3 @@ def _uniform_parts(read, space) -> frozenset:
         return all(map(uniform_formula, f[1:])) if f[0] in ("and", "or", "not") else f[0] in ("true", "false")
 
     return frozenset(part for part in _conjuncts(read.pc) if uniform_formula(part))
-
-
-def _floordiv(points, x, y):
-    a, b = points.poly(x), points.poly(y)
-    safe = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, np.floor_divide(a, safe))
-
-
-def _mod(points, x, y):
-    a, b = points.poly(x), points.poly(y)
-    safe = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, np.mod(a, safe))
-
-
-def _floor_power(e):
-    """floor(2**e): 0 where e < 0 (a shift by a negative amount is no such thing)."""
-    return np.where(e < 0, 0, np.left_shift(np.int64(1), np.maximum(e, 0)))
-
-
-_DEFINED = {
-    "floordiv": _floordiv,
-    "mod": _mod,
-    "ite": lambda points, c, a, b: np.where(points.formula(c), points.poly(a), points.poly(b)),
-    "loopvar": lambda points, start, k, step: points.poly(start + k * step),
-    "pow2": lambda points, exponent: _floor_power(points.poly(exponent)),
-    "rshift": lambda points, x, exponent: np.right_shift(points.poly(x), points.poly(exponent)),
-}

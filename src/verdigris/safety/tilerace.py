@@ -34,8 +34,10 @@ Each pair goes first to the fast path: views (see `tiles`) of one shape, whose t
 whose lanes index distinct axes); a pair of axes `(t // C, t % C)` (a persistent loop over
 a 2-D grid of tiles) counts as the one index `t` there. Then `injective.distinct_tiles`:
 tile indices that are functions of linear tile indices (the grouped orders of matrix
-products, in persistent loops or not), proven injective by a query of their own. Else
-`solver.collide` on the element indices decides it and gives the counterexample.
+products, in persistent loops or not), proven injective by a query of their own. Then
+`witness.search`: two blocks of a small launch that meet, found by evaluation, is the
+refusal's counterexample (the facts count them, `witnesses`). Else `solver.collide` on the
+element indices decides it and gives the counterexample.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ import itertools
 
 from ..errors import SafetyError
 from ..frontend.access_nodes import as_positions
-from . import blockorder, fastpath, injective, locks, solver
+from . import blockorder, fastpath, injective, locks, solver, witness
 from .codes import CODES
 from .diagnose import _dims, _plural, unproven_error, wrap_hint, wrap_note
 from .algebra import MAX_AXIS_THREADS, Poly, Space
@@ -93,7 +95,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe:
             by_array.setdefault(access.array, []).append(access)
-    fast, errors = 0, []
+    fast, witnesses, errors = 0, 0, []
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -104,9 +106,13 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 if _proven(a, b, space, own):
                     fast += 1
                     continue
-                analysis.solver_queries += 1
-                outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
-                                         budget)
+                outcome = None if own else witness.search(a, b, space)
+                if outcome is None:
+                    analysis.solver_queries += 1
+                    outcome = solver.collide(a, b, _with_lanes(space, a.lanes) if own else space,
+                                             budget)
+                else:
+                    witnesses += 1
                 if outcome.status == "sat" and outcome.unknowns:
                     errors.append(_data_error(a, b, outcome))
                 elif outcome.status == "sat":
@@ -114,7 +120,7 @@ def check_pairs(kernel, analysis, budget: int) -> None:
                 elif outcome.status == "unknown":
                     errors.append(unproven_error(a, b, outcome.reason, "blocks", HINTS["VG205"]))
     analysis.errors += locks.with_lock_hint(errors, kernel)
-    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries, witnesses=witnesses)
     if errors:  # refused already: one block's own order is for a lowering that will not run
         return
     meets = blockorder.of(kernel, budget, trace)  # within one block: for the lowering to order
