@@ -120,11 +120,11 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
     from ..ir.nodes import ArrayType
 
     if isinstance(signature, str):
-        from ..cli import UsageError, parse_signature
+        from .signatures import SignatureError, parse_signature
 
         try:
             signature = parse_signature(kernel, signature)
-        except UsageError as err:
+        except SignatureError as err:
             raise CompileError(f"{kernel.__name__}: {err}") from None
     out = []
     for p in kernel.params:
