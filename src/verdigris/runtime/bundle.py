@@ -43,7 +43,8 @@ from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
 from ..ir.nodes import NARROW_DTYPES
-from .dispatch import _KERNELS, KernelFunction, Specialization, _dims
+from .dispatch import _KERNELS, KernelFunction, _dims
+from .specialization import Specialization
 from .speckeys import FACT_AT, MULTIPLE, constexpr_entry, divisibility
 from .scalars import NARROW_AT, narrowness, scalar_entry
 
