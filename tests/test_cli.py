@@ -181,7 +181,7 @@ def test_signatures_say_multiples_of_16_for_tile_kernels():
     """`i64:16` and `bf16[:, ::1]:16` (Triton's spelling) give what a launch with such
     values specializes on; a SIMT kernel or a float refuses `:16`."""
     import verdigris as vg
-    from verdigris.cli import UsageError, parse_signature
+    from verdigris.runtime.signatures import SignatureError, parse_signature
     from verdigris.examples.axpy import axpy
     from verdigris.examples.tile_dropout import dropout
     from verdigris.examples.tile_layernorm import layernorm
@@ -193,9 +193,9 @@ def test_signatures_say_multiples_of_16_for_tile_kernels():
     specs = parse_signature(dropout, "f32[::1], f32[::1], i64:16, f32, 1024")
     assert specs["seed"] == Multiple(vg.int64, 16) and specs["p"] == vg.float32
     assert dropout.specialize_types(specs).param("seed").multiple_of == 16
-    with pytest.raises(UsageError, match="for integers and arrays"):
+    with pytest.raises(SignatureError, match="for integers and arrays"):
         parse_signature(layernorm, "bf16[:, ::1], bf16[::1], bf16[::1], bf16[:, ::1], f32:16, 8192")
-    with pytest.raises(UsageError, match="for tile kernels"):
+    with pytest.raises(SignatureError, match="for tile kernels"):
         parse_signature(axpy, "f32, f32[::1]:16, f32[::1], f32[::1]")
 
 

@@ -44,7 +44,7 @@ def test_barrier_and_tile_kernels_load_their_checkers():
     code = textwrap.dedent("""
         import json, sys
         from verdigris import safety
-        from verdigris.cli import parse_signature
+        from verdigris.runtime.signatures import parse_signature
         from verdigris.examples import reduce_sum, tile_softmax
         from verdigris.ir import ArrayType
         from verdigris.types import float32

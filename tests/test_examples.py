@@ -55,7 +55,7 @@ def test_every_example_kernel_has_a_signature():
                                     for m, name in zip(MODULES, examples.SIMT_EXAMPLES)],
                          ids=examples.SIMT_EXAMPLES)  # (sgemm: LLVM takes ~30 s a target)
 def test_example_ptx_assembles(module, target):
-    from verdigris.cli import parse_signature
+    from verdigris.runtime.signatures import parse_signature
 
     for kernel in kernels_of(module):
         ir = kernel.specialize_types(parse_signature(kernel, SIGNATURES[kernel.__name__]))

@@ -11,7 +11,7 @@ import pytest
 import verdigris.types as T
 from verdigris.errors import BackendError, KernelError, LaunchError, Loc
 from verdigris.ir import ArrayType, Kernel, Param, abi_params
-from verdigris.runtime import arrays, cache, dlpack, driver, streams
+from verdigris.runtime import arrays, constructors, cache, dlpack, driver, streams
 from verdigris.runtime.arrays import Array
 from verdigris.runtime.interop import ArrayInfo, byte_extent, describe
 from verdigris.runtime.module import ArgPacker
@@ -329,19 +329,19 @@ print("freed")
 
 def test_cpu_backend_constructors():
     a = rng.standard_normal((3, 4))
-    view = arrays.asarray(a, backend="cpu")  # the same memory, with numpy() as vg.Array has
+    view = constructors.asarray(a, backend="cpu")  # the same memory, with numpy() as vg.Array has
     assert isinstance(view, arrays.HostArray) and np.shares_memory(view, a)
     assert type(view.numpy()) is np.ndarray and np.shares_memory(view.numpy(), a)
-    assert arrays.asarray([1, 2], backend="cpu").dtype == np.int64
-    assert arrays.asarray(a, T.float32, backend="cpu").dtype == np.float32
-    z = arrays.zeros((2, 5), T.int8, backend="cpu")
+    assert constructors.asarray([1, 2], backend="cpu").dtype == np.int64
+    assert constructors.asarray(a, T.float32, backend="cpu").dtype == np.float32
+    z = constructors.zeros((2, 5), T.int8, backend="cpu")
     assert z.dtype == np.int8 and z.shape == (2, 5) and not z.any()
-    e = arrays.empty(7, backend="cpu")
+    e = constructors.empty(7, backend="cpu")
     assert e.shape == (7,) and e.dtype == np.float32
-    like = arrays.empty_like(a[:, ::2])
+    like = constructors.empty_like(a[:, ::2])
     assert isinstance(like, np.ndarray) and like.shape == (3, 2) and like.dtype == np.float64
     with pytest.raises(BackendError):
-        arrays.empty(3, backend="tpu")
+        constructors.empty(3, backend="tpu")
 
 
 # ----------------------------------------------------------------------------- packing
@@ -547,13 +547,13 @@ def test_abi_binder_orders_values_as_the_abi_says():
 
 
 def test_dtypes_by_short_name_and_with_numpy():
-    assert arrays.empty(3, "f32", backend="cpu").dtype == np.float32
-    assert arrays.zeros(2, "bf16", backend="cpu").dtype == T.bfloat16
+    assert constructors.empty(3, "f32", backend="cpu").dtype == np.float32
+    assert constructors.zeros(2, "bf16", backend="cpu").dtype == T.bfloat16
     assert np.dtype(T.float32) == np.float32 and np.zeros(2, T.int16).dtype == np.int16
-    assert arrays.asarray(np.zeros(3, np.float32), backend="cpu").dtype == T.float32
+    assert constructors.asarray(np.zeros(3, np.float32), backend="cpu").dtype == T.float32
     assert T.float32 == np.dtype("float32") and T.float32 != np.dtype("float64")
     with pytest.raises(TypeError, match="unknown dtype 'floaty'"):
-        arrays.empty(3, "floaty", backend="cpu")
+        constructors.empty(3, "floaty", backend="cpu")
 
 
 def test_from_dlpack_of_what_is_not_an_array_says_so():

@@ -34,75 +34,75 @@ cdiv.__vg_inline__ = True  # `lang.plain_helper`: kernels inline it
 def asarray(obj, dtype=None, *, device: int = 0):
     """`obj` on the current backend's device: a `vg.Array` on cuda (host data is copied,
     torch/CuPy/JAX device arrays are viewed without copying), a NumPy array on cpu."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.asarray(obj, dtype, backend=current_backend(), device=device)
+    return constructors.asarray(obj, dtype, backend=current_backend(), device=device)
 
 
 def empty(shape, dtype=float32, *, device: int = 0):
     """An uninitialized array on the current backend's device."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.empty(shape, dtype, backend=current_backend(), device=device)
+    return constructors.empty(shape, dtype, backend=current_backend(), device=device)
 
 
 def zeros(shape, dtype=float32, *, device: int = 0):
     """A zero-filled array on the current backend's device."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.zeros(shape, dtype, backend=current_backend(), device=device)
+    return constructors.zeros(shape, dtype, backend=current_backend(), device=device)
 
 
 def ones(shape, dtype=float32, *, device: int = 0):
     """An array of ones on the current backend's device."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.ones(shape, dtype, backend=current_backend(), device=device)
+    return constructors.ones(shape, dtype, backend=current_backend(), device=device)
 
 
 def full(shape, fill_value, dtype=None, *, device: int = 0):
     """An array with every element `fill_value` on the current backend's device; the dtype,
     unless given, is NumPy's for the value (int64 for an int, float64 for a float)."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.full(shape, fill_value, dtype, backend=current_backend(), device=device)
+    return constructors.full(shape, fill_value, dtype, backend=current_backend(), device=device)
 
 
 def arange(start, stop=None, step=1, dtype=None, *, device: int = 0):
     """`numpy.arange(start, stop, step, dtype)` on the current backend's device (made on
     the host and copied in one transfer)."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.arange(start, stop, step, dtype, backend=current_backend(), device=device)
+    return constructors.arange(start, stop, step, dtype, backend=current_backend(), device=device)
 
 
 def empty_like(a, dtype=None):
     """An uninitialized array with `a`'s shape and dtype, where `a` lives."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.empty_like(a, dtype)
+    return constructors.empty_like(a, dtype)
 
 
 def zeros_like(a, dtype=None):
     """A zero-filled array with `a`'s shape and dtype, where `a` lives."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.zeros_like(a, dtype)
+    return constructors.zeros_like(a, dtype)
 
 
 def ones_like(a, dtype=None):
     """An array of ones with `a`'s shape and dtype, where `a` lives."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.ones_like(a, dtype)
+    return constructors.ones_like(a, dtype)
 
 
 def full_like(a, fill_value, dtype=None):
     """An array with `a`'s shape and dtype (unless given), every element `fill_value`,
     where `a` lives."""
-    from .runtime import arrays
+    from .runtime import constructors
 
-    return arrays.full_like(a, fill_value, dtype)
+    return constructors.full_like(a, fill_value, dtype)
 
 
 def from_dlpack(obj):

@@ -12,7 +12,7 @@ import pytest
 import verdigris.types as T
 from verdigris.errors import BackendError, LaunchError, Loc
 from verdigris.ir import ArrayType, Kernel, Param, abi_params
-from verdigris.runtime import arrays, dlpack, driver, streams
+from verdigris.runtime import arrays, constructors, dlpack, driver, streams
 from verdigris.runtime.arrays import Array
 from verdigris.runtime.interop import describe
 from verdigris.runtime.module import CudaKernel, CudaModule
@@ -138,7 +138,7 @@ def axpy_values(alpha, x, y, out):
 
 
 def poisoned(n, dtype=T.float32):
-    return arrays.asarray(np.full(n, np.nan, dtype.np))
+    return constructors.asarray(np.full(n, np.nan, dtype.np))
 
 
 def rel_error(got, want):
@@ -176,7 +176,7 @@ def test_device_properties():
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_asarray_round_trip(rng, dtype):
     host = random_host(rng, (5, 33), dtype)
-    device = arrays.asarray(host)
+    device = constructors.asarray(host)
     assert isinstance(device, Array) and device.dtype is dtype and device.shape == (5, 33)
     assert device.strides == (33, 1) and device.nbytes == host.nbytes and device.device == 0
     np.testing.assert_array_equal(device.numpy(), host)
@@ -184,21 +184,21 @@ def test_asarray_round_trip(rng, dtype):
 
 def test_asarray_converts_dtype(rng):
     host = rng.standard_normal(100)
-    device = arrays.asarray(host, T.float32)
+    device = constructors.asarray(host, T.float32)
     assert device.dtype is T.float32
     np.testing.assert_array_equal(device.numpy(), host.astype(np.float32))
 
 
 def test_zeros_overwrite_old_contents(rng):
     for _ in range(3):
-        arrays.asarray(rng.standard_normal(4096))  # freed at once: its memory gets reused
-        z = arrays.zeros((64, 64), T.float64)
+        constructors.asarray(rng.standard_normal(4096))  # freed at once: its memory gets reused
+        z = constructors.zeros((64, 64), T.float64)
         assert z.numpy().shape == (64, 64) and not z.numpy().any()
 
 
 def test_views_copy_back_like_numpy(rng):
     host = rng.standard_normal((6, 7, 5)).astype(np.float32)
-    device = arrays.asarray(host)
+    device = constructors.asarray(host)
     keys = [(slice(None, None, -1),), (1, slice(6, 0, -2)), (Ellipsis, 3), (slice(1, 5), 2, slice(None, None, 3)),
             (slice(None), slice(3, 3))]
     for key in keys:
@@ -210,7 +210,7 @@ def test_copies_are_new_memory_with_the_same_values(rng):
     import pickle
 
     host = rng.standard_normal((33, 40)).astype(np.float32)
-    device = arrays.asarray(host)
+    device = constructors.asarray(host)
     for make, want in ((copy.copy, host), (copy.deepcopy, host), (lambda a: a.copy(), host),
                        (lambda a: pickle.loads(pickle.dumps(a)), host),
                        (lambda a: a[1:, ::3].copy(), host[1:, ::3])):
@@ -225,7 +225,7 @@ def test_copies_are_new_memory_with_the_same_values(rng):
 def test_torch_dlpack_both_ways(rng):
     torch = pytest.importorskip("torch")
     host = rng.standard_normal((8, 6)).astype(np.float32)
-    device = arrays.asarray(host)
+    device = constructors.asarray(host)
     t = torch.from_dlpack(device)
     assert t.data_ptr() == device.ptr and t.device.type == "cuda"
     t.mul_(2)  # written through torch, read through verdigris: the same memory
@@ -241,7 +241,7 @@ def test_torch_dlpack_both_ways(rng):
 def test_torch_export_is_released():
     torch = pytest.importorskip("torch")
     before = len(dlpack._exports)
-    t = torch.from_dlpack(arrays.zeros(16))
+    t = torch.from_dlpack(constructors.zeros(16))
     assert len(dlpack._exports) == before + 1
     del t
     assert len(dlpack._exports) == before
@@ -250,7 +250,7 @@ def test_torch_export_is_released():
 def test_torch_cuda_array_interface(rng):
     torch = pytest.importorskip("torch")
     host = rng.standard_normal((4, 9)).astype(np.float32)
-    device = arrays.asarray(host)[:, 1::2]
+    device = constructors.asarray(host)[:, 1::2]
     t = torch.as_tensor(device, device="cuda")
     assert t.data_ptr() == device.ptr and t.stride() == device.strides
     np.testing.assert_array_equal(t.cpu().numpy(), host[:, 1::2])
@@ -263,7 +263,7 @@ def test_describe_torch(rng):
     assert (info.ptr, info.shape, info.strides, info.dtype, info.device) == (
         t.data_ptr(), (7, 5), (1, 7), T.bfloat16, 0)
     assert describe(torch.zeros(3)).device == -1
-    assert arrays.asarray(t).ptr == t.data_ptr()  # a zero-copy view
+    assert constructors.asarray(t).ptr == t.data_ptr()  # a zero-copy view
 
 
 # ----------------------------------------------------------------------------- CuPy, numba, JAX
@@ -283,7 +283,7 @@ def test_cupy_both_ways(rng):
     assert view.strides == (10, 3)
     np.testing.assert_array_equal(view.numpy(), host[:, ::3])
 
-    device = arrays.asarray(host)
+    device = constructors.asarray(host)
     via_cai = cupy.asarray(device)
     via_dlpack = cupy.from_dlpack(device)
     assert via_cai.data.ptr == via_dlpack.data.ptr == device.ptr
@@ -296,7 +296,7 @@ def test_numba_device_array(rng):
     d = numba_cuda.to_device(host)
     info = describe(d)
     assert info.ptr == d.__cuda_array_interface__["data"][0] and info.dtype is T.float64
-    np.testing.assert_array_equal(arrays.asarray(d).numpy(), host)
+    np.testing.assert_array_equal(constructors.asarray(d).numpy(), host)
 
 
 def test_jax_array(rng):
@@ -311,7 +311,7 @@ def test_jax_array(rng):
     x.block_until_ready()
     info = describe(x)
     assert info.device == 0 and info.shape == (4, 5) and info.dtype is T.float32
-    np.testing.assert_array_equal(arrays.asarray(x).numpy(), host)
+    np.testing.assert_array_equal(constructors.asarray(x).numpy(), host)
 
 
 # ----------------------------------------------------------------------------- launches
@@ -322,7 +322,7 @@ def test_launch_axpy(rng):
     n = int(rng.integers(1000, 5000))
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     alpha = float(rng.standard_normal())
-    dx, dy, out = arrays.asarray(x), arrays.asarray(y), poisoned(n)
+    dx, dy, out = constructors.asarray(x), constructors.asarray(y), poisoned(n)
     kernel.launch(((n + 127) // 128, 1, 1), (128, 1, 1), axpy_values(alpha, dx, dy, out))
     driver.synchronize()
     got = out.numpy()
@@ -343,7 +343,7 @@ def test_load_cubin_from_ptxas(rng, tmp_path):
     n = 777
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     out = poisoned(n)
-    kernel.launch((7, 1, 1), (128, 1, 1), axpy_values(-1.5, arrays.asarray(x), arrays.asarray(y), out))
+    kernel.launch((7, 1, 1), (128, 1, 1), axpy_values(-1.5, constructors.asarray(x), constructors.asarray(y), out))
     driver.synchronize()
     assert rel_error(out.numpy(), -1.5 * x.astype(np.float64) + y) < 1e-6
 

@@ -11,7 +11,7 @@ import pytest
 
 import verdigris as vg
 from verdigris import simt, tile
-from verdigris.cli import UsageError, parse_signature
+from verdigris.runtime.signatures import SignatureError, parse_signature
 from verdigris.frontend.typing import Narrow
 from verdigris.ir.printer import format_kernel
 from verdigris.runtime.bundle import _serving
@@ -147,7 +147,7 @@ def test_a_signature_says_narrow_and_bundles_never_serve_a_wide_launch_narrow():
     assert parse_signature(keep_below, "f32[::1], f32[::1], i64:16:narrow, 1024")["n"] \
         == Narrow(vg.int64, 16)
     for bad in ("f32[::1], f32[::1], i32:narrow", "f32[::1]:narrow, f32[::1], i64"):
-        with pytest.raises(UsageError, match="narrow"):
+        with pytest.raises(SignatureError, match="narrow"):
             parse_signature(rows, bad)
     ir = rows.specialize_types(parse_signature(rows, "f32[::1], f32[::1], i64:narrow"), BLOCK)
     assert ir.params[2].narrow

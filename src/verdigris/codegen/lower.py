@@ -15,7 +15,7 @@ Guarantees:
   stride is the constant 1 when the array is specialized `unit_inner_stride`.
 - Every Load, Store and Atomic not in `kernel.facts["in_bounds"]` is checked: when some
   index is outside [0, extent) the access is not performed (a load or atomic yields 0),
-  the first fault of the launch is recorded (`checks`) and the thread goes on. The record
+  the first fault of the launch is recorded (`checks`, `faultpath`) and the thread goes on. The record
   is written at the end of the stretch of straight-line code holding the access (before
   the next branch), so the accesses of a stretch stay one predicated instruction each;
   in a loop that is not unrolled, at the loop's exit, the first fault carried there in
@@ -23,33 +23,16 @@ Guarantees:
 - In the variant that uses the bounds proofs, their launch conditions are `llvm.assume`d
   at entry (`assumptions`).
 - Atomics (`atomics`) are relaxed at device scope, as CUDA's.
-- Arrays the kernel never writes are `noalias readonly captures(none)` (so their loads
-  become `ld.global.nc`); written arrays are `noalias` only when `kernel.facts["noalias"]`
-  (the launch-time alias check) says so; `aligned16` arrays are `align 16`.
+- Array parameters' pointer attributes (`noalias`, `readonly`, `align`): `addressing`.
 - Operators, casts and math calls have the semantics of ir.nodes (see `arith`, `casts`,
   `mathlib`). `Logical` and `Select` evaluate only the operand they need: when that
   operand reads memory or calls a math function it runs behind a branch, otherwise
   (cheap and load-free) both are computed and a `select` picks.
 - Locals and local arrays are allocas in the entry block (mem2reg/SROA remove them).
-  Shared arrays are `addrspace(3)` globals, one per `LocalAlloc` (so one per block, the
-  same memory wherever in the body it is declared), 16-byte aligned; the dynamic one is
-  the module's `extern` shared array, whose extent is `%dynamic_smem_size` (the launch's
-  `shared_bytes`) divided by the element size. Barriers, shuffles and votes: `warp`.
-  `For` follows Python's `range`: bounds and step evaluated once, the direction from the
-  step's sign (known when the step is a constant), no iteration for step 0, and no
-  wrap-around past the last element of the range. With a constant step the loop counts
-  its iterations (`_trip_count`, computed before it) and derives the variable from the
-  count, a loop LLVM can unroll; with a run-time step the variable is the counter and
-  stepping past its dtype's range ends the loop. A `For` with constant bounds, at most
-  `MAX_UNROLL` iterations, and in its body a warp operation, a local array indexed by its
-  counter, or a loop unrolled for these reasons, is unrolled here (and so is an innermost
-  such loop whose body holds an access that keeps a bounds check), its counter a constant
-  in each copy: shuffle arguments such as `16 >> k` are then constants and take PTX's own
-  shuffle modes (`warp`), and local arrays are indexed by constants, which keeps them in
-  registers; a register-blocked loop nest becomes straight-line code that ptxas schedules
-  as a whole (LLVM's unroller stops short of that); and the checked accesses of all
-  iterations settle their fault records together (`builder`), so their loads issue
-  together.
+  Shared arrays are `addrspace(3)` globals, one per block (`addressing`). Barriers,
+  shuffles and votes: `warp`.
+- `For` follows Python's `range`, and loops whose counter must be a constant (warp
+  operations, local arrays indexed by it) are unrolled here: `loops`.
 - Each statement's instructions carry its source location (`debuginfo`: the PTX's
   `.file`/`.loc` line table; a location changes no instruction). A `Print` is a `vprintf`
   call by each thread that runs it (`printf`).
@@ -58,7 +41,8 @@ Guarantees:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
+from functools import partial
 from math import prod
 
 import numpy as np
@@ -68,34 +52,18 @@ from .. import errors
 from ..ir import nodes as N
 from ..ir.abi import abi_params
 from ..types import DType
-from . import arith, assumptions, atomics, casts, checks, mathlib, nvptx, printf, warp
+from . import arith, assumptions, atomics, casts, checks, loops, mathlib, nvptx, printf, warp
 from .dtypes import I32, I64, mem_type, reg_type, to_mem, to_reg
 from .dtypes import const as make_const
-from .attributes import launch_bounds, pointer_attributes
+from .addressing import ArrayAddress, declare_shared, mark_pointer, static_array
+from .attributes import launch_bounds
 from .builder import CheckingBuilder
 from .debuginfo import LineTable
 from .emitter import Emitter
+from .faultpath import fault_description, record_fault, within
+from .nvptx import GLOBAL
 
-MAX_UNROLL = 32
-GLOBAL = 1  # NVPTX address space of global memory
-SHARED = 3  # NVPTX address space of shared memory
 _SREG = {"thread_id": "tid", "block_id": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
-
-
-@dataclass
-class _Array:
-    """How to address an array: base pointer, shape and strides (None: the constant 1)."""
-
-    dtype: DType
-    ptr: ir.Value
-    shape: list
-    strides: list
-
-
-def _static_array(dt: DType, storage: ir.Value, shape: tuple) -> _Array:
-    """A row-major array of static `shape` at `storage`."""
-    strides = [ir.Constant(I64, prod(shape[k + 1:])) for k in range(len(shape))]
-    return _Array(dt, storage, [ir.Constant(I64, n) for n in shape], strides)
 
 
 def entry_symbol(name: str) -> str:
@@ -111,39 +79,6 @@ def _children(e: N.Expr):
             yield value
         elif isinstance(value, tuple):
             yield from (v for v in value if isinstance(v, N.Expr))
-
-
-def _indexes_local_by(node, var: str) -> bool:
-    """Whether `node` is an access to a local array with `var` in an index."""
-    from ..frontend import walk
-
-    return isinstance(node, (N.Load, N.Store)) and node.array.type.space == "local" and any(
-        isinstance(n, N.Var) and n.name == var for i in node.indices for n in walk([i]))
-
-
-def within(b: ir.IRBuilder, index: list, extents: list, narrow: frozenset = frozenset()) -> ir.Value:
-    """Whether every index is inside its extent (compared unsigned: a negative index is
-    outside too). On the axes in `narrow` (extents at most `N.NARROW_EXTENT`, a launch
-    condition) and against constant extents that small, an index widened from 32 bits or
-    fewer is compared in 32 bits: the same answer, one instruction where the 64-bit test of
-    a sign-extended index takes three."""
-    inside = ir.Constant(ir.IntType(1), True)
-    for axis, (i, extent) in enumerate(zip(index, extents)):
-        small = axis in narrow or (isinstance(extent, ir.Constant) and extent.constant <= N.NARROW_EXTENT)
-        if small and _widened_from_32_bits(i):
-            source = i.operands[0]
-            if source.type != I32:  # widened the same way, to 32 bits only
-                source = (b.sext if i.opname == "sext" else b.zext)(source, I32)
-            inside = b.and_(inside, b.icmp_unsigned("<", source, b.trunc(extent, I32)))
-        else:
-            inside = b.and_(inside, b.icmp_unsigned("<", i, extent))
-    return inside
-
-
-def _widened_from_32_bits(value: ir.Value) -> bool:
-    """Whether `value` is a sign or zero extension of an integer of 32 bits or fewer."""
-    return isinstance(value, ir.CastInstr) and value.opname in ("sext", "zext") \
-        and isinstance(value.operands[0].type, ir.IntType) and value.operands[0].type.width <= 32
 
 
 def needs_branch(e: N.Expr) -> bool:
@@ -174,9 +109,9 @@ class _KernelLowering:
         self.lines = LineTable(self.module, self.fn, kernel.loc)
         self.allocas = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.body = self.fn.append_basic_block("body")
-        self.em = Emitter(self.module, CheckingBuilder(self.body, self._record_fault, self.likely, self._alloca), kernel.fma)
+        self.em = Emitter(self.module, CheckingBuilder(self.body, partial(record_fault, self), self.likely, self._alloca), kernel.fma)
         self.b = self.em.b
-        self.arrays: dict[str, _Array] = {}
+        self.arrays: dict[str, ArrayAddress] = {}
         self.params: dict[str, ir.Value] = {}  # scalar parameters never assigned to
         self.slots: dict[str, ir.Value] = {}  # local variables: their allocas
         self.loops: list[tuple] = []  # (continue target, break target), innermost last
@@ -191,7 +126,7 @@ class _KernelLowering:
         self._warp_mask = None  # this thread's warp's existing lanes, made on first use
         self.unrolled: dict[str, int] = {}  # counters of loops being unrolled -> their value
         self._bind_params(abi)
-        self._declare_shared()
+        self.arrays.update(declare_shared(self.module, self.kernel, self.entry.b))
         assumptions.assume_launch_conditions(self)
 
     # ------------------------------------------------------------------ parameters
@@ -211,8 +146,8 @@ class _KernelLowering:
             arg.name = p.symbol
             if p.role == "ptr":
                 param = kernel.param(p.param)
-                self._mark_pointer(arg, param)
-                self.arrays[p.param] = _Array(param.type.dtype, arg, [], [])
+                mark_pointer(arg, param, self.kernel)
+                self.arrays[p.param] = ArrayAddress(param.type.dtype, arg, [], [])
             elif p.role == "shape":
                 self.arrays[p.param].shape.append(arg)
             elif p.role == "stride":
@@ -233,44 +168,6 @@ class _KernelLowering:
         launches on another grid than the kernel's code sees gives that one)."""
         return self.entry.call(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{'xyz'[axis]}", I32)
 
-    def _declare_shared(self) -> None:
-        """Every shared array of the body, as a module global (see the module docstring)."""
-        from ..frontend import walk
-
-        allocs = [n for n in walk(self.kernel.body)
-                  if isinstance(n, N.LocalAlloc) and n.array.type.space == "shared"]
-        for k, node in enumerate(allocs):
-            ref, ty = node.array, mem_type(node.array.dtype)
-            shape = ref.type.shape
-            symbol = f"vg_shared{k}_{re.sub(r'[^A-Za-z0-9_]', '_', ref.name)}"  # a PTX identifier
-            storage = ir.GlobalVariable(self.module, ir.ArrayType(ty, prod(shape) if shape else 0),
-                                        symbol, addrspace=SHARED)
-            storage.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
-            storage.align = 16
-            if shape is None:
-                storage.linkage = "external"
-                self.arrays[ref.name] = _Array(ref.dtype, storage, [self._dynamic_extent(ref.dtype)],
-                                               [ir.Constant(I64, 1)])
-            else:
-                storage.linkage = "internal"
-                self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
-
-    def _dynamic_extent(self, dt: DType) -> ir.Value:
-        """Elements of `dt` in the launch's dynamic shared memory."""
-        read = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %dynamic_smem_size;", "=r")
-        nbytes = self.entry.b.zext(self.entry.b.call(read, []), I64)
-        return self.entry.b.udiv(nbytes, ir.Constant(I64, dt.itemsize))
-
-    def _mark_pointer(self, arg: ir.Argument, param: N.Param) -> None:
-        arg.attributes = pointer_attributes()
-        if param.name not in self.kernel.writes:
-            for attr in ("noalias", "readonly", "captures(none)"):
-                arg.add_attribute(attr)
-        elif self.kernel.facts.get("noalias"):
-            arg.add_attribute("noalias")
-        if param.type.aligned16:
-            arg.attributes.align = 16
-
     # ------------------------------------------------------------------ helpers
 
     def _alloca(self, ty: ir.Type, name: str, initial: ir.Value | None = None) -> ir.AllocaInstr:
@@ -288,13 +185,13 @@ class _KernelLowering:
         if not self.b.block.is_terminated:
             self.b.branch(target)
 
-    def _view(self, array: N.ArrayRef, node) -> _Array:
+    def _view(self, array: N.ArrayRef, node) -> ArrayAddress:
         view = self.arrays.get(array.name)
         if view is None:
             raise _error(f"unknown array {array.name!r}", node)
         return view
 
-    def _element(self, view: _Array, index: list) -> ir.Value:
+    def _element(self, view: ArrayAddress, index: list) -> ir.Value:
         offset = None
         for term, stride in zip(index, view.strides):
             term = term if stride is None else self.b.mul(term, stride)
@@ -323,24 +220,13 @@ class _KernelLowering:
         """Called before each access is emitted, its indices computed (the tile lowering
         orders them, `tile.ordering`)."""
 
-    def checked_access(self, node, view: _Array, index: list, perform, zero: ir.Value | None = None):
+    def checked_access(self, node, view: ArrayAddress, index: list, perform, zero: ir.Value | None = None):
         """`perform(element pointer)` under the bounds check of access `node` at `index`
         (`CheckingBuilder.checked`): its value, or `zero` where the access is skipped."""
         narrow = frozenset(k for k in range(len(index)) if f"{node.array.name}:{k}" in self.narrow_extents)
         return self.b.checked(self.likely(within(self.b, index, view.shape, narrow)),
-                              self._fault_description(node, index, view.shape),
+                              fault_description(self.b, self.site_of[id(node)], index, view.shape),
                               lambda: perform(self._element(view, index)), zero)
-
-    def _fault_description(self, node, index: list, shape: list) -> tuple:
-        """The record words of a fault of access `node` at `index` (`checks`): site, rank, then
-        `RECORD_DIMS` indices and as many extents (zeros past the rank), as i64."""
-        def word(value: ir.Value) -> ir.Value:
-            return value if value.type == I64 else self.b.zext(value, I64)
-
-        pad = [ir.Constant(I64, 0)] * (checks.RECORD_DIMS - min(len(index), checks.RECORD_DIMS))
-        return (ir.Constant(I64, self.site_of[id(node)]), ir.Constant(I64, len(index)),
-                *[word(i) for i in index[:checks.RECORD_DIMS]], *pad,
-                *[word(e) for e in shape[:checks.RECORD_DIMS]], *pad)
 
     def _checked(self, node) -> bool:
         """Whether `node` is an access that keeps a bounds check."""
@@ -349,37 +235,6 @@ class _KernelLowering:
     def likely(self, condition: ir.Value) -> ir.Value:
         """`condition`, marked as likely true (`llvm.expect`)."""
         return self.em.call("llvm.expect.i1", ir.IntType(1), condition, ir.Constant(ir.IntType(1), True))
-
-    def _record_fault(self, description: tuple) -> None:
-        """The first fault of a launch claims the fault block and fills in the record
-        (`description`: its words from `_fault_description`)."""
-        b = self.b
-        claim = b.cmpxchg(self.faults, ir.Constant(I64, 0), ir.Constant(I64, 1), atomics.ORDERING,
-                          atomics.FAIL_ORDERING)
-        won_bb, done_bb = self._block("fault.record"), self._block("fault.done")
-        b.cbranch(b.extract_value(claim, 1), won_bb, done_bb)
-        b.position_at_end(won_bb)
-        slot = b.gep(self.faults, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64)
-        record = b.inttoptr(b.load(slot, typ=I64), ir.PointerType(addrspace=GLOBAL))
-
-        def put(word: int, value: ir.Value) -> None:
-            if value.type != I64:
-                value = b.zext(value, I64)
-            b.store(value, b.gep(record, [ir.Constant(I64, word)], inbounds=True, source_etype=I64))
-
-        put(checks.RECORD_KERNEL, ir.Constant(I64, self.kernel_id))
-        for base, sreg in ((checks.RECORD_BLOCK, "ctaid"), (checks.RECORD_THREAD, "tid")):
-            for axis in range(3):
-                put(base + axis, self.em.call(f"llvm.nvvm.read.ptx.sreg.{sreg}.{'xyz'[axis]}", I32))
-        site, ndim, *words = description
-        put(checks.RECORD_SITE, site)
-        put(checks.RECORD_NDIM, ndim)
-        for k, value in enumerate(words):
-            put(checks.RECORD_INDEX + k, value)
-        b.fence("seq_cst")  # system scope: the record is complete before the host sees the flag
-        put(checks.RECORD_FLAG, ir.Constant(I64, 1))
-        b.branch(done_bb)
-        b.position_at_end(done_bb)
 
     def _lazy(self, cond: ir.Value, then, orelse, branch: bool, name: str) -> ir.Value:
         """`then() if cond else orelse()`, computing only the taken arm when `branch`."""
@@ -559,113 +414,6 @@ class _KernelLowering:
         """One arm of an `if` (the tile lowering orders each arm's accesses, `tile.ordering`)."""
         self.stmts(body)
 
-    def _in_range(self, dt: DType, i: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
-        """Whether `i` is still inside `range(..., stop, step)` for a step known at run time only."""
-        b, zero = self.b, ir.Constant(step.type, 0)
-        icmp = b.icmp_signed if dt.is_signed else b.icmp_unsigned
-        up = b.and_(icmp(">", step, zero), icmp("<", i, stop))
-        if not dt.is_signed:
-            return up
-        return b.or_(up, b.and_(icmp("<", step, zero), icmp(">", i, stop)))
-
-    def _trip_count(self, dt: DType, start: ir.Value, stop: ir.Value, step: int) -> ir.Value:
-        """How many iterations `range(start, stop, step)` has, for a constant `step`, as an
-        unsigned number of the counter's width (exact: the span of a range fits it)."""
-        if step == 0:
-            return ir.Constant(start.type, 0)
-        b = self.b
-        low, high = (start, stop) if step > 0 else (stop, start)
-        one = ir.Constant(start.type, 1)
-        trips = b.add(b.udiv(b.sub(b.sub(high, low), one), ir.Constant(start.type, abs(step))), one)
-        nonempty = (b.icmp_signed if dt.is_signed else b.icmp_unsigned)(">", high, low)
-        return b.select(nonempty, trips, ir.Constant(start.type, 0))
-
-    def _unrolled_range(self, s: N.For, for_checks: bool = True) -> range | None:
-        """The iterations of `s` when it is unrolled (see the module docstring), else None.
-        A checked access unrolls an innermost loop only (`for_checks`: `s` is not inside a
-        loop being considered), so that a nest of checked loops does not multiply out."""
-        bounds = [self._fold(e) for e in (s.start, s.stop, s.step)]
-        if None in bounds or bounds[2] == 0 or len(range(*bounds)) > MAX_UNROLL:
-            return None
-        from ..frontend import walk
-
-        nodes = list(walk(s.body))
-        if N.leaves_loop(s.body) or any((n.name if isinstance(n, N.Assign) else n.var) == s.var
-                                   for n in nodes if isinstance(n, (N.Assign, N.For))):
-            return None
-        if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) for n in nodes):
-            return range(*bounds)
-        if for_checks and any(map(self._checked, nodes)) and not any(isinstance(n, N.For) for n in nodes):
-            return range(*bounds)
-        self.unrolled[s.var] = bounds[0]  # as the inner loops would see it
-        try:
-            inner = any(isinstance(n, N.For) and self._unrolled_range(n, for_checks=False) is not None
-                        for n in nodes)
-        finally:
-            del self.unrolled[s.var]
-        return range(*bounds) if inner else None
-
-    def _for(self, s: N.For) -> None:
-        iterations = self._unrolled_range(s)
-        if iterations is not None:
-            for value in iterations:
-                self.unrolled[s.var] = value
-                self.b.store(make_const(self.kernel.locals[s.var], value), self.slots[s.var])
-                self.stmts(s.body)
-            del self.unrolled[s.var]
-            return
-        dt = self.kernel.locals[s.var]
-        start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
-        constant_step = self._fold(s.step)
-        counter = self._alloca(reg_type(dt), f"{s.var}.range")
-        header, body, latch, exit_bb = (self._block(f"for.{n}") for n in ("cond", "body", "next", "end"))
-        with self.b.carrying():
-            if constant_step is None:  # the counter is the variable; stepping past dt's range ends it
-                self.b.store(start, counter)
-                self.b.branch(header)
-                self.b.position_at_end(header)
-                i = self.b.load(counter, typ=reg_type(dt))
-                self.b.cbranch(self._in_range(dt, i, stop, step), body, exit_bb)
-            else:  # the counter counts iterations: a loop LLVM can unroll
-                trips = self._trip_count(dt, start, stop, constant_step)
-                self.b.store(ir.Constant(trips.type, 0), counter)
-                self.b.branch(header)
-                self.b.position_at_end(header)
-                done = self.b.load(counter, typ=trips.type)
-                self.b.cbranch(self.b.icmp_unsigned("<", done, trips), body, exit_bb)
-                self.b.position_at_end(body)
-                i = self.b.add(start, self.b.mul(done, ir.Constant(trips.type, constant_step)))
-            self.b.position_at_end(body)
-            self.b.store(i, self.slots[s.var])
-            self.loops.append((latch, exit_bb))
-            self.stmts(s.body)
-            self.loops.pop()
-            self._branch_if_open(latch)
-            self.b.position_at_end(latch)
-            if constant_step is None:
-                advanced = (self.b.sadd_with_overflow if dt.is_signed else self.b.uadd_with_overflow)(
-                    self.b.load(counter, typ=reg_type(dt)), step)
-                self.b.store(self.b.extract_value(advanced, 0), counter)
-                self.b.cbranch(self.b.extract_value(advanced, 1), exit_bb, header)
-            else:
-                self.b.store(self.b.add(self.b.load(counter, typ=trips.type), ir.Constant(trips.type, 1),
-                                        flags=["nuw"]), counter)
-                self.b.branch(header)
-            self.b.position_at_end(exit_bb)
-
-    def _while(self, s: N.While) -> None:
-        header, body, exit_bb = (self._block(f"while.{n}") for n in ("cond", "body", "end"))
-        with self.b.carrying():
-            self.b.branch(header)
-            self.b.position_at_end(header)
-            self.b.cbranch(self.expr(s.cond), body, exit_bb)
-            self.b.position_at_end(body)
-            self.loops.append((header, exit_bb))
-            self.stmts(s.body)
-            self.loops.pop()
-            self._branch_if_open(header)
-            self.b.position_at_end(exit_bb)
-
     def _loop_target(self, s: N.Stmt, which: int) -> ir.Block:
         if not self.loops:
             raise _error(f"'{type(s).__name__.lower()}' outside a loop", s)
@@ -688,12 +436,14 @@ class _KernelLowering:
 
     def _local_alloc(self, s: N.LocalAlloc) -> None:
         ref = s.array
-        if ref.type.space == "shared":  # declared up front (`_declare_shared`)
+        if ref.type.space == "shared":  # declared up front (`declare_shared`)
             return
         shape = ref.type.shape
         storage = self._alloca(ir.ArrayType(mem_type(ref.dtype), prod(shape)), ref.name)
         storage.align = 16
-        self.arrays[ref.name] = _static_array(ref.dtype, storage, shape)
+        self.arrays[ref.name] = static_array(ref.dtype, storage, shape)
+
+    _for, _while = loops.lower_for, loops.lower_while
 
     _STMT = {
         N.Assign: _assign, N.Store: _store, N.If: _if, N.For: _for, N.While: _while,

@@ -4,7 +4,8 @@ Takes: textual LLVM IR and a target name (`TARGETS`). Gives: `initialize()`, `pr
 (`initialize` on a daemon thread: loading LLVM's 178 MB library and setting up its targets
 release the GIL, so they overlap the caller's safety check), `data_layout(target)`,
 `parse(text)` (a verified `ModuleRef`), `optimize(module, target)` (the O3 pipeline of the
-new pass manager, in place) and `emit_ptx(module, target)`.
+new pass manager, in place), `emit_ptx(module, target)`, and the address spaces of global
+and shared memory (`GLOBAL`, `SHARED`).
 
 Guarantees: LLVM is initialized and the global options set once per process (also when
 threads race to it: `libdevice.prefetch` does it on its own thread), each target machine
@@ -22,6 +23,7 @@ from ..errors import CompileError
 
 TRIPLE = "nvptx64-nvidia-cuda"
 TARGETS = {"sm_80": "+ptx80", "sm_89": "+ptx80", "sm_90": "+ptx80", "sm_90a": "+ptx80"}
+GLOBAL, SHARED = 1, 3  # NVPTX's address spaces of global and shared memory
 
 
 _SETUP = threading.Lock()

@@ -1,6 +1,6 @@
 """Memory as the SIMT interpreter sees it: arrays, and the one gate every access goes through.
 
-Takes: a frame of the interpreter (`simt._Frame`: its lanes, their block and thread ids,
+Takes: a frame of the interpreter (`frames.Frame`: its lanes, their block and thread ids,
 the observer), an array (`Memory`), the lanes' indices and the mask of active lanes.
 Gives: `Memory` (a global argument, a thread's local array or a block's shared array),
 `Access` (what an observer of memory sees: the seam where shadow memory hooks in), `Site`

@@ -9,18 +9,18 @@ by part of a block or warp, see `warp`); `Access` (from `memory`), what an obser
 memory accesses sees.
 
 How: the IR is compiled once per kernel into Python closures. Whole blocks run together as
-one vector of lanes (one lane per thread, up to CHUNK_LANES lanes, blocks in order; the
-whole grid at once for a kernel that calls `grid_barrier()`, so that it is a point every
-thread of the grid passes together). A
-statement takes the mask of lanes executing it and returns the mask of lanes that fall
-through to the next one; lanes that `break`, `continue` or `exit` wait in their loop's or
-region's slot and rejoin where the IR says. Expressions are evaluated on all lanes (masked
-lanes compute don't-cares), except where laziness is the meaning: the right operand of
-`and`/`or`, the arms of a select, and memory, which only active lanes touch. Lock step is
-what makes barriers and warps faithful: a statement finishes on every lane of a block
-before the next starts, so a barrier is a point all of them pass together (or a
-`DivergenceError`) and a shuffle finds every lane's value computed; a block's shared
-arrays live for the chunk, one copy per block.
+one vector of lanes (a `frames.Frame`: one lane per thread, up to `CHUNK_LANES` lanes,
+blocks in order; the whole grid at once for a kernel that calls `grid_barrier()`, so that
+it is a point every thread of the grid passes together). A statement takes the mask of
+lanes executing it and returns the mask of lanes that fall through to the next one; lanes
+that `break`, `continue` or `exit` wait in their loop's or region's slot and rejoin where
+the IR says (`flow`). Expressions are evaluated on all lanes (masked lanes compute
+don't-cares), except where laziness is the meaning: the right operand of `and`/`or`, the
+arms of a select, and memory, which only active lanes touch. Lock step is what makes
+barriers and warps faithful: a statement finishes on every lane of a block before the next
+starts, so a barrier is a point all of them pass together (or a `DivergenceError`) and a
+shuffle finds every lane's value computed; a block's shared arrays live for the chunk, one
+copy per block.
 
 Guarantees: the semantics of `ir.nodes` (through `ops`, `memory`, `atomics`, `warp`):
 accesses are bounds checked and observed before they touch memory (`memory`).
@@ -38,149 +38,19 @@ import numpy as np
 from .. import ir
 from ..errors import CompileError, LaunchError
 from ..ir import printf
-from . import atomics, memory, ops, warp
+from . import atomics, flow, memory, ops, warp
+from .frames import Frame, Launch, Observer, assign
 from .memory import Access, Site
 from .memory import Memory as _Memory  # the name cpu/tiles imports
 from .shadow import Shadow
 
-CHUNK_LANES = 1 << 16
 MAX_SHARED_BYTES = 227 * 1024  # shared memory of one block on the largest GPUs (sm_90)
 # threads that any GPU holds at once (2048 per multiprocessor, fewer than 256 of them): a
 # kernel that calls grid_barrier() runs no larger grid there, nor here
 MAX_RESIDENT_THREADS = 2048 * 256
 
 
-Observer = Callable[[Access], None]
-
-
-# ----------------------------------------------------------------------------- frames
-
-
-class _Frame:
-    """The state of one chunk: whole blocks running in lock step, one lane per thread."""
-
-    def __init__(self, launch: "_Launch", first_block: int, n_blocks: int):
-        lanes = n_blocks * launch.threads
-        self.lanes = lanes
-        self.kernel_name = launch.kernel_name
-        self.observer = launch.observer
-        self.env = dict(launch.scalars)  # variable -> register-form value (lanes or scalar)
-        self.memory = dict(launch.memory)  # array name -> _Memory; locals join per chunk
-        self.memory.update({ref.name: _Memory.shared(ref, n_blocks, shape)
-                            for ref, shape in launch.shared})
-        self.slots = [None] * launch.n_slots  # parked lanes of loops and regions
-        self.changes = 0  # stores and memory-changing atomics so far (`memory`; the spin test)
-        self.lane = launch.lane[:lanes]
-        self.lane_thread = launch.lane_thread[:lanes]
-        self.thread_id = [t[:lanes] for t in launch.thread_id]
-        self.lane_block = np.repeat(np.arange(first_block, first_block + n_blocks), launch.threads)
-        gx, gy, _ = launch.grid
-        self.block_id = [(self.lane_block % gx).astype(np.int32),
-                         (self.lane_block // gx % gy).astype(np.int32),
-                         (self.lane_block // (gx * gy)).astype(np.int32)]
-        self.block_dim = launch.block_dim
-        self.grid_dim = launch.grid_dim
-        self.block_slot = self.lane // launch.threads  # the lane's block within the chunk
-        self.warps = warp.Warps(lanes, launch.threads, self.lane_thread)
-        self.lane_id = [self.warps.lane_id]
-        self.lane_warp = self.warps.of_lane
-        # Barrier epochs per block and per warp, where shadow memory needs them.
-        self.block_epoch = np.zeros(n_blocks, np.int64) if launch.epochs else None
-        self.warp_epoch = np.zeros(len(self.warps.starts), np.int64) if launch.epochs else None
-        # grid barriers passed (a cooperative kernel's chunk is the whole grid), else None
-        self.grid_epoch = np.zeros(1, np.int64) if launch.whole_grid else None
-
-    def describe(self, lane: int) -> str:
-        """'block (bx, by, bz) thread (tx, ty, tz)' of a lane, for messages."""
-        block = tuple(int(b[lane]) for b in self.block_id)
-        thread = tuple(int(t[lane]) for t in self.thread_id)
-        return f"block {block} thread {thread}"
-
-
-@dataclass
-class _Launch:
-    """What all chunks of one launch share."""
-
-    kernel_name: str
-    grid: tuple
-    block: tuple
-    memory: dict
-    scalars: dict
-    observer: Observer
-    n_slots: int
-    shared: list  # (ArrayRef, shape) of each shared array
-    epochs: bool  # whether accesses carry barrier epochs (the kernel has barriers or shared memory)
-    whole_grid: bool  # one chunk of every block (the kernel calls grid_barrier())
-
-    def __post_init__(self):
-        self.threads, self.n_blocks = prod(self.block), prod(self.grid)
-        self.blocks_per_chunk = self.n_blocks if self.whole_grid else \
-            min(self.n_blocks, max(1, CHUNK_LANES // self.threads))
-        lanes = self.blocks_per_chunk * self.threads
-        self.lane = np.arange(lanes, dtype=np.int64)
-        self.lane_thread = self.lane % self.threads
-        bx, by, _ = self.block
-        self.thread_id = [(self.lane_thread % bx).astype(np.int32),
-                          (self.lane_thread // bx % by).astype(np.int32),
-                          (self.lane_thread // (bx * by)).astype(np.int32)]
-        self.block_dim = tuple(np.int32(n) for n in self.block)
-        self.grid_dim = tuple(np.int32(n) for n in self.grid)
-
-
 # ----------------------------------------------------------------------------- compiler
-
-
-def _assign(fr, name, value, mask, undefined):
-    """Give active lanes of variable `name` the value; other lanes keep theirs."""
-    fr.env[name] = value if mask.all() else np.where(mask, value, fr.env.get(name, undefined))
-
-
-def _same_state(a: tuple, b: tuple) -> bool:
-    """Whether two iterations of a while loop began from the same state: no memory changed
-    in between, the same lanes entered and every variable holds the same values. The
-    interpreter is deterministic, so from such a state the loop repeats forever."""
-    (changes_a, enter_a, env_a), (changes_b, enter_b, env_b) = a, b
-    return changes_a == changes_b and np.array_equal(enter_a, enter_b) and env_a.keys() == env_b.keys() \
-        and all(v is env_b[k] or np.array_equal(v, env_b[k]) for k, v in env_a.items())
-
-
-def _spin_error(fr, node, enter) -> LaunchError:
-    lane = int(np.argmax(enter))
-    return LaunchError(
-        f"kernel {fr.kernel_name}: the loop at line {node.loc.line} made an iteration that "
-        f"changed nothing ({fr.describe(lane)} and others): it waits for another block or "
-        "the host to change memory. The cpu backend runs the blocks of a chunk in lock step "
-        "and chunks one after another, so what it waits for may never come: it would hang",
-        node.loc, hint="run it on the GPU (the cpu backend cannot run blocks that wait for "
-        "one another), or write the kernel without the wait")
-
-
-def _park(slot):
-    def park(fr, mask):
-        parked = fr.slots[slot]
-        fr.slots[slot] = mask if parked is None else parked | mask
-        return np.zeros_like(mask)
-    return park
-
-
-def _run_loop(fr, mask, begin, advance, body, brk, cont):
-    """Iterate while lanes remain: `begin(live)` gives the lanes entering an iteration,
-    `advance()` runs after each. Returns the lanes that left by the condition or `break`."""
-    live, done = mask, None
-    while True:
-        enter = begin(live)
-        left = live & ~enter
-        done = left if done is None else done | left
-        if not enter.any():
-            return done
-        fr.slots[brk] = fr.slots[cont] = None
-        live = body(fr, enter)
-        if fr.slots[brk] is not None:
-            done = done | fr.slots[brk]
-        if fr.slots[cont] is not None:
-            live = live | fr.slots[cont]
-        if advance is not None:
-            advance()
 
 
 class _Compiler:
@@ -355,10 +225,10 @@ class _Compiler:
         name, value = node.name, self.expr(node.value)
         undefined = ops.constant(0, node.value.dtype)  # lanes that never assigned it
 
-        def assign(fr, mask):
-            _assign(fr, name, value(fr, mask), mask, undefined)
+        def run_assign(fr, mask):
+            assign(fr, name, value(fr, mask), mask, undefined)
             return mask
-        return assign, frozenset()
+        return run_assign, frozenset()
 
     def _store(self, node):
         name, index = node.array.name, self._indices(node.indices)
@@ -370,108 +240,6 @@ class _Compiler:
             memory.store(fr, mem, [i(fr, mask) for i in index], mask, site, stored)
             return mask
         return store, frozenset()
-
-    def _if(self, node):
-        cond = self.expr(node.cond)
-        then, then_escapes = self.block(node.then)
-        orelse, else_escapes = self.block(node.orelse)
-        escapes = then_escapes | else_escapes
-
-        def run_if(fr, mask):
-            c = cond(fr, mask)
-            taken, skipped = mask & c, mask & ~c
-            taken = then(fr, taken) if taken.any() else taken
-            skipped = orelse(fr, skipped) if skipped.any() else skipped
-            return taken | skipped if escapes else mask
-        return run_if, escapes
-
-    def _loop_body(self, body):
-        brk, cont = self._slot(), self._slot()
-        self.loops.append((brk, cont))
-        run, escapes = self.block(body)
-        self.loops.pop()
-        return run, brk, cont, escapes - {brk, cont}
-
-    def _while(self, node):
-        cond = self.expr(node.cond)
-        body, brk, cont, escapes = self._loop_body(node.body)
-
-        def run_while(fr, mask):
-            before = [None]  # the state an iteration started from
-
-            def begin(live):
-                enter = live & cond(fr, live)
-                state = (fr.changes, enter, dict(fr.env))
-                if before[0] is not None and _same_state(before[0], state):
-                    raise _spin_error(fr, node, enter)
-                before[0] = state
-                return enter
-            done = _run_loop(fr, mask, begin, None, body, brk, cont)
-            return done if escapes else mask
-        return run_while, escapes
-
-    def _for(self, node):
-        var, var_dtype = node.var, node.start.dtype
-        start, stop, step = (self.expr(e) for e in (node.start, node.stop, node.step))
-        undefined = ops.constant(0, var_dtype)
-        body, brk, cont, escapes = self._loop_body(node.body)
-
-        def run_for(fr, mask):
-            counter, end, by = start(fr, mask), stop(fr, mask), step(fr, mask)
-            upward, downward = by > 0, by < 0
-            wrapped = np.False_  # stepping past the dtype's range ends the range, as in Python
-
-            def begin(live):
-                inside = np.where(upward, counter < end, downward & (counter > end))
-                enter = live & inside & ~wrapped
-                _assign(fr, var, counter, enter, undefined)
-                return enter
-
-            def advance():
-                nonlocal counter, wrapped
-                stepped = counter + by
-                wrapped = wrapped | np.where(upward, stepped < counter, stepped > counter)
-                counter = stepped
-
-            done = _run_loop(fr, mask, begin, advance, body, brk, cont)
-            return done if escapes else mask
-        return run_for, escapes
-
-    def _innermost_loop(self, node):
-        if not self.loops:
-            raise CompileError("break or continue outside a loop", node.loc)
-        return self.loops[-1]
-
-    def _break(self, node):
-        slot = self._innermost_loop(node)[0]
-        return _park(slot), frozenset({slot})
-
-    def _continue(self, node):
-        slot = self._innermost_loop(node)[1]
-        return _park(slot), frozenset({slot})
-
-    def _region(self, node):
-        slot = self._slot()
-        self.regions.append((node.label, slot))
-        body, escapes = self.block(node.body)
-        self.regions.pop()
-        escapes = escapes - {slot}
-
-        def run_region(fr, mask):
-            fr.slots[slot] = None
-            out = body(fr, mask)
-            if not escapes:
-                return mask
-            exited = fr.slots[slot]
-            return out if exited is None else out | exited
-        return run_region, escapes
-
-    def _exit(self, node):
-        slot = next((s for label, s in reversed(self.regions) if label == node.label), None)
-        if slot is None:
-            raise CompileError(f"exit from region {node.label!r}, which does not enclose it",
-                               node.loc)
-        return _park(slot), frozenset({slot})
 
     def _local_alloc(self, node):
         ref = node.array
@@ -523,10 +291,10 @@ class _Compiler:
             return mask
         return run_print, frozenset()
 
-    _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: _if, ir.While: _while,
-             ir.For: _for, ir.Break: _break, ir.Continue: _continue, ir.Region: _region,
-             ir.Exit: _exit, ir.LocalAlloc: _local_alloc, ir.Unsafe: _unsafe,
-             ir.Barrier: _barrier, ir.Fence: _fence, ir.Print: _print}
+    _STMT = {ir.Assign: _assign, ir.Store: _store, ir.If: flow.compile_if, ir.While: flow.compile_while,
+             ir.For: flow.compile_for, ir.Break: flow.compile_break, ir.Continue: flow.compile_continue,
+             ir.Region: flow.compile_region, ir.Exit: flow.compile_exit, ir.LocalAlloc: _local_alloc,
+             ir.Unsafe: _unsafe, ir.Barrier: _barrier, ir.Fence: _fence, ir.Print: _print}
 
 
 @dataclass(frozen=True)
@@ -611,7 +379,7 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *, shared_bytes: int = 
                                "elements (a grid-stride loop)")
     shared = program.shared_shapes(shared_bytes, kernel.name)
     epochs = program.barriers or bool(shared)
-    launch = _Launch(kernel.name, grid, block, memory, scalars, None, program.n_slots, shared,
+    launch = Launch(kernel.name, grid, block, memory, scalars, None, program.n_slots, shared,
                      epochs, kernel.cooperative)
     shadow = Shadow(grid, block, {name: mem.shape for name, mem in memory.items()},
                     {ref.name: shape for ref, shape in shared}, launch.blocks_per_chunk,
@@ -619,5 +387,5 @@ def run_simt(kernel: ir.Kernel, grid, block, args: dict, *, shared_bytes: int = 
     launch.observer = shadow if observer is None else _both(observer, shadow)
     with np.errstate(all="ignore"):  # integer wrap and IEEE specials are the semantics
         for first in range(0, launch.n_blocks, launch.blocks_per_chunk):
-            fr = _Frame(launch, first, min(launch.blocks_per_chunk, launch.n_blocks - first))
+            fr = Frame(launch, first, min(launch.blocks_per_chunk, launch.n_blocks - first))
             program.body(fr, np.ones(fr.lanes, bool))

@@ -16,17 +16,8 @@ Guarantees the frontend establishes and `ir.verify` checks:
 - `Logical` and `Select` evaluate lazily: `b` of `a and b` is evaluated only for threads
   where `a` holds; only the chosen arm of a `Select` is evaluated.
 
-Semantics of operators (both backends implement exactly these):
-- Integers wrap at their width. `floordiv`/`mod` floor (Python); division by zero gives 0
-  for integers (no trap), IEEE results for floats.
-- `truediv` is only built on floats. `pow` on floats only.
-- Float `mul` feeding `add`/`sub` may be fused into one multiply-add with a single rounding
-  on the GPU when `Kernel.fma` is set (opt-in); otherwise every operation rounds, as on the
-  cpu backend.
-- Shifts: `lshift` by >= width gives 0; `rshift` by >= width gives 0 (unsigned) or the sign
-  fill (signed); a negative shift amount is treated as >= width.
-- float -> int casts truncate toward zero and saturate at the target's range; NaN -> 0.
-- Comparisons involving NaN are false except `ne`.
+The operators, functions and scopes nodes may name, and their semantics: `operations`
+(part of this namespace: `N.MATH_FUNCS`).
 """
 from __future__ import annotations
 
@@ -36,6 +27,10 @@ from typing import ClassVar, Optional
 from ..errors import Loc
 from ..simt import warp_size
 from ..types import DType
+from .operations import (  # noqa: F401 (the IR's namespace, `N.*`, holds them too)
+    ATOMIC_OPS, BARRIER_NAMES, BARRIER_SCOPES, BINARY_OPS, BIT_FUNCS, COMPARE_OPS, FENCE_SCOPES,
+    MATCHES, MATH_FUNCS, MATH_PREDICATES, REDUCTIONS, ROUNDED_FUNCS, SHUFFLES, SPECIAL_KINDS,
+    UNARY_OPS, VOTES, WARP_OPS, warp_call)
 
 # ----------------------------------------------------------------------------- types
 
@@ -119,9 +114,6 @@ class ArrayRef(Expr):
         return self.type.dtype
 
 
-SPECIAL_KINDS = ("thread_id", "block_id", "block_dim", "grid_dim", "lane_id")
-
-
 @dataclass(eq=False)
 class Special(Expr):
     """A hardware index register: kind in SPECIAL_KINDS, axis 0..2 (always 0 for
@@ -132,18 +124,11 @@ class Special(Expr):
     dtype: DType
 
 
-UNARY_OPS = ("neg", "not", "invert")  # not: bool only; invert: integers (~x)
-
-
 @dataclass(eq=False)
 class Unary(Expr):
     op: str
     operand: Expr
     dtype: DType
-
-
-BINARY_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-              "and", "or", "xor", "lshift", "rshift")
 
 
 @dataclass(eq=False)
@@ -152,9 +137,6 @@ class Binary(Expr):
     lhs: Expr
     rhs: Expr
     dtype: DType
-
-
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 @dataclass(eq=False)
@@ -207,44 +189,11 @@ class Shape(Expr):
     dtype: DType
 
 
-# Math functions both backends provide. Float args of one dtype; result that dtype.
-# `abs`, `min`, `max` also take integers. The frontend maps Python and `math` names here.
-MATH_FUNCS = {
-    # name: arity
-    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
-    "sqrt": 1, "rsqrt": 1, "cbrt": 1, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1,
-    "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1,
-    "erf": 1, "erfc": 1, "floor": 1, "ceil": 1, "trunc": 1, "round": 1, "abs": 1,
-    "isnan": 1, "isinf": 1, "isfinite": 1,
-    "pow": 2, "atan2": 2, "min": 2, "max": 2, "copysign": 2, "fmod": 2, "hypot": 2,
-    "fma": 3,
-    "popc": 1, "clz": 1, "ffs": 1, "brev": 1,
-}
-MATH_PREDICATES = ("isnan", "isinf", "isfinite")  # result bool_
-# Rounding and flush-to-zero variants of float32 division, sqrt and exp2, one PTX
-# instruction each (cuTile's rounding_mode= / flush_to_zero=, docs/api.md "Rounding modes"):
-# "<function>.<mode>[.ftz]", where `.ftz` flushes subnormal operands and results to a zero
-# of their sign. The defaults (round to nearest, subnormals kept) are the plain
-# Binary("truediv") and MathCall("sqrt"/"exp2"). name: arity
-ROUNDED_FUNCS = {
-    "div.rn.ftz": 2, "div.full": 2, "div.full.ftz": 2, "div.approx": 2, "div.approx.ftz": 2,
-    "sqrt.rn.ftz": 1, "sqrt.approx": 1, "sqrt.approx.ftz": 1,
-    "exp2.approx.ftz": 1,
-}
-# Integer bit functions (CUDA's __popc, __clz, __ffs, __brev, of any integer width): the
-# number of set bits, of leading zeros, the position of the lowest set bit counted from 1
-# (0 for none), all int32; the bits in reverse order, in the operand's dtype.
-BIT_FUNCS = ("popc", "clz", "ffs", "brev")
-
-
 @dataclass(eq=False)
 class MathCall(Expr):
     func: str
     args: tuple
     dtype: DType
-
-
-ATOMIC_OPS = ("add", "sub", "max", "min", "and", "or", "xor", "exch", "cas")
 
 
 @dataclass(eq=False)
@@ -265,15 +214,6 @@ class Atomic(Expr):
     value: Expr
     compare: Optional[Expr]
     dtype: DType
-
-
-SHUFFLES = ("shfl_down", "shfl_up", "shfl_xor", "shfl_idx")
-VOTES = ("ballot", "any", "all")
-MATCHES = ("match_any", "match_all")
-# reduce_<op> -> how two lanes' values combine: a `Binary` op, or a `MathCall` (min, max)
-REDUCTIONS = {"reduce_add": "add", "reduce_min": "min", "reduce_max": "max",
-              "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
-WARP_OPS = (*SHUFFLES, *VOTES, "activemask", *MATCHES, *REDUCTIONS)
 
 
 @dataclass(eq=False)
@@ -311,11 +251,6 @@ class WarpOp(Expr):
     @property
     def collective(self) -> bool:
         return self.op != "activemask"
-
-
-def warp_call(op: str) -> str:
-    """How a kernel calls warp operation `op`, for messages: `shfl_down()`, `any_()`."""
-    return f"{op}_()" if op in ("any", "all") else f"{op}()"
 
 
 # ----------------------------------------------------------------------------- statements
@@ -402,10 +337,6 @@ class LocalAlloc(Stmt):
     array: ArrayRef
 
 
-BARRIER_SCOPES = ("grid", "block", "warp")  # widest first
-BARRIER_NAMES = {"grid": "grid_barrier", "block": "barrier", "warp": "syncwarp"}  # simt.<name>()
-
-
 @dataclass(eq=False)
 class Barrier(Stmt):
     """`simt.barrier()` (scope "block": every thread of the block waits for all the others,
@@ -417,9 +348,6 @@ class Barrier(Stmt):
 
     scope: str
     called: str = ""  # the intrinsic the user called, where it is not barrier()/syncwarp()
-
-
-FENCE_SCOPES = ("block", "gpu", "system")
 
 
 @dataclass(eq=False)

@@ -43,7 +43,8 @@ from .. import types as T
 from ..errors import CompileError, LaunchError, Loc
 from ..ir.abi import AbiParam
 from ..ir.nodes import NARROW_DTYPES
-from .dispatch import _KERNELS, KernelFunction, Specialization, _dims
+from .dispatch import _KERNELS, KernelFunction, _dims
+from .specialization import Specialization
 from .speckeys import FACT_AT, MULTIPLE, constexpr_entry, divisibility
 from .scalars import NARROW_AT, narrowness, scalar_entry
 
@@ -120,11 +121,11 @@ def _key_entries(kernel: KernelFunction, signature) -> list:
     from ..ir.nodes import ArrayType
 
     if isinstance(signature, str):
-        from ..cli import UsageError, parse_signature
+        from .signatures import SignatureError, parse_signature
 
         try:
             signature = parse_signature(kernel, signature)
-        except UsageError as err:
+        except SignatureError as err:
             raise CompileError(f"{kernel.__name__}: {err}") from None
     out = []
     for p in kernel.params:

@@ -13,26 +13,25 @@ Guarantees:
   described once (`interop.describe`, which exports a DLPack object once) and the NumPy
   view it runs on is made from that description, not from a second export.
 - Before anything is enqueued, an array the kernel writes that overlaps any other array
-  argument raises `AliasError` naming both parameters, the writing line and the call site,
-  and a launch that breaks a `vg.assume` fact raises `AssumptionError` (`assumptions`).
-- Each specialization (dtypes, ranks, inner-stride and alignment facts, constexpr values,
-  whether each int64 or uint64 scalar lies in int32's range: `narrowness`) is built once
-  per process (in memory) and compiled once per machine (disk cache); on the
-  cuda backend a later process launches it from its launch record (`records`), without
-  the frontend.
+  argument raises `AliasError` naming both parameters, the writing line and the call site
+  (`aliasing`), and a launch that breaks a `vg.assume` fact raises `AssumptionError`
+  (`assumptions`).
+- Each specialization (`specialization`: dtypes, ranks, inner-stride and alignment facts,
+  constexpr values, whether each int64 or uint64 scalar lies in int32's range:
+  `narrowness`) is built once per process (in memory) and compiled once per machine (disk
+  cache); on the cuda backend a later process launches it from its launch record
+  (`records`), without the frontend.
 """
 from __future__ import annotations
 
 import functools
 import time
 import weakref
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import types as T
-from ..errors import (AliasError, CompileError, LaunchError, Loc,
-                      user_call_site)
+from ..errors import CompileError, LaunchError, Loc
 from ..frontend import ParamInfo, build_kernel, signature
 from ..frontend.typing import Multiple, Narrow, Static, Weak
 from ..ir import abi_params
@@ -40,8 +39,10 @@ from ..ir import nodes as N
 from ..ir.limits import MODEL
 from ..lang import checked_function
 from . import backend, constants, limits, warmup
-from .interop import byte_extent, describe, host_view, overlaps_itself, shares_elements
+from .aliasing import check_aliasing
+from .interop import describe, host_view
 from .launches import Launch
+from .specialization import Specialization
 from .speckeys import MULTIPLE, constexpr_entry, divisibility, on_grid
 from .scalars import is_narrow, narrowness, refuse_narrowed_floats, scalar_dtype, scalar_entry
 
@@ -66,49 +67,6 @@ def _dims(value, what: str, name: str, empty: bool = False) -> tuple:
     else:
         limits.check_shape(name, dims, None)
     return dims
-
-
-@dataclass(eq=False)
-class Specialization:
-    """One compiled form of a kernel, with what its launches need precomputed."""
-
-    kernel: N.Kernel
-    array_slots: tuple  # positions of array arguments
-    written_slots: tuple  # positions of arrays the kernel writes
-    abi_slots: tuple  # per ABI parameter: (argument position, role, axis)
-    compiled: dict = field(default_factory=dict)  # device ordinal -> runtime module.CudaKernel
-    # (values, infos, grid, block) -> whether the bounds proofs' preconditions hold; None:
-    # they have none. A launch where they fail runs the fully checked kernel.
-    bounds_guard: object = None
-    binder: object = None  # (values, infos, fault block) -> ABI-ordered values (launch_cuda)
-    key: tuple = ()  # the specialization key it was built for (`KernelFunction.spec_key`)
-    dynamic_shared: int = 0  # element size of the kernel's `shared.dynamic` array; 0: none
-    timings: dict = field(default_factory=dict)  # stage -> seconds (frontend, safety)
-    # What a bundle's specialization (runtime.bundle) has in place of its IR: the loader of
-    # its images, (spec, device, checked=) -> CudaKernel; the launch block of a tile kernel;
-    # the line that writes each array.
-    load: object = None
-    launch_block: tuple | None = None
-    write_locs: dict | None = None
-    verdict: object = None  # the safety verdict (`proofs.Verdict`) until `settle` takes it
-    # the launch test of the kernel's `vg.assume` facts (`assumptions.LaunchFacts`); None: none
-    assumptions: object = None
-
-    def settle(self) -> None:
-        """Wait for the safety verdict if it is still being reached; raises the checker's
-        `SafetyError` (again at every call) for a refused kernel."""
-        if self.verdict is not None:
-            self.bounds_guard = self.verdict.settle()
-            self.timings["safety"] = self.verdict.seconds
-            self.verdict = None
-
-    def write_loc(self, name: str) -> Loc:
-        if self.write_locs is not None:
-            return self.write_locs.get(name)
-        from ..frontend import WRITE_NODES, walk
-
-        return next((n.loc for n in walk(self.kernel.body)
-                     if isinstance(n, WRITE_NODES) and n.array.name == name), self.kernel.loc)
 
 
 # `@simt.kernel(...)` / `@tile.kernel(...)` options and their defaults (see ir.nodes.Kernel):
@@ -432,7 +390,7 @@ class KernelFunction:
         key = self.spec_key(values, infos, block, grid)
         cuda = (on or backend.current()) == "cuda"
         spec = (cuda and self.recorded(key)) or self.specialization(key, beside_compile=cuda)
-        self.check_aliasing(spec, infos)
+        check_aliasing(self, spec, infos)
         if spec.assumptions is not None:  # before anything runs, on every backend
             spec.assumptions.check(self.__name__, values, infos, grid, block)
         if shared_bytes or spec.dynamic_shared:
@@ -462,44 +420,6 @@ class KernelFunction:
                               f"{shared_bytes} bytes of dynamic shared memory",
                               hint=f"{self.__name__}[grid, block](..., shared_bytes=n): n bytes, "
                                    f"n // {spec.dynamic_shared} elements")
-
-    def check_aliasing(self, spec: Specialization, infos: list) -> None:
-        """Refuse a launch where an array the kernel writes shares memory with another
-        array argument, or with itself (a broadcast view). O(args²) integer compares; where
-        two byte ranges overlap, whether the views share an element (`shares_elements`:
-        the two column halves of a matrix do not)."""
-        if not spec.written_slots:
-            return
-        extents = [byte_extent(infos[j]) for j in spec.array_slots]
-        for k, w in enumerate(spec.array_slots):
-            if w not in spec.written_slots:
-                continue
-            if overlaps_itself(infos[w].shape, infos[w].strides):
-                self.raise_self_overlap(spec, w)
-            lo, hi = extents[k]
-            for m, j in enumerate(spec.array_slots):
-                if m != k and lo < extents[m][1] and extents[m][0] < hi \
-                        and infos[j].device == infos[w].device \
-                        and shares_elements(infos[w], infos[j]):
-                    self.raise_alias(spec, w, j, infos)
-
-    def raise_self_overlap(self, spec: Specialization, w: int):
-        name = self.params[w].name
-        raise AliasError(f"{self.__name__} writes {name!r}, a view whose elements share "
-                         "memory (a zero or overlapping stride): several threads would write "
-                         "one address", spec.write_loc(name), code="VG201",
-                         hint="pass a contiguous output, e.g. vg.empty(shape, dtype)")
-
-    def raise_alias(self, spec: Specialization, w: int, j: int, infos: list):
-        names = [p.name for p in self.params]
-        same = infos[w].ptr == infos[j].ptr and byte_extent(infos[w]) == byte_extent(infos[j])
-        how = "is the same memory as" if same else "overlaps"
-        site = user_call_site()
-        raise AliasError(
-            f"{self.__name__} writes {names[w]!r}, which {how} {names[j]!r}: the result would "
-            f"depend on the order threads run in" + (f" (launched at {site})" if site else ""),
-            spec.write_loc(names[w]), code="VG201",
-            hint=f"pass a separate output array for {names[w]!r} (e.g. vg.empty_like), or, to update it in place, a kernel that takes it once")
 
     def launch_cpu(self, spec: Specialization, grid, block, values, infos,
                    shared_bytes: int = 0) -> None:

@@ -13,15 +13,15 @@ compiled once: a function with the kernel's own parameters (user defaults kept) 
 launch it checks, argument by argument, everything the general path decided from: the
 exact type; for arrays dtype, rank, unit inner stride and 16-byte alignment (the
 specialization key) and the device (a `vg.Array`'s `kind` holds all of these: one identity
-test); for scalars the type (and for an int64 or uint64 whether it lies in int32's range,
-`scalars.narrowness`: a larger value never reuses the narrow variant), for constexprs the
-value. A failed check returns the call down
-the chain (no exception). Then the bounds proofs' preconditions (`spec.bounds_guard`) and
-the alias check (byte range of each written array against every other array, and a
-written view against itself; a `vg.Array` carries its byte range), and that no extent
-passes `ir.limits.MAX_EXTENT` (one bitwise or of them all). Then it packs the ABI
-values with one `struct.pack_into` into this thread's preallocated slots and calls
-`cuLaunchKernel` once, with the address of a prebuilt `void*` array.
+test; `launcher_arrays`); for scalars the type (and for an int64 or uint64 whether it lies
+in int32's range, `scalars.narrowness`: a larger value never reuses the narrow variant),
+for constexprs the value. A failed check returns the call down the chain (no exception).
+Then the bounds proofs' preconditions (`spec.bounds_guard`) and the alias check (byte
+range of each written array against every other array, and a written view against itself;
+a `vg.Array` carries its byte range), and that no extent passes `ir.limits.MAX_EXTENT`
+(one bitwise or of them all). Then it packs the ABI values with one `struct.pack_into`
+into this thread's preallocated slots and calls `cuLaunchKernel` once, with the address
+of a prebuilt `void*` array.
 
 A launcher whose arrays are all `vg.Array`s has two sets of slots per thread and remembers
 what each holds (the memo: each array's `serial`, every other argument itself). A launch
@@ -62,6 +62,7 @@ from . import cache, faults, interop, streams
 from .speckeys import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .interop import span
+from .launcher_arrays import alias_check, array_facts, items
 from .module import PACK_ERRORS, CudaKernel
 
 MAX_CHAIN = 8
@@ -73,34 +74,6 @@ _EMPTY = Parameter.empty
 # values of other types: TypeError), which go down the chain too.
 _MISSES = (ValueError, TypeError, AttributeError, IndexError)
 _RESERVED = {"stream", "num_warps"}
-
-# Per array kind, the expressions of its facts; `{a}` is the argument, `{i}` its index.
-_KINDS = {
-    interop._torch: dict(
-        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.get_device() != _DEV",
-        ptr="{a}.data_ptr()", shape="{a}.shape", strides="{a}.stride()",
-        contiguous="not {a}.is_contiguous()", library_dtype=True),
-    interop._cupy: dict(
-        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.data.device_id != _DEV",
-        ptr="{a}.data.ptr", shape="{a}.shape",
-        strides="_element_strides({a}.strides, {size})",
-        contiguous="{a}.strides != ({c_bytes})", library_dtype=True),
-    interop._vg_array: dict(
-        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.device != _DEV",
-        ptr="{a}.ptr", shape="{a}.shape", strides="{a}.strides",
-        contiguous="{a}.strides != ({c_elements})", library_dtype=False),
-}
-# A vg.Array knows its launch kind (dtype, device, rank, C order, unit inner stride,
-# alignment: `arrays.Array.kind`), one object per kind: one identity test checks them all,
-# and its type too (only Arrays hold those objects; anything without `.kind` raises
-# AttributeError, which goes down the chain).
-_ARRAY = dict(_KINDS[interop._vg_array], check="{a}.kind is not _k{i}")
-# Any other array type: its `interop` extractor makes an ArrayInfo, checked like a vg.Array.
-_GENERIC = dict(_KINDS[interop._vg_array],
-                check="{a} is None or {a}.dtype is not _dt{i} or {a}.device != _DEV")
-
-
-
 
 def _retired(*args, **kwargs):
     # Runs as a retired launcher's code, with that launcher's globals: its `_vg_next`.
@@ -209,7 +182,7 @@ class _Writer:
         checks, indent = self.checks, "        "
         if self.memo is not None:  # the arguments of one of this thread's last two launches
             # (checked then): its slots are launched as they are
-            unpack = f"_address, {_items(f'_m{i}' for i in range(len(self.memo)))}= _memos"
+            unpack = f"_address, {items(f'_m{i}' for i in range(len(self.memo)))}= _memos"
             same = "if " + " and ".join(["stream is None"] + [
                 f"{key} is _m{i}" for i, key in enumerate(self.memo)]) + ":"
             lines += ["        _t = _local", "        _memos = _t.memos",
@@ -238,7 +211,7 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         w.env[f"_km{j}"], w.env[f"_kv{j}"] = holder, value  # changed: the general path rebuilds
         w.first.append(f"_km{j}.get({name!r}, _vg_M) is not _kv{j}" if isinstance(holder, dict)
                        else f"_km{j}.cell_contents is not _kv{j}")
-    facts: dict = {}  # array argument index -> _Facts
+    facts: dict = {}  # array argument index -> ArrayFacts
     for i, (name, value, info, entry) in enumerate(zip(w.names, values, infos, plan.key[2:])):
         if entry[0] == "c":  # the same value, of the same type (100.0 is not 100's code)
             w.env[f"_c{i}"] = entry[1]
@@ -260,7 +233,7 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
                           else f"{NARROW_LOW} <= {name} < {NARROW_END}")
                 w.check(f"not ({inside})" if narrow else inside)
         else:
-            facts[i] = _array(w, i, name, value, info, entry)
+            facts[i] = array_facts(w, i, name, value, info, entry)
     w.divisible_check()
     extents = [n for f in facts.values() for n in f.shapes]
     if extents:  # one past MAX_EXTENT (a long broadcast view): the general path refuses it
@@ -275,7 +248,7 @@ def _body(w: _Writer, kernel, plan, values, infos) -> None:
         w.env["_vg_assumed"] = spec.assumptions.holds
         atoms = _inline_guard(", ".join(spec.assumptions.atoms), w.names, facts, plan)
         w.check(f"not _vg_assumed({atoms})")
-    _alias_check(w, spec, facts)
+    alias_check(w, spec, facts)
     _stream(w, plan)
     own = type(plan.compiled).launch is not CudaKernel.launch
     if not own and not plan.torch_args and all(f.extent is not None for f in facts.values()):
@@ -326,107 +299,12 @@ def _inline_guard(condition: str, names: list, facts: dict, plan) -> str:
 _DIFFERENCE = re.compile(r"\(1 \* (\w+) \+ -1 \* (\w+)\) <= 0|\(-1 \* (\w+) \+ 1 \* (\w+)\) <= 0")
 
 
-class _Facts:
-    """Source expressions of one array argument's pointer, shape and strides, and of its
-    byte range when the array holds it (a vg.Array: `extent`, else None)."""
-
-    def __init__(self, subject, ptr, shapes, strides, itemsize, contiguous, extent=None):
-        self.subject, self.ptr, self.shapes, self.strides = subject, ptr, shapes, strides
-        self.itemsize, self.contiguous, self.extent = itemsize, contiguous, extent
-
-
-def _items(names) -> str:
-    return "".join(n + ", " for n in names)
-
-
-def _array(w: _Writer, i: int, name: str, value, info, entry) -> _Facts:
-    ndim, unit, aligned = entry[2:5]
-    from .arrays import Array
-
-    extractor = interop.extractor(type(value))
-    kind, subject = _ARRAY if type(value) is Array else _KINDS.get(extractor), name
-    if kind is None:  # any other array type: extract an ArrayInfo, then check that
-        kind, subject = _GENERIC, f"_x{i}"
-        w.env[f"_ex{i}"] = extractor
-        w.check(f"type({name}) is not _ty{i}")
-        w.checks.append(f"{subject} = _ex{i}({name})")
-    if kind is not _ARRAY:  # (a vg.Array's kind stands for its type and dtype)
-        w.env[f"_ty{i}"] = type(value)
-        # torch and CuPy dtypes are the libraries' own objects; the others, verdigris DTypes
-        w.env[f"_dt{i}"] = value.dtype if kind["library_dtype"] else info.dtype
-    size = info.dtype.itemsize
-    shapes = [f"_n{i}_{k}" for k in range(ndim)]
-    fmt = dict(a=subject, i=i, size=size, c_bytes=_items(_c_strides(shapes, size)),
-               c_elements=_items(_c_strides(shapes, 1)))
-    w.check(kind["check"].format(**fmt))
-    ptr = f"_p{i}"
-    w.checks.append(f"{ptr} = {kind['ptr'].format(**fmt)}")
-    if ndim:
-        w.checks.append(f"{_items(shapes)}= {kind['shape'].format(**fmt)}")
-    else:
-        w.check(f"len({kind['shape'].format(**fmt)})")
-    contiguous = tuple(info.strides) == interop._c_strides(tuple(info.shape))
-    in_kind = kind is _ARRAY  # its kind holds contiguity, unit stride and alignment
-    if in_kind:
-        w.env[f"_k{i}"] = value.kind
-    if contiguous:
-        if not in_kind:
-            w.check(kind["contiguous"].format(**fmt))
-        strides = _c_strides(shapes, 1)
-    else:
-        strides = [f"_t{i}_{k}" for k in range(ndim)]
-        w.checks.append(f"{_items(strides)}= {kind['strides'].format(**fmt)}")
-        if not in_kind:
-            w.check(f"({strides[-1]} == 1) is not {bool(unit)}")
-    if not in_kind:
-        w.check(f"{'' if aligned else 'not '}{ptr} & 15")
-    # (a C-order array's strides are products of its extents: on the grid with them)
-    w.divisible(divisibility(entry), extents=shapes, multiples=[] if contiguous else strides[:-1])
-    return _Facts(subject, ptr, shapes, strides, size, contiguous,
-                  (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
-
-
 def _off_grid(extents, multiples) -> str:
     """Source of a test that is true when some extent is not a multiple of MULTIPLE below
     2**30 or some multiple is not a multiple of MULTIPLE (one bitwise test for all)."""
     tests = ([f"({' | '.join(extents)}) & {OFF_GRID}"] if extents else []) \
         + ([f"({' | '.join(multiples)}) & {MULTIPLE - 1}"] if multiples else [])
     return " or ".join(tests) or "False"
-
-
-def _c_strides(shapes: list, size: int) -> list:
-    """Source of the C-order strides of these shape names, times `size`."""
-    out = []
-    for k in range(len(shapes)):
-        factors = shapes[k + 1:] + ([str(size)] if size != 1 else [])
-        out.append(" * ".join(factors) or "1")
-    return out
-
-
-def _alias_check(w: _Writer, spec, facts: dict) -> None:
-    """The byte range of each written array against every other array's (an empty range
-    overlaps nothing), and a written strided view against itself."""
-    if not spec.written_slots:
-        return
-    for i, f in facts.items():
-        if f.extent is not None:  # computed when the array was made
-            w.checks.append(f"_hi{i} = {f.extent[1]}" if f.contiguous
-                            else f"_lo{i}, _hi{i} = {f.extent[0]}, {f.extent[1]}")
-        elif f.contiguous:  # its range starts at its pointer
-            count = " * ".join(f.shapes + [str(f.itemsize)])
-            w.checks.append(f"_hi{i} = {f.ptr} + {count}")
-        else:
-            w.checks.append(f"_lo{i}, _hi{i} = _span({f.ptr}, ({_items(f.shapes)}), "
-                            f"({_items(f.strides)}), {f.itemsize})")
-    lo = {i: f.ptr if f.contiguous else f"_lo{i}" for i, f in facts.items()}
-    for wi in spec.written_slots:
-        f = facts[wi]
-        if not f.contiguous:
-            w.check(f"_overlaps(({_items(f.shapes)}), ({_items(f.strides)}))")
-        others = " or ".join(f"({lo[o]} < _hi{wi} and {lo[wi]} < _hi{o} and {lo[o]} < _hi{o})"
-                             for o in facts if o != wi)
-        if others:
-            w.check(f"{lo[wi]} < _hi{wi} and ({others})")
 
 
 def _stream(w: _Writer, plan) -> None:
@@ -469,7 +347,7 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
                      _FLAG=faults.FLAG, _pending=faults.raise_pending,
                      _fault_block=faults.block_address(plan.device))
         w.launch += ["if _record[_FLAG]: _pending(_DEV)",
-                     f"_own_launch({tuple(g)}, {tuple(b)}, ({_items(abi)}_fault_block,), _h)"]
+                     f"_own_launch({tuple(g)}, {tuple(b)}, ({items(abi)}_fault_block,), _h)"]
         return
     keys = len(w.memo) if w.memo is not None else None
     w.env.update(_local=_PerThread(compiled.packer.new_buffers, keys),
@@ -477,7 +355,7 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
                  _F=compiled.function, _record=faults.flag_view(plan.device),
                  _FLAG=faults.FLAG, _pending=faults.raise_pending,
                  _failed=compiled.launch_failed, _fault_block=faults.block_address(plan.device))
-    pack = f"_pack_into(_slots, 0, {_items(abi)}_fault_block)"
+    pack = f"_pack_into(_slots, 0, {items(abi)}_fault_block)"
     if w.memo is None:
         w.launch += ["if _record[_FLAG]: _pending(_DEV)", "_slots, _address = _local.entries[0]",
                      "try:", f"    {pack}", "except _pack_errors:", "    {down}"]
@@ -491,7 +369,7 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
                      "        _memos[1] = _t.cleared[_address]  # some slots may have changed",
                      "        {down}",
                      "    _memos[1] = _memos[0]",
-                     f"    _memos[0] = (_address, {_items(w.memo)}) if stream is None "
+                     f"    _memos[0] = (_address, {items(w.memo)}) if stream is None "
                      "else _t.cleared[_address]"]
     w.launch += [
         f"_err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, _h, "

@@ -102,7 +102,7 @@ def upload(view: ArrayInfo, host: np.ndarray) -> None:
     if rows is not None and rows[1] == 1:
         to_device(run.ptr, staged, view.device)
         return
-    from .arrays import asarray
+    from .constructors import asarray
 
     temp = asarray(staged, device=view.device)  # the view's walk, contiguous
     back = tuple(int(a) for a in np.argsort(order))
@@ -226,7 +226,7 @@ def _share(a: ArrayInfo, b: ArrayInfo) -> bool:
 
 def _fresh(view: ArrayInfo):
     """A copy of `view` in new memory on its device."""
-    from .arrays import empty
+    from .constructors import empty
 
     out = empty(tuple(view.shape), view.dtype, device=view.device)
     copy(out, view)
@@ -235,6 +235,7 @@ def _fresh(view: ArrayInfo):
 
 def _moved(view: ArrayInfo, device: int):
     """A copy of `view` on `device`, through the host."""
-    from .arrays import _as_array, asarray
+    from .arrays import _as_array
+    from .constructors import asarray
 
     return asarray(_as_array(view).numpy(), device=device)
