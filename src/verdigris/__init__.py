@@ -13,13 +13,13 @@ from .lang import assume, constexpr, func, unsafe
 from .runtime.backend import current as current_backend
 from .runtime.backend import set_backend
 from .types import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,
-                    float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+                    float64, int8, int16, int32, int64, tfloat32, uint8, uint16, uint32, uint64)
 
 __version__ = "0.1.0"
 
 i8, i16, i32, i64 = int8, int16, int32, int64
 u8, u16, u32, u64 = uint8, uint16, uint32, uint64
-f16, bf16, f32, f64 = float16, bfloat16, float32, float64
+f16, bf16, f32, f64, tf32 = float16, bfloat16, float32, float64, tfloat32
 
 
 def cdiv(a: int, b: int) -> int:

@@ -75,7 +75,8 @@ class DType:
         return (from_name, (self.name,))
 
     def __call__(self, value):  # used inside kernels as a cast; on the host, a NumPy scalar
-        return self.np.type(value)
+        scalar = self.np.type(value)
+        return tf32_rounded(np.asarray(scalar))[()] if self is tfloat32 else scalar
 
 
 def _d(name, kind, bits, short):
@@ -91,17 +92,20 @@ float32 = _d("float32", "f", 32, "f32")
 float64 = _d("float64", "f", 64, "f64")
 float8_e4m3fn = _d("float8_e4m3fn", "f", 8, "f8e4m3")
 float8_e5m2 = _d("float8_e5m2", "f", 8, "f8e5m2")
+# A tile dtype only (docs/api.md "Dtypes"): float32 storage holding TF32 values (10 mantissa
+# bits), the operands of TF32 products. No array or scalar has it, so it is not in ALL.
+tfloat32 = _d("tfloat32", "f", 32, "tf32")
 
 ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
        float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME["bool_"] = bool_
-_BY_SHORT = {d.short: d for d in ALL}  # "f32", "bf16", "i64", "u8", "b1"
+_BY_NAME.update(bool_=bool_, tfloat32=tfloat32)
+_BY_SHORT = {d.short: d for d in (*ALL, tfloat32)}  # "f32", "bf16", "i64", "u8", "b1", "tf32"
 
 
 _EXTENDED = (bfloat16, float8_e4m3fn, float8_e5m2)  # NumPy holds them through ml_dtypes
 _NUMPY = {d.name: np.dtype(d.name) for d in ALL if d.name in np.sctypeDict}
-_NUMPY["bool"] = np.dtype(np.bool_)
+_NUMPY.update(bool=np.dtype(np.bool_), tfloat32=np.dtype(np.float32))  # NumPy reads tf32 as float32
 _FROM_NUMPY = {np.dtype(d.name): d for d in ALL if d.name in np.sctypeDict}
 _FROM_NUMPY[np.dtype(np.bool_)] = bool_
 
@@ -119,6 +123,14 @@ def _load_extended() -> None:
     except ImportError:
         _NUMPY.update(bfloat16=np.dtype(np.uint16), float8_e4m3fn=np.dtype(np.uint8),
                       float8_e5m2=np.dtype(np.uint8))
+
+
+def tf32_rounded(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to TF32's 10 mantissa bits, to nearest with ties away from zero
+    (`cvt.rna.tf32.f32`): adding half of the last kept bit carries into it exactly at and
+    past the halfway point; infinities stay, overflow gives one, NaN is kept as it is."""
+    bits = (x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(np.isnan(x), x, bits.view(np.float32))
 
 
 # DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool, 10+ float8 variants (v1.1).

@@ -41,7 +41,7 @@ _MEM = {
     "bool": I8, "int8": I8, "int16": I16, "int32": I32, "int64": I64,
     "uint8": I8, "uint16": I16, "uint32": I32, "uint64": I64,
     "float16": HALF, "bfloat16": BFLOAT, "float32": FLOAT, "float64": DOUBLE,
-    "float8_e4m3fn": I8, "float8_e5m2": I8,
+    "float8_e4m3fn": I8, "float8_e5m2": I8, "tfloat32": FLOAT,  # tile_lower rounds into it
 }
 _REG = {**_MEM, "bool": I1, "float16": FLOAT, "bfloat16": FLOAT, "float8_e4m3fn": FLOAT, "float8_e5m2": FLOAT}
 

@@ -124,7 +124,10 @@ def register_dtype(dtype: T.DType) -> np.dtype:
 
 
 def to_float(x, dtype: T.DType):
-    """Real values (any NumPy dtype) -> register form of float `dtype`, correctly rounded."""
+    """Real values (any NumPy dtype) -> register form of float `dtype`, correctly rounded
+    (into tfloat32, whose casts come from float32 only: rounded as `cvt.rna.tf32.f32`)."""
+    if dtype is T.tfloat32:
+        return T.tf32_rounded(np.asarray(x, np.float32))
     narrow = NARROW.get(dtype.name)
     if narrow is not None:
         return narrow.round(x)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
+from .. import types as T
 from . import ops
 
 def window(index: list, shape: tuple, extents: tuple):
@@ -163,11 +164,5 @@ def sorting(op: str, dtype, descending: bool):
     return lambda x, axis: values(np.sort(keys(x), axis=axis))
 
 
-def _tf32(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to tf32's 10 mantissa bits, ties away from zero (NaN kept)."""
-    bits = (x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    return np.where(np.isnan(x), x, bits.view(np.float32))
-
-
 # TileDot precision -> the operands' rounding, on arrays already in the accumulator's dtype
-DOT_ROUNDING = {"ieee": lambda x: x, "tf32": _tf32}
+DOT_ROUNDING = {"ieee": lambda x: x, "tf32": T.tf32_rounded}

@@ -25,7 +25,7 @@ from . import rounding  # registers tile.truediv in tiles.HANDLERS
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
-from .typing import (Static, check_atomic, cast, common_dtype, dtype_arg, is_number, truth, typed,
+from .typing import (Static, check_atomic, cast, common_dtype, array_dtype_arg, is_number, truth, typed,
                      weakened)
 
 
@@ -88,7 +88,7 @@ def _array(space: str):
         if len(args) + len(kwargs) != 2 or set(kwargs) - {"shape", "dtype"}:
             raise CompileError(f"{what} takes a shape and a dtype", loc)
         shape = _static_shape(kwargs.get("shape", args[0] if args else None), what, loc)
-        dtype = dtype_arg(kwargs.get("dtype", args[1] if len(args) > 1 else None), what, loc)
+        dtype = array_dtype_arg(kwargs.get("dtype", args[1] if len(args) > 1 else None), what, loc)
         return tr.local_array(shape, dtype, loc, space)
 
     return handler
@@ -99,7 +99,7 @@ def _dynamic_shared(tr, args, kwargs, loc):
     if len(args) + len(kwargs) != 1 or set(kwargs) - {"dtype"}:
         raise CompileError(f"{what} takes one dtype", loc,
                            hint="its size comes from the launch: k[grid, block](..., shared_bytes=n)")
-    dtype = dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc)
+    dtype = array_dtype_arg(kwargs.get("dtype", args[0] if args else None), what, loc)
     return tr.dynamic_shared(dtype, loc)
 
 

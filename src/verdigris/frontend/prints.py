@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, Loc
 from ..ir import nodes as N
-from .tiles import is_tile, shape_of, show
+from .tiles import is_tile, refuse_tfloat32, shape_of, show
 from .typing import Static
 
 HINT = "print takes text, scalar values and tiles, e.g. print(\"x[i] =\", x[i])"
@@ -28,6 +28,7 @@ def kernel_print(tr, args, kwargs, loc: Loc):
     sep, end = (_text(kwargs.get(name, Static(default)), f"print's {name}=", loc)
                 for name, default in (("sep", " "), ("end", "\n")))
     parts = tuple(_part(a, loc) for a in args)
+    refuse_tfloat32(parts, "print()", loc)
     shapes = {shape_of(p) for p in parts if is_tile(p)}
     if len(shapes) > 1:
         raise CompileError(f"print() of tiles of different shapes ({', '.join(map(show, sorted(shapes)))}): "

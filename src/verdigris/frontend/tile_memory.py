@@ -184,7 +184,7 @@ def _num_tiles(tr, loc, array, axis, shape):
 
 
 @intrinsic("store", "array", "index", "tile", ("latency", Static(None)), ("order", Static("C")),
-           ("allow_tma", Static(None)))
+           ("allow_tma", Static(None)), moves_tfloat32=True)
 def _store(tr, loc, array, index, value, latency, order, allow_tma):
     array = _array(array, "store", loc)
     _memory_hints(latency, allow_tma, loc)

@@ -82,7 +82,7 @@ def unsupported_subscript(loc: Loc) -> CompileError:
                              "computed indices with tile.gather")
 
 
-@intrinsic("extract", "tile", "index", "shape")
+@intrinsic("extract", "tile", "index", "shape", moves_tfloat32=True)
 def _extract(tr, loc, value, index, shape):
     """cuTile's extract: the tile cut into sub-tiles of `shape`, the one at `index` (one
     constant per axis, counting sub-tiles as a load's index counts tiles)."""
@@ -106,7 +106,7 @@ def _extract(tr, loc, value, index, shape):
     return sliced(value, tuple(i * s for i, s in zip(index, shape)), (1,) * len(shape), shape, loc)
 
 
-@intrinsic("cat", "tiles", "axis")
+@intrinsic("cat", "tiles", "axis", moves_tfloat32=True)
 def _cat(tr, loc, parts, axis):
     """The tiles one after another along `axis`, as np.concatenate (cuTile's cat, whose
     two tiles have one shape only because its tiles' extents are powers of two)."""

@@ -5,7 +5,8 @@ Takes: the operand tiles (and an accumulator) the translator computes, and the p
 options. Gives: `matmul(...)`, a checked `ir.tiles.TileDot`, or for batches (3-d operands,
 NumPy's matmul: a batch of one or a 2-d operand is shared by every product) the `Cat` of
 one `TileDot` per batch element. Guarantees: each product's operands are
-2-d with matching inner sizes and one dtype (or two fp8 formats) that tensor cores take,
+2-d with matching inner sizes and one dtype (or two fp8 formats) that tensor cores take
+(tfloat32 operands become the float32 operands of a "tf32" product),
 the result fits a block's registers and one step's operands its shared memory, and the
 accumulator has the result's shape and dtype; else a `CompileError` at the user's line
 that says what to change.
@@ -17,19 +18,20 @@ from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
 from .tile_pieces import sliced
-from .tiles import broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var, to_shape
+from .tiles import astype, broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var, to_shape
 from .typing import Static, is_number
 
 # The largest products a block carries: the accumulator lives in registers (128 KiB is 128
 # float32 registers per thread of 8 warps) and one step's operands in shared memory.
 MAX_ACCUMULATOR_BYTES = 128 * 1024
 MAX_OPERAND_BYTES = 96 * 1024
-_DOT_HINT = ("tiles of float16, bfloat16, float8_e4m3fn/float8_e5m2 (float32 accumulator), "
-             "float32 (exact, or tf32 with allow_tf32=True) or float64")
+_DOT_HINT = ("tiles of float16, bfloat16, float8_e4m3fn/float8_e5m2, tfloat32 (float32 "
+             "accumulator), float32 (exact, or tf32 with allow_tf32=True) or float64")
 
 
-def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
-    """The rounding of the operands: "tf32" only when asked for, and only float32 has one."""
+def _precision(a, input_precision, allow_tf32, tfloat32: bool, op: str, loc: Loc) -> str:
+    """The rounding of the operands: "tf32" when asked for or when they were tfloat32, and
+    only float32 has one."""
     asked = input_precision.value if isinstance(input_precision, Static) else input_precision
     allow = allow_tf32.value if isinstance(allow_tf32, Static) else allow_tf32
     if asked is not None and asked not in X.DOT_PRECISIONS:
@@ -40,8 +42,23 @@ def _precision(a, input_precision, allow_tf32, op: str, loc: Loc) -> str:
     if asked is not None and allow is not None and (asked == "tf32") != allow:
         raise CompileError(f"tile.{op}(): input_precision={asked!r} contradicts "
                            f"allow_tf32={allow}", loc, hint="give one of the two")
-    tf32 = asked == "tf32" or allow is True
+    if tfloat32 and (asked == "ieee" or allow is False):
+        given = f"input_precision={asked!r}" if asked == "ieee" else "allow_tf32=False"
+        raise CompileError(f"tile.{op}() of tfloat32 tiles is a TF32 product, which {given} "
+                           "contradicts", loc, hint="leave it out, or multiply the float32 "
+                                                    "tiles the tfloat32 ones come from exactly")
+    tf32 = asked == "tf32" or allow is True or tfloat32
     return "tf32" if tf32 and a.dtype is T.float32 else "ieee"
+
+
+def _tf32_operand(t):
+    """A tfloat32 operand as the float32 tile a TF32 product takes: the tile it was rounded
+    from where it is that conversion (the product rounds it, the same way), else itself
+    converted exactly. So `x.astype(vg.tfloat32) @ y.astype(vg.tfloat32)` is the product
+    `input_precision="tf32"` gives."""
+    if isinstance(t, X.TileMap) and t.op == "cast":
+        return t.args[0]
+    return astype(t, T.float32, t.loc)
 
 
 def matmul(tr, a, b, acc, input_precision, allow_tf32, op: str, loc: Loc):
@@ -121,6 +138,16 @@ def _product(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.Til
                            f"{k} and {k2} differ", loc,
                            hint="a (M, K) tile times a (K, N) tile; transpose one with .T")
     fp8 = ("float8_e4m3fn", "float8_e5m2")
+    if T.tfloat32 in (a.dtype, b.dtype) and a.dtype is not b.dtype:
+        other = "b" if a.dtype is T.tfloat32 else "a"
+        raise CompileError(f"tile.{op}() of a {a.dtype.name} tile and a {b.dtype.name} tile: "
+                           "tfloat32 multiplies tfloat32 only", loc,
+                           hint=f"convert {other} too, {other}.astype(vg.tfloat32) (both "
+                                "rounded: a TF32 product), or the other back, "
+                                ".astype(vg.float32) (an exact float32 product)")
+    tfloat32 = a.dtype is T.tfloat32
+    if tfloat32:
+        a, b = _tf32_operand(a), _tf32_operand(b)
     if a.dtype.name not in X.DOT_INPUTS or b.dtype.name not in X.DOT_INPUTS:
         bad = a.dtype if a.dtype.name not in X.DOT_INPUTS else b.dtype
         raise CompileError(f"tile.{op}() does not multiply {bad.name} tiles", loc,
@@ -152,15 +179,17 @@ def _product(a, b, acc, input_precision, allow_tf32, op: str, loc: Loc) -> X.Til
         if acc.shape != (m, n):
             raise CompileError(f"tile.{op}(): acc has shape {show(acc.shape)}, but a @ b has "
                                f"shape {show((m, n))}", loc)
-    precision = _precision(a, input_precision, allow_tf32, op, loc)
+    precision = _precision(a, input_precision, allow_tf32, tfloat32, op, loc)
     return X.TileDot(loc, a, b, acc, precision, dtype, (m, n))
 
 
-@intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
+@intrinsic("mma", "a", "b", "acc", ("input_precision", Static(None)), ("allow_tf32", Static(None)),
+           moves_tfloat32=True)
 def _mma(tr, loc, a, b, acc, input_precision, allow_tf32):
     return matmul(tr, a, b, acc, input_precision, allow_tf32, "mma", loc)
 
 
-@intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)))
+@intrinsic("dot", "a", "b", ("input_precision", Static(None)), ("allow_tf32", Static(None)),
+           moves_tfloat32=True)
 def _dot(tr, loc, a, b, input_precision, allow_tf32):
     return matmul(tr, a, b, None, input_precision, allow_tf32, "dot", loc)

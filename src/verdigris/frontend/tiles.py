@@ -95,8 +95,19 @@ _AS_TILE_OP = {  # scalar node -> (elementwise op name, operands)
 }
 
 
+def refuse_tfloat32(values, what: str, loc: Loc) -> None:
+    """Refuse a tfloat32 tile among `values` (or in a tuple among them), operands of `what`."""
+    for v in values:
+        items = v.value if isinstance(v, Static) and isinstance(v.value, tuple) else (v,)
+        if any(is_tile(item) and item.dtype is T.tfloat32 for item in items):
+            raise CompileError(f"{what} does not take tfloat32 tiles: {typing_.TFLOAT32_USES}",
+                               loc, hint="convert it back first, exactly: t.astype(vg.float32)")
+
+
 def elementwise(build, operands, loc: Loc):
     """`build(*operands)` (scalar typing), applied element by element when any is a tile."""
+    refuse_tfloat32(operands, "an elementwise operation (arithmetic, comparison, math, "
+                              "tile.where)", loc)
     shapes = [shape_of(v) for v in operands if is_tile(v)]
     if not shapes:
         return build(*operands)
@@ -185,6 +196,15 @@ def one_truth_value(what: str, values, loc: Loc) -> None:
 
 
 def astype(v, dtype: T.DType, loc: Loc):
+    """`v` converted to `dtype`. tfloat32 converts through float32, the one dtype the IR
+    converts it from (rounding) and to (exactly)."""
+    if is_tile(v) and v.dtype is dtype:
+        return v
+    if is_tile(v) and v.dtype is T.tfloat32:
+        return astype(X.TileMap(loc, "cast", (v,), T.float32, v.shape), dtype, loc)
+    if dtype is T.tfloat32 and is_tile(v):
+        v = astype(v, T.float32, loc)
+        return X.TileMap(loc, "cast", (v,), dtype, v.shape)
     return elementwise(lambda x: cast(typed(x, loc), dtype, loc), [v], loc)
 
 
@@ -240,14 +260,18 @@ def _kind(t) -> str:
 HANDLERS: dict = {}
 
 
-def intrinsic(name: str, *params):
+def intrinsic(name: str, *params, moves_tfloat32: bool = False):
     """Register `fn(tr, loc, *arguments)` as `tile.<name>`; `params` are names, or
-    (name, default) pairs, matched against the call's positional and keyword arguments."""
+    (name, default) pairs, matched against the call's positional and keyword arguments.
+    Only the intrinsics that multiply or move tiles (`moves_tfloat32`) take tfloat32 ones."""
     params = tuple((p, _REQUIRED) if isinstance(p, str) else p for p in params)
 
     def register(fn):
         def handler(tr, args, kwargs, loc):
-            return fn(tr, loc, *_arguments(name, params, args, kwargs, loc))
+            arguments = _arguments(name, params, args, kwargs, loc)
+            if not moves_tfloat32:
+                refuse_tfloat32(arguments, f"tile.{name}()", loc)
+            return fn(tr, loc, *arguments)
 
         HANDLERS[f"tile.{name}"] = handler
         return fn
@@ -408,16 +432,17 @@ def _arange(tr, loc, n, dtype):
 
 @intrinsic("zeros", "shape", ("dtype", Static(T.float32)))
 def _zeros(tr, loc, shape, dtype):
-    dtype = dtype_arg(dtype, "tile.zeros()", loc)
-    return X.Splat(loc, typing_.const(0, dtype, loc), dtype, constant_shape(shape, loc))
+    return _full(tr, loc, shape, Static(0), Static(dtype_arg(dtype, "tile.zeros()", loc)))
 
 
 @intrinsic("full", "shape", "value", ("dtype", Static(None)))
 def _full(tr, loc, shape, value, dtype):
+    """A tile of `value`; a tfloat32 one is the float32 one converted (the value rounded)."""
     dtype = typed(value, loc).dtype if isinstance(dtype, Static) and dtype.value is None \
         else dtype_arg(dtype, "tile.full()", loc)
-    return X.Splat(loc, scalar_operand(value, dtype, "the fill value", loc), dtype,
-                   constant_shape(shape, loc))
+    held = T.float32 if dtype is T.tfloat32 else dtype
+    return astype(X.Splat(loc, scalar_operand(value, held, "the fill value", loc), held,
+                          constant_shape(shape, loc)), dtype, loc)
 
 
 def _select(c, a, b, loc: Loc):
@@ -530,12 +555,12 @@ def _flip(tr, loc, value, axis):
     return X.Flip(loc, value, axes, value.dtype, value.shape) if axes else value
 
 
-@intrinsic("astype", "tile", "dtype")
+@intrinsic("astype", "tile", "dtype", moves_tfloat32=True)
 def _astype(tr, loc, value, dtype):
     return astype(tile_operand(value, "astype()", loc), dtype_arg(dtype, "astype()", loc), loc)
 
 
-@intrinsic("reshape", "tile", "shape")
+@intrinsic("reshape", "tile", "shape", moves_tfloat32=True)
 def _reshape(tr, loc, value, shape):
     value = tile_operand(value, "reshape()", loc)
     shape = constant_shape(shape, loc)
@@ -546,7 +571,7 @@ def _reshape(tr, loc, value, shape):
     return value if shape == value.shape else X.Reshape(loc, value, value.dtype, shape)
 
 
-@intrinsic("broadcast_to", "tile", "shape")
+@intrinsic("broadcast_to", "tile", "shape", moves_tfloat32=True)
 def _broadcast_to(tr, loc, value, shape):
     value = tile_operand(value, "tile.broadcast_to()", loc)
     shape = constant_shape(shape, loc)
@@ -558,7 +583,7 @@ def _broadcast_to(tr, loc, value, shape):
     return broadcast_to(value, shape, loc)
 
 
-@intrinsic("permute", "tile", "axes")
+@intrinsic("permute", "tile", "axes", moves_tfloat32=True)
 def _permute(tr, loc, value, axes):
     value = tile_operand(value, "permute()", loc)
     rank = len(value.shape)
@@ -570,7 +595,7 @@ def _permute(tr, loc, value, axes):
     return permuted(value, perm, loc)
 
 
-@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)))
+@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)), moves_tfloat32=True)
 def _transpose(tr, loc, value, axis0, axis1):
     """cuTile's transpose: axes `axis0` and `axis1` swapped; a 2-d tile's two axes when
     neither is given (its `t.T`, the same `Permute`)."""

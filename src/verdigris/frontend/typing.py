@@ -104,7 +104,30 @@ def is_number(v) -> bool:
     return isinstance(v, Static) and isinstance(v.value, (bool, int, float))
 
 
+# tfloat32 (docs/api.md "Dtypes") is a dtype of tiles, which products take and other
+# operations only move; a scalar or an array holding TF32 values is a float32 one.
+TFLOAT32_USES = ("tfloat32 tiles are operands of matrix products (tile.mma, tile.dot, @), "
+                 "which other operations only move (reshape, transpose, slice, store)")
+
+
+def no_tfloat32_scalar(dtype: T.DType, loc: Loc) -> None:
+    if dtype is T.tfloat32:
+        raise CompileError("tfloat32 is a dtype of tiles only; a scalar holding a TF32 value is "
+                           "a float32", loc, hint="write vg.float32 here, and make tfloat32 "
+                                                  "tiles with t.astype(vg.tfloat32)")
+
+
+def array_dtype_arg(v, what: str, loc: Loc) -> T.DType:
+    """`dtype_arg` for the element type of an array, which is never tfloat32."""
+    dtype = dtype_arg(v, what, loc)
+    if dtype is T.tfloat32:
+        raise CompileError(f"{what}: tfloat32 is a dtype of tiles only; an array holding TF32 "
+                           "values is a float32 array", loc, hint="give vg.float32")
+    return dtype
+
+
 def const(value, dtype: T.DType, loc: Loc) -> N.Const:
+    no_tfloat32_scalar(dtype, loc)
     if dtype.is_bool:
         return N.Const(loc, bool(value), dtype)
     if dtype.is_int:
@@ -146,6 +169,7 @@ DTYPE_HINT = ("a dtype is a compile-time value: compare two with == or != (`if x
 def cast(e: N.Expr, dtype: T.DType, loc: Loc) -> N.Expr:
     if e.dtype is dtype:
         return e
+    no_tfloat32_scalar(dtype, loc)
     if isinstance(e, N.Const) and _folds_exactly(e, dtype):
         return const(e.value, dtype, loc)
     return N.Cast(loc, e, dtype)

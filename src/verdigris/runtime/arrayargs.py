@@ -54,14 +54,19 @@ def _is_minus_one(n) -> bool:
 
 
 def dtype_arg(dtype) -> T.DType:
-    """A dtype, from a DType, a NumPy or torch dtype, or a name."""
+    """An array's dtype, from a DType, a NumPy or torch dtype, or a name (never tfloat32)."""
     try:
-        return T.from_any(dtype)
+        found = T.from_any(dtype)
     except (TypeError, KeyError, ValueError) as err:
         message = err.args[0] if isinstance(err, TypeError) and err.args else \
             f"{dtype!r} is not a dtype verdigris has"
         raise ArrayError(message, hint="the dtypes: vg.bool_, vg.int8 ... vg.uint64, "
                          "vg.float16, vg.bfloat16, vg.float32, vg.float64, fp8") from None
+    if found is T.tfloat32:
+        raise ArrayError("tfloat32 is a dtype of tiles only: an array holding TF32 values is a "
+                         "float32 array", hint="give vg.float32, and convert loaded tiles with "
+                                               "t.astype(vg.tfloat32)")
+    return found
 
 
 def is_number(value) -> bool:

@@ -157,8 +157,9 @@ _DOCS = {
     "rand": "rand(seed, offsets): uniform float32 in [0, 1) per element of the int tile "
             "`offsets` (Philox-4x32-10 keyed by `seed`, identical on every backend).",
     "mma": "mma(a, b, acc, input_precision=None, allow_tf32=None): acc + a @ b on tensor "
-           "cores; a (M, K), b (K, N) of float16, bfloat16 or fp8 (float32 acc), float32 (exact; "
-           "tf32 with allow_tf32=True or input_precision='tf32') or float64. 3-d tiles are "
+           "cores; a (M, K), b (K, N) of float16, bfloat16, fp8 or tfloat32 (float32 acc), float32 "
+           "(exact; tf32 with allow_tf32=True or input_precision='tf32', as tfloat32 operands "
+           "are) or float64. 3-d tiles are "
            "batches (NumPy's matmul: a 2-d operand, or a batch of one, is shared).",
     "dot": "dot(a, b, input_precision=None, allow_tf32=None): a @ b (mma with a zero acc).",
     "truediv": "truediv(x, y, rounding_mode=None, flush_to_zero=False): x / y, float32 division "

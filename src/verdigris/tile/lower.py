@@ -55,8 +55,8 @@ from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.locks import Locked
-from ..types import DType, int32
-from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, random, reduce,
+from ..types import DType, int32, tfloat32
+from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, ptx, random, reduce,
                scan, sorting, varlayout)
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
@@ -521,6 +521,10 @@ def _math(em, op, src, dst, a):
 
 
 def _cast(em, op, src, dst, a):
+    """`casts.cast`, except into tfloat32 (from float32 only, the frontend converts first),
+    rounded by the cvt the products' tf32 operands use; out of it is exact (one register)."""
+    if dst is tfloat32:
+        return ptx.cvt_tf32(em, a[0])
     return casts.cast(em, a[0], src, dst)
 
 

@@ -136,7 +136,7 @@ def stage(low, stored: Stored, base: ir.Value, value, logical: tuple, transposed
                         inside = test if inside is None else b.and_(inside, test)
                 reg = b.select(inside, reg, zero)
             if tf32:
-                words.append(b.bitcast(ptx.cvt_tf32(em, reg), FLOAT))
+                words.append(ptx.cvt_tf32(em, reg))
             elif staged in fp8.FORMATS:  # registers hold it decoded: exact both ways
                 words.append(fp8.encode(b, reg, staged))
             elif reg.type != ty:

@@ -71,8 +71,9 @@ def mma_sync(em, kind: str, a: list, b: list, c: list) -> list:
 
 
 def cvt_tf32(em, x: ir.Value) -> ir.Value:
-    """float32 -> tf32 bits (round to nearest, ties away from zero), as a b32 register."""
-    return _asm(em, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False)
+    """float32 -> its tf32 rounding (to nearest, ties away from zero), as a float32 register:
+    the b32 that `cvt.rna.tf32.f32` writes is the float32 of the tf32 value."""
+    return em.b.bitcast(_asm(em, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False), FLOAT)
 
 
 def pack_half2(em, lo: ir.Value, hi: ir.Value, ptx_type: str) -> ir.Value:
