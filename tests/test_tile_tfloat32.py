@@ -226,6 +226,9 @@ def test_host_spellings():
                  lambda: vg.asarray(np.zeros(4, np.float32), vg.tfloat32)):
         with pytest.raises(ArrayError, match="tfloat32 is a dtype of tiles only"):
             make()
+    from verdigris.runtime.signatures import SignatureError, parse_signature
+    with pytest.raises(SignatureError, match="'tf32' is a dtype of tiles only"):
+        parse_signature(round_trip, "tf32[::1], f32[::1], f32[::1], 256")
 
 
 # ----------------------------------------------------------------------------- errors
@@ -365,5 +368,10 @@ def test_the_conversion_is_cvt_rna():
     ptx = codegen.compile_to_ptx(round_trip.specialize_types(specs), "sm_80").ptx
     assert "cvt.rna.tf32.f32" in ptx and "mma" not in ptx
     codegen.assemble(ptx, "sm_80", optimize=False)
-    moves = codegen.compile_to_ptx(moved.specialize_types(dict(x=_f32(2), out=_f32(2), B=32)), "sm_80").ptx
-    codegen.assemble(moves, "sm_80", optimize=False)
+    for kernel, specs in [(moved, dict(x=_f32(2), out=_f32(2), B=32)),
+                          (made, dict(out=_f32(2), v=T.float64, B=64)),
+                          (converted, dict(x=ArrayType(T.float64, 1), out=ArrayType(T.float16, 1), B=256)),
+                          (converted, dict(x=ArrayType(T.int32, 1), out=_f32(), B=256))]:
+        ptx = codegen.compile_to_ptx(kernel.specialize_types(specs), "sm_80").ptx
+        assert "cvt.rna.tf32.f32" in ptx
+        codegen.assemble(ptx, "sm_80", optimize=False)

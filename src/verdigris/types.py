@@ -3,6 +3,8 @@
 Takes: a dtype name, a NumPy dtype, a DLPack (code, bits) pair or a Python scalar.
 Gives: the one `DType` object for it. Guarantees: each dtype is a singleton (compare with
 `is` or `==`), and every table here is keyed by `DType.name`, so adding a dtype is one row.
+`tfloat32` is a dtype of tiles only (no array, scalar or NumPy dtype has it; NumPy reads it
+as float32), which promotes with nothing: `tf32_rounded` is its rounding.
 
 Promotion (documented in README "Types"):
 - Python literals are *weak*: an int literal takes the type of the other operand; a float

@@ -25,8 +25,8 @@ from . import rounding  # registers tile.truediv in tiles.HANDLERS
 from . import tiles
 from .assume import assume
 from .prints import kernel_print
-from .typing import (Static, check_atomic, cast, common_dtype, array_dtype_arg, is_number, truth, typed,
-                     weakened)
+from .typing import (Static, array_dtype_arg, check_atomic, cast, common_dtype, is_number, truth,
+                     typed, weakened)
 
 
 def _axis(args, loc: Loc, name: str) -> int:

@@ -18,7 +18,8 @@ from ..errors import CompileError, Loc
 from ..ir import nodes as N
 from ..ir import tiles as X
 from .tile_pieces import sliced
-from .tiles import astype, broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var, to_shape
+from .tiles import (astype, broadcast_shape, broadcast_to, intrinsic, is_tile, show, tile_operand, tile_var,
+                    to_shape)
 from .typing import Static, is_number
 
 # The largest products a block carries: the accumulator lives in registers (128 KiB is 128

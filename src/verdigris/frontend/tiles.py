@@ -15,7 +15,9 @@ Takes: operands the translator computes (tile expressions of `ir.tiles`, scalar 
   `tile_pieces`'.
 - `tile_var`/`assign_type`: reads of tile variables and the one-type rule for them.
 Guarantees: every tile expression returned satisfies `ir.tiles`' contract; shape errors
-are `CompileError`s at the user's line that name the shapes involved. A read of a tile
+are `CompileError`s at the user's line that name the shapes involved. A tfloat32 tile
+reaches only `astype` and the intrinsics registered `moves_tfloat32` (the moves, products
+and stores, which convert it); elementwise operations and other intrinsics refuse it. A read of a tile
 variable is a plain `ir.Var` that carries the variable's `shape` as an attribute, so every
 tile value the frontend handles has `dtype` and `shape`.
 """
@@ -595,7 +597,8 @@ def _permute(tr, loc, value, axes):
     return permuted(value, perm, loc)
 
 
-@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)), moves_tfloat32=True)
+@intrinsic("transpose", "tile", ("axis0", Static(None)), ("axis1", Static(None)),
+           moves_tfloat32=True)
 def _transpose(tr, loc, value, axis0, axis1):
     """cuTile's transpose: axes `axis0` and `axis1` swapped; a 2-d tile's two axes when
     neither is given (its `t.T`, the same `Permute`)."""

@@ -20,6 +20,10 @@ Guarantees the frontend establishes (and both backends rely on):
 - `TileDot` operands are 2-D with one inner size K (`a` is (M, K), `b` is (K, N)), of one
   dtype from `DOT_INPUTS` (fp8 may mix its two formats); the accumulator has the result's
   dtype (`DOT_INPUTS[a.dtype]`) and shape (M, N).
+- A tfloat32 tile (float32 values rounded to TF32) is made only by `TileMap("cast")` from
+  float32 (the rounding), and is read only by a cast to float32 (exact), by the ops that
+  move elements (`Reshape`, `Permute`, `Broadcast`, `TileSlice`, `Cat`) and as a variable:
+  no arithmetic, reduction, product, load or store sees one.
 
 Elementwise semantics are those of `ir.nodes` for the same op name (integer wrap, floor
 div/mod, saturating casts, IEEE min/max of libdevice).

@@ -42,10 +42,14 @@ def _split_top_level(text: str) -> list[str]:
 
 def _dtype(name: str) -> T.DType:
     try:
-        return T.from_any(name.strip())  # "float32", "f32", "bool", "b1"
+        found = T.from_any(name.strip())  # "float32", "f32", "bool", "b1"
     except TypeError:
         raise SignatureError(f"unknown dtype {name.strip()!r} (use e.g. f32, float32, i64, bf16, "
                          "bool)") from None
+    if found is T.tfloat32:  # no argument has it: a kernel converts its tiles into it
+        raise SignatureError(f"{name.strip()!r} is a dtype of tiles only: an argument holding "
+                             "TF32 values is f32")
+    return found
 
 
 def parse_signature(kernel, text: str) -> dict:
