@@ -18,7 +18,7 @@ if [ "${1:-all}" = new ]; then  # the session's new GPU test files only, the gri
   step 40 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
   exit 0
 fi
-step 200 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+step 320 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
 step 60 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
 [ "${1:-all}" = tests ] && exit 0
 step 100 train_kernels python3 bench/train_kernels.py --quick
