@@ -42,10 +42,14 @@ def output_tile(a, b, i, j, BM, BN, BK, A_ORDER="C", B_ORDER="C"):
     return acc
 
 
-def bias_gelu(acc, bias, j, BN):
-    """(acc + bias's tile j) and GELU of it (the erf form), in acc's dtype: bias is (1, N)."""
-    h = acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(acc.dtype)
-    return h, 0.5 * h * (1.0 + tile.erf(h * 0.7071067811865476))  # erf(h / sqrt(2))
+def plus_bias(acc, bias, j, BN):
+    """acc + bias's tile j, broadcast down the rows, in acc's dtype: bias is (1, N)."""
+    return acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(acc.dtype)
+
+
+def gelu(h):
+    """GELU, the erf form: h * Phi(h)."""
+    return 0.5 * h * (1.0 + tile.erf(h * 0.7071067811865476))  # erf(h / sqrt(2))
 
 
 @tile.kernel
@@ -75,8 +79,8 @@ def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128
          BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
     """c = gelu(a @ op(b) + bias) (the erf form), fused: the product never leaves registers."""
     i, j = tile.bid(0), tile.bid(1)
-    _, g = bias_gelu(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
-    tile.store(c, index=(i, j), tile=g.astype(c.dtype))
+    h = plus_bias(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
+    tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
 
 
 @tile.kernel
