@@ -31,33 +31,11 @@ import torch.nn.functional as F
 from verdigris.examples.tile_linear import launch_gemm, launch_gemm_bias_gelu_backward, partials
 from verdigris.ops.linear import linear_gelu
 
+from norm_backward import bench, rel_err  # the same timer (do_bench medians) and error measure
+
 CONFIGS = [dict(BM=128, BN=128, BK=64), dict(BM=128, BN=256, BK=64), dict(BM=256, BN=128, BK=64),
            dict(BM=128, BN=64, BK=64)]
 TOLERANCE = 1e-2  # bf16 results over float32 accumulation, relative Frobenius
-
-try:
-    import triton
-except ImportError:
-    triton = None
-
-
-def bench(fn) -> float:
-    """Median seconds of fn()."""
-    if triton is not None:
-        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(50):
-        start.record(); fn(); end.record(); torch.cuda.synchronize()  # noqa: E702
-        times.append(start.elapsed_time(end) * 1e-3)
-    return sorted(times)[len(times) // 2]
-
-
-def rel_err(got, want) -> float:
-    got, want = got.double(), want.double()
-    return float((got - want).norm() / want.norm())
 
 
 def best_of(name, run, outputs, wants) -> float:

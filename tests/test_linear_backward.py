@@ -12,7 +12,6 @@ import sys
 import numpy as np
 import pytest
 
-import verdigris as vg
 from verdigris import codegen
 from verdigris import types as T
 from verdigris.examples import report, tile_column_sums, tile_gemm
@@ -20,23 +19,14 @@ from verdigris.examples import tile_linear as lin
 from verdigris.ir import ArrayType
 from verdigris.tile import matmul
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+from tests.test_norm_backward import relative_error, storage
+from tests.test_tile_mma import _ptxas_report
 
 # storage dtype -> tolerance relative to the reference's largest value (inputs are exact in
 # the dtype; the error is the result's one rounding, or float32's sums for float32)
 TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 TILES = dict(BM=32, BN=32, BK=16)
 ROW_TILE = dict(BR=8, BC=32)
-
-
-def storage(name):
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
-
-
-def relative_error(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape and np.isfinite(got).all()
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 def random(rng, shape, name):
@@ -177,21 +167,8 @@ def test_sm90a_transposed_operands_are_wgmma_transpose_flags(a_order, b_order, f
     assert [op.k_major for op in sorted(pipe.operands, key=lambda op: op.which)] == \
         [a_order == "C", b_order == "F"]
     assert ".maxntid 384" in ptx and "wgmma.wait_group.sync.aligned 1" in ptx
-    report = _ptxas(ptx)
+    report = _ptxas_report(ptx)
     assert "0 bytes spill stores" in report and "C7514" not in report
-
-
-def _ptxas(ptx: str) -> str:
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp, "k.ptx")
-        source.write_text(ptx)
-        done = subprocess.run([codegen.ptxas_path(), "-arch=sm_90a", "-v", str(source), "-o",
-                               str(Path(tmp, "k.cubin"))], capture_output=True, text=True, check=True)
-    return done.stdout + done.stderr
 
 
 @needs_ptxas

@@ -8,17 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.gpu.test_norm_backward_gpu import BF16_TOL, rel_err  # noqa: E402 (bf16: one rounding)
+
 pytestmark = pytest.mark.gpu
 
 F = torch.nn.functional
-# bf16 results: one rounding (2^-8 relative) over float32 accumulation, in norm relative
-# terms; dz is rounded to bf16 before the products read it, as torch's is
-BF16_TOL = 1e-2
-
-
-def rel_err(got, want) -> float:
-    got, want = got.detach().double(), want.detach().double()
-    return float((got - want).norm() / want.norm())
 
 
 def randn(*shape, dtype=torch.bfloat16, seed=0):
