@@ -11,6 +11,11 @@ one block per multiprocessor walks the tiles in grouped order (a persistent grid
 leaves through TMA stores, so the next tile's loads overlap this one's epilogue; on sm_80+
 the K loop streams A and B by cp.async into the same swizzled layout, a few stages ahead,
 for ldmatrix + mma.sync.
+
+Every kernel's K loop is `output_tile`, which reads either operand as stored or transposed
+(`A_ORDER` / `B_ORDER` "F": a view, no copy; wgmma's transpose flags, ldmatrix.trans): so
+`gemm` computes a GEMM's backward too, dA = dC @ B.T and dB = A.T @ dC
+(`tile_linear` builds linear layers on it).
 """
 from __future__ import annotations
 
