@@ -186,8 +186,12 @@ def test_linear_kernels_assemble(target):
     cases = [(lin.gemm_bias, dict(a=bf, b=bf, bias=bf, c=bf, B_ORDER="F")),
              (lin.gemm_bias_gelu_forward, dict(a=bf, b=bf, bias=bf, c=bf, z=bf, B_ORDER="F")),
              (lin.gelu_backward, dict(dy=bf, z=bf, dz=bf, partial=_a(T.float32), ROWS=256, BR=16, BC=256))]
+    for dtype in (np.float64, np.float32, storage("bfloat16")):  # the launchers' default tiles
+        wide = _a(T.from_name(np.dtype(dtype).name))
+        cases.append((tile_gemm.gemm, dict(a=wide, b=wide, c=wide, A_ORDER="F",
+                                           **lin.gemm_tiles(np.zeros(1, dtype)))))
     for kernel, specs in cases:
         ptx = _ptx(kernel, specs, target)
-        if target == "sm_90a" and kernel is not lin.gelu_backward:
+        if target == "sm_90a" and kernel is not lin.gelu_backward and specs["a"].dtype == T.bfloat16:
             assert ".maxntid 384" in ptx and "wgmma" in ptx  # warp-specialized, TMA-fed
         codegen.assemble(ptx, target, optimize=False)

@@ -31,6 +31,7 @@ from verdigris.examples.tile_column_sums import (launch_column_sums, launch_two_
 from verdigris.examples.tile_gemm import gelu, gemm, output_tile, plus_bias
 
 GEMM_TILES = dict(BM=128, BN=128, BK=64)
+WIDE_TILES = dict(BM=64, BN=64, BK=32)  # float64: a 128x128x64 step's operands overflow shared memory
 ROW_TILE = dict(BR=16, BC=256)  # the elementwise passes' tile
 
 
@@ -75,16 +76,22 @@ def _grid(c, tiles: dict) -> tuple:
     return vg.cdiv(c.shape[0], tiles["BM"]), vg.cdiv(c.shape[1], tiles["BN"])
 
 
+def gemm_tiles(a) -> dict:
+    """The tiles the launchers take by default for operands like `a` (a NumPy, torch or
+    verdigris array)."""
+    return WIDE_TILES if a.dtype.itemsize == 8 else GEMM_TILES
+
+
 def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, **launch):
     """c = op(a) @ op(b) (`tile_gemm.gemm`), one block per output tile."""
-    tiles = tiles or GEMM_TILES
+    tiles = tiles or gemm_tiles(a)
     gemm[_grid(c, tiles)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
 
 
 def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, **launch):
     """y = x @ w.T, plus bias (1, N) when given, then GELU when z (the pre-activation's
     array) is given too."""
-    tiles = tiles or GEMM_TILES
+    tiles = tiles or gemm_tiles(x)
     if bias is None:
         return launch_gemm(x, w, y, B_ORDER="F", tiles=tiles, **launch)
     kernel, outputs = (gemm_bias, (y,)) if z is None else (gemm_bias_gelu_forward, (y, z))
