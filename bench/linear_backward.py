@@ -14,8 +14,11 @@ Cases:
 - the whole `verdigris::linear_gelu` forward + backward against torch autograd's
   F.gelu(F.linear(...)) (allocations included).
 Ours are timed at a few GEMM tile configurations, each first checked against float32 torch
-(relative Frobenius error); the best is printed, the others on stderr. Times:
-`triton.testing.do_bench` medians where Triton is installed, else CUDA events.
+(relative Frobenius error; the times on stderr); the best is chosen and timed again beside
+torch in turns over 5 rounds, with itself a second time as the A-vs-A control (the noise
+printed beside each ratio: docs/benchmarks.md's method, in small). Times:
+`triton.testing.do_bench` medians where Triton is installed, else CUDA events
+(`bench/norm_backward.py`'s timer).
 Run (GPU): `PYTHONPATH=src python3 bench/linear_backward.py [--m 8192 --k 768 --n 3072]
 [--json FILE]`.
 """
@@ -36,10 +39,12 @@ from norm_backward import bench, rel_err  # the same timer (do_bench medians) an
 CONFIGS = [dict(BM=128, BN=128, BK=64), dict(BM=128, BN=256, BK=64), dict(BM=256, BN=128, BK=64),
            dict(BM=128, BN=64, BK=64)]
 TOLERANCE = 1e-2  # bf16 results over float32 accumulation, relative Frobenius
+ROUNDS = 5
 
 
-def best_of(name, run, outputs, wants) -> float:
-    """The fastest configuration of ours whose outputs match `wants`; each on stderr."""
+def chosen(name, run, outputs, wants) -> dict:
+    """The selection pass: the fastest configuration of ours whose outputs match `wants`
+    (each configuration's time on stderr)."""
     best = None
     for tiles in CONFIGS:
         for out in outputs:
@@ -52,17 +57,30 @@ def best_of(name, run, outputs, wants) -> float:
             continue
         seconds = bench(lambda: run(tiles))
         print(f"  {name} {tiles}: {seconds * 1e6:.1f} us", file=sys.stderr)
-        best = seconds if best is None else min(best, seconds)
+        if best is None or seconds < best[0]:
+            best = (seconds, tiles)
     if best is None:
         raise SystemExit(f"{name}: no configuration matched torch")
-    return best
+    return best[1]
 
 
 def line(name, flops, ours, theirs, results) -> None:
-    tflops = (lambda s: flops / s / 1e12) if flops else (lambda s: 0.0)
-    print(f"{name:<34} ours {ours * 1e6:8.1f} us ({tflops(ours):6.1f} TFLOP/s)   "
-          f"torch {theirs * 1e6:8.1f} us ({tflops(theirs):6.1f} TFLOP/s)   torch/ours {theirs / ours:5.2f}")
-    results[name] = dict(ours_s=ours, torch_s=theirs, ratio=theirs / ours, flops=flops)
+    """The final pass: ours (at its chosen configuration), its twin (the A-vs-A control)
+    and torch, timed in turn over ROUNDS rounds; medians, and the ratio torch / ours."""
+    rounds = {"ours": [], "twin": [], "torch": []}
+    for r in range(ROUNDS):
+        order = [("ours", ours), ("twin", ours), ("torch", theirs)]
+        for key, fn in order[r % 3:] + order[:r % 3]:  # each round starts one further on
+            rounds[key].append(bench(fn))
+    median = {key: sorted(times)[len(times) // 2] for key, times in rounds.items()}
+    noise = max(abs(t / o - 1) for t, o in zip(rounds["twin"] + [median["twin"]],
+                                                 rounds["ours"] + [median["ours"]]))
+    ratio = median["torch"] / median["ours"]
+    print(f"{name:<34} ours {median['ours'] * 1e6:8.1f} us ({flops / median['ours'] / 1e12:6.1f} TFLOP/s)   "
+          f"torch {median['torch'] * 1e6:8.1f} us ({flops / median['torch'] / 1e12:6.1f} TFLOP/s)   "
+          f"torch/ours {ratio:5.3f} (A-vs-A noise {noise:.1%})")
+    results[name] = dict(ours_s=median["ours"], torch_s=median["torch"], ratio=ratio, noise=noise,
+                         flops=flops, rounds=rounds)
 
 
 def main() -> None:
@@ -83,10 +101,12 @@ def main() -> None:
     a, b, dc = torch.randn(m, k, **bf16), torch.randn(k, n, **bf16), torch.randn(m, n, **bf16)
     da, db = torch.empty(m, k, **bf16), torch.empty(k, n, **bf16)
     want_da, want_db = dc.float() @ b.float().T, a.float().T @ dc.float()
-    ours = best_of("dA = dC @ B.T", lambda t: launch_gemm(dc, b, da, B_ORDER="F", tiles=t), [da], [want_da])
-    line("dA = dC @ B.T", product, ours, bench(lambda: dc @ b.T), results)
-    ours = best_of("dB = A.T @ dC", lambda t: launch_gemm(a, dc, db, A_ORDER="F", tiles=t), [db], [want_db])
-    line("dB = A.T @ dC", product, ours, bench(lambda: a.T @ dc), results)
+    tiles = chosen("dA = dC @ B.T", lambda t: launch_gemm(dc, b, da, B_ORDER="F", tiles=t), [da], [want_da])
+    line("dA = dC @ B.T", product, lambda: launch_gemm(dc, b, da, B_ORDER="F", tiles=tiles),
+         lambda: dc @ b.T, results)
+    tiles = chosen("dB = A.T @ dC", lambda t: launch_gemm(a, dc, db, A_ORDER="F", tiles=t), [db], [want_db])
+    line("dB = A.T @ dC", product, lambda: launch_gemm(a, dc, db, A_ORDER="F", tiles=tiles),
+         lambda: a.T @ dc, results)
 
     # GEMM + bias + GELU backward from the saved pre-activation
     x, w, bias = torch.randn(m, k, **bf16), torch.randn(n, k, **bf16) * 0.05, torch.randn(n, **bf16)
@@ -105,8 +125,8 @@ def main() -> None:
         g = torch.ops.aten.gelu_backward(dy, z)
         return g @ w, g.T @ x, g.sum(0)
 
-    ours = best_of("gelu(x @ w.T + b) backward", ours_backward, [dx, dw, dbias], list(wants))
-    line("gelu(x @ w.T + b) backward", 2 * product, ours, bench(torch_backward), results)
+    tiles = chosen("gelu(x @ w.T + b) backward", ours_backward, [dx, dw, dbias], list(wants))
+    line("gelu(x @ w.T + b) backward", 2 * product, lambda: ours_backward(tiles), torch_backward, results)
 
     # the differentiable op, forward + backward, against torch autograd
     params = [t.clone().requires_grad_() for t in (x, w, bias)]
@@ -118,8 +138,7 @@ def main() -> None:
     got = step(linear_gelu)()
     errors = [rel_err(g, want) for g, want in zip(got, wants)]
     assert max(errors) < TOLERANCE, errors
-    line("linear_gelu op, forward + backward", 3 * product, bench(step(linear_gelu)),
-         bench(step(torch_layer)), results)
+    line("linear_gelu op, forward + backward", 3 * product, step(linear_gelu), step(torch_layer), results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), m=m, k=k, n=n, results=results), f, indent=1)
