@@ -12,6 +12,7 @@ import ast
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import os
 import platform
 import sys
@@ -163,12 +164,10 @@ def parse_signature(kernel, text: str) -> dict:
     from .frontend.typing import Multiple, Narrow
     from .ir.nodes import ArrayType
 
-    import inspect
-
     items = _split_top_level(text)
     params = kernel.params
     defaulted = [p for p in params[len(items):] if p.constexpr and p.default is not inspect.Parameter.empty]
-    if len(items) + len(defaulted) != len(params) or len(items) > len(params):
+    if len(items) + len(defaulted) != len(params):
         raise UsageError(f"{kernel.__name__} has {len(params)} parameters "
                          f"({', '.join(p.name for p in params)}) but the signature gives {len(items)}")
     specs = {p.name: p.default for p in defaulted}  # trailing constexprs left out: their defaults

@@ -7,9 +7,10 @@ Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
 When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.atomic_cas`,
 `tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), its one
 streamed loop is a statement of the kernel's body itself, or of an inlined helper called
-as one (not inside an `if` or another loop), no `return` comes before it, and its bounds and its streamed
-loads' indices are computed from parameters, block indices and scalars that top-level
-assignments before it compute without reading memory (the producer re-runs those).
+as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
+and its streamed loads' indices are computed from parameters, block indices and scalars
+that top-level assignments before it compute without reading memory (the producer re-runs
+those).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
