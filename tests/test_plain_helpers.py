@@ -1,6 +1,7 @@
 """Plain helper functions (docs/api.md): an undecorated function written with `def`, in the
 kernel's module or imported, is inlined into kernels of both tracks as a `@vg.func` is;
 lambdas, classes, generators and host-library functions are refused with a clear error."""
+import re
 import statistics
 import textwrap
 
@@ -229,3 +230,42 @@ def test_vg_cdiv_is_kernel_code_in_both_tracks(rng):
     rows_counted_with_cdiv[1, 8](x, out, 5)  # ceil(37 / 5) = 8 threads
     np.testing.assert_array_equal(out, x + 1)
     assert vg.cdiv(37, 5) == 8 and vg.cdiv(-7, 2) == -3
+
+
+CHECKED_THROUGH_HELPERS = '''
+import verdigris as vg
+from verdigris import tile
+
+
+def scaled_tile(x, i, B):
+    return tile.load(x, index=(i,), shape=(B,)) * 2
+
+
+def store_at(out, i, t):
+    tile.store(out, index=(i,), tile=t)
+
+
+@tile.kernel
+def doubled(x, out, B: vg.constexpr = 64):
+    i = tile.bid(0)
+    store_at(out, i, scaled_tile(x, i, B))
+
+
+@tile.kernel
+def doubled_into_one_tile(x, out, B: vg.constexpr = 64):
+    i = tile.bid(0)
+    store_at(out, 0, scaled_tile(x, i, B))   # every block: tile 0
+'''
+
+
+def test_verdigris_check_follows_plain_helpers_to_the_arrays_they_use(tmp_path):
+    """`verdigris check` specializes a kernel whose array parameters only plain helpers
+    touch as arrays (it took them for numbers, and could not compile the kernel), proves
+    the one whose blocks store their own tiles and refuses its twin whose blocks all store
+    one tile."""
+    from verdigris.safety.scan import check_paths
+
+    path = tmp_path / "through_helpers.py"
+    path.write_text(CHECKED_THROUGH_HELPERS)
+    verdicts = dict(re.findall(r"kernel '(\w+)': (.*)", check_paths([str(path)]).format()))
+    assert verdicts == {"doubled": "proven", "doubled_into_one_tile": "refused (VG202)"}, verdicts

@@ -39,6 +39,7 @@ SPECS = {
     "rmsnorm_backward": [dict(dy=arr(bf16, 2), x=arr(bf16, 2), w=arr(bf16), rstd=arr(f32),
                               dx=arr(bf16, 2), dw_partial=arr(f32, 2), ROWS=64, COLS=8192)],
     "column_sums": [dict(partial=arr(f32, 2), out=arr(bf16), BR=8, BC=256)],
+    "row_block_sums": [dict(x=arr(bf16, 2), partial=arr(f32, 2), ROWS=256, BR=16, BC=256)],
     "row_sum": [dict(x=arr(f32, 2), out=arr(f32), COLS=4096)],
     "row_max": [dict(x=arr(f32, 2), out=arr(f32), COLS=4096)],
     "cumsum_rows": [dict(x=arr(f32, 2), out=arr(f32, 2), COLS=1024)],

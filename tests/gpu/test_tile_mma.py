@@ -1,10 +1,10 @@
 """tile.mma / tile.dot on the GPU against float64 NumPy: every example (GEMM in bfloat16,
 float16 and fp8, batched, bias + GELU, flash attention causal and not, head dims 64 and
-128), edge tiles, transposed operands, tf32 and float32, on the device's own target
-(sm_90a on an H100/H200: TMA + wgmma, warp-specialized and persistent; a row pitch TMA
-cannot describe takes the variant without it) and on sm_80 code (ldmatrix + mma.sync, the K
-loop streamed by cp.async; a row pitch that is not a multiple of 16 bytes takes the
-synchronous copies)."""
+128), edge tiles, transposed operands (order="F" loads: a GEMM's backward), tf32 and
+float32, on the device's own target (sm_90a on an H100/H200: TMA + wgmma, warp-specialized
+and persistent; a row pitch TMA cannot describe takes the variant without it) and on sm_80
+code (ldmatrix + mma.sync, the K loop streamed by cp.async; a row pitch that is not a
+multiple of 16 bytes takes the synchronous copies)."""
 from __future__ import annotations
 
 import math
@@ -50,6 +50,25 @@ def test_gemm(rng, target, dtype, sizes, tiles):
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, b, c, BM=bm, BN=bn, BK=bk)[2]
     want = a64 @ b64
+    assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
+
+
+@pytest.mark.parametrize("orders", ["CF", "FC", "FF"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("sizes", [(1000, 776, 328), (2048, 3072, 520)])
+@pytest.mark.parametrize("tiles", [(128, 256, 64), (128, 128, 64), (64, 64, 32)])
+def test_gemm_with_transposed_operands(rng, target, orders, dtype, sizes, tiles):
+    """A GEMM's backward (dA = dC @ B.T: "CF", dB = A.T @ dC: "FC"), the operand read as
+    stored through `order="F"`: on sm_90a TMA copies it as it lies and wgmma reads it
+    with its transpose flag (an M-major A, a K-major B); on sm_80 ldmatrix.trans."""
+    (m, n, k), (bm, bn, bk) = sizes, tiles
+    a_order, b_order = orders
+    a, a64 = _narrow(rng, (m, k) if a_order == "C" else (k, m), dtype)
+    b, b64 = _narrow(rng, (k, n) if b_order == "C" else (n, k), dtype)
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(gemm, (vg.cdiv(m, bm), vg.cdiv(n, bn)), a, b, c, BM=bm, BN=bn, BK=bk,
+            A_ORDER=a_order, B_ORDER=b_order)[2]
+    want = (a64 if a_order == "C" else a64.T) @ (b64 if b_order == "C" else b64.T)
     assert np.abs(c - want).max() <= 1e-5 * np.abs(want).max() * math.sqrt(k / 64)
 
 

@@ -26,6 +26,32 @@ def launch_column_sums(partial, out, BR=8, BC=256, **launch):
     column_sums[vg.cdiv(partial.shape[1], BC)](partial, out, BR=BR, BC=BC, **launch)
 
 
+@tile.kernel
+def row_block_sums(x, partial, ROWS: vg.constexpr = 64, BR: vg.constexpr = 16,
+                   BC: vg.constexpr = 256):
+    """The first pass over a tall array: block (r, c) adds up rows r*ROWS ... r*ROWS +
+    ROWS - 1 of x's columns tile c (BR rows at a time, ROWS a multiple of BR) into
+    partial[r] (in partial's dtype); rows past x's end load as zeros."""
+    r, c = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BR, BC), partial.dtype)
+    for t in range(int(r) * (ROWS // BR), (int(r) + 1) * (ROWS // BR)):
+        acc += tile.load(x, index=(t, c), shape=(BR, BC)).astype(partial.dtype)
+    tile.store(partial, index=(r, c), tile=tile.sum(acc, axis=0).reshape((1, BC)))
+
+
+def row_blocks(rows: int, BR: int, blocks: int = 32) -> int:
+    """ROWS for a first pass over `rows` rows: a multiple of BR, so that about `blocks`
+    row blocks cover them (the partials stay small beside the array)."""
+    return BR * vg.cdiv(vg.cdiv(int(rows), BR), blocks)
+
+
+def launch_two_pass_column_sums(x, out, partial, ROWS, BR=16, BC=256, **launch):
+    """out = x.sum(axis=0) in a fixed order: row_block_sums into partial ((cdiv(rows,
+    ROWS), cols), the arithmetic dtype), then its column sums."""
+    row_block_sums[partial.shape[0], vg.cdiv(x.shape[1], BC)](x, partial, ROWS=ROWS, BR=BR, BC=BC, **launch)
+    launch_column_sums(partial, out, **launch)
+
+
 def check(rng, rows=37, cols=1000):
     from verdigris.examples import Result
 

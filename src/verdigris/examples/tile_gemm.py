@@ -11,6 +11,11 @@ one block per multiprocessor walks the tiles in grouped order (a persistent grid
 leaves through TMA stores, so the next tile's loads overlap this one's epilogue; on sm_80+
 the K loop streams A and B by cp.async into the same swizzled layout, a few stages ahead,
 for ldmatrix + mma.sync.
+
+Every kernel's K loop is `output_tile`, which reads either operand as stored or transposed
+(`A_ORDER` / `B_ORDER` "F": a view, no copy; wgmma's transpose flags, ldmatrix.trans): so
+`gemm` computes a GEMM's backward too, dA = dC @ B.T and dB = A.T @ dC
+(`tile_linear` builds linear layers on it).
 """
 from __future__ import annotations
 
@@ -26,16 +31,41 @@ from verdigris.types import from_name
 SQRT_HALF = 1 / math.sqrt(2)
 
 
+def output_tile(a, b, i, j, BM, BN, BK, A_ORDER="C", B_ORDER="C"):
+    """Tile (i, j) of op(a) @ op(b), BM x BN, accumulated BK at a time along K in float32
+    (float64 for float64 operands). op(x) is x as stored ("C") or its transpose ("F"): the
+    tile is loaded with `order="F"`, a view of the stored array (tile axis 0 runs along
+    its axis 1), so no transposed copy is made; on the GPU the product reads it as an
+    M-major (A) or K-major (B) operand (`docs/api.md`, "Transposed operands")."""
+    k_extent = a.shape[1] if A_ORDER == "C" else a.shape[0]
+    acc = tile.zeros((BM, BN), vg.float64 if a.dtype == vg.float64 else vg.float32)
+    for k in range((k_extent + BK - 1) // BK):
+        # the loads inline in the product: a transposed tile named first would be laid out
+        # for itself (on sm_80, an fp8 one is converted through shared memory on its own)
+        acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK), order=A_ORDER),
+                       tile.load(b, index=(k, j), shape=(BK, BN), order=B_ORDER), acc)
+    return acc
+
+
+def plus_bias(acc, bias, j, BN):
+    """acc + bias's tile j, broadcast down the rows, in acc's dtype: bias is (1, N)."""
+    return acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(acc.dtype)
+
+
+def gelu(h):
+    """GELU, the erf form: h * Phi(h)."""
+    return 0.5 * h * (1.0 + tile.erf(h * 0.7071067811865476))  # erf(h / sqrt(2))
+
+
 @tile.kernel
-def gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
-         BK: vg.constexpr = 64):
-    """c = a @ b: a (M, K), b (K, N), c (M, N), any float dtypes tile.mma takes."""
+def gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.constexpr = 64,
+         A_ORDER: vg.constexpr = "C", B_ORDER: vg.constexpr = "C"):
+    """c = op(a) @ op(b), any float dtypes tile.mma takes: a (M, K), b (K, N) as stored,
+    or a stored (K, M) with A_ORDER="F" (c = a.T @ b), b stored (N, K) with B_ORDER="F"
+    (c = a @ b.T). A GEMM's backward: dA = dC @ B.T is gemm(dC, B, dA, B_ORDER="F"), and
+    dB = A.T @ dC is gemm(A, dC, dB, A_ORDER="F")."""
     i, j = tile.bid(0), tile.bid(1)
-    acc = tile.zeros((BM, BN), vg.float32)
-    for k in range((a.shape[1] + BK - 1) // BK):
-        x = tile.load(a, index=(i, k), shape=(BM, BK))
-        y = tile.load(b, index=(k, j), shape=(BK, BN))
-        acc = tile.mma(x, y, acc)
+    acc = output_tile(a, b, i, j, BM, BN, BK, A_ORDER, B_ORDER)
     tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
 
 
@@ -45,26 +75,17 @@ def gemm_nt(a, bt, c, scale, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
     """c = scale * (a @ bt.T): bt (N, K) is B stored K-major (a weight matrix, or the
     layout fp8 products read); `scale` multiplies once, in the epilogue."""
     i, j = tile.bid(0), tile.bid(1)
-    acc = tile.zeros((BM, BN), vg.float32)
-    for k in range((a.shape[1] + BK - 1) // BK):
-        acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK)),
-                       tile.load(bt, index=(j, k), shape=(BN, BK)).T, acc)
+    acc = output_tile(a, bt, i, j, BM, BN, BK, "C", "F")
     tile.store(c, index=(i, j), tile=(acc * scale).astype(c.dtype))
 
 
 @tile.kernel
 def gemm_bias_gelu(a, b, bias, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
-         BK: vg.constexpr = 64):
-    """c = gelu(a @ b + bias) (the erf form), fused: the product never leaves registers."""
+         BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
+    """c = gelu(a @ op(b) + bias) (the erf form), fused: the product never leaves registers."""
     i, j = tile.bid(0), tile.bid(1)
-    acc = tile.zeros((BM, BN), vg.float32)
-    for k in range((a.shape[1] + BK - 1) // BK):
-        x = tile.load(a, index=(i, k), shape=(BM, BK))
-        y = tile.load(b, index=(k, j), shape=(BK, BN))
-        acc = tile.mma(x, y, acc)
-    h = acc + tile.load(bias, index=(0, j), shape=(1, BN)).astype(vg.float32)
-    g = 0.5 * h * (1.0 + tile.erf(h * 0.7071067811865476))  # erf(h / sqrt(2))
-    tile.store(c, index=(i, j), tile=g.astype(c.dtype))
+    h = plus_bias(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
+    tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
 
 
 @tile.kernel
@@ -96,12 +117,7 @@ def gemm_grouped(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
         group_rows = min(rows - first_row, GROUP)  # the last group may have fewer rows
         i = first_row + t % group_rows
         j = (t % in_group) // group_rows
-        acc = tile.zeros((BM, BN), vg.float32)
-        for k in range((a.shape[1] + BK - 1) // BK):
-            x = tile.load(a, index=(i, k), shape=(BM, BK))
-            y = tile.load(b, index=(k, j), shape=(BK, BN))
-            acc = tile.mma(x, y, acc)
-        tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
+        tile.store(c, index=(i, j), tile=output_tile(a, b, i, j, BM, BN, BK).astype(c.dtype))
 
 
 def _gelu(x):

@@ -107,7 +107,7 @@ def compile_aot(kernel: KernelFunction, signatures, *, block=None, grid=None,
     if isinstance(signatures, (str, dict)):
         signatures = [signatures]
     bundle = Bundle({"format": 1, "name": kernel.__name__, "track": kernel.track,
-                     "params": [[p.name, p.constexpr] for p in kernel.params],
+                     "params": [_param_entry(p) for p in kernel.params],
                      "specializations": []}, [])
     for signature in signatures:
         key = (block, kernel.unit_grid_axes(grid), *_key_entries(kernel, signature))
@@ -320,6 +320,13 @@ def load_bundle(path) -> "BundleKernel":
                           hint="write it again with verdigris compile --emit bundle") from None
 
 
+def _param_entry(p) -> list:
+    """[name, constexpr], and a constexpr's default where it has a literal one: launches of
+    the bundled kernel may leave it out, as launches of the kernel may."""
+    literal = p.constexpr and type(p.default) in (bool, int, float, str, type(None))
+    return [p.name, p.constexpr, p.default] if literal else [p.name, p.constexpr]
+
+
 class BundleKernel(KernelFunction):
     """A bundle's kernel: `k[grid, block](*args)` as for the kernel it was compiled from."""
 
@@ -331,7 +338,7 @@ class BundleKernel(KernelFunction):
         self.fn = None
         self.track = manifest["track"]
         self.options = {}
-        self._params = tuple(ParamInfo(name, constexpr) for name, constexpr in manifest["params"])
+        self._params = tuple(ParamInfo(*entry) for entry in manifest["params"])
         self._specializations: dict = {}
         self._recorded: dict = {}
         self._launches: dict = {}

@@ -353,7 +353,10 @@ class KernelFunction:
                          grid: tuple | None = None) -> N.Kernel:
         """The typed IR for explicit parameter specs (ArrayType, DType, `Multiple`,
         `Narrow`, `Weak` or constexpr value); with `grid`, as launched with it (which axes
-        have one block). A plain int64 or uint64 DType is the wide variant (any value)."""
+        have one block). A plain int64 or uint64 DType is the wide variant (any value). A
+        constexpr left out takes its default, as at a launch."""
+        specs = {p.name: p.default for p in self.params
+                 if p.constexpr and p.default is not _EMPTY} | specs
         missing = [p.name for p in self.params if p.name not in specs]
         if missing:
             raise CompileError(f"{self.__name__}: no type given for {', '.join(missing)}")

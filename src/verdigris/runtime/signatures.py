@@ -14,6 +14,7 @@ rule is refused with a message naming the parameter or the item, never a traceba
 from __future__ import annotations
 
 import ast
+import inspect
 
 from .. import types as T
 
@@ -56,7 +57,8 @@ def parse_signature(kernel, text: str) -> dict:
     """'f32, f32[:], f32[:, ::1], 128' -> a spec per parameter, in order.
 
     Arrays are written as NumPy-style slices, one per axis: `[:]` any stride, `[::1]` unit
-    stride on the innermost axis (C-contiguous rows). Constexpr parameters take a value.
+    stride on the innermost axis (C-contiguous rows). Constexpr parameters take a value;
+    trailing ones with defaults may be left out, as in a call.
     A tile kernel's integer or array type may end in `:16`, as Triton's signatures do: the
     integer is a multiple of 16, or the array is on the grid (extents multiples of 16
     below 2**30, row strides multiples of 16), what a launch with such values specializes
@@ -69,10 +71,11 @@ def parse_signature(kernel, text: str) -> dict:
 
     items = _split_top_level(text)
     params = kernel.params
-    if len(items) != len(params):
+    defaulted = [p for p in params[len(items):] if p.constexpr and p.default is not inspect.Parameter.empty]
+    if len(items) + len(defaulted) != len(params):
         raise SignatureError(f"{kernel.__name__} has {len(params)} parameters "
-                         f"({', '.join(p.name for p in params)}) but the signature gives {len(items)}")
-    specs = {}
+                             f"({', '.join(p.name for p in params)}) but the signature gives {len(items)}")
+    specs = {p.name: p.default for p in defaulted}  # trailing constexprs left out: their defaults
     for p, item in zip(params, items):
         if p.constexpr:
             try:

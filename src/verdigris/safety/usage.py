@@ -1,13 +1,14 @@
 """What a kernel's body says about its parameters, for `verdigris check` (`scan`), which
 specializes kernels without running their launches.
 
-Takes: a kernel's or `@vg.func` helper's Python function. Gives: `param_usage(fn) ->
+Takes: a kernel's or helper's Python function. Gives: `param_usage(fn) ->
 {name: Usage}`: whether each parameter is an array (subscripted, `.shape`, the first
 argument of `len`, an atomic or a tile operation) and of what rank, whether its elements
 serve as indices (read directly, through names, or as a loaded or gathered tile that
 indexes), whether a scalar is used as an integer (an index, a range, an integer-only
-operator, a comparison with an integer); helpers it calls are followed. `Usage.spec`
-turns that into the type to specialize on: int64 where integers are used, else float32.
+operator, a comparison with an integer); helpers it calls (`@vg.func`s and the plain
+functions kernels inline, `lang.plain_helper`) are followed. `Usage.spec` turns that
+into the type to specialize on: int64 where integers are used, else float32.
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def _index_positions(tree):
 
 
 def param_usage(fn, seen=frozenset()) -> dict:
-    """Parameter name -> Usage, from the body of `fn` and of the `@vg.func`s it calls."""
+    """Parameter name -> Usage, from the body of `fn` and of the helpers it calls."""
     src = function_source(fn)
     args = src.tree.args
     usage = {a.arg: Usage() for a in args.posonlyargs + args.args + args.kwonlyargs}
@@ -212,10 +213,13 @@ def _call_usage(node: ast.Call, src, usage: dict, flows: dict, seen: frozenset) 
     if not isinstance(node.func, ast.Name):
         return
     found, helper = src.lookup(node.func.id)
-    if not (found and isinstance(helper, lang.func)) or helper.fn in seen:
+    # the helpers kernels inline: `@vg.func`s and plain functions (`lang.plain_helper`)
+    helper = helper.fn if found and isinstance(helper, lang.func) else \
+        helper if found and lang.plain_helper(helper) else None
+    if helper is None or helper in seen:
         return
     try:
-        inner = param_usage(helper.fn, seen)
+        inner = param_usage(helper, seen)
     except Error:  # a helper without readable source: the frontend will say so
         return
     for arg, helper_param in zip(node.args, inner):

@@ -6,10 +6,11 @@ Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
 
 When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.atomic_cas`,
 `tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), its one
-streamed loop is a statement of the kernel's body itself (not inside
-an `if` or another loop), no `return` comes before it, and its bounds and its streamed
-loads' indices are computed from parameters, block indices and scalars that top-level
-assignments before it compute without reading memory (the producer re-runs those).
+streamed loop is a statement of the kernel's body itself, or of an inlined helper called
+as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
+and its streamed loads' indices are computed from parameters, block indices and scalars
+that top-level assignments before it compute without reading memory (the producer re-runs
+those).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
@@ -83,6 +84,19 @@ def _free(e) -> set:
     return {n.name for n in walk([e]) if isinstance(n, N.Var)}
 
 
+def _before(region: N.Region, loop: N.For):
+    """The statements that run before `loop` when it is a statement of `region` or of an
+    inlined call's region that is one (at any depth: a helper's K loop), outermost first;
+    None when it is not (inside an `if` or another loop)."""
+    for position, s in enumerate(region.body):
+        if s is loop:
+            return region.body[:position]
+        inner = _before(s, loop) if isinstance(s, N.Region) else None
+        if inner is not None:
+            return region.body[:position] + inner
+    return None
+
+
 def decide(kernel: N.Kernel, pipelines: list, warps: int):
     from ..frontend import walk
 
@@ -92,9 +106,9 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
         return None  # a lock or a one-element atomic is the whole block's (`locks`)
     region = kernel.body[0]
     p = pipelines[0]
-    if not (isinstance(region, N.Region) and region.label == "kernel" and p.loop in region.body):
+    before = _before(region, p.loop) if isinstance(region, N.Region) and region.label == "kernel" else None
+    if before is None:
         return None
-    before = region.body[:region.body.index(p.loop)]
     if any(isinstance(n, N.Exit) for n in walk(before)):
         return None
     needed = set().union(*(_free(e) for e in (p.loop.start, p.loop.stop)),

@@ -1,0 +1,168 @@
+"""Linear layers, forward and backward, on the GEMM of `tile_gemm`: y = x @ w.T (+ bias),
+and y = gelu(x @ w.T + bias) fused, with the weight w stored (N, K) as torch.nn.Linear
+stores it.
+
+Every product is `tile_gemm.gemm` (or its epilogues), its operands read as stored: the
+forward reads w transposed (`B_ORDER="F"`), dx = dy @ w reads both as stored, and
+dw = dy.T @ x reads dy transposed (`A_ORDER="F"`); a transposed operand is a view (the
+tile loaded along the array's other axis), so no transposed copy is made, and on sm_90a
+wgmma reads it from shared memory with its transpose flag set.
+
+Kernels: `gemm_bias` (y = x @ w.T + bias), `gemm_bias_gelu_forward` (y = gelu(z), saving
+the pre-activation z = x @ w.T + bias for the backward, which does not recompute the
+product), `gelu_backward` (dz = dy * gelu'(z), with each block's partial column sums of dz:
+the bias gradient's first pass). Launchers: `launch_gemm`, `launch_linear_backward` (dx, dw
+and the bias gradient from dy) and `launch_gemm_bias_gelu_backward` (gelu_backward, then
+the same from dz). Bias gradients are column sums in a fixed order (per-block partials, then
+`tile_column_sums.column_sums`): the same bit for bit from run to run, no float atomics.
+Arithmetic in float32 (float64 for float64 inputs), each result rounded once to its array's
+dtype; dz is rounded to dy's dtype before the products read it, as torch's is.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import verdigris as vg
+from verdigris import tile
+from verdigris.examples.tile_column_sums import (launch_column_sums, launch_two_pass_column_sums,
+                                                 row_blocks)
+from verdigris.examples.tile_gemm import gelu, gemm, output_tile, plus_bias
+
+GEMM_TILES = dict(BM=128, BN=128, BK=64)
+WIDE_TILES = dict(BM=64, BN=64, BK=32)  # float64: a 128x128x64 step's operands overflow shared memory
+ROW_TILE = dict(BR=16, BC=256)  # the elementwise passes' tile
+
+
+@tile.kernel
+def gemm_bias(a, b, bias, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+              BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
+    """c = a @ op(b) + bias; bias is (1, N)."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
+    tile.store(c, index=(i, j), tile=h.astype(c.dtype))
+
+
+@tile.kernel
+def gemm_bias_gelu_forward(a, b, bias, c, z, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                           BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
+    """c = gelu(z), z = a @ op(b) + bias, saved (rounded to z's dtype) for the backward."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
+    tile.store(z, index=(i, j), tile=h.astype(z.dtype))
+    tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
+
+
+@tile.kernel
+def gelu_backward(dy, z, dz, partial, ROWS: vg.constexpr = 64, BR: vg.constexpr = 16,
+                  BC: vg.constexpr = 256):
+    """dz = dy * gelu'(z) = dy * (Phi(z) + z * phi(z)) over block (r, c)'s rows r*ROWS ...
+    r*ROWS + ROWS - 1 (BR at a time) of columns tile c, and partial[r] = their column sums
+    (the arithmetic in partial's dtype). Rows past the end load as zeros: dz 0 there."""
+    r, c = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BR, BC), partial.dtype)
+    for t in range(int(r) * (ROWS // BR), (int(r) + 1) * (ROWS // BR)):
+        h = tile.load(z, index=(t, c), shape=(BR, BC)).astype(partial.dtype)
+        slope = 0.5 * (1.0 + tile.erf(h * 0.7071067811865476)) \
+            + h * tile.exp(-0.5 * h * h) * 0.3989422804014327  # Phi(h) + h / sqrt(2 pi) e^(-h^2/2)
+        g = tile.load(dy, index=(t, c), shape=(BR, BC)).astype(partial.dtype) * slope
+        tile.store(dz, index=(t, c), tile=g.astype(dz.dtype))
+        acc += g
+    tile.store(partial, index=(r, c), tile=tile.sum(acc, axis=0).reshape((1, BC)))
+
+
+def _grid(c, tiles: dict) -> tuple:
+    return vg.cdiv(c.shape[0], tiles["BM"]), vg.cdiv(c.shape[1], tiles["BN"])
+
+
+def gemm_tiles(a) -> dict:
+    """The tiles the launchers take by default for operands like `a` (a NumPy, torch or
+    verdigris array)."""
+    return WIDE_TILES if a.dtype.itemsize == 8 else GEMM_TILES
+
+
+def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, **launch):
+    """c = op(a) @ op(b) (`tile_gemm.gemm`), one block per output tile."""
+    tiles = tiles or gemm_tiles(a)
+    gemm[_grid(c, tiles)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
+
+
+def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, **launch):
+    """y = x @ w.T, plus bias (1, N) when given, then GELU when z (the pre-activation's
+    array) is given too."""
+    tiles = tiles or gemm_tiles(x)
+    if bias is None:
+        return launch_gemm(x, w, y, B_ORDER="F", tiles=tiles, **launch)
+    kernel, outputs = (gemm_bias, (y,)) if z is None else (gemm_bias_gelu_forward, (y, z))
+    kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
+
+
+def partials(rows: int, cols: int, row_tile=None):
+    """The rows per block of a bias gradient's first pass, and its partials' shape."""
+    per_block = row_blocks(rows, (row_tile or ROW_TILE)["BR"])
+    return per_block, (vg.cdiv(rows, per_block), cols)
+
+
+def launch_linear_backward(dy, x, w, dx, dw, db=None, partial=None, ROWS=None, tiles=None,
+                           row_tile=None, **launch):
+    """dx = dy @ w, dw = dy.T @ x, and db = dy's column sums when db is given (through
+    `partial`, ROWS rows per block: `partials`)."""
+    launch_gemm(dy, w, dx, tiles=tiles, **launch)
+    launch_gemm(dy, x, dw, A_ORDER="F", tiles=tiles, **launch)
+    if db is not None:
+        launch_two_pass_column_sums(dy, db, partial, ROWS, **(row_tile or ROW_TILE), **launch)
+
+
+def launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, partial, ROWS, tiles=None,
+                                   row_tile=None, **launch):
+    """The backward of y = gelu(x @ w.T + bias) from the saved pre-activation z: dz (in
+    dy's dtype) and the bias gradient's partials in one pass, their column sums into db,
+    then dx = dz @ w and dw = dz.T @ x."""
+    row_tile = row_tile or ROW_TILE
+    gelu_backward[partial.shape[0], vg.cdiv(dy.shape[1], row_tile["BC"])](
+        dy, z, dz, partial, ROWS=ROWS, **row_tile, **launch)
+    launch_column_sums(partial, db, **launch)
+    launch_linear_backward(dz, x, w, dx, dw, tiles=tiles, **launch)
+
+
+def reference_gelu_grad(z: np.ndarray) -> np.ndarray:
+    """gelu'(z) in float64."""
+    z = z.astype(np.float64)
+    return 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2))) + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+def reference(x, w, bias, dy):
+    """y = gelu(x @ w.T + bias) and its gradients dx, dw, dbias, in float64."""
+    x64, w64, dy64 = (v.astype(np.float64) for v in (x, w, dy))
+    z = x64 @ w64.T + bias.astype(np.float64).reshape(1, -1)
+    dz = dy64 * reference_gelu_grad(z)
+    y = 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+    return y, dz @ w64, dz.T @ x64, dz.sum(axis=0)
+
+
+def check(rng, sizes=(200, 136, 72), tiles=dict(BM=64, BN=64, BK=32),
+          row_tile=dict(BR=16, BC=64)) -> list:
+    """GEMM + bias + GELU forward and backward, on shapes no tile divides."""
+    from verdigris.examples import Result
+    from verdigris.examples.tile_gemm import _narrow, available
+
+    m, n, k = sizes
+    half = "bfloat16" if available("bfloat16") else "float16"
+    (x, _), (w, _), (bias, _), (dy, _) = (_narrow(rng, s, half) for s in ((m, k), (n, k), (1, n), (m, n)))
+    y, z, dz, dx = (np.full(s, np.nan, x.dtype) for s in ((m, n), (m, n), (m, n), (m, k)))
+    dw, db = np.full((n, k), np.nan, np.float32), np.full(n, np.nan, np.float32)
+    launch_linear_forward(x, w, y, bias, z, tiles=tiles)
+    per_block, shape = partials(m, n, row_tile)
+    launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, np.full(shape, np.nan, np.float32),
+                                   per_block, tiles=tiles, row_tile=row_tile)
+    tol = 1.6e-2 if half == "bfloat16" else 2e-3  # one rounding of y, z and dz to `half`
+    return [Result(f"{name} of gelu(x @ w.T + bias), {half} {m}x{n}x{k}", got, want, tol)
+            for name, got, want in zip(("y", "dx", "dw", "dbias"), (y, dx, dw, db),
+                                       reference(x, w, bias, dy))]
+
+
+if __name__ == "__main__":
+    from verdigris.examples import report
+
+    raise SystemExit(0 if report(check(np.random.default_rng())) else 1)

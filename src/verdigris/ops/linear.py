@@ -1,0 +1,108 @@
+"""Linear layers as differentiable torch ops on verdigris kernels.
+
+Takes: torch tensors x of shape (..., K), a weight (N, K) as torch.nn.Linear stores it and a
+bias (N,), all of one dtype (float16, bfloat16, float32 or float64), on the device
+verdigris runs on (CUDA tensors on the cuda backend, CPU tensors on the cpu one).
+
+Gives: `linear(x, weight, bias=None)` (torch.nn.functional.linear) and
+`linear_gelu(x, weight, bias)` (F.gelu(F.linear(x, weight, bias)), the erf form, fused in
+the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::linear_bias`
+and `verdigris::linear_gelu` (with their `_backward`s).
+
+Guarantees: every product is `tile_gemm.gemm`, its operands read as stored (the weight
+transposed in the forward, dy transposed for the weight gradient: views, no copies;
+`examples.tile_linear`); accumulation in float32 (float64 for float64), each result rounded
+once to its dtype. `linear_gelu` saves the pre-activation x @ w.T + bias (in x's dtype) for
+the backward, which does not recompute the product. Bias gradients are column sums in a
+fixed order (per-block partials, then `column_sums`): the same bit for bit from run to run.
+"""
+from __future__ import annotations
+
+import torch
+
+from verdigris.autograd import differentiable_op
+from verdigris.examples.tile_linear import (launch_gemm_bias_gelu_backward, launch_linear_backward,
+                                            launch_linear_forward, partials)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(-1, t.shape[-1])
+
+
+def _forward(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False):
+    """y (and with gelu the pre-activation z), shaped as x with N features."""
+    x2 = _rows(x)
+    y = x2.new_empty((x2.shape[0], weight.shape[0]))
+    z = torch.empty_like(y) if gelu else None
+    if y.numel():
+        launch_linear_forward(x2, weight.contiguous(), y, None if bias is None else bias.contiguous().view(1, -1), z)
+    shape = (*x.shape[:-1], weight.shape[0])
+    return (y.view(shape),) if z is None else (y.view(shape), z)
+
+
+def _partials(dy2: torch.Tensor) -> tuple[torch.Tensor, int]:
+    accumulate = torch.float64 if dy2.dtype == torch.float64 else torch.float32
+    per_block, shape = partials(*dy2.shape)
+    return dy2.new_empty(shape, dtype=accumulate), per_block
+
+
+def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
+    """dx, dw (and db when there is a bias): dy through GELU first when z is given."""
+    x2, dy2 = _rows(x), _rows(dy)
+    dx, dw = torch.empty_like(x2), torch.empty_like(weight)
+    db = None if bias is None else torch.empty_like(bias)
+    if not dy2.numel():  # no rows (no gradient to add up) or no features
+        dx.zero_(), dw.zero_()
+        if db is not None:
+            db.zero_()
+    elif z is not None:
+        partial, per_block = _partials(dy2)
+        launch_gemm_bias_gelu_backward(dy2, x2, weight.contiguous(), _rows(z), torch.empty_like(dy2),
+                                       dx, dw, db, partial, per_block)
+    else:
+        partial, per_block = _partials(dy2) if db is not None else (None, None)
+        launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db, partial, per_block)
+    return (dx.view(x.shape), dw) if db is None else (dx.view(x.shape), dw, db)
+
+
+def _linear_forward(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return _forward(x, weight)[0]
+
+
+def _linear_backward(dy: torch.Tensor, x: torch.Tensor,
+                     weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _backward(dy, x, weight)
+
+
+def _linear_bias_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return _forward(x, weight, bias)[0]
+
+
+def _linear_bias_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                          bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _backward(dy, x, weight, bias)
+
+
+def _linear_gelu_forward(x: torch.Tensor, weight: torch.Tensor,
+                         bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _forward(x, weight, bias, gelu=True)
+
+
+def _linear_gelu_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                          z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _backward(dy, x, weight, bias, z)
+
+
+_linear = differentiable_op("verdigris::linear", _linear_forward, _linear_backward)
+_linear_bias = differentiable_op("verdigris::linear_bias", _linear_bias_forward, _linear_bias_backward)
+_linear_gelu = differentiable_op("verdigris::linear_gelu", _linear_gelu_forward, _linear_gelu_backward)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ weight.T (+ bias): torch.nn.functional.linear."""
+    return _linear(x, weight) if bias is None else _linear_bias(x, weight, bias)
+
+
+def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """gelu(x @ weight.T + bias), the erf form (F.gelu's default), fused."""
+    return _linear_gelu(x, weight, bias)

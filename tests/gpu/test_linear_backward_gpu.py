@@ -1,0 +1,83 @@
+"""GEMM backward and linear (+ GELU) layers on the GPU (issue #28): the GEMM with either
+operand read transposed (dA = dC @ B.T, dB = A.T @ dC: wgmma from transposed shared-memory
+operands on sm_90a) against float32 torch, and `verdigris.ops.linear` with bf16 CUDA tensors
+against torch autograd in float32 (values and every gradient), at GPT-2's MLP shape and at
+shapes no tile divides; gradcheck in float64 (small); bias gradients the same bit for bit
+from run to run; torch.compile(fullgraph=True) forward and backward."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.gpu.test_norm_backward_gpu import BF16_TOL, rel_err  # noqa: E402 (bf16: one rounding)
+
+pytestmark = pytest.mark.gpu
+
+F = torch.nn.functional
+
+
+def randn(*shape, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed + sum(shape))
+    return torch.randn(*shape, device="cuda", generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("m, k, n", [(8192, 768, 3072), (1000, 200, 776)])
+def test_gemm_backward_against_float32_torch(m, k, n):
+    from verdigris.examples.tile_linear import launch_gemm
+
+    a, b, dc = randn(m, k, seed=1), randn(k, n, seed=2), randn(m, n, seed=3)
+    da, db = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16), \
+        torch.full((k, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    launch_gemm(dc, b, da, B_ORDER="F")
+    launch_gemm(a, dc, db, A_ORDER="F")
+    assert rel_err(da, dc.float() @ b.float().T) < BF16_TOL
+    assert rel_err(db, a.float().T @ dc.float()) < BF16_TOL
+
+
+@pytest.mark.parametrize("gelu", [False, True])
+@pytest.mark.parametrize("m, k, n", [(8192, 768, 3072), (8192, 3072, 768), (333, 200, 136)])
+def test_linear_against_torch_autograd(m, k, n, gelu):
+    from verdigris.ops.linear import linear, linear_gelu
+
+    x, w, b, dy = randn(m, k, seed=4), randn(n, k, seed=5) * 0.05, randn(n, seed=6), randn(m, n, seed=7)
+    params = [t.clone().requires_grad_() for t in (x, w, b)]
+    y = (linear_gelu if gelu else linear)(*params)
+    grads = torch.autograd.grad(y, params, dy)
+    reference = [t.float().requires_grad_() for t in (x, w, b)]
+    want_y = F.linear(*reference)
+    want_y = F.gelu(want_y) if gelu else want_y
+    want = torch.autograd.grad(want_y, reference, dy.float())
+    assert y.dtype == torch.bfloat16 and rel_err(y, want_y) < BF16_TOL
+    for got, expected in zip(grads, want):
+        assert got.dtype == torch.bfloat16 and rel_err(got, expected) < BF16_TOL
+
+
+def test_gradcheck_in_float64():
+    from verdigris.ops.linear import linear, linear_gelu
+
+    x, w, b = (randn(*s, dtype=torch.float64, seed=8).requires_grad_() for s in ((6, 10), (7, 10), (7,)))
+    assert torch.autograd.gradcheck(lambda x, w, b: linear_gelu(x, w, b), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: linear(x, w), (x, w))
+
+
+def test_bias_gradients_are_the_same_bit_for_bit():
+    from verdigris.ops.linear import linear_gelu
+
+    x, w, b = randn(4096, 768, seed=9), randn(3072, 768, seed=10) * 0.05, randn(3072, seed=11)
+    b.requires_grad_()
+    dy = randn(4096, 3072, seed=12)
+    first, second = (torch.autograd.grad(linear_gelu(x, w, b), (b,), dy)[0] for _ in range(2))
+    assert torch.equal(first, second)
+
+
+def test_torch_compile_fullgraph_forward_and_backward():
+    from verdigris.ops.linear import linear, linear_gelu
+
+    def mlp(x, w1, b1, w2, b2):
+        return linear(linear_gelu(x, w1, b1), w2, b2)
+
+    params = [randn(*s, seed=13).requires_grad_() for s in ((512, 256), (1024, 256), (1024,), (256, 1024), (256,))]
+    dy = randn(512, 256, seed=14)
+    eager = torch.autograd.grad(mlp(*params), params, dy)
+    got = torch.autograd.grad(torch.compile(mlp, fullgraph=True)(*params), params, dy)
+    for a, c in zip(eager, got):
+        assert rel_err(c, a) < 1e-3  # the same kernels; inductor may move the glue around
