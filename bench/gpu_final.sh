@@ -14,7 +14,8 @@ if [ "${1:-all}" = new ]; then  # the session's new GPU test files only, the gri
     tests/gpu/test_tile_skip_gpu.py tests/gpu/test_tile_vocabulary_gpu.py tests/gpu/test_port_walls_gpu.py \
     tests/gpu/test_train_kernels_gpu.py tests/gpu/test_norm_backward_gpu.py tests/gpu/test_tile_pieces_gpu.py \
     tests/gpu/test_tile_batched_dot_gpu.py tests/gpu/test_tile_locks_gpu.py tests/gpu/test_tile_rounding_gpu.py \
-    tests/gpu/test_deep_barrier_loops_gpu.py tests/gpu/test_attention_backward_gpu.py tests/gpu/test_tile_tfloat32_gpu.py
+    tests/gpu/test_deep_barrier_loops_gpu.py tests/gpu/test_attention_backward_gpu.py tests/gpu/test_tile_tfloat32_gpu.py \
+    tests/gpu/test_linear_backward_gpu.py tests/gpu/test_tile_mma.py
   step 40 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
   exit 0
 fi
