@@ -42,6 +42,17 @@ class Result:
         return self.error <= self.rtol
 
 
+def on_backend(launch, *args, **options):
+    """launch(*args, **options) on the current backend: NumPy arrays copied to the GPU
+    and back on cuda; gives the arguments (NumPy arrays)."""
+    import verdigris as vg
+
+    on_gpu = vg.current_backend() == "cuda"
+    moved = [vg.asarray(x) if on_gpu and isinstance(x, np.ndarray) else x for x in args]
+    launch(*moved, **options)
+    return [m.numpy() if on_gpu and hasattr(m, "numpy") else m for m in moved]
+
+
 def report(results) -> bool:
     """Print one line per result; True if all match."""
     for r in results:

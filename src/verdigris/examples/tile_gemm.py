@@ -25,7 +25,7 @@ import numpy as np
 
 import verdigris as vg
 from verdigris import tile
-from verdigris.examples import Result
+from verdigris.examples import Result, on_backend
 from verdigris.types import from_name
 
 SQRT_HALF = 1 / math.sqrt(2)
@@ -140,15 +140,6 @@ def _narrow(rng, shape, dtype_name: str, scale: float = 1.0):
 def run(kernel, grid, *args, **constexprs):
     """Launch on the current backend (arrays copied to the GPU and back on cuda)."""
     return on_backend(kernel[grid], *args, **constexprs)
-
-
-def on_backend(launch, *args, **options):
-    """launch(*args, **options) on the current backend: NumPy arrays copied to the GPU
-    and back on cuda; gives the arguments (NumPy arrays)."""
-    on_gpu = vg.current_backend() == "cuda"
-    moved = [vg.asarray(x) if on_gpu and isinstance(x, np.ndarray) else x for x in args]
-    launch(*moved, **options)
-    return [m.numpy() if on_gpu and hasattr(m, "numpy") else m for m in moved]
 
 
 def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:

@@ -131,18 +131,20 @@ def check(rng, rows=8, cols=1000, tile_cols=1024, eps=1e-5, train=(37, 300)):
 def check_training(rng, rows, cols, eps):
     """The forward that saves mean and rstd, and the backward on blocks of 4 rows (the last
     one short when rows is not a multiple of 4), float32, against float64."""
-    from verdigris.examples import Result
+    from verdigris.examples import Result, on_backend
 
     x = (rng.standard_normal((rows, cols)) * 2 + 0.5).astype(np.float32)
     w, b = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
     dy = rng.standard_normal((rows, cols)).astype(np.float32)
     out, dx = (np.full_like(x, np.nan) for _ in range(2))
     mean, rstd = (np.full(rows, np.nan, np.float32) for _ in range(2))
-    layernorm_forward[rows](x, w, b, out, mean, rstd, np.float32(eps), COLS=tile_cols(cols))
+    out, mean, rstd = on_backend(layernorm_forward[rows], x, w, b, out, mean, rstd, np.float32(eps),
+                                 COLS=tile_cols(cols))[3:6]
     ROWS = 4
     partials = [np.full((vg.cdiv(rows, ROWS), cols), np.nan, np.float32) for _ in range(2)]
     dw, db = (np.full(cols, np.nan, np.float32) for _ in range(2))
-    launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, *partials, ROWS=ROWS)
+    dx, dw, db = on_backend(launch_layernorm_backward, dy, x, w, mean, rstd, dx, dw, db, *partials,
+                            ROWS=ROWS)[5:8]
     x64 = x.astype(np.float64)
     want_dx, want_dw, want_db = reference_backward(dy, x, w, eps)
     name = f"{rows} rows of {cols}"

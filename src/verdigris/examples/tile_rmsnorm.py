@@ -98,18 +98,19 @@ def check(rng, rows=8, cols=1000, tile_cols=1024, eps=1e-5, train=(37, 300)):
 def check_training(rng, rows, cols, eps):
     """The forward that saves rstd, and the backward on blocks of 4 rows (the last one
     short when rows is not a multiple of 4), float32, against float64."""
-    from verdigris.examples import Result
+    from verdigris.examples import Result, on_backend
 
     x = (rng.standard_normal((rows, cols)) * 2).astype(np.float32)
     w = rng.standard_normal(cols).astype(np.float32)
     dy = rng.standard_normal((rows, cols)).astype(np.float32)
     out, dx = (np.full_like(x, np.nan) for _ in range(2))
     rstd = np.full(rows, np.nan, np.float32)
-    rmsnorm_forward[rows](x, w, out, rstd, np.float32(eps), COLS=tile_cols(cols))
+    out, rstd = on_backend(rmsnorm_forward[rows], x, w, out, rstd, np.float32(eps),
+                           COLS=tile_cols(cols))[2:4]
     ROWS = 4
     partial = np.full((vg.cdiv(rows, ROWS), cols), np.nan, np.float32)
     dw = np.full(cols, np.nan, np.float32)
-    launch_rmsnorm_backward(dy, x, w, rstd, dx, dw, partial, ROWS=ROWS)
+    dx, dw = on_backend(launch_rmsnorm_backward, dy, x, w, rstd, dx, dw, partial, ROWS=ROWS)[4:6]
     x64 = x.astype(np.float64)
     want_dx, want_dw = reference_backward(dy, x, w, eps)
     name = f"{rows} rows of {cols}"
