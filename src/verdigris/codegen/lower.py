@@ -41,7 +41,6 @@ Guarantees:
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 from functools import partial
 from math import prod
 
@@ -72,20 +71,11 @@ def entry_symbol(name: str) -> str:
     return symbol if re.fullmatch(r"[A-Za-z]\w*|_\w+", symbol) else f"k{symbol}"
 
 
-def _children(e: N.Expr):
-    for f in fields(e):
-        value = getattr(e, f.name)
-        if isinstance(value, N.Expr):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, N.Expr))
-
-
 def needs_branch(e: N.Expr) -> bool:
     """Whether evaluating `e` where its result is unused could fault or cost much: an access
     (a tile load too: one proven inside its array under the condition that chooses it has
     no mask) or a math call."""
-    return isinstance(e, (*checks.ACCESS_NODES, N.MathCall)) or any(needs_branch(c) for c in _children(e))
+    return isinstance(e, (*checks.ACCESS_NODES, N.MathCall)) or any(needs_branch(c) for c in N.operands(e))
 
 
 def _error(message: str, node) -> errors.CompileError:
@@ -300,7 +290,7 @@ class _KernelLowering:
             return self.unrolled.get(e.name)
         if not isinstance(e, (N.Binary, N.Unary, N.Cast)) or not e.dtype.is_int:
             return None
-        operands = [self._fold(c) for c in _children(e)]
+        operands = [self._fold(c) for c in N.operands(e)]
         if None in operands:
             return None
         from ..cpu import ops  # on first need: most kernels fold nothing

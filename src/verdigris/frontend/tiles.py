@@ -142,18 +142,10 @@ def _lift(e: N.Expr, leaves: dict, loc: Loc) -> N.Expr:
     return X.TileMap(e.loc, op, args, e.dtype, shape)
 
 
-def _children(e: N.Expr):
-    for value in vars(e).values():
-        if isinstance(value, N.Expr):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, N.Expr))
-
-
 def _has_tile(e: N.Expr, leaves: dict) -> bool:
     if isinstance(e, N.Var) and e.name in leaves:
         return is_tile(leaves[e.name])
-    return any(_has_tile(c, leaves) for c in _children(e))
+    return any(_has_tile(c, leaves) for c in N.operands(e))
 
 
 def _substitute(e: N.Expr, leaves: dict) -> N.Expr:

@@ -84,6 +84,16 @@ class Expr:
     weak: ClassVar[bool] = False
 
 
+def operands(e: Expr):
+    """The expressions directly inside `e`: its fields that are expressions, and the
+    expressions in its tuple fields (a call's arguments, an access's indices)."""
+    for value in vars(e).values():
+        if isinstance(value, Expr):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, Expr))
+
+
 @dataclass(eq=False)
 class Const(Expr):
     value: object  # Python int, float or bool, already in range of dtype
