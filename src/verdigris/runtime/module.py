@@ -26,6 +26,7 @@ Guarantees:
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 
@@ -165,6 +166,17 @@ def jit_cubin(ptx: str, device: int = 0) -> bytes:
             drv.cuLinkDestroy(state)
 
 
+_DYNAMIC_SHARED = re.compile(rb"vg_dynamic_shared_(\d+)")  # `tile.lower.DYNAMIC_SHARED_SYMBOL`
+
+
+def dynamic_shared(image: bytes) -> int:
+    """The dynamic shared memory every launch of a module's kernel must give: a tile
+    kernel whose shared buffers are there names it in a symbol (in the PTX text and the
+    cubin alike; `tile.lower.TileLowering.run`); 0 for other modules."""
+    found = _DYNAMIC_SHARED.search(image)
+    return int(found.group(1)) if found else 0
+
+
 class CudaModule:
     """A PTX or cubin image loaded into `device`'s primary context."""
 
@@ -174,6 +186,7 @@ class CudaModule:
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated
         self.device = device
+        self.dynamic_shared = dynamic_shared(image)
         # the launches of its kernels that call grid_barrier(), in order (else None)
         self.cooperative = cooperative.Ordering(device) if cooperative.is_cooperative(image) else None
         drv = driver.api()
@@ -207,10 +220,14 @@ class CudaKernel:
         self.raw_launch = cooperative.CooperativeLaunch(self, module.cooperative) \
             if module.cooperative else driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
+        self.shared = module.dynamic_shared  # the least dynamic shared memory a launch gives
+        if self.shared > _STATIC_SHARED_LIMIT:
+            self._opt_in_shared(self.shared)
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:
         """Enqueue one launch. `grid`, `block`: 3-tuples; `values`: ABI-ordered argument
         values; `stream`: a raw CUstream handle (int)."""
+        shared_bytes = max(shared_bytes, self.shared)
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
         params = self.packer.pack(values)

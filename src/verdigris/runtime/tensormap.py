@@ -99,7 +99,7 @@ class MatmulKernel(CudaKernel):
 
     def __init__(self, module, name: str, abi: list, launch: MatmulLaunch, without_tma):
         super().__init__(module, name, abi)
-        self.shared = launch.shared
+        self.shared = max(launch.shared, self.shared)  # the module's: with a tile exchange there
         self.maps = launch.maps
         self.threads = launch.threads
         self.persistent = launch.persistent

@@ -49,7 +49,7 @@ from llvmlite import ir
 
 from .. import errors
 from ..codegen import arith, casts, checks, mathlib, printf
-from ..codegen.dtypes import I32, reg_type
+from ..codegen.dtypes import I8, I32, I64, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
@@ -64,6 +64,29 @@ SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
 ELEMENTS_PER_THREAD = 8
 MAX_STATIC_SHARED = 48 * 1024
+MAX_DYNAMIC_SHARED = 227 * 1024  # shared memory a block may opt in to on sm_90
+SHARED_PER_BLOCK = {"sm_80": 163 * 1024, "sm_89": 99 * 1024}  # on the other targets
+DYNAMIC_SHARED_SYMBOL = "vg_dynamic_shared_"  # + the bytes every launch must give (`run`)
+
+
+def shared_per_block(target: str) -> int:
+    """The most shared memory (static and dynamic) a block may have on `target`."""
+    return SHARED_PER_BLOCK.get(target, MAX_DYNAMIC_SHARED)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Where the shared buffers of `TileLowering.shared` lie when the two do not fit the
+    static 48 KiB: `buffers` (2 taking turns, or 1 with a barrier after each user) of
+    `size` bytes each in dynamic shared memory from `offset` (after the products' part)."""
+
+    offset: int
+    size: int
+    buffers: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.buffers * self.size
 
 
 @dataclass
@@ -162,7 +185,9 @@ class TileLowering(_KernelLowering):
     # (`varlayout`); the matrix-product lowering places its variables itself.
     variables_where_made = True
 
-    def __init__(self, kernel: N.Kernel, target: str):
+    dynamic_align = 16  # of the dynamic shared memory's base (`shared_dynamic`)
+
+    def __init__(self, kernel: N.Kernel, target: str, exchange: Exchange | None = None):
         scalar_locals = {k: v for k, v in kernel.locals.items() if not isinstance(v, X.TileType)}
         super().__init__(dataclasses.replace(kernel, locals=scalar_locals), target)
         self.kernel = kernel
@@ -174,10 +199,13 @@ class TileLowering(_KernelLowering):
         self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
         self.warp = self.allocas.lshr(tid, ir.Constant(I32, 5), name="warp")
         self._coords: dict = {}
-        self.smem = [None, None]  # the two shared buffers (`shared`)
+        self.smem = [None, None]  # the two static shared buffers (`shared`)
+        self.exchange = exchange  # None: the buffers are static
+        self.dsmem = None  # the dynamic shared memory's symbol (`shared_dynamic`)
         self.turn = 0
         self.depth = 0  # enclosing loops, ifs and inlined functions
-        self.smem_bytes = 0
+        self.smem_bytes = 0  # the most a user of `shared` asked for, by `smem_site`
+        self.smem_site = kernel.loc
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.site = kernel.loc  # the tile expression being lowered
         self.order = ordering.BlockOrder(self)  # barriers between statements that may meet
@@ -242,12 +270,11 @@ class TileLowering(_KernelLowering):
         behind those reads by the next user's barrier. A user inside a loop, an `if` or an
         inlined function (whose early exit may skip users, breaking the turns) ends with a
         barrier and leaves the turn where it was."""
-        if 2 * nbytes > MAX_STATIC_SHARED:  # dynamic shared memory is the matrix products' only
-            raise errors.CompileError(
-                f"this tile operation moves {nbytes} bytes through shared memory, and tile "
-                f"code gets two such buffers within the {MAX_STATIC_SHARED // 1024} KiB a block "
-                "has without dynamic shared memory", self.site,
-                hint="use a smaller tile here (or split it: a loop over parts of the tile)")
+        if nbytes > self.smem_bytes:
+            self.smem_bytes, self.smem_site = nbytes, self.site
+        if self.exchange is not None:
+            assert nbytes <= self.exchange.size, "a second lowering asked for more shared memory"
+            return self.shared_dynamic(self.exchange.offset + self.turn * self.exchange.size)
         buffer = self.smem[self.turn]
         if buffer is None:
             buffer = self.smem[self.turn] = ir.GlobalVariable(
@@ -255,14 +282,27 @@ class TileLowering(_KernelLowering):
             buffer.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
             buffer.linkage = "internal"
             buffer.align = 16
-        self.smem_bytes = max(self.smem_bytes, nbytes)
         return buffer
 
     def release_shared(self) -> None:
-        if self.depth:
+        if self.depth or (self.exchange is not None and self.exchange.buffers == 1):
             self.barrier()
         else:
             self.turn ^= 1
+
+    def shared_dynamic(self, offset: int) -> ir.Value:
+        """A pointer `offset` bytes into the kernel's dynamic shared memory."""
+        if self.dsmem is None:
+            self.dsmem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "vg_dsmem", addrspace=SHARED)
+            self.dsmem.type = ir.PointerType(addrspace=SHARED)
+            self.dsmem.linkage = "external"
+            self.dsmem.align = self.dynamic_align
+        return self.b.gep(self.dsmem, [ir.Constant(I64, offset)], inbounds=True, source_etype=I8)
+
+    def dynamic_shared_before(self) -> int:
+        """The bytes of dynamic shared memory the kernel uses for other things than the
+        buffers of `shared` (which come after them)."""
+        return 0
 
     def barrier(self) -> None:
         self.em.call("llvm.nvvm.barrier0", ir.VoidType())
@@ -494,11 +534,17 @@ class TileLowering(_KernelLowering):
         return launch_block(self.kernel)[0]
 
     def run(self) -> ir.Module:
+        """The module. With an `exchange`, it also defines a one-byte global whose name
+        ends in the dynamic shared memory every launch must give (`DYNAMIC_SHARED_SYMBOL`:
+        the name is in the PTX text and in the cubin, where the runtime reads it)."""
         module = super().run()
         ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)
         for buffer in filter(None, self.smem):
             buffer.value_type = ty
             buffer.initializer = ir.Constant(ty, ir.Undefined)
+        if self.exchange is not None:
+            marker = ir.GlobalVariable(module, I8, f"{DYNAMIC_SHARED_SYMBOL}{self.exchange.end}", addrspace=1)
+            marker.initializer = ir.Constant(I8, 0)
         return module
 
 
@@ -592,7 +638,30 @@ def _elementwise(e: X.TileMap, operand: DType):
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:
+    """The module; lowered a second time, with the shared buffers in dynamic shared
+    memory (`Exchange`), when the first lowering's two do not fit the static 48 KiB."""
     lowering = TileLowering
     if X.has_dots(kernel):  # matrix products: tensor cores, staged operands
         from .matmul import MmaLowering as lowering
-    return lowering(kernel, target).run()
+    first = lowering(kernel, target)
+    module = first.run()
+    if 2 * first.smem_bytes <= MAX_STATIC_SHARED:
+        return module
+    return lowering(kernel, target, _exchange(first, target)).run()
+
+
+def _exchange(first: TileLowering, target: str) -> Exchange:
+    """Two buffers of the size the first lowering asked for after the rest of the dynamic
+    shared memory, else one (a barrier after each user); past the target's limit, the
+    CompileError points at the user that asked for the most."""
+    size = -(-first.smem_bytes // 16) * 16
+    offset = -(-first.dynamic_shared_before() // 16) * 16
+    limit = shared_per_block(target)
+    for buffers in (2, 1):
+        if offset + buffers * size <= limit:
+            return Exchange(offset, size, buffers)
+    besides = f" besides the {offset} bytes of the matrix products'" if offset else ""
+    raise errors.CompileError(
+        f"this tile operation moves {first.smem_bytes} bytes through shared memory{besides}, "
+        f"more than the {limit // 1024} KiB ({limit} bytes) a block has on {target}",
+        first.smem_site, hint="use a smaller tile here (or split it: a loop over parts of the tile)")
