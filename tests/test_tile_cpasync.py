@@ -17,7 +17,7 @@ from verdigris.examples import tile_attention
 from verdigris.examples.tile_gemm import batched_gemm, gemm, gemm_bias_gelu, gemm_nt
 from verdigris.ir import ArrayType
 from verdigris.tile import matmul, pipeline
-from verdigris.tile.lower import shared_per_block
+from verdigris.tile.sharedmem import shared_per_block
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 

@@ -4,6 +4,7 @@ barrier after each user, when two do not fit), after the matrix products' part; 
 names the size every launch must give (`runtime.module.dynamic_shared` reads it from the
 PTX or the cubin); past the target's limit the operation is refused at its line. The GPU
 lowering runs on the host (`host_jit`) against the cpu backend."""
+import json
 import re
 
 import numpy as np
@@ -12,9 +13,10 @@ import pytest
 import located
 import test_tile_pieces
 import verdigris as vg
-from verdigris import codegen, tile
+from verdigris import codegen
 from verdigris import types as T
 from verdigris.runtime.module import dynamic_shared
+from tests import fakecuda
 from test_tile_pieces import arr, extracted, joined, lowered_on_host
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
@@ -81,3 +83,31 @@ def test_an_extract_stages_only_the_sub_tile(i, j, rng):
                                    R=64, C=96, I=i, J=j, SR=16, SC=32, METHOD=True)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, x[16 * i:16 * i + 16, 32 * j:32 * j + 32])
+
+
+DYNAMIC_LAUNCHES = """
+import json
+import numpy as np
+import verdigris as vg
+from tests.fakecuda import last_launch
+from tests.fakecuda.kernels import side_by_side
+
+x = vg.asarray(np.zeros((128, 64), np.float32))
+out = vg.asarray(np.zeros((128, 128), np.float32))
+shared = []
+for _ in range(3):  # the general path, then the generated launcher
+    side_by_side[1](x, x, out, R=128, C=64)
+    shared.append(last_launch().shared)
+print(json.dumps(shared))
+"""
+
+
+@pytest.mark.skipif(fakecuda.library_dir() is None, reason="needs a C compiler")
+@needs_ptxas
+def test_every_launch_gives_the_dynamic_shared_memory(tmp_path):
+    """On the fake driver (which refuses past 48 KiB without the opt-in): the first launch,
+    the generated launcher's, and a later process's through the launch record."""
+    for _ in range(2):
+        done = fakecuda.run(DYNAMIC_LAUNCHES, VERDIGRIS_CACHE_DIR=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == [2 * 128 * 129 * 4] * 3

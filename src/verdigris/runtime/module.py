@@ -2,7 +2,8 @@
 
 Takes: a PTX text or cubin image, an entry name, the kernel's ABI (`ir.abi.abi_params`).
 Gives: `CudaModule(image, device)`, `CudaKernel(module, name, abi)` with
-`launch(grid, block, values, stream=0, shared_bytes=0)`, `ArgPacker(abi)`, and
+`launch(grid, block, values, stream=0, shared_bytes=0)`, `ArgPacker(abi)`,
+`dynamic_shared(image)`, and
 `jit_cubin(ptx, device)` (the driver's JIT compiler, as a cubin).
 
 Guarantees:
@@ -18,6 +19,10 @@ Guarantees:
   the scalar's Python/NumPy value for scalars (bfloat16 and fp8 scalars are rounded to
   nearest even from a float). A value that does not fit its slot raises LaunchError naming
   the parameter.
+- A module whose tile kernel keeps its shared buffers in dynamic shared memory names the
+  bytes in a symbol (`dynamic_shared(image)`); every launch of its kernel asks for at
+  least that much (`CudaKernel.shared`, opted in past 48 KiB when loaded), the fast
+  launchers' too.
 - A launch the driver refuses raises LaunchError naming grid, block and the limits; a
   fault that a previous kernel left behind raises KernelError. A launch from a thread whose
   current context belongs to another device (or that has none) is retried once in the
@@ -221,7 +226,12 @@ class CudaKernel:
             if module.cooperative else driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
         self.shared = module.dynamic_shared  # the least dynamic shared memory a launch gives
-        if self.shared > _STATIC_SHARED_LIMIT:
+        self.opt_in_own_shared()
+
+    def opt_in_own_shared(self) -> None:
+        """Opt in to `self.shared` bytes of dynamic shared memory where it and the static
+        part are past 48 KiB, once, when the kernel is loaded."""
+        if self.shared and self.shared + self.attribute("SHARED_SIZE_BYTES") > _STATIC_SHARED_LIMIT:
             self._opt_in_shared(self.shared)
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:

@@ -20,6 +20,13 @@ branch is block-uniform and barriers inside them are safe. One-element atomics
 Tile variables live in one alloca per register (the variable's default layout), which
 mem2reg promotes.
 
+Shared memory (`TileLowering.shared`): two buffers taking turns, each of the most any
+user asks for, static when both fit 48 KiB. Otherwise `lower` lowers the kernel again with
+them in dynamic shared memory (`sharedmem.exchange`: after the matrix products' part;
+one buffer and a barrier after each user when two do not fit the target's block;
+refused past it), and the module defines a symbol whose name gives the bytes every launch
+must ask for (`DYNAMIC_SHARED_SYMBOL`; `runtime.module.dynamic_shared` reads it).
+
 A `Print` is one `vprintf` call per block, by its first thread, after every thread has
 computed the values (a reduction needs them all; `codegen.printf`).
 
@@ -57,38 +64,14 @@ from ..ir import tiles as X
 from ..ir.locks import Locked
 from ..types import DType, int32, tfloat32
 from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, ptx, random, reduce,
-               scan, sorting, varlayout)
+               scan, sharedmem, sorting, varlayout)
+from .sharedmem import DYNAMIC_SHARED_SYMBOL, Exchange
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
 ELEMENTS_PER_THREAD = 8
 MAX_STATIC_SHARED = 48 * 1024
-MAX_DYNAMIC_SHARED = 227 * 1024  # shared memory a block may opt in to on sm_90
-SHARED_PER_BLOCK = {"sm_80": 163 * 1024, "sm_89": 99 * 1024}  # on the other targets
-DYNAMIC_SHARED_SYMBOL = "vg_dynamic_shared_"  # + the bytes every launch must give (`run`)
-
-
-def shared_per_block(target: str) -> int:
-    """The most shared memory (static and dynamic) a block may have on `target`."""
-    return SHARED_PER_BLOCK.get(target, MAX_DYNAMIC_SHARED)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """Where the shared buffers of `TileLowering.shared` lie when the two do not fit the
-    static 48 KiB: `buffers` (2 taking turns, or 1 with a barrier after each user) of
-    `size` bytes each in dynamic shared memory from `offset` (after the products' part)."""
-
-    offset: int
-    size: int
-    buffers: int
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.buffers * self.size
-
-
 @dataclass
 class TileValue:
     """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype),
@@ -647,21 +630,5 @@ def lower(kernel: N.Kernel, target: str) -> ir.Module:
     module = first.run()
     if 2 * first.smem_bytes <= MAX_STATIC_SHARED:
         return module
-    return lowering(kernel, target, _exchange(first, target)).run()
-
-
-def _exchange(first: TileLowering, target: str) -> Exchange:
-    """Two buffers of the size the first lowering asked for after the rest of the dynamic
-    shared memory, else one (a barrier after each user); past the target's limit, the
-    CompileError points at the user that asked for the most."""
-    size = -(-first.smem_bytes // 16) * 16
-    offset = -(-first.dynamic_shared_before() // 16) * 16
-    limit = shared_per_block(target)
-    for buffers in (2, 1):
-        if offset + buffers * size <= limit:
-            return Exchange(offset, size, buffers)
-    besides = f" besides the {offset} bytes of the matrix products'" if offset else ""
-    raise errors.CompileError(
-        f"this tile operation moves {first.smem_bytes} bytes through shared memory{besides}, "
-        f"more than the {limit // 1024} KiB ({limit} bytes) a block has on {target}",
-        first.smem_site, hint="use a smaller tile here (or split it: a loop over parts of the tile)")
+    return lowering(kernel, target, sharedmem.exchange(first.smem_bytes, first.smem_site,
+                                                       first.dynamic_shared_before(), target)).run()
