@@ -13,9 +13,10 @@ import pytest
 import located
 import test_tile_pieces
 import verdigris as vg
-from verdigris import codegen
+from verdigris import codegen, tile
 from verdigris import types as T
 from verdigris.runtime.module import dynamic_shared
+from verdigris.tile import matmul
 from tests import fakecuda
 from test_tile_pieces import arr, extracted, joined, lowered_on_host
 
@@ -111,3 +112,42 @@ def test_every_launch_gives_the_dynamic_shared_memory(tmp_path):
         done = fakecuda.run(DYNAMIC_LAUNCHES, VERDIGRIS_CACHE_DIR=str(tmp_path))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout.strip().splitlines()[-1]) == [2 * 128 * 129 * 4] * 3
+
+
+@tile.kernel
+def product_then_cat(a, b, c, x, out, R: vg.constexpr, C: vg.constexpr):
+    p = tile.load(a, index=(0, 0), shape=(64, 64))
+    q = tile.load(b, index=(0, 0), shape=(64, 64))
+    tile.store(c, index=(0, 0), tile=tile.mma(p, q, tile.zeros((64, 64), vg.float32)))
+    t = tile.load(x, index=(0, 0), shape=(R, C))
+    tile.store(out, index=(0, 0), tile=tile.cat((t, t[:, 16:]), 1))  # not one layout: through shared
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_the_buffers_lie_after_the_products_part(target):
+    specs = dict(a=arr(T.float16, 2), b=arr(T.float16, 2), c=arr(T.float32, 2), x=arr(T.float32, 2),
+                 out=arr(T.float32, 2), R=64, C=64)
+    kernel = product_then_cat.specialize_types(specs)
+    products = matmul.plan(kernel, target).dynamic_shared
+    ptx = codegen.compile_to_ptx(kernel, target).ptx
+    buffer = 64 * 129 * 4
+    assert products > 0 and dynamic_shared(ptx.encode()) == -(-products // 16) * 16 + 2 * buffer
+    codegen.assemble(ptx, target)
+
+
+@tile.kernel
+def transposed(x, out, R: vg.constexpr, C: vg.constexpr):
+    t = tile.load(x, index=(0, 0), shape=(R, C))
+    tile.store(out, index=(0, 0), tile=t.T * 2)  # the stored layout is not the loaded one's
+
+
+@needs_ptxas
+def test_a_transpose_past_48_kib_is_dynamic(rng):
+    specs = dict(x=arr(T.float32, 2), out=arr(T.float32, 2), R=128, C=128)
+    ptx = codegen.compile_to_ptx(transposed.specialize_types(specs), "sm_90a").ptx
+    assert dynamic_shared(ptx.encode()) == 2 * 128 * 129 * 4
+    x = rng.standard_normal((32, 128))
+    (got, want), = lowered_on_host(transposed, 1, ("out",), 1, x=x, out=np.zeros((128, 32)), R=32, C=128)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, x.T * 2)
