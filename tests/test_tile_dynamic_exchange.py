@@ -78,7 +78,7 @@ def test_a_dynamic_exchange_lowered_for_the_gpu(axis, rng):
 def test_an_extract_stages_only_the_sub_tile(i, j, rng):
     specs = dict(x=arr(T.float16, 2), out=arr(T.float16, 2), R=64, C=96, I=i, J=j, SR=16, SC=32, METHOD=True)
     ptx = codegen.compile_to_ptx(extracted.specialize_types(specs), "sm_90a").ptx
-    assert re.findall(r"\.shared .*\[(\d+)\]", ptx) == [str(16 * 33 * 4)]  # not the (64, 96) tile
+    assert re.findall(r"\.shared .*\[(\d+)\]", ptx) == [str(16 * 34 * 2)]  # float16, not the (64, 96) tile
     x = rng.standard_normal((64, 96)).astype(np.float16)
     (got, want), = lowered_on_host(extracted, 1, ("out",), 2, x=x, out=np.zeros((16, 32), np.float16),
                                    R=64, C=96, I=i, J=j, SR=16, SC=32, METHOD=True)
