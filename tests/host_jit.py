@@ -99,7 +99,7 @@ def _host_ir(text: str) -> tuple:
     text = re.sub(r"\s*addrspace\(\d+\)", "", text)
     text = text.replace("ptx_kernel ", "").replace('syncscope("device") ', "")
     dynamic = re.search(r"^@vg_dynamic_shared_(\d+) =", text, flags=re.M)
-    if dynamic:  # the dynamic shared memory a launch gives (`tile.lower.DYNAMIC_SHARED_SYMBOL`)
+    if dynamic:  # the dynamic shared memory a launch gives (`tile.sharedmem.DYNAMIC_SHARED_SYMBOL`)
         text = re.sub(r"^@vg_dsmem = external global \[0 x i8\]",
                       f"@vg_dsmem = global [{dynamic.group(1)} x i8] zeroinitializer", text, flags=re.M)
     cooperates = False

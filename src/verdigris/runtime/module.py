@@ -171,7 +171,7 @@ def jit_cubin(ptx: str, device: int = 0) -> bytes:
             drv.cuLinkDestroy(state)
 
 
-_DYNAMIC_SHARED = re.compile(rb"vg_dynamic_shared_(\d+)")  # `tile.lower.DYNAMIC_SHARED_SYMBOL`
+_DYNAMIC_SHARED = re.compile(rb"vg_dynamic_shared_(\d+)")  # `tile.sharedmem.DYNAMIC_SHARED_SYMBOL`
 
 
 def dynamic_shared(image: bytes) -> int:
