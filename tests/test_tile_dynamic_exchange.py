@@ -92,12 +92,14 @@ import numpy as np
 import verdigris as vg
 from tests.fakecuda import last_launch
 from tests.fakecuda.kernels import side_by_side
+BUNDLE = None
 
+kernel = side_by_side if BUNDLE is None else vg.load_bundle(BUNDLE)
 x = vg.asarray(np.zeros((128, 64), np.float32))
 out = vg.asarray(np.zeros((128, 128), np.float32))
 shared = []
 for _ in range(3):  # the general path, then the generated launcher
-    side_by_side[1](x, x, out, R=128, C=64)
+    kernel[1](x, x, out, R=128, C=64)
     shared.append(last_launch().shared)
 print(json.dumps(shared))
 """
@@ -107,9 +109,15 @@ print(json.dumps(shared))
 @needs_ptxas
 def test_every_launch_gives_the_dynamic_shared_memory(tmp_path):
     """On the fake driver (which refuses past 48 KiB without the opt-in): the first launch,
-    the generated launcher's, and a later process's through the launch record."""
-    for _ in range(2):
-        done = fakecuda.run(DYNAMIC_LAUNCHES, VERDIGRIS_CACHE_DIR=str(tmp_path))
+    the generated launcher's, a later process's through the launch record, and a bundle's."""
+    from tests.fakecuda.kernels import side_by_side
+
+    bundle = side_by_side.compile_aot("f32[:, ::1], f32[:, ::1], f32[:, ::1], 128, 64", grid=(1,),
+                                      targets=["sm_90a"])
+    bundle.save(tmp_path / "side.vgb")
+    bundled = DYNAMIC_LAUNCHES.replace("BUNDLE = None", f"BUNDLE = {str(tmp_path / 'side.vgb')!r}")
+    for code in (DYNAMIC_LAUNCHES, DYNAMIC_LAUNCHES, bundled):
+        done = fakecuda.run(code, VERDIGRIS_CACHE_DIR=str(tmp_path / "cache"))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout.strip().splitlines()[-1]) == [2 * 128 * 129 * 4] * 3
 
