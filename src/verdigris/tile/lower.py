@@ -72,6 +72,8 @@ SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
 ELEMENTS_PER_THREAD = 8
 MAX_STATIC_SHARED = 48 * 1024
+
+
 @dataclass
 class TileValue:
     """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype),
