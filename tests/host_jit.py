@@ -22,7 +22,8 @@ with `reverse=True` last to first). Otherwise each thread of a block is an OS th
 they take turns (`_Block`): one runs until it reaches a barrier, then the next, in that
 order again after each barrier: `bar.sync` waits for the block, `shfl.sync.bfly` is an
 exchange through a slot per thread between two barriers of the warp, shared memory the
-module's globals (blocks run one after another). Threads that nothing orders where they
+module's globals (blocks run one after another; dynamic shared memory one of the size the
+module names). Threads that nothing orders where they
 meet give different results in the two orders. Small blocks (one or two warps) keep that quick.
 `Unsupported` is raised for any other NVPTX intrinsic.
 """
@@ -97,6 +98,10 @@ def _host_ir(text: str) -> tuple:
     text = re.sub(r'^target (triple|datalayout) = .*$', "", text, flags=re.M)
     text = re.sub(r"\s*addrspace\(\d+\)", "", text)
     text = text.replace("ptx_kernel ", "").replace('syncscope("device") ', "")
+    dynamic = re.search(r"^@vg_dynamic_shared_(\d+) =", text, flags=re.M)
+    if dynamic:  # the dynamic shared memory a launch gives (`tile.sharedmem.DYNAMIC_SHARED_SYMBOL`)
+        text = re.sub(r"^@vg_dsmem = external global \[0 x i8\]",
+                      f"@vg_dsmem = global [{dynamic.group(1)} x i8] zeroinitializer", text, flags=re.M)
     cooperates = False
     for intrinsic, callback in _COOPERATION.items():
         if f"@{intrinsic}(" in text:

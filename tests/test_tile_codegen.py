@@ -409,13 +409,16 @@ def test_register_budgets_keep_four_blocks_per_multiprocessor():
 
 
 def test_too_much_shared_memory_is_a_located_compile_error():
-    """A 128x128 float32 transpose needs 66 KiB in one trip through shared memory: static
-    shared memory (48 KiB, two buffers) cannot hold it; the error points at the line."""
+    """A 128x128 float32 transpose moves 66 KiB in one trip through shared memory: past the
+    static 48 KiB, its buffers are dynamic; a 256x256 one (257 KiB) fits no block of sm_90
+    (227 KiB), and the error points at the line."""
     from verdigris.errors import CompileError
 
-    with pytest.raises(CompileError, match="moves 66048 bytes through shared memory") as info:
-        ptx_of_spec(transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=128))
+    assert "vg_dynamic_shared_132096" in ptx_of_spec(transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=128))
+    with pytest.raises(CompileError, match="moves 263168 bytes through shared memory") as info:
+        ptx_of_spec(transpose, dict(x=arr(f32, 2), out=arr(f32, 2), B=256))
     assert info.value.loc is not None and info.value.loc.file.endswith("tile_transpose.py")
+    assert "227 KiB" in str(info.value)
 
 
 def ptx_of_spec(kernel_fn, specs, target: str = "sm_90") -> str:

@@ -16,7 +16,8 @@ from verdigris import types as T
 from verdigris.examples import tile_attention
 from verdigris.examples.tile_gemm import batched_gemm, gemm, gemm_bias_gelu, gemm_nt
 from verdigris.ir import ArrayType
-from verdigris.tile import cpasync, matmul, pipeline
+from verdigris.tile import matmul, pipeline
+from verdigris.tile.sharedmem import shared_per_block
 
 needs_ptxas = pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
 
@@ -52,7 +53,7 @@ def test_sm80_streams_the_k_loop_through_cp_async(name):
     (pipe,) = plan.pipelines.values()
     assert pipe.engine == "mma.sync" and 2 <= pipe.stages <= pipeline.MAX_STAGES["mma.sync"]
     assert not plan.tensor_maps and plan.specialized is None
-    assert plan.dynamic_shared <= cpasync.SHARED_PER_BLOCK["sm_80"]
+    assert plan.dynamic_shared <= shared_per_block("sm_80")
     ptx = codegen.compile_to_ptx(kernel, "sm_80").ptx
     copies = COPY.findall(ptx)
     assert copies and len(copies) == ptx.count("cp.async.cg")  # every copy bounded by its src-size
@@ -78,10 +79,10 @@ def test_stages_follow_each_targets_shared_memory():
     assert [p.stages for p in stages["sm_89"].values()] == [2]  # 99 KiB
     assert [p.stages for p in stages["sm_90"].values()] == [4]  # 227 KiB, capped
     for t in ("sm_80", "sm_89"):
-        assert matmul.plan(big, t).dynamic_shared <= cpasync.SHARED_PER_BLOCK[t]
+        assert matmul.plan(big, t).dynamic_shared <= shared_per_block(t)
     huge = _gemm(T.bfloat16, 128, 256, 128)  # 96 KiB a stage: two fit on sm_90 only
     plan = matmul.plan(huge, "sm_80")  # operands through registers, as without streaming
-    assert not plan.pipelines and plan.dynamic_shared <= cpasync.SHARED_PER_BLOCK["sm_80"]
+    assert not plan.pipelines and plan.dynamic_shared <= shared_per_block("sm_80")
     assert [p.stages for p in matmul.plan(huge, "sm_90").pipelines.values()] == [2]
 
 

@@ -1,7 +1,8 @@
 """Kernels for the launch-path tests that run on the fake driver (tests/test_runtime_launch.py)
 and for bench/runtime.py: one of three arrays and a scalar, one of sixteen arguments, a
 strided 2-D copy, tile kernels with a constexpr (one racy twin) and one masked by a scalar,
-and a row kernel whose proof needs its width in int32's range."""
+a row kernel whose proof needs its width in int32's range, and a tile concatenation whose
+shared buffers are dynamic shared memory past 48 KiB."""
 import verdigris as vg
 from verdigris import simt, tile
 
@@ -90,3 +91,10 @@ def rows_by_width(x, out, width):
     w = vg.int64(width)
     if row < x.shape[0] and col < w:
         out[row * w + col] = x[row]
+
+
+@tile.kernel
+def side_by_side(x, y, out, R: vg.constexpr, C: vg.constexpr):
+    a = tile.load(x, index=(0, 0), shape=(R, C))
+    b = tile.load(y, index=(0, 0), shape=(R, C))
+    tile.store(out, index=(0, 0), tile=tile.cat((a, b), 1))

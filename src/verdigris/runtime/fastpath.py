@@ -372,9 +372,9 @@ def _launch(w: _Writer, plan, abi: list, own: bool) -> None:
                      f"    _memos[0] = (_address, {items(w.memo)}) if stream is None "
                      "else _t.cleared[_address]"]
     w.launch += [
-        f"_err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, 0, _h, "
-        "_address, 0)",
-        f"if _err: _failed(_err, {tuple(g)}, {tuple(b)}, _address, _h, 0)",
+        f"_err, = _cu_launch(_F, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, "
+        f"{compiled.shared}, _h, _address, 0)",
+        f"if _err: _failed(_err, {tuple(g)}, {tuple(b)}, _address, _h, {compiled.shared})",
     ]
 
 

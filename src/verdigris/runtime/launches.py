@@ -50,8 +50,8 @@ class Launch:
             if self.kernel.track == "tile" and isinstance(self.config, tuple) and len(self.config) > 1:
                 _explain_tile_grid(err, self.kernel.__name__, self.config)
             raise
-        # Launches with dynamic shared memory stay on this path (generated launchers pass
-        # ABI values only).
+        # Launches given dynamic shared memory stay on this path (generated launchers pass
+        # ABI values and the kernel's own `CudaKernel.shared` only).
         if plan is not None and self.config is not None and not shared_bytes \
                 and not plan.spec.dynamic_shared:
             from . import fastpath

@@ -2,7 +2,8 @@
 
 Takes: a PTX text or cubin image, an entry name, the kernel's ABI (`ir.abi.abi_params`).
 Gives: `CudaModule(image, device)`, `CudaKernel(module, name, abi)` with
-`launch(grid, block, values, stream=0, shared_bytes=0)`, `ArgPacker(abi)`, and
+`launch(grid, block, values, stream=0, shared_bytes=0)`, `ArgPacker(abi)`,
+`dynamic_shared(image)`, and
 `jit_cubin(ptx, device)` (the driver's JIT compiler, as a cubin).
 
 Guarantees:
@@ -18,6 +19,10 @@ Guarantees:
   the scalar's Python/NumPy value for scalars (bfloat16 and fp8 scalars are rounded to
   nearest even from a float). A value that does not fit its slot raises LaunchError naming
   the parameter.
+- A module whose tile kernel keeps its shared buffers in dynamic shared memory names the
+  bytes in a symbol (`dynamic_shared(image)`); every launch of its kernel asks for at
+  least that much (`CudaKernel.shared`, opted in past 48 KiB when loaded), the fast
+  launchers' too.
 - A launch the driver refuses raises LaunchError naming grid, block and the limits; a
   fault that a previous kernel left behind raises KernelError. A launch from a thread whose
   current context belongs to another device (or that has none) is retried once in the
@@ -26,6 +31,7 @@ Guarantees:
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 
@@ -165,6 +171,17 @@ def jit_cubin(ptx: str, device: int = 0) -> bytes:
             drv.cuLinkDestroy(state)
 
 
+_DYNAMIC_SHARED = re.compile(rb"vg_dynamic_shared_(\d+)")  # `tile.sharedmem.DYNAMIC_SHARED_SYMBOL`
+
+
+def dynamic_shared(image: bytes) -> int:
+    """The dynamic shared memory every launch of a module's kernel must give: a tile
+    kernel whose shared buffers are there names it in a symbol (in the PTX text and the
+    cubin alike; `tile.lower.TileLowering.run`); 0 for other modules."""
+    found = _DYNAMIC_SHARED.search(image)
+    return int(found.group(1)) if found else 0
+
+
 class CudaModule:
     """A PTX or cubin image loaded into `device`'s primary context."""
 
@@ -174,6 +191,7 @@ class CudaModule:
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated
         self.device = device
+        self.dynamic_shared = dynamic_shared(image)
         # the launches of its kernels that call grid_barrier(), in order (else None)
         self.cooperative = cooperative.Ordering(device) if cooperative.is_cooperative(image) else None
         drv = driver.api()
@@ -207,10 +225,19 @@ class CudaKernel:
         self.raw_launch = cooperative.CooperativeLaunch(self, module.cooperative) \
             if module.cooperative else driver.api().cuLaunchKernel
         self._shared_opt_in = _STATIC_SHARED_LIMIT  # dynamic shared bytes allowed so far
+        self.shared = module.dynamic_shared  # the least dynamic shared memory a launch gives
+        self.opt_in_own_shared()
+
+    def opt_in_own_shared(self) -> None:
+        """Opt in to `self.shared` bytes of dynamic shared memory where it and the static
+        part are past 48 KiB, once, when the kernel is loaded."""
+        if self.shared and self.shared + self.attribute("SHARED_SIZE_BYTES") > _STATIC_SHARED_LIMIT:
+            self._opt_in_shared(self.shared)
 
     def launch(self, grid, block, values, stream=0, shared_bytes: int = 0) -> None:
         """Enqueue one launch. `grid`, `block`: 3-tuples; `values`: ABI-ordered argument
         values; `stream`: a raw CUstream handle (int)."""
+        shared_bytes = max(shared_bytes, self.shared)
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
         params = self.packer.pack(values)

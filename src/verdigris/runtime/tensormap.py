@@ -99,7 +99,7 @@ class MatmulKernel(CudaKernel):
 
     def __init__(self, module, name: str, abi: list, launch: MatmulLaunch, without_tma):
         super().__init__(module, name, abi)
-        self.shared = launch.shared
+        self.shared = max(launch.shared, self.shared)  # the module's: with tile buffers there
         self.maps = launch.maps
         self.threads = launch.threads
         self.persistent = launch.persistent
@@ -110,8 +110,7 @@ class MatmulKernel(CudaKernel):
         self.slots = [self._slots(abi, m.param) for m in self.maps]
         self._cache: dict = {}  # tensor maps by array
         self._prepared: dict = {}  # launches by (grid, block, values): `_prepare`
-        if self.shared and self.shared + self.attribute("SHARED_SIZE_BYTES") > 48 * 1024:
-            self._opt_in_shared(self.shared)  # static + dynamic past 48 KiB needs the opt-in
+        self.opt_in_own_shared()
 
     @staticmethod
     def _slots(abi: list, param: str) -> tuple:

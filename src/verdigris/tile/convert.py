@@ -13,8 +13,10 @@ Guarantees: every thread writes the registers it holds (threads holding the same
 write the same bits; a piece writes only where its `place` keeps), a barrier, every thread
 reads the elements its new registers hold
 (`TileLowering.shared` says when the buffer may be written again). The buffer is row-major over the padded
-source shape with each row one element longer when there are several rows of 32 or more,
-so that reading a column (a transpose) does not hit one bank 32 times.
+source shape with each row one 4-byte bank longer when there are several rows of 32 or
+more, so that reading a column (a transpose) does not hit one bank 32 times. Its elements
+are the registers', except bool and 16-bit float tiles', which it holds in their memory
+form (a byte, 2 bytes: exact, and half the shared memory of their float32 registers).
 """
 from __future__ import annotations
 
@@ -22,19 +24,30 @@ from math import prod
 
 from llvmlite import ir
 
-from ..codegen.dtypes import DOUBLE, FLOAT, I1, I8, I32, I64
+from ..codegen.dtypes import BFLOAT, DOUBLE, FLOAT, HALF, I1, I32, I64, mem_type, to_mem, to_reg
 
 
 def _itemsize(ty: ir.Type) -> int:
     if ty == I1:
         return 1
-    return {FLOAT: 4, DOUBLE: 8}.get(ty, getattr(ty, "width", 0) // 8)
+    return {HALF: 2, BFLOAT: 2, FLOAT: 4, DOUBLE: 8}.get(ty, getattr(ty, "width", 0) // 8)
 
 
-def _pitches(padded: tuple) -> list:
+def _slot_type(dtype, ty: ir.Type) -> ir.Type:
+    """What a buffer element holds for registers of type `ty` of a `dtype` tile: bool and
+    16-bit floats in memory form (a byte, 2 bytes: exact, their registers hold values of
+    the dtype), the rest as the registers are."""
+    if ty == I1:
+        assert dtype.is_bool, "i1 registers of a tile that is not bool"
+    if ty == I1 or (ty == FLOAT and dtype.name in ("float16", "bfloat16")):
+        return mem_type(dtype)
+    return ty
+
+
+def _pitches(padded: tuple, itemsize: int) -> list:
     rows = list(padded)
     if len(rows) >= 2 and rows[-1] >= 32:
-        rows[-1] += 1
+        rows[-1] += max(1, 4 // itemsize)  # a 4-byte bank further on
     return [prod(rows[k + 1:]) for k in range(len(rows))]
 
 
@@ -64,9 +77,11 @@ def staged(low, pieces: list, layout, shape: tuple, source_of):
     from .lower import TileValue
 
     b = low.b
+    dtype = pieces[0][0].dtype
     ty = pieces[0][0].regs[0].type
-    slot = I8 if ty == I1 else ty
-    pitches = _pitches(shape)
+    slot = _slot_type(dtype, ty)
+    narrowed = slot != ty
+    pitches = _pitches(shape, _itemsize(slot))
     smem = low.shared(_itemsize(slot) * pitches[0] * shape[0] if pitches else _itemsize(slot))
 
     def element(coords: list) -> ir.Value:
@@ -78,7 +93,7 @@ def staged(low, pieces: list, layout, shape: tuple, source_of):
     for value, place in pieces:
         for r, reg in enumerate(value.regs):
             coords, keep = place(low.coords(value.layout, r))
-            bits = b.zext(reg, I8) if ty == I1 else reg
+            bits = to_mem(b, dtype, reg) if narrowed else reg
             if keep is None:
                 b.store(bits, element(coords))
             else:
@@ -88,6 +103,6 @@ def staged(low, pieces: list, layout, shape: tuple, source_of):
     regs = []
     for r in range(layout.num_regs):
         got = b.load(element(source_of(low.coords(layout, r))), typ=slot)
-        regs.append(b.trunc(got, I1) if ty == I1 else got)
+        regs.append(to_reg(b, dtype, got) if narrowed else got)
     low.release_shared()
-    return TileValue(layout, regs, pieces[0][0].dtype)
+    return TileValue(layout, regs, dtype)

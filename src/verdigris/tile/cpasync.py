@@ -4,8 +4,8 @@ Takes: a loop `pipeline.find` matched for mma.sync products (targets sm_80, sm_8
 sm_90 without the `a` features; the same loops the sm_90a path streams: loads used once,
 as product operands, at an index that depends on nothing the body assigns but the loop
 variable; 16-bit operands with 16-byte-aligned arrays), placed by `matmul.plan` in 2 to
-`pipeline.MAX_STAGES` stages as the target's shared memory allows (`SHARED_PER_BLOCK`). Gives
-`lower_loop(low, loop, p)`.
+`pipeline.MAX_STAGES` stages as the target's shared memory allows
+(`sharedmem.shared_per_block`). Gives `lower_loop(low, loop, p)`.
 
 Each streamed tile goes global -> shared without passing through registers: the block's
 threads copy it in 16-byte chunks with `cp.async.cg` (consecutive threads, consecutive
@@ -47,7 +47,6 @@ from .layout import unit_reshaped
 from .lower import TileValue
 
 CHUNK = 16  # bytes per cp.async.cg
-SHARED_PER_BLOCK = {"sm_80": 163 * 1024, "sm_89": 99 * 1024}  # dynamic shared memory a block may have
 
 
 class _Copies:

@@ -20,6 +20,13 @@ branch is block-uniform and barriers inside them are safe. One-element atomics
 Tile variables live in one alloca per register (the variable's default layout), which
 mem2reg promotes.
 
+Shared memory (`TileLowering.shared`): two buffers taking turns, each of the most any
+user asks for, static when both fit 48 KiB. Otherwise `lower` lowers the kernel again with
+them in dynamic shared memory (`sharedmem.exchange`: after the matrix products' part;
+one buffer and a barrier after each user when two do not fit the target's block;
+refused past it), and the module defines a symbol whose name gives the bytes every launch
+must ask for (`DYNAMIC_SHARED_SYMBOL`; `runtime.module.dynamic_shared` reads it).
+
 A `Print` is one `vprintf` call per block, by its first thread, after every thread has
 computed the values (a reduction needs them all; `codegen.printf`).
 
@@ -49,7 +56,7 @@ from llvmlite import ir
 
 from .. import errors
 from ..codegen import arith, casts, checks, mathlib, printf
-from ..codegen.dtypes import I32, reg_type
+from ..codegen.dtypes import I8, I32, I64, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
 from ..ir import nodes as N
@@ -57,7 +64,8 @@ from ..ir import tiles as X
 from ..ir.locks import Locked
 from ..types import DType, int32, tfloat32
 from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, ptx, random, reduce,
-               scan, sorting, varlayout)
+               scan, sharedmem, sorting, varlayout)
+from .sharedmem import DYNAMIC_SHARED_SYMBOL, Exchange
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -162,7 +170,9 @@ class TileLowering(_KernelLowering):
     # (`varlayout`); the matrix-product lowering places its variables itself.
     variables_where_made = True
 
-    def __init__(self, kernel: N.Kernel, target: str):
+    dynamic_align = 16  # of the dynamic shared memory's base (`shared_dynamic`)
+
+    def __init__(self, kernel: N.Kernel, target: str, exchange: Exchange | None = None):
         scalar_locals = {k: v for k, v in kernel.locals.items() if not isinstance(v, X.TileType)}
         super().__init__(dataclasses.replace(kernel, locals=scalar_locals), target)
         self.kernel = kernel
@@ -174,10 +184,13 @@ class TileLowering(_KernelLowering):
         self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
         self.warp = self.allocas.lshr(tid, ir.Constant(I32, 5), name="warp")
         self._coords: dict = {}
-        self.smem = [None, None]  # the two shared buffers (`shared`)
+        self.smem = [None, None]  # the two static shared buffers (`shared`)
+        self.exchange = exchange  # None: the buffers are static
+        self.dsmem = None  # the dynamic shared memory's symbol (`shared_dynamic`)
         self.turn = 0
         self.depth = 0  # enclosing loops, ifs and inlined functions
-        self.smem_bytes = 0
+        self.smem_bytes = 0  # the most a user of `shared` asked for, by `smem_site`
+        self.smem_site = kernel.loc
         self.ready: dict = {}  # id(TileLoad) -> TileValue issued early (`prefetch`)
         self.site = kernel.loc  # the tile expression being lowered
         self.order = ordering.BlockOrder(self)  # barriers between statements that may meet
@@ -242,12 +255,11 @@ class TileLowering(_KernelLowering):
         behind those reads by the next user's barrier. A user inside a loop, an `if` or an
         inlined function (whose early exit may skip users, breaking the turns) ends with a
         barrier and leaves the turn where it was."""
-        if 2 * nbytes > MAX_STATIC_SHARED:  # dynamic shared memory is the matrix products' only
-            raise errors.CompileError(
-                f"this tile operation moves {nbytes} bytes through shared memory, and tile "
-                f"code gets two such buffers within the {MAX_STATIC_SHARED // 1024} KiB a block "
-                "has without dynamic shared memory", self.site,
-                hint="use a smaller tile here (or split it: a loop over parts of the tile)")
+        if nbytes > self.smem_bytes:
+            self.smem_bytes, self.smem_site = nbytes, self.site
+        if self.exchange is not None:
+            assert nbytes <= self.exchange.size, "a second lowering asked for more shared memory"
+            return self.shared_dynamic(self.exchange.offset + self.turn * self.exchange.size)
         buffer = self.smem[self.turn]
         if buffer is None:
             buffer = self.smem[self.turn] = ir.GlobalVariable(
@@ -255,14 +267,27 @@ class TileLowering(_KernelLowering):
             buffer.type = ir.PointerType(addrspace=SHARED)  # opaque, as LLVM 22's pointers
             buffer.linkage = "internal"
             buffer.align = 16
-        self.smem_bytes = max(self.smem_bytes, nbytes)
         return buffer
 
     def release_shared(self) -> None:
-        if self.depth:
+        if self.depth or (self.exchange is not None and self.exchange.buffers == 1):
             self.barrier()
         else:
             self.turn ^= 1
+
+    def shared_dynamic(self, offset: int) -> ir.Value:
+        """A pointer `offset` bytes into the kernel's dynamic shared memory."""
+        if self.dsmem is None:
+            self.dsmem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "vg_dsmem", addrspace=SHARED)
+            self.dsmem.type = ir.PointerType(addrspace=SHARED)
+            self.dsmem.linkage = "external"
+            self.dsmem.align = self.dynamic_align
+        return self.b.gep(self.dsmem, [ir.Constant(I64, offset)], inbounds=True, source_etype=I8)
+
+    def dynamic_shared_before(self) -> int:
+        """The bytes of dynamic shared memory the kernel uses for other things than the
+        buffers of `shared` (which come after them)."""
+        return 0
 
     def barrier(self) -> None:
         self.em.call("llvm.nvvm.barrier0", ir.VoidType())
@@ -494,11 +519,17 @@ class TileLowering(_KernelLowering):
         return launch_block(self.kernel)[0]
 
     def run(self) -> ir.Module:
+        """The module. With an `exchange`, it also defines a one-byte global whose name
+        ends in the dynamic shared memory every launch must give (`DYNAMIC_SHARED_SYMBOL`:
+        the name is in the PTX text and in the cubin, where the runtime reads it)."""
         module = super().run()
         ty = ir.ArrayType(ir.IntType(8), self.smem_bytes)
         for buffer in filter(None, self.smem):
             buffer.value_type = ty
             buffer.initializer = ir.Constant(ty, ir.Undefined)
+        if self.exchange is not None:
+            marker = ir.GlobalVariable(module, I8, f"{DYNAMIC_SHARED_SYMBOL}{self.exchange.end}", addrspace=1)
+            marker.initializer = ir.Constant(I8, 0)
         return module
 
 
@@ -592,7 +623,14 @@ def _elementwise(e: X.TileMap, operand: DType):
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:
+    """The module; lowered a second time, with the shared buffers in dynamic shared
+    memory (`Exchange`), when the first lowering's two do not fit the static 48 KiB."""
     lowering = TileLowering
     if X.has_dots(kernel):  # matrix products: tensor cores, staged operands
         from .matmul import MmaLowering as lowering
-    return lowering(kernel, target).run()
+    first = lowering(kernel, target)
+    module = first.run()
+    if 2 * first.smem_bytes <= MAX_STATIC_SHARED:
+        return module
+    return lowering(kernel, target, sharedmem.exchange(first.smem_bytes, first.smem_site,
+                                                       first.dynamic_shared_before(), target)).run()

@@ -48,10 +48,10 @@ from . import issue, memory, operand, pieces, ptx, sorting
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from ..codegen.attributes import grid_constant_attributes
 from .lower import TileLowering, TileValue, num_warps
+from .sharedmem import MAX_DYNAMIC_SHARED, shared_per_block
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
 SHARED = 3
-MAX_DYNAMIC_SHARED = 227 * 1024  # per block on sm_90 (sm_80: 163 KiB; checked at launch)
 _STAGED = {  # (engine, kind) -> element type staged in shared memory
     ("mma.sync", "float8_e4m3fn"): "float16", ("mma.sync", "float8_e5m2"): "float16",
     ("mma.sync", "tf32"): "float32", ("wgmma", "tf32"): "float32",
@@ -161,7 +161,7 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is kernel:
         return cached[1]
-    from . import cpasync, epilogue, pipeline, specialize
+    from . import epilogue, pipeline, specialize
 
     warps = num_warps(kernel)
     result = Plan(tma=kernel.facts.get("tma", True))
@@ -179,7 +179,7 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
             result.stores, result.tensor_maps[:] = {}, maps
             _place(kernel, result, found, warps)
     else:
-        budget = cpasync.SHARED_PER_BLOCK.get(target, MAX_DYNAMIC_SHARED)
+        budget = shared_per_block(target)
         _place(kernel, result, found, warps, budget)
         if target != "sm_90a" and found and result.dynamic_shared > budget:  # not 2 stages: no stream
             found = []
@@ -321,17 +321,18 @@ run_along = operand._run
 class MmaLowering(TileLowering):
     variables_where_made = False  # accumulators and operands have layouts of their own
 
-    def __init__(self, kernel: N.Kernel, target: str):
+    dynamic_align = operand.BASE_ALIGN  # the swizzled operands' base
+
+    def __init__(self, kernel: N.Kernel, target: str, exchange=None):
         self.plan = plan(kernel, target)
         self.accumulators = _accumulators(kernel, self.plan)
         self.streams: dict = {}  # id(TileDot) -> (A, B): shared operands given, or None
         self.pending = False  # in an accumulating streamed loop: products left in flight
         self.turns = None  # in a general streamed loop: (this group's turn barrier, the next's)
-        self.dsmem = None
         # Tiles reshaped from loads (3-d arrays seen as 2-d operands) keep the load's vectors.
         self.reshaped = {padded(n.shape): 16 // n.value.array.dtype.itemsize for n in _walk(kernel)
                          if isinstance(n, X.Reshape) and isinstance(n.value, X.TileLoad)}
-        super().__init__(kernel, target)
+        super().__init__(kernel, target, exchange)
         self.target = target
         self.stream_count = None  # running iteration count of a specialized kernel's stream
         args = self._extra_args()
@@ -471,14 +472,8 @@ class MmaLowering(TileLowering):
         self.barrier()
         return TileValue(layout, regs, value.dtype)
 
-    def shared_dynamic(self, offset: int) -> ir.Value:
-        """A pointer `offset` bytes into the kernel's dynamic shared memory."""
-        if self.dsmem is None:
-            self.dsmem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "vg_dsmem", addrspace=SHARED)
-            self.dsmem.type = ir.PointerType(addrspace=SHARED)
-            self.dsmem.linkage = "external"
-            self.dsmem.align = operand.BASE_ALIGN
-        return self.b.gep(self.dsmem, [ir.Constant(I64, offset)], inbounds=True, source_etype=I8)
+    def dynamic_shared_before(self) -> int:
+        return self.plan.dynamic_shared
 
     def _for(self, s: N.For) -> None:
         from . import cpasync, pipeline

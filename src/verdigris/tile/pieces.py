@@ -12,10 +12,11 @@ power-of-two extent E along the axis (a batch of matrix products) is their regis
 after another: the parts' layout with register bits of E, 2E, ... added along the axis.
 
 Otherwise both move elements between threads through one shared buffer
-(`convert.staged`). A slice writes its source as it lies and reads element c of the
-result at `start + step * c` along each axis, masked to the source's padded extent: for
-a valid c that is the element itself (it lies inside the source), for a padding c any
-element of the buffer. A concatenation writes each part at its offset along the axis
+(`convert.staged`) of the result's padded shape. A slice writes only the source
+elements that lie in it, element `start + step * c` along each axis at c (so a small
+part of a large tile moves only its own elements), and reads the result as it lies: a
+valid c was written by the threads holding its source element, a padding c holds any
+value. A concatenation writes each part at its offset along the axis
 (only the part's valid elements there, so a part's padding never lands on the next part)
 into a buffer of the result's padded shape, and reads the result as it lies.
 
@@ -35,19 +36,10 @@ def _const(n: int) -> ir.Constant:
     return ir.Constant(I32, n)
 
 
-def _source_coords(coords, node, extents: tuple, b=None) -> list:
-    """The source coordinates (within its padded `extents`) of result element `coords`:
-    ints with `b` None, else i32 values."""
-    out = []
-    for c, start, step, extent in zip(coords, node.starts, node.steps, extents):
-        if (start, step) == (0, 1):
-            out.append(c)
-        elif b is None:
-            out.append((start + step * c) & (extent - 1))
-        else:
-            moved = b.add(_const(start), c if step == 1 else b.mul(c, _const(step)))
-            out.append(b.and_(moved, _const(extent - 1)))
-    return out
+def _source_coords(coords, node, extents: tuple) -> list:
+    """The source coordinates (within its padded `extents`) of result element `coords`."""
+    return [(start + step * c) & (extent - 1)
+            for c, start, step, extent in zip(coords, node.starts, node.steps, extents)]
 
 
 def _picked(value, node):
@@ -68,6 +60,24 @@ def _picked(value, node):
     return TileValue(layout, regs, value.dtype)
 
 
+def _placed(b, coords, node, extents: tuple) -> tuple:
+    """(the result coordinates of source element `coords` (i32 values), the i1 that it
+    lies in the slice, or None: every element the source's padded `extents` hold does)."""
+    out, keep = [], None
+    for c, start, step, n, extent in zip(coords, node.starts, node.steps, node.shape, extents):
+        if (start, step) == (0, 1) and extent <= next_pow2(n):  # lands inside the buffer
+            out.append(c)
+            continue
+        offset = b.sub(c, _const(start)) if start else c  # below start: wraps past the bound
+        inside = b.icmp_unsigned("<=", offset, _const(step * (n - 1)))
+        if step > 1:
+            inside = b.and_(inside, b.icmp_unsigned("==", b.urem(offset, _const(step)), _const(0)))
+            offset = b.udiv(offset, _const(step))
+        out.append(offset)
+        keep = inside if keep is None else b.and_(keep, inside)
+    return out, keep
+
+
 def tile_slice(low, node, want):
     from .lower import _forced_all
 
@@ -76,8 +86,9 @@ def tile_slice(low, node, want):
     if picked is not None:
         return picked
     value = _forced_all(value)
-    return convert.moved(low, value, want or low.default(node.shape),
-                         lambda coords: _source_coords(coords, node, value.layout.shape, low.b))
+    layout = want or low.default(node.shape)
+    place = lambda coords: _placed(low.b, coords, node, value.layout.shape)  # noqa: E731
+    return convert.staged(low, [(value, place)], layout, layout.shape, lambda coords: coords)
 
 
 def stackable(node, layouts: list):
