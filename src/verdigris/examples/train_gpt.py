@@ -5,7 +5,8 @@ Takes (command line): `--config gpt2|tiny` (GPT-2 small: 12 layers, d_model 768,
 context 1024, vocabulary 50,257, tied embeddings; tiny: 2 layers, d_model 64, 2 heads,
 context 32, vocabulary 512, for the cpu backend), `--steps`, `--batch`, `--impl` (a comma
 list of verdigris, eager, compile; all three by default), `--png FILE`, `--device` (cuda
-where a GPU is, else cpu), `--every N` (print the loss every N steps), `--seed`.
+where a GPU is, else cpu), `--every N` (print the loss every N steps), `--seed`, `--vocab`
+(another vocabulary size for the config's).
 
 Gives: `GPT(config, ops)`, one model class whose hot operations are `ops` (`torch_ops()`
 or `verdigris_ops()`); `batches(config, batch, seed)`, the synthetic corpus; `train(impl,
@@ -39,7 +40,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -209,14 +210,14 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
     model, optimizer = make_model(impl, config, device, seed)
     autocast = torch.autocast(device, torch.bfloat16, enabled=impl != "verdigris")
     draw, run = batches(config, batch, seed), Run(impl)
+    data = [tuple(t.to(device) for t in draw(step)) for step in range(steps)]  # drawn before the clock starts
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     losses, started = [], None
-    for step in range(steps):
+    for step, (tokens, targets) in enumerate(data):
         if step == warmup_steps:
             _synchronize(device)
             started = time.perf_counter()
-        tokens, targets = (t.to(device, non_blocking=True) for t in draw(step))
         for group in optimizer.param_groups:
             group["lr"] = config.lr * min(1.0, (step + 1) / config.warmup)
         optimizer.zero_grad(set_to_none=True)
@@ -266,8 +267,8 @@ def table(runs) -> str:
     for r in runs:
         loss_ratio = r.losses[-1] / eager.losses[-1] - 1 if eager else math.nan
         speed = r.tokens_per_s / eager.tokens_per_s if eager else math.nan
-        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {loss_ratio:+9.2%} {r.tokens_per_s:11,.0f} "
-                     f"{speed:8.2f}x {r.peak_memory / 2**30:9.2f}")
+        peak = f"{r.peak_memory / 2**30:9.2f}" if math.isfinite(r.peak_memory) else f"{'n/a':>9s}"
+        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {loss_ratio:+9.2%} {r.tokens_per_s:11,.0f} {speed:8.2f}x {peak}")
     return "\n".join(lines)
 
 
@@ -281,6 +282,9 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--every", type=int, default=10, help="print the loss every N steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vocab", type=int, default=None,
+                        help="the vocabulary's size, if not the config's (GPT-2's 50,257 padded to 50,304 "
+                             "gives the logits rows of a multiple of 16 bytes, as nanoGPT pads it)")
     args = parser.parse_args(argv)
     impls = args.impl.split(",")
     unknown = sorted(set(impls) - set(IMPLS))
@@ -290,6 +294,8 @@ def main(argv=None) -> int:
 
     vg.set_backend("cuda" if args.device == "cuda" else "cpu")
     config = CONFIGS[args.config]
+    if args.vocab:
+        config = replace(config, vocab=args.vocab)
     print(f"GPT {args.config} ({config}), batch {args.batch} x {config.context} tokens, {args.steps} steps; "
           f"corpus entropy {corpus_entropy():.3f} nats a token")
     runs = []
