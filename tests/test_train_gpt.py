@@ -2,8 +2,9 @@
 verdigris ops and with torch eager, from the same weights on the same batches; the loss
 falls in both and the verdigris run tracks eager's (bfloat16 everywhere against float32
 parameters under autocast). torch.compile's run is `slow` (its CPU compile takes tens of
-seconds). The ops under it have their own tests (test_torch_losses_optim.py, ...); the
-GPU twin, the gpt2 config, is tests/gpu/test_train_gpt_gpu.py."""
+seconds). The ops under it have their own tests (test_torch_losses.py,
+test_torch_optim.py, ...); the GPU twin, the gpt2 config, is
+tests/gpu/test_train_gpt_gpu.py."""
 import pytest
 
 torch = pytest.importorskip("torch")

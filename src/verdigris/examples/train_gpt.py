@@ -125,7 +125,8 @@ class GPT(nn.Module):
     def __init__(self, config: Config, ops: Ops):
         super().__init__()
         self.ops = ops
-        self.wte, self.wpe = nn.Embedding(config.vocab, config.d_model), nn.Embedding(config.context, config.d_model)
+        self.wte = nn.Embedding(config.vocab, config.d_model)
+        self.wpe = nn.Embedding(config.context, config.d_model)
         self.blocks = nn.ModuleList(Block(config, ops) for _ in range(config.layers))
         self.ln_f = nn.LayerNorm(config.d_model)
         for name, p in self.named_parameters():
@@ -205,8 +206,8 @@ def make_model(impl: str, config: Config, device: str, seed: int):
 
 
 def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: int = 0,
-          warmup_steps: int = 3, every: int = 0) -> Run:
-    """Train `impl` for `steps` steps; tokens/s counts the steps after `warmup_steps`."""
+          untimed_steps: int = 3, every: int = 0) -> Run:
+    """Train `impl` for `steps` steps; tokens/s counts the steps after `untimed_steps`."""
     model, optimizer = make_model(impl, config, device, seed)
     autocast = torch.autocast(device, torch.bfloat16, enabled=impl != "verdigris")
     draw, run = batches(config, batch, seed), Run(impl)
@@ -215,7 +216,7 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
         torch.cuda.reset_peak_memory_stats()
     losses, started = [], None
     for step, (tokens, targets) in enumerate(data):
-        if step == warmup_steps:
+        if step == untimed_steps:
             _synchronize(device)
             started = time.perf_counter()
         for group in optimizer.param_groups:
@@ -229,8 +230,8 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
         if every and (step % every == 0 or step == steps - 1):
             print(f"  {impl:9s} step {step:4d}  loss {loss.item():.4f}", flush=True)
     _synchronize(device)
-    if started is not None and steps > warmup_steps:
-        run.tokens_per_s = (steps - warmup_steps) * batch * config.context / (time.perf_counter() - started)
+    if started is not None and steps > untimed_steps:
+        run.tokens_per_s = (steps - untimed_steps) * batch * config.context / (time.perf_counter() - started)
     run.losses = [float(v) for v in torch.stack(losses).float().cpu()]
     if device == "cuda":
         run.peak_memory = torch.cuda.max_memory_allocated()
@@ -262,14 +263,28 @@ def plot(runs, path: str, config_name: str) -> str:
 
 
 def table(runs) -> str:
-    eager = next((r for r in runs if r.impl == "eager"), None)
-    lines = [f"{'impl':10s} {'final loss':>10s} {'vs eager':>9s} {'tokens/s':>11s} {'vs eager':>9s} {'peak GiB':>9s}"]
+    """One line a run: final loss (and against eager's), tokens/s (against eager's and
+    torch.compile's), peak memory."""
+    by_impl = {r.impl: r for r in runs}
+
+    def ratio(value, impl, of):
+        return of(value) / of(by_impl[impl]) if impl in by_impl else math.nan
+
+    lines = [f"{'impl':10s} {'final loss':>10s} {'vs eager':>9s} {'tokens/s':>11s} {'vs eager':>9s} "
+             f"{'vs compile':>10s} {'peak GiB':>9s}"]
     for r in runs:
-        loss_ratio = r.losses[-1] / eager.losses[-1] - 1 if eager else math.nan
-        speed = r.tokens_per_s / eager.tokens_per_s if eager else math.nan
-        peak = f"{r.peak_memory / 2**30:9.2f}" if math.isfinite(r.peak_memory) else f"{'n/a':>9s}"
-        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {loss_ratio:+9.2%} {r.tokens_per_s:11,.0f} {speed:8.2f}x {peak}")
+        loss = ratio(r, "eager", lambda run: run.losses[-1]) - 1
+        speed = [_shown(ratio(r, impl, lambda run: run.tokens_per_s), "{:.2f}x", width)
+                 for impl, width in (("eager", 9), ("compile", 10))]
+        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {_shown(loss, '{:+.2%}', 9)} {r.tokens_per_s:11,.0f} "
+                     f"{speed[0]} {speed[1]} {_shown(r.peak_memory / 2**30, '{:.2f}', 9)}")
     return "\n".join(lines)
+
+
+def _shown(value: float, form: str, width: int) -> str:
+    """`value` in `form`, right-aligned; "n/a" where there is none (no eager run to
+    compare with, no peak memory off CUDA)."""
+    return (form.format(value) if math.isfinite(value) else "n/a").rjust(width)
 
 
 def main(argv=None) -> int:
