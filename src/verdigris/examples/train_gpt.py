@@ -294,7 +294,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--impl", default=",".join(IMPLS), help="comma list of " + ", ".join(IMPLS))
     parser.add_argument("--png", default=None, help="draw the loss curves into this PNG")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cuda runs verdigris on the cuda backend, cpu on the cpu backend")
     parser.add_argument("--every", type=int, default=10, help="print the loss every N steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vocab", type=int, default=None,
