@@ -8,13 +8,15 @@ epilogues and the backward; the same bits from run to run; `k_parts`, the choose
 torch op taking the split path where the chooser says so; sm_90a PTX still TMA-fed,
 warp-specialized wgmma with TMA stores of the workspace, no spills, and sm_80 assembling.
 The checker's proofs of the kernels are in tests/test_linear_backward.py's
-test_the_kernels_are_proven; the GPU twin is tests/gpu/test_linear_backward_gpu.py."""
+test_the_kernels_are_proven, its racy twins' refusals here; the GPU twin is tests/gpu/test_linear_backward_gpu.py."""
 import numpy as np
 import pytest
 
-from verdigris import codegen
+import verdigris as vg
+from verdigris import codegen, tile
 from verdigris import types as T
 from verdigris.examples import tile_gemm
+from verdigris.examples.tile_gemm import output_tile
 from verdigris.examples import tile_linear as lin
 from verdigris.tile import matmul
 
@@ -47,6 +49,33 @@ def test_split_k_matches_float64_in_every_order(rng, name, parts):
     a64, b64, dc64 = (v.astype(np.float64) for v in (a, b, dc))
     for got, want in ((c, a64 @ b64), (da, dc64 @ b64.T), (db, a64.T @ dc64)):
         assert relative_error(got, want) < 1e-5
+
+
+@tile.kernel
+def split_into_one_slice(a, b, workspace, BM: vg.constexpr = 32, BN: vg.constexpr = 32,
+                         BK: vg.constexpr = 16):
+    """Racy twin of gemm_split: every part stores into the same tile (i, j)."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    tile.store(workspace, index=(i, j), tile=output_tile(a, b, i, j, BM, BN, BK, "C", "C", s, tile.num_blocks(2)))
+
+
+@tile.kernel
+def split_with_int32_slices(a, b, workspace, BM: vg.constexpr = 32, BN: vg.constexpr = 32,
+                            BK: vg.constexpr = 16):
+    """Racy twin of gemm_split: the slice's first tile s * tiles in int32, which wraps on a
+    large enough grid, so two blocks' tiles meet."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    tile.store(workspace, index=(s * tile.num_blocks(0) + i, j),
+               tile=output_tile(a, b, i, j, BM, BN, BK, "C", "C", s, tile.num_blocks(2)))
+
+
+@pytest.mark.parametrize("racy", [split_into_one_slice, split_with_int32_slices])
+def test_racy_twins_are_refused_before_they_run(rng, racy):
+    a, b = random(rng, (M, K), "float32"), random(rng, (K, N), "float32")
+    ws = workspace(M, N, 3)
+    with pytest.raises(vg.SafetyError) as refused:
+        racy[3, 2, 3](a, b, ws)
+    assert refused.value.code == "VG202" and np.isnan(ws).all()  # nothing ran
 
 
 def test_split_k_is_the_same_bit_for_bit_from_run_to_run(rng):
@@ -139,7 +168,7 @@ def test_sm90a_split_k_keeps_the_fast_path(a_order, b_order):
     assert "wgmma.mma_async" in ptx and ".maxntid 384" in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx  # the workspace's TMA stores
     report = _ptxas_report(ptx)
-    assert "0 bytes spill stores" in report and "C7514" not in report
+    assert "0 bytes spill stores" in report and "C75" not in report  # C7514, C7517, C7508
 
 
 @needs_ptxas
