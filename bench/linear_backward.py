@@ -35,8 +35,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from verdigris.examples.tile_gemm import workspace_shape
 from verdigris.examples.tile_linear import (k_parts, launch_gemm, launch_gemm_bias_gelu_backward, partials,
-                                            split_workspace, workspace_shape)
+                                            split_workspace)
 from verdigris.ops.linear import linear_gelu
 
 from norm_backward import bench, rel_err  # the same timer (do_bench medians) and error measure

@@ -33,7 +33,7 @@ def poisoned(shape, dtype=np.float32):
 
 
 def workspace(m, n, parts):
-    return poisoned(lin.workspace_shape(m, n, parts, TILES))
+    return poisoned(tile_gemm.workspace_shape(m, n, parts, TILES))
 
 
 @pytest.mark.parametrize("name", TOLERANCE)

@@ -41,7 +41,8 @@ def test_split_k_against_float32_torch_bit_for_bit(m, k, n, parts):
     """dB = A.T @ dC (the weight gradient: K = m) and dA = dC @ B.T split in `parts`, the
     workspace poisoned (NaN) each run: 20 parts of 16 K tiles leave 4 empty, whose slices
     must be zeros; two runs give the same bits."""
-    from verdigris.examples.tile_linear import GEMM_TILES, launch_gemm, workspace_shape
+    from verdigris.examples.tile_gemm import workspace_shape
+    from verdigris.examples.tile_linear import GEMM_TILES, launch_gemm
 
     a, b, dc = randn(m, k, seed=15), randn(k, n, seed=16), randn(m, n, seed=17)
     want_db, want_da = a.float().T @ dc.float(), dc.float() @ b.float().T

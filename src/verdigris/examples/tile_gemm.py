@@ -1,6 +1,9 @@
 """Matrix products on tensor cores: GEMM (bfloat16, float16, fp8), batched GEMM, GEMM
-with a fused bias + GELU epilogue, written as what one block does to its output tile, and
-GEMM on a persistent grid whose blocks walk the output tiles in grouped order.
+with a fused bias + GELU epilogue, written as what one block does to its output tile,
+GEMM on a persistent grid whose blocks walk the output tiles in grouped order, and split-K
+GEMM for products of few output tiles and a long K (`gemm_split`: each part of K into its
+own slice of a float32 workspace; `split_sum`: the slices added in a fixed order, so the
+result is the same bit for bit from run to run; `docs/performance.md`, "Split-K").
 
 Each block computes one BM x BN tile of C, accumulating A's row panel times B's column
 panel BK at a time in float32 (`tile.mma`); the epilogue runs on the accumulator's
@@ -85,6 +88,12 @@ def gemm_split(a, b, workspace, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
     i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
     acc = output_tile(a, b, i, j, BM, BN, BK, A_ORDER, B_ORDER, s, tile.num_blocks(2))
     tile.store(workspace, index=(int(s) * int(tile.num_blocks(0)) + int(i), j), tile=acc)
+
+
+def workspace_shape(m: int, n: int, parts: int, tiles: dict) -> tuple:
+    """The shape of `gemm_split`'s workspace for an (m, n) result in `parts` parts: one
+    slice of whole BM-row tiles per part (tiles: BM, BN, BK)."""
+    return parts * vg.cdiv(m, tiles["BM"]) * tiles["BM"], n
 
 
 def slices_sum(workspace, i, j, parts, BM, BN):
@@ -208,6 +217,14 @@ def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm_grouped, 5, a, b, c, BM=bm, BN=bn, BK=bk, GROUP=3)[2]
     results.append(Result("gemm float16, grouped order on a persistent grid", c, a64 @ b64, 1e-5))
+    parts = 4  # of 9 K tiles: 2 or 3 each
+    a, a64 = _narrow(rng, (m, k), half)
+    b, b64 = _narrow(rng, (k, n), half)
+    workspace = np.full(workspace_shape(m, n, parts, dict(BM=bm)), np.nan, np.float32)
+    workspace = run(gemm_split, (*grid, parts), a, b, workspace, BM=bm, BN=bn, BK=bk)[2]
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(split_sum, (vg.cdiv(m, 32), vg.cdiv(n, 64)), workspace, c, parts, BM=32, BN=64)[1]
+    results.append(Result(f"gemm {half}, split-K in {parts} parts", c, a64 @ b64, 1e-5))
     z = 3
     a, a64 = _narrow(rng, (z, m, k), "float16")
     b, b64 = _narrow(rng, (z, k, n), "float16")

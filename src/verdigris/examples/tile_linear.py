@@ -18,12 +18,13 @@ and `launch_gemm_bias_gelu_backward` (gelu_backward, then the same from dz).
 
 Split-K (issue #29): a product whose output tiles leave multiprocessors idle (the weight
 gradient dw = dy.T @ x of a long sequence: a small output, a long sum) is cut along K into
-parts, `k_parts` choosing how many from the shape and the GPU's multiprocessor count. Each
-launcher takes a workspace (`workspace_shape`, float32) to mean split-K: `gemm_split` sums
-each part into its own slice, then `split_sum` (or an epilogue's twin) adds the slices in
-a fixed order. Bias gradients are column sums in a fixed order too (per-block partials, then
-`tile_column_sums.column_sums`): every result the same bit for bit from run to run, no float
-atomics.
+parts, `k_parts` choosing how many from the shape and the GPU's multiprocessor count.
+Each launcher takes a workspace (`tile_gemm.workspace_shape`, float32) to mean split-K:
+`gemm_split` sums each part into its own slice, then `split_sum` (or an epilogue's twin)
+adds the slices in a fixed order. Bias gradients are column sums in a fixed order too
+(per-block partials, then `tile_column_sums.column_sums`): every result the same bit for
+bit from run to run, no float atomics.
+
 Arithmetic in float32 (float64 for float64 inputs), each result rounded once to its array's
 dtype; dz is rounded to dy's dtype before the products read it, as torch's is.
 """
@@ -38,7 +39,7 @@ from verdigris import tile
 from verdigris.examples.tile_column_sums import (launch_column_sums, launch_two_pass_column_sums,
                                                  row_blocks)
 from verdigris.examples.tile_gemm import (gelu, gemm, gemm_split, output_tile, plus_bias, slices_sum,
-                                          split_sum)
+                                          split_sum, workspace_shape)
 
 GEMM_TILES = dict(BM=128, BN=128, BK=64)
 WIDE_TILES = dict(BM=64, BN=64, BK=32)  # float64: a 128x128x64 step's operands overflow shared memory
@@ -124,12 +125,6 @@ def k_parts(m: int, n: int, k: int, tiles: dict, multiprocessors: int) -> int:
     return max(1, min(vg.cdiv(WAVES * multiprocessors, output_tiles), k // MIN_PART_K))
 
 
-def workspace_shape(m: int, n: int, parts: int, tiles: dict) -> tuple:
-    """The shape of split-K's workspace for an (m, n) result in `parts` parts: one slice of
-    whole BM-row tiles per part (`tile_gemm.gemm_split`)."""
-    return parts * vg.cdiv(m, tiles["BM"]) * tiles["BM"], n
-
-
 def split_workspace(m: int, n: int, k: int, tiles: dict, multiprocessors: int):
     """`workspace_shape` for the parts `k_parts` chooses, or None where it chooses one."""
     parts = k_parts(m, n, k, tiles, multiprocessors)
@@ -148,7 +143,7 @@ def _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch) -> tuple
 
 def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, **launch):
     """c = op(a) @ op(b): `tile_gemm.gemm`, one block per output tile; or, given a
-    workspace (`workspace_shape`, float32 (float64 for float64)), split-K in as many
+    workspace (`tile_gemm.workspace_shape`, float32 (float64 for float64)), split-K in as many
     parts as it has slices: `gemm_split`, then `split_sum` (deterministic: no atomics)."""
     tiles = tiles or gemm_tiles(a)
     if workspace is None:
