@@ -14,7 +14,11 @@ Cases:
 - the whole `verdigris::linear_gelu` forward + backward against torch autograd's
   F.gelu(F.linear(...)) (allocations included).
 Ours are timed at a few GEMM tile configurations, each first checked against float32 torch
-(relative Frobenius error; the times on stderr); the best is chosen and timed again beside
+(relative Frobenius error; the times on stderr); the products of few output tiles (dB, and
+the fused backward's weight gradient) also split along K into 2, 3 and 4 parts and into
+the parts `tile_linear.k_parts` chooses for this GPU (split-K: `parts` in the printed
+configuration; dA, and dx in the fused backward, take the parts k_parts chooses, 1 at
+these shapes); the best is chosen and timed again beside
 torch in turns over 5 rounds, with itself a second time as the A-vs-A control (the noise
 printed beside each ratio: docs/benchmarks.md's method, in small). Times:
 `triton.testing.do_bench` medians where Triton is installed, else CUDA events
@@ -31,37 +35,67 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from verdigris.examples.tile_linear import launch_gemm, launch_gemm_bias_gelu_backward, partials
+from verdigris.examples.tile_gemm import workspace_shape
+from verdigris.examples.tile_linear import (k_parts, launch_gemm, launch_gemm_bias_gelu_backward, partials,
+                                            split_workspace)
 from verdigris.ops.linear import linear_gelu
 
 from norm_backward import bench, rel_err  # the same timer (do_bench medians) and error measure
 
 CONFIGS = [dict(BM=128, BN=128, BK=64), dict(BM=128, BN=256, BK=64), dict(BM=256, BN=128, BK=64),
            dict(BM=128, BN=64, BK=64)]
+SPLITS = (2, 3, 4)  # split-K's parts tried beside 1 and k_parts' choice, on the first three tiles
 TOLERANCE = 1e-2  # bf16 results over float32 accumulation, relative Frobenius
 ROUNDS = 5
 
 
-def chosen(name, run, outputs, wants) -> dict:
+def multiprocessors() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def workspace(m, n, k, tiles, parts=None):
+    """Split-K's workspace for an (m, n) product summed over k in `parts` parts (None: as
+    many as k_parts chooses), or None for one kernel."""
+    shape = split_workspace(m, n, k, tiles, multiprocessors()) if parts is None else \
+        None if parts == 1 else workspace_shape(m, n, parts, tiles)
+    return None if shape is None else torch.empty(shape, device="cuda", dtype=torch.float32)
+
+
+def split_configs(m, n, k) -> list:
+    """CONFIGS (parts: k_parts' choice), then the first three tiles in 1 and SPLITS parts,
+    each (tiles, parts) once, for an (m, n) product summed over k."""
+    configs = [dict(tiles, parts=k_parts(m, n, k, tiles, multiprocessors())) for tiles in CONFIGS]
+    configs += [dict(tiles, parts=p) for tiles in CONFIGS[:3] for p in (1, *SPLITS)]
+    return [c for i, c in enumerate(configs) if c not in configs[:i]]
+
+
+def chosen(name, prepare, outputs, wants, configs=None):
     """The selection pass: the fastest configuration of ours whose outputs match `wants`
-    (each configuration's time on stderr)."""
+    (each configuration's time on stderr); prepare(config) gives the launch to time (its
+    workspaces allocated once). Gives that launch."""
     best = None
-    for tiles in CONFIGS:
+    for config in configs or CONFIGS:
+        run = prepare(config)
         for out in outputs:
             out.fill_(float("nan"))
-        run(tiles)
+        run()
         torch.cuda.synchronize()
         errors = [rel_err(o, w) for o, w in zip(outputs, wants)]
         if max(errors) > TOLERANCE:
-            print(f"  {name} {tiles}: wrong (relative errors {errors})", file=sys.stderr)
+            print(f"  {name} {config}: wrong (relative errors {errors})", file=sys.stderr)
             continue
-        seconds = bench(lambda: run(tiles))
-        print(f"  {name} {tiles}: {seconds * 1e6:.1f} us", file=sys.stderr)
+        seconds = bench(run)
+        print(f"  {name} {config}: {seconds * 1e6:.1f} us", file=sys.stderr)
         if best is None or seconds < best[0]:
-            best = (seconds, tiles)
+            best = (seconds, config, run)
     if best is None:
         raise SystemExit(f"{name}: no configuration matched torch")
-    return best[1]
+    print(f"  {name}: chose {best[1]}", file=sys.stderr)
+    return best[2]
+
+
+def tiles_of(config) -> dict:
+    return {key: v for key, v in config.items() if key != "parts"}
 
 
 def line(name, flops, ours, theirs, results) -> None:
@@ -101,11 +135,18 @@ def main() -> None:
     a, b, dc = torch.randn(m, k, **bf16), torch.randn(k, n, **bf16), torch.randn(m, n, **bf16)
     da, db = torch.empty(m, k, **bf16), torch.empty(k, n, **bf16)
     want_da, want_db = dc.float() @ b.float().T, a.float().T @ dc.float()
-    tiles = chosen("dA = dC @ B.T", lambda t: launch_gemm(dc, b, da, B_ORDER="F", tiles=t), [da], [want_da])
-    line("dA = dC @ B.T", product, lambda: launch_gemm(dc, b, da, B_ORDER="F", tiles=tiles),
-         lambda: dc @ b.T, results)
-    tiles = chosen("dB = A.T @ dC", lambda t: launch_gemm(a, dc, db, A_ORDER="F", tiles=t), [db], [want_db])
-    line("dB = A.T @ dC", product, lambda: launch_gemm(a, dc, db, A_ORDER="F", tiles=tiles),
+
+    def ours_da(config):
+        ws = workspace(m, k, n, config)
+        return lambda: launch_gemm(dc, b, da, B_ORDER="F", tiles=config, workspace=ws)
+
+    def ours_db(config):
+        tiles = tiles_of(config)
+        ws = workspace(k, n, m, tiles, config["parts"])
+        return lambda: launch_gemm(a, dc, db, A_ORDER="F", tiles=tiles, workspace=ws)
+
+    line("dA = dC @ B.T", product, chosen("dA = dC @ B.T", ours_da, [da], [want_da]), lambda: dc @ b.T, results)
+    line("dB = A.T @ dC", product, chosen("dB = A.T @ dC", ours_db, [db], [want_db], split_configs(k, n, m)),
          lambda: a.T @ dc, results)
 
     # GEMM + bias + GELU backward from the saved pre-activation
@@ -118,15 +159,19 @@ def main() -> None:
     reference = [t.float().requires_grad_() for t in (x, w, bias)]
     wants = torch.autograd.grad(F.gelu(F.linear(*reference)), reference, dy.float())
 
-    def ours_backward(tiles):
-        launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, dbias, partial, per_block, tiles=tiles)
+    def ours_backward(config):  # dw = dz.T @ x (n, k) over m rows in config's parts, dx as chosen
+        tiles = tiles_of(config)
+        workspaces = workspace(m, k, n, tiles), workspace(n, k, m, tiles, config["parts"])
+        return lambda: launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, dbias, partial, per_block,
+                                                      tiles=tiles, workspaces=workspaces)
 
     def torch_backward():
         g = torch.ops.aten.gelu_backward(dy, z)
         return g @ w, g.T @ x, g.sum(0)
 
-    tiles = chosen("gelu(x @ w.T + b) backward", ours_backward, [dx, dw, dbias], list(wants))
-    line("gelu(x @ w.T + b) backward", 2 * product, lambda: ours_backward(tiles), torch_backward, results)
+    line("gelu(x @ w.T + b) backward", 2 * product,
+         chosen("gelu(x @ w.T + b) backward", ours_backward, [dx, dw, dbias], list(wants), split_configs(n, k, m)),
+         torch_backward, results)
 
     # the differentiable op, forward + backward, against torch autograd
     params = [t.clone().requires_grad_() for t in (x, w, bias)]

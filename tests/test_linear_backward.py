@@ -126,7 +126,8 @@ def test_bias_gradients_are_the_same_bit_for_bit(rng):
 
 def test_the_kernels_are_proven():
     """`verdigris check` proves every kernel of the GEMM, the linear layer and the column
-    sums, whose array parameters the GEMMs use only through the K-loop helper."""
+    sums, whose array parameters the GEMMs use only through the K-loop helper; split-K's
+    too: each block stores its own tile of its own slice, no atomic, no `vg.unsafe`."""
     from verdigris.safety.scan import check_paths
 
     files = [sys.modules[m.__name__].__file__ for m in (tile_gemm, lin, tile_column_sums)]
@@ -134,7 +135,8 @@ def test_the_kernels_are_proven():
     assert result.status == 0, result.format()
     verdicts = dict(re.findall(r"kernel '(\w+)': (\w+)", result.format()))
     assert {verdicts[k] for k in ("gemm", "gemm_bias", "gemm_bias_gelu_forward", "gelu_backward",
-                                  "row_block_sums", "column_sums")} == {"proven"}
+                                  "row_block_sums", "column_sums", "gemm_split", "split_sum",
+                                  "split_sum_bias", "split_sum_bias_gelu")} == {"proven"}
 
 
 # ----------------------------------------------------------------------------- PTX

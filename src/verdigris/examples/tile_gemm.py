@@ -1,6 +1,9 @@
 """Matrix products on tensor cores: GEMM (bfloat16, float16, fp8), batched GEMM, GEMM
-with a fused bias + GELU epilogue, written as what one block does to its output tile, and
-GEMM on a persistent grid whose blocks walk the output tiles in grouped order.
+with a fused bias + GELU epilogue, written as what one block does to its output tile,
+GEMM on a persistent grid whose blocks walk the output tiles in grouped order, and split-K
+GEMM for products of few output tiles and a long K (`gemm_split`: each part of K into its
+own slice of a float32 workspace; `split_sum`: the slices added in a fixed order, so the
+result is the same bit for bit from run to run; `docs/performance.md`, "Split-K").
 
 Each block computes one BM x BN tile of C, accumulating A's row panel times B's column
 panel BK at a time in float32 (`tile.mma`); the epilogue runs on the accumulator's
@@ -31,15 +34,19 @@ from verdigris.types import from_name
 SQRT_HALF = 1 / math.sqrt(2)
 
 
-def output_tile(a, b, i, j, BM, BN, BK, A_ORDER="C", B_ORDER="C"):
+def output_tile(a, b, i, j, BM, BN, BK, A_ORDER="C", B_ORDER="C", part=0, parts=1):
     """Tile (i, j) of op(a) @ op(b), BM x BN, accumulated BK at a time along K in float32
     (float64 for float64 operands). op(x) is x as stored ("C") or its transpose ("F"): the
     tile is loaded with `order="F"`, a view of the stored array (tile axis 0 runs along
     its axis 1), so no transposed copy is made; on the GPU the product reads it as an
-    M-major (A) or K-major (B) operand (`docs/api.md`, "Transposed operands")."""
+    M-major (A) or K-major (B) operand (`docs/api.md`, "Transposed operands").
+    With `parts` > 1, only part `part` of the sum along K: the K tiles part * T // parts
+    up to (part + 1) * T // parts (of T), so parts differ by one tile at most and none is
+    empty unless there are more parts than K tiles (an empty part is zeros)."""
     k_extent = a.shape[1] if A_ORDER == "C" else a.shape[0]
+    k_tiles = (k_extent + BK - 1) // BK
     acc = tile.zeros((BM, BN), vg.float64 if a.dtype == vg.float64 else vg.float32)
-    for k in range((k_extent + BK - 1) // BK):
+    for k in range(part * k_tiles // parts, (part + 1) * k_tiles // parts):
         # the loads inline in the product: a transposed tile named first would be laid out
         # for itself (on sm_80, an fp8 one is converted through shared memory on its own)
         acc = tile.mma(tile.load(a, index=(i, k), shape=(BM, BK), order=A_ORDER),
@@ -67,6 +74,43 @@ def gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.constex
     i, j = tile.bid(0), tile.bid(1)
     acc = output_tile(a, b, i, j, BM, BN, BK, A_ORDER, B_ORDER)
     tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
+
+
+@tile.kernel
+def gemm_split(a, b, workspace, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+               BK: vg.constexpr = 64, A_ORDER: vg.constexpr = "C", B_ORDER: vg.constexpr = "C"):
+    """Split-K, first pass: on a grid (T = tiles of M, tiles of N, S), block (i, j, s) sums
+    the s-th of S parts of K (`output_tile`) into tile (s * T + i, j) of the workspace
+    (S * T * BM, N): slice s is its rows s * T * BM ... , M of them used, unrounded, in
+    float32 (float64 for float64 operands). Each block writes its own tile, so no atomic
+    is needed; `split_sum` adds the slices up. (Two-dimensional, so that on sm_90a the
+    tiles leave by TMA stores, overlapping the next tile's product.)"""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = output_tile(a, b, i, j, BM, BN, BK, A_ORDER, B_ORDER, s, tile.num_blocks(2))
+    tile.store(workspace, index=(int(s) * int(tile.num_blocks(0)) + int(i), j), tile=acc)
+
+
+def workspace_shape(m: int, n: int, parts: int, tiles: dict) -> tuple:
+    """The shape of `gemm_split`'s workspace for an (m, n) result in `parts` parts: one
+    slice of whole BM-row tiles per part (tiles: BM, BN, BK)."""
+    return parts * vg.cdiv(m, tiles["BM"]) * tiles["BM"], n
+
+
+def slices_sum(workspace, i, j, parts, BM, BN):
+    """Tile (i, j) of the sum of the workspace's `parts` slices (`gemm_split`), added in
+    order 0, 1, ... (the same bit for bit from run to run), in the workspace's dtype."""
+    per_slice = workspace.shape[0] // (parts * BM)  # tiles: BM divides gemm_split's
+    acc = tile.zeros((BM, BN), workspace.dtype)
+    for s in range(parts):
+        acc += tile.load(workspace, index=(s * per_slice + i, j), shape=(BM, BN))
+    return acc
+
+
+@tile.kernel
+def split_sum(workspace, c, parts, BM: vg.constexpr = 32, BN: vg.constexpr = 128):
+    """Split-K, second pass: c = the sum of the workspace's `parts` slices, rounded once."""
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(c, index=(i, j), tile=slices_sum(workspace, i, j, parts, BM, BN).astype(c.dtype))
 
 
 @tile.kernel
@@ -173,6 +217,14 @@ def check(rng, sizes=(200, 136, 272), tiles=(64, 64, 32)) -> list:
     c = np.full((m, n), np.nan, np.float32)
     c = run(gemm_grouped, 5, a, b, c, BM=bm, BN=bn, BK=bk, GROUP=3)[2]
     results.append(Result("gemm float16, grouped order on a persistent grid", c, a64 @ b64, 1e-5))
+    parts = 4  # of 9 K tiles: 2 or 3 each
+    a, a64 = _narrow(rng, (m, k), half)
+    b, b64 = _narrow(rng, (k, n), half)
+    workspace = np.full(workspace_shape(m, n, parts, dict(BM=bm)), np.nan, np.float32)
+    workspace = run(gemm_split, (*grid, parts), a, b, workspace, BM=bm, BN=bn, BK=bk)[2]
+    c = np.full((m, n), np.nan, np.float32)
+    c = run(split_sum, (vg.cdiv(m, 32), vg.cdiv(n, 64)), workspace, c, parts, BM=32, BN=64)[1]
+    results.append(Result(f"gemm {half}, split-K in {parts} parts", c, a64 @ b64, 1e-5))
     z = 3
     a, a64 = _narrow(rng, (z, m, k), "float16")
     b, b64 = _narrow(rng, (z, k, n), "float16")

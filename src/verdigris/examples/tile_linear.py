@@ -11,10 +11,20 @@ wgmma reads it from shared memory with its transpose flag set.
 Kernels: `gemm_bias` (y = x @ w.T + bias), `gemm_bias_gelu_forward` (y = gelu(z), saving
 the pre-activation z = x @ w.T + bias for the backward, which does not recompute the
 product), `gelu_backward` (dz = dy * gelu'(z), with each block's partial column sums of dz:
-the bias gradient's first pass). Launchers: `launch_gemm`, `launch_linear_backward` (dx, dw
-and the bias gradient from dy) and `launch_gemm_bias_gelu_backward` (gelu_backward, then
-the same from dz). Bias gradients are column sums in a fixed order (per-block partials, then
-`tile_column_sums.column_sums`): the same bit for bit from run to run, no float atomics.
+the bias gradient's first pass), and `split_sum_bias` / `split_sum_bias_gelu`, the second
+pass of the forward's epilogues split along K. Launchers: `launch_gemm`,
+`launch_linear_forward`, `launch_linear_backward` (dx, dw and the bias gradient from dy)
+and `launch_gemm_bias_gelu_backward` (gelu_backward, then the same from dz).
+
+Split-K (issue #29): a product whose output tiles leave multiprocessors idle (the weight
+gradient dw = dy.T @ x of a long sequence: a small output, a long sum) is cut along K into
+parts, `k_parts` choosing how many from the shape and the GPU's multiprocessor count.
+Each launcher takes a workspace (`tile_gemm.workspace_shape`, float32) to mean split-K:
+`gemm_split` sums each part into its own slice, then `split_sum` (or an epilogue's twin)
+adds the slices in a fixed order. Bias gradients are column sums in a fixed order too
+(per-block partials, then `tile_column_sums.column_sums`): every result the same bit for
+bit from run to run, no float atomics.
+
 Arithmetic in float32 (float64 for float64 inputs), each result rounded once to its array's
 dtype; dz is rounded to dy's dtype before the products read it, as torch's is.
 """
@@ -28,11 +38,16 @@ import verdigris as vg
 from verdigris import tile
 from verdigris.examples.tile_column_sums import (launch_column_sums, launch_two_pass_column_sums,
                                                  row_blocks)
-from verdigris.examples.tile_gemm import gelu, gemm, output_tile, plus_bias
+from verdigris.examples.tile_gemm import (gelu, gemm, gemm_split, output_tile, plus_bias, slices_sum,
+                                          split_sum, workspace_shape)
 
 GEMM_TILES = dict(BM=128, BN=128, BK=64)
 WIDE_TILES = dict(BM=64, BN=64, BK=32)  # float64: a 128x128x64 step's operands overflow shared memory
 ROW_TILE = dict(BR=16, BC=256)  # the elementwise passes' tile
+SUM_TILE = dict(BM=32, BN=128)  # split-K's second pass (its BM divides the GEMM's)
+WAVES = 2  # split-K cuts K until the output tiles, times the parts, fill this many waves
+MIN_PART_K = 512  # ... but no part sums fewer than this many k: each part costs 8 bytes of
+# workspace traffic per output element (float32, written then read) for 2 * K / parts flops
 
 
 @tile.kernel
@@ -72,6 +87,23 @@ def gelu_backward(dy, z, dz, partial, ROWS: vg.constexpr = 64, BR: vg.constexpr 
     tile.store(partial, index=(r, c), tile=tile.sum(acc, axis=0).reshape((1, BC)))
 
 
+@tile.kernel
+def split_sum_bias(workspace, parts, bias, c, BM: vg.constexpr = 32, BN: vg.constexpr = 128):
+    """Split-K's second pass (`tile_gemm.split_sum`) for gemm_bias: c = the slices' sum + bias."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(slices_sum(workspace, i, j, parts, BM, BN), bias, j, BN)
+    tile.store(c, index=(i, j), tile=h.astype(c.dtype))
+
+
+@tile.kernel
+def split_sum_bias_gelu(workspace, parts, bias, c, z, BM: vg.constexpr = 32, BN: vg.constexpr = 128):
+    """Split-K's second pass for gemm_bias_gelu_forward: z = the slices' sum + bias, c = gelu(z)."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(slices_sum(workspace, i, j, parts, BM, BN), bias, j, BN)
+    tile.store(z, index=(i, j), tile=h.astype(z.dtype))
+    tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
+
+
 def _grid(c, tiles: dict) -> tuple:
     return vg.cdiv(c.shape[0], tiles["BM"]), vg.cdiv(c.shape[1], tiles["BN"])
 
@@ -82,20 +114,59 @@ def gemm_tiles(a) -> dict:
     return WIDE_TILES if a.dtype.itemsize == 8 else GEMM_TILES
 
 
-def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, **launch):
-    """c = op(a) @ op(b) (`tile_gemm.gemm`), one block per output tile."""
+def k_parts(m: int, n: int, k: int, tiles: dict, multiprocessors: int) -> int:
+    """How many parts split-K cuts the sum over k of an (m, n) product into, on a GPU of
+    `multiprocessors`: 1 when its output tiles fill WAVES waves already (or no GPU: 0, or
+    an empty output); else the fewest parts whose tiles do, but none shorter than
+    MIN_PART_K."""
+    output_tiles = vg.cdiv(m, tiles["BM"]) * vg.cdiv(n, tiles["BN"])
+    if not output_tiles or output_tiles >= WAVES * multiprocessors:
+        return 1
+    return max(1, min(vg.cdiv(WAVES * multiprocessors, output_tiles), k // MIN_PART_K))
+
+
+def split_workspace(m: int, n: int, k: int, tiles: dict, multiprocessors: int):
+    """`workspace_shape` for the parts `k_parts` chooses, or None where it chooses one."""
+    parts = k_parts(m, n, k, tiles, multiprocessors)
+    return None if parts == 1 else workspace_shape(m, n, parts, tiles)
+
+
+def _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch) -> tuple:
+    """Split-K's first pass for c = op(a) @ op(b) into the workspace (`gemm_split`): the
+    number of parts (the workspace's slices), and the grid and tile of the second pass."""
+    parts = workspace.shape[0] // workspace_shape(c.shape[0], c.shape[1], 1, tiles)[0]
+    gemm_split[(*_grid(c, tiles), parts)](a, b, workspace, A_ORDER=A_ORDER, B_ORDER=B_ORDER,
+                                          **tiles, **launch)
+    summing = dict(SUM_TILE, BM=min(SUM_TILE["BM"], tiles["BM"]))
+    return parts, _grid(c, summing), summing
+
+
+def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, **launch):
+    """c = op(a) @ op(b): `tile_gemm.gemm`, one block per output tile; or, given a
+    workspace (`tile_gemm.workspace_shape`, float32 (float64 for float64)), split-K in as many
+    parts as it has slices: `gemm_split`, then `split_sum` (deterministic: no atomics)."""
     tiles = tiles or gemm_tiles(a)
-    gemm[_grid(c, tiles)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
+    if workspace is None:
+        gemm[_grid(c, tiles)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
+    else:
+        parts, grid, summing = _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch)
+        split_sum[grid](workspace, c, parts, **summing, **launch)
 
 
-def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, **launch):
+def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None, **launch):
     """y = x @ w.T, plus bias (1, N) when given, then GELU when z (the pre-activation's
-    array) is given too."""
+    array) is given too; split-K when a workspace is given (`launch_gemm`)."""
     tiles = tiles or gemm_tiles(x)
     if bias is None:
-        return launch_gemm(x, w, y, B_ORDER="F", tiles=tiles, **launch)
-    kernel, outputs = (gemm_bias, (y,)) if z is None else (gemm_bias_gelu_forward, (y, z))
-    kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
+        return launch_gemm(x, w, y, B_ORDER="F", tiles=tiles, workspace=workspace, **launch)
+    outputs = (y,) if z is None else (y, z)
+    if workspace is None:
+        kernel = gemm_bias if z is None else gemm_bias_gelu_forward
+        kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
+    else:
+        parts, grid, summing = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
+        kernel = split_sum_bias if z is None else split_sum_bias_gelu
+        kernel[grid](workspace, parts, bias, *outputs, **summing, **launch)
 
 
 def partials(rows: int, cols: int, row_tile=None):
@@ -105,17 +176,18 @@ def partials(rows: int, cols: int, row_tile=None):
 
 
 def launch_linear_backward(dy, x, w, dx, dw, db=None, partial=None, ROWS=None, tiles=None,
-                           row_tile=None, **launch):
-    """dx = dy @ w, dw = dy.T @ x, and db = dy's column sums when db is given (through
-    `partial`, ROWS rows per block: `partials`)."""
-    launch_gemm(dy, w, dx, tiles=tiles, **launch)
-    launch_gemm(dy, x, dw, A_ORDER="F", tiles=tiles, **launch)
+                           row_tile=None, workspaces=(None, None), **launch):
+    """dx = dy @ w, dw = dy.T @ x (each split-K where `workspaces` gives it one:
+    `launch_gemm`), and db = dy's column sums when db is given (through `partial`, ROWS
+    rows per block: `partials`)."""
+    launch_gemm(dy, w, dx, tiles=tiles, workspace=workspaces[0], **launch)
+    launch_gemm(dy, x, dw, A_ORDER="F", tiles=tiles, workspace=workspaces[1], **launch)
     if db is not None:
         launch_two_pass_column_sums(dy, db, partial, ROWS, **(row_tile or ROW_TILE), **launch)
 
 
 def launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, partial, ROWS, tiles=None,
-                                   row_tile=None, **launch):
+                                   row_tile=None, workspaces=(None, None), **launch):
     """The backward of y = gelu(x @ w.T + bias) from the saved pre-activation z: dz (in
     dy's dtype) and the bias gradient's partials in one pass, their column sums into db,
     then dx = dz @ w and dw = dz.T @ x."""
@@ -123,7 +195,7 @@ def launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, partial, ROWS, t
     gelu_backward[partial.shape[0], vg.cdiv(dy.shape[1], row_tile["BC"])](
         dy, z, dz, partial, ROWS=ROWS, **row_tile, **launch)
     launch_column_sums(partial, db, **launch)
-    launch_linear_backward(dz, x, w, dx, dw, tiles=tiles, **launch)
+    launch_linear_backward(dz, x, w, dx, dw, tiles=tiles, workspaces=workspaces, **launch)
 
 
 def reference_gelu_grad(z: np.ndarray) -> np.ndarray:

@@ -12,7 +12,11 @@ and `verdigris::linear_gelu` (with their `_backward`s).
 Guarantees: every product is `tile_gemm.gemm`, its operands read as stored (the weight
 transposed in the forward, dy transposed for the weight gradient: views, no copies;
 `examples.tile_linear`); accumulation in float32 (float64 for float64), each result rounded
-once to its dtype. `linear_gelu` saves the pre-activation x @ w.T + bias (in x's dtype) for
+once to its dtype. A product whose output tiles would leave the GPU's multiprocessors idle
+(fewer than two waves: the weight gradient of a long sequence, any product of a few rows)
+is split along K (`tile_linear.k_parts`): `gemm_split` sums each part into its own slice
+of a float32 workspace, `split_sum` adds the slices in a fixed order, so every result is
+the same bit for bit from run to run (no float atomics). `linear_gelu` saves the pre-activation x @ w.T + bias (in x's dtype) for
 the backward, which does not recompute the product. Bias gradients are column sums in a
 fixed order (per-block partials, then `column_sums`): the same bit for bit from run to run.
 """
@@ -21,12 +25,29 @@ from __future__ import annotations
 import torch
 
 from verdigris.autograd import differentiable_op
-from verdigris.examples.tile_linear import (launch_gemm_bias_gelu_backward, launch_linear_backward,
-                                            launch_linear_forward, partials)
+from verdigris.examples.tile_linear import (gemm_tiles, launch_gemm_bias_gelu_backward,
+                                            launch_linear_backward, launch_linear_forward, partials,
+                                            split_workspace)
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(-1, t.shape[-1])
+
+
+def _accumulator(t: torch.Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _multiprocessors(t: torch.Tensor) -> int:
+    """The multiprocessors of t's GPU; 0 on the cpu backend (split-K never pays there)."""
+    return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 0
+
+
+def _workspace(like: torch.Tensor, m: int, n: int, k: int):
+    """Split-K's workspace for an (m, n) product summed over k, where `k_parts` splits it
+    on like's device; else None (one kernel)."""
+    shape = split_workspace(m, n, k, gemm_tiles(like), _multiprocessors(like))
+    return None if shape is None else like.new_empty(shape, dtype=_accumulator(like))
 
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False):
@@ -35,15 +56,15 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = Fals
     y = x2.new_empty((x2.shape[0], weight.shape[0]))
     z = torch.empty_like(y) if gelu else None
     if y.numel():
-        launch_linear_forward(x2, weight.contiguous(), y, None if bias is None else bias.contiguous().view(1, -1), z)
+        launch_linear_forward(x2, weight.contiguous(), y, None if bias is None else bias.contiguous().view(1, -1), z,
+                              workspace=_workspace(x2, *y.shape, x2.shape[1]))
     shape = (*x.shape[:-1], weight.shape[0])
     return (y.view(shape),) if z is None else (y.view(shape), z)
 
 
 def _partials(dy2: torch.Tensor) -> tuple[torch.Tensor, int]:
-    accumulate = torch.float64 if dy2.dtype == torch.float64 else torch.float32
     per_block, shape = partials(*dy2.shape)
-    return dy2.new_empty(shape, dtype=accumulate), per_block
+    return dy2.new_empty(shape, dtype=_accumulator(dy2)), per_block
 
 
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
@@ -51,6 +72,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None
     x2, dy2 = _rows(x), _rows(dy)
     dx, dw = torch.empty_like(x2), torch.empty_like(weight)
     db = None if bias is None else torch.empty_like(bias)
+    (m, n), k = dy2.shape, x2.shape[1]
+    workspaces = _workspace(dy2, m, k, n), _workspace(dy2, n, k, m)  # dx's, dw's
     if not dy2.numel():  # no rows (no gradient to add up) or no features
         dx.zero_(), dw.zero_()
         if db is not None:
@@ -58,10 +81,11 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None
     elif z is not None:
         partial, per_block = _partials(dy2)
         launch_gemm_bias_gelu_backward(dy2, x2, weight.contiguous(), _rows(z), torch.empty_like(dy2),
-                                       dx, dw, db, partial, per_block)
+                                       dx, dw, db, partial, per_block, workspaces=workspaces)
     else:
         partial, per_block = _partials(dy2) if db is not None else (None, None)
-        launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db, partial, per_block)
+        launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db, partial, per_block,
+                               workspaces=workspaces)
     return (dx.view(x.shape), dw) if db is None else (dx.view(x.shape), dw, db)
 
 
