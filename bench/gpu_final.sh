@@ -19,9 +19,10 @@ if [ "${1:-all}" = new ]; then  # the session's new GPU test files only, the gri
   step 40 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
   exit 0
 fi
-if [ "${1:-all}" = train ]; then  # the GPU suite, then the GPT run of examples/train_gpt.py (issue #28)
-  step 170 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
-  step 330 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 25 --png "$OUT/gpt.png"
+if [ "${1:-all}" = train ]; then  # the linear backward's bench (split-K), the GPU suite, then the GPT run of examples/train_gpt.py (issue #28)
+  step 70 linear_backward python3 bench/linear_backward.py --json "$OUT/linear_backward.json"
+  step 160 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+  step 290 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 25 --png "$OUT/gpt.png"
   exit 0
 fi
 step 320 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
