@@ -19,6 +19,11 @@ if [ "${1:-all}" = new ]; then  # the session's new GPU test files only, the gri
   step 40 grid_barrier python3 -m pytest -q -m gpu tests/gpu/test_grid_barrier_gpu.py -p no:cacheprovider -o addopts=""
   exit 0
 fi
+if [ "${1:-all}" = check ]; then  # the GPU suite and the linear backward's bench (split-K), no GPT run
+  step 150 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+  step 70 linear_backward python3 bench/linear_backward.py --json "$OUT/linear_backward.json"
+  exit 0
+fi
 if [ "${1:-all}" = train ]; then  # the linear backward's bench (split-K), the GPU suite, then the GPT run of examples/train_gpt.py (issue #28)
   step 70 linear_backward python3 bench/linear_backward.py --json "$OUT/linear_backward.json"
   step 160 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
