@@ -17,8 +17,9 @@ grid_barrier(); threads of one block also by barrier(), lanes of one warp also b
 may meet is VG204. A pair the checker cannot decide is VG205, never a pass: a solver
 timeout, or a collision that needs values the checker cannot see (indices computed from
 loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are neither proven
-nor reported. Each pair of accesses goes to `fastpath` first, then to
-`solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
+nor reported. Each pair of accesses goes to `fastpath` first, then to `witness` (two
+threads of a small launch, or of one whose run-time values make a product wrap around,
+that meet: the refusal's counterexample, found by evaluation), then to `solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
 warp operation reached by all of them together, and no warp operation by a warp short of
 32 lanes: VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
 VG212, VG204; reads of what nothing wrote: VG213).
@@ -134,7 +135,7 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe and access.memory == "global":
             by_array.setdefault(access.array, []).append(access)
-    fast = 0
+    fast = witnesses = 0
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -144,10 +145,14 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
                 if fastpath.disjoint(a, b, space):
                     fast += 1
                     continue
-                analysis.solver_queries += 1
-                from . import solver
+                from . import solver, witness
 
-                outcome = solver.collide(a, b, space, budget)
+                outcome = witness.search(a, b, space)
+                if outcome is None:
+                    analysis.solver_queries += 1
+                    outcome = solver.collide(a, b, space, budget)
+                else:
+                    witnesses += 1
                 if outcome.status == "sat" and outcome.unknowns:
                     analysis.errors.append(diagnose.data_error(a, b, outcome))
                 elif outcome.status == "sat":
@@ -169,7 +174,7 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
         # only the cpu backend checks them; `verdigris check` notes them
         analysis.facts["unproven_shared_reads"] = tuple(
             dict.fromkeys((r.array, r.loc.line, r.loc.col) for r in reads.unproven))
-    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries, witnesses=witnesses)
 
 
 def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
