@@ -1,34 +1,41 @@
-"""Races found by evaluating small launches: a counterexample before the solver is asked.
+"""Races found by evaluating launches: a counterexample before the solver is asked.
 
-Takes: two global accesses of one array of a tile kernel (`tiles.TileAccess`, not a plain
-scatter against itself) and their `Space`. Gives: `search(a, b, space) -> Outcome | None`
-(`solver.Outcome`): "sat" with two distinct blocks that reach `a` and `b` at one element
-inside the array, in a launch of small sizes (the extents, parameters and grid it chose,
-which the message shows), or None where none of the launches tried has one (the solver
-then decides, as it always did).
+Takes: two global accesses of one array (a tile kernel's `tiles.TileAccess`, not a plain
+scatter against itself; or a SIMT kernel's `Ordered` access, in a kernel without barriers)
+and their `Space`. Gives: `search(a, b, space) -> Outcome | None` (`solver.Outcome`):
+"sat" with two distinct blocks (tile) or threads (SIMT) that reach `a` and `b` at one
+element inside the array, in a launch it chose (the extents, parameters and grid, which
+the message shows), or None where none of the launches tried has one (the solver then
+decides, as it always did).
 
 Why: the solver takes 1-2 s of CPU to find the example of a race in a grouped tile order
-(divisions and remainders by run-time sizes), past a proof's time on a loaded machine
-(VG205, "not proven", instead of VG202 with the blocks); the same race shows in a launch of
-one or two tiles and two blocks, which evaluating every block of a few hundred small
-launches at once (NumPy, `evaluate`) finds in milliseconds.
+(divisions and remainders by run-time sizes), and 1-13 s for a race through a 64-bit
+wrap-around of run-time values (a row width near 2**62, a group size times a count of
+tiles that is 2**64): past a proof's time (VG205, "not proven", instead of VG202 with the
+threads). The same races show in one launch of a few hundred, which evaluating every block
+and the first threads of each launch at once (NumPy, `evaluate`) finds in milliseconds.
 
-How: each value the two accesses depend on that nothing defines gets a few candidates: an
-array extent 1, 0 (an empty array: a tile count of 0 divides by zero), E, E + 1, 2E,
-2E + 1, ... up to five tiles (E: the accesses' tile extent along that axis, 1 for a
-scalar access), a grid axis 2, 3, 4 or 8 blocks, an integer
-parameter a few small values; every block of the grid, the first iterations of the loops
-around each access, and the first, second, middle and last lane of each tile axis. The
-launches are tried smallest first, at most `LAUNCHES` of them and `POINTS` points an
-access. The launch-domain facts (`Space.domain`, `uniform_domain`) that involve these
-values must hold; the others are about values the accesses do not read.
+How: small launches first. Each value the two accesses depend on that nothing defines gets
+a few candidates: an array extent 1, 0 (an empty array: a tile count of 0 divides by zero),
+E, E + 1, 2E, 2E + 1, ... up to five tiles (E: the accesses' tile extent along that axis, 1
+for a scalar access), a grid axis 2, 3, 4 or 8 blocks, a block axis the kernel was not
+specialized on 1 to 64 threads, an integer parameter a few small values; every block of the
+grid, the first nine threads of each block axis and its middle and last, the first
+iterations of the loops around each access, and the first, second, middle and last lane of
+each tile axis. The launches are tried smallest first, at most `LAUNCHES` of them and
+`POINTS` points an access. Then, where the accesses depend on a value that wraps around
+(a `wrap` atom), launches whose run-time values make a product in its exact value a power
+of two that, times its coefficient and 2**j (j <= `SLACK`: a thread or block id), is the
+modulus (`_wrapping`). The launch-domain facts (`Space.domain`, `uniform_domain`) that
+involve these values must hold (those about the launch's values alone evaluated exactly);
+the others are about values the accesses do not read.
 
 Guarantees: it only refuses, never proves. A point the NumPy search finds (int64, which may
 overflow) is evaluated again with exact integers, and returned only if it satisfies every
 constraint of the solver's race query: both path conditions, the launch domain, each
-atom's interval, indices equal and inside the array, two distinct blocks. It gives up
-(None) on what it cannot evaluate exactly (loaded values, trip counts of loops, truth
-values, lock-held accesses, block tickets, barriers).
+atom's interval, indices equal and inside the array, two distinct threads (ids differ).
+It gives up (None) on what it cannot evaluate exactly (loaded values, trip counts of
+loops, truth values, lock-held accesses, block tickets, claims, barriers, shared memory).
 """
 from __future__ import annotations
 
@@ -54,7 +61,7 @@ PARAMS = (1, 2, 3, 4, 0, 5, 8, 16, 17)  # an integer parameter's candidates
 ITERATIONS = 6  # of each loop around an access
 
 UNIFORM = ("shape", "size", "param")  # kinds of atoms with one value for the whole launch
-PER_BLOCK = ("thread", "lane", "counter")  # kinds with one a block (lanes, iterations: a point)
+PER_THREAD = ("thread", "lane", "counter")  # one value a thread (a tile block; lanes, iterations: a point)
 
 
 def search(a, b, space) -> Outcome | None:
@@ -76,7 +83,7 @@ def _search(a, b, space) -> Outcome | None:
     domain = _connected(space, needed)
     for f in domain:
         needed |= _base((), (f,), space)
-    if any(space.atoms[n].kind not in UNIFORM + PER_BLOCK for n in needed):
+    if any(space.atoms[n].kind not in UNIFORM + PER_THREAD for n in needed):
         raise Opaque("a value no launch chooses")
     uniform = sorted(n for n in needed if space.atoms[n].kind in UNIFORM)
     extents = _extents(a, b)
@@ -254,7 +261,7 @@ def _summing_to(total: int, lengths: list):
             yield (first,) + rest
 
 
-def _per_block(x, space) -> dict:
+def _per_thread(x, space) -> dict:
     """The per-thread atoms of access `x` -> the values tried: every block of the largest
     grid tried, the first threads of a block and its middle and last, the first
     iterations, four lanes of each tile axis."""
@@ -280,11 +287,11 @@ def _per_block(x, space) -> dict:
 
 
 def _points(x, space, uniform: list, launches: np.ndarray, domain: list):
-    """(launch row, element indices, block key, the per-block values) of every point of
+    """(launch row, element indices, thread key, the per-thread values) of every point of
     access `x` that reaches an element inside the array, over the launches tried."""
-    per_block = _per_block(x, space)
-    names = list(per_block)
-    sizes = [len(launches)] + [len(per_block[n]) for n in names]
+    per_thread = _per_thread(x, space)
+    names = list(per_thread)
+    sizes = [len(launches)] + [len(per_thread[n]) for n in names]
     while np.prod(sizes, dtype=np.int64) > POINTS and sizes[0] > 1:
         sizes[0] //= 2
     if np.prod(sizes, dtype=np.int64) > POINTS:
@@ -295,7 +302,7 @@ def _points(x, space, uniform: list, launches: np.ndarray, domain: list):
     for axis, n in enumerate(names, 1):
         shape = [1] * rank
         shape[axis] = sizes[axis]
-        grid[n] = np.array(per_block[n], np.int64).reshape(shape)
+        grid[n] = np.array(per_thread[n], np.int64).reshape(shape)
     with np.errstate(all="ignore"):
         ev = Evaluator(space, grid)
         reached = np.broadcast_to(ev.formula(x.pc), sizes)
@@ -307,8 +314,8 @@ def _points(x, space, uniform: list, launches: np.ndarray, domain: list):
     at = np.nonzero(reached)
     thread = np.zeros(len(at[0]), np.int64)  # which thread (ids' positions, mixed radix)
     for n in space.identity():
-        thread = thread * len(per_block[n]) + at[names.index(n) + 1]
-    return at[0], [index[at] for index in indices], thread, (names, per_block, at)
+        thread = thread * len(per_thread[n]) + at[names.index(n) + 1]
+    return at[0], [index[at] for index in indices], thread, (names, per_thread, at)
 
 
 def _collisions(found: list, alone: bool):
@@ -350,7 +357,7 @@ def _collisions(found: list, alone: bool):
 
 
 def _exact(a, b, space, launch: dict, points: tuple, domain: list) -> Outcome | None:
-    """The Outcome of blocks `points` (per-block values) of `launch` (uniform values) at `a`
+    """The Outcome of threads `points` (per-thread values) of `launch` (uniform values) at `a`
     and `b`, if, evaluated with exact integers, they meet as the race query asks; else None."""
     elements, evaluators = [], []
     for x, point in zip((a, b), points):
@@ -370,7 +377,8 @@ def _exact(a, b, space, launch: dict, points: tuple, domain: list) -> Outcome | 
     if elements[0] != elements[1] or all(points[0].get(n, 0) == points[1].get(n, 0) for n in ids):
         return None
     wraps = sorted({space.atoms[n].label for ev in evaluators for n, v in ev.memo.items()
-                    if space.atoms[n].kind == "wrap" and _one(v) != _one(ev.poly(space.atoms[n].definition[0]))})
+                    if space.atoms[n].kind == "wrap"
+                    and _one(v) != _one(ev.poly(space.atoms[n].definition[0]))})
     sizes = {space.atoms[n].label: v for n, v in sorted(launch.items()) if space.atoms[n].kind != "size"}
     grid = tuple(launch.get(f"gdim{axis}", 1) for axis in range(3))
     block = space.block or tuple(launch.get(f"bdim{axis}", 1) for axis in range(3))
