@@ -23,6 +23,7 @@ from verdigris.cpu import run_simt
 from verdigris.runtime.dispatch import KernelFunction, _dims
 
 from . import test_narrow, test_simt_soundness, test_tile_static
+from .test_tile_witness import _sizes
 
 THREAD = r"thread \(block (?:\d+|\([\d, ]+\)), thread (?:\d+|\([\d, ]+\))\)|block \d+"
 
@@ -75,17 +76,9 @@ def test_a_race_through_a_wrap_around_is_refused_from_a_witness_and_its_twin_pro
 
 
 def _situation(message: str):
-    """({array: {axis: extent}}, {parameter: value}, grid) of a message's `(with ...)`."""
-    shapes, params = {}, {}
-    situation = re.search(r"\(with (.*)\)", message).group(1)
-    for label, value in re.findall(r"([\w.\[\]]+) = (-?\d+)", situation):
-        shape = re.fullmatch(r"(\w+)\.shape\[(\d+)\]", label)
-        if shape:
-            shapes.setdefault(shape.group(1), {})[int(shape.group(2))] = int(value)
-        else:
-            params[label] = int(value)
-    grid = re.search(r"(?:a grid of )?(\d+|\([\d, ]+\)) blocks?", situation).group(1)
-    return shapes, params, tuple(int(d) for d in re.findall(r"\d+", grid))
+    """({array: {axis: extent}}, {parameter: value}, grid) of a SIMT message's `(with ...)`."""
+    grid = re.search(r"(\d+|\([\d, ]+\)) blocks? of", message).group(1)
+    return (*_sizes(message), tuple(int(d) for d in re.findall(r"\d+", grid)))
 
 
 def _meeting(message: str) -> tuple:
