@@ -52,15 +52,25 @@ def _clock():
     return time.pthread_getcpuclockid(threading.get_ident())
 
 
+class Proof:
+    """What one proof's clock did not count (`excluded`, CPU seconds: z3's first import)."""
+
+    excluded: float = 0.0
+
+
 @contextmanager
 def proving(seconds: float | None = None):
     """The clock of one kernel's race proof: its queries share `seconds` (`KERNEL_S`) of
-    this thread's CPU time (what other processes on a loaded machine take does not count)."""
+    this thread's CPU time (what other processes on a loaded machine take does not count).
+    Gives a `Proof`, whose `excluded` time is known once the proof ends."""
     clock = _clock()
-    token = _deadline.set((clock, time.clock_gettime(clock) + (KERNEL_S if seconds is None else seconds)))
+    end = time.clock_gettime(clock) + (KERNEL_S if seconds is None else seconds)
+    token = _deadline.set((clock, end))
+    proof = Proof()
     try:
-        yield
+        yield proof
     finally:
+        proof.excluded = _deadline.get()[1] - end
         _deadline.reset(token)
 
 
