@@ -41,6 +41,7 @@ LOOSE_S = 0.4  # CPU seconds of a race query's first try, without the extents' b
 READABLE_S = 0.3  # CPU seconds of a counterexample's refinements after its divisors' (small values)
 NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`encoder._Encoder.decide`)
 QE_S = 0.1  # CPU seconds of a quantified query's first try, by z3's quantifier elimination
+INTERRUPT_AGAIN_S = 0.01  # wall seconds between interrupts of a query past its time (`watch`)
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
 ORDER = 200 * STEPS_PER_MS  # a block order's injectivity (`injective`); past it, the general query
 
@@ -119,8 +120,10 @@ def watch(context, seconds: float | None = None):
         while not done.is_set():
             left = deadline[1] - time.clock_gettime(deadline[0])
             if left <= 0:
+                # again until the query ends: an interrupt that comes before z3's check has
+                # begun is lost, and the check then ran to its steps' end (1.5 s of nlsat)
                 context.interrupt()
-                return
+                left = INTERRUPT_AGAIN_S
             done.wait(min(left, 0.05))
 
     thread = threading.Thread(target=watchdog, daemon=True)
