@@ -7,7 +7,9 @@ one). The witness search now chooses those values from the wrapping product (pow
 that, times a few threads' ids, make the modulus) and refuses them without a solver query
 (how fast, counted rather than timed); the launch the message names, replayed on the cpu
 backend without the static check, shows the race between the same two threads (or
-blocks) on the same element; each fixed twin (32-bit or bounded values) is still proven.
+blocks) on the same element; each fixed twin (32-bit or bounded values) is still proven;
+the search finds nothing in any fixed twin of the SIMT suite. And a query whose time is
+spent stops, however early its interrupt comes.
 """
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ import verdigris as vg
 from verdigris import safety
 from verdigris.cpu import run_simt
 from verdigris.runtime.dispatch import KernelFunction, _dims
+from verdigris.safety import budgets, symbolic, witness
 
 from . import test_narrow, test_simt_soundness, test_tile_static
+from .test_static import PAIRS
 from .test_tile_witness import _sizes
 
 THREAD = r"thread \(block (?:\d+|\([\d, ]+\)), thread (?:\d+|\([\d, ]+\))\)|block \d+"
@@ -119,3 +123,37 @@ def test_the_wrap_witness_replays_on_the_cpu_backend(case, monkeypatch):
     (threads, element), (seen, at) = _meeting(static.message), _meeting(info.value.message)
     every_16th = case.racy is test_simt_soundness.scaled_by_a_run_time_value
     assert at == element and (seen == threads or every_16th), (static.message, info.value.message)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[p.name for p in PAIRS])
+def test_no_witness_in_a_fixed_simt_twin(pair, rng):
+    """The search only refuses: in a race-free SIMT kernel of the suite it finds nothing,
+    for any pair of its global accesses (those the fast path proves apart included)."""
+    _, block, args, kwargs = pair.make(rng)
+    k = KernelFunction(pair.fixed.fn, pair.fixed.track)
+    values = k.bind(args, kwargs)
+    trace = symbolic.execute(k.build(k.spec_key(values, k.describe_args(values),
+                                                _dims(block, "block", k.__name__))))
+    accesses = [a for a in trace.accesses if a.memory == "global" and not a.unsafe]
+    for i, a in enumerate(accesses):
+        for b in accesses[i:]:
+            if a.array == b.array and "write" in (a.kind, b.kind):
+                assert witness.search(a, b, trace.space) is None, (a.loc, b.loc)
+
+
+def test_a_query_whose_time_is_spent_before_its_check_begins_is_stopped():
+    """An interrupt that comes before z3's check has begun is lost; the watchdog interrupts
+    again until the check ends, so a query started with no time left answers unknown
+    (canceled), rather than running to the end of its steps (`cubes` took 2.3-3.9 s of CPU
+    under the 1 s limit, one run in three)."""
+    z3 = budgets.z3()
+    solver = z3.Solver(ctx=z3.Context())
+    x, y, z = z3.Ints("x y z", solver.ctx)
+    solver.add(x * x * x + y * y * y == z * z * z, x >= 1, y >= 1, z >= 1)  # Fermat: z3 searches on
+    solver.set("rlimit", budgets.RACE * 100)
+    solver.set("timeout", 10_000)  # (wall ms: where the interrupt is lost, the test ends)
+    with budgets.proving(0.0), budgets.watch(solver.ctx):
+        assert budgets.spent()
+        result = solver.check()
+    assert result == z3.unknown and solver.reason_unknown() in ("canceled", "interrupted"), \
+        solver.reason_unknown()
