@@ -19,9 +19,10 @@ timeout, or a collision that needs values the checker cannot see (indices comput
 loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are neither proven
 nor reported. Each pair of accesses goes to `fastpath` first, then to `witness` (two
 threads of a small launch, or of one whose run-time values make a product wrap around,
-that meet: the refusal's counterexample, found by evaluation), then to `solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
-warp operation reached by all of them together, and no warp operation by a warp short of
-32 lanes: VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
+that meet: the refusal's counterexample, found by evaluation), then to `solver`. Threads
+of one block that cooperate are checked by `diverge` (every barrier and warp operation
+reached by all of them together, and no warp operation by a warp short of 32 lanes:
+VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
 VG212, VG204; reads of what nothing wrote: VG213).
 Tile kernels follow the same rule with a block as the thread (`tilerace`, on
 the accesses `tiles` maps to elements; block orders such as grouped and persistent ones
