@@ -50,9 +50,10 @@ def accepted(kernel, *args, grid=(2,), block=(64,)):
 
 
 @simt.kernel
-def uint64_of_a_negative(x, out):  # threads 0..4: t - 5 is 2**64 - 5 + t as a uint64
+def uint64_of_a_negative(x, out):  # threads 0..4: t - 5 is 2**64 - 5 + t as a uint64 (and
+    # no thread id is past 2**40: only they write)
     t = simt.global_id(0)
-    if vg.uint64(t - 5) > vg.uint64(100):
+    if vg.uint64(t - 5) > vg.uint64(2**40):
         out[0] = x[t]
 
 

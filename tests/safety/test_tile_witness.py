@@ -35,9 +35,10 @@ def test_racy_twin_is_refused_from_a_witness_without_the_solver(pair, rng):
 
 
 def _sizes(message: str) -> dict:
-    """{array: {axis: extent}} and {parameter: value} of a message's `(with ...)`."""
+    """{array: {axis: extent}} and {parameter: value} of a message's `(with ...)` (a tile
+    kernel's, up to `a grid of`; a SIMT kernel's, up to `N blocks of`)."""
     shapes, params = {}, {}
-    situation = re.search(r"\(with (.*?), a grid of", message).group(1)
+    situation = re.search(r"\(with (.*?), (?:a grid of|\(?[\d, ]+\)? blocks? of)", message).group(1)
     for label, value in re.findall(r"([\w.\[\]]+) = (-?\d+)", situation):
         shape = re.fullmatch(r"(\w+)\.shape\[(\d+)\]", label)
         if shape:

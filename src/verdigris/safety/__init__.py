@@ -17,10 +17,12 @@ grid_barrier(); threads of one block also by barrier(), lanes of one warp also b
 may meet is VG204. A pair the checker cannot decide is VG205, never a pass: a solver
 timeout, or a collision that needs values the checker cannot see (indices computed from
 loaded data, or carried by a loop). Accesses inside `with vg.unsafe():` are neither proven
-nor reported. Each pair of accesses goes to `fastpath` first, then to
-`solver`. Threads of one block that cooperate are checked by `diverge` (every barrier and
-warp operation reached by all of them together, and no warp operation by a warp short of
-32 lanes: VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
+nor reported. Each pair of accesses goes to `fastpath` first, then to `witness` (two
+threads of a small launch, or of one whose run-time values make a product wrap around,
+that meet: the refusal's counterexample, found by evaluation), then to `solver`. Threads
+of one block that cooperate are checked by `diverge` (every barrier and warp operation
+reached by all of them together, and no warp operation by a warp short of 32 lanes:
+VG210, VG214) and `shared` (races in shared memory between barriers: VG211,
 VG212, VG204; reads of what nothing wrote: VG213).
 Tile kernels follow the same rule with a block as the thread (`tilerace`, on
 the accesses `tiles` maps to elements; block orders such as grouped and persistent ones
@@ -67,7 +69,7 @@ class Analysis:
     errors: list = field(default_factory=list)  # of SafetyError, most serious first
     facts: dict = field(default_factory=dict)
     seconds: float = 0.0
-    cpu_seconds: float = 0.0  # of the proving thread: what the time limit (`budgets`) counts
+    cpu_seconds: float = 0.0  # of the proving thread, as the time limit (`budgets`) counts it
     solver_queries: int = 0
 
 
@@ -76,9 +78,9 @@ def analyze(kernel: N.Kernel, budget: int = budgets.RACE) -> Analysis:
     check_pairs = _PAIR_CHECKS.get(kernel.track)
     if check_pairs is None:
         return Analysis(facts={"race_free": None})
-    analysis = Analysis()
+    analysis, proof = Analysis(), budgets.Proof()
     try:
-        with budgets.proving():
+        with budgets.proving() as proof:
             check_pairs(kernel, analysis, budget)
     except Exception as exc:  # a construct the model lacks: refuse rather than pass
         analysis.errors.append(SafetyError(
@@ -87,7 +89,7 @@ def analyze(kernel: N.Kernel, budget: int = budgets.RACE) -> Analysis:
     analysis.errors.sort(key=lambda e: (e.code, e.loc.line, e.loc.col))
     analysis.facts["race_free"] = not analysis.errors
     analysis.seconds = time.perf_counter() - start
-    analysis.cpu_seconds = time.thread_time() - cpu
+    analysis.cpu_seconds = time.thread_time() - cpu - proof.excluded  # (as the limit counts it)
     return analysis
 
 
@@ -134,7 +136,7 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
     for access in trace.accesses:
         if not access.unsafe and access.memory == "global":
             by_array.setdefault(access.array, []).append(access)
-    fast = 0
+    fast = witnesses = 0
     for accesses in by_array.values():
         for i, a in enumerate(accesses):
             for b in accesses[i:]:
@@ -144,10 +146,14 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
                 if fastpath.disjoint(a, b, space):
                     fast += 1
                     continue
-                analysis.solver_queries += 1
-                from . import solver
+                from . import solver, witness
 
-                outcome = solver.collide(a, b, space, budget)
+                outcome = witness.search(a, b, space)
+                if outcome is None:
+                    analysis.solver_queries += 1
+                    outcome = solver.collide(a, b, space, budget)
+                else:
+                    witnesses += 1
                 if outcome.status == "sat" and outcome.unknowns:
                     analysis.errors.append(diagnose.data_error(a, b, outcome))
                 elif outcome.status == "sat":
@@ -169,7 +175,7 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
         # only the cpu backend checks them; `verdigris check` notes them
         analysis.facts["unproven_shared_reads"] = tuple(
             dict.fromkeys((r.array, r.loc.line, r.loc.col) for r in reads.unproven))
-    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries)
+    analysis.facts.update(fast_proofs=fast, solver_queries=analysis.solver_queries, witnesses=witnesses)
 
 
 def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:

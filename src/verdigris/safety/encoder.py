@@ -49,6 +49,10 @@ class _Encoder:
         self.wraps: list = []  # (label, wrapped term, exact term): which wrapped in a model
         self.turns: dict = {}  # a wrap atom's term (by name) -> how many moduli it took off
         self.used: set = set()
+        # each polynomial's and formula's term, once a query: the shared-memory proofs of a
+        # kernel encode the same path conditions and epochs many times over (a bitonic
+        # sort's 15 queries spent more time in z3's Python API than in z3)
+        self.terms: dict = {}
         # `loose_extents` (`collide`): each array extent below MAX_EXTENT (a launch refuses
         # longer ones) kept apart: told to z3 from the start, it slowed the search for a
         # race's example past the proof's time (`i * s * 4` of a run-time s: 0.2 s to 2 s+),
@@ -217,6 +221,12 @@ class _Encoder:
         return bounds
 
     def poly(self, p: Poly):
+        term = self.terms.get(p)
+        if term is None:
+            term = self.terms[p] = self._poly(p)
+        return term
+
+    def _poly(self, p: Poly):
         z3 = self.z3
         terms = []
         for mono, coef in p.terms.items():
@@ -226,6 +236,12 @@ class _Encoder:
         return self.constant(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(*terms)
 
     def formula(self, f: tuple):
+        term = self.terms.get(f)
+        if term is None:
+            term = self.terms[f] = self._formula(f)
+        return term
+
+    def _formula(self, f: tuple):
         z3 = self.z3
         tag = f[0]
         if tag in ("true", "false"):

@@ -14,6 +14,8 @@ Used by `coverage` (every thread of one block) and `witness` (blocks of small la
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .algebra import Poly
@@ -51,7 +53,8 @@ class Evaluator:
         value = DEFINED[atom.kind](self, *atom.definition)
         modulus = atom.definition[1].value if atom.kind == "wrap" else None
         if modulus is not None and (self.number is int or modulus < 2**63):
-            value = atom.lo + np.mod(value - atom.lo, modulus)  # the value of [lo, hi] congruent to it
+            value = atom.lo + (value - atom.lo) % modulus  # the value of [lo, hi] congruent to it
+            # (`%`: a modulus of 2**64 is no int64, and exact values are Python integers)
         # (a 64-bit wrap in int64: the arithmetic wrapped already, as two's complement does)
         self.memo[name] = value
         return value
@@ -66,8 +69,8 @@ class Evaluator:
         if tag == "not":
             return ~np.asarray(self.formula(f[1]), bool)
         if tag in ("and", "or"):
-            parts = [self.formula(g) for g in f[1:]]
-            return np.logical_and.reduce(parts) if tag == "and" else np.logical_or.reduce(parts)
+            parts = [self.formula(g) for g in f[1:]]  # (of shapes that broadcast together)
+            return functools.reduce(np.logical_and if tag == "and" else np.logical_or, parts)
         raise Opaque(tag)
 
 
