@@ -404,3 +404,41 @@ def test_a_tile_load_in_a_while_condition_reads_with_what_the_loop_leaves():
     kernel = walk_while_positive.specialize_types(dict(x=host_jit._spec(x), out=host_jit._spec(args["out"])))
     safety.check(kernel)
     assert [t for _, t in kernel.facts["bounds_preconditions"]] == ["grid_dim(0) <= out.shape[0]"]
+
+
+@tile.kernel
+def narrowed(x, out, BLOCK: vg.constexpr):
+    i = tile.bid(0)
+    t = tile.load(x, index=(i,), shape=(BLOCK,))
+    tile.store(out, index=(i,), tile=t.astype(out.dtype))
+
+
+def double_rounding_cases(rng, bits: int) -> np.ndarray:
+    """Doubles just off a tie of a float with `bits` significant bits, closer than float32
+    can tell: rounded to float32 first they land on the tie (and go to even), rounded once
+    they go the other way; then random doubles, the edges and the specials."""
+    ties = (rng.integers(2 ** (bits - 1), 2 ** bits, 300) * 2 + 1) * 2.0 ** -bits  # in [1, 2)
+    nudge = 2.0 ** -40 * rng.choice([-1.0, 1.0], 300)
+    scaled = (ties + nudge) * 2.0 ** rng.integers(-20, 20, 300) * rng.choice([-1.0, 1.0], 300)
+    edges = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 3.3961e38, 3.3895e38,
+             65519.99, 65520.0, 2.0 ** -133, 2.0 ** -134 * 1.0000001, 2.0 ** -25 * 1.0000001]
+    return np.concatenate([scaled, rng.standard_normal(300) * 50, edges]).astype(np.float64)
+
+
+@pytest.mark.parametrize("target, bits", [(np.float16, 11), ("bfloat16", 8)])
+def test_a_double_narrowed_to_16_bits_is_rounded_once(rng, target, bits):
+    import ml_dtypes  # NumPy's own conversion, one rounding
+
+    x = double_rounding_cases(rng, bits)
+    with np.errstate(over="ignore"):  # the huge edges become infinities, as they should
+        want = x.astype(ml_dtypes.bfloat16 if target == "bfloat16" else target).view(np.uint16)
+        twice = x.astype(np.float32).astype(ml_dtypes.bfloat16 if target == "bfloat16" else target)
+    assert (twice.view(np.uint16) != want).sum() > 100  # the cases tell one rounding from two
+    out = np.zeros(x.size, np.uint16 if target == "bfloat16" else np.float16)
+    host_jit.run(narrowed, vg.cdiv(x.size, 256), dtypes={"out": T.bfloat16} if target == "bfloat16" else None,
+                 x=x, out=out, BLOCK=256)
+    got = out.view(np.uint16)
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(np.isnan(out.view(ml_dtypes.bfloat16 if target == "bfloat16" else np.float16)
+                                           .astype(np.float32)), nan)
+    np.testing.assert_array_equal(got[~nan], want[~nan])

@@ -46,7 +46,7 @@ def _poisoned(v: np.ndarray) -> np.ndarray:
 def same_bits(got, want):
     """Bit for bit, except that a NaN need only be a NaN: its bits are the hardware's (a GPU
     conversion or operation yields 0x7fff... where x86 yields 0x7fc0...)."""
-    got, want = np.array(got), np.array(want)
+    got, want = np.array(got, order="C"), np.array(want, order="C")  # a view of bytes needs rows
     nan = np.isnan(want.astype(np.float64))
     np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
     got[nan], want[nan] = 0, 0

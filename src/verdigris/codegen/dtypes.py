@@ -87,11 +87,30 @@ def float_to_mem(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
     if is_fp8(dt):
         return fp8.encode(b, value, dt.name)
     width = 64 if value.type == DOUBLE else 32
+    if width == 64 and dt.bits == 16:  # through float32, rounded to odd: still one rounding
+        return b.fptrunc(_float_rounded_to_odd(b, value), mem_type(dt))
     if dt.bits < width:
         return b.fptrunc(value, mem_type(dt))
     if dt.bits > width:
         return b.fpext(value, mem_type(dt))
     return value
+
+
+def _float_rounded_to_odd(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """A double rounded to float32 toward zero, its last bit set where that was inexact
+    (round to odd): rounding this to a 16-bit float is the one rounding of the double, where
+    rounding to float32 to nearest first would round twice. The GPU has no single
+    instruction for it (`cvt.rn.bf16.f64` runs as two roundings on sm_90, seen on an H100),
+    as CUDA's `__double2bfloat16` does in software too. Infinities and NaN pass through."""
+    nearest = b.fptrunc(value, FLOAT)
+    back = b.fpext(nearest, DOUBLE)
+    # nearest lies farther from zero than value: (back - value) has value's sign
+    away = b.fcmp_ordered(">", b.fmul(b.fsub(back, value), value), ir.Constant(DOUBLE, 0.0))
+    bits = b.bitcast(nearest, I32)
+    toward_zero = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)  # sign and magnitude
+    inexact = b.fcmp_ordered("!=", back, value)
+    odd = b.select(inexact, b.or_(toward_zero, ir.Constant(I32, 1)), toward_zero)
+    return b.bitcast(odd, FLOAT)
 
 
 def to_mem(b: ir.IRBuilder, dt: DType, value: ir.Value) -> ir.Value:
