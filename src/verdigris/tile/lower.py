@@ -59,6 +59,7 @@ from ..codegen import arith, casts, checks, mathlib, printf
 from ..codegen.dtypes import I8, I32, I64, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
+from ..codegen.nvptx import SHARED
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.locks import Locked
@@ -68,7 +69,6 @@ from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetc
 from .sharedmem import DYNAMIC_SHARED_SYMBOL, Exchange
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
-SHARED = 3  # NVPTX address space of shared memory
 MAX_WARPS = 8
 ELEMENTS_PER_THREAD = 8
 MAX_STATIC_SHARED = 48 * 1024

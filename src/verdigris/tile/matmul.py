@@ -51,7 +51,6 @@ from .lower import TileLowering, TileValue, num_warps
 from .sharedmem import MAX_DYNAMIC_SHARED, shared_per_block
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 
-SHARED = 3
 _STAGED = {  # (engine, kind) -> element type staged in shared memory
     ("mma.sync", "float8_e4m3fn"): "float16", ("mma.sync", "float8_e5m2"): "float16",
     ("mma.sync", "tf32"): "float32", ("wgmma", "tf32"): "float32",

@@ -19,8 +19,6 @@ from llvmlite import ir
 
 from ..codegen.dtypes import FLOAT, I1, I32, I64
 
-SHARED = 3
-
 
 def _asm(em, ret: ir.Type, text: str, constraints: str, args: list, side_effect: bool = True):
     fn = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), text, constraints,
