@@ -25,12 +25,13 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-# a kernel's race proof, all its queries together, in CPU seconds: issue #25's bound. Every
-# example and test kernel is decided within it on the CI machine (bench/proof_times.py: the
-# slowest proven, a bitonic sort, 0.5-0.65 s; racy twins whose example the solver searched
-# for seconds are refused from a witness, `witness`); CPU time stretches on a machine
-# loaded many times over (the grouped GEMM order took 0.45 s at load 3 and 1.0 s at load 10)
-KERNEL_S = 1.0
+# a kernel's race proof, all its queries together, in CPU seconds: twice issue #25's 1 s
+# bound, which every example and test kernel is decided within on the idle CI machine
+# (bench/proof_times.py: the slowest proven, a bitonic sort, 0.5-0.65 s; racy twins whose
+# example the solver searched for seconds are refused from a witness, `witness`), since
+# CPU time stretches in a long test process on a loaded machine: at 1.0 the locked
+# accumulation of tests/tile_lock_kernels.py took 1.002 s in a CI run and was refused
+KERNEL_S = 2.0
 STEPS_PER_MS = 5000
 
 RACE = 8000 * STEPS_PER_MS  # a race query (within the kernel's time)
