@@ -55,7 +55,7 @@ from math import prod
 from llvmlite import ir
 
 from .. import errors
-from ..codegen import arith, casts, checks, mathlib, printf
+from ..codegen import arith, checks, printf
 from ..codegen.dtypes import I8, I32, I64, reg_type
 from ..codegen.emitter import Emitter
 from ..codegen.lower import _KernelLowering
@@ -63,9 +63,9 @@ from ..codegen.nvptx import SHARED
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..ir.locks import Locked
-from ..types import DType, int32, tfloat32
-from . import (convert, flips, indexed, locks, memory, ordering, pieces, prefetch, ptx, random, reduce,
-               scan, sharedmem, sorting, varlayout)
+from ..types import DType, int32
+from . import (convert, elementwise, flips, indexed, locks, memory, ordering, pieces, prefetch, random,
+               reduce, scan, sharedmem, sorting, varlayout)
 from .sharedmem import DYNAMIC_SHARED_SYMBOL, Exchange
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 
@@ -334,7 +334,7 @@ class TileLowering(_KernelLowering):
             want = values[i].layout
         args = [values[i] for i in range(len(e.args))]
         operand = e.args[1 if e.op == "where" else 0].dtype
-        apply = _elementwise(e, operand)
+        apply = elementwise.operation(e, operand)
         regs = [Lazy(lambda r=r: apply(self.em, [forced(a.regs[r]) for a in args])) for r in range(want.num_regs)]
         return TileValue(want, regs, e.dtype)
 
@@ -533,59 +533,6 @@ class TileLowering(_KernelLowering):
         return module
 
 
-# ----------------------------------------------------------------------------- elementwise
-
-def _unary(em, op, src, dst, a):
-    return arith.unary(em, op, src, *a)
-
-
-def _binary(em, op, src, dst, a):
-    return arith.binary(em, op, src, *a)
-
-
-def _compare(em, op, src, dst, a):
-    return arith.compare(em, op, src, *a)
-
-
-def _math(em, op, src, dst, a):
-    return mathlib.call(em, op, src, tuple(a))
-
-
-def _cast(em, op, src, dst, a):
-    """`casts.cast`, except into tfloat32 (from float32 only, the frontend converts first),
-    rounded by the cvt the products' tf32 operands use; out of it is exact (one register)."""
-    if dst is tfloat32:
-        return ptx.cvt_tf32(em, a[0])
-    return casts.cast(em, a[0], src, dst)
-
-
-def _where(em, op, src, dst, a):
-    return em.b.select(*a)
-
-
-def _sigmoid(em, op, src, dst, a):
-    """1 / (1 + exp(-x)) in float32 (float64 for float64), rounded once to `dst`."""
-    from .. import types as T
-    from ..codegen.dtypes import round_narrow
-
-    wide = T.float64 if dst.bits == 64 else T.float32
-    x = a[0]
-    one = ir.Constant(x.type, 1.0)
-    e = mathlib.call(em, "exp", wide, (em.b.fneg(x),))
-    return round_narrow(em.b, dst, em.b.fdiv(one, em.b.fadd(one, e)))
-
-
-_SUPPORTED = {_unary: lambda op, dt: arith.supports_unary(op, dt),
-              _binary: lambda op, dt: arith.supports_binary(op, dt),
-              _math: lambda op, dt: mathlib.supports(op, dt),
-              _sigmoid: lambda op, dt: dt.is_float}
-_OPS = {
-    **{op: _unary for op in N.UNARY_OPS}, **{op: _binary for op in N.BINARY_OPS},
-    **{op: _compare for op in N.COMPARE_OPS}, **{op: _math for op in (*N.MATH_FUNCS, *N.ROUNDED_FUNCS)},
-    "cast": _cast, "where": _where, "sigmoid": _sigmoid,
-}
-
-
 _MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
@@ -612,14 +559,6 @@ def _runs(layout: Layout, kernel: N.Kernel, bound, op: str) -> int:
     for _, _, step in layout.thread_bits(0):
         g = min(g, 1 << step)
     return g
-
-
-def _elementwise(e: X.TileMap, operand: DType):
-    """f(emitter, argument registers) -> result register, for `e`'s op."""
-    kind = _OPS.get(e.op)
-    if kind is None or not _SUPPORTED.get(kind, lambda op, dt: True)(e.op, operand):
-        raise _error(f"{e.op} is not defined on {operand.name} tiles", e)
-    return lambda em, args: kind(em, e.op, operand, e.dtype, args)
 
 
 def lower(kernel: N.Kernel, target: str) -> ir.Module:
