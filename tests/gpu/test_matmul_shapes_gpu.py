@@ -1,7 +1,7 @@
 """Products over the LLM shape space and the grouped GEMM on the GPU (issue #29), against
 torch: `tile_matmul_shapes.linear` (tuned per shape: swapped operands and split-K at small
 M) at Llama-3 8B's projections for M from 1 to 4096, bf16 against float32 torch.matmul and
-fp8 with per-row and per-128-block scales against the float64 product of the dequantized
+fp8 with per-row and per-128-block scales against the float32 product of the dequantized
 operands (and torch._scaled_mm where it takes the recipe); every plan of the candidates,
 outputs poisoned (NaN); split-K the same bits from run to run; the grouped GEMM with ragged
 groups (empty ones, none a multiple of the tile) in both layouts of b against a loop of
@@ -39,29 +39,21 @@ def test_linear_bf16_against_torch(m, n, k):
 
 
 def _fp8(m, n, k, recipe):
-    """fp8 operands, their Scales, and the float64 product they stand for."""
-    from verdigris.examples.tile_matmul_shapes import SCALE_BLOCK, Scales
+    """fp8 operands quantized as the bench does, their Scales, and the float32 product of
+    the dequantized operands."""
+    from pathlib import Path
 
-    x, w = randn(m, k, seed=3, dtype=torch.float32), randn(n, k, seed=4, dtype=torch.float32)
-    if recipe == "row":
-        xs, ws = x.abs().amax(1, keepdim=True) / 448, w.abs().amax(1, keepdim=True).T / 448
-        xq, wq = (x / xs).to(torch.float8_e4m3fn), (w / ws.T).to(torch.float8_e4m3fn)
-        want = (xq.double() * xs.double()) @ (wq.double() * ws.double().T).T
-        return xq, wq, Scales("row", xs, ws), want
-    kb = k // SCALE_BLOCK
-    xs = x.view(m, kb, SCALE_BLOCK).abs().amax(2) / 448
-    ws = w.view(n // SCALE_BLOCK, SCALE_BLOCK, kb, SCALE_BLOCK).abs().amax((1, 3)) / 448
-    x_full = xs.repeat_interleave(SCALE_BLOCK, 1)
-    w_full = ws.repeat_interleave(SCALE_BLOCK, 0).repeat_interleave(SCALE_BLOCK, 1)
-    xq, wq = (x / x_full).to(torch.float8_e4m3fn), (w / w_full).to(torch.float8_e4m3fn)
-    want = (xq.double() * x_full.double()) @ (wq.double() * w_full.double()).T
-    return xq, wq, Scales("block", xs.contiguous(), ws.contiguous()), want
+    from verdigris.benchsuite import load_script
+
+    suite = load_script(Path(__file__).parents[2] / "bench" / "suite_shapes.py")
+    return suite.quantize(randn(m, k, seed=3, dtype=torch.float32),
+                          randn(n, k, seed=4, dtype=torch.float32), recipe)
 
 
 @pytest.mark.parametrize("recipe", ["row", "block"])
 @pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (16, 4096, 14336), (256, 6144, 4096),
                                      (4096, 4096, 4096)])
-def test_linear_fp8_every_candidate_against_float64(m, n, k, recipe):
+def test_linear_fp8_every_candidate_against_the_dequantized_product(m, n, k, recipe):
     from verdigris.examples.tile_matmul_shapes import (candidates, launch_plan, linear,
                                                        plan_workspace)
 
@@ -133,3 +125,15 @@ def test_grouped_gemm_matches_torch_grouped_mm():
     launch_grouped_gemm(a, b, offsets, c)
     theirs = torch._grouped_mm(a, b.transpose(1, 2), offs=offsets[1:], out_dtype=torch.bfloat16)
     assert rel_err(c, theirs.float()) < BF16_TOL
+
+
+@pytest.mark.parametrize("name", ["tile_matmul_shapes", "tile_grouped_gemm"])
+def test_the_examples_checks_pass_on_the_gpu(name):
+    """Each module's `check`: every plan kind, fp8 in both recipes, ragged groups, with
+    small tiles on shapes no tile divides."""
+    import importlib
+
+    import numpy as np
+
+    results = importlib.import_module(f"verdigris.examples.{name}").check(np.random.default_rng())
+    assert all(r.ok for r in results), [f"{r.name}: {r.error:.2e}" for r in results if not r.ok]
