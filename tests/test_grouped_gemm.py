@@ -111,3 +111,12 @@ def test_sm80_assembles():
     ptx = codegen.compile_to_ptx(gg.grouped_gemm.specialize_types(_specs("F")), "sm_80").ptx
     assert "ldmatrix" in ptx and "cp.async" in ptx
     codegen.assemble(ptx, "sm_80", optimize=False)
+
+
+def test_a_groups_constant_other_than_bs_groups_is_refused(rng):
+    a, _ = _narrow(rng, (20, K), "bfloat16")
+    b, _ = _narrow(rng, (3, N, K), "bfloat16")
+    c = np.full((20, N), np.nan, np.float32)
+    with pytest.raises(vg.AssumptionError) as refused:
+        gg.grouped_gemm[1, 2](a, b, gg.group_offsets([4, 6, 10]), c, GROUPS=2, **TILES)
+    assert refused.value.code == "VG304" and np.isnan(c).all()

@@ -55,10 +55,13 @@ def group_product(a, b, r, g, j, BM, BN, BK, B_ORDER):
 
 
 @tile.kernel
-def grouped_gemm(a, b, offsets, c, GROUPS: vg.constexpr, BM: vg.constexpr = 128,
+def grouped_gemm(a, b, offsets, c, GROUPS: vg.constexpr = 8, BM: vg.constexpr = 128,
                  BN: vg.constexpr = 128, BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "F"):
     """c[offsets[g]:offsets[g + 1]] = a[offsets[g]:offsets[g + 1]] @ op(b[g]) for each of
-    the GROUPS groups (module docstring); grid (tiles of c's rows, tiles of N)."""
+    the GROUPS groups (module docstring); grid (tiles of c's rows, tiles of N). GROUPS
+    (the size of the prefix search's tile) must be b's groups: a launch where it is not
+    is refused (VG304)."""
+    vg.assume(b.shape[0] == GROUPS and offsets.shape[0] == GROUPS + 1)
     r, j = tile.bid(0), tile.bid(1)
     first_row = int(r) * BM
     last_row = min(first_row + BM, a.shape[0]) - 1

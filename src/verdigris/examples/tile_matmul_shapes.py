@@ -135,7 +135,7 @@ def candidates(m: int, n: int, k: int, dtype_name: str, multiprocessors: int,
 
 
 @tile.kernel
-def gemm_rowwise(p, q, p_scale, q_scale, out, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+def gemm_rowwise(p, q, p_scale, q_scale, out, BM: vg.constexpr = 64, BN: vg.constexpr = 64,
                  BK: vg.constexpr = 128, C_ORDER: vg.constexpr = "C"):
     """out = (p @ q.T) * p_scale * q_scale: p (R, K) and q (S, K) as stored (fp8: K-major),
     p_scale (R, 1), q_scale (1, S) float32, applied once to the float32 sum. On a grid of S
@@ -151,7 +151,7 @@ def gemm_rowwise(p, q, p_scale, q_scale, out, BM: vg.constexpr = 128, BN: vg.con
 
 
 @tile.kernel
-def gemm_blockwise(p, q, p_scale, q_scale, out, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+def gemm_blockwise(p, q, p_scale, q_scale, out, BM: vg.constexpr = 64, BN: vg.constexpr = 64,
                    BK: vg.constexpr = 128, SWAPPED: vg.constexpr = False,
                    C_ORDER: vg.constexpr = "C"):
     """out = the sum over BK-deep steps of (p's step @ q's step.T) times their scales, BK the
