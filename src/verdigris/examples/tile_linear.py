@@ -140,8 +140,19 @@ def _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch, C_ORDER=
     grid = _grid(c, tiles, C_ORDER)
     parts = workspace.shape[0] // (grid[0] * tiles["BM"])
     gemm_split[(*grid, parts)](a, b, workspace, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
-    summing = dict(SUM_TILE, BM=min(SUM_TILE["BM"], tiles["BM"]))
-    return parts, _grid(c, summing, C_ORDER), summing
+    return (parts, *summing(c, tiles, C_ORDER))
+
+
+def summing(c, tiles: dict, C_ORDER="C") -> tuple:
+    """The grid and tile of split-K's second pass into c, after a first pass of `tiles`:
+    SUM_TILE (its BM dividing the product's); for a product stored transposed (C_ORDER="F":
+    swapped operands, few rows of c), the product's BM along c's columns, so that each row
+    of c is stored in runs of BM, by at most 64 of c's rows."""
+    if C_ORDER == "C":
+        tile = dict(SUM_TILE, BM=min(SUM_TILE["BM"], tiles["BM"]))
+    else:
+        tile = dict(BM=tiles["BM"], BN=min(64, tiles["BN"]))
+    return _grid(c, tile, C_ORDER), tile
 
 
 def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, C_ORDER="C",
@@ -155,9 +166,9 @@ def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, C
         gemm[_grid(c, tiles, C_ORDER)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER,
                                        C_ORDER=C_ORDER, **tiles, **launch)
     else:
-        parts, grid, summing = _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace,
-                                              launch, C_ORDER)
-        split_sum[grid](workspace, c, parts, C_ORDER=C_ORDER, **summing, **launch)
+        parts, grid, tile = _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch,
+                                           C_ORDER)
+        split_sum[grid](workspace, c, parts, C_ORDER=C_ORDER, **tile, **launch)
 
 
 def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None, **launch):
@@ -171,9 +182,9 @@ def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None
         kernel = gemm_bias if z is None else gemm_bias_gelu_forward
         kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
     else:
-        parts, grid, summing = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
+        parts, grid, tile = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
         kernel = split_sum_bias if z is None else split_sum_bias_gelu
-        kernel[grid](workspace, parts, bias, *outputs, **summing, **launch)
+        kernel[grid](workspace, parts, bias, *outputs, **tile, **launch)
 
 
 def partials(rows: int, cols: int, row_tile=None):

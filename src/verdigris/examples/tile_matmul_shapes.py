@@ -40,7 +40,7 @@ from verdigris import tile
 from verdigris.examples import Result, on_backend
 from verdigris.examples.tile_gemm import (_narrow, available, output_tile, split_sum,
                                           workspace_shape)
-from verdigris.examples.tile_linear import SUM_TILE, k_parts, launch_gemm
+from verdigris.examples.tile_linear import k_parts, launch_gemm, summing
 
 SMALL_M = 64  # at most this many rows of x: swapped operands
 SCALE_BLOCK = 128  # the "block" recipe's scales cover 128 of K (and 128 of N for w)
@@ -215,9 +215,8 @@ def launch_plan(x, w, y, plan: Plan, workspace=None, scales: Scales | None = Non
         p_scale, q_scale = (scales.w, scales.x) if plan.swapped else (scales.x, scales.w)
         gemm_blockwise[grid](p, q, p_scale, q_scale, out, SWAPPED=plan.swapped, **store)
     if workspace is not None:
-        summing = dict(SUM_TILE, BM=min(SUM_TILE["BM"], plan.BM))
-        split_sum[vg.cdiv(rows, summing["BM"]), vg.cdiv(cols, summing["BN"])](
-            workspace, y, plan.parts, C_ORDER=order, **summing, **launch)
+        grid, tile_shape = summing(y, plan.tiles, order)
+        split_sum[grid](workspace, y, plan.parts, C_ORDER=order, **tile_shape, **launch)
 
 
 def _multiprocessors() -> int:
@@ -253,14 +252,25 @@ def choose(x, w, y, scales: Scales | None = None, timer=None, **launch) -> Plan:
     return plan
 
 
+def new_workspace(like, shape):
+    """A float32 array of `shape` beside `like`: from torch's caching allocator for a torch
+    tensor (no driver allocation per call, ordered on its stream), else `vg.empty`."""
+    if hasattr(like, "new_empty"):
+        import torch
+
+        return like.new_empty(shape, dtype=torch.float32)
+    return vg.empty(shape, vg.float32)
+
+
 def _runner(x, w, y, plan: Plan, scales, launch):
     shape = plan_workspace(x.shape[0], w.shape[0], plan)
-    workspace = None if shape is None else vg.empty(shape, vg.float32)
+    workspace = None if shape is None else new_workspace(x, shape)
     return lambda: launch_plan(x, w, y, plan, workspace, scales, **launch)
 
 
 def linear(x, w, y, scales: Scales | None = None, timer=None, **launch):
-    """y = x @ w.T (fp8: times `scales`) with the plan `choose` picks for the shape."""
+    """y = x @ w.T (fp8: times `scales`) with the plan `choose` picks for the shape (a
+    split plan's workspace: `new_workspace`, each call)."""
     _runner(x, w, y, choose(x, w, y, scales, timer, **launch), scales, launch)()
 
 
