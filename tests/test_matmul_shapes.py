@@ -67,7 +67,7 @@ def test_linear_times_the_candidates_once_per_shape_and_runs_the_winner(rng, mon
     monkeypatch.setenv("VERDIGRIS_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ms, "_CHOSEN", {})
     monkeypatch.setattr(ms, "_multiprocessors", lambda: 4)
-    m, n, k = 40, 72, 600
+    m, n, k = 40, 72, 300
     plans = ms.candidates(m, n, k, "bfloat16", 4)
     slowest_first = iter(range(len(plans), 0, -1))
     timed = []
@@ -150,7 +150,6 @@ SCALED = dict(p=_array(FP8), q=_array(FP8), p_scale=_array(T.float32), q_scale=_
 @pytest.mark.parametrize("kernel, specs, accumulating", [
     (tile_gemm.gemm, dict(a=_array(T.bfloat16), b=_array(T.bfloat16), c=_array(T.bfloat16),
                           BM=128, BN=16, BK=64, B_ORDER="F", C_ORDER="F"), True),
-    (ms.gemm_rowwise, dict(SCALED, BN=256), True),
     (ms.gemm_rowwise, dict(SCALED, BN=16, C_ORDER="F"), True),
     (ms.gemm_blockwise, dict(SCALED, BN=128), False),
     (ms.gemm_blockwise, dict(SCALED, BN=16, SWAPPED=True, C_ORDER="F"), False),

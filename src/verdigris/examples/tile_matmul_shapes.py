@@ -219,6 +219,17 @@ def launch_plan(x, w, y, plan: Plan, workspace=None, scales: Scales | None = Non
         split_sum[grid](workspace, y, plan.parts, C_ORDER=order, **tile_shape, **launch)
 
 
+def _sources() -> tuple:
+    """What a stored choice depends on besides the shape: this module's and the GEMM
+    kernels' code."""
+    import inspect
+    import sys
+
+    from verdigris.examples import tile_gemm
+
+    return inspect.getsource(sys.modules[__name__]), inspect.getsource(tile_gemm)
+
+
 def _multiprocessors() -> int:
     if vg.current_backend() != "cuda":
         return 0
@@ -245,7 +256,7 @@ def choose(x, w, y, scales: Scales | None = None, timer=None, **launch) -> Plan:
     if plan is None:
         plans = candidates(m, n, k, dtypes[0].rsplit(".", 1)[-1], sms, recipe)
         runs = [_runner(x, w, y, p, scales, launch) for p in plans]
-        choice = fastest("linear", (__name__, "linear"), [str(p) for p in plans], runs,
+        choice = fastest("linear", _sources(), [str(p) for p in plans], runs,
                          ((("m", m), ("n", n), ("k", k), ("recipe", recipe)), dtypes),
                          timer=timer)
         plan = _CHOSEN[key] = plans[choice]
