@@ -13,7 +13,8 @@ and large M, so that the GPU run stays short.
 
 Grouped GEMM for mixture-of-experts: tokens routed to G experts (ragged group sizes drawn
 once from a fixed-seed router), each expert's weight (N, K); sizes are (rows, G, N, K): the
-rows after top-k routing. Ours is `examples/tile_grouped_gemm.py` (one launch); the peers
+rows after top-k routing. Ours is `examples/tile_grouped_gemm.py` (one launch, in each of
+GROUPED_CONFIGS' tiles); the peers
 are torch._grouped_mm (where torch has it) and a Python loop of torch.matmul, one per
 expert. TFLOP/s count 2 M N K (2 rows N K for the grouped case).
 
@@ -160,6 +161,16 @@ MOE = [(8192, 8, 14336, 4096),     # Mixtral 8x7B, top-2 of 4096 tokens: w1 (and
        (512, 64, 2048, 2048)]      # few tokens per expert (decode-like)
 
 
+# the default first; BM 64: less waste at group ends. Not 128 x 256: a tile across groups
+# keeps two accumulators (the product and the merged rows), which spill there
+GROUPED_CONFIGS = [dict(BM=128, BN=128, BK=64), dict(BM=64, BN=256, BK=64),
+                   dict(BM=64, BN=128, BK=64)]
+
+
+def _tiles(t: dict) -> str:
+    return f"{t['BM']}x{t['BN']}x{t['BK']}"
+
+
 def router_sizes(rows: int, groups: int, seed: int = 0) -> list:
     """Rows per expert from a fixed-seed router: uneven (Dirichlet weights), some empty
     where experts outnumber tokens."""
@@ -199,5 +210,6 @@ def bench_grouped(size):
         torch_impls["torch._grouped_mm"] = returning(
             lambda: torch._grouped_mm(a, b.transpose(1, 2), offs=offsets[1:], out_dtype=torch.bfloat16),
             want, RTOL)
-    return {"verdigris": checked(lambda: launch_grouped_gemm(a, b, offsets, c), c, want, RTOL),
-            "torch": torch_impls}
+    ours = {_tiles(t): checked(lambda t=t: launch_grouped_gemm(a, b, offsets, c, tiles=t), c, want,
+                               RTOL) for t in GROUPED_CONFIGS}
+    return {"verdigris": ours, "torch": torch_impls}
