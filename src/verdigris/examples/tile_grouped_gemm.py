@@ -26,7 +26,9 @@ G) reads the tile's padding, zeros, never memory outside the array (`docs/safety
 
 Arithmetic in float32 (tile.mma's), rounded once to c's dtype. On sm_90a both operands of
 the K loop stream through TMA into wgmma; the loop stands inside the loop over groups,
-so the block is not warp-specialized (`tile.specialize` takes a top-level loop only).
+so the block is not warp-specialized (`tile.specialize` takes a top-level loop only). The
+merge keeps two accumulators live (the product and the rows kept so far): 128 x 128 and
+64 x 256 tiles fit in registers, 128 x 256 spills.
 """
 from __future__ import annotations
 
