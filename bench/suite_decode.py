@@ -93,7 +93,7 @@ def bench_decode_attention(size):
 
     def ours(key_tile, warps, splits):
         part_out, part_lse = (torch.empty(shape, device="cuda")
-                              for shape in partial_shapes(batch, Q_HEADS, HEAD_DIM, splits))
+                              for shape in partial_shapes(q.shape, splits))
         return checked(lambda: decode_attention(q, k_cache, v_cache, table, seq_lens, out, part_out,
                                                 part_lse, scale, key_tile=key_tile, num_warps=warps),
                        out, want, RTOL)

@@ -1,8 +1,8 @@
 """Decode kernels (issue #29 part 3) on the cpu backend: paged flash-decoding attention
 (`examples.tile_decode_attention`) against float64 NumPy over shuffled pages, GQA groups of 1,
 4 and 8 query heads per KV head, ragged sequences (one token, lengths no multiple of the page,
-shorter than the splits), key tiles smaller than the page, one part and more parts than
-tiles, a sequence of length 0, sequences longer than their block table, a page outside the
+shorter than the splits), several query tokens per sequence (causal among them), key tiles
+smaller than the page, one part and more parts than tiles, a sequence of length 0, sequences longer than their block table, a page outside the
 pool; GEMV (`examples.tile_gemv`) for M = 1 ... 16 in one kernel and split-K. Every output
 is NaN first. Beside them the racy twin of the split kernel (every part storing into one
 slot), refused, while the kernels are proven; and the kernels' PTX for sm_80 and sm_90a at
@@ -66,7 +66,7 @@ def test_output_in_the_inputs_dtype_and_the_parts(rng):
     got = da.run_decode(*inputs, 0.3, splits=splits, out_dtype=vg.bfloat16)
     want = da.reference(*inputs, 0.3)
     assert got.dtype == vg.bfloat16 and relative_error(got, want) < TOLERANCE["bfloat16"]
-    part_out, part_lse = (np.full(s, np.nan, np.float32) for s in da.partial_shapes(2, 4, d, splits))
+    part_out, part_lse = (np.full(s, np.nan, np.float32) for s in da.partial_shapes(q.shape, splits))
     da.decode_attention(q, k_cache, v_cache, table, lens, np.empty(q.shape, np.float32), part_out,
                         part_lse, 0.3)
     # sequence 0: 5 tiles of 8 keys, parts of 2 and 3 tiles
@@ -75,9 +75,24 @@ def test_output_in_the_inputs_dtype_and_the_parts(rng):
         s = keys[:, h] @ q[0, h].astype(np.float64) * 0.3
         for part, (lo, hi) in enumerate(((0, 16), (16, 40))):
             top = s[lo:hi].max()
-            assert abs(part_lse[0, h, part] - (top + np.log(np.exp(s[lo:hi] - top).sum()))) < 1e-4
+            assert abs(part_lse[0, 0, h, part] - (top + np.log(np.exp(s[lo:hi] - top).sum()))) < 1e-4
     # sequence 1: 2 tiles, one per part
     assert np.isfinite(part_lse[1]).all()
+
+
+@pytest.mark.parametrize("tokens, key_tile", [(4, 16), (3, 8)])
+def test_several_query_tokens_each_seeing_the_keys_up_to_its_own(rng, tokens, key_tile):
+    """The last `tokens` positions of each sequence: a sequence shorter than them (its first
+    tokens see no key: 0), a last key tile that the first token sees none of (97 keys in
+    tiles of 16, 4 tokens: token 0 sees keys 0 ... 93) alone in its part (13 parts: one
+    tile each at most), groups of 4 (tokens x group rows: 16 and 12)."""
+    seq_lens = (2, 97, 40)
+    inputs = da.paged_inputs(rng, len(seq_lens), 8, 2, 16, 16, seq_lens, "float16", tokens)
+    got = da.run_decode(*inputs, 0.25, splits=13, key_tile=key_tile)
+    want = da.reference(*inputs, 0.25)
+    assert got.shape == (3, tokens, 8, 16)
+    assert np.array_equal(got[0, :tokens - 2], np.zeros_like(got[0, :tokens - 2]))
+    assert relative_error(got, want) < TOLERANCE["float16"]
 
 
 def test_empty_sequences_long_sequences_and_pages_outside_the_pool(rng):
@@ -184,8 +199,8 @@ def _a(dtype, ndim, unit=True):
 def _decode_split(group, key_tile, page=256, d=128):
     bf = T.bfloat16
     return da.decode_split.specialize_types(dict(
-        q=_a(bf, 3), k_cache=_a(bf, 3), v_cache=_a(bf, 3), block_table=_a(T.int32, 2),
-        seq_lens=_a(T.int32, 1), part_out=_a(T.float32, 4), part_lse=_a(T.float32, 3),
+        q=_a(bf, 4), k_cache=_a(bf, 3), v_cache=_a(bf, 3), block_table=_a(T.int32, 2),
+        seq_lens=_a(T.int32, 1), part_out=_a(T.float32, 5), part_lse=_a(T.float32, 4),
         scale=T.float32, GROUP=group, ROWS=max(da.PRODUCT_ROWS, group), PAGE=page, BN=key_tile, D=d))
 
 
@@ -202,7 +217,7 @@ def test_decode_split_runs_on_tensor_cores_and_assembles(target, product, group)
 @needs_ptxas
 def test_decode_split_and_combine_do_not_spill_on_sm90a():
     for kernel in (_decode_split(4, da.KEY_TILE), da.decode_combine.specialize_types(dict(
-            part_out=_a(T.float32, 4), part_lse=_a(T.float32, 3), out=_a(T.bfloat16, 3), SPLITS=33, D=128))):
+            part_out=_a(T.float32, 5), part_lse=_a(T.float32, 4), out=_a(T.bfloat16, 4), SPLITS=33, D=128))):
         report = _ptxas_report(codegen.compile_to_ptx(kernel, "sm_90a").ptx)
         assert "0 bytes spill stores" in report, report
 

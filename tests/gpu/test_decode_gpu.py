@@ -4,7 +4,8 @@ over each sequence's gathered keys and values (GQA groups of 1, 4 and 8, pages o
 256 shuffled in the pool, ragged lengths from 1 token up, the split count the heuristic
 picks for this GPU and one part), and GEMV (`examples.tile_gemv`) against torch.matmul in
 float32, for M = 1, 4, 16 at Llama-3 8B shapes, in one kernel and split-K. Outputs are NaN
-first; errors are relative Frobenius norms. The examples' own checks (cpu sizes, float64
+first; errors are relative Frobenius norms. Several query tokens per sequence against SDPA
+with the causal mask aligned to the end. The examples' own checks (cpu sizes, float64
 references) run here too. The cpu backend: tests/test_decode.py."""
 import math
 
@@ -61,11 +62,10 @@ def sdpa_reference(q, k_cache, v_cache, table, seq_lens, scale):
 def decode(q, k_cache, v_cache, table, lens, splits, **options):
     from verdigris.examples.tile_decode_attention import decode_attention, partial_shapes
 
-    batch, q_heads, d = q.shape
     out = torch.full(q.shape, float("nan"), dtype=q.dtype, device="cuda")
-    part_out, part_lse = (torch.full(shape, float("nan"), device="cuda")
-                          for shape in partial_shapes(batch, q_heads, d, splits))
-    decode_attention(q, k_cache, v_cache, table, lens, out, part_out, part_lse, 1 / math.sqrt(d), **options)
+    part_out, part_lse = (torch.full(shape, float("nan"), device="cuda") for shape in partial_shapes(q.shape, splits))
+    decode_attention(q, k_cache, v_cache, table, lens, out, part_out, part_lse, 1 / math.sqrt(q.shape[-1]),
+                     **options)
     return out
 
 
@@ -84,6 +84,27 @@ def test_paged_decode_attention_against_sdpa(q_heads, kv_heads, page, d):
         got = decode(*inputs, splits)
         assert torch.isfinite(got).all()
         assert rel_err(got, want) < ATTENTION_TOLERANCE, f"{splits} parts"
+
+
+def test_several_query_tokens_against_causal_sdpa():
+    """4 query tokens per sequence (speculative decoding), groups of 4: each token sees the
+    keys up to its own position, as SDPA's causal mask aligned to the end (the keys' last
+    4 are the tokens' own)."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    batch, tokens, q_heads, kv_heads, d = 3, 4, 32, 8, 128
+    seq_lens = [4, 1000, 2049]
+    q, k_cache, v_cache, table, lens = paged(batch, q_heads, kv_heads, d, 16, seq_lens, g)
+    q = torch.randn(batch, tokens, q_heads, d, device="cuda", generator=g, dtype=torch.bfloat16)
+    want = torch.empty(q.shape, device="cuda")
+    for b, n in enumerate(seq_lens):
+        pages = table[b, :math.ceil(n / 16)].long()
+        k, v = (c[pages].reshape(-1, kv_heads, d)[:n].transpose(0, 1).float()
+                .repeat_interleave(q_heads // kv_heads, 0) for c in (k_cache, v_cache))
+        mask = torch.arange(n, device="cuda")[None] <= torch.arange(n - tokens, n, device="cuda")[:, None]
+        want[b] = F.scaled_dot_product_attention(q[b].transpose(0, 1).float(), k, v, attn_mask=mask,
+                                                 scale=1 / math.sqrt(d)).transpose(0, 1)
+    for splits in (1, 6):
+        assert rel_err(decode(q, k_cache, v_cache, table, lens, splits), want) < ATTENTION_TOLERANCE
 
 
 @pytest.mark.parametrize("num_warps", [4, 8])
