@@ -5,8 +5,10 @@ shorter than the splits), several query tokens per sequence (causal among them),
 smaller than the page, one part and more parts than tiles, a sequence of length 0, sequences longer than their block table, a page outside the
 pool; GEMV (`examples.tile_gemv`) for M = 1 ... 16 in one kernel and split-K. Every output
 is NaN first. Beside them the racy twin of the split kernel (every part storing into one
-slot), refused, while the kernels are proven; and the kernels' PTX for sm_80 and sm_90a at
-the benchmarks' specializations, assembled by ptxas. The GPU: tests/gpu/test_decode_gpu.py."""
+slot), refused, while the kernels are proven; a product of operand tiles at indices read
+from memory in its loop (as the pages are), streamed ahead (TMA, cp.async) unless the kernel
+writes the index array; and the kernels' PTX for sm_80 and sm_90a at the benchmarks'
+specializations, assembled by ptxas. The GPU: tests/gpu/test_decode_gpu.py."""
 import math
 import re
 
@@ -189,6 +191,68 @@ def test_gemv_workspace_and_row_limit(rng):
         tile_gemv.gemv(x, np.zeros((64, 64), np.float16), np.zeros((17, 64), np.float16))
 
 
+# ----------------------------------------------------------------------------- streaming
+# A product's operand tiles at an index read from memory in the loop (a page of the block
+# table): the stream computes the index for the iteration it copies ahead.
+
+@tile.kernel
+def product_of_listed_tiles(a, b, tiles, c, BM: vg.constexpr, BN: vg.constexpr, BK: vg.constexpr):
+    """c = sum over k of a's column tile tiles[k] times b's row tile tiles[k]: a @ b, for
+    a list that holds every tile once."""
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range(tiles.shape[0]):
+        listed = tile.load(tiles, index=(k,), shape=())
+        acc = tile.mma(tile.load(a, index=(0, listed), shape=(BM, BK)),
+                       tile.load(b, index=(listed, 0), shape=(BK, BN)), acc)
+    tile.store(c, index=(0, 0), tile=acc)
+
+
+@tile.kernel
+def product_of_listed_tiles_relisted(a, b, tiles, c, BM: vg.constexpr, BN: vg.constexpr,
+                                     BK: vg.constexpr):
+    """The same, but each step copies its entry into the next one: not streamed (a copy
+    running ahead would read the next entry before the step rewrites it)."""
+    acc = tile.zeros((BM, BN), vg.float32)
+    for k in range(tiles.shape[0]):
+        listed = tile.load(tiles, index=(k,), shape=())
+        acc = tile.mma(tile.load(a, index=(0, listed), shape=(BM, BK)),
+                       tile.load(b, index=(listed, 0), shape=(BK, BN)), acc)
+        tile.store(tiles, index=(k + 1,), tile=tile.full((1,), listed, vg.int32))
+    tile.store(c, index=(0, 0), tile=acc)
+
+
+def listed_tiles_inputs(rng, tiles=5, size=64):
+    a = rng.standard_normal((size, tiles * size)).astype(vg.bfloat16)
+    b = rng.standard_normal((tiles * size, size)).astype(vg.bfloat16)
+    order = rng.permutation(tiles).astype(np.int32)
+    return a, b, order, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def test_a_product_of_tiles_listed_in_memory(rng):
+    a, b, order, want = listed_tiles_inputs(rng)
+    c = np.full((64, 64), np.nan, np.float32)
+    product_of_listed_tiles[1](a, b, order, c, BM=64, BN=64, BK=64)
+    assert relative_error(c, want) < 1e-5
+
+
+def _listed(kernel, unit=True):
+    bf = T.bfloat16
+    return kernel.specialize_types(dict(a=_a(bf, 2), b=_a(bf, 2), tiles=_a(T.int32, 1), c=_a(T.float32, 2),
+                                        BM=64, BN=64, BK=64))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target, copies", [("sm_90a", "cp.async.bulk.tensor"), ("sm_80", "cp.async.cg")])
+def test_tiles_at_an_index_read_in_the_loop_stream(target, copies):
+    """Both operands stream (TMA on sm_90a, without a producer warp group: the producer
+    would need the body's statements; cp.async on sm_80); not where the kernel writes the
+    array the index is read from."""
+    ptx = codegen.compile_to_ptx(_listed(product_of_listed_tiles), target).ptx
+    assert copies in ptx and "setmaxnreg" not in ptx
+    assert codegen.assemble(ptx, target, optimize=False)[:4] == b"\x7fELF"
+    assert copies not in codegen.compile_to_ptx(_listed(product_of_listed_tiles_relisted), target).ptx
+
+
 # ----------------------------------------------------------------------------- PTX
 
 
@@ -207,10 +271,12 @@ def _decode_split(group, key_tile, page=256, d=128):
 @needs_ptxas
 @pytest.mark.parametrize("target, product, group", [("sm_80", "mma.sync", 4), ("sm_90a", "wgmma", 32)])
 def test_decode_split_runs_on_tensor_cores_and_assembles(target, product, group):
-    """Groups padded to 16 query rows (4) and groups of 16 or more (32, no padding); the
+    """Groups padded to 16 query rows (4) and groups of 16 or more (32, no padding), the key
+    and value tiles streamed at their pages (TMA on sm_90a, cp.async on sm_80); the
     no-spill test below assembles group 4 on sm_90a."""
     compiled = codegen.compile_to_ptx(_decode_split(group, da.KEY_TILE), target)
     assert product in compiled.ptx
+    assert ("cp.async.bulk.tensor" if target == "sm_90a" else "cp.async.cg") in compiled.ptx
     assert codegen.assemble(compiled.ptx, target, optimize=False)[:4] == b"\x7fELF"
 
 

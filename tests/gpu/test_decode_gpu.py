@@ -2,11 +2,12 @@
 (`examples.tile_decode_attention`) against torch's scaled_dot_product_attention in float32
 over each sequence's gathered keys and values (GQA groups of 1, 4 and 8, pages of 16 and
 256 shuffled in the pool, ragged lengths from 1 token up, the split count the heuristic
-picks for this GPU and one part), and GEMV (`examples.tile_gemv`) against torch.matmul in
-float32, for M = 1, 4, 16 at Llama-3 8B shapes, in one kernel and split-K. Outputs are NaN
-first; errors are relative Frobenius norms. Several query tokens per sequence against SDPA
-with the causal mask aligned to the end. The examples' own checks (cpu sizes, float64
-references) run here too. The cpu backend: tests/test_decode.py."""
+picks for this GPU and one part; several query tokens per sequence against SDPA with the
+causal mask aligned to the end), and GEMV (`examples.tile_gemv`) against torch.matmul in
+float32, for M = 1, 4, 16 at Llama-3 8B shapes, in one kernel and split-K; a product of
+tiles at indices read in its loop (the key and value tiles' streaming at their pages,
+alone). Outputs are NaN first; errors are relative Frobenius norms. The examples' own
+checks (cpu sizes, float64 references) run here too. The cpu backend: tests/test_decode.py."""
 import math
 
 import numpy as np
@@ -132,6 +133,19 @@ def test_gemv_against_torch(m, n, k):
         y = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         gemv(x, w, y, workspace=workspace)
         assert rel_err(y, want) < GEMV_TOLERANCE
+
+
+def test_a_product_of_tiles_listed_in_memory():
+    """The stream's index prefix alone (tests/test_decode.py): operand tiles at indices read
+    in the loop, 9 of them, more than the stages, so that stages are refilled ahead."""
+    from test_decode import listed_tiles_inputs, product_of_listed_tiles
+
+    from verdigris.examples import on_backend
+
+    a, b, order, want = listed_tiles_inputs(np.random.default_rng(), tiles=9)
+    c = np.full((64, 64), np.nan, np.float32)
+    c = on_backend(product_of_listed_tiles[1], a, b, order, c, BM=64, BN=64, BK=64)[3]
+    assert np.abs(c - want).max() < 1e-5 * np.abs(want).max()
 
 
 def test_the_examples_check_themselves_on_the_gpu():

@@ -14,10 +14,11 @@ log-sum-exp (float32); `decode_combine` (grid: Hq, Sq, B) merges the parts by th
 log-sum-exp. The group's query rows (tokens x heads), padded with zeros to 16 rows at least,
 are the right operand of S^T = K Q^T, so the keys fill a tensor-core product's rows (wgmma
 on sm_90a, mma.sync on sm_80) however small the group; the values' product is
-O^T += V^T P^T. Each key tile's page
-is read from the block table as the loop reaches it; the tile's load at that page reads
-nothing outside the cache (a page outside it reads as zeros). `decode_attention` launches
-both, `decode_splits` chooses the number of parts.
+O^T += V^T P^T. Each key tile's page is read from the block table in the loop, and the key
+and value tiles at that page stream into shared memory several steps ahead (the copy engine
+on sm_90a, cp.async on sm_80; `tile.pipeline`'s index prefix); a tile's load reads nothing
+outside the cache (a page outside it reads as zeros). `decode_attention` launches both,
+`decode_splits` chooses the number of parts.
 """
 from __future__ import annotations
 

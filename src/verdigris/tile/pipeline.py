@@ -20,10 +20,18 @@ A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products di
         acc = tile.mma(x, y, acc)                         # to (R, C)
 A streamed load reads a 2-d or 3-d array of float16/bfloat16/fp8 with unit inner stride, a
 whole power-of-two tile with padding 0 (the copy engine fills what lies outside with
-zeros), at an index that depends on nothing the body assigns but the loop variable, and
-its tile is used once, as an operand of a product in a statement of the body itself. It
-then goes global -> shared by the copy engine (`cp.async.bulk.tensor`), up to `stages`
-iterations ahead. A product's other operand, when the body does not assign it (a loop
+zeros), at an index that depends on nothing the body assigns but the loop variable and
+the scalars of its index prefix, and its tile is used once, as an operand of a product in
+a statement of the body itself. It then goes global -> shared by the copy engine
+(`cp.async.bulk.tensor`), up to `stages` iterations ahead. The index prefix: scalar
+statements at the top of the body that read only the loop variable, loop invariants and
+arrays the kernel never writes, such as a page read from a block table (paged attention:
+`page = tile.load(table, (b, k), shape=())`, then K's tile at `(page, ...)`); whoever
+copies iteration i ahead runs them again for i first (`StreamLoop.at_iteration`), into
+the body's own variables: the body recomputes them at its top, before anything reads them,
+so a copy issued before the loop or between two iterations changes nothing the body sees,
+as for the loop variable itself. A loop with an index prefix is not warp-specialized
+(`specialize`). A product's other operand, when the body does not assign it (a loop
 invariant, e.g. attention's Q), is staged into shared memory once before the loop;
 otherwise it is staged each iteration, or taken from registers (`matmul`).
 
@@ -120,6 +128,7 @@ class Pipeline:
     barriers: int = 0  # offset of the mbarriers
     specialized: bool = False  # a producer warp group copies (`specialize`)
     engine: str = "wgmma"  # "mma.sync": streamed by `cpasync`, without mbarriers
+    index_prefix: tuple = ()  # body statements a streamed index reads (`_index_prefix`)
 
     @property
     def max_stages(self) -> int:
@@ -183,7 +192,7 @@ def _resolve(e, assigned: dict):
             return None
 
 
-def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str, writes) -> bool:
+def _streamable(load: X.TileLoad, body_names: set, loop_var: set, engine: str, writes) -> bool:
     t = load.array.type
     if load.array.name in writes:  # a copy running ahead would pass the block's own writes
         return False
@@ -194,7 +203,45 @@ def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str, w
             and (t.ndim == 2 or shape[0] == 1) and shape == padded(shape)
             and isinstance(load.padding, N.Const) and load.padding.value == 0
             and max(shape[-2:]) <= 256
-            and not any(_names(i) & (body_names - {loop_var}) for i in load.index))
+            and not any(_names(i) & (body_names - loop_var) for i in load.index))
+
+
+_SCALAR_NODES = (N.Const, N.Var, N.ArrayRef, N.Load, N.Shape, N.Unary, N.Binary, N.Compare, N.Logical, N.Select,
+                 N.Cast)
+
+
+def _scalar(s: N.Stmt) -> bool:
+    """Whether `s` only assigns scalars computed by plain arithmetic and array reads: an
+    assignment, or an `if` of them (the frontend's form of `tile.load(..., shape=())`)."""
+    from ..frontend import walk
+
+    if isinstance(s, N.If):
+        return all(_scalar(t) for t in (*s.then, *s.orelse)) and \
+            all(isinstance(n, _SCALAR_NODES) for n in walk([s.cond]))
+    return isinstance(s, N.Assign) and all(isinstance(n, _SCALAR_NODES) for n in walk([s.value]))
+
+
+def _index_prefix(body: list, loop_var: str, body_names: set, writes) -> tuple:
+    """(statements, names): the scalar statements at the top of a loop body that read only
+    the loop variable, loop invariants, each other's results and arrays the kernel never
+    writes (a page number read from a block table: `page = tile.load(table, (b, t),
+    shape=())`), and the names they assign, assigned nowhere else in the body. A streamed
+    load's index may read those names: the stream runs the statements again for the
+    iteration it copies ahead (`StreamLoop.at_iteration`), and the body runs them for its
+    own, after the copies it issued."""
+    from ..frontend import walk
+
+    prefix, names = [], set()
+    for s in body:
+        read = {n.name for n in walk([s]) if isinstance(n, N.Var)}
+        if not _scalar(s) or read & (body_names - names - {loop_var}) \
+                or any(isinstance(n, N.Load) and n.array.name in writes for n in walk([s])):
+            break
+        prefix.append(s)
+        names |= _assigned([s])
+    if names & _assigned(body[len(prefix):]) or loop_var in names:
+        return (), set()
+    return tuple(prefix), names
 
 
 def find(kernel: N.Kernel, target: str, plan) -> list:
@@ -228,6 +275,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
         if isinstance(s, N.Assign) and s.name not in nested:
             where[s.name] = None if s.name in where else (position, s.value)
     body_names = _assigned(body)
+    prefix, computed = _index_prefix(body, loop.var, body_names, writes)
     dots = [(position, n) for position, s in enumerate(body) if isinstance(s, N.Assign)
             for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == engine]
     streamed, invariants, skipped = [], [], set()
@@ -241,7 +289,8 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
                 load, transposed, var = got
                 if var is not None and reads.get(var, 0) != 1:
                     got = None
-                elif not _streamable(load, body_names, loop.var, engine, writes) or load.array.dtype.name != kind \
+                elif not _streamable(load, body_names, {loop.var} | computed, engine, writes) \
+                        or load.array.dtype.name != kind \
                         or staged != kind:  # a conversion on the way to shared memory
                     got = None
             if got is None:
@@ -277,8 +326,9 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
             op.map_index = len(plan.tensor_maps) - 1
         op.offset = stage
         stage += operand.aligned(op.stored.nbytes)
+    read = set().union(*(_names(i) for op in streamed for i in op.load.index))
     return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
-                    engine=engine)
+                    engine=engine, index_prefix=prefix if read & computed else ())
 
 
 def _stored_bytes(node: X.TileExpr, dot) -> int:
@@ -314,6 +364,12 @@ class StreamLoop:
         b = self.b
         control.when(self.low, b.icmp_signed(">", self.trips, i32(0)), lambda: self.set_var(b.sub(self.trips, i32(1))))
 
+    def at_iteration(self, i: ir.Value) -> None:
+        """The loop variable at iteration i, and the index prefix's scalars computed for it
+        (what the streamed loads' indices read)."""
+        self.set_var(i)
+        self.low.stmts(list(self.p.index_prefix))
+
     def set_var(self, i: ir.Value) -> None:
         b = self.b
         value = b.add(self.start, b.mul(b.zext(i, I64), ir.Constant(I64, self.step)))
@@ -328,7 +384,7 @@ class StreamLoop:
     def produce(self, i: ir.Value, stage: ir.Value) -> None:
         """Copy iteration i's tiles into `stage` (i32 values); one thread runs it."""
         b, low, p = self.b, self.low, self.p
-        self.set_var(i)
+        self.at_iteration(i)
         bar = _select(b, self.full, stage)
         ptx.mbarrier_arrive_expect_tx(low.em, bar, p.stage_bytes_used)
         base = b.add(self.stage_base, b.mul(stage, i32(p.stage_bytes)))
