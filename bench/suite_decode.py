@@ -38,7 +38,7 @@ KV_BYTES_PER_TOKEN = 2 * KV_HEADS * HEAD_DIM * 2  # K and V, bfloat16
 DECODE_SIZES = [(batch, context) for batch in (1, 16, 64, 256) for context in (1024, 8192, 32768, 131072)
                 if batch * context * KV_BYTES_PER_TOKEN <= KV_BUDGET]
 # (key tile, warps, split count as a multiple of decode_splits')
-DECODE_CONFIGS = [(64, 4, 1), (64, 8, 1), (128, 8, 1), (64, 4, 2)]
+DECODE_CONFIGS = [(64, 4, 1), (128, 4, 1), (128, 8, 1), (64, 4, 2)]
 LLAMA3_8B = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]
 GEMV_SIZES = [(m, n, k) for m in (1, 4, 16) for n, k in LLAMA3_8B]
 # (rows of w per tile, k per step, split-K: the heuristic's parts or none)
