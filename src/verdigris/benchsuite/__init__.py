@@ -4,7 +4,7 @@ Gives, for bench scripts: `case` (the decorator that registers a case; see `regi
 `Impl` (a callable with a correctness check), `checked(run, out, want, rtol)` (the usual
 check: poison the output, run once, compare with a reference), `returning(run, want,
 rtol)` (the same for a call that returns its result, e.g. `torch.softmax`), `has(peer)`
-(whether torch, triton, cupy or cutile is installed) and `load_script(path)` (another bench
+(whether torch, triton, cupy, cutile or flash_attn is installed) and `load_script(path)` (another bench
 script's module, to borrow its peer kernels). Importing this package imports none of them,
 nor the GPU driver: registering is free, measuring happens in `verdigris bench`.
 

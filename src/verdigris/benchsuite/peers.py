@@ -26,6 +26,7 @@ PEERS = {
     "triton": Peer("triton", ("triton",)),
     "cupy": Peer("cupy", ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")),
     "cutile": Peer("cuda.tile", ("cuda-tile",)),
+    "flash_attn": Peer("flash_attn", ("flash-attn", "flash_attn")),
 }
 
 

@@ -18,7 +18,7 @@ from .report import rows
 
 # One colour per peer in every figure (verdigris in its own colour), others from the cycle.
 COLORS = {"verdigris": "#2a9d8f", "torch": "#ee4c2c", "triton": "#5b4bc4", "cupy": "#1f77b4",
-          "cutile": "#76b900", ROOFLINE: "#9a9a9a"}
+          "cutile": "#76b900", "flash_attn": "#e9a23b", ROOFLINE: "#9a9a9a"}
 
 
 def available() -> bool:

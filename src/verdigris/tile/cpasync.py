@@ -1,10 +1,11 @@
 """Streaming a loop's matrix operands into shared memory on sm_80+: cp.async for mma.sync.
 
-Takes: a loop `pipeline.find` matched for mma.sync products (targets sm_80, sm_89, and
+Takes: a loop `streams.find` matched for mma.sync products (targets sm_80, sm_89, and
 sm_90 without the `a` features; the same loops the sm_90a path streams: loads used once,
 as product operands, at an index that depends on nothing the body assigns but the loop
-variable; 16-bit operands with 16-byte-aligned arrays), placed by `matmul.plan` in 2 to
-`pipeline.MAX_STAGES` stages as the target's shared memory allows
+variable and the scalars of the body's index prefix, which the copies of an iteration
+compute for it first; 16-bit operands with 16-byte-aligned arrays), placed by
+`matmul.plan` in 2 to `pipeline.MAX_STAGES` stages as the target's shared memory allows
 (`sharedmem.shared_per_block`). Gives `lower_loop(low, loop, p)`.
 
 Each streamed tile goes global -> shared without passing through registers: the block's
@@ -136,7 +137,7 @@ def lower_loop(low, loop: N.For, p: pipeline.Pipeline) -> None:
 
     def issue(i: ir.Value) -> None:
         def copy():
-            s.set_var(i)
+            s.at_iteration(i)
             copies.issue(b.urem(i, i32(stages)))
         control.when(low, b.icmp_signed("<", i, trips), copy)
         ptx.cp_async_commit(em)

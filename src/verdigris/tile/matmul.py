@@ -160,14 +160,14 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is kernel:
         return cached[1]
-    from . import epilogue, pipeline, specialize
+    from . import epilogue, specialize, streams
 
     warps = num_warps(kernel)
     result = Plan(tma=kernel.facts.get("tma", True))
     for node in _walk(kernel):
         if isinstance(node, X.TileDot):
             result.dots[id(node)] = _dot_plan(node, target, warps)
-    found = pipeline.find(kernel, target, result)
+    found = streams.find(kernel, target, result)
     result.specialized = specialize.decide(kernel, found, warps) if target == "sm_90a" else None
     layouts = _accumulators(kernel, result)
     result.register_a = _registers_as_a(kernel, result, layouts)

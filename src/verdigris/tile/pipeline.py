@@ -1,11 +1,8 @@
 """Streaming a loop's matrix operands straight into shared memory: TMA + mbarriers + wgmma.
 
-Takes: a tile kernel, the target and its `matmul.Plan`. Gives:
-- `find(kernel, target, plan) -> [Pipeline]`: the loops it can stream (the plan then sizes
-  their stages, `matmul.plan`) and the TMA descriptors they take (`plan.tensor_maps`); on
-  other targets than sm_90a, the loops whose products run on mma.sync, which `cpasync`
-  streams by per-thread `cp.async` copies (same matching; 16-bit operands only, as fp8
-  is converted to float16 on its way to shared memory there);
+Takes: the loops `streams.find` matched (the plan then sizes their stages, `matmul.plan`).
+Gives:
+- `Pipeline`, `Streamed`, `Invariant`, `TensorMap`: what a loop streams, and how;
 - `run_body(low, p, invariants, operand_base)` and `stage_invariants(low, p)`, which both
   lowerings use;
 - `lower_loop(low, loop, stream)`: a streamed loop as the threads that compute run it;
@@ -13,17 +10,27 @@ Takes: a tile kernel, the target and its `matmul.Plan`. Gives:
   kernel runs it (`specialize`): only the copies, ahead of the consumers;
 - `init_barriers(low, stream)`.
 
-A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products directly:
+A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products directly
+(`streams`; on other targets than sm_90a, the loops whose products run on mma.sync, which
+`cpasync` streams by per-thread `cp.async` copies):
     for k in range(start, stop, step):          # a constant positive step
         x = tile.load(A, index=(..k..), shape=(R, C))   # inline too, or `.T` of it, or a
         y = tile.load(B, index=(..k..), shape=(R', C'))  # 3-d (1, R, C) load reshaped
         acc = tile.mma(x, y, acc)                         # to (R, C)
 A streamed load reads a 2-d or 3-d array of float16/bfloat16/fp8 with unit inner stride, a
 whole power-of-two tile with padding 0 (the copy engine fills what lies outside with
-zeros), at an index that depends on nothing the body assigns but the loop variable, and
-its tile is used once, as an operand of a product in a statement of the body itself. It
-then goes global -> shared by the copy engine (`cp.async.bulk.tensor`), up to `stages`
-iterations ahead. A product's other operand, when the body does not assign it (a loop
+zeros), at an index that depends on nothing the body assigns but the loop variable and
+the scalars of its index prefix, and its tile is used once, as an operand of a product in
+a statement of the body itself. It then goes global -> shared by the copy engine
+(`cp.async.bulk.tensor`), up to `stages` iterations ahead. The index prefix: scalar
+statements at the top of the body that read only the loop variable, loop invariants and
+arrays the kernel never writes, such as a page read from a block table (paged attention:
+`page = tile.load(table, (b, k), shape=())`, then K's tile at `(page, ...)`); whoever
+copies iteration i ahead runs them again for i first (`StreamLoop.at_iteration`), into
+the body's own variables: the body recomputes them at its top, before anything reads them,
+so a copy issued before the loop or between two iterations changes nothing the body sees,
+as for the loop variable itself. A loop with an index prefix is not warp-specialized
+(`specialize`). A product's other operand, when the body does not assign it (a loop
 invariant, e.g. attention's Q), is staged into shared memory once before the loop;
 otherwise it is staged each iteration, or taken from registers (`matmul`).
 
@@ -60,9 +67,7 @@ from llvmlite import ir
 from ..codegen.dtypes import FLOAT, I32, I64, i32
 from ..ir import nodes as N
 from ..ir import tiles as X
-from ..types import from_name
 from . import control, operand, ptx
-from .layout import padded
 
 MAX_STAGES = {"wgmma": 6, "mma.sync": 4}  # per engine: mma.sync's stages (`cpasync`) are
 # copied by the computing threads themselves, so fewer pay off
@@ -120,6 +125,7 @@ class Pipeline:
     barriers: int = 0  # offset of the mbarriers
     specialized: bool = False  # a producer warp group copies (`specialize`)
     engine: str = "wgmma"  # "mma.sync": streamed by `cpasync`, without mbarriers
+    index_prefix: tuple = ()  # body statements a streamed index reads (`streams._index_prefix`)
 
     @property
     def max_stages(self) -> int:
@@ -151,141 +157,6 @@ class Pipeline:
         return offset + self.shared_bytes
 
 
-# ----------------------------------------------------------------------------- matching
-
-
-def _names(e) -> set:
-    from ..frontend import walk
-
-    return {n.name for n in walk([e]) if isinstance(n, (N.Var, X.TileVar))}
-
-
-def _assigned(stmts) -> set:
-    from ..frontend import walk
-
-    return {n.name for n in walk(stmts) if isinstance(n, N.Assign)} | \
-        {n.var for n in walk(stmts) if isinstance(n, N.For)}
-
-
-def _resolve(e, assigned: dict):
-    """(load, transposed, variable or None) of an operand that is a loaded tile, or None."""
-    transposed, var = False, None
-    while True:
-        if isinstance(e, X.TileVar) and var is None and e.name in assigned:
-            var, e = e.name, assigned[e.name]
-        elif isinstance(e, X.Permute) and e.perm == (1, 0):
-            transposed, e = not transposed, e.value
-        elif isinstance(e, X.Reshape) and tuple(e.value.shape) == (1, *e.shape):
-            e = e.value
-        elif isinstance(e, X.TileLoad):
-            return e, transposed, var
-        else:
-            return None
-
-
-def _streamable(load: X.TileLoad, body_names: set, loop_var: str, engine: str, writes) -> bool:
-    t = load.array.type
-    if load.array.name in writes:  # a copy running ahead would pass the block's own writes
-        return False
-    shape = tuple(load.shape)
-    if engine == "mma.sync" and not (t.aligned16 and shape[-1] * load.array.dtype.itemsize % 16 == 0):
-        return False  # cp.async moves 16-byte chunks
-    return (load.array.dtype.name in TMA_TYPES and t.ndim in (2, 3) and t.unit_inner_stride
-            and (t.ndim == 2 or shape[0] == 1) and shape == padded(shape)
-            and isinstance(load.padding, N.Const) and load.padding.value == 0
-            and max(shape[-2:]) <= 256
-            and not any(_names(i) & (body_names - {loop_var}) for i in load.index))
-
-
-def find(kernel: N.Kernel, target: str, plan) -> list:
-    """The loops to stream (unplaced: `matmul.plan` gives them stages and offsets)."""
-    from ..frontend import walk
-
-    if not plan.tma:
-        return []
-    engine = "wgmma" if target == "sm_90a" else "mma.sync"
-    reads: dict = {}
-    for node in walk(kernel.body):
-        if isinstance(node, X.TileVar):
-            reads[node.name] = reads.get(node.name, 0) + 1
-    found = []
-    for loop in (n for n in walk(kernel.body) if isinstance(n, N.For)):
-        p = _match(loop, plan, reads, engine, kernel.writes)
-        if p is not None:
-            found.append(p)
-    return found
-
-
-def _match(loop: N.For, plan, reads: dict, engine: str, writes):
-    from ..frontend import walk
-
-    if not (isinstance(loop.step, N.Const) and loop.step.value > 0):
-        return None
-    body = loop.body
-    nested = _assigned([s for s in body if not isinstance(s, N.Assign)])
-    where = {}  # variable assigned once, at the top of the body -> (position, value)
-    for position, s in enumerate(body):
-        if isinstance(s, N.Assign) and s.name not in nested:
-            where[s.name] = None if s.name in where else (position, s.value)
-    body_names = _assigned(body)
-    dots = [(position, n) for position, s in enumerate(body) if isinstance(s, N.Assign)
-            for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == engine]
-    streamed, invariants, skipped = [], [], set()
-    for position, dot in dots:
-        kind, staged = plan.dots[id(dot)].kind, plan.dots[id(dot)].staged
-        # loads assigned earlier in the body (a later one would be the next pass's tile)
-        earlier = {k: v[1] for k, v in where.items() if v is not None and v[0] < position}
-        for which, e in enumerate((dot.a, dot.b)):
-            got = _resolve(e, earlier)
-            if got is not None:
-                load, transposed, var = got
-                if var is not None and reads.get(var, 0) != 1:
-                    got = None
-                elif not _streamable(load, body_names, loop.var, engine, writes) or load.array.dtype.name != kind \
-                        or staged != kind:  # a conversion on the way to shared memory
-                    got = None
-            if got is None:
-                if isinstance(e, X.TileVar) and e.name not in body_names:
-                    invariants.append((dot, which, e))
-                continue
-            # The stored matrix is the load's tile (its columns contiguous); K runs along
-            # its columns when A is not transposed, or B is.
-            k_major = transposed == (which == 1)
-            if not k_major and load.array.dtype.itemsize == 1:
-                continue  # fp8 wgmma reads K-major operands only
-            rows, cols = load.shape[-2:]
-            streamed.append(Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize),
-                                     k_major, -1))
-            if var is not None:
-                skipped.add(next(id(s) for s in body if isinstance(s, N.Assign) and s.name == var))
-    if not streamed:
-        return None
-    fed = {id(op.dot) for op in streamed}
-    invariants = [Invariant(dot, which, node, _stored_bytes(node, plan.dots[id(dot)]))
-                  for dot, which, node in invariants if id(dot) in fed]
-    last, dot = body[-1], dots[0][1]
-    accumulating = (len(streamed) == 2 and len(dots) == 1 and isinstance(last, N.Assign)
-                    and last.value is dot and isinstance(dot.acc, X.TileVar)
-                    and dot.acc.name == last.name and reads.get(last.name, 0) >= 1
-                    and all(id(s) in skipped for s in body[:-1]))
-    stage = 0
-    for op in streamed:
-        if engine == "wgmma":
-            box = (1,) * (op.load.array.type.ndim - 2) + (op.stored.rows, op.stored.panel_cols)
-            plan.tensor_maps.append(TensorMap(op.load.array.name, op.load.array.dtype.name,
-                                              op.stored.size, box, op.stored.panel_bytes))
-            op.map_index = len(plan.tensor_maps) - 1
-        op.offset = stage
-        stage += operand.aligned(op.stored.nbytes)
-    return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
-                    engine=engine)
-
-
-def _stored_bytes(node: X.TileExpr, dot) -> int:
-    rows, cols = padded(node.shape)
-    return operand.aligned(rows * cols * from_name(dot.staged).itemsize)
-
-
 # ----------------------------------------------------------------------------- lowering
 
 
@@ -314,6 +185,12 @@ class StreamLoop:
         b = self.b
         control.when(self.low, b.icmp_signed(">", self.trips, i32(0)), lambda: self.set_var(b.sub(self.trips, i32(1))))
 
+    def at_iteration(self, i: ir.Value) -> None:
+        """The loop variable at iteration i, and the index prefix's scalars computed for it
+        (what the streamed loads' indices read)."""
+        self.set_var(i)
+        self.low.stmts(list(self.p.index_prefix))
+
     def set_var(self, i: ir.Value) -> None:
         b = self.b
         value = b.add(self.start, b.mul(b.zext(i, I64), ir.Constant(I64, self.step)))
@@ -328,7 +205,7 @@ class StreamLoop:
     def produce(self, i: ir.Value, stage: ir.Value) -> None:
         """Copy iteration i's tiles into `stage` (i32 values); one thread runs it."""
         b, low, p = self.b, self.low, self.p
-        self.set_var(i)
+        self.at_iteration(i)
         bar = _select(b, self.full, stage)
         ptx.mbarrier_arrive_expect_tx(low.em, bar, p.stage_bytes_used)
         base = b.add(self.stage_base, b.mul(stage, i32(p.stage_bytes)))

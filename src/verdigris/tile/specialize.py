@@ -10,7 +10,7 @@ streamed loop is a statement of the kernel's body itself, or of an inlined helpe
 as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
 and its streamed loads' indices are computed from parameters, block indices and scalars
 that top-level assignments before it compute without reading memory (the producer re-runs
-those).
+those): not from statements of the loop's body (`pipeline`'s index prefix).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
@@ -106,6 +106,8 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
         return None  # a lock or a one-element atomic is the whole block's (`locks`)
     region = kernel.body[0]
     p = pipelines[0]
+    if p.index_prefix:  # the producer would need the body's statements, which read memory
+        return None
     before = _before(region, p.loop) if isinstance(region, N.Region) and region.label == "kernel" else None
     if before is None:
         return None
