@@ -1,0 +1,639 @@
+/* The compiled launcher (`runtime.clauncher`): what a generated launcher (`runtime.fastpath`)
+   checks and packs for a launch on torch tensors, in C.
+
+   Takes, once per launcher: the Python launcher it stands in front of (`fallback`), the
+   kernel's CUfunction, grid, block and shared bytes, the fault flag's host address, and per
+   parameter and per ABI slot what `clauncher.describe` makes of the launch's plan. Gives
+   the type `Launcher`, called like the Python launcher.
+
+   Per launch it reads each tensor through the DLPack C exchange API of its type
+   (`__dlpack_c_exchange_api__`: `dltensor_from_py_object_no_sync` fills a DLTensor on the
+   stack, no allocation), checks everything the Python launcher checks, packs the ABI
+   values into its slots and calls cuLaunchKernel through the driver's own entry point.
+   Anything it does not take (keywords other than stream= and num_warps=, a failed check, a
+   Python error on the way) goes to `fallback` unchanged: the Python launcher decides.
+
+   The GIL is held from the first read to the driver's return, so one set of slots per
+   launcher is enough: nothing else can pack them in between. Python code runs only
+   before packing (the bounds guard, a stream object's handle), or after the launch (the
+   error report, on a copy of the slots). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x030B0000
+#define PyFloat_Pack2 _PyFloat_Pack2
+#endif
+
+/* ------------------------------------------------------------------ DLPack (dlpack.h 1.x) */
+
+typedef struct { int32_t device_type, device_id; } DLDevice;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void *data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape, *strides;
+    uint64_t byte_offset;
+} DLTensor;
+typedef struct { uint32_t major, minor; } DLPackVersion;
+typedef struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    struct DLPackExchangeAPIHeader *prev_api;
+} DLPackExchangeAPIHeader;
+typedef struct {
+    DLPackExchangeAPIHeader header;
+    void *managed_tensor_allocator, *managed_tensor_from_py_object_no_sync,
+        *managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void *, DLTensor *);
+    int (*current_work_stream)(int32_t, int32_t, void **);
+} DLPackExchangeAPI;
+
+/* ------------------------------------------------------------------ the launcher */
+
+typedef int (*LaunchFn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, void *, void **, void **);
+
+#define MAX_PARAMS 64
+#define MAX_DIMS 8
+#define MAX_SLOTS 256
+
+enum { ARRAY, SCALAR, CONSTANT };
+enum { PTR, SHAPE, STRIDE, VALUE, FIXED };  /* an ABI slot's role */
+
+typedef struct {
+    int kind;
+    PyTypeObject *type;       /* the exact type (ARRAY, SCALAR; CONSTANT: its value's type) */
+    PyObject *value;          /* CONSTANT: the value */
+    /* ARRAY */
+    const DLPackExchangeAPI *api;
+    DLDataType dtype;
+    int ndim, itemsize, contiguous, unit, aligned, written;
+    /* ARRAY and SCALAR: a tile kernel's divisibility fact; -1: none */
+    int on_grid;
+    /* SCALAR */
+    int range_bits;           /* a Python float's range (16, 32, 64); 0: not a weak float */
+    int narrow;               /* int32's range or not; -1: no such fact */
+    int is_unsigned;
+} Param;
+
+typedef struct { int role, index, axis; char format; uint64_t fixed; } Slot;
+
+typedef struct {
+    int64_t ptr, lo, hi;
+    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
+} Facts;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *dict;
+    vectorcallfunc vectorcall;
+    PyObject *fallback, *guard, *failed, *handle, *num_warps, *constants;
+    void *function;
+    LaunchFn launch;
+    unsigned grid[3], block[3], shared;
+    const volatile int64_t *flag;
+    const DLPackExchangeAPI *stream_api;
+    DLDevice device;
+    int nparams, nslots, retired, tile;
+    int64_t max_extent, max_elements, off_grid, multiple, narrow_low, narrow_end;
+    Param params[MAX_PARAMS];
+    Slot slots[MAX_SLOTS];
+    uint64_t values[MAX_SLOTS];
+    void *pointers[MAX_SLOTS];
+} Launcher;
+
+static PyObject *STREAM, *NUM_WARPS;  /* interned keyword names */
+
+/* Source of a tensor's facts; 0, or -1 when the launch goes down the chain. */
+static int read_array(const Param *p, PyObject *obj, Facts *f, const Launcher *self) {
+    DLTensor t;
+    if (Py_TYPE(obj) != p->type) return -1;
+    if (p->api->dltensor_from_py_object_no_sync(obj, &t)) { PyErr_Clear(); return -1; }
+    if (t.dtype.code != p->dtype.code || t.dtype.bits != p->dtype.bits ||
+        t.dtype.lanes != p->dtype.lanes || t.device.device_type != self->device.device_type ||
+        t.device.device_id != self->device.device_id || t.ndim != p->ndim)
+        return -1;
+    f->ptr = (int64_t)((uintptr_t)t.data + t.byte_offset);
+    int64_t expected = 1, extents = 0, elements = 1;
+    int contiguous = 1;
+    for (int k = p->ndim - 1; k >= 0; k--) {
+        int64_t n = t.shape[k], s = t.strides[k];
+        f->shape[k] = n;
+        extents |= n;
+        if (n != 1 && s != expected) contiguous = 0;  /* torch's is_contiguous() */
+        f->strides[k] = s;
+        expected *= n;
+    }
+    if (expected == 0) contiguous = 1;
+    if (p->contiguous && !contiguous) return -1;  /* (a strided launcher takes any layout) */
+    if (p->contiguous) {  /* the strides a C-order array is launched with: its extents' products */
+        int64_t step = 1;
+        for (int k = p->ndim - 1; k >= 0; k--) { f->strides[k] = step; step *= f->shape[k]; }
+    } else if ((f->strides[p->ndim - 1] == 1) != p->unit) {
+        return -1;
+    }
+    if (((f->ptr & 15) == 0) != p->aligned) return -1;
+    if (extents > self->max_extent) return -1;
+    if (p->ndim > 1) {
+        for (int k = 0; k < p->ndim; k++)
+            if (__builtin_mul_overflow(elements, f->shape[k], &elements)) return -1;
+        if (!(0 < elements && elements <= self->max_elements)) return -1;
+    }
+    if (p->on_grid >= 0) {
+        int64_t strides = 0;
+        if (!p->contiguous)
+            for (int k = 0; k < p->ndim - 1; k++) strides |= f->strides[k];
+        int off = (extents & self->off_grid) || (strides & (self->multiple - 1));
+        if (off == p->on_grid) return -1;
+    }
+    /* the byte range it can touch (`interop.span`) */
+    int64_t lo = 0, hi = 0;
+    f->lo = f->hi = f->ptr;
+    for (int k = 0; k < p->ndim; k++) {
+        if (f->shape[k] == 0) return 0;
+        if (f->strides[k] > 0) hi += (f->shape[k] - 1) * f->strides[k];
+        else lo += (f->shape[k] - 1) * f->strides[k];
+    }
+    f->lo = f->ptr + lo * p->itemsize;
+    f->hi = f->ptr + (hi + 1) * p->itemsize;
+    return 0;
+}
+
+/* `interop.overlaps_itself`: two indices reach one element (a zero or overlapping stride). */
+static int overlaps_itself(const Facts *f, int ndim) {
+    int64_t extent[MAX_DIMS], stride[MAX_DIMS], covered = 0;
+    int n = 0;
+    for (int k = 0; k < ndim; k++) {
+        if (f->shape[k] == 0) return 0;
+        if (f->shape[k] > 1) {  /* sorted by |stride| as it goes in */
+            int64_t s = f->strides[k] < 0 ? -f->strides[k] : f->strides[k];
+            int j = n++;
+            while (j > 0 && stride[j - 1] > s) { stride[j] = stride[j - 1]; extent[j] = extent[j - 1]; j--; }
+            stride[j] = s; extent[j] = f->shape[k];
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        if (stride[j] <= covered) return 1;
+        covered += stride[j] * (extent[j] - 1);
+    }
+    return 0;
+}
+
+/* A scalar argument as an int; 0, or -1 (not an int, or past 64 bits: down the chain). */
+static int int_value(PyObject *obj, int64_t *out) {
+    PyObject *index = PyNumber_Index(obj);
+    if (!index) { PyErr_Clear(); return -1; }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return -1; }
+    *out = v;
+    return 0;
+}
+
+static int float_range_bits(double d) {  /* `types.float_range_bits` */
+    double m = fabs(d);
+    if (m <= 65504.0 || isnan(m) || isinf(m)) return 16;
+    return m <= 3.4028234663852886e38 ? 32 : 64;
+}
+
+static int check_scalar(const Param *p, PyObject *obj, const Launcher *self) {
+    if (Py_TYPE(obj) != p->type) return -1;
+    if (p->range_bits) {
+        double d = PyFloat_AS_DOUBLE(obj);  /* exactly a float */
+        return float_range_bits(d) == p->range_bits ? 0 : -1;
+    }
+    if (p->on_grid < 0 && p->narrow < 0) return 0;
+    int64_t v;
+    if (int_value(obj, &v)) return -1;
+    if (p->on_grid >= 0 && ((v & (self->multiple - 1)) == 0) != p->on_grid) return -1;
+    if (p->narrow >= 0) {
+        int inside = v < self->narrow_end && (p->is_unsigned || v >= self->narrow_low);
+        if (inside != p->narrow) return -1;
+    }
+    return 0;
+}
+
+static int check_constant(const Param *p, PyObject *obj) {
+    if (obj == p->value) return 0;
+    if (Py_TYPE(obj) != p->type || PyTuple_Check(obj)) return -1;  /* a tuple: Python decides */
+    int equal = PyObject_RichCompareBool(obj, p->value, Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    return equal == 1 ? 0 : -1;
+}
+
+/* The module constants the kernel reads (`runtime.constants`) are the objects it was
+   specialized for: (holder, name or None, value) per constant, a dict or a cell. */
+static int constants_unchanged(PyObject *constants) {
+    Py_ssize_t n = PyTuple_GET_SIZE(constants);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(constants, i);
+        PyObject *holder = PyTuple_GET_ITEM(entry, 0), *name = PyTuple_GET_ITEM(entry, 1);
+        PyObject *now = name == Py_None ? PyCell_GET(holder) : PyDict_GetItemWithError(holder, name);
+        if (now != PyTuple_GET_ITEM(entry, 2)) { PyErr_Clear(); return -1; }
+    }
+    return 0;
+}
+
+/* One ABI value into its 8-byte slot, as `struct.pack_into` would; -1 where struct raises. */
+static int pack_int(char format, int64_t v, uint64_t *slot) {
+    int64_t lo, hi;
+    switch (format) {
+    case 'b': lo = INT8_MIN; hi = INT8_MAX; break;
+    case 'B': lo = 0; hi = UINT8_MAX; break;
+    case 'h': lo = INT16_MIN; hi = INT16_MAX; break;
+    case 'H': lo = 0; hi = UINT16_MAX; break;
+    case 'i': lo = INT32_MIN; hi = INT32_MAX; break;
+    case 'I': lo = 0; hi = UINT32_MAX; break;
+    case 'q': lo = INT64_MIN; hi = INT64_MAX; break;
+    case 'Q': lo = 0; hi = INT64_MAX; break;  /* past 2**63: not read as an int64, Python packs */
+    default: return -1;
+    }
+    if (v < lo || v > hi) return -1;
+    switch (format) {  /* little-endian hosts: the value's low bytes first, the rest zero */
+    case 'b': case 'B': *slot = (uint8_t)v; break;
+    case 'h': case 'H': *slot = (uint16_t)v; break;
+    case 'i': case 'I': *slot = (uint32_t)v; break;
+    default: *slot = (uint64_t)v;
+    }
+    return 0;
+}
+
+static uint16_t bfloat16_bits(double d) {  /* `module._bfloat16_bits`: through float32 */
+    float f = (float)d;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7FFFFFFF) > 0x7F800000) return (uint16_t)((bits >> 16) | 0x40);
+    return (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+
+static int pack_scalar(char format, PyObject *obj, uint64_t *slot) {
+    *slot = 0;
+    if (format == '?') {
+        int truth = PyObject_IsTrue(obj);
+        if (truth < 0) { PyErr_Clear(); return -1; }
+        *slot = (uint64_t)truth;
+        return 0;
+    }
+    if (strchr("fder", format)) {
+        double d = PyFloat_AsDouble(obj);
+        if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        if (format == 'd') { memcpy(slot, &d, 8); return 0; }
+        if (format == 'r') { *slot = bfloat16_bits(d); return 0; }
+        if (format == 'e') {
+            if (PyFloat_Pack2(d, (char *)slot, 1) < 0) { PyErr_Clear(); return -1; }
+            return 0;
+        }
+        float f = (float)d;
+        if (isinf(f) && !isinf(d)) return -1;  /* struct: "float too large to pack with f format" */
+        memcpy(slot, &f, 4);
+        return 0;
+    }
+    int64_t v;
+    if (int_value(obj, &v)) return -1;
+    return pack_int(format, v, slot);
+}
+
+static PyObject *down(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+/* After the driver refused the launch: `failed(code, grid, block, address, stream,
+   shared)` reports it (and retries in the kernel's context), on a copy of the slots. */
+static PyObject *report(Launcher *self, int code, void *stream) {
+    size_t n = (size_t)self->nslots;
+    PyObject *copy = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(16 * (n ? n : 1)));
+    if (!copy) return NULL;
+    uint64_t *values = (uint64_t *)PyByteArray_AS_STRING(copy);
+    void **pointers = (void **)(values + n);
+    memcpy(values, self->values, 8 * n);
+    for (size_t i = 0; i < n; i++) pointers[i] = values + i;
+    PyObject *result = PyObject_CallFunction(
+        self->failed, "i(III)(III)KNI", code, self->grid[0], self->grid[1], self->grid[2],
+        self->block[0], self->block[1], self->block[2], (unsigned long long)(uintptr_t)pointers,
+        stream ? PyLong_FromVoidPtr(stream) : Py_NewRef(Py_None), self->shared);
+    Py_DECREF(copy);
+    return result;
+}
+
+static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *stream = Py_None, *num_warps = Py_None;
+    Facts facts[MAX_PARAMS];
+    if (self->retired || nargs != self->nparams) return down(self, args, nargsf, kwnames);
+    if (kwnames) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+            if (name == STREAM || PyUnicode_Compare(name, STREAM) == 0) stream = args[nargs + i];
+            else if (self->tile && (name == NUM_WARPS || PyUnicode_Compare(name, NUM_WARPS) == 0))
+                num_warps = args[nargs + i];
+            else return down(self, args, nargsf, kwnames);
+        }
+    }
+    if (num_warps != self->num_warps) {  /* None, or the very number this launcher is for */
+        int equal = num_warps != Py_None && self->num_warps != Py_None
+            && PyLong_CheckExact(num_warps)
+            && PyObject_RichCompareBool(num_warps, self->num_warps, Py_EQ) == 1;
+        if (!equal) { PyErr_Clear(); return down(self, args, nargsf, kwnames); }
+    }
+    if (self->constants != Py_None && constants_unchanged(self->constants))
+        return down(self, args, nargsf, kwnames);
+    if (*self->flag) return down(self, args, nargsf, kwnames);  /* a fault waits: Python raises it */
+    for (int i = 0; i < self->nparams; i++) {
+        const Param *p = &self->params[i];
+        int miss = p->kind == ARRAY ? read_array(p, args[i], &facts[i], self)
+                 : p->kind == SCALAR ? check_scalar(p, args[i], self)
+                 : check_constant(p, args[i]);
+        if (miss) return down(self, args, nargsf, kwnames);
+    }
+    /* the alias check: a written array's bytes against every other array's, and a
+       written strided view against itself */
+    for (int w = 0; w < self->nparams; w++) {
+        const Param *p = &self->params[w];
+        if (p->kind != ARRAY || !p->written) continue;
+        if (!p->contiguous && overlaps_itself(&facts[w], p->ndim))
+            return down(self, args, nargsf, kwnames);
+        if (!(facts[w].lo < facts[w].hi)) continue;
+        for (int o = 0; o < self->nparams; o++)
+            if (o != w && self->params[o].kind == ARRAY && facts[o].lo < facts[w].hi
+                && facts[w].lo < facts[o].hi && facts[o].lo < facts[o].hi)
+                return down(self, args, nargsf, kwnames);
+    }
+    if (self->guard != Py_None) {  /* guard(extents of every array in turn, then the arguments) */
+        PyObject *atoms[MAX_PARAMS * (MAX_DIMS + 1)];
+        int n = 0, ok = -1;
+        for (int i = 0; i < self->nparams; i++)
+            if (self->params[i].kind == ARRAY)
+                for (int k = 0; k < self->params[i].ndim; k++)
+                    if (!(atoms[n++] = PyLong_FromLongLong(facts[i].shape[k]))) goto guarded;
+        for (int i = 0; i < self->nparams; i++) atoms[n++] = Py_NewRef(args[i]);
+        PyObject *verdict = PyObject_Vectorcall(self->guard, atoms, (size_t)n, NULL);
+        if (verdict) { ok = PyObject_IsTrue(verdict); Py_DECREF(verdict); }
+    guarded:
+        for (int j = 0; j < n; j++) Py_XDECREF(atoms[j]);
+        PyErr_Clear();
+        if (ok != 1) return down(self, args, nargsf, kwnames);
+    }
+    void *handle = NULL;
+    if (stream == Py_None) {
+        if (self->stream_api && self->stream_api->current_work_stream(
+                self->device.device_type, self->device.device_id, &handle)) {
+            PyErr_Clear();
+            return down(self, args, nargsf, kwnames);
+        }
+    } else {
+        PyObject *number = PyLong_CheckExact(stream) ? Py_NewRef(stream)
+                         : PyObject_CallOneArg(self->handle, stream);
+        if (number) { handle = PyLong_AsVoidPtr(number); Py_DECREF(number); }
+        if (PyErr_Occurred()) { PyErr_Clear(); return down(self, args, nargsf, kwnames); }
+    }
+    for (int s = 0; s < self->nslots; s++) {
+        const Slot *slot = &self->slots[s];
+        const Facts *f = &facts[slot->index];
+        int miss = slot->role == FIXED ? (self->values[s] = slot->fixed, 0)
+                 : slot->role == VALUE ? pack_scalar(slot->format, args[slot->index], &self->values[s])
+                 : pack_int(slot->format, slot->role == PTR ? f->ptr : slot->role == SHAPE
+                            ? f->shape[slot->axis] : f->strides[slot->axis], &self->values[s]);
+        if (miss) return down(self, args, nargsf, kwnames);
+    }
+    int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2],
+                           self->block[0], self->block[1], self->block[2], self->shared,
+                           handle, self->pointers, NULL);
+    if (err) {
+        PyObject *result = report(self, err, handle);
+        if (!result) return NULL;
+        Py_DECREF(result);
+    }
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static int fill_param(Param *p, PyObject *d) {
+    /* ("a", type, api capsule, (code, bits, lanes), ndim, itemsize, contiguous, unit, aligned,
+        on_grid, written) | ("s", type, range_bits, on_grid, narrow, unsigned) | ("c", value) */
+    const char *kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(d, 0));
+    if (!kind) return -1;
+    memset(p, 0, sizeof *p);
+    if (kind[0] == 'c') {
+        p->kind = CONSTANT;
+        p->value = Py_NewRef(PyTuple_GET_ITEM(d, 1));
+        p->type = Py_TYPE(p->value);
+        return 0;
+    }
+    p->type = (PyTypeObject *)PyTuple_GET_ITEM(d, 1);
+    if (kind[0] == 's') {
+        p->kind = SCALAR;
+        return PyArg_ParseTuple(d, "sOiiii", &kind, &p->type, &p->range_bits, &p->on_grid,
+                                &p->narrow, &p->is_unsigned) ? 0 : -1;
+    }
+    PyObject *capsule;
+    unsigned code, bits, lanes;
+    p->kind = ARRAY;
+    if (!PyArg_ParseTuple(d, "sOO(III)iiiiiii", &kind, &p->type, &capsule, &code, &bits, &lanes,
+                          &p->ndim, &p->itemsize, &p->contiguous, &p->unit, &p->aligned,
+                          &p->on_grid, &p->written))
+        return -1;
+    p->dtype.code = (uint8_t)code; p->dtype.bits = (uint8_t)bits; p->dtype.lanes = (uint16_t)lanes;
+    p->api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    if (!p->api) return -1;
+    if (p->api->header.version.major != 1 || !p->api->dltensor_from_py_object_no_sync
+        || p->ndim > MAX_DIMS) {
+        PyErr_SetString(PyExc_ValueError, "this array type's DLPack exchange API is not usable");
+        return -1;
+    }
+    return 0;
+}
+
+static PyTypeObject LauncherType;
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    /* Launcher(fallback, function, launch_address, grid, block, shared, flag_address,
+                stream_capsule or None, (device_type, device_id), params, slots, guard,
+                failed, handle, num_warps, constants, tile, limits) */
+    PyObject *fallback, *params, *slots, *guard, *failed, *handle, *num_warps, *constants, *capsule;
+    unsigned long long function, launch, flag;
+    unsigned g[3], b[3], shared;
+    int device_type, device_id, tile;
+    long long limits[6];
+    (void)kw;
+    if (!PyArg_ParseTuple(args, "OKK(III)(III)IKO(ii)O!O!OOOOOp(LLLLLL)", &fallback, &function,
+                          &launch, &g[0], &g[1], &g[2], &b[0], &b[1], &b[2], &shared, &flag,
+                          &capsule, &device_type, &device_id, &PyTuple_Type, &params,
+                          &PyTuple_Type, &slots, &guard, &failed, &handle, &num_warps,
+                          &constants, &tile, &limits[0], &limits[1], &limits[2], &limits[3],
+                          &limits[4], &limits[5]))
+        return NULL;
+    Py_ssize_t np = PyTuple_GET_SIZE(params), ns = PyTuple_GET_SIZE(slots);
+    if (np > MAX_PARAMS || ns > MAX_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "too many parameters for the compiled launcher");
+        return NULL;
+    }
+    Launcher *self = (Launcher *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->vectorcall = (vectorcallfunc)launcher_call;
+    self->fallback = Py_NewRef(fallback);
+    self->guard = Py_NewRef(guard);
+    self->failed = Py_NewRef(failed);
+    self->handle = Py_NewRef(handle);
+    self->num_warps = Py_NewRef(num_warps);
+    self->constants = Py_NewRef(constants);
+    self->function = (void *)(uintptr_t)function;
+    self->launch = (LaunchFn)(uintptr_t)launch;
+    memcpy(self->grid, g, sizeof g);
+    memcpy(self->block, b, sizeof b);
+    self->shared = shared;
+    self->flag = (const volatile int64_t *)(uintptr_t)flag;
+    self->device.device_type = device_type;
+    self->device.device_id = device_id;
+    self->tile = tile;
+    self->max_extent = limits[0]; self->max_elements = limits[1]; self->off_grid = limits[2];
+    self->multiple = limits[3]; self->narrow_low = limits[4]; self->narrow_end = limits[5];
+    if (capsule != Py_None && !(self->stream_api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api")))
+        goto fail;
+    self->nparams = (int)np;
+    for (Py_ssize_t i = 0; i < np; i++)
+        if (fill_param(&self->params[i], PyTuple_GET_ITEM(params, i))) goto fail;
+    self->nslots = (int)ns;
+    for (Py_ssize_t s = 0; s < ns; s++) {
+        Slot *slot = &self->slots[s];
+        const char *format;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, s), "iiisK", &slot->role, &slot->index,
+                              &slot->axis, &format, &slot->fixed))
+            goto fail;
+        slot->format = format[0];
+        self->pointers[s] = &self->values[s];
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->guard);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->handle);
+    Py_VISIT(self->constants);
+    for (int i = 0; i < self->nparams; i++) Py_VISIT(self->params[i].value);
+    return 0;
+}
+
+static int launcher_clear(Launcher *self) {
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->guard);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->handle);
+    Py_CLEAR(self->num_warps);
+    Py_CLEAR(self->constants);
+    for (int i = 0; i < self->nparams; i++) Py_CLEAR(self->params[i].value);
+    self->retired = 1;
+    return 0;
+}
+
+static void launcher_dealloc(Launcher *self) {
+    PyObject_GC_UnTrack(self);
+    launcher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *launcher_retire(Launcher *self, PyObject *unused) {
+    (void)unused;
+    self->retired = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"retire", (PyCFunction)launcher_retire, METH_NOARGS,
+     "Hand every call to the fallback from now on."},
+    {NULL}
+};
+
+static PyGetSetDef launcher_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL}
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "verdigris._claunch.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = launcher_new,
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_dictoffset = offsetof(Launcher, dict),
+    .tp_methods = launcher_methods,
+    .tp_getset = launcher_getset,
+};
+
+/* The address of a driver entry point in the loaded libcuda (what cuda-bindings calls). */
+static PyObject *driver_entry(PyObject *module, PyObject *name) {
+    (void)module;
+    const char *symbol = PyUnicode_AsUTF8(name);
+    if (!symbol) return NULL;
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *address = library ? dlsym(library, symbol) : NULL;
+    if (!address) return PyLong_FromLong(0);
+    return PyLong_FromVoidPtr(address);
+}
+
+/* What the exchange API of `obj`'s type says of it: ((code, bits, lanes), (device type,
+   id), address, shape, strides). */
+static PyObject *describe(PyObject *module, PyObject *obj) {
+    (void)module;
+    PyObject *capsule = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__dlpack_c_exchange_api__");
+    if (!capsule) return NULL;
+    const DLPackExchangeAPI *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    Py_DECREF(capsule);
+    DLTensor t;
+    if (!api || api->header.version.major != 1 || !api->dltensor_from_py_object_no_sync) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "this array type's DLPack exchange API is not usable");
+        return NULL;
+    }
+    if (api->dltensor_from_py_object_no_sync(obj, &t)) return NULL;
+    PyObject *shape = PyTuple_New(t.ndim), *strides = PyTuple_New(t.ndim);
+    for (int k = 0; shape && strides && k < t.ndim; k++) {
+        PyTuple_SET_ITEM(shape, k, PyLong_FromLongLong(t.shape[k]));
+        PyTuple_SET_ITEM(strides, k, PyLong_FromLongLong(t.strides[k]));
+    }
+    if (!shape || !strides) { Py_XDECREF(shape); Py_XDECREF(strides); return NULL; }
+    return Py_BuildValue("(III)(ii)KNN", t.dtype.code, t.dtype.bits, t.dtype.lanes,
+                         t.device.device_type, t.device.device_id,
+                         (unsigned long long)((uintptr_t)t.data + t.byte_offset), shape, strides);
+}
+
+static PyMethodDef module_methods[] = {
+    {"describe", describe, METH_O, "What an array type's DLPack exchange API says of an array."},
+    {"driver_entry", driver_entry, METH_O, "The address of a loaded libcuda entry point, or 0."},
+    {NULL}
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_claunch", NULL, -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__claunch(void) {
+    if (PyType_Ready(&LauncherType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (!module) return NULL;
+    STREAM = PyUnicode_InternFromString("stream");
+    NUM_WARPS = PyUnicode_InternFromString("num_warps");
+    Py_INCREF(&LauncherType);
+    if (PyModule_AddObject(module, "Launcher", (PyObject *)&LauncherType) < 0) return NULL;
+    return module;
+}
