@@ -82,20 +82,6 @@ def measure(calls: dict, rounds: int, sync) -> dict:
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
-def pose_as_cuda() -> None:
-    """On tests/fakecuda: torch CPU tensors pass for device 0's (host memory is its device
-    memory), torch's current stream is the default one."""
-    import torch
-
-    from verdigris.runtime import clauncher, streams
-    from verdigris.runtime.dlpack import KDL_CPU
-
-    torch.Tensor.is_cuda = property(lambda self: True)
-    torch.Tensor.get_device = lambda self: 0
-    streams._torch_current_raw_stream = lambda device: 0
-    clauncher.dl_device = lambda ordinal: (KDL_CPU, 0)
-
-
 def report(result: dict) -> None:
     floors = {"axpy": "raw cuLaunchKernel (cuda-bindings)", "16 args": "raw cuLaunchKernel, 16-argument kernel"}
     print(f"{'launch':<50}{'µs':>8}{'× raw':>8}")
@@ -123,7 +109,9 @@ def main() -> None:
         raise SystemExit(subprocess.run([sys.executable] + sys.argv, env=env).returncode)
     FAKE = args.fake
     if FAKE:
-        pose_as_cuda()
+        from tests import fakecuda
+
+        fakecuda.torch_on_device_zero()
         sync = lambda: None  # noqa: E731
     else:
         import torch

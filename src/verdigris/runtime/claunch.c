@@ -10,8 +10,10 @@
    (`__dlpack_c_exchange_api__`: `dltensor_from_py_object_no_sync` fills a DLTensor on the
    stack, no allocation), checks everything the Python launcher checks, packs the ABI
    values into its slots and calls cuLaunchKernel through the driver's own entry point.
-   Anything it does not take (keywords other than stream= and num_warps=, a failed check, a
-   Python error on the way) goes to `fallback` unchanged: the Python launcher decides.
+   Arguments bind as in a call of the kernel (by position or keyword, defaults filled in).
+   Anything it does not take (an unknown or repeated keyword, a missing argument, a failed
+   check, a Python error on the way) goes to `fallback` unchanged: the Python launcher
+   decides.
 
    The GIL is held from the first read to the driver's return, so one set of slots per
    launcher is enough: nothing else can pack them in between. Python code runs only
@@ -19,6 +21,7 @@
    error report, on a copy of the slots). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
@@ -94,6 +97,7 @@ typedef struct {
     PyObject *dict;
     vectorcallfunc vectorcall;
     PyObject *fallback, *guard, *failed, *handle, *num_warps, *constants;
+    PyObject *names, *defaults, *no_default;  /* the parameters' names, defaults, 'none' */
     void *function;
     LaunchFn launch;
     unsigned grid[3], block[3], shared;
@@ -101,6 +105,7 @@ typedef struct {
     const DLPackExchangeAPI *stream_api;
     DLDevice device;
     int nparams, nslots, retired, tile;
+    unsigned long long misses;  /* calls handed to the fallback */
     int64_t max_extent, max_elements, off_grid, multiple, narrow_low, narrow_end;
     Param params[MAX_PARAMS];
     Slot slots[MAX_SLOTS];
@@ -301,6 +306,7 @@ static int pack_scalar(char format, PyObject *obj, uint64_t *slot) {
 }
 
 static PyObject *down(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    self->misses++;
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
@@ -325,17 +331,28 @@ static PyObject *report(Launcher *self, int code, void *stream) {
 static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *stream = Py_None, *num_warps = Py_None;
+    PyObject *stream = Py_None, *num_warps = Py_None, *bound[MAX_PARAMS] = {NULL};
     Facts facts[MAX_PARAMS];
-    if (self->retired || nargs != self->nparams) return down(self, args, nargsf, kwnames);
-    if (kwnames) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-            if (name == STREAM || PyUnicode_Compare(name, STREAM) == 0) stream = args[nargs + i];
-            else if (self->tile && (name == NUM_WARPS || PyUnicode_Compare(name, NUM_WARPS) == 0))
-                num_warps = args[nargs + i];
-            else return down(self, args, nargsf, kwnames);
+    if (self->retired || nargs > self->nparams) return down(self, args, nargsf, kwnames);
+    for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int at = -1;
+        if (name == STREAM || PyUnicode_Compare(name, STREAM) == 0) { stream = args[nargs + i]; continue; }
+        if (self->tile && (name == NUM_WARPS || PyUnicode_Compare(name, NUM_WARPS) == 0)) {
+            num_warps = args[nargs + i];
+            continue;
         }
+        for (int k = 0; k < self->nparams && at < 0; k++) {
+            PyObject *own = PyTuple_GET_ITEM(self->names, k);
+            if (own == name || PyUnicode_Compare(own, name) == 0) at = k;
+        }
+        if (at < 0 || bound[at]) return down(self, args, nargsf, kwnames);
+        bound[at] = args[nargs + i];
+    }
+    for (int k = 0; k < self->nparams; k++) {
+        if (!bound[k]) bound[k] = PyTuple_GET_ITEM(self->defaults, k);
+        if (bound[k] == self->no_default) return down(self, args, nargsf, kwnames);
     }
     if (num_warps != self->num_warps) {  /* None, or the very number this launcher is for */
         int equal = num_warps != Py_None && self->num_warps != Py_None
@@ -348,9 +365,9 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
     if (*self->flag) return down(self, args, nargsf, kwnames);  /* a fault waits: Python raises it */
     for (int i = 0; i < self->nparams; i++) {
         const Param *p = &self->params[i];
-        int miss = p->kind == ARRAY ? read_array(p, args[i], &facts[i], self)
-                 : p->kind == SCALAR ? check_scalar(p, args[i], self)
-                 : check_constant(p, args[i]);
+        int miss = p->kind == ARRAY ? read_array(p, bound[i], &facts[i], self)
+                 : p->kind == SCALAR ? check_scalar(p, bound[i], self)
+                 : check_constant(p, bound[i]);
         if (miss) return down(self, args, nargsf, kwnames);
     }
     /* the alias check: a written array's bytes against every other array's, and a
@@ -373,7 +390,7 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
             if (self->params[i].kind == ARRAY)
                 for (int k = 0; k < self->params[i].ndim; k++)
                     if (!(atoms[n++] = PyLong_FromLongLong(facts[i].shape[k]))) goto guarded;
-        for (int i = 0; i < self->nparams; i++) atoms[n++] = Py_NewRef(args[i]);
+        for (int i = 0; i < self->nparams; i++) atoms[n++] = Py_NewRef(bound[i]);
         PyObject *verdict = PyObject_Vectorcall(self->guard, atoms, (size_t)n, NULL);
         if (verdict) { ok = PyObject_IsTrue(verdict); Py_DECREF(verdict); }
     guarded:
@@ -398,7 +415,7 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
         const Slot *slot = &self->slots[s];
         const Facts *f = &facts[slot->index];
         int miss = slot->role == FIXED ? (self->values[s] = slot->fixed, 0)
-                 : slot->role == VALUE ? pack_scalar(slot->format, args[slot->index], &self->values[s])
+                 : slot->role == VALUE ? pack_scalar(slot->format, bound[slot->index], &self->values[s])
                  : pack_int(slot->format, slot->role == PTR ? f->ptr : slot->role == SHAPE
                             ? f->shape[slot->axis] : f->strides[slot->axis], &self->values[s]);
         if (miss) return down(self, args, nargsf, kwnames);
@@ -457,22 +474,25 @@ static PyTypeObject LauncherType;
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     /* Launcher(fallback, function, launch_address, grid, block, shared, flag_address,
                 stream_capsule or None, (device_type, device_id), params, slots, guard,
-                failed, handle, num_warps, constants, tile, limits) */
-    PyObject *fallback, *params, *slots, *guard, *failed, *handle, *num_warps, *constants, *capsule;
+                failed, handle, num_warps, constants, tile, limits, names, defaults,
+                no_default) */
+    PyObject *names, *defaults, *no_default, *fallback, *params, *slots, *guard, *failed, *handle, *num_warps, *constants, *capsule;
     unsigned long long function, launch, flag;
     unsigned g[3], b[3], shared;
     int device_type, device_id, tile;
     long long limits[6];
     (void)kw;
-    if (!PyArg_ParseTuple(args, "OKK(III)(III)IKO(ii)O!O!OOOOOp(LLLLLL)", &fallback, &function,
+    if (!PyArg_ParseTuple(args, "OKK(III)(III)IKO(ii)O!O!OOOOOp(LLLLLL)O!O!O", &fallback, &function,
                           &launch, &g[0], &g[1], &g[2], &b[0], &b[1], &b[2], &shared, &flag,
                           &capsule, &device_type, &device_id, &PyTuple_Type, &params,
                           &PyTuple_Type, &slots, &guard, &failed, &handle, &num_warps,
                           &constants, &tile, &limits[0], &limits[1], &limits[2], &limits[3],
-                          &limits[4], &limits[5]))
+                          &limits[4], &limits[5], &PyTuple_Type, &names, &PyTuple_Type, &defaults,
+                          &no_default))
         return NULL;
     Py_ssize_t np = PyTuple_GET_SIZE(params), ns = PyTuple_GET_SIZE(slots);
-    if (np > MAX_PARAMS || ns > MAX_SLOTS) {
+    if (np > MAX_PARAMS || ns > MAX_SLOTS || PyTuple_GET_SIZE(names) != np
+        || PyTuple_GET_SIZE(defaults) != np) {
         PyErr_SetString(PyExc_ValueError, "too many parameters for the compiled launcher");
         return NULL;
     }
@@ -485,6 +505,9 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->handle = Py_NewRef(handle);
     self->num_warps = Py_NewRef(num_warps);
     self->constants = Py_NewRef(constants);
+    self->names = Py_NewRef(names);
+    self->defaults = Py_NewRef(defaults);
+    self->no_default = Py_NewRef(no_default);
     self->function = (void *)(uintptr_t)function;
     self->launch = (LaunchFn)(uintptr_t)launch;
     memcpy(self->grid, g, sizeof g);
@@ -524,6 +547,9 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->failed);
     Py_VISIT(self->handle);
     Py_VISIT(self->constants);
+    Py_VISIT(self->names);
+    Py_VISIT(self->defaults);
+    Py_VISIT(self->no_default);
     for (int i = 0; i < self->nparams; i++) Py_VISIT(self->params[i].value);
     return 0;
 }
@@ -536,6 +562,9 @@ static int launcher_clear(Launcher *self) {
     Py_CLEAR(self->handle);
     Py_CLEAR(self->num_warps);
     Py_CLEAR(self->constants);
+    Py_CLEAR(self->names);
+    Py_CLEAR(self->defaults);
+    Py_CLEAR(self->no_default);
     for (int i = 0; i < self->nparams; i++) Py_CLEAR(self->params[i].value);
     self->retired = 1;
     return 0;
@@ -559,6 +588,12 @@ static PyMethodDef launcher_methods[] = {
     {NULL}
 };
 
+static PyMemberDef launcher_members[] = {
+    {"misses", T_ULONGLONG, offsetof(Launcher, misses), READONLY,
+     "how many calls it handed to the Python launcher behind it"},
+    {NULL}
+};
+
 static PyGetSetDef launcher_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL}
@@ -577,6 +612,7 @@ static PyTypeObject LauncherType = {
     .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
     .tp_dictoffset = offsetof(Launcher, dict),
     .tp_methods = launcher_methods,
+    .tp_members = launcher_members,
     .tp_getset = launcher_getset,
 };
 

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+from inspect import Parameter
 from types import SimpleNamespace
 
 from ..errors import BackendError
@@ -65,8 +66,8 @@ def extension():
     """The `_claunch` module, built and loaded once per process; None where it cannot be
     (or with VERDIGRIS_LAUNCHER=python); BackendError with VERDIGRIS_LAUNCHER=c."""
     chosen = mode()
-    if chosen == "python":
-        return None
+    if chosen == "python" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None  # (its one set of slots per launcher rests on the GIL)
     with _lock:
         if "module" not in _loaded:
             try:
@@ -148,8 +149,8 @@ def wrap(launcher, plan, num_warps):
     device = dl_device(plan.device)
     try:
         params = _params(built, plan, device)
-    except (ValueError, TypeError, AttributeError):  # a tensor its API does not describe
-        return None
+    except Exception:  # noqa: BLE001 (a tensor its library will not describe: whatever it
+        return None  # raises, this launch keeps the Python launcher)
     if params is None:
         return None
     constants = tuple((holder, name if isinstance(holder, dict) else None, value)
@@ -158,7 +159,8 @@ def wrap(launcher, plan, num_warps):
         launcher, int(compiled.function), entry, tuple(plan.grid), tuple(plan.block),
         compiled.shared, faults.flag_address(plan.device), capsule, device, params, slots,
         _guard(launcher, plan), _reporter(compiled), streams.handle, num_warps, constants,
-        kernel.track == "tile", _LIMITS)
+        kernel.track == "tile", _LIMITS, tuple(p.name for p in kernel.params),
+        tuple(p.default for p in kernel.params), Parameter.empty)
     front.__dict__.update(launcher.__dict__, fallback=launcher)
     return front
 
