@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -68,20 +66,6 @@ def variants(work: str, sync) -> dict:
     return out
 
 
-def measure(calls: dict, rounds: int, sync) -> dict:
-    samples = {name: [] for name in calls}
-    names = list(calls)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            call = calls[name]
-            t0 = time.perf_counter_ns()
-            for _ in range(runtime.BATCH):
-                call()
-            samples[name].append((time.perf_counter_ns() - t0) / runtime.BATCH / 1e3)
-            sync()
-    return {name: statistics.median(v) for name, v in samples.items()}
-
-
 def report(result: dict) -> None:
     floors = {"axpy": "raw cuLaunchKernel (cuda-bindings)", "16 args": "raw cuLaunchKernel, 16-argument kernel"}
     print(f"{'launch':<50}{'µs':>8}{'× raw':>8}")
@@ -118,7 +102,7 @@ def main() -> None:
 
         sync = torch.cuda.synchronize
     calls = variants(tempfile.mkdtemp(), sync)
-    result = measure(calls, args.rounds, sync)
+    result = runtime.measure(calls, args.rounds, sync)
     report(result)
     if args.json:
         with open(args.json, "w") as f:

@@ -22,19 +22,12 @@ import json, os, ctypes, threading
 import numpy as np, torch
 import verdigris as vg
 from verdigris import simt, tile
-from verdigris.runtime import dispatch, driver, faults
+from verdigris.runtime import driver, faults
 from tests import fakecuda
 from tests.fakecuda import kernels as K
 
 fakecuda.torch_on_device_zero()
-general_calls = [0]
-_general = dispatch.KernelFunction.launch
-
-def counting(self, *args, **kwargs):
-    general_calls[0] += 1
-    return _general(self, *args, **kwargs)
-
-dispatch.KernelFunction.launch = counting
+general_calls = fakecuda.count_general_calls()
 MODES = ("python", "c")
 twins = {}
 
