@@ -4,6 +4,7 @@ Takes: a generated Python launcher (`fastpath`) just built for a launch, and tha
 `launch_cuda.Plan`. Gives `wrap(launcher, plan, num_warps)`: a `_claunch.Launcher` (the
 C type of `claunch.c`) to put at the head of the configuration in the Python launcher's
 place, or None where the Python launcher stays alone; `mode()` and `extension()`.
+(claunch_args.h holds what the extension reads, checks and packs of each argument.)
 
 Where: the extension is built at its first use with the system C compiler and Python's
 headers (~0.3 s, as Triton builds its launcher), one file per source and Python version in
@@ -47,6 +48,7 @@ from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .speckeys import MULTIPLE, OFF_GRID, divisibility
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claunch.c")
+HEADER = os.path.join(os.path.dirname(SOURCE), "claunch_args.h")  # which it includes
 ROLES = {"ptr": 0, "shape": 1, "stride": 2, "scalar": 3}
 FIXED = 4
 _LIMITS = (MAX_EXTENT, MAX_ELEMENTS, OFF_GRID, MULTIPLE, NARROW_LOW, NARROW_END)
@@ -86,8 +88,10 @@ def extension():
 
 def _build() -> str:
     """The extension's path in the cache directory, compiled there if it is not yet."""
-    with open(SOURCE, "rb") as f:
-        source = f.read()
+    source = b""
+    for name in (SOURCE, HEADER):
+        with open(name, "rb") as f:
+            source += f.read()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     digest = hashlib.sha256(source + sys.version.encode() + suffix.encode()).hexdigest()[:16]
     folder = cache.cache_dir()
