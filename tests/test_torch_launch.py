@@ -181,7 +181,8 @@ def test_the_compiled_launcher_launches_what_the_python_launcher_launches():
 
 def test_refusals_and_in_place_changes_on_the_compiled_path():
     """The alias check runs at every launch (a hit goes to the general path, which refuses
-    it); a tensor changed in place (`set_`, `resize_`, `.data =`) is read again."""
+    it); a tensor changed in place (`set_`, `resize_`, `.data =`) is read again; torch's
+    own types only (a Parameter, not a subclass)."""
     got = run("""
     n = 1000
     x, y, o, z = (torch.randn(n) for _ in range(4))
@@ -204,6 +205,14 @@ def test_refusals_and_in_place_changes_on_the_compiled_path():
     attempt("z resize_", "axpy", (4, 256), 2.0, z, y, o)
     z.data = torch.randn(n, dtype=torch.float64)
     attempt("z .data = float64", "axpy", (4, 256), 2.0, z, y, o)
+    class Mine(torch.Tensor):
+        pass
+    mine = torch.randn(n).as_subclass(Mine)
+    attempt("a subclass", "axpy", (4, 128), 2.0, mine, y, o)
+    attempt("a subclass again", "axpy", (4, 128), 2.0, mine, y, o)
+    weights = torch.nn.Parameter(torch.randn(n))
+    attempt("a Parameter", "axpy", (8, 128), 2.0, weights, y, o)
+    attempt("a Parameter again", "axpy", (8, 128), 2.0, weights, y, o)
     out["extra"] = extra
     """)
     extra = got.pop("extra")
@@ -213,7 +222,9 @@ def test_refusals_and_in_place_changes_on_the_compiled_path():
         assert got[label]["c"]["result"].startswith("AliasError"), label
         assert got[label]["c"]["handed"] == 1 and got[label]["c"]["launch"] is None, label
     taken(got, ["fast", "an empty output inside an input", "fast after the refusals", "z",
-                "z set_"])
+                "z set_", "a Parameter again"])
+    # a subclass may override what the Python launcher reads: it keeps the Python launcher
+    assert got["a subclass again"]["c"]["head"] == "function"
     assert got["z set_"]["c"]["launch"]["slots"][1:3] == extra["z set_"]  # x's address, extent
     assert got["z resize_"]["c"]["launch"]["variant"] != got["z"]["c"]["launch"]["variant"]
     assert got["z .data = float64"]["c"]["general"] == 1

@@ -47,6 +47,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *fallback, *guard, *failed, *handle, *num_warps, *constants;
     PyObject *names, *defaults, *no_default;  /* the parameters' names, defaults, 'none' */
+    PyObject *described;  /* the parameters' descriptions: what `params` borrows from */
     void *function;
     LaunchFn launch;
     unsigned grid[3], block[3], shared;
@@ -199,7 +200,7 @@ static int fill_param(Param *p, PyObject *d) {
     memset(p, 0, sizeof *p);
     if (kind[0] == 'c') {
         p->kind = CONSTANT;
-        p->value = Py_NewRef(PyTuple_GET_ITEM(d, 1));
+        p->value = PyTuple_GET_ITEM(d, 1);
         p->type = Py_TYPE(p->value);
         return 0;
     }
@@ -280,6 +281,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->rules.narrow_low = limits[4]; self->rules.narrow_end = limits[5];
     if (capsule != Py_None && !(self->stream_api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api")))
         goto fail;
+    self->described = Py_NewRef(params);
     self->nparams = (int)np;
     for (Py_ssize_t i = 0; i < np; i++)
         if (fill_param(&self->params[i], PyTuple_GET_ITEM(params, i))) goto fail;
@@ -309,7 +311,7 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->names);
     Py_VISIT(self->defaults);
     Py_VISIT(self->no_default);
-    for (int i = 0; i < self->nparams; i++) Py_VISIT(self->params[i].value);
+    Py_VISIT(self->described);
     return 0;
 }
 
@@ -324,7 +326,7 @@ static int launcher_clear(Launcher *self) {
     Py_CLEAR(self->names);
     Py_CLEAR(self->defaults);
     Py_CLEAR(self->no_default);
-    for (int i = 0; i < self->nparams; i++) Py_CLEAR(self->params[i].value);
+    Py_CLEAR(self->described);
     self->retired = 1;
     return 0;
 }

@@ -46,6 +46,7 @@ enum { PTR, SHAPE, STRIDE, VALUE, FIXED };  /* an ABI slot's role */
 
 typedef struct {
     int kind;
+    /* borrowed from the launcher's descriptions, which it keeps */
     PyTypeObject *type;       /* the exact type (ARRAY, SCALAR; CONSTANT: its value's type) */
     PyObject *value;          /* CONSTANT: the value */
     /* ARRAY */

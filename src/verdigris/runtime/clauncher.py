@@ -14,9 +14,11 @@ Guarantees:
 - `VERDIGRIS_LAUNCHER=python` never builds it; `c` requires it (a BackendError saying why
   it could not be built); unset, it is used where it builds and silently not where it
   does not (no compiler, no headers, an unwritable cache directory).
-- It stands in front of launches whose arrays are all torch tensors (their type exposes
-  the DLPack C exchange API, `__dlpack_c_exchange_api__`) on the plain `cuLaunchKernel`
-  path (not a cooperative kernel's, not a kernel's own launch, no fp8 scalar). Per
+- It stands in front of launches whose arrays are all of torch's own tensor types
+  (`torch.Tensor`, `nn.Parameter`: not a subclass, which may override what the Python
+  launcher reads) whose DLPack C exchange API (`__dlpack_c_exchange_api__`) describes
+  them, on the plain `cuLaunchKernel` path (not a cooperative kernel's, not a kernel's own
+  launch, no fp8 scalar), with at most 64 parameters of at most 8 dimensions. Per
   launch it checks what the Python launcher checks, from the same plan: exact types,
   dtype, device, rank, C order, unit inner stride, 16-byte alignment, extents, the tile
   track's divisibility facts, scalar ranges, constexprs, module constants, the bounds
@@ -133,8 +135,11 @@ def wrap(launcher, plan, num_warps):
     if not plan.torch_args or type(compiled).launch is not CudaKernel.launch \
             or len(kernel.params) > 64:
         return None
+    torch = sys.modules.get("torch")
     arrays = [v for v, info in zip(plan.values, plan.infos) if info is not None]
-    if any(interop.extractor(type(v)) is not interop._torch for v in arrays):
+    # torch's own tensor types only: a subclass may override what the Python launcher
+    # reads (`data_ptr()`...), which the exchange API does not see
+    if torch is None or any(type(v) not in (torch.Tensor, torch.nn.Parameter) for v in arrays):
         return None
     try:
         capsule = type(arrays[0]).__dlpack_c_exchange_api__ if arrays else None
