@@ -72,8 +72,16 @@ out = {}
 """
 
 
-def run(body: str, **extra) -> dict:
-    done = fakecuda.run(PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n", **extra)
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> str:
+    """One cache directory for this file's processes: the extension and the kernels are
+    built once."""
+    return str(tmp_path_factory.mktemp("vg-torch-launch-cache"))
+
+
+def run(body: str, cache: str) -> dict:
+    done = fakecuda.run(PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n",
+                        VERDIGRIS_CACHE_DIR=cache)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -94,7 +102,7 @@ def taken(got: dict, labels) -> None:
         assert row["c"]["head"] == "Launcher" and row["c"]["handed"] == 0, label
 
 
-def test_the_compiled_launcher_launches_what_the_python_launcher_launches():
+def test_the_compiled_launcher_launches_what_the_python_launcher_launches(cache):
     got = run("""
     n = 1000
     x, y, o = (torch.randn(n) for _ in range(3))
@@ -166,7 +174,7 @@ def test_the_compiled_launcher_launches_what_the_python_launcher_launches():
     K.SCALE = 3.0
     attempt("constant rebound", "scaled", (4, 256), x, o)
     attempt("constant rebound again", "scaled", (4, 256), x, o)
-    """)
+    """, cache)
     same_launches(got)
     taken(got, ["fast", "keywords", "new scalar", "short again", "longer tensors", "float64 again",
                 "float16 scalar again", "misaligned again", "strided again", "requires grad",
@@ -179,7 +187,7 @@ def test_the_compiled_launcher_launches_what_the_python_launcher_launches():
     assert got["constant rebound"]["c"]["general"] == 1
 
 
-def test_refusals_and_in_place_changes_on_the_compiled_path():
+def test_refusals_and_in_place_changes_on_the_compiled_path(cache):
     """The alias check runs at every launch (a hit goes to the general path, which refuses
     it); a tensor changed in place (`set_`, `resize_`, `.data =`) is read again; torch's
     own types only (a Parameter, not a subclass)."""
@@ -214,7 +222,7 @@ def test_refusals_and_in_place_changes_on_the_compiled_path():
     attempt("a Parameter", "axpy", (8, 128), 2.0, weights, y, o)
     attempt("a Parameter again", "axpy", (8, 128), 2.0, weights, y, o)
     out["extra"] = extra
-    """)
+    """, cache)
     extra = got.pop("extra")
     same_launches(got)
     for label in ("alias", "the same storage, another view", "overlap", "a broadcast output",
@@ -230,7 +238,7 @@ def test_refusals_and_in_place_changes_on_the_compiled_path():
     assert got["z .data = float64"]["c"]["general"] == 1
 
 
-def test_faults_contexts_threads_the_setting_and_a_backend_switch():
+def test_faults_contexts_threads_the_setting_and_a_backend_switch(cache):
     """A fault waiting in the fault block is raised by the launch (the compiled launcher
     hands it to Python); a launch from a thread with no current context is refused by the
     driver and retried in the kernel's context (`CudaKernel.launch_failed`);
@@ -278,7 +286,7 @@ def test_faults_contexts_threads_the_setting_and_a_backend_switch():
     head(2.0, hx, hy, ho)
     out["cpu result"] = float(ho.sum())
     out["launched on the gpu"] = fakecuda.last_launch().count - before
-    """)
+    """, cache)
     assert got["head"] == "Launcher"
     assert got["fault"] == "VG302" and got["flag after"] == 0
     assert got["launched from a thread"] == 1 and got["misses"] == 1  # the fault's launch
