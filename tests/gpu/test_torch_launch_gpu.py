@@ -4,7 +4,6 @@ head of the configuration from the second launch, computes what the Python launc
 launches on torch's current stream (a CUDA graph captures it)."""
 import os
 
-import numpy as np
 import pytest
 
 import verdigris as vg

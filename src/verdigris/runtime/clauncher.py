@@ -131,7 +131,7 @@ def dl_device(ordinal: int) -> tuple:
 def wrap(launcher, plan, num_warps):
     """A compiled launcher in front of `launcher` (which it hands every call it does not
     take), or None where this launch is not one it covers."""
-    compiled, kernel, spec = plan.compiled, launcher.kernel, plan.spec
+    compiled, kernel = plan.compiled, launcher.kernel
     if not plan.torch_args or type(compiled).launch is not CudaKernel.launch \
             or len(kernel.params) > 64:
         return None
@@ -156,20 +156,20 @@ def wrap(launcher, plan, num_warps):
     if not entry or slots is None:
         return None
     device = dl_device(plan.device)
-    try:
-        params = _params(built, plan, device)
-    except Exception:  # noqa: BLE001 (a tensor its library will not describe: whatever it
-        return None  # raises, this launch keeps the Python launcher)
-    if params is None:
-        return None
     constants = tuple((holder, name if isinstance(holder, dict) else None, value)
                       for holder, name, value in kernel._constants or ()) or None
-    front = built.Launcher(
-        launcher, int(compiled.function), entry, tuple(plan.grid), tuple(plan.block),
-        compiled.shared, faults.flag_address(plan.device), capsule, device, params, slots,
-        _guard(launcher, plan), _reporter(compiled), streams.handle, num_warps, constants,
-        kernel.track == "tile", _LIMITS, tuple(p.name for p in kernel.params),
-        tuple(p.default for p in kernel.params), Parameter.empty)
+    try:
+        params = _params(built, plan, device)
+        if params is None:
+            return None
+        front = built.Launcher(
+            launcher, int(compiled.function), entry, tuple(plan.grid), tuple(plan.block),
+            compiled.shared, faults.flag_address(plan.device), capsule, device, params,
+            slots, _guard(launcher, plan), _reporter(compiled), streams.handle, num_warps,
+            constants, kernel.track == "tile", _LIMITS, tuple(p.name for p in kernel.params),
+            tuple(p.default for p in kernel.params), Parameter.empty)
+    except Exception:  # noqa: BLE001 (a tensor its library will not describe, an exchange
+        return None  # API of another version: whatever is raised, the Python launcher stays)
     front.__dict__.update(launcher.__dict__, fallback=launcher)
     return front
 

@@ -32,6 +32,9 @@ launches of a loop that alternates between two sets of arrays (a stencil's ping-
 Any other launch checks and packs as above, into the set used longest ago, and replaces
 its memo.
 
+For a launch on torch tensors, `clauncher` may put a compiled launcher in front of the
+generated one (same checks from the same plan, in C; a miss hands the call to it).
+
 Guarantees:
 - A launcher launches what the general path would for the same call, or hands the call
   unchanged to the launcher installed before it, and at the end of the chain to the general
