@@ -18,9 +18,10 @@
    decides.
 
    The GIL is held from the first read to the driver's return, so one set of slots per
-   launcher is enough: nothing else can pack them in between. Python code runs only
-   before packing (the bounds guard, a constexpr's __eq__, a stream object's handle), or
-   after the launch (the error report, on a copy of the slots). */
+   launcher is enough: nothing else can write them in between. Python code runs only
+   before the slots are written (the bounds guard, a constexpr's __eq__, a stream object's
+   handle, a scalar's conversion), or after the launch (the error report, on a copy of
+   the slots). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -170,15 +171,19 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
         if (number) { handle = PyLong_AsVoidPtr(number); Py_DECREF(number); }
         if (PyErr_Occurred()) { PyErr_Clear(); return down(self, args, nargsf, kwnames); }
     }
+    /* packed here first (a scalar's conversion may call its type's own code), then into
+       the launcher's slots with nothing in between them and the driver */
+    uint64_t values[MAX_SLOTS];
     for (int s = 0; s < self->nslots; s++) {
         const Slot *slot = &self->slots[s];
         const Facts *f = &facts[slot->index];
-        int miss = slot->role == FIXED ? (self->values[s] = slot->fixed, 0)
-                 : slot->role == VALUE ? pack_scalar(slot->format, bound[slot->index], &self->values[s])
+        int miss = slot->role == FIXED ? (values[s] = slot->fixed, 0)
+                 : slot->role == VALUE ? pack_scalar(slot->format, bound[slot->index], &values[s])
                  : pack_int(slot->format, slot->role == PTR ? f->ptr : slot->role == SHAPE
-                            ? f->shape[slot->axis] : f->strides[slot->axis], &self->values[s]);
+                            ? f->shape[slot->axis] : f->strides[slot->axis], &values[s]);
         if (miss) return down(self, args, nargsf, kwnames);
     }
+    memcpy(self->values, values, sizeof values[0] * (size_t)self->nslots);
     int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2],
                            self->block[0], self->block[1], self->block[2], self->shared,
                            handle, self->pointers, NULL);
