@@ -6,7 +6,8 @@ C type of `claunch.c`) to put at the head of the configuration in the Python lau
 place, or None where the Python launcher stays alone; `mode()` and `extension()`.
 (claunch_args.h holds what the extension reads, checks and packs of each argument.)
 
-Where: the extension is built at its first use with the system C compiler and Python's
+Where: the extension is built at its first use (the warm-up thread's, in a program that
+imported torch, or the first torch launch's) with the system C compiler and Python's
 headers (~0.3 s, as Triton builds its launcher), one file per source and Python version in
 the verdigris cache directory (`cache.cache_dir`); later processes load it (~1 ms).
 
