@@ -31,7 +31,9 @@ sys.path[:0] = [HERE]
 import runtime  # noqa: E402  (bench/runtime.py: the kernels, the raw floor)
 
 
-def variants(work: str, sync) -> dict:
+def variants(work: str, device: str, sync) -> dict:
+    """name -> one launch: ours on vg.Arrays and on torch tensors (on `device`) through each
+    launcher, then the raw floors."""
     import numpy as np
     import torch
 
@@ -41,7 +43,6 @@ def variants(work: str, sync) -> dict:
     ours = runtime._module(work, "vg_runtime_kernels", runtime.OURS)
     rng = np.random.default_rng()
     host = [rng.standard_normal(runtime.N).astype(np.float32) for _ in range(9)]
-    device = "cpu" if FAKE else "cuda"
     kinds = {"vg.Array": (None, [vg.asarray(h) for h in host]),
              "torch, compiled launcher": ("c", [torch.from_numpy(h).to(device) for h in host]),
              "torch, Python launcher": ("python", [torch.from_numpy(h).to(device) for h in host])}
@@ -74,11 +75,7 @@ def report(result: dict) -> None:
         print(f"{name:<50}{us:8.2f}{us / result[floors[kernel]]:8.2f}")
 
 
-FAKE = False
-
-
 def main() -> None:
-    global FAKE
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json")
@@ -91,8 +88,7 @@ def main() -> None:
         env = fakecuda.environment()
         env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
         raise SystemExit(subprocess.run([sys.executable] + sys.argv, env=env).returncode)
-    FAKE = args.fake
-    if FAKE:
+    if args.fake:
         from tests import fakecuda
 
         fakecuda.torch_on_device_zero()
@@ -101,7 +97,7 @@ def main() -> None:
         import torch
 
         sync = torch.cuda.synchronize
-    calls = variants(tempfile.mkdtemp(), sync)
+    calls = variants(tempfile.mkdtemp(), "cpu" if args.fake else "cuda", sync)
     result = runtime.measure(calls, args.rounds, sync)
     report(result)
     if args.json:
