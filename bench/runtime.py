@@ -412,6 +412,8 @@ def launcher_breakdown(work: str) -> dict:
             launcher = launcher.fallback
         if getattr(launcher, "kinds", None) is None:
             continue
+        if not hasattr(launcher, "__globals__"):  # a compiled launcher (`runtime.clauncher`):
+            launcher = launcher.fallback  # this breaks down the Python one behind it
 
         def timed(source):
             namespace = {}
