@@ -324,13 +324,15 @@ def raw_variants(axpy, sixteen, arrays) -> dict:
     return variants
 
 
-def measure(variants: dict, rounds: int) -> dict:
+def measure(variants: dict, rounds: int, sync=None) -> dict:
     """µs per launch of each variant: `rounds` rounds of BATCH launches each, the variants
-    taking turns, synchronized between batches; medians. (The suite's
-    `benchsuite.timing.GpuTimer.host_us_per_call` does the same; this copy stays so that
-    `bench/launch_ab.py` can time source trees older than it.)"""
-    import torch
+    taking turns, synchronized between batches (`sync`, torch's by default); medians. (The
+    suite's `benchsuite.timing.GpuTimer.host_us_per_call` does the same; this copy stays so
+    that `bench/launch_ab.py` can time source trees older than it.)"""
+    if sync is None:
+        import torch
 
+        sync = torch.cuda.synchronize
     samples = {name: [] for name in variants}
     names = list(variants)
     for r in range(rounds):
@@ -341,7 +343,7 @@ def measure(variants: dict, rounds: int) -> dict:
                 launch()
             samples[name].append((time.perf_counter_ns() - t0) / BATCH / 1e3
                                  / getattr(launch, "launches", 1))
-            torch.cuda.synchronize()
+            sync()
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
@@ -410,6 +412,8 @@ def launcher_breakdown(work: str) -> dict:
             launcher = launcher.fallback
         if getattr(launcher, "kinds", None) is None:
             continue
+        if not hasattr(launcher, "__globals__"):  # a compiled launcher (`runtime.clauncher`):
+            launcher = launcher.fallback  # this breaks down the Python one behind it
 
         def timed(source):
             namespace = {}

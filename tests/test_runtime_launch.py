@@ -20,14 +20,8 @@ from verdigris.runtime import dispatch, driver
 from tests.fakecuda import last_launch
 from tests.fakecuda.kernels import add, axpy, copy2d, sixteen
 
-general_calls = [0]
-_general = dispatch.KernelFunction.launch
-
-def counting(self, *args, **kwargs):
-    general_calls[0] += 1
-    return _general(self, *args, **kwargs)
-
-dispatch.KernelFunction.launch = counting
+from tests import fakecuda
+general_calls = fakecuda.count_general_calls()
 NPARAMS = {"axpy": 8, "sixteen": 26, "copy2d": 10, "add": 7}
 
 def record():

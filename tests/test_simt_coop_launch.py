@@ -18,16 +18,10 @@ def test_shared_bytes_reach_the_launch():
         import json, sys
         sys.path.insert(0, "tests")  # test_simt_coop imports its siblings by name
         import verdigris as vg
-        from verdigris.runtime import dispatch
-        from tests.fakecuda import last_launch
+        from tests.fakecuda import count_general_calls, last_launch
         from tests.test_simt_coop import dynamic_extent, reverse_blocks
 
-        calls = [0]
-        general = dispatch.KernelFunction.launch
-        def counting(self, *args, **kwargs):
-            calls[0] += 1
-            return general(self, *args, **kwargs)
-        dispatch.KernelFunction.launch = counting
+        calls = count_general_calls()
 
         out = vg.empty(4, vg.int64)
         seen = []

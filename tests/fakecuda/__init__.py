@@ -6,7 +6,9 @@ a subprocess needs to load it instead of the real driver), `run(code, devices=1)
 Python code in such a subprocess and returns its CompletedProcess), and, inside such a
 process, `last_launch(nparams)` (what the last cuLaunchKernel got, with its first
 `nparams` argument slots read as 8-byte words: the launch's packed buffers outlive it),
-`live_streams()` (how many streams exist: created and not yet destroyed) and
+`live_streams()` (how many streams exist: created and not yet destroyed),
+`torch_on_device_zero()` (torch CPU tensors launched as device 0's),
+`count_general_calls()` (a counter of the general launch path's calls) and
 `host_view(info)` (a NumPy array over the "device memory" an `ArrayInfo` describes, which
 is host memory here: what lets a test run a kernel on the cpu backend in its place).
 
@@ -95,3 +97,34 @@ def host_view(info):
     itemsize = info.dtype.itemsize
     return np.ndarray(tuple(info.shape), info.dtype.np, buffer=memory, offset=info.ptr - lo,
                       strides=tuple(s * itemsize for s in info.strides))
+
+
+def torch_on_device_zero() -> None:
+    """Inside such a process: torch CPU tensors pass for device 0's (host memory is the fake
+    driver's device memory), for the Python launchers (`is_cuda`, `get_device()`) and the
+    compiled one (`clauncher.dl_device`), and torch's current stream is the default one."""
+    import torch
+
+    from verdigris.runtime import clauncher, streams
+    from verdigris.runtime.dlpack import KDL_CPU
+
+    torch.Tensor.is_cuda = property(lambda self: True)
+    torch.Tensor.get_device = lambda self: 0
+    streams._torch_current_raw_stream = lambda device: 0
+    clauncher.dl_device = lambda ordinal: (KDL_CPU, 0)
+
+
+def count_general_calls() -> list:
+    """Inside such a process: from now on, count the calls of the general launch path
+    (`KernelFunction.launch`) in the returned list's one item."""
+    from verdigris.runtime import dispatch
+
+    calls = [0]
+    general = dispatch.KernelFunction.launch
+
+    def counting(self, *args, **kwargs):
+        calls[0] += 1
+        return general(self, *args, **kwargs)
+
+    dispatch.KernelFunction.launch = counting
+    return calls

@@ -32,6 +32,9 @@ launches of a loop that alternates between two sets of arrays (a stencil's ping-
 Any other launch checks and packs as above, into the set used longest ago, and replaces
 its memo.
 
+For a launch on torch tensors, `clauncher` may put a compiled launcher in front of the
+generated one (same checks from the same plan, in C; a miss hands the call to it).
+
 Guarantees:
 - A launcher launches what the general path would for the same call, or hands the call
   unchanged to the launcher installed before it, and at the end of the chain to the general
@@ -55,10 +58,11 @@ from __future__ import annotations
 import re
 import threading
 from inspect import Parameter
+from types import FunctionType
 
 from .. import types as T
 from ..ir.limits import MAX_ELEMENTS, MAX_EXTENT
-from . import cache, faults, interop, streams
+from . import cache, clauncher, faults, interop, streams
 from .speckeys import MULTIPLE, OFF_GRID, divisibility, type_tag
 from .scalars import NARROW_END, NARROW_LOW, narrowness
 from .interop import span
@@ -85,8 +89,11 @@ def retire(launcher) -> None:
     on (a backend switch: someone may still hold one). Their code is swapped for a stub, so
     launchers test nothing for it."""
     while getattr(launcher, "kinds", None) is not None:
-        launcher.__defaults__ = launcher.__kwdefaults__ = None
-        launcher.__code__ = _retired.__code__
+        if type(launcher) is FunctionType:
+            launcher.__defaults__ = launcher.__kwdefaults__ = None
+            launcher.__code__ = _retired.__code__
+        else:  # a compiled launcher (`clauncher`)
+            launcher.retire()
         launcher = launcher.fallback
 
 
@@ -115,8 +122,10 @@ def install(launch, plan, num_warps) -> None:
     launcher.config, launcher.general, launcher.fallback = launch.config, launch.general, fallback
     launcher.kinds = kinds
     launcher.depth = depth + 1 if fallback is head else 1
+    # torch tensors: the compiled launcher in front of it, where there is one
+    front = clauncher.wrap(launcher, plan, num_warps) if plan.torch_args else None
     if kernel._launches.get(launch.config) is head:
-        kernel._launches[launch.config] = launcher
+        kernel._launches[launch.config] = front or launcher
 
 
 class _Writer:

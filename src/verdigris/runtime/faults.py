@@ -8,7 +8,8 @@ Takes: device ordinals; compiled kernels' fault tables (`register`). Gives:
 - `register(kernel_id, name, sites)`: what a fault of that kernel needs to be reported
   (its name, and per access site its `Loc` and array name).
 - `flag_view(device)`, `FLAG`: the record as a memoryview of words, and the index of the
-  word that says a fault is waiting (what generated launchers test).
+  word that says a fault is waiting (what generated launchers test); `flag_address(device)`,
+  that word's host address.
 - `raise_pending(device)`: if a kernel on `device` recorded a fault, clear the block and
   raise `BoundsError` ("out of bounds: out[1024] with shape (1024,) in kernel axpy, block
   (4, 0, 0) thread (0, 0, 0)", the access's line with a caret, code VG302), the same
@@ -80,6 +81,12 @@ def flag_view(device: int) -> memoryview:
     ctypes array."""
     block_address(device)
     return memoryview(_blocks[device].record).cast("B").cast("q")
+
+
+def flag_address(device: int) -> int:
+    """The host address of that word (what the compiled launcher reads, `clauncher`)."""
+    block_address(device)
+    return _blocks[device].host_ptr + FLAG * 8
 
 
 def register(kernel_id: int, name: str, sites: list) -> None:

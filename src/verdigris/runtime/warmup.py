@@ -11,7 +11,8 @@ Takes: `kernel_defined(kernel_fn)` (a kernel function was made), `device_ready(d
 kernel was compiled, not read from the disk cache). Gives: once a kernel has been defined
 and a device is ready (or NVIDIA's driver is installed: `/dev/nvidiactl`), in either
 order, one daemon thread per process that imports what a
-launch imports (`RUNTIME`: cuda-bindings, the launch path), then loads what the compile of
+launch imports (`RUNTIME`: cuda-bindings, the launch path; where torch is imported, builds
+or loads the compiled launcher, `clauncher.extension`), then loads what the compile of
 those kernels' tracks imports (`MODULES`), sets LLVM up for the device's target and, when
 a kernel's code names a libdevice function, starts libdevice's parse. The compiler's part
 is only for a kernel this machine has not compiled before (a marker in the disk cache,
@@ -34,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 import threading
 import time
 
@@ -124,6 +126,10 @@ def _run() -> None:
     try:
         for module in RUNTIME:
             importlib.import_module(module)
+        if "torch" in sys.modules:  # a program of torch tensors: their compiled launcher
+            from . import clauncher
+
+            clauncher.extension()  # built once per machine (~0.3 s), loaded (~1 ms)
         while True:
             with _lock:
                 kernels = list(_defined)
