@@ -9,7 +9,10 @@ on the GPU) of scores scaled by log2(e) too: the same values as `exp`, at a frac
 its instructions; `fma=True` lets each score's scaling and shift run as one fused
 multiply-add. `scale` must be positive. Causal attention stops at the block's last row,
 runs the longest row blocks first, and masks only the tiles that cross the diagonal (or
-the end). q, k, v, o are (batch * heads, seq, head_dim); both products run on tensor
+the end). q and o are (batch * heads, seq, head_dim), k and v (batch * kv_heads, seq,
+head_dim): grouped-query attention, `GROUP` = heads // kv_heads query heads per K/V head,
+reads K/V head bh // GROUP for query row bh (GROUP=1, the default, compiles to the same code
+as before it existed); both products run on tensor
 cores, the second one from the probabilities in registers, rounded to the inputs' dtype.
 On sm_90a a producer warp group streams the K and V tiles by TMA several stages ahead, Q
 is staged into shared memory once, P @ V takes P straight from the registers of Q @ K^T's
@@ -43,7 +46,7 @@ LN2 = math.log(2)
 
 @tile.kernel(fma=True)
 def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
-              BN: vg.constexpr = 64, D: vg.constexpr = 64):
+              BN: vg.constexpr = 64, D: vg.constexpr = 64, GROUP: vg.constexpr = 1):
     m_block, bh = tile.bid(0), tile.bid(1)
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
         m_block = tile.num_blocks(0) - 1 - m_block
@@ -58,7 +61,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        kt = tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
         s = tile.dot(qt, kt.T)
         # Masks only where a key lies past the end or past a row (the diagonal tiles).
         if (j + 1) * BN > seq or (CAUSAL and (j + 1) * BN > m_block * BM + 1):
@@ -73,7 +76,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
         p = tile.exp2(s * scale2 - m_new)
         alpha = tile.exp2(m_i - m_new)
         l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
-        vt = tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
         acc = tile.mma(p.astype(v.dtype), vt, acc * alpha)
         m_i = m_new
     out = acc * (1.0 / l_i)  # one division per row, not per element
@@ -170,7 +173,13 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
 
 
-# The kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
+# The forward's tiles and warps on the GPU by head dimension: at 256, 128 rows need two
+# consumer warp groups (8 warps; 4 hold a 128 x 256 accumulator in one group and spill) and
+# keys in tiles of 32 (64 need more shared memory than a block has: Q, and K and V staged
+# twice); ptxas, sm_90a, reports no spills for each.
+FORWARD_LAUNCH = {64: dict(BM=128, BN=64), 128: dict(BM=128, BN=64), 256: dict(BM=128, BN=32, num_warps=8)}
+
+# The backward kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
 # 8 warps for dK/dV: two consumer warp groups share the 128 keys; the lowering's choice for
 # its 128 x 32 scores, 4, holds dK and dV for all 128 in one group and spills at head dim
 # 128 (ptxas, sm_90a).
