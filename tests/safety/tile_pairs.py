@@ -719,11 +719,9 @@ def persistent_grouped_setup(rng):
 
 
 
-@tile.kernel
-def segment_starts_one_tile(starts, out, B: vg.constexpr):
+def _segment_starts(starts, B: vg.constexpr):
     """Each position's segment start (the largest of the sorted `starts` at or below it),
-    found by a while loop that carries an int tile (varlen attention's rows); every block
-    stores tile 0."""
+    found by a while loop that carries an int tile (varlen attention's rows)."""
     pos = tile.bid(0) * B + tile.arange(B)
     found = tile.zeros((B,), vg.int32)
     s = 0
@@ -731,19 +729,17 @@ def segment_starts_one_tile(starts, out, B: vg.constexpr):
         start = tile.load(starts, index=(s,), shape=())
         found = tile.where(pos >= start, start, found)
         s += 1
-    tile.store(out, index=(0,), tile=found)  # race
+    return found
+
+
+@tile.kernel
+def segment_starts_one_tile(starts, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=_segment_starts(starts, B))  # race
 
 
 @tile.kernel
 def segment_starts(starts, out, B: vg.constexpr):
-    pos = tile.bid(0) * B + tile.arange(B)
-    found = tile.zeros((B,), vg.int32)
-    s = 0
-    while s < starts.shape[0]:
-        start = tile.load(starts, index=(s,), shape=())
-        found = tile.where(pos >= start, start, found)
-        s += 1
-    tile.store(out, index=(tile.bid(0),), tile=found)
+    tile.store(out, index=(tile.bid(0),), tile=_segment_starts(starts, B))
 
 
 def segments_setup(rng):

@@ -116,6 +116,9 @@ FP8_LAUNCH = {64: dict(BM=128, BN=128), 128: dict(BM=128, BN=128), 256: dict(BM=
 def attention_fp8(q, k, v, o, lse, scale, descale_v, CAUSAL: vg.constexpr = False,
                   BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64,
                   GROUP: vg.constexpr = 1, V_TRANSPOSED: vg.constexpr = False):
+    # The bfloat16 kernel's walk, written out: it takes no descale_v (its code stays as it
+    # was), and a body shared through a helper is an inlined region, after which the
+    # consumer warp groups meet at one more barrier (sm_90a).
     m_block, bh = tile.bid(0), tile.bid(1)
     if CAUSAL:  # the longest row blocks first, as the bfloat16 kernel
         m_block = tile.num_blocks(0) - 1 - m_block
