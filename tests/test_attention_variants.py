@@ -191,7 +191,8 @@ def _specialized(name, d, causal, launch):
 @needs_ptxas
 @pytest.mark.parametrize("name, d, causal, launch", [
     ("gqa", 128, True, ta.FORWARD_LAUNCH[128]), ("gqa", 256, False, ta.FORWARD_LAUNCH[256]),
-    ("varlen", 128, True, ta.FORWARD_LAUNCH[128]), ("fp8", 128, False, tv.FP8_LAUNCH[128]),
+    ("varlen", 128, True, ta.FORWARD_LAUNCH[128]), ("varlen", 256, False, ta.FORWARD_LAUNCH[256]),
+    ("fp8", 128, False, tv.FP8_LAUNCH[128]),
     ("fp8", 256, True, tv.FP8_LAUNCH[256])])
 def test_sm90a_streams_both_operands_without_spilling(name, d, causal, launch):
     """K and V by TMA into wgmma; warp-specialized (a producer warp group) but varlen, whose
