@@ -1,6 +1,6 @@
 """Attention forward variants (issue #29 part 1) on the cpu backend against float64 NumPy:
 grouped-query attention (`tile_attention.attention`'s GROUP: 1, 2 and 4 query heads per K/V
-head), head dims 64, 128 and 256, variable-length batches (`attention_varlen`: ragged
+head; the backward's kernels too, with 3), head dims 64, 128 and 256, variable-length batches (`attention_varlen`: ragged
 sequences of 0 to 200 tokens packed without padding, GQA too) and fp8 e4m3
 (`attention_fp8`, V as stored and transposed, against a reference that rounds the
 probabilities to e4m3 as the kernel does), causal and not, every output NaN first. Beside
@@ -62,6 +62,25 @@ def test_grouped_query_attention(rng, group, causal):
     want, want_lse = _dense(q, k, v, 1 / math.sqrt(d), causal)
     assert relative_error(o, want) < TOLERANCE
     assert relative_error(lse, want_lse) < 1e-5
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_grouped_query_attention_backward(rng, causal):
+    """`attention_backward` on K/V heads shared by 3 query heads each: dK and dV per query
+    head, which summed over each group are the K/V heads' gradients."""
+    group, seq, d = 3, 45, 32
+    q, do = (_inputs(rng, (2 * group, seq, d)) for _ in range(2))
+    k, v = (_inputs(rng, (2, seq, d)) for _ in range(2))
+    scale = 1 / math.sqrt(d)
+    o, lse = _forward(q, k, v, causal, (16, 16), d, group)
+    dq, dk, dv = (np.full(q.shape, np.nan, q.dtype) for _ in range(3))
+    ta.attention_backward(q, k, v, o, lse, do, dq, dk, dv, np.full(lse.shape, np.nan, np.float32),
+                          scale, causal, dict(BM=16, BN=16), dict(BM=16, BN=16))
+    want = ta.reference_backward(q, *(np.repeat(t, group, axis=0) for t in (k, v)), do, scale, causal)
+    shares = [g.astype(np.float64).reshape(2, group, seq, d).sum(1) for g in (dk, dv)]
+    assert relative_error(dq, want[0]) < TOLERANCE
+    for got, full in zip(shares, want[1:]):
+        assert relative_error(got, full.reshape(2, group, seq, d).sum(1)) < TOLERANCE
 
 
 @pytest.mark.parametrize("d, tiles", [(128, (16, 16)), (256, (16, 32))])

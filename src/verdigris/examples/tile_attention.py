@@ -97,16 +97,19 @@ def attention_backward_delta(o, do, delta, BM: vg.constexpr = 128, D: vg.constex
 
 @tile.kernel(fma=True)
 def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.constexpr = False,
-                            BM: vg.constexpr = 64, BN: vg.constexpr = 128, D: vg.constexpr = 64):
+                            BM: vg.constexpr = 64, BN: vg.constexpr = 128, D: vg.constexpr = 64,
+                            GROUP: vg.constexpr = 1):
     """dK and dV of BN keys: the block walks the query tiles (BM rows) that see its keys,
     recomputing the probabilities transposed, P^T = exp(K Q^T * scale - lse), from the
     forward's log-sum-exp: dV += P^T dO, dP^T = V dO^T, dS^T = P^T * (dP^T - delta),
-    dK += dS^T Q (times scale once, at the end)."""
+    dK += dS^T Q (times scale once, at the end). With GROUP > 1 the block's keys are K/V
+    head bh // GROUP's and dK, dV query head bh's share of their gradients (the caller
+    sums a group's shares)."""
     n_block, bh = tile.bid(0), tile.bid(1)
     seq = q.shape[1]
     scale2 = scale * LOG2E  # exp(x * scale - lse) == exp2(x * scale2 - lse * log2(e))
-    kt = tile.load(k, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
-    vt = tile.load(v, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
     dk_acc = tile.zeros((BN, D), vg.float32)
     dv_acc = tile.zeros((BN, D), vg.float32)
     keys = n_block * BN + tile.arange(BN).reshape((BN, 1))
@@ -136,7 +139,8 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
 
 @tile.kernel(fma=True)
 def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constexpr = False,
-                          BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64):
+                          BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64,
+                          GROUP: vg.constexpr = 1):
     """dQ of BM query rows: the block walks the key tiles its rows see, recomputing
     P = exp(Q K^T * scale - lse): dP = dO V^T, dS = P * (dP - delta), dQ += dS K (times
     scale once, at the end). Causal: the longest row blocks first, as the forward."""
@@ -155,7 +159,8 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        s = tile.dot(qt, tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        s = tile.dot(qt, tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                   shape=(1, BN, D)).reshape((BN, D)).T)
         # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
         # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
         # written out: a helper is inlined as a region, which the matching of streamed loops
@@ -167,9 +172,11 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
             else:
                 s = tile.where(cols < seq, s, -math.inf)
         p = tile.exp2(s * scale2 - lse2)
-        dp = tile.dot(dot, tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        dp = tile.dot(dot, tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                     shape=(1, BN, D)).reshape((BN, D)).T)
         dq_acc = tile.mma((p * (dp - di)).astype(k.dtype),
-                          tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)), dq_acc)
+                          tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                    shape=(1, BN, D)).reshape((BN, D)), dq_acc)
     tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
 
 
@@ -191,16 +198,19 @@ def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bo
                        dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
     """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do, all
     (batch * heads, seq, head_dim) but lse and delta ((batch * heads, seq), float32;
-    delta is scratch the first kernel fills). Three launches: delta, then dK and dV, then
+    delta is scratch the first kernel fills), and k, v, which may have fewer heads
+    (batch * kv_heads, grouped-query attention: then dk and dv hold each query head's
+    share of its K/V head's gradients, to be summed over the group). Three launches: delta, then dK and dV, then
     dQ, with the tiles (BM, BN) and launch options (num_warps) of `dkdv_launch` and
     `dq_launch`; each gradient element is written by one block, summed in a fixed order,
     so the results are the same bit for bit from run to run (no atomics: the only mode)."""
     bh, seq, d = q.shape
+    group = bh // k.shape[0]
     attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), bh](o, do, delta, BM=dq_launch["BM"], D=d)
     attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), bh](
-        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, **dkdv_launch)
+        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, GROUP=group, **dkdv_launch)
     attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), bh](
-        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, **dq_launch)
+        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, GROUP=group, **dq_launch)
 
 
 def _probabilities(q, k, scale: float, causal: bool):

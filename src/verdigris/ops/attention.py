@@ -20,8 +20,8 @@ Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probab
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
 the inputs' dtype. The forward reads each K/V head once per query head of its group, with
 no copy; it saves its output and the log-sum-exp; the backward recomputes
-the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads on K and V
-repeated per query head, the gradients of a group's heads then summed in a fixed order)
+the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads each query
+head's share of its K/V head's dK and dV, then the shares of a group summed)
 and writes each gradient element
 from one block, summed in a fixed order: the gradients are the same bit for bit from run to
 run (no atomics; this is the only mode). Kernels: `examples.tile_attention`,
@@ -66,13 +66,15 @@ def _attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
                         causal: bool, scale: float, o: torch.Tensor,
                         lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q3, group = _heads(q), q.shape[1] // k.shape[1]
-    if group > 1:  # K and V per query head; their gradients summed over each group below
-        k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    # dK and dV per query head (its share of its K/V head's gradients), summed over each
+    # group below
     dq, dk, dv = (torch.empty_like(q3) for _ in range(3))
     if q3.numel():
         attention_backward(q3, _heads(k), _heads(v), _heads(o), lse, _heads(do),
                            dq, dk, dv, torch.empty_like(lse), scale, causal)
     b, heads, seq, d = q.shape
+    if group == 1:
+        return dq.view(q.shape), dk.view(q.shape), dv.view(q.shape)
     dk, dv = (g.view(b, heads // group, group, seq, d).sum(2) for g in (dk, dv))
     return dq.view(q.shape), dk, dv
 
