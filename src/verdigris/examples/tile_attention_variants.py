@@ -35,13 +35,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import verdigris as vg
 from verdigris import tile
-from verdigris.examples import Result
-from verdigris.examples.tile_attention import LN2, reference, reference_lse
-from verdigris.examples.tile_gemm import _narrow, available, run
+from verdigris.examples.tile_attention import LN2
 
 
 @tile.kernel(fma=True)
