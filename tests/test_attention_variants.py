@@ -212,12 +212,11 @@ def _specialized(name, d, causal, launch):
     ("gqa", 256, False, ta.FORWARD_LAUNCH[256]), ("varlen", 128, True, ta.FORWARD_LAUNCH[128]),
     ("fp8", 128, False, tv.FP8_LAUNCH[128])])
 def test_sm90a_streams_both_operands_without_spilling(name, d, causal, launch):
-    """K and V by TMA into wgmma; warp-specialized (a producer warp group) but varlen, whose
-    key range comes from cu_seqlens, which the producer does not read (`tile.specialize`)."""
+    """K and V by TMA into wgmma, from a producer warp group (varlen's too: it runs the
+    search of cu_seqlens again, `tile.specialize`)."""
     kernel = _specialized(name, d, causal, launch)
     (pipe,) = matmul.plan(kernel, "sm_90a").pipelines.values()
-    assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"]
-    assert pipe.specialized == (name != "varlen")
+    assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"] and pipe.specialized
     ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
     dims = 2 if name == "varlen" else 3  # (total_tokens, heads * head_dim): a 2-d box
     assert f"cp.async.bulk.tensor.{dims}d.shared::cluster.global" in ptx and "wgmma.mma_async" in ptx

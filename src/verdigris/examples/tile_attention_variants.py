@@ -13,7 +13,8 @@ batch + 1 entries, cu_seqlens[0] = 0, non-decreasing, the last = total_tokens), 
 within itself only (causal: to its own earlier tokens). One block owns BM consecutive packed
 rows of one query head, as the dense kernel's blocks own BM rows: its rows may belong to
 several sequences. It finds them (a binary search of cu_seqlens for its first row, then the
-sequences that start among its rows), walks the key tiles from the first one's start to the
+sequences that start among its rows: scalar code that a producer warp group can run again
+before it streams K and V), walks the key tiles from the first one's start to the
 last one's end (causal: to its last row), and masks each score whose key lies outside its
 row's sequence (or after the row), only in the tiles where some row's sequence starts or ends
 (or the diagonal crosses). Where a block writes depends on its ids alone, so the race proof
@@ -55,23 +56,26 @@ def attention_varlen(q, k, v, o, lse, cu_seqlens, scale, CAUSAL: vg.constexpr = 
             lo = mid
         else:
             hi = mid
-    # Each row's sequence, [row_start, row_end), from the sequences that start by the last row.
-    rows = first_row + tile.arange(BM).reshape((BM, 1))
-    seq = lo
-    start = tile.load(cu_seqlens, index=(seq,), shape=())
-    row_start = tile.full((BM, 1), start)  # rows past the last sequence: no keys
-    row_end = tile.full((BM, 1), start)
-    keys_from, last_start = start, start
-    first_end = tile.load(cu_seqlens, index=(seq + 1,), shape=())
-    while start <= last_row and seq < cu_seqlens.shape[0] - 1:
-        end = tile.load(cu_seqlens, index=(seq + 1,), shape=())
-        inside = (rows >= start) & (rows < end)
-        row_start = tile.where(inside, start, row_start)
-        row_end = tile.where(inside, end, row_end)
-        last_start, start, seq = start, end, seq + 1
-    keys_to = start  # the end of the last sequence
+    # The last row's sequence, `last`: the sequences from lo on that start by the last row.
+    last, end = lo, tile.load(cu_seqlens, index=(lo + 1,), shape=())
+    while end <= last_row and last + 1 < cu_seqlens.shape[0] - 1:
+        last += 1
+        end = tile.load(cu_seqlens, index=(last + 1,), shape=())
+    keys_from = tile.load(cu_seqlens, index=(lo,), shape=())
+    keys_to = end  # the end of the last row's sequence
     if CAUSAL:
-        keys_to = min(start, last_row + 1)
+        keys_to = min(end, last_row + 1)
+    # Each row's sequence, [row_start, row_end): rows past the last sequence see no keys.
+    rows = first_row + tile.arange(BM).reshape((BM, 1))
+    row_start = tile.full((BM, 1), keys_from)
+    row_end = tile.full((BM, 1), keys_from)
+    for b in range(lo, last + 1):
+        start = tile.load(cu_seqlens, index=(b,), shape=())
+        inside = (rows >= start) & (rows < tile.load(cu_seqlens, index=(b + 1,), shape=()))
+        row_start = tile.where(inside, start, row_start)
+        row_end = tile.where(inside, tile.load(cu_seqlens, index=(b + 1,), shape=()), row_end)
+    last_start = tile.load(cu_seqlens, index=(last,), shape=())
+    first_end = tile.load(cu_seqlens, index=(lo + 1,), shape=())
     scale2 = scale * 1.4426950408889634  # log2(e): exp(x * scale) == exp2(x * scale2)
     qt = tile.load(q, index=(m_block, h), shape=(BM, D))
     m_i = tile.full((BM, 1), -math.inf, vg.float32)
