@@ -24,10 +24,10 @@ if [ "${1:-all}" = check ]; then  # the GPU suite and the linear backward's benc
   step 70 linear_backward python3 bench/linear_backward.py --json "$OUT/linear_backward.json"
   exit 0
 fi
-if [ "${1:-all}" = train ]; then  # the linear backward's bench (split-K), the GPU suite, then the GPT run of examples/train_gpt.py (issue #28)
-  step 70 linear_backward python3 bench/linear_backward.py --json "$OUT/linear_backward.json"
+if [ "${1:-all}" = train ]; then  # the linear op's split-K A/B, the GPU suite, then the GPT run of examples/train_gpt.py (issue #28)
+  step 60 linear_op_ab python3 bench/linear_op_ab.py
   step 160 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
-  step 290 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 25 --png "$OUT/gpt.png"
+  step 330 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 25 --png "$OUT/gpt.png"
   exit 0
 fi
 step 320 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py

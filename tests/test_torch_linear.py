@@ -103,3 +103,28 @@ def test_torch_compile_fullgraph_forward_and_backward(rng):
     got = torch.autograd.grad(torch.compile(f, fullgraph=True)(*params), params, dy)
     for a, c in zip(eager, got):
         assert torch.allclose(a, c, rtol=1e-5, atol=1e-6)
+
+
+def test_rows_of_an_unaligned_width_are_padded_and_read_in_place(rng):
+    """A width whose rows are no multiple of 16 bytes (57 bfloat16: a GPT's 50,257-token
+    vocabulary in small) gets a padded row pitch; the loss and the products of the backward
+    read those rows where they are, and the values and gradients are F.linear's."""
+    from verdigris.ops.losses import cross_entropy
+    from verdigris.ops.rows import aligned_rows, rows
+
+    x, w = tensors(rng, (2, 5, 24), (57, 24), dtype=torch.bfloat16)
+    labels = torch.from_numpy(rng.integers(0, 57, 10))
+    logits = linear(x, w)
+    assert logits.shape == (2, 5, 57) and logits.stride() == (5 * 64, 64, 1)
+    flat = logits.view(-1, 57)
+    assert rows(flat).data_ptr() == flat.data_ptr() and rows(flat).stride(0) == 64
+    loss = cross_entropy(flat, labels)
+    got = torch.autograd.grad(loss, (x, w))
+    reference = [p.detach().float().requires_grad_() for p in (x, w)]
+    want_loss = F.cross_entropy(F.linear(*reference).view(-1, 57), labels)
+    want = torch.autograd.grad(want_loss, reference)
+    assert abs(loss.item() - want_loss.item()) < 2e-2 * abs(want_loss.item())
+    for g, expected in zip(got, want):
+        assert max_rel(g, expected) < 3e-2
+    assert aligned_rows(3, 8, x).stride(0) == 8  # 16 bytes already: no padding
+    assert aligned_rows(3, 3, x, torch.float64).stride(0) == 4

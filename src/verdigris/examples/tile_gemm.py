@@ -66,14 +66,16 @@ def gelu(h):
 
 @tile.kernel
 def gemm(a, b, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.constexpr = 64,
-         A_ORDER: vg.constexpr = "C", B_ORDER: vg.constexpr = "C"):
+         A_ORDER: vg.constexpr = "C", B_ORDER: vg.constexpr = "C", C_ORDER: vg.constexpr = "C"):
     """c = op(a) @ op(b), any float dtypes tile.mma takes: a (M, K), b (K, N) as stored,
     or a stored (K, M) with A_ORDER="F" (c = a.T @ b), b stored (N, K) with B_ORDER="F"
     (c = a @ b.T). A GEMM's backward: dA = dC @ B.T is gemm(dC, B, dA, B_ORDER="F"), and
-    dB = A.T @ dC is gemm(A, dC, dB, A_ORDER="F")."""
+    dB = A.T @ dC is gemm(A, dC, dB, A_ORDER="F"). With C_ORDER="F" the product is stored
+    transposed (c is (N, M)): swapped operands, c = (op(b).T @ op(a).T).T, so that a small
+    M is the tile's N side (`tile_matmul_shapes`)."""
     i, j = tile.bid(0), tile.bid(1)
     acc = output_tile(a, b, i, j, BM, BN, BK, A_ORDER, B_ORDER)
-    tile.store(c, index=(i, j), tile=acc.astype(c.dtype))
+    tile.store(c, index=(i, j), tile=acc.astype(c.dtype), order=C_ORDER)
 
 
 @tile.kernel
@@ -107,10 +109,13 @@ def slices_sum(workspace, i, j, parts, BM, BN):
 
 
 @tile.kernel
-def split_sum(workspace, c, parts, BM: vg.constexpr = 32, BN: vg.constexpr = 128):
-    """Split-K, second pass: c = the sum of the workspace's `parts` slices, rounded once."""
+def split_sum(workspace, c, parts, BM: vg.constexpr = 32, BN: vg.constexpr = 128,
+              C_ORDER: vg.constexpr = "C"):
+    """Split-K, second pass: c = the sum of the workspace's `parts` slices, rounded once
+    (stored transposed with C_ORDER="F", as `gemm`'s)."""
     i, j = tile.bid(0), tile.bid(1)
-    tile.store(c, index=(i, j), tile=slices_sum(workspace, i, j, parts, BM, BN).astype(c.dtype))
+    tile.store(c, index=(i, j), tile=slices_sum(workspace, i, j, parts, BM, BN).astype(c.dtype),
+               order=C_ORDER)
 
 
 @tile.kernel

@@ -104,8 +104,10 @@ def split_sum_bias_gelu(workspace, parts, bias, c, z, BM: vg.constexpr = 32, BN:
     tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
 
 
-def _grid(c, tiles: dict) -> tuple:
-    return vg.cdiv(c.shape[0], tiles["BM"]), vg.cdiv(c.shape[1], tiles["BN"])
+def _grid(c, tiles: dict, C_ORDER="C") -> tuple:
+    """One block per output tile of the product: c's, or c.T's with C_ORDER="F"."""
+    rows, cols = c.shape if C_ORDER == "C" else c.shape[::-1]
+    return vg.cdiv(rows, tiles["BM"]), vg.cdiv(cols, tiles["BN"])
 
 
 def gemm_tiles(a) -> dict:
@@ -131,26 +133,42 @@ def split_workspace(m: int, n: int, k: int, tiles: dict, multiprocessors: int):
     return None if parts == 1 else workspace_shape(m, n, parts, tiles)
 
 
-def _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch) -> tuple:
-    """Split-K's first pass for c = op(a) @ op(b) into the workspace (`gemm_split`): the
-    number of parts (the workspace's slices), and the grid and tile of the second pass."""
-    parts = workspace.shape[0] // workspace_shape(c.shape[0], c.shape[1], 1, tiles)[0]
-    gemm_split[(*_grid(c, tiles), parts)](a, b, workspace, A_ORDER=A_ORDER, B_ORDER=B_ORDER,
-                                          **tiles, **launch)
-    summing = dict(SUM_TILE, BM=min(SUM_TILE["BM"], tiles["BM"]))
-    return parts, _grid(c, summing), summing
+def _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch, C_ORDER="C") -> tuple:
+    """Split-K's first pass for c = op(a) @ op(b) (c.T with C_ORDER="F") into the workspace
+    (`gemm_split`): the number of parts (the workspace's slices), and the grid and tile of
+    the second pass."""
+    grid = _grid(c, tiles, C_ORDER)
+    parts = workspace.shape[0] // (grid[0] * tiles["BM"])
+    gemm_split[(*grid, parts)](a, b, workspace, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
+    return (parts, *summing(c, tiles, C_ORDER))
 
 
-def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, **launch):
+def summing(c, tiles: dict, C_ORDER="C") -> tuple:
+    """The grid and tile of split-K's second pass into c, after a first pass of `tiles`:
+    SUM_TILE (its BM dividing the product's); for a product stored transposed (C_ORDER="F":
+    swapped operands, few rows of c), the product's BM along c's columns, so that each row
+    of c is stored in runs of BM, by at most 64 of c's rows."""
+    if C_ORDER == "C":
+        tile = dict(SUM_TILE, BM=min(SUM_TILE["BM"], tiles["BM"]))
+    else:
+        tile = dict(BM=tiles["BM"], BN=min(64, tiles["BN"]))
+    return _grid(c, tile, C_ORDER), tile
+
+
+def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, C_ORDER="C",
+                **launch):
     """c = op(a) @ op(b): `tile_gemm.gemm`, one block per output tile; or, given a
     workspace (`tile_gemm.workspace_shape`, float32 (float64 for float64)), split-K in as many
-    parts as it has slices: `gemm_split`, then `split_sum` (deterministic: no atomics)."""
+    parts as it has slices: `gemm_split`, then `split_sum` (deterministic: no atomics).
+    C_ORDER="F": the product is c.T (swapped operands; the workspace is c.T's)."""
     tiles = tiles or gemm_tiles(a)
     if workspace is None:
-        gemm[_grid(c, tiles)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER, **tiles, **launch)
+        gemm[_grid(c, tiles, C_ORDER)](a, b, c, A_ORDER=A_ORDER, B_ORDER=B_ORDER,
+                                       C_ORDER=C_ORDER, **tiles, **launch)
     else:
-        parts, grid, summing = _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch)
-        split_sum[grid](workspace, c, parts, **summing, **launch)
+        parts, grid, tile = _split_product(a, b, c, A_ORDER, B_ORDER, tiles, workspace, launch,
+                                           C_ORDER)
+        split_sum[grid](workspace, c, parts, C_ORDER=C_ORDER, **tile, **launch)
 
 
 def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None, **launch):
@@ -164,9 +182,9 @@ def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None
         kernel = gemm_bias if z is None else gemm_bias_gelu_forward
         kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
     else:
-        parts, grid, summing = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
+        parts, grid, tile = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
         kernel = split_sum_bias if z is None else split_sum_bias_gelu
-        kernel[grid](workspace, parts, bias, *outputs, **summing, **launch)
+        kernel[grid](workspace, parts, bias, *outputs, **tile, **launch)
 
 
 def partials(rows: int, cols: int, row_tile=None):

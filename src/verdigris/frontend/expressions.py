@@ -21,7 +21,7 @@ from .. import lang
 from .. import types as T
 from ..errors import CompileError, Loc, SafetyError, UnsupportedConstruct
 from ..ir import nodes as N
-from . import intrinsics, tile_pieces, tiles
+from . import intrinsics, tile_pieces, tile_values, tiles
 from .tiles import binary, compare, unary
 from .typing import Static, is_number, static_truth, truth, typed
 from .vector_loads import ArrayMethod
@@ -108,7 +108,7 @@ class Expressions:
         if isinstance(base, N.ArrayRef):
             return self.array_attribute(base, node.attr, loc)
         if tiles.is_tile(base):
-            return tiles.attribute(base, node.attr, loc)
+            return tile_values.attribute(base, node.attr, loc)
         if isinstance(base, Static):
             if isinstance(base.value, pytypes.ModuleType) and base.value.__name__ == "math" \
                     and node.attr in intrinsics.MATH_CONSTANTS:
@@ -382,7 +382,7 @@ class Expressions:
         if fn is None:
             raise CompileError("this value cannot be called", loc)
         name = intrinsics.intrinsic_name(fn)
-        if name is None and not isinstance(fn, (T.DType, tiles.TileMethod, ArrayMethod, lang.func)) \
+        if name is None and not isinstance(fn, (T.DType, tile_values.TileMethod, ArrayMethod, lang.func)) \
                 and not lang.plain_helper(fn):
             _refuse_call(fn, loc)  # before its arguments: `print("x =", x)` is about print
         # A string literal is a value only as a keyword argument (input_precision="tf32"),
@@ -393,7 +393,7 @@ class Expressions:
         kwargs = {k.arg: self.argument(k.value, strings=True) for k in node.keywords}
         if isinstance(fn, T.DType):
             return intrinsics.conversion(fn)(self, args, kwargs, loc)
-        if isinstance(fn, (tiles.TileMethod, ArrayMethod)):
+        if isinstance(fn, (tile_values.TileMethod, ArrayMethod)):
             return fn.call(self, args, kwargs, loc)
         if name is not None:
             self.check_track(name, loc)

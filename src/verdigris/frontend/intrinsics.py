@@ -22,6 +22,7 @@ from . import tile_products  # noqa: F401 -- registers tile.mma and tile.dot in 
 from . import tile_sorts  # noqa: F401 -- registers tile.sort and tile.argsort in tiles.HANDLERS
 from . import tile_pieces  # noqa: F401 -- registers tile.extract and tile.cat in tiles.HANDLERS
 from . import rounding  # registers tile.truediv in tiles.HANDLERS
+from . import tile_values  # noqa: F401 -- registers tile.arange, tile.sum, tile.reshape, ... in tiles.HANDLERS
 from . import tiles
 from .assume import assume
 from .prints import kernel_print

@@ -11,7 +11,9 @@ and `verdigris::linear_gelu` (with their `_backward`s).
 
 Guarantees: every product is `tile_gemm.gemm`, its operands read as stored (the weight
 transposed in the forward, dy transposed for the weight gradient: views, no copies;
-`examples.tile_linear`); accumulation in float32 (float64 for float64), each result rounded
+`examples.tile_linear`); the outputs' rows start on 16-byte boundaries (`rows.aligned_rows`:
+a vocabulary of 50,257 columns gets a padded row pitch, which every later pass reads
+aligned), and inputs whose rows are evenly strided are read in place (`rows.rows`); accumulation in float32 (float64 for float64), each result rounded
 once to its dtype. A product whose output tiles would leave the GPU's multiprocessors idle
 (fewer than two waves: the weight gradient of a long sequence, any product of a few rows)
 is split along K (`tile_linear.k_parts`): `gemm_split` sums each part into its own slice
@@ -28,10 +30,7 @@ from verdigris.autograd import differentiable_op
 from verdigris.examples.tile_linear import (gemm_tiles, launch_gemm_bias_gelu_backward,
                                             launch_linear_backward, launch_linear_forward, partials,
                                             split_workspace)
-
-
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(-1, t.shape[-1])
+from verdigris.ops.rows import aligned_rows, rows
 
 
 def _accumulator(t: torch.Tensor) -> torch.dtype:
@@ -52,9 +51,9 @@ def _workspace(like: torch.Tensor, m: int, n: int, k: int):
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False):
     """y (and with gelu the pre-activation z), shaped as x with N features."""
-    x2 = _rows(x)
-    y = x2.new_empty((x2.shape[0], weight.shape[0]))
-    z = torch.empty_like(y) if gelu else None
+    x2 = rows(x)
+    y = aligned_rows(x2.shape[0], weight.shape[0], x2)
+    z = aligned_rows(*y.shape, y) if gelu else None
     if y.numel():
         launch_linear_forward(x2, weight.contiguous(), y, None if bias is None else bias.contiguous().view(1, -1), z,
                               workspace=_workspace(x2, *y.shape, x2.shape[1]))
@@ -69,7 +68,7 @@ def _partials(dy2: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
     """dx, dw (and db when there is a bias): dy through GELU first when z is given."""
-    x2, dy2 = _rows(x), _rows(dy)
+    x2, dy2 = rows(x), rows(dy)
     dx, dw = torch.empty_like(x2), torch.empty_like(weight)
     db = None if bias is None else torch.empty_like(bias)
     (m, n), k = dy2.shape, x2.shape[1]
@@ -80,7 +79,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None
             db.zero_()
     elif z is not None:
         partial, per_block = _partials(dy2)
-        launch_gemm_bias_gelu_backward(dy2, x2, weight.contiguous(), _rows(z), torch.empty_like(dy2),
+        launch_gemm_bias_gelu_backward(dy2, x2, weight.contiguous(), rows(z), aligned_rows(*dy2.shape, dy2),
                                        dx, dw, db, partial, per_block, workspaces=workspaces)
     else:
         partial, per_block = _partials(dy2) if db is not None else (None, None)

@@ -11,8 +11,9 @@ it, and the torch custom op `verdigris::cross_entropy` (results: the loss and th
 gradient of the mean with respect to the logits).
 
 Guarantees: one launch (`examples.tile_cross_entropy.forward_backward`) reads the logits
-twice, in float32, and writes each row's loss and the gradient of the mean, rounded once
-to the logits' dtype; the op keeps that gradient, not the logits (a GPT's logits are its
+twice, in float32 (in place where their rows are evenly strided: `rows.rows`), and writes
+each row's loss and the gradient of the mean, rounded once to the logits' dtype, into rows
+that start on 16-byte boundaries (`rows.aligned_rows`); the op keeps that gradient, not the logits (a GPT's logits are its
 largest activation: they are freed as soon as the loss is computed, and the backward does
 no pass over them; it scales the kept gradient by the loss's upstream gradient). The
 price: a forward under `torch.no_grad()` computes the gradient too. Rows that take part
@@ -25,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from verdigris.examples.tile_cross_entropy import IGNORE_INDEX, forward_backward
+from verdigris.ops.rows import aligned_rows, rows
 from verdigris.runtime.torch_ops import torch_op
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -32,13 +34,13 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 @torch_op("verdigris::cross_entropy")
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    rows = logits.shape[0]
     labels = labels.contiguous()
     counted = (labels != IGNORE_INDEX).sum().to(torch.float32)
-    grad = torch.empty_like(logits)
-    loss, lse = (logits.new_empty(rows, dtype=torch.float32) for _ in range(2))
+    logits = rows(logits)
+    grad = aligned_rows(*logits.shape, logits)
+    loss, lse = (logits.new_empty(logits.shape[0], dtype=torch.float32) for _ in range(2))
     if logits.numel():
-        forward_backward(logits.contiguous(), labels, loss, lse, counted.reciprocal().expand(rows), grad)
+        forward_backward(logits, labels, loss, lse, counted.reciprocal().expand(logits.shape[0]), grad)
     return loss.sum() / counted, grad
 
 
@@ -48,7 +50,9 @@ def _setup_context(ctx, inputs, output):
 
 def _gradient(ctx, dloss, _dgrad):
     (grad,) = ctx.saved_tensors
-    return grad * dloss, None  # a 0-d float32 factor: the product stays in grad's dtype
+    scaled = aligned_rows(*grad.shape, grad)  # grad * dloss would give unaligned rows
+    torch.mul(grad, dloss, out=scaled)  # a 0-d float32 factor: the product stays in grad's dtype
+    return scaled, None
 
 
 _cross_entropy.register_autograd(_gradient, setup_context=_setup_context)

@@ -26,6 +26,9 @@ Guarantees:
   launch of the winner.
 - On the cpu backend (unless a `timer` is given) the first config is used, untimed.
 - Configs and keys are checked against the kernel's parameters (`LaunchError` otherwise).
+
+`fastest(...)` is the same timing and caching for any list of launches: a launcher that
+chooses among kernels and split-K plans per shape (`examples/tile_matmul_shapes.py`).
 """
 from __future__ import annotations
 
@@ -114,31 +117,41 @@ class Autotuner:
     def choose(self, tuning_key: tuple, launches: list, written: list, stream=None) -> int:
         """The index of the best config for `tuning_key`; `launches[i]()` runs config i."""
         choice = self.best.get(tuning_key)
-        if choice is not None:
-            return choice
-        timer = self.timer
-        if timer is None and backend.current() == "cpu":
-            choice = self.best[tuning_key] = 0
-            return choice
-        disk_key = cache.key(inspect.getsource(self.kernel.fn),
-                             ("autotune", repr(self.configs), tuning_key, _device_name()), "autotune")
-        stored = cache.get(disk_key)
-        if stored is not None:
-            choice = json.loads(stored)["choice"]
-        else:
-            timer = timer or (lambda run: _cuda_timer(run, stream))
-            saved = _Snapshot(written)
-            times = []
-            for launch in launches:
-                times.append(timer(launch))
-                saved.restore()
-            choice = min(range(len(times)), key=times.__getitem__)
-            cache.put(disk_key, json.dumps({"choice": choice, "seconds": times}).encode())
-            print(f"verdigris: autotuned {self.__name__} for {_show_key(tuning_key)}: "
-                  + ", ".join(f"{_show(c)} {t * 1e6:.1f} us" for c, t in zip(self.configs, times))
-                  + f" -> {_show(self.configs[choice])}", file=sys.stderr)
-        self.best[tuning_key] = choice
+        if choice is None:
+            choice = self.best[tuning_key] = fastest(
+                self.__name__, (inspect.getsource(self.kernel.fn), repr(self.configs)),
+                [_show(c) for c in self.configs], launches, tuning_key, written, stream,
+                self.timer)
         return choice
+
+
+def fastest(name: str, identity, labels: list, launches: list, tuning_key: tuple,
+            written=(), stream=None, timer=None) -> int:
+    """The index of the fastest of `launches` (zero-argument callables, described by
+    `labels`) for `tuning_key` ((key values, dtypes), as `Autotuner.key_of` gives), timed
+    once per key and kept on disk (keyed by `identity`, the code and candidates being
+    chosen between, the key and the GPU): on the cpu backend (unless a `timer` is given)
+    the first, untimed. `written`: (value, info) of the arrays the launches write and
+    must find as they were, restored after each timing. Prints the times and the winner."""
+    if timer is None and backend.current() == "cpu":
+        return 0
+    disk_key = cache.key(repr(identity), ("autotune", tuple(labels), tuning_key, _device_name()),
+                         "autotune")
+    stored = cache.get(disk_key)
+    if stored is not None:
+        return json.loads(stored)["choice"]
+    timer = timer or (lambda run: _cuda_timer(run, stream))
+    saved = _Snapshot(written)
+    times = []
+    for launch in launches:
+        times.append(timer(launch))
+        saved.restore()
+    choice = min(range(len(times)), key=times.__getitem__)
+    cache.put(disk_key, json.dumps({"choice": choice, "seconds": times}).encode())
+    print(f"verdigris: autotuned {name} for {_show_key(tuning_key)}: "
+          + ", ".join(f"{label} {t * 1e6:.1f} us" for label, t in zip(labels, times))
+          + f" -> {labels[choice]}", file=sys.stderr)
+    return choice
 
 
 class _TunedLaunch:
