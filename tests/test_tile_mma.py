@@ -382,11 +382,44 @@ def load_after_use(a, b, c):
     tile.store(c, index=(0, 0), tile=acc)
 
 
+@tile.kernel
+def k_loop_from_memory(a, b, c, counts):
+    """The K loop's trip count read from memory: a producer reads it again."""
+    steps = 0
+    while steps * 64 < a.shape[1] and steps < tile.load(counts, index=(0,), shape=()):
+        steps += 1
+    acc = tile.zeros((128, 128), vg.float32)
+    for k in range(steps):
+        acc = tile.mma(tile.load(a, index=(tile.bid(0), k), shape=(128, 64)),
+                       tile.load(b, index=(k, 0), shape=(64, 128)), acc)
+    tile.store(c, index=(tile.bid(0), 0), tile=acc)
+
+
+@tile.kernel
+def k_loop_from_written_memory(a, b, c, counts):
+    """The same, but the kernel writes `counts` too (another element): a producer's read
+    could differ from the consumers', so no producer."""
+    steps = tile.load(counts, index=(0,), shape=())
+    acc = tile.zeros((128, 128), vg.float32)
+    for k in range(steps):
+        acc = tile.mma(tile.load(a, index=(tile.bid(0), k), shape=(128, 64)),
+                       tile.load(b, index=(k, 0), shape=(64, 128)), acc)
+    tile.store(c, index=(tile.bid(0), 0), tile=acc)
+    tile.store(counts, index=(tile.bid(0) + 1,), tile=tile.full((1,), 0, counts.dtype))
+
+
 def test_streaming_and_specialization_follow_the_kernel_structure():
     specs = dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.float32))
     plan = matmul.plan(k_loop_in_if.specialize_types(specs), "sm_90a")
     (pipe,) = plan.pipelines.values()  # streamed, but its loop is inside an if: no producer
     assert pipe.accumulating and plan.specialized is None and plan.block_threads is None
+    counted = dict(specs, counts=ArrayType(T.int32, 1, "global", True, True))
+    kernel = k_loop_from_memory.specialize_types(counted)
+    assert matmul.plan(kernel, "sm_90a").specialized is not None  # scalar code, read-only memory
+    if codegen.ptxas_available():
+        codegen.assemble(codegen.compile_to_ptx(kernel, "sm_90a").ptx, "sm_90a", optimize=False)
+    plan = matmul.plan(k_loop_from_written_memory.specialize_types(counted), "sm_90a")
+    assert plan.specialized is None
     plan = matmul.plan(load_after_use.specialize_types(specs), "sm_90a")
     (pipe,) = plan.pipelines.values()  # x holds the previous pass's tile: only y streams
     assert [op.load.array.name for op in pipe.operands] == ["b"] and not pipe.accumulating

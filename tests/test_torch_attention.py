@@ -2,7 +2,9 @@
 and v's gradients against torch's scaled_dot_product_attention in float32 (float16 and
 bfloat16 inputs, head dims 64 and 16, causal and not, a sequence no tile divides), the
 gradients the same bit for bit from run to run, fake tensors (shapes without a launch),
-the refusals of inputs the kernels do not take, `differentiable_op(saves_outputs=True)`
+grouped-query attention (2 and 4 query heads per K/V head) against SDPA's enable_gqa,
+`attention_varlen` against SDPA one sequence at a time, the refusals of inputs the kernels
+do not take, `differentiable_op(saves_outputs=True)`
 on its own, and torch.compile(fullgraph=True) forward and backward. Skipped without torch;
 the GPU twin is tests/gpu/test_attention_backward_gpu.py."""
 import pytest
@@ -10,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from verdigris.autograd import differentiable_op  # noqa: E402
-from verdigris.ops.attention import attention  # noqa: E402
+from verdigris.ops.attention import attention, attention_varlen  # noqa: E402
 
 F = torch.nn.functional
 TOLERANCE = {torch.float16: 4e-3, torch.bfloat16: 1.6e-2}  # of the reference's largest value
@@ -75,10 +77,45 @@ def test_fake_tensors_get_shapes_and_dtypes_without_a_launch():
     assert all(g.shape == q.shape and g.dtype == torch.bfloat16 for g in (dq, dk, dv))
 
 
+@pytest.mark.parametrize("group", [2, 4])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_grouped_query_attention_and_its_gradients(rng, group, causal):
+    q = torch.from_numpy(rng.standard_normal((2, 4, 70, 16))).to(torch.bfloat16).requires_grad_()
+    k, v = (torch.from_numpy(rng.standard_normal((2, 4 // group, 70, 16))).to(torch.bfloat16)
+            .requires_grad_() for _ in range(2))
+    do = torch.from_numpy(rng.standard_normal((2, 4, 70, 16))).to(torch.bfloat16)
+    out = attention(q, k, v, causal=causal)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    params = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    want = F.scaled_dot_product_attention(*params, is_causal=causal, enable_gqa=True)
+    assert max_rel(out, want) < TOLERANCE[torch.bfloat16]
+    for got, want in zip(grads, torch.autograd.grad(want, params, do.float())):
+        assert got.shape == want.shape and max_rel(got, want) < TOLERANCE[torch.bfloat16]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_variable_length_sequences(rng, causal):
+    lengths = [5, 0, 90, 1, 17]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    total = int(cu[-1])
+    q = torch.from_numpy(rng.standard_normal((total, 4, 32))).to(torch.bfloat16)
+    k, v = (torch.from_numpy(rng.standard_normal((total, 2, 32))).to(torch.bfloat16) for _ in range(2))
+    o = attention_varlen(q, k, v, cu, causal=causal)
+    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        if start < end:
+            one = [t[start:end].transpose(0, 1).float()[None] for t in (q, k, v)]
+            want = F.scaled_dot_product_attention(*one, is_causal=causal, enable_gqa=True)
+            assert max_rel(o[start:end], want[0].transpose(0, 1)) < TOLERANCE[torch.bfloat16]
+    with pytest.raises(ValueError, match="1-d int32"):
+        attention_varlen(q, k, v, cu.long())
+
+
 def test_inputs_the_kernels_do_not_take_are_refused():
     q = torch.zeros(1, 2, 8, 16, dtype=torch.float16)
-    with pytest.raises(ValueError, match="one shape"):
+    with pytest.raises(ValueError, match="kv_heads dividing heads"):
         attention(q, q[:, :, :4], q)
+    with pytest.raises(ValueError, match="kv_heads dividing heads"):
+        attention(q[:, :1].expand(1, 3, 8, 16), q, q)
     with pytest.raises(ValueError, match="float16 or all bfloat16"):
         attention(q.float(), q.float(), q.float())
     with pytest.raises(ValueError, match="scale must be positive"):

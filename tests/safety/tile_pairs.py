@@ -14,7 +14,8 @@ which wraps only to negative indices), and the grouped tile orders of matrix pro
 ragged last group, the column taken as a remainder, or the loop stepping by 1, and two
 persistent loops over one array, the second starting a block ahead, and scatters that skip
 the lanes outside the array (`skip_out_of_bounds=True`, MoE's padding with index -1 or n)
-whose other lanes meet, within a block or across blocks, or come from memory. Tile shapes
+whose other lanes meet, within a block or across blocks, or come from memory, and an int
+tile that a while loop carries (each position's segment start) stored by every block at 0. Tile shapes
 are mostly not powers of two, and arrays are ragged (the last tile is masked) wherever the
 kernel allows it.
 
@@ -717,6 +718,39 @@ def persistent_grouped_setup(rng):
     return 4, (_f32(rng, rows, cols), _poison(rows, cols)), {"BM": 8, "BN": 8, "GROUP_M": 2}
 
 
+
+def _segment_starts(starts, B: vg.constexpr):
+    """Each position's segment start (the largest of the sorted `starts` at or below it),
+    found by a while loop that carries an int tile (varlen attention's rows)."""
+    pos = tile.bid(0) * B + tile.arange(B)
+    found = tile.zeros((B,), vg.int32)
+    s = 0
+    while s < starts.shape[0]:
+        start = tile.load(starts, index=(s,), shape=())
+        found = tile.where(pos >= start, start, found)
+        s += 1
+    return found
+
+
+@tile.kernel
+def segment_starts_one_tile(starts, out, B: vg.constexpr):
+    tile.store(out, index=(0,), tile=_segment_starts(starts, B))  # race
+
+
+@tile.kernel
+def segment_starts(starts, out, B: vg.constexpr):
+    tile.store(out, index=(tile.bid(0),), tile=_segment_starts(starts, B))
+
+
+def segments_setup(rng):
+    starts = np.concatenate([[0], np.sort(rng.choice(np.arange(1, N), 6, replace=False))])
+    return vg.cdiv(N, B), (starts.astype(np.int32), np.full(N, -1, np.int32)), {"B": B}
+
+
+def segments_reference(args):
+    starts = args[0]
+    return {1: starts[np.searchsorted(starts, np.arange(N), side="right") - 1]}
+
 PAIRS = [
     TilePair("two blocks storing one tile", all_store_tile_zero, copy_tiles, "VG202",
              copy_setup, copy_reference),
@@ -776,4 +810,6 @@ PAIRS = [
     TilePair("persistent grouped tile order dividing by GROUP_M in the last group",
              persistent_triton_order_wrong_divisor, persistent_triton_order, "VG202",
              persistent_grouped_setup, doubled_reference),
+    TilePair("int tile carried by a while loop, every block storing tile 0", segment_starts_one_tile,
+             segment_starts, "VG202", segments_setup, segments_reference),
 ]

@@ -9,7 +9,10 @@ on the GPU) of scores scaled by log2(e) too: the same values as `exp`, at a frac
 its instructions; `fma=True` lets each score's scaling and shift run as one fused
 multiply-add. `scale` must be positive. Causal attention stops at the block's last row,
 runs the longest row blocks first, and masks only the tiles that cross the diagonal (or
-the end). q, k, v, o are (batch * heads, seq, head_dim); both products run on tensor
+the end). q and o are (batch * heads, seq, head_dim), k and v (batch * kv_heads, seq,
+head_dim): grouped-query attention, `GROUP` = heads // kv_heads query heads per K/V head,
+reads K/V head bh // GROUP for query row bh (GROUP=1, the default, compiles to the same code
+as before it existed); both products run on tensor
 cores, the second one from the probabilities in registers, rounded to the inputs' dtype.
 On sm_90a a producer warp group streams the K and V tiles by TMA several stages ahead, Q
 is staged into shared memory once, P @ V takes P straight from the registers of Q @ K^T's
@@ -43,7 +46,7 @@ LN2 = math.log(2)
 
 @tile.kernel(fma=True)
 def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
-              BN: vg.constexpr = 64, D: vg.constexpr = 64):
+              BN: vg.constexpr = 64, D: vg.constexpr = 64, GROUP: vg.constexpr = 1):
     m_block, bh = tile.bid(0), tile.bid(1)
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
         m_block = tile.num_blocks(0) - 1 - m_block
@@ -58,7 +61,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        kt = tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
         s = tile.dot(qt, kt.T)
         # Masks only where a key lies past the end or past a row (the diagonal tiles).
         if (j + 1) * BN > seq or (CAUSAL and (j + 1) * BN > m_block * BM + 1):
@@ -73,7 +76,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
         p = tile.exp2(s * scale2 - m_new)
         alpha = tile.exp2(m_i - m_new)
         l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
-        vt = tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
         acc = tile.mma(p.astype(v.dtype), vt, acc * alpha)
         m_i = m_new
     out = acc * (1.0 / l_i)  # one division per row, not per element
@@ -94,16 +97,19 @@ def attention_backward_delta(o, do, delta, BM: vg.constexpr = 128, D: vg.constex
 
 @tile.kernel(fma=True)
 def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.constexpr = False,
-                            BM: vg.constexpr = 64, BN: vg.constexpr = 128, D: vg.constexpr = 64):
+                            BM: vg.constexpr = 64, BN: vg.constexpr = 128, D: vg.constexpr = 64,
+                            GROUP: vg.constexpr = 1):
     """dK and dV of BN keys: the block walks the query tiles (BM rows) that see its keys,
     recomputing the probabilities transposed, P^T = exp(K Q^T * scale - lse), from the
     forward's log-sum-exp: dV += P^T dO, dP^T = V dO^T, dS^T = P^T * (dP^T - delta),
-    dK += dS^T Q (times scale once, at the end)."""
+    dK += dS^T Q (times scale once, at the end). With GROUP > 1 the block's keys are K/V
+    head bh // GROUP's and dK, dV query head bh's share of their gradients (the caller
+    sums a group's shares)."""
     n_block, bh = tile.bid(0), tile.bid(1)
     seq = q.shape[1]
     scale2 = scale * LOG2E  # exp(x * scale - lse) == exp2(x * scale2 - lse * log2(e))
-    kt = tile.load(k, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
-    vt = tile.load(v, index=(bh, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
     dk_acc = tile.zeros((BN, D), vg.float32)
     dv_acc = tile.zeros((BN, D), vg.float32)
     keys = n_block * BN + tile.arange(BN).reshape((BN, 1))
@@ -133,7 +139,8 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
 
 @tile.kernel(fma=True)
 def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constexpr = False,
-                          BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64):
+                          BM: vg.constexpr = 128, BN: vg.constexpr = 64, D: vg.constexpr = 64,
+                          GROUP: vg.constexpr = 1):
     """dQ of BM query rows: the block walks the key tiles its rows see, recomputing
     P = exp(Q K^T * scale - lse): dP = dO V^T, dS = P * (dP - delta), dQ += dS K (times
     scale once, at the end). Causal: the longest row blocks first, as the forward."""
@@ -152,7 +159,8 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        s = tile.dot(qt, tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        s = tile.dot(qt, tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                   shape=(1, BN, D)).reshape((BN, D)).T)
         # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
         # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
         # written out: a helper is inlined as a region, which the matching of streamed loops
@@ -164,13 +172,21 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
             else:
                 s = tile.where(cols < seq, s, -math.inf)
         p = tile.exp2(s * scale2 - lse2)
-        dp = tile.dot(dot, tile.load(v, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)).T)
+        dp = tile.dot(dot, tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                     shape=(1, BN, D)).reshape((BN, D)).T)
         dq_acc = tile.mma((p * (dp - di)).astype(k.dtype),
-                          tile.load(k, index=(bh, j, 0), shape=(1, BN, D)).reshape((BN, D)), dq_acc)
+                          tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
+                                    shape=(1, BN, D)).reshape((BN, D)), dq_acc)
     tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
 
 
-# The kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
+# The forward's tiles and warps on the GPU by head dimension: at 256, 128 rows need two
+# consumer warp groups (8 warps; 4 hold a 128 x 256 accumulator in one group and spill) and
+# keys in tiles of 32 (64 need more shared memory than a block has: Q, and K and V staged
+# twice); ptxas, sm_90a, reports no spills for each.
+FORWARD_LAUNCH = {64: dict(BM=128, BN=64), 128: dict(BM=128, BN=64), 256: dict(BM=128, BN=32, num_warps=8)}
+
+# The backward kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
 # 8 warps for dK/dV: two consumer warp groups share the 128 keys; the lowering's choice for
 # its 128 x 32 scores, 4, holds dK and dV for all 128 in one group and spills at head dim
 # 128 (ptxas, sm_90a).
@@ -182,16 +198,19 @@ def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bo
                        dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
     """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do, all
     (batch * heads, seq, head_dim) but lse and delta ((batch * heads, seq), float32;
-    delta is scratch the first kernel fills). Three launches: delta, then dK and dV, then
+    delta is scratch the first kernel fills), and k, v, which may have fewer heads
+    (batch * kv_heads, grouped-query attention: then dk and dv hold each query head's
+    share of its K/V head's gradients, to be summed over the group). Three launches: delta, then dK and dV, then
     dQ, with the tiles (BM, BN) and launch options (num_warps) of `dkdv_launch` and
     `dq_launch`; each gradient element is written by one block, summed in a fixed order,
     so the results are the same bit for bit from run to run (no atomics: the only mode)."""
     bh, seq, d = q.shape
+    group = bh // k.shape[0]
     attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), bh](o, do, delta, BM=dq_launch["BM"], D=d)
     attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), bh](
-        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, **dkdv_launch)
+        q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, GROUP=group, **dkdv_launch)
     attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), bh](
-        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, **dq_launch)
+        q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, GROUP=group, **dq_launch)
 
 
 def _probabilities(q, k, scale: float, causal: bool):

@@ -1,22 +1,31 @@
 """Scaled dot-product attention as a differentiable torch op on verdigris kernels.
 
-Takes: torch tensors q, k, v of one shape (batch, heads, seq, head_dim) and one dtype,
-float16 or bfloat16, on the device verdigris runs on (CUDA tensors on the cuda backend, CPU
+Takes: torch tensors q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq,
+head_dim), kv_heads dividing heads (grouped-query attention: query head h reads K/V head
+h // (heads // kv_heads); kv_heads == heads is multi-head attention), of one dtype, float16
+or bfloat16, on the device verdigris runs on (CUDA tensors on the cuda backend, CPU
 tensors on the cpu one), head_dim at most MAX_HEAD_DIM, 128 (on sm_90a the powers of two
 from 16 stream their tiles by TMA; others run without); `causal` (each query sees the keys up to its own position) and
 `scale` (positive; default 1 / sqrt(head_dim)).
 
 Gives: `attention(q, k, v, causal=False, scale=None)`, softmax(q k^T * scale) v, as
-`torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)`
-computes it, and the torch custom ops `verdigris::attention` (results: the output and each
+`torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+enable_gqa=True)` computes it; `attention_varlen(q, k, v, cu_seqlens, causal=False,
+scale=None)`, the forward only, of packed sequences (`flash_attn_varlen_func`'s layout:
+q (total_tokens, heads, head_dim), k and v (total_tokens, kv_heads, head_dim), cu_seqlens
+int32 (batch + 1,), head_dim up to 256); and the torch custom ops `verdigris::attention` (results: the output and each
 row's log-sum-exp, float32 (batch * heads, seq)) and `verdigris::attention_backward`.
 
 Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probabilities and
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
-the inputs' dtype. The forward saves its output and the log-sum-exp; the backward recomputes
-the probabilities from them (FlashAttention-2's scheme) and writes each gradient element
+the inputs' dtype. The forward reads each K/V head once per query head of its group, with
+no copy; it saves its output and the log-sum-exp; the backward recomputes
+the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads each query
+head's share of its K/V head's dK and dV, then the shares of a group summed)
+and writes each gradient element
 from one block, summed in a fixed order: the gradients are the same bit for bit from run to
-run (no atomics; this is the only mode). Kernels: `examples.tile_attention`.
+run (no atomics; this is the only mode). Kernels: `examples.tile_attention`,
+`examples.tile_attention_variants` (varlen).
 """
 from __future__ import annotations
 
@@ -26,8 +35,9 @@ import torch
 
 import verdigris as vg
 from verdigris.autograd import differentiable_op
+from verdigris.examples.tile_attention import FORWARD_LAUNCH, attention_backward
 from verdigris.examples.tile_attention import attention as attention_forward
-from verdigris.examples.tile_attention import attention_backward
+from verdigris.examples.tile_attention_variants import attention_varlen as varlen_forward
 
 FORWARD_TILES = (128, 64)  # (BM, BN): bench/matmul.py's first attention configuration
 DTYPES = (torch.float16, torch.bfloat16)
@@ -48,19 +58,25 @@ def _attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     if o.numel():
         bm, bn = FORWARD_TILES
         attention_forward[vg.cdiv(seq, bm), bh](q3, k3, v3, o, lse, scale, CAUSAL=causal,
-                                                BM=bm, BN=bn, D=d)
+                                                BM=bm, BN=bn, D=d, GROUP=q.shape[1] // k.shape[1])
     return o.view(q.shape), lse
 
 
 def _attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         causal: bool, scale: float, o: torch.Tensor,
                         lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q3 = _heads(q)
+    q3, group = _heads(q), q.shape[1] // k.shape[1]
+    # dK and dV per query head (its share of its K/V head's gradients), summed over each
+    # group below
     dq, dk, dv = (torch.empty_like(q3) for _ in range(3))
     if q3.numel():
         attention_backward(q3, _heads(k), _heads(v), _heads(o), lse, _heads(do),
                            dq, dk, dv, torch.empty_like(lse), scale, causal)
-    return dq.view(q.shape), dk.view(q.shape), dv.view(q.shape)
+    b, heads, seq, d = q.shape
+    if group == 1:
+        return dq.view(q.shape), dk.view(q.shape), dv.view(q.shape)
+    dk, dv = (g.view(b, heads // group, group, seq, d).sum(2) for g in (dk, dv))
+    return dq.view(q.shape), dk, dv
 
 
 _attention = differentiable_op("verdigris::attention", _attention_forward, _attention_backward,
@@ -71,15 +87,49 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: float | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v over the last two axes of (batch, heads, seq, head_dim)
     tensors, causal or not; scale defaults to 1 / sqrt(head_dim)."""
-    if not (q.shape == k.shape == v.shape and q.dim() == 4):
-        raise ValueError(f"attention: q, k and v must have one shape (batch, heads, seq, "
-                         f"head_dim); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if not (k.shape == v.shape and q.dim() == k.dim() == 4 and q.shape[::2] == k.shape[::2]
+            and q.shape[3] == k.shape[3] and k.shape[1] and q.shape[1] % k.shape[1] == 0):
+        raise ValueError(f"attention: q must be (batch, heads, seq, head_dim) and k and v "
+                         f"(batch, kv_heads, seq, head_dim), kv_heads dividing heads; got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    return _attention(q, k, v, bool(causal), _checked("attention", q, k, v, MAX_HEAD_DIM, scale))
+
+
+def _checked(name: str, q, k, v, max_head_dim: int, scale: float | None) -> float:
+    """The scale, once q, k and v's dtypes and head_dim are ones the kernels take."""
     if not (q.dtype == k.dtype == v.dtype and q.dtype in DTYPES):
-        raise ValueError(f"attention: q, k and v must be all float16 or all bfloat16; got "
+        raise ValueError(f"{name}: q, k and v must be all float16 or all bfloat16; got "
                          f"{q.dtype}, {k.dtype}, {v.dtype} (convert them with .to())")
-    if q.shape[-1] > MAX_HEAD_DIM:
-        raise ValueError(f"attention: head_dim is at most {MAX_HEAD_DIM}; got {q.shape[-1]}")
+    if q.shape[-1] > max_head_dim:
+        raise ValueError(f"{name}: head_dim is at most {max_head_dim}; got {q.shape[-1]}")
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if not scale > 0:
-        raise ValueError(f"attention: scale must be positive; got {scale}")
-    return _attention(q, k, v, bool(causal), scale)
+        raise ValueError(f"{name}: scale must be positive; got {scale}")
+    return scale
+
+
+def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
+                     causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """The attention of packed sequences (forward only): sequence b is rows
+    cu_seqlens[b]:cu_seqlens[b + 1] of q (total_tokens, heads, head_dim) and of k, v
+    (total_tokens, kv_heads, head_dim), kv_heads dividing heads, and attends within itself
+    (causal: to its own earlier tokens). cu_seqlens: int32, batch + 1 entries, from 0 up to
+    total_tokens, non-decreasing (others give wrong numbers, never a wrong access)."""
+    if not (k.shape == v.shape and q.dim() == k.dim() == 3 and q.shape[::2] == k.shape[::2]
+            and k.shape[1] and q.shape[1] % k.shape[1] == 0):
+        raise ValueError(f"attention_varlen: q must be (total_tokens, heads, head_dim) and k "
+                         f"and v (total_tokens, kv_heads, head_dim), kv_heads dividing heads; "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1 or len(cu_seqlens) < 1:
+        raise ValueError(f"attention_varlen: cu_seqlens must be a 1-d int32 tensor of batch + 1 "
+                         f"offsets; got {cu_seqlens.dtype} of shape {tuple(cu_seqlens.shape)}")
+    scale = _checked("attention_varlen", q, k, v, max(FORWARD_LAUNCH), scale)
+    total, heads, d = q.shape
+    o = torch.empty_like(q)
+    if o.numel():
+        launch = FORWARD_LAUNCH.get(d, dict(BM=128, BN=64))
+        varlen_forward[vg.cdiv(total, launch["BM"]), heads](
+            *(t.contiguous().view(total, -1) for t in (q, k, v)), o.view(total, -1),
+            q.new_empty((heads, total), dtype=torch.float32), cu_seqlens.contiguous(), scale,
+            CAUSAL=bool(causal), D=d, GROUP=heads // k.shape[1], **launch)
+    return o

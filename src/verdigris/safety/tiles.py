@@ -179,6 +179,11 @@ class _Block(_Thread):
     def ite(self, cond, a, b, dtype):
         return super().ite(cond, a, b, dtype.dtype if isinstance(dtype, X.TileType) else dtype)
 
+    def observe(self, value, dtype):
+        """An int tile wraps element by element, as a scalar of its dtype (a tile a loop
+        carries is observed at the loop's head, as any variable it carries)."""
+        return super().observe(value, dtype.dtype if isinstance(dtype, X.TileType) else dtype)
+
     def remap(self, value, mapping: dict):
         """`value` with lane atoms replaced (`mapping`: name -> Poly); atoms defined in terms
         of a replaced lane are copied with their definitions mapped."""

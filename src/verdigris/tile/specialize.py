@@ -9,8 +9,11 @@ When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.ato
 streamed loop is a statement of the kernel's body itself, or of an inlined helper called
 as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
 and its streamed loads' indices are computed from parameters, block indices and scalars
-that top-level assignments before it compute without reading memory (the producer re-runs
-those): not from statements of the loop's body (`pipeline`'s index prefix).
+that the statements before it compute, as scalar code: assignments, ifs and while loops
+of scalars, reading memory only in elements of arrays the kernel never writes (varlen
+attention's search of its sequence offsets). The producer re-runs those statements, so its
+bounds are the consumers'. Not from statements of the loop's body (`pipeline`'s index
+prefix: such a loop is streamed, not specialized).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
@@ -71,11 +74,36 @@ class Specialized:
         return min(256, left // (32 * self.consumer_warps) // 8 * 8)
 
 
-def _pure(e) -> bool:
+def _pure(e, kernel: N.Kernel) -> bool:
+    """Whether `e` is computed from parameters, block indices and scalars, reading at most
+    elements of arrays the kernel never writes (a value the producer computes again equals
+    the consumers'; a load's bounds check is the thread's own, as any scalar access's)."""
     from ..frontend import walk
 
     return all(isinstance(n, _PURE) or (isinstance(n, N.Special) and n.kind in ("block_id", "grid_dim"))
-               or isinstance(n, N.ArrayRef) for n in walk([e]))
+               or isinstance(n, N.ArrayRef) or (isinstance(n, N.Load) and n.array.name not in kernel.writes)
+               for n in walk([e]))
+
+
+def _scalar_code(s, kernel: N.Kernel) -> bool:
+    """Whether statement `s` is scalar code the producer may run again: assignments of
+    scalars `_pure` computes, and ifs and while loops of them on `_pure` conditions (with
+    `break` and `continue`: a loop whose condition loads runs as `while True` and a break)."""
+    if isinstance(s, (N.Break, N.Continue)):
+        return True
+    if isinstance(s, N.Assign):
+        return not isinstance(kernel.locals.get(s.name), X.TileType) and _pure(s.value, kernel)
+    if isinstance(s, (N.If, N.While)):
+        body = s.then + s.orelse if isinstance(s, N.If) else s.body
+        return _pure(s.cond, kernel) and all(_scalar_code(t, kernel) for t in body)
+    return False
+
+
+def _assigned(s) -> set:
+    from ..frontend import walk
+
+    return {n.name for n in walk([s]) if isinstance(n, N.Assign)} | \
+        {n.var for n in walk([s]) if isinstance(n, N.For)}
 
 
 def _free(e) -> set:
@@ -115,17 +143,14 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
         return None
     needed = set().union(*(_free(e) for e in (p.loop.start, p.loop.stop)),
                          *(_free(i) for op in p.operands for i in op.load.index)) - {p.loop.var}
-    nested = {n.name for s in before if not isinstance(s, N.Assign) for n in walk([s]) if isinstance(n, N.Assign)}
-    nested |= {n.var for n in walk(before) if isinstance(n, N.For)}
     prefix = []
-    for s in reversed(before):
-        if isinstance(s, N.Assign) and s.name in needed:
-            if isinstance(kernel.locals.get(s.name), X.TileType) or not _pure(s.value):
-                return None
-            needed |= _free(s.value)
-            prefix.append(s)
-    if needed & nested:
-        return None
+    for s in reversed(before):  # each statement that sets a needed name, and what it reads
+        if not _assigned(s) & needed:
+            continue
+        if not _scalar_code(s, kernel):
+            return None
+        needed |= _free(s)
+        prefix.append(s)
     p.specialized = True
     return Specialized(p, warps, p.accumulating, tuple(reversed(prefix)))
 
