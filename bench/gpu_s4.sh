@@ -9,8 +9,11 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/card.txt"
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -${TAIL:-8} "$OUT/$name.log"; }
 if [ "${1:-a}" = a ]; then
-  TAIL=14 step 60 gpt_profile python3 bench/gpt_profile.py --impl verdigris --top 12
-  TAIL=6 step 150 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 50 --png "$OUT/gpt.png"
-  step 100 shapes_tests python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider -o addopts="" tests/gpu/test_matmul_shapes_gpu.py tests/gpu/test_linear_backward_gpu.py
-  TAIL=30 step 200 shapes_bench python3 -m verdigris bench --quick --filter "Llama|grouped" --plain-progress --out "$OUT/shapes"
+  step 130 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+  grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -30
+  TAIL=14 step 50 gpt_profile python3 bench/gpt_profile.py --impl verdigris --top 12
+  TAIL=6 step 110 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 50 --png "$OUT/gpt.png"
+  TAIL=12 step 30 launch_torch python3 bench/launch_torch.py
+  TAIL=16 step 90 bench_shapes python3 -m verdigris bench --quick --filter "Llama|grouped|GEMV" --plain-progress --out "$OUT/shapes"
+  TAIL=16 step 80 bench_decode_attn python3 -m verdigris bench --quick --filter "decode|GQA|varlen|head dims|fp8 e4m3" --plain-progress --out "$OUT/attn"
 fi
