@@ -12,8 +12,8 @@ if [ "${1:-a}" = a ]; then
   step 130 gpu_tests python3 -m pytest -q -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
   grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -30
   TAIL=14 step 50 gpt_profile python3 bench/gpt_profile.py --impl verdigris --top 12
-  TAIL=6 step 110 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 50 --png "$OUT/gpt.png"
   TAIL=12 step 30 launch_torch python3 bench/launch_torch.py
+  TAIL=6 step 110 train_gpt python3 examples/train_gpt.py --config gpt2 --steps 300 --batch 8 --every 50 --png "$OUT/gpt.png"
   TAIL=16 step 90 bench_shapes python3 -m verdigris bench --quick --filter "Llama|grouped|GEMV" --plain-progress --out "$OUT/shapes"
   TAIL=16 step 80 bench_decode_attn python3 -m verdigris bench --quick --filter "decode|GQA|varlen|head dims|fp8 e4m3" --plain-progress --out "$OUT/attn"
 fi
