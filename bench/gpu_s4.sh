@@ -17,3 +17,11 @@ if [ "${1:-a}" = a ]; then
   TAIL=16 step 90 bench_shapes python3 -m verdigris bench --quick --filter "Llama|grouped|GEMV" --plain-progress --out "$OUT/shapes"
   TAIL=16 step 80 bench_decode_attn python3 -m verdigris bench --quick --filter "decode|GQA|varlen|head dims|fp8 e4m3" --plain-progress --out "$OUT/attn"
 fi
+if [ "${1:-a}" = b ]; then  # little device time left: the new kernels' GPU tests, the GPT's step, the launch
+  step 100 gpu_new python3 -m pytest -q -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_decode_gpu.py \
+    tests/gpu/test_attention_variants_gpu.py tests/gpu/test_matmul_shapes_gpu.py tests/gpu/test_torch_launch_gpu.py \
+    tests/gpu/test_linear_backward_gpu.py tests/gpu/test_attention_backward_gpu.py tests/gpu/test_tile_mma.py
+  grep -E "^(FAILED|ERROR)" "$OUT/gpu_new.log" | head -30
+  TAIL=14 step 45 gpt_profile python3 bench/gpt_profile.py --impl verdigris --top 10
+  TAIL=12 step 30 launch_torch python3 bench/launch_torch.py
+fi
