@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import order
 from .algebra import INF, Poly
 from .evaluate import DEFINED, Evaluator, Opaque
 
@@ -79,30 +80,72 @@ def decide(read, writes: list, space) -> Verdict | None:
 
 
 def apart(a, b, space) -> bool:
-    """Whether no element is touched by two threads of a block at `a` and `b` (at any
-    iterations, so whatever the barriers between): a proof that they do not race, or False
-    when not found (too many points, or opaque values)."""
+    """Whether no element is touched by two threads of a block at `a` and `b` after one
+    barrier instance (the same barrier, at the same iteration of the loops around it: the
+    accesses' epochs, evaluated at every point), or, where their epochs cannot be
+    evaluated, at any iterations at all: a proof that they do not race (the solver's query
+    asks the same, with more facts that only rule pairs out), or False when not found (too
+    many points, or opaque values)."""
     shape = tuple(space.shape(a.array, d).value for d in range(len(a.indices)))
     if None in shape or space.block is None:
         return False
     ranges = _counter_ranges(space)
-    cells, owners = [], []
-    try:
-        for access in (a, b):
-            points = _Points(space, ranges, access, every_thread=True)
-            elements, reached, _ = points.elements(access)
-            inside = reached & _within(elements, shape)
-            cells.append(np.ravel_multi_index(tuple(e[inside] for e in elements), shape))
-            owners.append(np.broadcast_to(points.thread(), inside.shape)[inside])
-    except Opaque:
-        return False
-    cells, owners = np.concatenate(cells), np.concatenate(owners)
-    if not len(cells):
+    for epochs in (True, False):  # the epochs' points may be too many, or opaque
+        barriers: dict = {}  # (barrier, iteration depth) -> its number in the keys
+        try:
+            touched = [_touched(access, space, ranges, shape, barriers if epochs else None)
+                       for access in (a, b)]
+        except Opaque:
+            continue
+        return _alone(touched)
+    return False
+
+
+def _touched(access, space, ranges: dict, shape: tuple, barriers: dict | None) -> tuple:
+    """(keys, threads): a row per point of `access` that reaches an element inside the
+    array, its element's linear index last; before it, where `barriers` is given (numbering
+    the barriers of both accesses), the barrier the point comes after and that barrier's
+    iteration, one row per epoch it may be in."""
+    points = _Points(space, ranges, access, every_thread=True, epochs=barriers is not None)
+    elements, reached, _ = points.elements(access)
+    inside = reached & _within(elements, shape)
+    cell = np.ravel_multi_index(tuple(np.where(inside, e, 0) for e in elements), shape)
+    thread = np.broadcast_to(points.thread(), inside.shape)
+    if barriers is None:
+        return cell[inside][:, None], thread[inside]
+    keys, threads = [], []
+    for x in order.epochs(access, "block"):
+        number = barriers.setdefault((x.barrier, len(x.iters)), len(barriers))
+        holds = inside & points.condition(x.cond)
+        columns = [np.full(inside.shape, number)] + [np.broadcast_to(points.poly(p), inside.shape)
+                                                     for p in x.iters] + [cell]
+        keys.append(np.stack([c[holds] for c in columns], axis=1))
+        threads.append(thread[holds])
+    width = max(k.shape[1] for k in keys)
+    return np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in keys]), \
+        np.concatenate(threads)
+
+
+def _alone(touched: list) -> bool:
+    """Whether, for every key (an element, after one barrier instance), the points of the
+    first access and the second that share it are all of one thread."""
+    (ka, ta), (kb, tb) = touched
+    width = max(ka.shape[1], kb.shape[1])
+    keys = np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in (ka, kb)])
+    if not len(keys) or not len(ka) or not len(kb):
         return True
-    order = np.argsort(cells, kind="stable")
-    cells, owners = cells[order], owners[order]
-    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
-    return bool((np.minimum.reduceat(owners, starts) == np.maximum.reduceat(owners, starts)).all())
+    side = np.r_[np.zeros(len(ka), np.int64), np.ones(len(kb), np.int64)]
+    threads = np.concatenate([ta, tb])
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    count = int(group.max()) + 1
+    lo = np.full((2, count), np.iinfo(np.int64).max)
+    hi = np.full((2, count), -1)
+    np.minimum.at(lo, (side, group), threads)
+    np.maximum.at(hi, (side, group), threads)
+    both = (hi[0] >= 0) & (hi[1] >= 0)
+    one_thread = (lo[0] == hi[0]) & (lo[1] == hi[1]) & (lo[0] == lo[1])
+    return not (both & ~one_thread).any()
 
 
 def _within(elements, shape):
@@ -141,17 +184,20 @@ def _conjuncts(pc: tuple) -> tuple:
 class _Points(Evaluator):
     """Every thread of a block and every iteration of the loops an access depends on."""
 
-    def __init__(self, space, ranges: dict, access, every_thread: bool = False):
-        """`every_thread`: a point per thread even where the access does not depend on it."""
+    def __init__(self, space, ranges: dict, access, every_thread: bool = False, epochs: bool = False):
+        """`every_thread`: a point per thread even where the access does not depend on it;
+        `epochs`: points for every iteration its epochs' barrier iterations depend on."""
         super().__init__(space, {})
         countable = lambda name: name.startswith("tid") or name in ranges  # noqa: E731
-        names = set().union(*(self._free(p) for p in access.indices))
+        alts = order.epochs(access, "block") if epochs else ()
+        names = set().union(*(self._free(p) for p in access.indices), *(self._free(p) for x in alts for p in x.iters))
         if every_thread:
             names |= {n for n in space.identity() if n.startswith("tid")}
         if not all(map(countable, names)):
             raise Opaque("an index")
         self.parts = _conjuncts(access.pc)
-        for part in self.parts:  # the others cannot be evaluated: `elements` sees that
+        # the others cannot be evaluated: `elements` and `condition` see that
+        for part in self.parts + tuple(f for x in alts for f in _conjuncts(x.cond)):
             free = self._free_formula(part)
             if all(map(countable, free)) and not self._opaque_formula(part):
                 names |= free
@@ -176,7 +222,7 @@ class _Points(Evaluator):
         into = set()
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in DEFINED:
+            if atom.kind in DEFINED or atom.kind == "trips":  # (a trip count: of its iteration)
                 for part in atom.definition:
                     into |= self._free(part) if isinstance(part, Poly) else self._free_formula(part)
             elif name.startswith("tid") or atom.kind == "counter":
@@ -187,7 +233,9 @@ class _Points(Evaluator):
         """Whether `p` depends on anything but thread ids, loop counters and constants."""
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in DEFINED:
+            if atom.kind == "trips" and self.space.loops_counted.get(name) not in self.space.ranges:
+                return True
+            if atom.kind in DEFINED or atom.kind == "trips":
                 if any(self._opaque(x) if isinstance(x, Poly) else self._opaque_formula(x)
                        for x in atom.definition):
                     return True
@@ -217,6 +265,17 @@ class _Points(Evaluator):
             except Opaque:
                 complete = complete and part in given
         return indices, reached, complete
+
+    def condition(self, f: tuple):
+        """Where the formula `f` holds, its conjuncts that cannot be evaluated counting as
+        true."""
+        holds = np.ones(self.shape, bool)
+        for part in _conjuncts(f):
+            try:
+                holds = holds & self.formula(part)
+            except Opaque:
+                pass
+        return holds
 
 
 def _uniform_parts(read, space) -> frozenset:

@@ -149,17 +149,20 @@ class _Encoder:
         giving up after `budget` steps (or `seconds` of CPU, where given). The query is rebuilt from its text in a context of its
         own: z3's search follows the numbering of its terms, which here would depend on what
         Python built and freed before (the same query took 3.7M or 36M steps with the hash
-        seed); parsed, the same text is numbered the same way every time."""
+        seed); parsed, the same text is numbered the same way every time. One context for
+        the first try and the default solver (the second parse finds the first's terms:
+        still a function of the text), since each context costs a millisecond or more."""
         z3 = self.z3
         if budgets.spent():  # the kernel's time is up: undecided, at once
             return z3.unknown, z3.Solver(ctx=self.ctx)
         draft = z3.Solver(ctx=self.ctx)
         draft.add(*facts, *self.side)
         text = draft.sexpr()
+        context = z3.Context()
         if not any(word in text for word in _NOT_NLSAT):
             # polynomials alone: z3's nlsat first, briefly; it decides at once many queries
             # z3's default solver takes a second for (`r * W + c` with c <= W, which is sat)
-            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=z3.Context()), text, budget,
+            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=context), text, budget,
                                            budgets.NLSAT_S)
             try:
                 # unsat over the reals is unsat over the integers; a model must be integral
@@ -172,11 +175,11 @@ class _Encoder:
             # first, briefly; it removes at once the linear ones of a triangular loop nest, on
             # which the default solver's instantiation took a second (a proof only: a model
             # comes from the default solver)
-            result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=z3.Context()), text,
+            result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=context), text,
                                            budget, budgets.QE_S)
             if result == z3.unsat:
                 return result, quick
-        solver = z3.Solver(ctx=z3.Context())
+        solver = z3.Solver(ctx=context)
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
         solver.from_string(text)
