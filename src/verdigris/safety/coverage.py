@@ -79,73 +79,118 @@ def decide(read, writes: list, space) -> Verdict | None:
     return Verdict(False, thread, tuple(int(e[at]) for e in elements), exact)
 
 
+@dataclass
+class Meeting:
+    """Two threads of a block at one element after one barrier instance: the point of the
+    first access and of the second (thread ids and loop counters: atom name -> value)."""
+
+    first: dict
+    second: dict
+
+
 def apart(a, b, space) -> bool:
     """Whether no element is touched by two threads of a block at `a` and `b` after one
-    barrier instance (the same barrier, at the same iteration of the loops around it: the
-    accesses' epochs, evaluated at every point), or, where their epochs cannot be
-    evaluated, at any iterations at all: a proof that they do not race (the solver's query
-    asks the same, with more facts that only rule pairs out), or False when not found (too
-    many points, or opaque values)."""
+    barrier instance: a proof that they do not race (`meetings` finds none)."""
+    return meetings(a, b, space) == []
+
+
+def meetings(a, b, space) -> list | None:
+    """Where two threads of a block touch one element at `a` and `b` after one barrier
+    instance (the same barrier, at the same iteration of the loops around it: the accesses'
+    epochs, evaluated at every point): [] where nowhere, which proves they do not race (the
+    solver's query asks the same, with more facts that only rule pairs out), else one
+    `Meeting` (of two threads of different warps where any meets so); where the epochs
+    cannot be evaluated, [] where no element is touched by two threads at any iterations
+    at all; None where neither is found (too many points, or opaque values). Conditions
+    that cannot be evaluated count as true: a meeting may be one the solver rules out."""
     shape = tuple(space.shape(a.array, d).value for d in range(len(a.indices)))
     if None in shape or space.block is None:
-        return False
+        return None
     ranges = _counter_ranges(space)
     for epochs in (True, False):  # the epochs' points may be too many, or opaque
         barriers: dict = {}  # (barrier, iteration depth) -> its number in the keys
         try:
-            touched = [_touched(access, space, ranges, shape, barriers if epochs else None)
+            touched = [_Touched(access, space, ranges, shape, barriers if epochs else None)
                        for access in (a, b)]
         except Opaque:
             continue
-        return _alone(touched)
-    return False
+        found = _meeting(*touched)
+        return [] if found is None else [found] if epochs else None
+    return None
 
 
-def _touched(access, space, ranges: dict, shape: tuple, barriers: dict | None) -> tuple:
-    """(keys, threads): a row per point of `access` that reaches an element inside the
+class _Touched:
+    """`keys` and `threads`: a row per point of `access` that reaches an element inside the
     array, its element's linear index last; before it, where `barriers` is given (numbering
     the barriers of both accesses), the barrier the point comes after and that barrier's
-    iteration, one row per epoch it may be in."""
-    points = _Points(space, ranges, access, every_thread=True, epochs=barriers is not None)
-    elements, reached, _ = points.elements(access)
-    inside = reached & _within(elements, shape)
-    cell = np.ravel_multi_index(tuple(np.where(inside, e, 0) for e in elements), shape)
-    thread = np.broadcast_to(points.thread(), inside.shape)
-    if barriers is None:
-        return cell[inside][:, None], thread[inside]
-    keys, threads = [], []
-    for x in order.epochs(access, "block"):
-        number = barriers.setdefault((x.barrier, len(x.iters)), len(barriers))
-        holds = inside & points.condition(x.cond)
-        columns = [np.full(inside.shape, number)] + [np.broadcast_to(points.poly(p), inside.shape)
-                                                     for p in x.iters] + [cell]
-        keys.append(np.stack([c[holds] for c in columns], axis=1))
-        threads.append(thread[holds])
+    iteration, one row per epoch it may be in. `at`: each row's point (a flat index of the
+    points' grid)."""
+
+    def __init__(self, access, space, ranges: dict, shape: tuple, barriers: dict | None):
+        points = self.points = _Points(space, ranges, access, every_thread=True, epochs=barriers is not None)
+        elements, reached, _ = points.elements(access)
+        inside = reached & _within(elements, shape)
+        cell = np.ravel_multi_index(tuple(np.where(inside, e, 0) for e in elements), shape)
+        thread = np.broadcast_to(points.thread(), inside.shape)
+        flat = np.arange(inside.size).reshape(inside.shape)
+        keys, threads, at = [], [], []
+        alts = order.epochs(access, "block") if barriers is not None else (None,)
+        for x in alts:
+            holds, columns = inside, [cell]
+            if x is not None:
+                number = barriers.setdefault((x.barrier, len(x.iters)), len(barriers))
+                holds = inside & points.condition(x.cond)
+                columns = [np.full(inside.shape, number)] + [
+                    np.broadcast_to(points.poly(p), inside.shape) for p in x.iters] + columns
+            keys.append(np.stack([c[holds] for c in columns], axis=1))
+            threads.append(thread[holds])
+            at.append(flat[holds])
+        self.keys = _padded(keys)
+        self.threads, self.at = np.concatenate(threads), np.concatenate(at)
+
+    def point(self, row: int) -> dict:
+        """The thread ids and loop counters of row `row`'s point."""
+        where = np.unravel_index(int(self.at[row]), self.points.shape)
+        return {name: int(i) for name, i in zip(self.points.grid, where)}
+
+
+def _padded(keys: list):
     width = max(k.shape[1] for k in keys)
-    return np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in keys]), \
-        np.concatenate(threads)
+    return np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in keys])
 
 
-def _alone(touched: list) -> bool:
-    """Whether, for every key (an element, after one barrier instance), the points of the
-    first access and the second that share it are all of one thread."""
-    (ka, ta), (kb, tb) = touched
-    width = max(ka.shape[1], kb.shape[1])
-    keys = np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in (ka, kb)])
-    if not len(keys) or not len(ka) or not len(kb):
-        return True
-    side = np.r_[np.zeros(len(ka), np.int64), np.ones(len(kb), np.int64)]
-    threads = np.concatenate([ta, tb])
+def _meeting(a: _Touched, b: _Touched) -> Meeting | None:
+    """Two points of `a` and `b` of different threads with one key, of different warps
+    where any are; None where the points that share a key are all of one thread."""
+    if not len(a.keys) or not len(b.keys):
+        return None
+    keys = _padded([a.keys, b.keys])
+    side = np.r_[np.zeros(len(a.keys), np.int64), np.ones(len(b.keys), np.int64)]
+    threads = np.concatenate([a.threads, b.threads])
     _, group = np.unique(keys, axis=0, return_inverse=True)
     group = group.reshape(-1)
+    met = [_mixed(side, group, ids) for ids in (threads, threads // 32)]  # (threads, warps)
+    if not met[0].any():
+        return None
+    chosen = np.flatnonzero(met[1] if met[1].any() else met[0])[0]
+    rows = np.flatnonzero(group == chosen)
+    first = [r for r in rows if side[r] == 0]
+    second = [r for r in rows if side[r] == 1]
+    warps = met[1].any()
+    i, j = next((i, j) for i in first for j in second
+                if threads[i] != threads[j] and (not warps or threads[i] // 32 != threads[j] // 32))
+    return Meeting(a.point(i), b.point(j - len(a.keys)))
+
+
+def _mixed(side, group, ids):
+    """Per key, whether points of both sides with different `ids` share it."""
     count = int(group.max()) + 1
     lo = np.full((2, count), np.iinfo(np.int64).max)
     hi = np.full((2, count), -1)
-    np.minimum.at(lo, (side, group), threads)
-    np.maximum.at(hi, (side, group), threads)
+    np.minimum.at(lo, (side, group), ids)
+    np.maximum.at(hi, (side, group), ids)
     both = (hi[0] >= 0) & (hi[1] >= 0)
-    one_thread = (lo[0] == hi[0]) & (lo[1] == hi[1]) & (lo[0] == lo[1])
-    return not (both & ~one_thread).any()
+    return both & ~((lo[0] == hi[0]) & (lo[1] == hi[1]) & (lo[0] == lo[1]))
 
 
 def _within(elements, shape):

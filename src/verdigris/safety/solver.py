@@ -68,11 +68,13 @@ def situation_of(model, enc, space: Space, ids, copies: tuple = COPIES):
 
 
 def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False,
-            one_block: bool = False, differ: tuple = ()) -> Outcome:
+            one_block: bool = False, differ: tuple = (), at: tuple = ()) -> Outcome:
     """`apart`: only threads of different warps (see `order.unordered`). `one_block`: any
     two executions of `a` and `b` by one block of the tile track, ordered or not (its lanes
     and loop counters are each access's own), instead of unordered threads; `differ`: atoms
-    (loop counters) not all equal in the two (two iterations of one statement)."""
+    (loop counters) not all equal in the two (two iterations of one statement); `at`: the
+    values of some atoms of thread 1 and of thread 2 (atom name -> value, each), a point
+    to decide at (its "unsat" is about that point alone)."""
     if budgets.spent():  # the kernel's time is up: no query is built
         return Outcome("unknown", reason=out_of_time())
     z3 = budgets.z3()
@@ -88,6 +90,7 @@ def collide(a: Access, b: Access, space: Space, budget: int, apart: bool = False
     for copy in COPIES:
         facts += [enc.formula(rename_formula(f, copy)) for f in space.domain]
     facts += [enc.formula(f) for f in space.uniform_domain]
+    facts += [enc.atom(per_thread(n, c)) == v for c, point in zip(COPIES, at) for n, v in point.items()]
     if one_block:
         facts += [enc.atom(per_thread(n, "1")) == enc.atom(per_thread(n, "2")) for n in ids if n.startswith("bid")]
         if differ:
