@@ -56,7 +56,7 @@ def _clock():
 
 
 class Proof:
-    """What one proof's clock did not count (`excluded`, CPU seconds: z3's first import)."""
+    """What one proof's clock did not count (`excluded`, CPU seconds: first imports)."""
 
     excluded: float = 0.0
 
@@ -82,14 +82,24 @@ def z3():
     machine) is no proof's work, so the current proof's time does not count it."""
     module = sys.modules.get("z3")
     if module is None or not _kept:
-        started = time.thread_time()
-        _keep_freed_memory()
-        import z3 as module
+        with unclocked():
+            _keep_freed_memory()
+            import z3 as module
+    return module
 
+
+@contextmanager
+def unclocked():
+    """What runs inside is no proof's work (a module's first import: tenths of a second
+    where its bytecode is not compiled yet, in a fresh clone), so the current proof's time
+    does not count it."""
+    started = time.thread_time()
+    try:
+        yield
+    finally:
         deadline = _deadline.get()
         if deadline is not None:
             _deadline.set((deadline[0], deadline[1] + time.thread_time() - started))
-    return module
 
 
 # glibc's malloc options (mallopt): blocks of up to 32 MB come from the heap, and up to 64 MB
