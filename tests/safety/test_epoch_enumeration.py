@@ -27,31 +27,19 @@ B = 64  # threads: two warps, and partners `t ^ 32` in the other one (VG211, not
 
 
 @simt.kernel
-def inner_may_be_empty(x, out):
+def inner_rounds(x, out, EXTRA: vg.constexpr):
     s = simt.shared.array(B, vg.float32)
     t = simt.thread_id(0)
     g = simt.global_id(0)
     s[t] = x[t]
     for i in range(3):
-        for j in range(i):  # no iteration, so no barrier, when i == 0
+        for j in range(i + EXTRA):  # EXTRA 0: no iteration, so no barrier, when i == 0
             simt.barrier()
-        out[g] += s[t ^ 32]  # refused here: at i == 0, right after the other warp's write
+        out[g] += s[t ^ 32]  # refused here (EXTRA 0: at i == 0, right after the other warp's write)
 
 
 @simt.kernel
-def inner_runs(x, out):
-    s = simt.shared.array(B, vg.float32)
-    t = simt.thread_id(0)
-    g = simt.global_id(0)
-    s[t] = x[t]
-    for i in range(3):
-        for j in range(i + 1):  # at least one barrier before each read
-            simt.barrier()
-        out[g] += s[t ^ 32]
-
-
-@simt.kernel
-def shrinking_stages_unended(x, out):
+def shrinking_stages(x, out, END: vg.constexpr):
     s = simt.shared.array(B, vg.float32)
     t = simt.thread_id(0)
     g = simt.global_id(0)
@@ -60,65 +48,40 @@ def shrinking_stages_unended(x, out):
         for j in range(4 - i):  # 3, 2, 1 rounds: the read below follows the last one
             s[t] = s[t] + 1.0
             simt.barrier()
-        out[g] += s[t ^ 32]  # refused here: the next stage's first write follows no barrier
-
-
-@simt.kernel
-def shrinking_stages(x, out):
-    s = simt.shared.array(B, vg.float32)
-    t = simt.thread_id(0)
-    g = simt.global_id(0)
-    s[t] = x[t]
-    for i in range(1, 4):
-        for j in range(4 - i):
-            s[t] = s[t] + 1.0
+        out[g] += s[t ^ 32]  # refused here (no END: the next stage's first write follows no barrier)
+        if END:
             simt.barrier()
-        out[g] += s[t ^ 32]
-        simt.barrier()
 
 
 @simt.kernel
-def barrier_every_other_round(x, out):
+def rounds(x, out, EVERY: vg.constexpr, PARTNER: vg.constexpr):
     s = simt.shared.array(B, vg.float32)
     t = simt.thread_id(0)
     g = simt.global_id(0)
     for i in range(4):
         s[t] = x[i * B + t]
         simt.barrier()
-        out[g] += s[t ^ 32]  # refused here: odd rounds end with no barrier before the next write
-        if i % 2 == 0:
+        out[g] += s[t ^ PARTNER]  # refused here (no EVERY: odd rounds end with no barrier)
+        if EVERY or i % 2 == 0:
             simt.barrier()
 
 
-@simt.kernel
-def barrier_every_round(x, out):
-    s = simt.shared.array(B, vg.float32)
-    t = simt.thread_id(0)
-    g = simt.global_id(0)
-    for i in range(4):
-        s[t] = x[i * B + t]
-        simt.barrier()
-        out[g] += s[t ^ 32]
-        simt.barrier()
+PAIRS = [(inner_rounds, "EXTRA", {}), (shrinking_stages, "END", {}), (rounds, "EVERY", {"PARTNER": 32})]
 
 
-PAIRS = [(inner_may_be_empty, inner_runs), (shrinking_stages_unended, shrinking_stages),
-         (barrier_every_other_round, barrier_every_round)]
-
-
-def specialized(kernel):
+def specialized(kernel, **constexprs):
     k = fresh(kernel)
     x, out = np.zeros(4 * B, np.float32), np.zeros(4 * B, np.float32)
-    values = k.bind((x, out), {})
+    values = k.bind((x, out), constexprs)
     return k.build(k.spec_key(values, k.describe_args(values), (B, 1, 1), None))
 
 
-@pytest.mark.parametrize("racy, fixed", PAIRS, ids=[r.__name__ for r, _ in PAIRS])
-def test_a_racy_kernel_is_refused_and_its_twin_proven_without_the_solver(racy, fixed):
-    errors = safety.analyze(specialized(racy)).errors
+@pytest.mark.parametrize("kernel, fix, more", PAIRS, ids=[k.__name__ for k, _, _ in PAIRS])
+def test_a_racy_kernel_is_refused_and_its_twin_proven_without_the_solver(kernel, fix, more):
+    errors = safety.analyze(specialized(kernel, **{fix: 0}, **more)).errors
     assert errors and errors[0].code == "VG211", errors
-    assert errors[0].loc.line == marked_line(racy) and "thread" in str(errors[0])
-    proof = safety.analyze(specialized(fixed))
+    assert errors[0].loc.line == marked_line(kernel) and "thread" in str(errors[0])
+    proof = safety.analyze(specialized(kernel, **{fix: 1}, **more))
     assert not proof.errors, proof.errors[0]
     assert proof.solver_queries == 0  # every pair by enumeration
 
@@ -129,10 +92,12 @@ def test_the_bitonic_sort_is_proven_by_enumeration():
     assert proof.cpu_seconds < 0.3  # (0.04 s alone; 0.6 s with 15 solver queries before)
 
 
-@pytest.mark.parametrize("kernel", [k for pair in PAIRS for k in pair] + [
-    shared_pairs.bitonic_sort, shared_pairs.bitonic_sort_by_position_one_barrier_per_stage], ids=lambda k: k.__name__)
-def test_every_pair_enumeration_proves_apart_has_no_race_example(kernel):
-    trace = execute(specialized(kernel))
+@pytest.mark.parametrize("kernel, constexprs", [
+    (kernel, {fix: flag, **more}) for kernel, fix, more in PAIRS for flag in (0, 1)] + [
+    (shared_pairs.bitonic_sort, {}), (shared_pairs.bitonic_sort_by_position_one_barrier_per_stage, {})],
+    ids=lambda v: getattr(v, "__name__", None) or "-".join(f"{k}{x}" for k, x in v.items()) or "-")
+def test_every_pair_enumeration_proves_apart_has_no_race_example(kernel, constexprs):
+    trace = execute(specialized(kernel, **constexprs))
     accesses = [a for group in shared.by_array(trace).values() for a in group]
     proven = 0
     for i, a in enumerate(accesses):
@@ -144,22 +109,9 @@ def test_every_pair_enumeration_proves_apart_has_no_race_example(kernel):
     assert proven
 
 
-@simt.kernel
-def neighbours_every_other_round(x, out):
-    s = simt.shared.array(B, vg.float32)
-    t = simt.thread_id(0)
-    g = simt.global_id(0)
-    for i in range(4):
-        s[t] = x[i * B + t]
-        simt.barrier()
-        out[g] += s[t ^ 1]  # refused here: a lane of the same warp writes it next round
-        if i % 2 == 0:
-            simt.barrier()
-
-
 def test_threads_that_meet_only_within_a_warp_are_two_lanes_of_it():
     """The enumeration's meetings are of two warps where any are, so a race of lanes of one
     warp alone is VG212 without asking the solver about two warps."""
-    errors = safety.analyze(specialized(neighbours_every_other_round)).errors
+    errors = safety.analyze(specialized(rounds, EVERY=0, PARTNER=1)).errors
     assert errors and errors[0].code == "VG212", errors
-    assert errors[0].loc.line == marked_line(neighbours_every_other_round)
+    assert errors[0].loc.line == marked_line(rounds)
