@@ -43,8 +43,17 @@ BOUNDS = 200 * STEPS_PER_MS  # a bounds proof that needs more keeps its check
 READABLE = 200 * STEPS_PER_MS  # each refinement of a counterexample towards a readable one
 LOOSE_S = 0.4  # CPU seconds of a race query's first try, without the extents' bound
 READABLE_S = 0.3  # CPU seconds of a counterexample's refinements after its divisors' (small values)
-NLSAT_S = 0.02  # CPU seconds of a query's first try, by z3's nlsat (`encoder._Encoder.decide`)
-QE_S = 0.1  # CPU seconds of a quantified query's first try, by z3's quantifier elimination
+# a query's first try (`encoder._Encoder.decide`), by z3's nlsat or, quantified, its
+# quantifier elimination: steps, so that its verdict does not depend on the machine's load
+# (at load 9 a deep triangular loop nest's elimination, 100k steps or 0.07 s alone, ran past
+# a 0.1 s limit, and the default solver then past the kernel's 1 s: a safe kernel refused),
+# and CPU seconds as a backstop. The steps: 1.5x-3x the most the tests' first tries that
+# decide take (nlsat 98k, quantifier elimination 100k); nlsat's other tries run ~7,000
+# steps a ms, so 20 ms before the default solver
+NLSAT = 150_000
+NLSAT_S = 0.06
+QE = 300_000
+QE_S = 0.3
 INTERRUPT_AGAIN_S = 0.01  # wall seconds between interrupts of a query past its time (`watch`)
 BACKSTOP_MS = 120_000  # wall-clock, a query's last resort (the CPU clock stops a proof's)
 ORDER = 200 * STEPS_PER_MS  # a block order's injectivity (`injective`); past it, the general query

@@ -164,8 +164,8 @@ class _Encoder:
             # once many queries z3's default solver takes a second for (`r * W + c` with
             # c <= W, which is sat; a row index loaded under a lock, `if in bounds: value
             # else 0`, beside a product of extents: 0.4 s or more, and 3 ms here)
-            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=context), text, budget,
-                                           budgets.NLSAT_S)
+            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=context), text,
+                                           min(budget, budgets.NLSAT), budgets.NLSAT_S)
             try:
                 # unsat over the reals is unsat over the integers; a model must be integral
                 if result == z3.unsat or result == z3.sat and _integral(quick.model(), z3):
@@ -178,7 +178,7 @@ class _Encoder:
             # which the default solver's instantiation took a second (a proof only: a model
             # comes from the default solver)
             result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=context), text,
-                                           budget, budgets.QE_S)
+                                           min(budget, budgets.QE), budgets.QE_S)
             if result == z3.unsat:
                 return result, quick
         solver = z3.Solver(ctx=context)
