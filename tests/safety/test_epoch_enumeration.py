@@ -1,4 +1,4 @@
-"""Shared accesses proven apart by enumerating barrier intervals (`coverage.apart`): every
+"""Shared accesses proven apart by enumerating barrier intervals (`coverage.meetings`): every
 thread of the block at every iteration, each point keyed by its element and by the barrier
 instance it comes after (its epochs evaluated, trip counts of `for` loops over ranges
 included), so that the stages of a bitonic sort, which meet only across barriers, need no
@@ -102,7 +102,7 @@ def test_every_pair_enumeration_proves_apart_has_no_race_example(kernel, constex
     proven = 0
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
-            if "write" in (a.kind, b.kind) and coverage.apart(a, b, trace.space):
+            if "write" in (a.kind, b.kind) and coverage.meetings(a, b, trace.space) == []:
                 proven += 1
                 with budgets.proving(30):
                     assert solver.collide(a, b, trace.space, budgets.RACE).status == "unsat", (a.loc, b.loc)

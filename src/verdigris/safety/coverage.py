@@ -3,8 +3,11 @@ prove shared accesses apart and to decide reads of shared memory nothing wrote (
 when the block shape is known.
 
 Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives:
-- `apart(a, b, space)`: True when no element is touched by two different threads of the
-  block at `a` and `b`, at any iterations (so they cannot race, whatever the barriers);
+- `meetings(a, b, space) -> list | None`: [] when no element is touched by two different
+  threads of the block at `a` and `b` after one barrier instance (the barrier and its
+  iteration: each point's epochs evaluated; where they cannot be, at any iterations), so
+  they cannot race; else a `Meeting` of two threads that may (of two warps where any
+  are), or None (the accesses do not fit);
 - `decide(read, writes, space) -> Verdict | None` for a read and the writes that may
   precede it: None when the accesses do not fit (an index depends on a size, a parameter,
   a loaded value, or a loop whose range is unknown; or the points are too many; or some
@@ -15,8 +18,8 @@ Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives
   condition was evaluated, so the read really happens).
 
 How: the points are every thread of one block (`thread_id` ranges from the block shape) and
-every iteration of the loops an access depends on (a loop counter's range from its loop
-variables: a constant step, and the intervals the executor proved); the indices and
+every iteration of the loops an access (or its epochs) depends on (a loop counter's range
+from its loop variables: a constant step, and the intervals the executor proved); the indices and
 path conditions are evaluated over all points at once with NumPy (`evaluate`: derived
 atoms through their definitions, with the IR's semantics). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
@@ -86,12 +89,6 @@ class Meeting:
 
     first: dict
     second: dict
-
-
-def apart(a, b, space) -> bool:
-    """Whether no element is touched by two threads of a block at `a` and `b` after one
-    barrier instance: a proof that they do not race (`meetings` finds none)."""
-    return meetings(a, b, space) == []
 
 
 def meetings(a, b, space) -> list | None:
