@@ -7,7 +7,8 @@ took, beside its wall time), its solver queries and its verdict; the kernels ove
 (1 s of CPU, `safety.budgets.KERNEL_S`: a proof that needs more is refused, VG205) are
 marked. Proofs are cached per specialization on disk, so
 the run uses a fresh cache directory. The machine is shared: run it twice.
-Run: `PYTHONPATH=src python bench/proof_times.py [--limit 1.0] [--top 40] [pytest args...]`.
+Run: `PYTHONPATH=src:. python bench/proof_times.py [--limit 1.0] [--top 40] [pytest args...]` (`.`: test
+files that import the `tests` package, such as tests/test_tile_dynamic_exchange.py).
 """
 from __future__ import annotations
 

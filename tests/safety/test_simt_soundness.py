@@ -125,6 +125,21 @@ def test_a_run_time_factor_that_wraps_is_refused_and_its_32_bit_twin_accepted(rn
     np.testing.assert_array_equal(out, x)
 
 
+@simt.kernel
+def scaled_by_a_32_bit_value_or_zero(x, out, s):  # s == 0: every thread writes out[0]
+    i = simt.global_id(0)
+    if s >= 0:
+        out[i * s] = x[i]
+
+
+def test_a_factor_positive_on_both_paths_keeps_the_ids_apart_without_the_solver(rng):
+    """`out[i * s]` under `s > 0`: the fast path's mixed radix takes the guard for the
+    multiplier's lower bound (0.3 s of a solver query before); under `s >= 0` it is refused."""
+    x, out = rng.standard_normal(128).astype(np.float32), np.full(128, -7, np.float32)
+    assert analyze(scaled_by_a_32_bit_value, (2,), (64,), x, out, np.int32(1)).solver_queries == 0
+    refused(scaled_by_a_32_bit_value_or_zero, "VG202", x, out, np.int32(1))
+
+
 # ----------------------------------------------------------------------------- uniformity
 
 

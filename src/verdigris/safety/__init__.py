@@ -146,7 +146,8 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
                 if fastpath.disjoint(a, b, space):
                     fast += 1
                     continue
-                from . import solver, witness
+                with budgets.unclocked():  # (first imports)
+                    from . import solver, witness
 
                 outcome = witness.search(a, b, space)
                 if outcome is None:
@@ -161,7 +162,8 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
                 elif outcome.status == "unknown":
                     analysis.errors.append(diagnose.unproven_error(a, b, outcome.reason))
     if trace.checkpoints or space.static_shapes:  # threads of a block work together
-        from . import diverge, shared
+        with budgets.unclocked():  # (first imports)
+            from . import diverge, shared
 
         errors, queries = diverge.check(trace, budget)
         analysis.errors += errors
@@ -179,7 +181,8 @@ def _check_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
 
 
 def _check_tile_pairs(kernel: N.Kernel, analysis: Analysis, budget: int) -> None:
-    from . import tilerace
+    with budgets.unclocked():  # (first imports)
+        from . import tilerace
 
     tilerace.check_pairs(kernel, analysis, budget)
 

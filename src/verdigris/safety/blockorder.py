@@ -87,7 +87,8 @@ def block_meets(trace, budget: int) -> Meets:
                 else:
                     queries += 1
                     outcome = solver.collide(a, b, trace.space, budget, one_block=True,
-                                             differ=a.loops if again else ())
+                                             differ=a.loops if again else (),
+                                             example="atomic" in kinds)  # (a refusal's example)
                     meet = outcome.status != "unsat"
                 if not meet:
                     continue

@@ -233,7 +233,7 @@ class _Prover:
 
     def solve(self, pc: tuple, index: Poly, limit: Poly, violation: str) -> bool:
         """Whether z3 proves `index <violation> limit` impossible under `pc`."""
-        import z3
+        z3 = budgets.z3()
 
         from .encoder import _Encoder
 

@@ -3,8 +3,11 @@ prove shared accesses apart and to decide reads of shared memory nothing wrote (
 when the block shape is known.
 
 Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives:
-- `apart(a, b, space)`: True when no element is touched by two different threads of the
-  block at `a` and `b`, at any iterations (so they cannot race, whatever the barriers);
+- `meetings(a, b, space) -> list | None`: [] when no element is touched by two different
+  threads of the block at `a` and `b` after one barrier instance (the barrier and its
+  iteration: each point's epochs evaluated; where they cannot be, at any iterations), so
+  they cannot race; else a `Meeting` of two threads that may (of two warps where any
+  are), or None (the accesses do not fit);
 - `decide(read, writes, space) -> Verdict | None` for a read and the writes that may
   precede it: None when the accesses do not fit (an index depends on a size, a parameter,
   a loaded value, or a loop whose range is unknown; or the points are too many; or some
@@ -15,8 +18,8 @@ Takes: `symbolic.Ordered` accesses of one shared array, and their `Space`. Gives
   condition was evaluated, so the read really happens).
 
 How: the points are every thread of one block (`thread_id` ranges from the block shape) and
-every iteration of the loops an access depends on (a loop counter's range from its loop
-variables: a constant step, and the intervals the executor proved); the indices and
+every iteration of the loops an access (or its epochs) depends on (a loop counter's range
+from its loop variables: a constant step, and the intervals the executor proved); the indices and
 path conditions are evaluated over all points at once with NumPy (`evaluate`: derived
 atoms through their definitions, with the IR's semantics). A path condition conjunct that
 cannot be evaluated counts as true (more accesses: a proof that they are apart, or a
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import order
 from .algebra import INF, Poly
 from .evaluate import DEFINED, Evaluator, Opaque
 
@@ -78,31 +82,112 @@ def decide(read, writes: list, space) -> Verdict | None:
     return Verdict(False, thread, tuple(int(e[at]) for e in elements), exact)
 
 
-def apart(a, b, space) -> bool:
-    """Whether no element is touched by two threads of a block at `a` and `b` (at any
-    iterations, so whatever the barriers between): a proof that they do not race, or False
-    when not found (too many points, or opaque values)."""
+@dataclass
+class Meeting:
+    """Two threads of a block at one element after one barrier instance: the point of the
+    first access and of the second (thread ids and loop counters: atom name -> value)."""
+
+    first: dict
+    second: dict
+
+
+def meetings(a, b, space) -> list | None:
+    """Where two threads of a block touch one element at `a` and `b` after one barrier
+    instance (the same barrier, at the same iteration of the loops around it: the accesses'
+    epochs, evaluated at every point): [] where nowhere, which proves they do not race (the
+    solver's query asks the same, with more facts that only rule pairs out), else one
+    `Meeting` (of two threads of different warps where any meets so); where the epochs
+    cannot be evaluated, [] where no element is touched by two threads at any iterations
+    at all; None where neither is found (too many points, or opaque values). Conditions
+    that cannot be evaluated count as true: a meeting may be one the solver rules out."""
     shape = tuple(space.shape(a.array, d).value for d in range(len(a.indices)))
     if None in shape or space.block is None:
-        return False
+        return None
     ranges = _counter_ranges(space)
-    cells, owners = [], []
-    try:
-        for access in (a, b):
-            points = _Points(space, ranges, access, every_thread=True)
-            elements, reached, _ = points.elements(access)
-            inside = reached & _within(elements, shape)
-            cells.append(np.ravel_multi_index(tuple(e[inside] for e in elements), shape))
-            owners.append(np.broadcast_to(points.thread(), inside.shape)[inside])
-    except Opaque:
-        return False
-    cells, owners = np.concatenate(cells), np.concatenate(owners)
-    if not len(cells):
-        return True
-    order = np.argsort(cells, kind="stable")
-    cells, owners = cells[order], owners[order]
-    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
-    return bool((np.minimum.reduceat(owners, starts) == np.maximum.reduceat(owners, starts)).all())
+    for epochs in (True, False):  # the epochs' points may be too many, or opaque
+        barriers: dict = {}  # (barrier, iteration depth) -> its number in the keys
+        try:
+            touched = [_Touched(access, space, ranges, shape, barriers if epochs else None)
+                       for access in (a, b)]
+        except Opaque:
+            continue
+        found = _meeting(*touched)
+        return [] if found is None else [found] if epochs else None
+    return None
+
+
+class _Touched:
+    """`keys` and `threads`: a row per point of `access` that reaches an element inside the
+    array, its element's linear index last; before it, where `barriers` is given (numbering
+    the barriers of both accesses), the barrier the point comes after and that barrier's
+    iteration, one row per epoch it may be in. `at`: each row's point (a flat index of the
+    points' grid)."""
+
+    def __init__(self, access, space, ranges: dict, shape: tuple, barriers: dict | None):
+        points = self.points = _Points(space, ranges, access, every_thread=True, epochs=barriers is not None)
+        elements, reached, _ = points.elements(access)
+        inside = reached & _within(elements, shape)
+        cell = np.ravel_multi_index(tuple(np.where(inside, e, 0) for e in elements), shape)
+        thread = np.broadcast_to(points.thread(), inside.shape)
+        flat = np.arange(inside.size).reshape(inside.shape)
+        keys, threads, at = [], [], []
+        alts = order.epochs(access, "block") if barriers is not None else (None,)
+        for x in alts:
+            holds, columns = inside, [cell]
+            if x is not None:
+                number = barriers.setdefault((x.barrier, len(x.iters)), len(barriers))
+                holds = inside & points.condition(x.cond)
+                columns = [np.full(inside.shape, number)] + [
+                    np.broadcast_to(points.poly(p), inside.shape) for p in x.iters] + columns
+            keys.append(np.stack([c[holds] for c in columns], axis=1))
+            threads.append(thread[holds])
+            at.append(flat[holds])
+        self.keys = _padded(keys)
+        self.threads, self.at = np.concatenate(threads), np.concatenate(at)
+
+    def point(self, row: int) -> dict:
+        """The thread ids and loop counters of row `row`'s point."""
+        where = np.unravel_index(int(self.at[row]), self.points.shape)
+        return {name: int(i) for name, i in zip(self.points.grid, where)}
+
+
+def _padded(keys: list):
+    width = max(k.shape[1] for k in keys)
+    return np.concatenate([np.pad(k, ((0, 0), (0, width - k.shape[1]))) for k in keys])
+
+
+def _meeting(a: _Touched, b: _Touched) -> Meeting | None:
+    """Two points of `a` and `b` of different threads with one key, of different warps
+    where any are; None where the points that share a key are all of one thread."""
+    if not len(a.keys) or not len(b.keys):
+        return None
+    keys = _padded([a.keys, b.keys])
+    side = np.r_[np.zeros(len(a.keys), np.int64), np.ones(len(b.keys), np.int64)]
+    threads = np.concatenate([a.threads, b.threads])
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    met = [_mixed(side, group, ids) for ids in (threads, threads // 32)]  # (threads, warps)
+    if not met[0].any():
+        return None
+    chosen = np.flatnonzero(met[1] if met[1].any() else met[0])[0]
+    rows = np.flatnonzero(group == chosen)
+    first = [r for r in rows if side[r] == 0]
+    second = [r for r in rows if side[r] == 1]
+    warps = met[1].any()
+    i, j = next((i, j) for i in first for j in second
+                if threads[i] != threads[j] and (not warps or threads[i] // 32 != threads[j] // 32))
+    return Meeting(a.point(i), b.point(j - len(a.keys)))
+
+
+def _mixed(side, group, ids):
+    """Per key, whether points of both sides with different `ids` share it."""
+    count = int(group.max()) + 1
+    lo = np.full((2, count), np.iinfo(np.int64).max)
+    hi = np.full((2, count), -1)
+    np.minimum.at(lo, (side, group), ids)
+    np.maximum.at(hi, (side, group), ids)
+    both = (hi[0] >= 0) & (hi[1] >= 0)
+    return both & ~((lo[0] == hi[0]) & (lo[1] == hi[1]) & (lo[0] == lo[1]))
 
 
 def _within(elements, shape):
@@ -141,17 +226,20 @@ def _conjuncts(pc: tuple) -> tuple:
 class _Points(Evaluator):
     """Every thread of a block and every iteration of the loops an access depends on."""
 
-    def __init__(self, space, ranges: dict, access, every_thread: bool = False):
-        """`every_thread`: a point per thread even where the access does not depend on it."""
+    def __init__(self, space, ranges: dict, access, every_thread: bool = False, epochs: bool = False):
+        """`every_thread`: a point per thread even where the access does not depend on it;
+        `epochs`: points for every iteration its epochs' barrier iterations depend on."""
         super().__init__(space, {})
         countable = lambda name: name.startswith("tid") or name in ranges  # noqa: E731
-        names = set().union(*(self._free(p) for p in access.indices))
+        alts = order.epochs(access, "block") if epochs else ()
+        names = set().union(*(self._free(p) for p in access.indices), *(self._free(p) for x in alts for p in x.iters))
         if every_thread:
             names |= {n for n in space.identity() if n.startswith("tid")}
         if not all(map(countable, names)):
             raise Opaque("an index")
         self.parts = _conjuncts(access.pc)
-        for part in self.parts:  # the others cannot be evaluated: `elements` sees that
+        # the others cannot be evaluated: `elements` and `condition` see that
+        for part in self.parts + tuple(f for x in alts for f in _conjuncts(x.cond)):
             free = self._free_formula(part)
             if all(map(countable, free)) and not self._opaque_formula(part):
                 names |= free
@@ -176,7 +264,7 @@ class _Points(Evaluator):
         into = set()
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in DEFINED:
+            if atom.kind in DEFINED or atom.kind == "trips":  # (a trip count: of its iteration)
                 for part in atom.definition:
                     into |= self._free(part) if isinstance(part, Poly) else self._free_formula(part)
             elif name.startswith("tid") or atom.kind == "counter":
@@ -187,7 +275,9 @@ class _Points(Evaluator):
         """Whether `p` depends on anything but thread ids, loop counters and constants."""
         for name in p.atoms():
             atom = self.space.atoms[name]
-            if atom.kind in DEFINED:
+            if atom.kind == "trips" and self.space.loops_counted.get(name) not in self.space.ranges:
+                return True
+            if atom.kind in DEFINED or atom.kind == "trips":
                 if any(self._opaque(x) if isinstance(x, Poly) else self._opaque_formula(x)
                        for x in atom.definition):
                     return True
@@ -217,6 +307,17 @@ class _Points(Evaluator):
             except Opaque:
                 complete = complete and part in given
         return indices, reached, complete
+
+    def condition(self, f: tuple):
+        """Where the formula `f` holds, its conjuncts that cannot be evaluated counting as
+        true."""
+        holds = np.ones(self.shape, bool)
+        for part in _conjuncts(f):
+            try:
+                holds = holds & self.formula(part)
+            except Opaque:
+                pass
+        return holds
 
 
 def _uniform_parts(read, space) -> frozenset:

@@ -3,7 +3,7 @@
 Takes: a `Space` (atoms with their intervals and definitions) and the `z3` module. Gives:
 `_Encoder`: `poly`, `formula` and `atom` (each atom's interval and definition as side
 constraints, in the query's own z3 context), `decide(facts, budget, seconds)` (z3's nlsat
-first, briefly, where the query is polynomials alone; then the default solver, both within
+first, briefly, where the query is polynomials and if-then-else alone; then the default solver, both within
 the proof's time), `small()` (bounds for a readable counterexample). Guarantees: a query is
 rebuilt from its text, so its verdict does not depend on what Python built before; the side
 constraints are true of every launch (array extents below MAX_EXTENT, unless
@@ -149,18 +149,23 @@ class _Encoder:
         giving up after `budget` steps (or `seconds` of CPU, where given). The query is rebuilt from its text in a context of its
         own: z3's search follows the numbering of its terms, which here would depend on what
         Python built and freed before (the same query took 3.7M or 36M steps with the hash
-        seed); parsed, the same text is numbered the same way every time."""
+        seed); parsed, the same text is numbered the same way every time. One context for
+        the first try and the default solver (the second parse finds the first's terms:
+        still a function of the text), since each context costs a millisecond or more."""
         z3 = self.z3
         if budgets.spent():  # the kernel's time is up: undecided, at once
             return z3.unknown, z3.Solver(ctx=self.ctx)
         draft = z3.Solver(ctx=self.ctx)
         draft.add(*facts, *self.side)
         text = draft.sexpr()
+        context = z3.Context()
         if not any(word in text for word in _NOT_NLSAT):
-            # polynomials alone: z3's nlsat first, briefly; it decides at once many queries
-            # z3's default solver takes a second for (`r * W + c` with c <= W, which is sat)
-            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=z3.Context()), text, budget,
-                                           budgets.NLSAT_S)
+            # polynomials (and if-then-else) alone: z3's nlsat first, briefly; it decides at
+            # once many queries z3's default solver takes a second for (`r * W + c` with
+            # c <= W, which is sat; a row index loaded under a lock, `if in bounds: value
+            # else 0`, beside a product of extents: 0.4 s or more, and 3 ms here)
+            result, quick = self.first_try(z3.Tactic("qfnra-nlsat", ctx=context), text,
+                                           min(budget, budgets.NLSAT), budgets.NLSAT_S)
             try:
                 # unsat over the reals is unsat over the integers; a model must be integral
                 if result == z3.unsat or result == z3.sat and _integral(quick.model(), z3):
@@ -172,11 +177,11 @@ class _Encoder:
             # first, briefly; it removes at once the linear ones of a triangular loop nest, on
             # which the default solver's instantiation took a second (a proof only: a model
             # comes from the default solver)
-            result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=z3.Context()), text,
-                                           budget, budgets.QE_S)
+            result, quick = self.first_try(z3.Then("simplify", "qe", "smt", ctx=context), text,
+                                           min(budget, budgets.QE), budgets.QE_S)
             if result == z3.unsat:
                 return result, quick
-        solver = z3.Solver(ctx=z3.Context())
+        solver = z3.Solver(ctx=context)
         solver.set("rlimit", budget)
         solver.set("timeout", budgets.BACKSTOP_MS)
         solver.from_string(text)
@@ -372,8 +377,9 @@ def _integral(model, z3) -> bool:
                for d in model.decls())
 
 
-# what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts)
-_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(exists ", "(declare-fun trips:", "(ite ")
+# what z3's nlsat does not take (divisions, remainders, quantifiers, functions: trip counts;
+# its tactic turns if-then-else terms into cases)
+_NOT_NLSAT = ("(div ", "(mod ", "(forall ", "(exists ", "(declare-fun trips:")
 
 # atom kind -> (encoder, the atom's term, its definition) -> the constraint that defines it
 _DEFINITIONS = {

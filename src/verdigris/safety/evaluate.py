@@ -6,9 +6,11 @@ object for exact integers). Gives: `Evaluator(space, grid)` with `poly(p)`, `for
 and `atom(name)`: each derived atom through its definition, with the IR's semantics
 (floor division and modulo, by zero giving 0; `pow2` of e is floor(2**e), 0 for e < 0;
 `x >> k`; loop variables `start + k*step`; a wrapped value is the one of its atom's
-interval congruent to the exact value, as two's complement wrap-around gives), and
-`Opaque` for any other atom that `grid` does not give (a loaded value, a trip count, a
-truth value). Derived values are memoized per evaluator.
+interval congruent to the exact value, as two's complement wrap-around gives; the trip
+count of a `for` loop over a range nothing leaves early (`Space.ranged`) in the iteration
+its atom names, the range's length, as the solver's encoder states it), and `Opaque` for
+any other atom that `grid` does not give (a loaded value, any other trip count, a truth
+value). Derived values are memoized per evaluator.
 
 Used by `coverage` (every thread of one block) and `witness` (blocks of small launches).
 """
@@ -48,9 +50,12 @@ class Evaluator:
         if name in self.memo:
             return self.memo[name]
         atom = self.space.atoms[name]
-        if atom.kind not in DEFINED:
+        if atom.kind == "trips":
+            value = self._trip_count(name)
+        elif atom.kind in DEFINED:
+            value = DEFINED[atom.kind](self, *atom.definition)
+        else:
             raise Opaque(name)
-        value = DEFINED[atom.kind](self, *atom.definition)
         modulus = atom.definition[1].value if atom.kind == "wrap" else None
         if modulus is not None and (self.number is int or modulus < 2**63):
             value = atom.lo + (value - atom.lo) % modulus  # the value of [lo, hi] congruent to it
@@ -58,6 +63,39 @@ class Evaluator:
         # (a 64-bit wrap in int64: the arithmetic wrapped already, as two's complement does)
         self.memo[name] = value
         return value
+
+    def _trip_count(self, name: str):
+        """len(range(start, stop, step)) of the loop the trip count atom `name` counts, in
+        the iteration of the loops around it that the atom names (`encoder.range_length`)."""
+        loop = self.space.loops_counted.get(name)
+        if loop not in self.space.ranges:
+            raise Opaque(name)
+        counters = [next(iter(p.atoms())) for p in self.space.atoms[loop].definition]
+        at = {c: self.poly(p) for c, p in zip(counters, self.space.atoms[name].definition)}
+        start, stop, step = self.space.ranges[loop]
+        start, stop = self._at(start, at), self._at(stop, at)
+        span = stop - start if step > 0 else start - stop
+        return np.where(span > 0, (span + abs(step) - 1) // abs(step), 0)
+
+    def _at(self, p: Poly, at: dict):
+        """`p` where the loop counters in `at` take those values (loop variables as
+        `start + k*step`); its block ids and the launch's values as they are."""
+        total = self.number(0)
+        for mono, coef in p.terms.items():
+            term = self.number(coef)
+            for name in mono:
+                atom = self.space.atoms[name]
+                if name in at:
+                    term = term * at[name]
+                elif atom.kind == "loopvar":
+                    start, k, step = atom.definition
+                    term = term * self._at(start + k * step, at)
+                elif name.startswith("bid") or not name.endswith("@"):
+                    term = term * self.atom(name)
+                else:  # a value of one iteration the range's ends cannot depend on
+                    raise Opaque(name)
+            total = total + term
+        return total
 
     def formula(self, f: tuple):
         tag = f[0]

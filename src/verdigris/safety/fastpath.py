@@ -9,7 +9,8 @@ The proofs, per index dimension, after loop variables are expanded to `start + k
 (dimensions that fit none of them are skipped: the others may determine the thread):
 - Mixed radix: the index is `U + sum_j m_j * d_j` where `U` is the same for every thread,
   each digit `d_j` is a thread id or a loop counter in `[0, R_j)`, and, with digits ordered
-  by multiplier, `|m_0| >= 1` and `|m_j| >= |m_{j-1}| * R_{j-1}` (only the last digit may be
+  by multiplier, `|m_0| >= 1` (by its range, or a guard `m_0 > 0` of both paths) and
+  `|m_j| >= |m_{j-1}| * R_{j-1}` (only the last digit may be
   unbounded). Then the index determines every digit. If the digits of all dimensions cover
   every thread id, equal elements mean equal threads. This covers `out[global_id]`,
   `out[k*gid + c]`, grid-stride loops stepping by grid_dim*block_dim, (gid(1), gid(0)) 2-D
@@ -116,9 +117,11 @@ def radix(p: Poly, space: Space, guards: set):
         digits.append((multiplier, mine[0], _extent(mine[0], space, guards), coef > 0))
     if not digits:
         return set()
-    # |m_j| >= |m_{j-1}| * R_{j-1} >= 1 (or the guard) makes every later multiplier positive
+    # |m_j| >= |m_{j-1}| * R_{j-1} >= 1 (or the guard) makes every later multiplier positive;
+    # the first is at least 1 by its interval, or by a guard `-m_0 < 0` of both paths (a
+    # run-time `s` under `if s > 0:`, in `out[i * s]`: multipliers are the launch's values)
     digits.sort(key=lambda d: (max(len(m) for m in d[0].terms), sum(d[0].terms.values())))
-    if space.interval(digits[0][0])[0] < 1:
+    if space.interval(digits[0][0])[0] < 1 and -digits[0][0] not in guards:
         return None
     low = Poly({})  # the digits below the current one, as a polynomial (for guards)
     for j in range(1, len(digits)):

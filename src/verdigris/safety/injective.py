@@ -54,7 +54,7 @@ def distinct_tiles(a, b, space: Space) -> bool:
     apart = _blocks_apart(roots_a, roots_b, guards, space)
     if apart is None:
         return False
-    import z3
+    z3 = budgets.z3()
 
     roots = roots_a | roots_b
     leafed = _with_leaves(space, roots)

@@ -24,21 +24,23 @@ from .algebra import per_thread, rename_formula
 from .uniform import equalities
 
 
-def _epochs(access, kind: str) -> tuple:
+def epochs(access, kind: str) -> tuple:
+    """The epochs of `access` of `kind` (`barriers`): those of an `Ordered` access, else
+    the kernel's start."""
     return getattr(access, "epochs", barriers.START)[kind]
 
 
 def may_meet(a, b) -> bool:
     """Whether `a` and `b` may come after one barrier (block barriers order warps too)."""
-    mine = {x.barrier for x in _epochs(a, "block")}
-    return any(y.barrier in mine for y in _epochs(b, "block"))
+    mine = {x.barrier for x in epochs(a, "block")}
+    return any(y.barrier in mine for y in epochs(b, "block"))
 
 
 def _same_epoch(enc, a, b, kind: str):
     z3 = enc.z3
     options = []
-    for x in _epochs(a, kind):
-        for y in _epochs(b, kind):
+    for x in epochs(a, kind):
+        for y in epochs(b, kind):
             if x.barrier != y.barrier or len(x.iters) != len(y.iters):
                 continue
             options.append(z3.And(

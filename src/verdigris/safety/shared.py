@@ -16,8 +16,10 @@ Takes: a `symbolic.Trace` (its accesses of shared arrays, each with its epochs).
   refused (all of them without a block shape), which only the cpu backend checks.
 
 How, per pair: `order.may_meet` (some barrier both may come after), then `fastpath`
-(the index determines the thread), then `coverage.apart` (no element of two threads, by
-enumeration), then `solver.collide` with the block's order. Per read:
+(the index determines the thread), then `coverage.meetings` (no element of two threads
+after one barrier instance, by enumeration), then `solver.collide` with the block's order:
+first at the threads and iterations where the enumeration found two threads meet (an
+example at once, where the solver agrees), else anywhere. Per read:
 a write every thread of the block makes (unconditionally, wherever the read runs) whose
 index `tid` covers the array along each axis, or the same thread's earlier write of the
 same element, proves it written (writes before it in the same iteration only: a write later
@@ -69,12 +71,13 @@ def check_pairs(trace, budget: int) -> Tally:
                 code = CODE_OF_KINDS.get(tuple(sorted((a.kind, b.kind))))
                 if code is None or _flagged(a, b).loc.line in reported:
                     continue
-                if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids) \
-                        or coverage.apart(a, b, space):
+                met = [] if not order.may_meet(a, b) or fastpath.disjoint(a, b, space, tids) \
+                    else coverage.meetings(a, b, space)
+                if met == []:  # apart
                     tally.fast += 1
                     continue
                 tally.queries += 1
-                error = _pair(code, a, b, space, budget, tally)
+                error = _pair(code, a, b, space, budget, tally, met)
                 if error is not None:
                     tally.errors.append(error)
                     reported.add(error.loc.line)
@@ -90,8 +93,13 @@ def _flagged(a, b):
     return a if a.kind == "read" else b
 
 
-def _pair(code: str, a, b, space, budget: int, tally: Tally):
-    outcome = solver.collide(a, b, space, budget)
+def _pair(code: str, a, b, space, budget: int, tally: Tally, met: list | None):
+    """The finding about `a` and `b`, or None; `met`: where `coverage.meetings` found two
+    threads meet (the solver's query at those points first: the example comes at once)."""
+    outcome = solver.collide(a, b, space, budget, at=(met[0].first, met[0].second)) if met else None
+    if outcome is None or outcome.status != "sat":
+        outcome = solver.collide(a, b, space, budget)
+        met = None
     if outcome.status == "unsat":
         return None
     if outcome.status == "unknown":
@@ -100,6 +108,8 @@ def _pair(code: str, a, b, space, budget: int, tally: Tally):
         return diagnose.data_error(a, b, outcome)
     block = outcome.launch[1]
     if code == "VG211" and order.warp_of(outcome.threads[0], block) == order.warp_of(outcome.threads[1], block):
+        if met:  # threads of one warp where the meetings had none of two warps
+            return diagnose.race_error("VG212", a, b, outcome)
         tally.queries += 1
         apart = solver.collide(a, b, space, budget, apart=True)  # threads of two warps?
         outcome, code = (apart, code) if apart.status == "sat" else (outcome, "VG212")
