@@ -18,8 +18,8 @@ The three set-ups, each the standard way to train in bfloat16 with it:
 - verdigris: bfloat16 parameters and activations, float32 master weights and moments in
   `verdigris.ops.optim.AdamW` (one launch a step over every parameter, packed). Every hot
   operation is a verdigris kernel: the linear layers (the MLP's first one fused with its
-  GELU), causal attention, LayerNorm, the cross-entropy (its gradient computed in its
-  forward) and the optimizer; torch holds the parameters, the data and the autograd tape,
+  GELU), causal attention, LayerNorm, the output layer and its cross-entropy (one op: the
+  loss's gradient written over the logits in the loss's launch) and the optimizer; torch holds the parameters, the data and the autograd tape,
   and does the embedding lookup, the reshapes and the residual adds.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
@@ -72,12 +72,13 @@ BETAS = (0.9, 0.95)
 @dataclass(frozen=True)
 class Ops:
     """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention of
-    (batch, heads, seq, head_dim), and the mean cross-entropy of (rows, vocab) logits."""
+    (batch, heads, seq, head_dim), and the output layer with its loss: the mean
+    cross-entropy of the logits x @ w.T of (rows, features) x against (rows,) targets."""
     linear: object
     linear_gelu: object
     layer_norm: object
     attention: object
-    cross_entropy: object
+    lm_loss: object
 
 
 def torch_ops() -> Ops:
@@ -85,17 +86,18 @@ def torch_ops() -> Ops:
                linear_gelu=lambda x, w, b: F.gelu(F.linear(x, w, b)),
                layer_norm=lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
                attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-               cross_entropy=F.cross_entropy)
+               lm_loss=lambda x, w, targets: F.cross_entropy(F.linear(x, w), targets))
 
 
 def verdigris_ops() -> Ops:
     from verdigris.ops.attention import attention
     from verdigris.ops.linear import linear, linear_gelu
-    from verdigris.ops.losses import cross_entropy
+    from verdigris.ops.losses import linear_cross_entropy
     from verdigris.ops.norms import layer_norm
 
     return Ops(linear=linear, linear_gelu=linear_gelu, layer_norm=layer_norm,
-               attention=lambda q, k, v: attention(q, k, v, causal=True), cross_entropy=cross_entropy)
+               attention=lambda q, k, v: attention(q, k, v, causal=True),
+               lm_loss=linear_cross_entropy)
 
 
 class Block(nn.Module):
@@ -141,8 +143,7 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         x = self.ops.layer_norm(x, self.ln_f.weight, self.ln_f.bias)
-        logits = self.ops.linear(x, self.wte.weight)
-        return self.ops.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+        return self.ops.lm_loss(x.view(-1, x.shape[-1]), self.wte.weight, targets.reshape(-1))
 
     def param_groups(self):
         """Matrices decay, biases and norms do not."""

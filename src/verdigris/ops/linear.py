@@ -4,7 +4,9 @@ Takes: torch tensors x of shape (..., K), a weight (N, K) as torch.nn.Linear sto
 bias (N,), all of one dtype (float16, bfloat16, float32 or float64), on the device
 verdigris runs on (CUDA tensors on the cuda backend, CPU tensors on the cpu one).
 
-Gives: `linear(x, weight, bias=None)` (torch.nn.functional.linear) and
+Gives: `linear(x, weight, bias=None)` (torch.nn.functional.linear),
+`linear_forward(x, weight)` (its product, for ops that begin with a linear layer; the op
+`torch.ops.verdigris.linear_backward(dy, x, weight)` gives its dx and dw) and
 `linear_gelu(x, weight, bias)` (F.gelu(F.linear(x, weight, bias)), the erf form, fused in
 the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::linear_bias`
 and `verdigris::linear_gelu` (with their `_backward`s).
@@ -88,7 +90,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None
     return (dx.view(x.shape), dw) if db is None else (dx.view(x.shape), dw, db)
 
 
-def _linear_forward(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def linear_forward(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x @ weight.T, its rows aligned (the product of `linear`'s forward)."""
     return _forward(x, weight)[0]
 
 
@@ -116,7 +119,7 @@ def _linear_gelu_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tenso
     return _backward(dy, x, weight, bias, z)
 
 
-_linear = differentiable_op("verdigris::linear", _linear_forward, _linear_backward)
+_linear = differentiable_op("verdigris::linear", linear_forward, _linear_backward)
 _linear_bias = differentiable_op("verdigris::linear_bias", _linear_bias_forward, _linear_bias_backward)
 _linear_gelu = differentiable_op("verdigris::linear_gelu", _linear_gelu_forward, _linear_gelu_backward)
 

@@ -8,7 +8,12 @@ device verdigris runs on (CUDA tensors on the cuda backend, CPU tensors on the c
 Gives: `cross_entropy(logits, labels)`, the mean loss over the rows that take part (a
 float32 scalar), as `torch.nn.functional.cross_entropy(logits.float(), labels)` computes
 it, and the torch custom op `verdigris::cross_entropy` (results: the loss and the
-gradient of the mean with respect to the logits).
+gradient of the mean with respect to the logits); `linear_cross_entropy(x, weight,
+labels)`, the same loss of the logits x @ weight.T (a language model's output layer and its
+loss in one op, `verdigris::linear_cross_entropy`), which never keeps logits and gradient
+apart: the gradient is written over the logits in the loss's launch (the kernel's checked
+in-place form), and the loss's upstream gradient scales x's and weight's gradients, not
+the logits'.
 
 Guarantees: one launch (`examples.tile_cross_entropy.forward_backward`) reads the logits
 twice, in float32 (in place where their rows are evenly strided: `rows.rows`), and writes
@@ -26,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from verdigris.examples.tile_cross_entropy import IGNORE_INDEX, forward_backward
+from verdigris.ops.linear import linear_forward
 from verdigris.ops.rows import aligned_rows, rows
 from verdigris.runtime.torch_ops import torch_op
 
@@ -58,13 +64,53 @@ def _gradient(ctx, dloss, _dgrad):
 _cross_entropy.register_autograd(_gradient, setup_context=_setup_context)
 
 
+@torch_op("verdigris::linear_cross_entropy")
+def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor,
+                          labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    labels = labels.contiguous()
+    counted = (labels != IGNORE_INDEX).sum().to(torch.float32)
+    logits = linear_forward(x, weight)  # rows aligned; then the gradient, in place
+    loss, lse = (x.new_empty(x.shape[0], dtype=torch.float32) for _ in range(2))
+    if logits.numel():
+        forward_backward(logits, labels, loss, lse, counted.reciprocal().expand(x.shape[0]), in_place=True)
+    return loss.sum() / counted, logits
+
+
+def _setup_linear_context(ctx, inputs, output):
+    ctx.save_for_backward(output[1], inputs[0], inputs[1])
+
+
+def _linear_gradients(ctx, dloss, _dgrad):
+    grad, x, weight = ctx.saved_tensors
+    dx, dw = torch.ops.verdigris.linear_backward(grad, x, weight)  # an op: traced as one
+    return dx.mul_(dloss), dw.mul_(dloss), None  # the small products scaled, not the logits
+
+
+_linear_cross_entropy.register_autograd(_linear_gradients, setup_context=_setup_linear_context)
+
+
+def _check(logits_shape, labels, dtype, what: str) -> None:
+    if len(logits_shape) != 2 or labels.shape != logits_shape[:1]:
+        raise ValueError(f"{what}: logits must be (rows, vocab) and labels (rows,); got "
+                         f"{tuple(logits_shape)} and {tuple(labels.shape)}")
+    if dtype not in DTYPES or labels.dtype.is_floating_point:
+        raise ValueError(f"{what}: logits must be float32, bfloat16 or float16 and labels "
+                         f"integers; got {dtype} and {labels.dtype}")
+
+
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The mean softmax cross-entropy of the logits x @ weight.T ((rows, features) by (vocab,
+    features)) against (rows,) labels, rows labelled -100 left out:
+    `F.cross_entropy(F.linear(x, weight), labels)` without logits beside their gradient."""
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1] or x.dtype != weight.dtype:
+        raise ValueError(f"linear_cross_entropy: x must be (rows, features) and weight (vocab, features), "
+                         f"of one dtype; got {tuple(x.shape)} {x.dtype} and {tuple(weight.shape)} {weight.dtype}")
+    _check((x.shape[0], weight.shape[0]), labels, x.dtype, "linear_cross_entropy")
+    return _linear_cross_entropy(x, weight, labels)[0]
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The mean softmax cross-entropy of (rows, vocab) logits against (rows,) labels,
     rows labelled -100 left out."""
-    if logits.dim() != 2 or labels.shape != logits.shape[:1]:
-        raise ValueError(f"cross_entropy: logits must be (rows, vocab) and labels (rows,); got "
-                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
-    if logits.dtype not in DTYPES or labels.dtype.is_floating_point:
-        raise ValueError(f"cross_entropy: logits must be float32, bfloat16 or float16 and labels "
-                         f"integers; got {logits.dtype} and {labels.dtype}")
+    _check(logits.shape, labels, logits.dtype, "cross_entropy")
     return _cross_entropy(logits, labels)[0]
