@@ -287,7 +287,7 @@ class Block:
     # ---- test helpers
     def tile_value(self, layout: L.Layout, array: np.ndarray, dtype, reg_type: ir.Type):
         """`array` (of `layout`'s padded shape) held in `layout`, as a TileValue."""
-        from verdigris.tile.lower import TileValue
+        from verdigris.tile.values import TileValue
 
         regs = []
         for r in range(layout.num_regs):

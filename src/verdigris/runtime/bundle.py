@@ -241,7 +241,7 @@ def launch_entry(kernel: KernelFunction, spec) -> dict:
     ir = spec.kernel
     launch_block = spec.launch_block
     if kernel.track == "tile" and launch_block is None:
-        from ..tile.lower import launch_block as tile_block
+        from ..tile.warps import launch_block as tile_block
 
         launch_block = tile_block(ir)
     names = [p.name for p in kernel.params]

@@ -238,7 +238,7 @@ def build_image(spec, target: str, arch: str, checked: bool, device: int | None 
 
 
 def tile_block(spec) -> tuple:
-    """The block a tile kernel launches with (`tile.lower.launch_block`), kept on the
+    """The block a tile kernel launches with (`tile.warps.launch_block`), kept on the
     specialization and in the disk cache: a cached kernel's launch then does not import
     the tile lowering."""
     key = cache.key(format_kernel(spec.kernel), ("launch block", spec.key), "any target")
@@ -246,7 +246,7 @@ def tile_block(spec) -> tuple:
     if stored is not None and stored.count(b",") == 2:
         spec.launch_block = tuple(int(n) for n in stored.split(b","))
     else:
-        from ..tile.lower import launch_block
+        from ..tile.warps import launch_block
 
         spec.launch_block = tuple(launch_block(spec.kernel))
         cache.put(key, ",".join(map(str, spec.launch_block)).encode())

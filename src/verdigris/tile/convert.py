@@ -25,6 +25,7 @@ from math import prod
 from llvmlite import ir
 
 from ..codegen.dtypes import BFLOAT, DOUBLE, FLOAT, HALF, I1, I32, I64, mem_type, to_mem, to_reg
+from .values import TileValue
 
 
 def _itemsize(ty: ir.Type) -> int:
@@ -74,8 +75,6 @@ def staged(low, pieces: list, layout, shape: tuple, source_of):
     """The tile of `layout` whose element c is element `source_of(c)` of a buffer of the
     padded `shape`, into which each (value, place) of `pieces` first writes its element c
     at `place(c)[0]` where `place(c)[1]` (an i1, or None: always) holds."""
-    from .lower import TileValue
-
     b = low.b
     dtype = pieces[0][0].dtype
     ty = pieces[0][0].regs[0].type

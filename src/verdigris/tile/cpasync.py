@@ -45,7 +45,7 @@ from ..codegen.dtypes import I1, I32, I64, i32
 from ..ir import nodes as N
 from . import control, operand, pipeline, ptx
 from .layout import unit_reshaped
-from .lower import TileValue
+from .values import TileValue
 
 CHUNK = 16  # bytes per cp.async.cg
 

@@ -22,6 +22,7 @@ from llvmlite import ir
 
 from ..codegen.dtypes import I32
 from . import convert, reduce
+from .values import TileValue
 
 
 def _axis_bits(bases: tuple, axes) -> int:
@@ -52,8 +53,6 @@ def _in_registers(layout, node) -> tuple | None:
 
 
 def flip(low, node, want):
-    from .lower import TileValue
-
     value = low.tile(node.value, want)
     layout = value.layout
     plan = _in_registers(layout, node)

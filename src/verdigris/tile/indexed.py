@@ -23,11 +23,10 @@ from llvmlite import ir
 from ..codegen import atomics
 from ..codegen.dtypes import I1, I32, mem_type, to_mem, to_reg
 from ..codegen.lower import within
+from .values import TileValue
 
 
 def gather(low, node, want):
-    from .lower import TileValue
-
     b, dtype = low.b, node.array.dtype
     layout = want or low.default(node.shape)
     indices = [low.tile(i, layout) for i in node.indices]

@@ -18,7 +18,7 @@ from ..codegen.dtypes import DOUBLE, FLOAT, I8, I32, I64, i32
 from ..ir import tiles as X
 from . import operand, ptx
 from .layout import padded
-from .lower import TileValue
+from .values import TileValue
 
 if TYPE_CHECKING:
     from .matmul import DotPlan

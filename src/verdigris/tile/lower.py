@@ -2,8 +2,8 @@
 
 Takes: a specialized tile `ir.Kernel` and a target (`codegen.TARGETS`). Gives:
 `lower(kernel, target) -> llvmlite.ir.Module` (one `ptx_kernel` function with the SIMT
-lowering's ABI: `abi_params(kernel)` then the fault block), `num_warps(kernel)` and
-`launch_block(kernel)` (the 1-D block the kernel must be launched with: 32 * num_warps).
+lowering's ABI: `abi_params(kernel)` then the fault block). Its warps are `warps`'
+(`num_warps`, `launch_block`); tile values in registers are `values`' (`TileValue`, `Lazy`).
 
 How: the block's threads share each tile value. Every tile value gets a distributed
 layout (`layout.Layout`); a thread holds its elements as a list of LLVM registers, so an
@@ -36,20 +36,10 @@ register and a loaded bfloat16 pair stays in one 32-bit word until its use; the 
 one statement are issued together, before its arithmetic (`prefetch`); and a statement
 that loads is lowered once on each path of its loads (`memory.with_loads`), so that on the
 vector path its loads, arithmetic and store or assignment are one straight-line block.
-
-The warp count (`num_warps`): `kernel.block` when the launch gave `num_warps=` (the
-block is then part of the specialization); otherwise the largest tile's padded element
-count / (32 lanes * 8 elements per thread), clamped to 1..8 (a power of two, as padded
-sizes are) and to 4 per 64x64 block of each matrix product's result (`_product_warps`).
-Each padded shape's default layout (`layout.blocked`) puts 16 bytes of the narrowest
-dtype loaded or stored at that shape in each thread's consecutive registers (fewer when
-the tile has fewer elements than that many per thread).
 """
 from __future__ import annotations
 
 import dataclasses
-import weakref
-from dataclasses import dataclass
 from math import prod
 
 from llvmlite import ir
@@ -68,97 +58,10 @@ from . import (convert, elementwise, flips, indexed, locks, memory, ordering, pi
                reduce, scan, sharedmem, sorting, varlayout)
 from .sharedmem import DYNAMIC_SHARED_SYMBOL, Exchange
 from .layout import WARP_SIZE, Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
+from .values import Lazy, TileValue, forced, forced_all
+from .warps import launch_block, num_warps, vector_widths
 
-MAX_WARPS = 8
-ELEMENTS_PER_THREAD = 8
 MAX_STATIC_SHARED = 48 * 1024
-
-
-@dataclass
-class TileValue:
-    """A tile in registers: `regs[r]` is register r of `layout` (register form of dtype),
-    or, in what `TileLowering.tile(..., lazy=True)` gives, a `Lazy` that computes it."""
-
-    layout: Layout
-    regs: list
-    dtype: DType
-
-
-class Lazy:
-    """A register computed where it is first used, once (`get`). Elementwise results and
-    loaded vectors' elements are lazy, so a chain of elementwise ops runs register by
-    register (each value dies soon after it is made, and a load's bfloat16 pair stays
-    packed in 32 bits until its use) instead of op by op over the whole tile. Only
-    straight-line consumers take lazy registers, so the first use dominates the others."""
-
-    __slots__ = ("make", "value")
-
-    def __init__(self, make):
-        self.make, self.value = make, None
-
-    def get(self) -> ir.Value:
-        if self.value is None:
-            self.value = self.make()
-        return self.value
-
-
-def forced(reg) -> ir.Value:
-    return reg.get() if isinstance(reg, Lazy) else reg
-
-
-def _forced_all(value: TileValue) -> TileValue:
-    if not any(isinstance(r, Lazy) for r in value.regs):
-        return value
-    return TileValue(value.layout, [forced(r) for r in value.regs], value.dtype)
-
-
-def _tile_nodes(kernel: N.Kernel):
-    from ..frontend import walk
-
-    return (n for n in walk(kernel.body) if isinstance(n, (X.TileExpr, X.TileStore, X.TileAtomic, X.Scatter)))
-
-
-def _shape_of(node) -> tuple:
-    return node.shape if isinstance(node, X.TileExpr) else node.value.shape
-
-
-_WARPS: "weakref.WeakKeyDictionary[N.Kernel, int]" = weakref.WeakKeyDictionary()
-
-
-def num_warps(kernel: N.Kernel) -> int:
-    if kernel.block is not None:
-        return kernel.block[0] // WARP_SIZE
-    warps = _WARPS.get(kernel)
-    if warps is None:
-        nodes = list(_tile_nodes(kernel))
-        largest = max((prod(padded(_shape_of(n))) for n in nodes), default=1)
-        warps = max(1, min(MAX_WARPS, largest // (WARP_SIZE * ELEMENTS_PER_THREAD),
-                           *(_product_warps(n) for n in nodes if isinstance(n, X.TileDot))))
-        _WARPS[kernel] = warps
-    return warps
-
-
-def _product_warps(dot: X.TileDot) -> int:
-    """The most warps a matrix product's (M x N) result keeps busy: a warpgroup (4 warps)
-    per 64x64 block of it. A 64x64 product on 8 warps would split its 64 columns between
-    two warpgroups, narrower than wgmma's 64-column panels, and fall back to mma.sync
-    without a pipeline (75 TFLOP/s at 1024^3 bf16 on the H200, against 210 for 64x128)."""
-    m, n = padded(dot.shape)
-    return 4 * max(1, (m // 64) * (n // 64))
-
-
-def launch_block(kernel: N.Kernel) -> tuple:
-    return (num_warps(kernel) * WARP_SIZE, 1, 1)
-
-
-def _vector_widths(kernel: N.Kernel) -> dict:
-    """Padded shape -> elements per 16-byte access of the narrowest dtype moved at it."""
-    widths: dict = {}
-    for n in _tile_nodes(kernel):
-        if isinstance(n, (X.TileLoad, X.TileStore, X.TileAtomic)):
-            shape = padded(_shape_of(n))
-            widths[shape] = max(widths.get(shape, 1), 16 // n.array.dtype.itemsize)
-    return widths
 
 
 def _error(message: str, node) -> errors.CompileError:
@@ -178,7 +81,7 @@ class TileLowering(_KernelLowering):
         self.kernel = kernel
         self.kernel_id = checks.kernel_id(kernel)
         self.num_warps = num_warps(kernel)
-        self.widths = _vector_widths(kernel)
+        self.widths = vector_widths(kernel)
         self.entry = Emitter(self.module, self.allocas, kernel.fma)  # code every block is dominated by
         tid = self.entry.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
         self.lane = self.allocas.and_(tid, ir.Constant(I32, WARP_SIZE - 1), name="lane")
@@ -305,8 +208,8 @@ class TileLowering(_KernelLowering):
                 raise _error(f"{type(e).__name__} tiles cannot be compiled for the GPU yet", e)
             value = lowering(self, e, want)
         if want is not None and value.layout != want:
-            value = convert.relayout(self, _forced_all(value), want, e.shape, e.shape)
-        return value if lazy else _forced_all(value)
+            value = convert.relayout(self, forced_all(value), want, e.shape, e.shape)
+        return value if lazy else forced_all(value)
 
     def _tile_var(self, e: X.TileVar, want) -> TileValue:
         layout, slots = self.tile_slots[e.name]
@@ -374,7 +277,7 @@ class TileLowering(_KernelLowering):
 
     def _reshape(self, e: X.Reshape, want) -> TileValue:
         if not only_unit_axes_differ(e.value.shape, e.shape):
-            source = _forced_all(self.tile(e.value))
+            source = forced_all(self.tile(e.value))
             return convert.relayout(self, source, want or self.default(e.shape), e.value.shape, e.shape)
         # Only unit axes come or go: the same registers, relabelled (and `want` passed on).
         source = self.tile(e.value, None if want is None else unit_reshaped(want, e.shape, e.value.shape),

@@ -47,7 +47,9 @@ from ..types import from_name
 from . import issue, memory, operand, pieces, ptx, sorting
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from ..codegen.attributes import grid_constant_attributes
-from .lower import TileLowering, TileValue, num_warps
+from .lower import TileLowering
+from .values import TileValue
+from .warps import num_warps
 from .sharedmem import MAX_DYNAMIC_SHARED, shared_per_block
 from .mma_layout import GroupGeometry, SyncGeometry, a_fragments, a_layout, group_fits, sync_fits
 

@@ -42,6 +42,7 @@ from ..codegen import atomics
 from ..codegen.dtypes import FLOAT, I1, I32, I64, is_narrow_float, mem_type, to_mem, to_reg
 from ..ir.nodes import ON_GRID_EXTENT
 from . import control
+from .values import Lazy, TileValue, forced
 
 
 class _Access:
@@ -262,8 +263,6 @@ def load_group(low, items: list) -> list:
     one 32-bit register, up to the merge and beyond; each register is unpacked and
     converted where it is first used (`Lazy`), so a loaded tile holds half the registers
     until then."""
-    from .lower import forced
-
     group = _Group(low, items)
     flat = group.paths(lambda words: [forced(w) for k in range(len(items)) for w in words[k]])
     words = {}
@@ -330,8 +329,6 @@ class _Group:
 
     def rolled(self, k: int) -> list:
         """Access k's words, read back from the local array where each is first used."""
-        from .lower import Lazy
-
         b, low, access, words = self.low.b, self.low, self.accesses[k], self.packing[k]
         count = access.layout.num_regs // access.width
         local = _local_array(low, words.word, count * words.count)
@@ -351,8 +348,6 @@ class _Group:
                 for i in range(count * words.count)]
 
     def values(self, words: dict) -> list:
-        from .lower import Lazy, TileValue, forced
-
         b = self.low.b
         return [TileValue(layout, [Lazy(lambda word=word, j=j, packing=self.packing[k]:
                                         packing.register(b, forced(word), j))

@@ -30,6 +30,7 @@ from llvmlite import ir
 from ..codegen.dtypes import I32
 from . import convert
 from .layout import Layout, next_pow2, padded, stacked
+from .values import TileValue, forced_all
 
 
 def _const(n: int) -> ir.Constant:
@@ -45,8 +46,6 @@ def _source_coords(coords, node, extents: tuple) -> list:
 def _picked(value, node):
     """The slice as a choice of registers (a `TileValue`), or None where lane or warp bits
     move along a sliced axis."""
-    from .lower import TileValue
-
     source = value.layout
     cut = [k for k, n in enumerate(node.shape) if n != node.value.shape[k]]
     if any(basis[k] for basis in source.lanes + source.warps for k in cut):
@@ -79,13 +78,11 @@ def _placed(b, coords, node, extents: tuple) -> tuple:
 
 
 def tile_slice(low, node, want):
-    from .lower import _forced_all
-
     value = low.tile(node.value, lazy=True)
     picked = _picked(value, node)
     if picked is not None:
         return picked
-    value = _forced_all(value)
+    value = forced_all(value)
     layout = want or low.default(node.shape)
     place = lambda coords: _placed(low.b, coords, node, value.layout.shape)  # noqa: E731
     return convert.staged(low, [(value, place)], layout, layout.shape, lambda coords: coords)
@@ -103,8 +100,6 @@ def stackable(node, layouts: list):
 
 
 def cat(low, node, want):
-    from .lower import TileValue, _forced_all
-
     axis, b = node.axis, low.b
     values = [low.tile(part, lazy=True) for part in node.parts]  # every part before the buffer
     layout = stackable(node, [v.layout for v in values])
@@ -114,7 +109,7 @@ def cat(low, node, want):
     layout = want or low.default(node.shape)
     pieces, start = [], 0
     for part, value in zip(node.parts, values):
-        value = _forced_all(value)
+        value = forced_all(value)
         n = part.shape[axis]
 
         def place(coords: list, start=start, n=n, ragged=value.layout.shape[axis] != n):

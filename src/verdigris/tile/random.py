@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ..codegen.dtypes import FLOAT, I32, I64
 from ..cpu.philox import MULTIPLIERS, ROUNDS, WEYL
+from .values import TileValue
 
 
 def _mulhilo(b, multiplier: int, word: ir.Value) -> tuple:
@@ -41,8 +42,6 @@ def philox_word0(b, counter: tuple, keys: list) -> ir.Value:
 
 
 def rand(low, node, want):
-    from .lower import TileValue
-
     b = low.b
     offsets = low.tile(node.offsets, want)
     seed = _words(b, low.expr(node.seed), node.seed.dtype.is_signed)

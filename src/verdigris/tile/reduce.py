@@ -28,6 +28,7 @@ from . import control
 from .convert import _itemsize
 from .layout import LANE_BITS, WARP_SIZE
 from .operand import aligned
+from .values import TileValue
 
 FULL_MASK = ir.Constant(I32, 0xFFFFFFFF)
 INT32_MAX = 2**31 - 1
@@ -106,8 +107,6 @@ def _slot_type(ty: ir.Type) -> ir.Type:
 
 
 def reduce(low, node):
-    from .lower import TileValue
-
     source = low.tile(node.value)
     layout, dt, b, em = source.layout, node.value.dtype, low.b, low.em
     axes = tuple(range(layout.rank)) if node.axis is None else (node.axis,)

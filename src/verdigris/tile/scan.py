@@ -38,6 +38,7 @@ from ..codegen.dtypes import I32, I64, const, round_narrow
 from ..ir import tiles as X
 from . import reduce
 from .convert import _itemsize
+from .values import TileValue
 
 _SOURCES = ("register", "lane", "warp")
 
@@ -132,8 +133,6 @@ def _without_padding(low, layout, regs: list, axis: int, extent: int, identity: 
 
 
 def scan(low, node):
-    from .lower import TileValue
-
     source = low.tile(node.value)
     layout, dtype = source.layout, node.dtype
     combine, identity = reduce._VALUE_OPS[X.SCAN_OPS[node.op]]

@@ -35,6 +35,7 @@ from . import reduce
 from .convert import _itemsize
 from .layout import LANE_BITS, WARP_SIZE
 from .scan import _SOURCES, _bits_along
+from .values import TileValue
 
 # Bytes of items a warp step moves through shared memory between two barriers (tile code's
 # two buffers then take 2 * ROUND_BYTES of static shared memory: `STATIC_BYTES`).
@@ -164,8 +165,6 @@ class _Network:
 
 
 def sort(low, node):
-    from .lower import TileValue
-
     source = low.tile(node.value)
     layout, dtype, b, axis = source.layout, node.value.dtype, low.b, node.axis
     key_type = I64 if dtype.bits == 64 else I32
