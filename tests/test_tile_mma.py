@@ -22,7 +22,7 @@ from verdigris.examples import report, tile_attention, tile_gemm
 from verdigris.examples.tile_gemm import available, batched_gemm, gemm, gemm_bias_gelu, gemm_nt
 from verdigris.ir import ArrayType
 from verdigris.ir import tiles as X
-from verdigris.tile import matmul, mma_layout, operand
+from verdigris.tile import matmul, mma_layout, mma_plan, operand
 from verdigris.tile.mma_layout import GroupGeometry, SyncGeometry
 
 from located import assert_points_at
@@ -334,11 +334,11 @@ def test_sm90a_attention_streams_k_and_v_and_keeps_p_in_registers():
     assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"]
     assert [inv.node.name for inv in pipe.invariants] == ["qt"]  # staged once, before the loop
     assert [m.box for m in plan.tensor_maps] == [(1, 64, 64), (1, 64, 64)]
-    (pv,) = [d for d in matmul._walk(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
+    (pv,) = [d for d in mma_plan.walk_nodes(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
     assert isinstance(pv.b, X.TileVar) and pv.b.name == "vt"  # P @ V: P from registers
     assert pv.b.name == "vt" if isinstance(pv.b, X.TileVar) else True
     # the running max / sum and the mask's indices live where the scores are: no data moves
-    layouts = matmul._accumulators(kernel, plan)
+    layouts = mma_plan.accumulators(kernel, plan)
     scores = layouts["s"]
     assert layouts["m_i"] == layouts["l_i"] == layouts["alpha"] == layouts["rows"] == scores.sliced({1})
     assert layouts["cols"] == scores.sliced({0})

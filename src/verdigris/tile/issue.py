@@ -4,7 +4,7 @@ products in flight) and `fma` (a K loop of fused multiply-adds over operands in 
 memory). `K_STEP`: each engine's K per instruction, per operand kind.
 
 Takes: the lowering (`matmul.MmaLowering`: its builder, warp and lane, plan, shared
-memory), the product's `matmul.DotPlan`, the accumulator's registers and where the operands
+memory), the product's `mma_plan.DotPlan`, the accumulator's registers and where the operands
 are. Gives: the accumulator's new registers. The choice of engine, layouts and shared
 memory is `matmul.plan`'s; this module only issues.
 """
@@ -21,7 +21,7 @@ from .layout import padded
 from .values import TileValue
 
 if TYPE_CHECKING:
-    from .matmul import DotPlan
+    from .mma_plan import DotPlan
 
 K_STEP = {"wgmma": {"bfloat16": 16, "float16": 16, "float8_e4m3fn": 32, "float8_e5m2": 32,
                     "tf32": 8},

@@ -1,6 +1,6 @@
 """Which loops stream their product operands, and what: the matching for `pipeline`.
 
-Takes: a tile kernel, the target and its `matmul.Plan`. Gives `find(kernel, target, plan)
+Takes: a tile kernel, the target and its `mma_plan.Plan`. Gives `find(kernel, target, plan)
 -> [Pipeline]`: the loops whose operand tiles can stream (the plan then sizes their stages,
 `matmul.plan`), with the TMA descriptors they take (`plan.tensor_maps`); on sm_90a, loops
 of wgmma products, elsewhere of mma.sync products (`cpasync`: 16-bit operands only, as fp8
