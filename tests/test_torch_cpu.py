@@ -129,3 +129,21 @@ def test_real_torch_tensors(rng):
     out = torch.full((128,), float("nan"), dtype=torch.bfloat16)
     scale_into[2, 64](x, out, 0.5)
     assert torch.equal(out, (x.detach().double() * 0.5).to(torch.bfloat16))
+
+
+def test_a_lazily_negated_tensor_is_refused():
+    """torch._neg_view's memory holds the values un-negated: launching on it would read
+    the wrong values, so the launch is refused with the fix named."""
+    torch = pytest.importorskip("torch")
+
+    @simt.kernel
+    def copy(x, y):
+        i = simt.global_id(0)
+        if i < x.shape[0]:
+            y[i] = x[i]
+
+    y = torch.zeros(4)
+    with pytest.raises(vg.LaunchError, match="negative or conjugate bit"):
+        copy[1, 32](torch.arange(4.0)._neg_view(), y)
+    copy[1, 32](torch.arange(4.0)._neg_view().resolve_neg(), y)
+    assert y.tolist() == [-0.0, -1.0, -2.0, -3.0]

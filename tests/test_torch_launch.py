@@ -190,7 +190,8 @@ def test_the_compiled_launcher_launches_what_the_python_launcher_launches(cache)
 def test_refusals_and_in_place_changes_on_the_compiled_path(cache):
     """The alias check runs at every launch (a hit goes to the general path, which refuses
     it); a tensor changed in place (`set_`, `resize_`, `.data =`) is read again; torch's
-    own types only (a Parameter, not a subclass)."""
+    own types only (a Parameter, not a subclass); a tensor with its negative bit set is
+    refused."""
     got = run("""
     n = 1000
     x, y, o, z = (torch.randn(n) for _ in range(4))
@@ -221,6 +222,7 @@ def test_refusals_and_in_place_changes_on_the_compiled_path(cache):
     weights = torch.nn.Parameter(torch.randn(n))
     attempt("a Parameter", "axpy", (8, 128), 2.0, weights, y, o)
     attempt("a Parameter again", "axpy", (8, 128), 2.0, weights, y, o)
+    attempt("a negative view", "axpy", (4, 256), 2.0, x._neg_view(), y, o)
     out["extra"] = extra
     """, cache)
     extra = got.pop("extra")
@@ -236,6 +238,9 @@ def test_refusals_and_in_place_changes_on_the_compiled_path(cache):
     assert got["z set_"]["c"]["launch"]["slots"][1:3] == extra["z set_"]  # x's address, extent
     assert got["z resize_"]["c"]["launch"]["variant"] != got["z"]["c"]["launch"]["variant"]
     assert got["z .data = float64"]["c"]["general"] == 1
+    # a lazily negated view holds values its memory does not: refused, never launched
+    assert got["a negative view"]["c"]["result"].startswith("LaunchError")
+    assert got["a negative view"]["c"]["launch"] is None
 
 
 def test_faults_contexts_threads_the_setting_and_a_backend_switch(cache):

@@ -435,6 +435,7 @@ PyMODINIT_FUNC PyInit__claunch(void) {
     if (!module) return NULL;
     STREAM = PyUnicode_InternFromString("stream");
     NUM_WARPS = PyUnicode_InternFromString("num_warps");
+    IS_NEG = PyUnicode_InternFromString("is_neg");
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(module, "Launcher", (PyObject *)&LauncherType) < 0) return NULL;
     return module;

@@ -75,11 +75,24 @@ typedef struct {
 } Rules;
 
 
+static PyObject *IS_NEG;  /* interned "is_neg" */
+
+/* Whether torch's `obj.is_neg()` is false: a lazily negated view's memory holds the values
+   un-negated, and the exchange API describes that memory as it is (the general path
+   refuses such a tensor). */
+static int not_negated(PyObject *obj) {
+    PyObject *negated = PyObject_CallMethodNoArgs(obj, IS_NEG);
+    if (!negated) { PyErr_Clear(); return 0; }
+    Py_DECREF(negated);
+    return negated == Py_False;
+}
+
 /* Source of a tensor's facts; 0, or -1 when the launch goes down the chain. */
 static int read_array(const Param *p, PyObject *obj, Facts *f, const Rules *rules) {
     DLTensor t;
     if (Py_TYPE(obj) != p->type) return -1;
     if (p->api->dltensor_from_py_object_no_sync(obj, &t)) { PyErr_Clear(); return -1; }
+    if (!not_negated(obj)) return -1;
     if (t.dtype.code != p->dtype.code || t.dtype.bits != p->dtype.bits ||
         t.dtype.lanes != p->dtype.lanes || t.device.device_type != rules->device.device_type ||
         t.device.device_id != rules->device.device_id || t.ndim != p->ndim)

@@ -283,7 +283,17 @@ def _numpy(a):
                      _dtype_of(a.dtype, T.from_numpy), -1, not a.flags.writeable, a)
 
 
+def _lazily_transformed(t) -> bool:
+    """Whether a torch tensor's values are not those of its memory: its negative or
+    conjugate bit is set (torch negates or conjugates them when it reads them)."""
+    return any(getattr(t, bit, lambda: False)() for bit in ("is_neg", "is_conj"))
+
+
 def _torch(t):
+    if _lazily_transformed(t):
+        raise LaunchError("a torch tensor with its negative or conjugate bit set (a lazy view, such as "
+                          "x.conj() of a complex tensor or torch._neg_view) holds values its memory does not",
+                          hint="pass t.resolve_neg().resolve_conj() (a copy with the values in memory)")
     if t.is_cuda:
         device = t.get_device()
     elif t.is_cpu:

@@ -9,8 +9,8 @@ returns its `ArrayFacts` (the source expressions of its pointer, shape, strides 
 `vg.Array`, its byte range), `alias_check(w, spec, facts)`, and `items(names)`.
 
 Guarantees: a launcher passes an array only where the general path would have decided the
-same: the exact type and dtype (torch and CuPy: the libraries' own dtype objects), the
-device, the rank, C order or not, unit inner stride and 16-byte alignment as in the key
+same: the exact type and dtype (torch and CuPy: the libraries' own dtype objects; a torch
+tensor without its negative bit, which the general path refuses), the device, the rank, C order or not, unit inner stride and 16-byte alignment as in the key
 (a `vg.Array`: one identity test of its `kind`, which holds them all), and the tile
 track's divisibility facts. An array type of another library is described by its
 `interop` extractor, then checked like a `vg.Array`. The alias check compares the byte
@@ -27,7 +27,7 @@ from .speckeys import divisibility
 # Per array kind, the expressions of its facts; `{a}` is the argument, `{i}` its index.
 _KINDS = {
     interop._torch: dict(
-        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.get_device() != _DEV",
+        check="type({a}) is not _ty{i} or {a}.dtype is not _dt{i} or {a}.get_device() != _DEV or {a}.is_neg()",
         ptr="{a}.data_ptr()", shape="{a}.shape", strides="{a}.stride()",
         contiguous="not {a}.is_contiguous()", library_dtype=True),
     interop._cupy: dict(
