@@ -136,8 +136,8 @@ def forward_only_op(name: str, forward, what: str):
                                   f"inputs, or compute what needs gradients with an op that has one)")
 
     # real annotations, not strings: torch.library reads them, and torch is imported here
-    no_gradient.__annotations__ = dict(grads=list[torch.Tensor], inputs=list[torch.Tensor],
-                                       **{"return": list[torch.Tensor]})
+    no_gradient.__annotations__ = {"grads": list[torch.Tensor], "inputs": list[torch.Tensor],
+                                   "return": list[torch.Tensor]}
     backward_op = torch_op(f"{name}_backward",
                            fake=lambda grads, inputs: [torch.empty_like(t) for t in inputs])(no_gradient)
 
