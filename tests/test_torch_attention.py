@@ -3,16 +3,19 @@ and v's gradients against torch's scaled_dot_product_attention in float32 (float
 bfloat16 inputs, head dims 64 and 16, causal and not, a sequence no tile divides), the
 gradients the same bit for bit from run to run, fake tensors (shapes without a launch),
 grouped-query attention (2 and 4 query heads per K/V head) against SDPA's enable_gqa,
-`attention_varlen` against SDPA one sequence at a time, the refusals of inputs the kernels
-do not take, `differentiable_op(saves_outputs=True)`
-on its own, and torch.compile(fullgraph=True) forward and backward. Skipped without torch;
-the GPU twin is tests/gpu/test_attention_backward_gpu.py."""
+`attention_varlen` against float64 SDPA one sequence at a time, `attention_fp8` (e4m3 with
+descales, GQA, causal and not) against float64 SDPA of the dequantized inputs, the refusals
+of inputs the kernels do not take, `differentiable_op(saves_outputs=True)`
+on its own, and torch.compile(fullgraph=True) forward and backward; the forward-only ops
+(varlen, fp8) under fake tensors and torch.compile (aot_eager: no inductor compile), and a
+backward through them raising NotImplementedError, eager and compiled. Skipped without torch;
+the GPU twins are tests/gpu/test_attention_backward_gpu.py and test_torch_attention_gpu.py."""
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from verdigris.autograd import differentiable_op  # noqa: E402
-from verdigris.ops.attention import attention, attention_varlen  # noqa: E402
+from verdigris.ops.attention import attention, attention_fp8, attention_varlen  # noqa: E402
 
 F = torch.nn.functional
 TOLERANCE = {torch.float16: 4e-3, torch.bfloat16: 1.6e-2}  # of the reference's largest value
@@ -103,11 +106,78 @@ def test_variable_length_sequences(rng, causal):
     o = attention_varlen(q, k, v, cu, causal=causal)
     for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
         if start < end:
-            one = [t[start:end].transpose(0, 1).float()[None] for t in (q, k, v)]
+            one = [t[start:end].transpose(0, 1).double()[None] for t in (q, k, v)]
             want = F.scaled_dot_product_attention(*one, is_causal=causal, enable_gqa=True)
             assert max_rel(o[start:end], want[0].transpose(0, 1)) < TOLERANCE[torch.bfloat16]
     with pytest.raises(ValueError, match="1-d int32"):
         attention_varlen(q, k, v, cu.long())
+
+
+def packed(rng, lengths, heads=4, kv_heads=2, d=32):
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.from_numpy(rng.standard_normal((int(cu[-1]), heads, d))).to(torch.bfloat16)
+    k, v = (torch.from_numpy(rng.standard_normal((int(cu[-1]), kv_heads, d))).to(torch.bfloat16) for _ in range(2))
+    return q, k, v, cu
+
+
+def fp8_inputs(rng, heads=4, kv_heads=2, seq=70, d=32):
+    """e4m3 q, k, v (batch 2) and their descales, each tensor's range onto e4m3's (448)."""
+    real = [torch.from_numpy(rng.standard_normal((2, h, seq, d)) * 3) for h in (heads, kv_heads, kv_heads)]
+    descales = [float(t.abs().max()) / 448 for t in real]
+    return [(t / s).to(torch.float8_e4m3fn) for t, s in zip(real, descales)], descales
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_fp8_against_float64_attention_of_the_dequantized_inputs(rng, causal):
+    (q, k, v), descales = fp8_inputs(rng)
+    o = attention_fp8(q, k, v, *descales, causal=causal)
+    real = [t.double() * s for t, s in zip((q, k, v), descales)]
+    want = F.scaled_dot_product_attention(*real, is_causal=causal, enable_gqa=True)
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape and torch.isfinite(o).all()
+    # P rounded to e4m3 (3 significant bits) before P @ V, as FlashAttention-3 rounds it
+    assert float((o.double() - want).norm() / want.norm()) < 2e-2  # about 0.006 seen
+    scaled = attention_fp8(q, k, v, *descales, causal=causal, scale=0.1)
+    want = F.scaled_dot_product_attention(*real, is_causal=causal, enable_gqa=True, scale=0.1)
+    assert float((scaled.double() - want).norm() / want.norm()) < 2e-2
+
+
+def test_forward_only_ops_under_fake_tensors_and_torch_compile(rng):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(300, 8, 64, dtype=torch.bfloat16)
+        cu = torch.empty(4, dtype=torch.int32)
+        o = torch.ops.verdigris.attention_varlen(q, q[:, :2], q[:, :2], cu, True, 0.125)
+        q8 = torch.empty(2, 8, 256, 128, dtype=torch.float8_e4m3fn)
+        o8 = torch.ops.verdigris.attention_fp8(q8, q8[:, :4], q8[:, :4], False, 0.1, 0.5)
+    assert (o.shape, o.dtype) == ((300, 8, 64), torch.bfloat16)
+    assert (o8.shape, o8.dtype) == ((2, 8, 256, 128), torch.bfloat16)
+
+    def both(q, k, v, cu, q8, k8, v8):
+        return attention_varlen(q * 2.0, k, v, cu, causal=True), attention_fp8(q8, k8, v8, 0.5, 0.25, 2.0)
+
+    args = (*packed(rng, [30, 0, 9]), *fp8_inputs(rng, seq=20)[0])
+    eager = both(*args)
+    compiled = torch.compile(both, fullgraph=True, backend="aot_eager")
+    assert all(torch.equal(a, c) for a, c in zip(eager, compiled(*args)))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_backward_through_a_forward_only_op_raises(rng, compiled):
+    """Never a zero gradient: the error is an op of the backward graph, so a compiled forward
+    (traced with inputs that need gradients) runs, and its backward raises."""
+    q, k, v, cu = packed(rng, [12, 5])
+    q.requires_grad_()
+    varlen = torch.compile(attention_varlen, fullgraph=True, backend="aot_eager") if compiled else attention_varlen
+    o = varlen(q, k, v, cu)
+    assert o.requires_grad
+    with pytest.raises(NotImplementedError, match="attention_varlen is forward only"):
+        o.sum().backward()
+    (q8, k8, v8), descales = fp8_inputs(rng, seq=10)
+    q8 = q8.float().requires_grad_()  # fp8 tensors take no gradient: one through a conversion
+    fp8 = torch.compile(attention_fp8, fullgraph=True, backend="aot_eager") if compiled else attention_fp8
+    with pytest.raises(NotImplementedError, match="attention_fp8 is forward only"):
+        fp8(q8.to(torch.float8_e4m3fn), k8, v8, *descales).sum().backward()
 
 
 def test_inputs_the_kernels_do_not_take_are_refused():
@@ -123,6 +193,16 @@ def test_inputs_the_kernels_do_not_take_are_refused():
     wide = torch.zeros(1, 1, 8, 256, dtype=torch.float16)
     with pytest.raises(ValueError, match="head_dim is at most 128; got 256"):
         attention(wide, wide, wide)
+    q8 = q.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="all float8_e4m3fn; got torch.float16"):
+        attention_fp8(q, q, q, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="attention_fp8: q must be .* kv_heads dividing heads"):
+        attention_fp8(q8[0], q8[0], q8[0], 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="descale_q, descale_k and descale_v must be positive"):
+        attention_fp8(q8, q8, q8, 1.0, 0.0, 1.0)
+    wider = torch.zeros(1, 1, 8, 512, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="attention_fp8: head_dim is at most 256; got 512"):
+        attention_fp8(wider, wider, wider, 1.0, 1.0, 1.0)
 
 
 def test_a_helper_op_whose_backward_takes_its_output(rng):

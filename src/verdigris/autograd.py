@@ -17,7 +17,9 @@ type annotations (`(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Te
 Gives: `differentiable_op(name, forward, backward, outputs=1, saves_outputs=False)`, a
 function called with the inputs that returns the results (one tensor when `outputs` is 1,
 else a tuple); its `.forward_op` and `.backward_op` are the torch custom ops `name` and
-`name + "_backward"`.
+`name + "_backward"`. `forward_only_op(name, forward, what)`: the custom op `name` of a
+forward that has no backward, whose gradient is the op `name + "_backward"`, which raises
+NotImplementedError naming `what` when it runs.
 
 Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implementations
 are the functions run with every verdigris launch skipped, so their outputs must come from
@@ -29,6 +31,9 @@ when verdigris is. Gradients of gradients are not provided (the backward op has 
 autograd formula of its own: torch says so if one is asked for). Signatures that do not fit
 together (a backward taking or returning the wrong number of values for the forward's) are
 a `vg.Error` at the backward's definition when the op is made, not at its first backward.
+A forward-only op never gives a gradient, zero or other: a backward through it raises, in
+eager mode and in a compiled graph alike; tracing one (torch.compile with inputs that need
+gradients) does not raise, so its forward compiles and runs.
 """
 from __future__ import annotations
 
@@ -112,3 +117,37 @@ def _check_signatures(name, forward, backward, outputs, saves_outputs, tensor) -
 def _arity(annotation) -> int:
     """How many values a return annotation names: a tuple's entries, else one."""
     return len(typing.get_args(annotation)) if typing.get_origin(annotation) is tuple else 1
+
+
+def forward_only_op(name: str, forward, what: str):
+    """Register `forward` as the custom op `name`, whose gradient is the custom op
+    `name`_backward: it raises NotImplementedError naming `what` when it runs, and its fake
+    implementation gives each input's gradient's shape. The error is an op of the graph,
+    not raised by the autograd formula, so that torch.compile can trace the formula
+    (it does whenever an input needs a gradient) and the error comes at the backward."""
+    import torch
+
+    from .runtime.torch_ops import torch_op
+
+    forward_op = torch_op(name)(forward)
+
+    def no_gradient(grads, inputs):
+        raise NotImplementedError(f"{what} is forward only: it has no gradient (detach its "
+                                  f"inputs, or compute what needs gradients with an op that has one)")
+
+    # real annotations, not strings: torch.library reads them, and torch is imported here
+    no_gradient.__annotations__ = {"grads": list[torch.Tensor], "inputs": list[torch.Tensor],
+                                   "return": list[torch.Tensor]}
+    backward_op = torch_op(f"{name}_backward",
+                           fake=lambda grads, inputs: [torch.empty_like(t) for t in inputs])(no_gradient)
+
+    def setup_context(ctx, inputs, output):  # None in place of each non-tensor input
+        ctx.save_for_backward(*(v if isinstance(v, torch.Tensor) else None for v in inputs))
+
+    def gradient(ctx, *grads):
+        needed = [t for t, needs in zip(ctx.saved_tensors, ctx.needs_input_grad) if needs]
+        input_grads = iter(backward_op(list(grads), needed))
+        return tuple(next(input_grads) if needs else None for needs in ctx.needs_input_grad)
+
+    forward_op.register_autograd(gradient, setup_context=setup_context)
+    return forward_op

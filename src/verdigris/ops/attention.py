@@ -13,8 +13,15 @@ Gives: `attention(q, k, v, causal=False, scale=None)`, softmax(q k^T * scale) v,
 enable_gqa=True)` computes it; `attention_varlen(q, k, v, cu_seqlens, causal=False,
 scale=None)`, the forward only, of packed sequences (`flash_attn_varlen_func`'s layout:
 q (total_tokens, heads, head_dim), k and v (total_tokens, kv_heads, head_dim), cu_seqlens
-int32 (batch + 1,), head_dim up to 256); and the torch custom ops `verdigris::attention` (results: the output and each
-row's log-sum-exp, float32 (batch * heads, seq)) and `verdigris::attention_backward`.
+int32 (batch + 1,), head_dim up to 256); `attention_fp8(q, k, v, descale_q, descale_k,
+descale_v, causal=False, scale=None)`, the forward only, of float8_e4m3fn q, k, v laid out
+as `attention`'s with FlashAttention-3's per-tensor descales (positive numbers: a tensor's
+real values are its stored ones times its descale), head_dim up to 256, bfloat16 results;
+and the torch custom ops `verdigris::attention` (results: the output and each
+row's log-sum-exp, float32 (batch * heads, seq)), `verdigris::attention_backward`,
+`verdigris::attention_varlen` and `verdigris::attention_fp8` (their outputs only; forward
+only: a backward through them raises NotImplementedError naming the function, in eager
+mode and compiled alike, and never gives a gradient).
 
 Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probabilities and
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
@@ -24,8 +31,11 @@ the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads ea
 head's share of its K/V head's dK and dV, then the shares of a group summed)
 and writes each gradient element
 from one block, summed in a fixed order: the gradients are the same bit for bit from run to
-run (no atomics; this is the only mode). Kernels: `examples.tile_attention`,
-`examples.tile_attention_variants` (varlen).
+run (no atomics; this is the only mode). Every op allocates its results with torch, so its
+fake implementation gives their shapes without a launch and torch.compile(fullgraph=True)
+traces it. fp8 passes V as stored (the kernel transposes it on its way to shared memory; no
+copy to the kernel's V_TRANSPOSED layout). Kernels: `examples.tile_attention`,
+`examples.tile_attention_variants` (varlen, fp8).
 """
 from __future__ import annotations
 
@@ -34,9 +44,11 @@ import math
 import torch
 
 import verdigris as vg
-from verdigris.autograd import differentiable_op
+from verdigris.autograd import differentiable_op, forward_only_op
 from verdigris.examples.tile_attention import FORWARD_LAUNCH, attention_backward
 from verdigris.examples.tile_attention import attention as attention_forward
+from verdigris.examples.tile_attention_variants import FP8_LAUNCH
+from verdigris.examples.tile_attention_variants import attention_fp8 as fp8_forward
 from verdigris.examples.tile_attention_variants import attention_varlen as varlen_forward
 
 FORWARD_TILES = (128, 64)  # (BM, BN): bench/matmul.py's first attention configuration
@@ -87,18 +99,26 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: float | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v over the last two axes of (batch, heads, seq, head_dim)
     tensors, causal or not; scale defaults to 1 / sqrt(head_dim)."""
+    _check_dense("attention", q, k, v)
+    return _attention(q, k, v, bool(causal), _checked("attention", q, k, v, DTYPES, MAX_HEAD_DIM, scale))
+
+
+def _check_dense(name: str, q, k, v) -> None:
+    """q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq, head_dim), kv_heads
+    dividing heads."""
     if not (k.shape == v.shape and q.dim() == k.dim() == 4 and q.shape[::2] == k.shape[::2]
             and q.shape[3] == k.shape[3] and k.shape[1] and q.shape[1] % k.shape[1] == 0):
-        raise ValueError(f"attention: q must be (batch, heads, seq, head_dim) and k and v "
+        raise ValueError(f"{name}: q must be (batch, heads, seq, head_dim) and k and v "
                          f"(batch, kv_heads, seq, head_dim), kv_heads dividing heads; got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    return _attention(q, k, v, bool(causal), _checked("attention", q, k, v, MAX_HEAD_DIM, scale))
 
 
-def _checked(name: str, q, k, v, max_head_dim: int, scale: float | None) -> float:
-    """The scale, once q, k and v's dtypes and head_dim are ones the kernels take."""
-    if not (q.dtype == k.dtype == v.dtype and q.dtype in DTYPES):
-        raise ValueError(f"{name}: q, k and v must be all float16 or all bfloat16; got "
+def _checked(name: str, q, k, v, dtypes, max_head_dim: int, scale: float | None) -> float:
+    """The scale, once q, k and v's dtypes (one of `dtypes`, all three alike) and head_dim
+    are ones the kernels take."""
+    if not (q.dtype == k.dtype == v.dtype and q.dtype in dtypes):
+        allowed = " or all ".join(str(t).removeprefix("torch.") for t in dtypes)
+        raise ValueError(f"{name}: q, k and v must be all {allowed}; got "
                          f"{q.dtype}, {k.dtype}, {v.dtype} (convert them with .to())")
     if q.shape[-1] > max_head_dim:
         raise ValueError(f"{name}: head_dim is at most {max_head_dim}; got {q.shape[-1]}")
@@ -106,6 +126,23 @@ def _checked(name: str, q, k, v, max_head_dim: int, scale: float | None) -> floa
     if not scale > 0:
         raise ValueError(f"{name}: scale must be positive; got {scale}")
     return scale
+
+
+def _attention_varlen_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                              cu_seqlens: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    total, heads, d = q.shape
+    o = q.new_empty(q.shape)  # contiguous, whatever q's strides: viewed (total, heads * d) below
+    if o.numel():
+        launch = FORWARD_LAUNCH.get(d, dict(BM=128, BN=64))
+        varlen_forward[vg.cdiv(total, launch["BM"]), heads](
+            *(t.contiguous().view(total, -1) for t in (q, k, v)), o.view(total, -1),
+            q.new_empty((heads, total), dtype=torch.float32), cu_seqlens.contiguous(), scale,
+            CAUSAL=causal, D=d, GROUP=heads // k.shape[1], **launch)
+    return o
+
+
+_attention_varlen = forward_only_op("verdigris::attention_varlen", _attention_varlen_forward,
+                                    "verdigris.ops.attention.attention_varlen")
 
 
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
@@ -123,13 +160,38 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     if cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1 or len(cu_seqlens) < 1:
         raise ValueError(f"attention_varlen: cu_seqlens must be a 1-d int32 tensor of batch + 1 "
                          f"offsets; got {cu_seqlens.dtype} of shape {tuple(cu_seqlens.shape)}")
-    scale = _checked("attention_varlen", q, k, v, max(FORWARD_LAUNCH), scale)
-    total, heads, d = q.shape
-    o = torch.empty_like(q)
+    scale = _checked("attention_varlen", q, k, v, DTYPES, max(FORWARD_LAUNCH), scale)
+    return _attention_varlen(q, k, v, cu_seqlens, bool(causal), scale)
+
+
+def _attention_fp8_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                           scale: float, descale_v: float) -> torch.Tensor:
+    q3, k3, v3 = _heads(q), _heads(k), _heads(v)
+    bh, seq, d = q3.shape
+    o = q3.new_empty(q3.shape, dtype=torch.bfloat16)
     if o.numel():
-        launch = FORWARD_LAUNCH.get(d, dict(BM=128, BN=64))
-        varlen_forward[vg.cdiv(total, launch["BM"]), heads](
-            *(t.contiguous().view(total, -1) for t in (q, k, v)), o.view(total, -1),
-            q.new_empty((heads, total), dtype=torch.float32), cu_seqlens.contiguous(), scale,
-            CAUSAL=bool(causal), D=d, GROUP=heads // k.shape[1], **launch)
-    return o
+        launch = FP8_LAUNCH.get(d, dict(BM=128, BN=64))
+        fp8_forward[vg.cdiv(seq, launch["BM"]), bh](
+            q3, k3, v3, o, q3.new_empty((bh, seq), dtype=torch.float32), scale, descale_v,
+            CAUSAL=causal, D=d, GROUP=q.shape[1] // k.shape[1], **launch)
+    return o.view(q.shape)
+
+
+_attention_fp8 = forward_only_op("verdigris::attention_fp8", _attention_fp8_forward,
+                                 "verdigris.ops.attention.attention_fp8")
+
+
+def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descale_q: float,
+                  descale_k: float, descale_v: float, causal: bool = False,
+                  scale: float | None = None) -> torch.Tensor:
+    """FlashAttention-3's fp8 attention (forward only), bfloat16 out: q (batch, heads, seq,
+    head_dim) and k, v (batch, kv_heads, seq, head_dim) float8_e4m3fn, kv_heads dividing
+    heads, whose real values are the stored ones times descale_q, descale_k and descale_v
+    (positive numbers); scale (of the real scores) defaults to 1 / sqrt(head_dim)."""
+    _check_dense("attention_fp8", q, k, v)
+    scale = _checked("attention_fp8", q, k, v, (torch.float8_e4m3fn,), max(FP8_LAUNCH), scale)
+    descales = [float(d) for d in (descale_q, descale_k, descale_v)]
+    if not all(0 < d < math.inf for d in descales):
+        raise ValueError(f"attention_fp8: descale_q, descale_k and descale_v must be positive "
+                         f"and finite; got {descales}")
+    return _attention_fp8(q, k, v, bool(causal), scale * descales[0] * descales[1], descales[2])
