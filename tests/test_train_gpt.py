@@ -47,6 +47,6 @@ def test_the_command_line_prints_the_table_and_refuses_an_unknown_impl(capsys):
     assert train_gpt.main(["--config", "tiny", "--steps", "2", "--batch", "1", "--impl", "eager",
                            "--device", "cpu", "--png", ""]) == 0
     out = capsys.readouterr().out
-    assert "eager" in out and "tokens/s" in out
+    assert "eager" in out and "tokens/s" in out and "last 10" in out
     with pytest.raises(SystemExit):
         train_gpt.main(["--impl", "eager,jax"])

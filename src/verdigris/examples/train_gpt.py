@@ -263,21 +263,30 @@ def plot(runs, path: str, config_name: str) -> str:
     return f"loss curves drawn in {path}"
 
 
+LAST = 10  # steps whose mean loss the table gives beside the last step's (one batch's loss is noisy)
+
+
+def _last_mean(run) -> float:
+    return sum(run.losses[-LAST:]) / len(run.losses[-LAST:])
+
+
 def table(runs) -> str:
-    """One line a run: final loss (and against eager's), tokens/s (against eager's and
-    torch.compile's), peak memory."""
+    """One line a run: final loss and the mean of the last LAST steps' (each against
+    eager's), tokens/s (against eager's and torch.compile's), peak memory."""
     by_impl = {r.impl: r for r in runs}
 
     def ratio(value, impl, of):
         return of(value) / of(by_impl[impl]) if impl in by_impl else math.nan
 
-    lines = [f"{'impl':10s} {'final loss':>10s} {'vs eager':>9s} {'tokens/s':>11s} {'vs eager':>9s} "
-             f"{'vs compile':>10s} {'peak GiB':>9s}"]
+    lines = [f"{'impl':10s} {'final loss':>10s} {'vs eager':>9s} {f'last {LAST}':>9s} {'vs eager':>9s} "
+             f"{'tokens/s':>11s} {'vs eager':>9s} {'vs compile':>10s} {'peak GiB':>9s}"]
     for r in runs:
         loss = ratio(r, "eager", lambda run: run.losses[-1]) - 1
+        mean = ratio(r, "eager", _last_mean) - 1
         speed = [_shown(ratio(r, impl, lambda run: run.tokens_per_s), "{:.2f}x", width)
                  for impl, width in (("eager", 9), ("compile", 10))]
-        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {_shown(loss, '{:+.2%}', 9)} {r.tokens_per_s:11,.0f} "
+        lines.append(f"{r.impl:10s} {r.losses[-1]:10.4f} {_shown(loss, '{:+.2%}', 9)} {_last_mean(r):9.4f} "
+                     f"{_shown(mean, '{:+.2%}', 9)} {r.tokens_per_s:11,.0f} "
                      f"{speed[0]} {speed[1]} {_shown(r.peak_memory / 2**30, '{:.2f}', 9)}")
     return "\n".join(lines)
 
