@@ -51,7 +51,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
         m_block = tile.num_blocks(0) - 1 - m_block
     seq = q.shape[1]
-    scale2 = scale * 1.4426950408889634  # log2(e): exp(x * scale) == exp2(x * scale2)
+    scale2 = scale * LOG2E  # exp(x * scale) == exp2(x * scale2)
     qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
     m_i = tile.full((BM, 1), -math.inf, vg.float32)
     l_i = tile.zeros((BM, 1), vg.float32)

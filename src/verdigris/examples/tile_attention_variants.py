@@ -38,7 +38,7 @@ import math
 
 import verdigris as vg
 from verdigris import tile
-from verdigris.examples.tile_attention import LN2
+from verdigris.examples.tile_attention import LN2, LOG2E
 
 
 @tile.kernel(fma=True)
@@ -76,7 +76,7 @@ def attention_varlen(q, k, v, o, lse, cu_seqlens, scale, CAUSAL: vg.constexpr = 
         row_end = tile.where(inside, tile.load(cu_seqlens, index=(b + 1,), shape=()), row_end)
     last_start = tile.load(cu_seqlens, index=(last,), shape=())
     first_end = tile.load(cu_seqlens, index=(lo + 1,), shape=())
-    scale2 = scale * 1.4426950408889634  # log2(e): exp(x * scale) == exp2(x * scale2)
+    scale2 = scale * LOG2E  # exp(x * scale) == exp2(x * scale2)
     qt = tile.load(q, index=(m_block, h), shape=(BM, D))
     m_i = tile.full((BM, 1), -math.inf, vg.float32)
     l_i = tile.zeros((BM, 1), vg.float32)
@@ -123,7 +123,7 @@ def attention_fp8(q, k, v, o, lse, scale, descale_v, CAUSAL: vg.constexpr = Fals
     if CAUSAL:  # the longest row blocks first, as the bfloat16 kernel
         m_block = tile.num_blocks(0) - 1 - m_block
     seq = q.shape[1]
-    scale2 = scale * 1.4426950408889634
+    scale2 = scale * LOG2E
     qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
     m_i = tile.full((BM, 1), -math.inf, vg.float32)
     l_i = tile.zeros((BM, 1), vg.float32)

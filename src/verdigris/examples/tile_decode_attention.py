@@ -29,10 +29,9 @@ import numpy as np
 import verdigris as vg
 from verdigris import tile
 from verdigris.examples import Result, on_backend
+from verdigris.examples.tile_attention import LN2, LOG2E
 from verdigris.examples.tile_gemm import _narrow, available
 
-LOG2E = 1 / math.log(2)
-LN2 = math.log(2)
 PRODUCT_ROWS = 16  # the query rows a group is padded to: the smallest tensor-core product
 KEY_TILE = 64  # keys per step (BN), or the page where that is smaller
 WAVES = 2  # the splits aim at this many waves of blocks on the GPU ...
@@ -57,7 +56,7 @@ def decode_split(q, k_cache, v_cache, block_table, seq_lens, part_out, part_lse,
     tiles = (seq + BN - 1) // BN
     first = s * tiles // tile.num_blocks(0)
     last = (s + 1) * tiles // tile.num_blocks(0)
-    scale2 = scale * 1.4426950408889634  # log2(e): exp(x * scale) == exp2(x * scale2)
+    scale2 = scale * LOG2E  # exp(x * scale) == exp2(x * scale2)
     qt = tile.load(q, index=(b, 0, g, 0), shape=(1, TOKENS, GROUP, D)).reshape((TOKENS * GROUP, D))
     if ROWS > TOKENS * GROUP:
         qt = tile.cat((qt, tile.zeros((ROWS - TOKENS * GROUP, D), q.dtype)), 0)
@@ -87,7 +86,7 @@ def decode_split(q, k_cache, v_cache, block_table, seq_lens, part_out, part_lse,
     tile.store(part_out, index=(b, 0, g, s, 0),
                tile=out[0:TOKENS * GROUP].reshape((1, TOKENS, GROUP, 1, D)))
     # m_i and log2(l_i) count powers of two: the natural log-sum-exp is their sum times ln 2
-    lse = ((m_i + tile.log2(l_i)) * 0.6931471805599453).T
+    lse = ((m_i + tile.log2(l_i)) * LN2).T
     tile.store(part_lse, index=(b, 0, g, s), tile=lse[0:TOKENS * GROUP].reshape((1, TOKENS, GROUP, 1)))
 
 
@@ -99,7 +98,7 @@ def decode_combine(part_out, part_lse, out, SPLITS: vg.constexpr = 1, D: vg.cons
     lse = tile.load(part_lse, index=(b, j, h, 0), shape=(1, 1, 1, SPLITS)).reshape((SPLITS, 1))
     top = tile.max(lse, axis=0, keepdims=True)
     top = tile.where(top == -math.inf, 0.0, top)  # every part empty: every weight 0
-    weights = tile.exp2((lse - top) * 1.4426950408889634)
+    weights = tile.exp2((lse - top) * LOG2E)
     parts = tile.load(part_out, index=(b, j, h, 0, 0), shape=(1, 1, 1, SPLITS, D)).reshape((SPLITS, D))
     total = tile.sum(weights, axis=0, keepdims=True)
     merged = tile.where(total > 0, tile.sum(parts * weights, axis=0, keepdims=True) / total, 0.0)
