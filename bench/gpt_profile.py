@@ -19,14 +19,6 @@ from torch.profiler import ProfilerActivity, profile
 from verdigris.examples import train_gpt as gpt
 
 
-def _step(model, optimizer, autocast, tokens, targets):
-    optimizer.zero_grad(set_to_none=True)
-    with autocast:
-        loss = model(tokens, targets)
-    loss.backward()
-    optimizer.step()
-
-
 def _graphed(model, optimizer, autocast, tokens, targets):
     """The step with its forward and backward captured once into a CUDA graph (torch's
     partial-network capture: the batch copied into static inputs, the graph replayed, then
@@ -36,7 +28,7 @@ def _graphed(model, optimizer, autocast, tokens, targets):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph asks
         for _ in range(2):
-            _step(model, optimizer, autocast, static_tokens, static_targets)
+            gpt.train_step(model, optimizer, autocast, static_tokens, static_targets)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     optimizer.zero_grad(set_to_none=False)
@@ -62,8 +54,8 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool) -> No
     draw = gpt.batches(config, batch, 0)
     data = [tuple(t.cuda() for t in draw(step)) for step in range(steps + 3)]
     for tokens, targets in data[:3]:  # compilation, autotuning and caches out of the way
-        _step(model, optimizer, autocast, tokens, targets)
-    run = _graphed(model, optimizer, autocast, *data[0]) if graph else _step
+        gpt.train_step(model, optimizer, autocast, tokens, targets)
+    run = _graphed(model, optimizer, autocast, *data[0]) if graph else gpt.train_step
     torch.cuda.synchronize()
     started = time.perf_counter()
     for tokens, targets in data[3:]:

@@ -11,8 +11,9 @@ where a GPU is, else cpu), `--every N` (print the loss every N steps), `--seed`,
 Gives: `GPT(config, ops)`, one model class whose hot operations are `ops` (`torch_ops()`
 or `verdigris_ops()`); `batches(config, batch, seed)`, the synthetic corpus; `train(impl,
 config, steps, batch, device, seed)`, a `Run` (the loss at every step, tokens/s, peak
-memory); and `main()`, which trains the chosen implementations one after another, prints
-their loss curves and a table, and draws the curves into a PNG when matplotlib is installed.
+memory), whose steps are `train_step`s; and `main()`, which trains the chosen
+implementations one after another, prints their loss curves and a table, and draws the
+curves into a PNG when matplotlib is installed.
 
 The three set-ups, each the standard way to train in bfloat16 with it:
 - verdigris: bfloat16 parameters and activations, float32 master weights and moments in
@@ -206,6 +207,17 @@ def make_model(impl: str, config: Config, device: str, seed: int):
     return (torch.compile(model) if impl == "compile" else model), optimizer
 
 
+def train_step(model, optimizer, autocast, tokens, targets):
+    """One step: the gradients zeroed, forward (under `autocast`) and backward, the
+    optimizer's step; gives the loss."""
+    optimizer.zero_grad(set_to_none=True)
+    with autocast:
+        loss = model(tokens, targets)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: int = 0,
           untimed_steps: int = 3, every: int = 0) -> Run:
     """Train `impl` for `steps` steps; tokens/s counts the steps after `untimed_steps`."""
@@ -222,11 +234,7 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
             started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = config.lr * min(1.0, (step + 1) / config.warmup)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            loss = model(tokens, targets)
-        loss.backward()
-        optimizer.step()
+        loss = train_step(model, optimizer, autocast, tokens, targets)
         losses.append(loss.detach())
         if every and (step % every == 0 or step == steps - 1):
             print(f"  {impl:9s} step {step:4d}  loss {loss.item():.4f}", flush=True)
