@@ -12,7 +12,8 @@ import verdigris as vg
 from verdigris.cli import main
 from verdigris.examples import axpy
 from verdigris.safety.codes import CODES
-from verdigris.safety.explain import EXPLANATIONS, PRELUDE_LINES, explain, program
+from verdigris.safety.explain import EXPLANATIONS, explain
+from verdigris.safety.explanation import PRELUDE_LINES, program
 from verdigris.safety.usage import param_usage
 from verdigris.safety.views import as_view, overlap
 
