@@ -115,3 +115,75 @@ def test_threads_that_meet_only_within_a_warp_are_two_lanes_of_it():
     errors = safety.analyze(specialized(rounds, EVERY=0, PARTNER=1)).errors
     assert errors and errors[0].code == "VG212", errors
     assert errors[0].loc.line == marked_line(rounds)
+
+
+# Kernels the enumeration must not prove apart: a run-time trip count, an index loaded from
+# memory, a barrier only some iterations pass, an int32 product that wraps. Each racy
+# kernel beside its twin (FIX), whatever decides it (enumeration, witness or solver).
+
+
+@simt.kernel
+def run_time_rounds(x, out, n, FIX: vg.constexpr):  # threads t and t + 1 meet at d = 1 and 0
+    s = simt.shared.array(2 * B, vg.float32)
+    t = simt.thread_id(0)
+    for d in range(n):
+        s[t + d] = x[t]
+        if FIX:
+            simt.barrier()
+    out[simt.global_id(0)] = x[t]
+
+
+@simt.kernel
+def loaded_slot(x, slots, out, FIX: vg.constexpr):  # any two threads may load one slot
+    s = simt.shared.array(B, vg.float32)
+    t = simt.thread_id(0)
+    if FIX:
+        s[t] = x[t]
+    else:
+        s[slots[t] % B] = x[t]
+    simt.barrier()
+    out[simt.global_id(0)] = s[t]
+
+
+@simt.kernel
+def barrier_every_other_round(x, out, FIX: vg.constexpr):
+    s = simt.shared.array(B, vg.float32)
+    t = simt.thread_id(0)
+    s[t] = x[t]
+    for i in range(4):
+        if i % 2 == 0 or FIX:
+            simt.barrier()
+        v = s[(t + 1) % B]
+        if FIX:
+            simt.barrier()
+        s[t] = v
+    out[simt.global_id(0)] = s[t]
+
+
+@simt.kernel
+def wrapped_slot(x, out, FIX: vg.constexpr):  # t * 2**26 as int32 is 0 modulo 64 for every t
+    s = simt.shared.array(B, vg.float32)
+    t = simt.thread_id(0)
+    k = vg.int32(t * 67108864 + t) if FIX else vg.int32(t * 67108864)
+    s[k % B] = x[t]
+    simt.barrier()
+    out[simt.global_id(0)] = s[t]
+
+
+def _twin_args(kernel, fix):
+    x, out = np.ones(2 * B, np.float32), np.zeros(2 * B, np.float32)
+    if kernel is run_time_rounds:
+        return x, out, np.int32(3), fix
+    if kernel is loaded_slot:
+        return x, np.arange(B, dtype=np.int32), out, fix
+    return x, out, fix
+
+
+@pytest.mark.parametrize("kernel", [run_time_rounds, loaded_slot, barrier_every_other_round, wrapped_slot])
+def test_what_enumeration_cannot_see_is_refused_beside_its_twin(kernel):
+    from .test_simt_soundness import analyze
+
+    assert analyze(kernel, (1,), (B,), *_twin_args(kernel, False)).errors
+    fixed = analyze(kernel, (1,), (B,), *_twin_args(kernel, True))
+    assert not fixed.errors, fixed.errors[0]
+
