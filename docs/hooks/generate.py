@@ -103,7 +103,8 @@ def _paragraph(text: str) -> str:
 
 def _safety_section(code: str, work: Path) -> str:
     from verdigris.safety.codes import CODES
-    from verdigris.safety.explain import EXPLANATIONS, explain, program
+    from verdigris.safety.explain import EXPLANATIONS, explain
+    from verdigris.safety.explanation import program
 
     entry = EXPLANATIONS[code]
     racy, fixed = work / f"{code.lower()}_racy.py", work / f"{code.lower()}_fixed.py"
