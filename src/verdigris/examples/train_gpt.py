@@ -6,7 +6,8 @@ context 1024, vocabulary 50,257, tied embeddings; tiny: 2 layers, d_model 64, 2 
 context 32, vocabulary 512, for the cpu backend), `--steps`, `--batch`, `--impl` (a comma
 list of verdigris, eager, compile; all three by default), `--png FILE`, `--device` (cuda
 where a GPU is, else cpu), `--every N` (print the loss every N steps), `--seed`, `--vocab`
-(another vocabulary size for the config's).
+(another vocabulary size for the config's), `--lr` and `--warmup` (the peak learning rate and
+its warm-up steps, if not the config's).
 
 Gives: `GPT(config, ops)`, one model class whose hot operations are `ops` (`torch_ops()`
 or `verdigris_ops()`); `batches(config, batch, seed)`, the synthetic corpus; `train(impl,
@@ -319,6 +320,8 @@ def main(argv=None) -> int:
     parser.add_argument("--vocab", type=int, default=None,
                         help="the vocabulary's size, if not the config's (GPT-2's 50,257 padded to 50,304 "
                              "gives the logits rows of a multiple of 16 bytes, as nanoGPT pads it)")
+    parser.add_argument("--lr", type=float, default=None, help="the peak learning rate, if not the config's")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up steps, if not the config's")
     args = parser.parse_args(argv)
     impls = args.impl.split(",")
     unknown = sorted(set(impls) - set(IMPLS))
@@ -328,8 +331,8 @@ def main(argv=None) -> int:
 
     vg.set_backend("cuda" if args.device == "cuda" else "cpu")
     config = CONFIGS[args.config]
-    if args.vocab:
-        config = replace(config, vocab=args.vocab)
+    config = replace(config, **{name: value for name, value in
+                                (("vocab", args.vocab), ("lr", args.lr), ("warmup", args.warmup)) if value})
     print(f"GPT {args.config} ({config}), batch {args.batch} x {config.context} tokens, {args.steps} steps; "
           f"corpus entropy {corpus_entropy():.3f} nats a token")
     runs = []
