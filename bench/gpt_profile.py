@@ -4,12 +4,16 @@ well under the wall time, the step waits on the host, launch by launch), and the
 that take the most time, with their launches per step.
 
 Run: `PYTHONPATH=src python3 bench/gpt_profile.py [--impl verdigris,eager,compile]
-[--steps 5] [--top 15] [--graph]`. Same model, batches and optimizers as the training script (GPT-2
+[--steps 5] [--top 15] [--graph] [--host]`; `--host` also profiles the host's Python
+(cProfile) over the same steps: the functions with the most time of their own, and with the
+most time under them. Same model, batches and optimizers as the training script (GPT-2
 small, batch 8 x 1024 tokens).
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from collections import defaultdict
 
@@ -46,7 +50,7 @@ def _graphed(model, optimizer, autocast, tokens, targets):
     return step
 
 
-def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool) -> None:
+def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host: bool = False) -> None:
     config = gpt.CONFIGS["gpt2"]
     model, optimizer = gpt.make_model(impl, config, "cuda", 0)
     # Under capture, autocast's cache of cast weights would be baked into the graph.
@@ -62,6 +66,16 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool) -> No
         run(model, optimizer, autocast, tokens, targets)
     torch.cuda.synchronize()
     wall = (time.perf_counter() - started) / steps
+    if host:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for tokens, targets in data[3:]:
+            run(model, optimizer, autocast, tokens, targets)
+        torch.cuda.synchronize()
+        profiler.disable()
+        for order in ("tottime", "cumulative"):
+            print(f"\n{impl}: host functions by {order}, {steps} steps")
+            pstats.Stats(profiler).sort_stats(order).print_stats(top * 2)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for tokens, targets in data[3:]:
             run(model, optimizer, autocast, tokens, targets)
@@ -91,13 +105,14 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--graph", action="store_true", help="also time each with forward and backward "
                         "captured in a CUDA graph (compile excepted: it is graphed by its own mode)")
+    parser.add_argument("--host", action="store_true", help="also profile the host's Python (cProfile)")
     args = parser.parse_args()
     import verdigris as vg
 
     vg.set_backend("cuda")
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
     for impl in args.impl.split(","):
-        profile_impl(impl, args.steps, args.top, args.batch, graph=False)
+        profile_impl(impl, args.steps, args.top, args.batch, graph=False, host=args.host)
         if args.graph and impl != "compile":
             try:
                 profile_impl(impl, args.steps, args.top, args.batch, graph=True)

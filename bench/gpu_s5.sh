@@ -23,6 +23,13 @@ a)
   TAIL=16 step 90 bench_shapes python3 -m verdigris bench --quick --filter "Llama|grouped|GEMV" --plain-progress --out "$LOGS/shapes"
   TAIL=16 step 80 bench_attn python3 -m verdigris bench --quick --filter "decode|GQA|varlen|head dims|fp8 e4m3" --plain-progress --out "$LOGS/attn"
   ;;
+b)  # the GPU suite's failures by name, the host's share of the GPT's step, the three at a learning rate
+  step 240 gpu_tests python3 -m pytest -q -rf -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_tests.log" | head -30
+  TAIL=3 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --top 20 --host
+  grep -A45 "host functions by tottime" "$LOGS/gpt_host.log" | cut -c1-150
+  TAIL=6 step 150 gpt_lr python3 examples/train_gpt.py --lr "$2" --steps 300 --every 50 --png "$LOGS/gpt.png"
+  ;;
 gpt)
   for seed in 0 1; do TAIL=6 step 150 "gpt_seed$seed" python3 examples/train_gpt.py --lr "$2" --seed $seed --steps 300 --every 50 --png "$LOGS/gpt$seed.png"; done
   ;;
