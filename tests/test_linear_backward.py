@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import verdigris as vg
 from verdigris import codegen
 from verdigris import types as T
 from verdigris.examples import report, tile_column_sums, tile_gemm
@@ -83,6 +84,14 @@ def test_the_residual_is_added_in_the_epilogue_and_rounded_once(rng, name):
     lin.launch_linear_forward(x, w, y, bias, tiles=TILES, residual=residual)
     want = residual.astype(np.float64) + x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
     assert relative_error(y, want) < TOLERANCE[name]
+
+
+def test_a_residual_that_is_the_output_itself_is_refused_at_the_launch(rng):
+    """In place (y += x @ w.T + bias) the residual is the array the kernel writes: the
+    launch refuses the overlap (the op always writes a new tensor)."""
+    x, w, bias, y = (random(rng, s, "float32") for s in ((40, 24), (36, 24), (1, 36), (40, 36)))
+    with pytest.raises(vg.AliasError, match="residual"):
+        lin.launch_linear_forward(x, w, y, bias, tiles=TILES, residual=y)
 
 
 @pytest.mark.parametrize("name", TOLERANCE)
