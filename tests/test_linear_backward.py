@@ -1,7 +1,8 @@
 """GEMM backward and GEMM + bias + GELU backward (issue #28) on the cpu backend and in PTX:
 `tile_gemm.gemm` with either operand read transposed (`A_ORDER` / `B_ORDER` "F": a view,
 no copy) against float64 NumPy for float16, bfloat16 and float32, on shapes no tile
-divides; the linear layer's forward and backward (`examples.tile_linear`) likewise; every
+divides; the linear layer's forward and backward (`examples.tile_linear`) likewise, and its
+residual epilogue (an in-place residual refused at the launch); every
 kernel proven by `verdigris check` (no `vg.unsafe`); the sm_90a PTX of each transposition
 streams both operands through TMA into wgmma with the transpose flags set (no transpose in
 registers), assembled by ptxas without spills. Outputs start as NaN. The torch ops are

@@ -3,8 +3,8 @@
 workspace) then `split_sum` (the slices added in a fixed order), through the launchers of
 `examples.tile_linear` given a workspace, against float64 NumPy: every operand order, on
 shapes no tile divides, K not a multiple of parts * BK, more parts than K tiles (the empty
-parts' slices must be zeros: the workspace starts as NaN); the forward's bias and GELU
-epilogues and the backward; the same bits from run to run; `k_parts`, the chooser; the
+parts' slices must be zeros: the workspace starts as NaN); the forward's bias, GELU and
+residual epilogues and the backward; the same bits from run to run; `k_parts`, the chooser; the
 torch op taking the split path where the chooser says so; sm_90a PTX still TMA-fed,
 warp-specialized wgmma with TMA stores of the workspace, no spills, and sm_80 assembling.
 The checker's proofs of the kernels are in tests/test_linear_backward.py's

@@ -62,7 +62,8 @@ def _workspace(like: torch.Tensor, m: int, n: int, k: int):
 
 def linear_outputs(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False, residual=None):
     """(y,), or with gelu (y, z), z the pre-activation: y shaped as x with N features, and
-    residual (shaped as y, x's dtype; with a bias) added into it in the product's epilogue."""
+    residual (shaped as y, x's dtype; with a bias, without gelu) added into it in the
+    product's epilogue."""
     x2 = rows(x)
     y = aligned_rows(x2.shape[0], weight.shape[0], x2)
     z = aligned_rows(*y.shape, y) if gelu else None
