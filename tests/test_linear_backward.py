@@ -1,7 +1,8 @@
 """GEMM backward and GEMM + bias + GELU backward (issue #28) on the cpu backend and in PTX:
 `tile_gemm.gemm` with either operand read transposed (`A_ORDER` / `B_ORDER` "F": a view,
 no copy) against float64 NumPy for float16, bfloat16 and float32, on shapes no tile
-divides; the linear layer's forward and backward (`examples.tile_linear`) likewise; every
+divides; the linear layer's forward and backward (`examples.tile_linear`) likewise, and its
+residual epilogue (an in-place residual refused at the launch); every
 kernel proven by `verdigris check` (no `vg.unsafe`); the sm_90a PTX of each transposition
 streams both operands through TMA into wgmma with the transpose flags set (no transpose in
 registers), assembled by ptxas without spills. Outputs start as NaN. The torch ops are
@@ -12,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import verdigris as vg
 from verdigris import codegen
 from verdigris import types as T
 from verdigris.examples import report, tile_column_sums, tile_gemm
@@ -70,6 +72,27 @@ def test_linear_forward_and_backward_match_float64(rng, name):
     assert relative_error(y, x64 @ w64.T + bias.astype(np.float64)) < tol
     for got, want in ((dx, dy64 @ w64), (dw, dy64.T @ x64), (db, dy64.sum(0))):
         assert relative_error(got, want) < tol
+
+
+@pytest.mark.parametrize("name", TOLERANCE)
+def test_the_residual_is_added_in_the_epilogue_and_rounded_once(rng, name):
+    """y = residual + x @ w.T + bias (`gemm_bias_residual`), against float64: within one
+    rounding of y, where adding a rounded product to the residual would round twice."""
+    m, k, n = 45, 40, 37
+    x, w = random(rng, (m, k), name), random(rng, (n, k), name)
+    bias, residual = random(rng, (1, n), name), random(rng, (m, n), name) * 4
+    y = np.full((m, n), np.nan, x.dtype)
+    lin.launch_linear_forward(x, w, y, bias, tiles=TILES, residual=residual)
+    want = residual.astype(np.float64) + x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
+    assert relative_error(y, want) < TOLERANCE[name]
+
+
+def test_a_residual_that_is_the_output_itself_is_refused_at_the_launch(rng):
+    """In place (y += x @ w.T + bias) the residual is the array the kernel writes: the
+    launch refuses the overlap (the op always writes a new tensor)."""
+    x, w, bias, y = (random(rng, s, "float32") for s in ((40, 24), (36, 24), (1, 36), (40, 36)))
+    with pytest.raises(vg.AliasError, match="residual"):
+        lin.launch_linear_forward(x, w, y, bias, tiles=TILES, residual=y)
 
 
 @pytest.mark.parametrize("name", TOLERANCE)
@@ -136,7 +159,8 @@ def test_the_kernels_are_proven():
     verdicts = dict(re.findall(r"kernel '(\w+)': (\w+)", result.format()))
     assert {verdicts[k] for k in ("gemm", "gemm_bias", "gemm_bias_gelu_forward", "gelu_backward",
                                   "row_block_sums", "column_sums", "gemm_split", "split_sum",
-                                  "split_sum_bias", "split_sum_bias_gelu")} == {"proven"}
+                                  "split_sum_bias", "split_sum_bias_gelu", "gemm_bias_residual",
+                                  "split_sum_bias_residual")} == {"proven"}
 
 
 # ----------------------------------------------------------------------------- PTX
@@ -174,6 +198,18 @@ def test_sm90a_transposed_operands_are_wgmma_transpose_flags(a_order, b_order, f
 
 
 @needs_ptxas
+def test_sm90a_residual_epilogue_keeps_the_streamed_persistent_product():
+    """Reading the residual in the epilogue leaves the product as gemm_bias's: TMA-fed,
+    warp-specialized wgmma whose tiles leave by TMA stores, without spills."""
+    bf = _a()
+    ptx = _ptx(lin.gemm_bias_residual, dict(a=bf, b=bf, bias=bf, residual=bf, c=bf, B_ORDER="F"))
+    assert ".maxntid 384" in ptx and "wgmma.mma_async" in ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    report = _ptxas_report(ptx)
+    assert "0 bytes spill stores" in report and "C75" not in report
+
+
+@needs_ptxas
 def test_sm80_reads_transposed_operands_with_ldmatrix_trans():
     ptx = _ptx(tile_gemm.gemm, dict(a=_a(), b=_a(), c=_a(), BM=128, BN=128, BK=64,
                                     A_ORDER="F", B_ORDER="C"), "sm_80")
@@ -187,6 +223,7 @@ def test_linear_kernels_assemble(target):
     bf = _a()
     cases = [(lin.gemm_bias, dict(a=bf, b=bf, bias=bf, c=bf, B_ORDER="F")),
              (lin.gemm_bias_gelu_forward, dict(a=bf, b=bf, bias=bf, c=bf, z=bf, B_ORDER="F")),
+             (lin.gemm_bias_residual, dict(a=bf, b=bf, bias=bf, residual=bf, c=bf, B_ORDER="F")),
              (lin.gelu_backward, dict(dy=bf, z=bf, dz=bf, partial=_a(T.float32), ROWS=256, BR=16, BC=256))]
     for dtype in (np.float64, np.float32, storage("bfloat16")):  # the launchers' default tiles
         wide = _a(T.from_name(np.dtype(dtype).name))

@@ -88,6 +88,24 @@ def test_rmsnorm_forward_and_backward_match_float64(rng, name, rows, cols, per_b
         assert relative_error(got, want) < tol
 
 
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float64"])
+def test_layernorm_backward_adds_the_gradient_from_the_residual_stream(rng, name):
+    """dsum (x's gradient from its other use) added into dx in the backward's kernel,
+    before dx's one rounding; dw and db as without it."""
+    acc, tol = DTYPES[name]
+    rows, cols, per_block, eps = 37, 300, 4, 1e-5
+    x, w, b, dy = inputs(rng, rows, cols, storage(name), shift=0.5)
+    dsum = (rng.standard_normal((rows, cols)) * 3).astype(x.dtype)
+    out, dx, mean, rstd = nans(x.shape, x.dtype), nans(x.shape, x.dtype), nans(rows, acc), nans(rows, acc)
+    ln.layernorm_forward[rows](x, w, b, out, mean, rstd, acc(eps), COLS=ln.tile_cols(cols))
+    partials = [nans((vg.cdiv(rows, per_block), cols), acc) for _ in range(2)]
+    dw, db = nans(cols, w.dtype), nans(cols, b.dtype)
+    ln.launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, *partials, ROWS=per_block, dsum=dsum)
+    want_dx, want_dw, want_db = ln.reference_backward(dy, x, w, eps)
+    assert relative_error(dx, want_dx + dsum.astype(np.float64)) < tol
+    assert relative_error(dw, want_dw) < tol and relative_error(db, want_db) < tol
+
+
 def test_a_float32_weight_beside_bfloat16_activations(rng):
     """Mixed precision as trained: bf16 x and dy, float32 weight and weight gradient."""
     rows, cols = 24, 200

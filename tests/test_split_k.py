@@ -3,8 +3,8 @@
 workspace) then `split_sum` (the slices added in a fixed order), through the launchers of
 `examples.tile_linear` given a workspace, against float64 NumPy: every operand order, on
 shapes no tile divides, K not a multiple of parts * BK, more parts than K tiles (the empty
-parts' slices must be zeros: the workspace starts as NaN); the forward's bias and GELU
-epilogues and the backward; the same bits from run to run; `k_parts`, the chooser; the
+parts' slices must be zeros: the workspace starts as NaN); the forward's bias, GELU and
+residual epilogues and the backward; the same bits from run to run; `k_parts`, the chooser; the
 torch op taking the split path where the chooser says so; sm_90a PTX still TMA-fed,
 warp-specialized wgmma with TMA stores of the workspace, no spills, and sm_80 assembling.
 The checker's proofs of the kernels are in tests/test_linear_backward.py's
@@ -90,17 +90,20 @@ def test_split_k_is_the_same_bit_for_bit_from_run_to_run(rng):
 
 
 def test_linear_forward_and_backward_split_along_k(rng):
-    """The forward's epilogues (bias; bias + GELU saving z) after the slices' sum, and the
+    """The forward's epilogues (bias; bias + GELU saving z; bias + residual) after the slices' sum, and the
     GELU layer's backward with dx and dw both split."""
     name = "bfloat16"
     x, w, dy = random(rng, (M, K), name), random(rng, (N, K), name), random(rng, (M, N), name)
     bias = random(rng, (1, N), name)
-    plain, y, gelu_y, z = (poisoned((M, N), x.dtype) for _ in range(4))
+    residual = random(rng, (M, N), name)
+    plain, y, gelu_y, z, summed = (poisoned((M, N), x.dtype) for _ in range(5))
     lin.launch_linear_forward(x, w, plain, bias, tiles=TILES, workspace=workspace(M, N, 3))
     lin.launch_linear_forward(x, w, gelu_y, bias, z, tiles=TILES, workspace=workspace(M, N, 2))
+    lin.launch_linear_forward(x, w, summed, bias, tiles=TILES, workspace=workspace(M, N, 3), residual=residual)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     tol = TOLERANCE[name]
     assert relative_error(plain, x64 @ w64.T + bias.astype(np.float64)) < tol
+    assert relative_error(summed, residual.astype(np.float64) + x64 @ w64.T + bias.astype(np.float64)) < tol
     assert relative_error(z, x64 @ w64.T + bias.astype(np.float64)) < tol
     dz, dx, dw, db = poisoned((M, N), x.dtype), poisoned((M, K)), poisoned((N, K)), poisoned(N)
     per_block, shape = lin.partials(M, N, dict(BR=8, BC=32))
@@ -177,7 +180,8 @@ def test_split_k_kernels_assemble(target):
     bf, f32 = _a(), _a(T.float32)
     cases = [(tile_gemm.split_sum, dict(workspace=f32, c=bf, parts=T.int64)),
              (lin.split_sum_bias, dict(workspace=f32, parts=T.int64, bias=bf, c=bf)),
-             (lin.split_sum_bias_gelu, dict(workspace=f32, parts=T.int64, bias=bf, c=bf, z=bf))]
+             (lin.split_sum_bias_gelu, dict(workspace=f32, parts=T.int64, bias=bf, c=bf, z=bf)),
+             (lin.split_sum_bias_residual, dict(workspace=f32, parts=T.int64, bias=bf, residual=bf, c=bf))]
     if target == "sm_80":
         cases.append((tile_gemm.gemm_split, dict(a=bf, b=bf, workspace=f32, A_ORDER="F")))
     for kernel, specs in cases:

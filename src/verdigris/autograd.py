@@ -13,8 +13,13 @@ type annotations (`(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Te
   `saves_outputs=True` it takes the results themselves too, between the inputs and the
   residuals: `backward(*grads, *inputs, *results, *residuals)` (attention's backward
   needs its output O; a custom op may not return one tensor twice, as result and residual).
+  With `passes_gradient` naming inputs the forward adds into its first result unchanged (a
+  residual stream), those inputs' gradient is that result's gradient itself: the backward
+  neither takes them nor returns a gradient for them, and they are not saved. (The
+  backward op could not return it: a custom op's outputs may not alias its inputs.)
 
-Gives: `differentiable_op(name, forward, backward, outputs=1, saves_outputs=False)`, a
+Gives: `differentiable_op(name, forward, backward, outputs=1, saves_outputs=False,
+passes_gradient=())`, a
 function called with the inputs that returns the results (one tensor when `outputs` is 1,
 else a tuple); its `.forward_op` and `.backward_op` are the torch custom ops `name` and
 `name + "_backward"`. `forward_only_op(name, forward, what)`: the custom op `name` of a
@@ -44,15 +49,18 @@ import typing
 from .errors import Error, Loc
 
 
-def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_outputs: bool = False):
+def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_outputs: bool = False,
+                      passes_gradient: tuple[str, ...] = ()):
     """Register `forward` and `backward` as the custom ops `name` and `name`_backward, the
     second as the first's gradient; return the function that applies the op. With
-    `saves_outputs`, the backward also takes the op's results, after its inputs."""
+    `saves_outputs`, the backward also takes the op's results, after its inputs; the
+    inputs named in `passes_gradient` get the first result's gradient as theirs, and the
+    backward does not see them."""
     import torch
 
     from .runtime.torch_ops import torch_op
 
-    _check_signatures(name, forward, backward, outputs, saves_outputs, torch.Tensor)
+    passed = _check_signatures(name, forward, backward, outputs, saves_outputs, passes_gradient, torch.Tensor)
     forward_op = torch_op(name)(forward)
     backward_op = torch_op(f"{name}_backward")(backward)
 
@@ -61,15 +69,17 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
         is_tensor = [isinstance(v, torch.Tensor) for v in inputs]
         ctx.is_tensor = is_tensor
         ctx.constants = [None if t else v for v, t in zip(inputs, is_tensor)]
-        ctx.save_for_backward(*(v for v, t in zip(inputs, is_tensor) if t),
+        ctx.save_for_backward(*(v for i, (v, t) in enumerate(zip(inputs, is_tensor)) if t and i not in passed),
                               *results[0 if saves_outputs else outputs:])
 
     def gradient(ctx, *grads):
         saved = iter(ctx.saved_tensors)
-        inputs = [next(saved) if t else c for c, t in zip(ctx.constants, ctx.is_tensor)]
+        inputs = [next(saved) if t else c for i, (c, t) in enumerate(zip(ctx.constants, ctx.is_tensor))
+                  if i not in passed]
         result = backward_op(*grads[:outputs], *inputs, *saved)
         tensor_grads = iter(result if isinstance(result, (tuple, list)) else (result,))
-        return tuple(next(tensor_grads) if t else None for t in ctx.is_tensor)
+        return tuple(grads[0] if i in passed else next(tensor_grads) if t else None
+                     for i, t in enumerate(ctx.is_tensor))
 
     forward_op.register_autograd(gradient, setup_context=setup_context)
 
@@ -84,29 +94,37 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
     return apply
 
 
-def _check_signatures(name, forward, backward, outputs, saves_outputs, tensor) -> None:
+def _check_signatures(name, forward, backward, outputs, saves_outputs, passes_gradient, tensor) -> set:
     """backward's parameters are the gradients of the forward's results, then its
-    parameters, then (`saves_outputs`) its results, then its residuals; its results are one
-    per tensor parameter of the forward."""
+    parameters but those in `passes_gradient`, then (`saves_outputs`) its results, then its
+    residuals; its results are one per tensor parameter of the forward not passed. Gives
+    the passed parameters' positions."""
     params = list(inspect.signature(forward, eval_str=True).parameters.values())
     results = _arity(inspect.signature(forward, eval_str=True).return_annotation)
     backward_signature = inspect.signature(backward, eval_str=True)
-    tensor_inputs = sum(p.annotation is tensor for p in params)
+    passed = {i for i, p in enumerate(params) if p.name in passes_gradient}
+    taken = len(params) - len(passed)
+    tensor_inputs = sum(p.annotation is tensor for p in params) - len(passed)
     saved = outputs if saves_outputs else 0
-    want_params = outputs + len(params) + saved + (results - outputs)
+    want_params = outputs + taken + saved + (results - outputs)
     got_params, got_results = len(backward_signature.parameters), _arity(backward_signature.return_annotation)
+    unknown = sorted(set(passes_gradient) - {p.name for p in params if p.annotation is tensor})
     if outputs < 1 or results < outputs:
         problem = f"outputs={outputs}, but the forward returns {results} values"
+    elif unknown:
+        problem = f"passes_gradient names {', '.join(unknown)}, which the forward takes as no tensor"
     elif got_params != want_params:
         problem = (f"the backward takes {got_params} parameters; it must take {want_params}: "
-                   f"{outputs} gradients, the forward's {len(params)} inputs, "
+                   f"{outputs} gradients, the forward's {taken} inputs"
+                   + (f" (not {', '.join(passes_gradient)}, whose gradient passes)" if passed else "") + ", "
                    + (f"its {saved} results, " if saves_outputs else "")
                    + f"and its {results - outputs} residuals")
     elif got_results != tensor_inputs:
         problem = (f"the backward returns {got_results} value(s); it must return {tensor_inputs}, "
-                   f"one gradient per tensor input of the forward")
+                   f"one gradient per tensor input of the forward"
+                   + (" whose gradient does not pass" if passed else ""))
     else:
-        return
+        return passed
     code = inspect.unwrap(backward).__code__
     raise Error(f"differentiable op {name!r}: {problem}",
                 Loc(code.co_filename, code.co_firstlineno, 0, code.co_name),

@@ -10,7 +10,9 @@ For training: `layernorm_forward` is `layernorm` that also saves each row's mean
 (1 / sqrt(variance + eps)), and `layernorm_backward` takes them back with dy to give dx and
 each block's partial sums of dweight and dbias over its ROWS rows, which
 `tile_column_sums.column_sums` adds up in a fixed order: the weight gradients are
-deterministic, with no float atomic. `launch_layernorm_backward` runs both passes. The
+deterministic, with no float atomic. `launch_layernorm_backward` runs both passes; given
+`dsum`, the gradient x gets along a residual stream, it adds it into dx in the same kernel
+(`verdigris.ops.residual`), so the two gradients of x take no pass of their own to sum. The
 training kernels compute in the dtype of the saved statistics (forward) and of the partial
 sums (backward): float32 for narrow inputs, float64 to check gradients in float64."""
 import numpy as np
@@ -52,10 +54,14 @@ def layernorm_forward(x, w, b, out, mean, rstd, eps, COLS: vg.constexpr = 1024):
 
 
 @tile.kernel
-def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial,
-                       ROWS: vg.constexpr = 16, COLS: vg.constexpr = 1024):
+def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial, dsum,
+                       ROWS: vg.constexpr = 16, COLS: vg.constexpr = 1024,
+                       PLUS_DSUM: vg.constexpr = False):
     # Block `blk` owns rows blk*ROWS ... blk*ROWS + ROWS - 1 and row `blk` of the partials.
     # Past the last row and the row's end every load gives 0, so those lanes add nothing.
+    # With PLUS_DSUM, dx also gets dsum (x's gradient along the residual stream) before its
+    # one rounding; without, dsum is never read (the launcher passes dy) and the code is
+    # the plain backward's.
     blk = tile.bid(0)
     n = x.shape[1]
     dw = tile.zeros((1, COLS), dw_partial.dtype)
@@ -71,7 +77,10 @@ def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial,
         gw = g * tile.load(w, index=(0,), shape=(COLS,)).astype(dw_partial.dtype)
         dxhat_mean = tile.sum(gw) / n
         dxhat_xhat_mean = tile.sum(gw * xhat) / n
-        tile.store(dx, index=(r, 0), tile=((gw - dxhat_mean - xhat * dxhat_xhat_mean) * s).astype(dx.dtype))
+        g_x = (gw - dxhat_mean - xhat * dxhat_xhat_mean) * s
+        if PLUS_DSUM:
+            g_x = g_x + tile.load(dsum, index=(r, 0), shape=(1, COLS)).astype(dw_partial.dtype)
+        tile.store(dx, index=(r, 0), tile=g_x.astype(dx.dtype))
         dw += g * xhat
         db += g
     tile.store(dw_partial, index=(blk, 0), tile=dw)
@@ -90,13 +99,16 @@ def rows_per_block(rows: int, blocks: int = 256) -> int:
 
 
 def launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, dw_partial, db_partial, ROWS,
-                              **launch):
+                              dsum=None, **launch):
     """dx, dw, db from dy and the forward's saved mean and rstd: the backward kernel on
     (rows / ROWS) blocks, each writing its row of the partials ((blocks, cols) arrays in
-    the arithmetic dtype), then their column sums into dw and db."""
+    the arithmetic dtype), then their column sums into dw and db. Given dsum (shaped as x:
+    the gradient x gets from its other use, a residual stream's), dx is dsum plus the
+    norm's gradient, added in the same kernel."""
     blocks, cols = dw_partial.shape
     layernorm_backward[blocks](dy, x, w, mean, rstd, dx, dw_partial, db_partial,
-                               ROWS=ROWS, COLS=tile_cols(cols), **launch)
+                               dy if dsum is None else dsum, ROWS=ROWS, COLS=tile_cols(cols),
+                               PLUS_DSUM=dsum is not None, **launch)
     launch_column_sums(dw_partial, dw)
     launch_column_sums(db_partial, db)
 

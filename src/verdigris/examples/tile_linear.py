@@ -1,6 +1,6 @@
 """Linear layers, forward and backward, on the GEMM of `tile_gemm`: y = x @ w.T (+ bias),
-and y = gelu(x @ w.T + bias) fused, with the weight w stored (N, K) as torch.nn.Linear
-stores it.
+y = gelu(x @ w.T + bias) fused, and y = residual + x @ w.T + bias fused (a layer added into
+a residual stream), with the weight w stored (N, K) as torch.nn.Linear stores it.
 
 Every product is `tile_gemm.gemm` (or its epilogues), its operands read as stored: the
 forward reads w transposed (`B_ORDER="F"`), dx = dy @ w reads both as stored, and
@@ -10,9 +10,12 @@ wgmma reads it from shared memory with its transpose flag set.
 
 Kernels: `gemm_bias` (y = x @ w.T + bias), `gemm_bias_gelu_forward` (y = gelu(z), saving
 the pre-activation z = x @ w.T + bias for the backward, which does not recompute the
-product), `gelu_backward` (dz = dy * gelu'(z), with each block's partial column sums of dz:
-the bias gradient's first pass), and `split_sum_bias` / `split_sum_bias_gelu`, the second
-pass of the forward's epilogues split along K. Launchers: `launch_gemm`,
+product), `gemm_bias_residual` (y = residual + x @ w.T + bias: the residual read in the
+epilogue, so the sum takes no pass of its own), `gelu_backward` (dz = dy * gelu'(z), with
+each block's partial column sums of dz: the bias gradient's first pass), and
+`split_sum_bias` / `split_sum_bias_gelu` / `split_sum_bias_residual`, the second pass of the
+forward's epilogues split along K. A residual's gradient is dy itself: the backward has no
+kernel for it. Launchers: `launch_gemm`,
 `launch_linear_forward`, `launch_linear_backward` (dx, dw and the bias gradient from dy)
 and `launch_gemm_bias_gelu_backward` (gelu_backward, then the same from dz).
 
@@ -59,6 +62,21 @@ def gemm_bias(a, b, bias, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
     tile.store(c, index=(i, j), tile=h.astype(c.dtype))
 
 
+def plus_residual(acc, residual, i, j, BM, BN):
+    """acc + residual's tile (i, j), in acc's dtype: residual is shaped as the product."""
+    return acc + tile.load(residual, index=(i, j), shape=(BM, BN)).astype(acc.dtype)
+
+
+@tile.kernel
+def gemm_bias_residual(a, b, bias, residual, c, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                       BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
+    """c = residual + a @ op(b) + bias, summed in the accumulator and rounded once: a linear
+    layer added into a residual stream, without a pass of its own for the sum."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), bias, j, BN)
+    tile.store(c, index=(i, j), tile=plus_residual(h, residual, i, j, BM, BN).astype(c.dtype))
+
+
 @tile.kernel
 def gemm_bias_gelu_forward(a, b, bias, c, z, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
                            BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
@@ -93,6 +111,15 @@ def split_sum_bias(workspace, parts, bias, c, BM: vg.constexpr = 32, BN: vg.cons
     i, j = tile.bid(0), tile.bid(1)
     h = plus_bias(slices_sum(workspace, i, j, parts, BM, BN), bias, j, BN)
     tile.store(c, index=(i, j), tile=h.astype(c.dtype))
+
+
+@tile.kernel
+def split_sum_bias_residual(workspace, parts, bias, residual, c, BM: vg.constexpr = 32,
+                            BN: vg.constexpr = 128):
+    """Split-K's second pass for gemm_bias_residual: c = residual + the slices' sum + bias."""
+    i, j = tile.bid(0), tile.bid(1)
+    h = plus_bias(slices_sum(workspace, i, j, parts, BM, BN), bias, j, BN)
+    tile.store(c, index=(i, j), tile=plus_residual(h, residual, i, j, BM, BN).astype(c.dtype))
 
 
 @tile.kernel
@@ -171,20 +198,25 @@ def launch_gemm(a, b, c, A_ORDER="C", B_ORDER="C", tiles=None, workspace=None, C
         split_sum[grid](workspace, c, parts, C_ORDER=C_ORDER, **tile, **launch)
 
 
-def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None, **launch):
+def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None, residual=None,
+                          **launch):
     """y = x @ w.T, plus bias (1, N) when given, then GELU when z (the pre-activation's
-    array) is given too; split-K when a workspace is given (`launch_gemm`)."""
+    array) is given too, or plus residual (shaped as y; with a bias, and no z) when given;
+    split-K when a workspace is given (`launch_gemm`)."""
     tiles = tiles or gemm_tiles(x)
     if bias is None:
         return launch_gemm(x, w, y, B_ORDER="F", tiles=tiles, workspace=workspace, **launch)
-    outputs = (y,) if z is None else (y, z)
+    if residual is not None:  # the epilogue's kernel, split-K's second pass, and their arrays after bias
+        whole, second_pass, arrays = gemm_bias_residual, split_sum_bias_residual, (residual, y)
+    elif z is not None:
+        whole, second_pass, arrays = gemm_bias_gelu_forward, split_sum_bias_gelu, (y, z)
+    else:
+        whole, second_pass, arrays = gemm_bias, split_sum_bias, (y,)
     if workspace is None:
-        kernel = gemm_bias if z is None else gemm_bias_gelu_forward
-        kernel[_grid(y, tiles)](x, w, bias, *outputs, B_ORDER="F", **tiles, **launch)
+        whole[_grid(y, tiles)](x, w, bias, *arrays, B_ORDER="F", **tiles, **launch)
     else:
         parts, grid, tile = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
-        kernel = split_sum_bias if z is None else split_sum_bias_gelu
-        kernel[grid](workspace, parts, bias, *outputs, **tile, **launch)
+        second_pass[grid](workspace, parts, bias, *arrays, **tile, **launch)
 
 
 def partials(rows: int, cols: int, row_tile=None):

@@ -22,7 +22,10 @@ The three set-ups, each the standard way to train in bfloat16 with it:
   operation is a verdigris kernel: the linear layers (the MLP's first one fused with its
   GELU), causal attention, LayerNorm, the output layer and its cross-entropy (one op: the
   loss's gradient written over the logits in the loss's launch) and the optimizer; torch holds the parameters, the data and the autograd tape,
-  and does the embedding lookup, the reshapes and the residual adds.
+  and does the embedding lookup and the reshapes. The residual adds are in the projections'
+  epilogues (`linear(..., residual=x)`), and the attention projection with LayerNorm 2 is one
+  op (`verdigris.ops.residual`), whose backward adds the stream's two gradients there in the
+  norm's kernel; autograd still adds the two gradients of each block's input.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
   (fused=True on CUDA).
@@ -76,16 +79,28 @@ class Ops:
     """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention of
     (batch, heads, seq, head_dim), and the output layer with its loss: the mean
     cross-entropy of the logits x @ w.T of (rows, features) x against (rows,) targets."""
-    linear: object
+    linear: object  # (x, w, b, residual=None): with a residual, residual + the layer
     linear_gelu: object
+    linear_residual_layer_norm: object  # (x, w, b, residual, norm_w, norm_b): the stream, its LayerNorm
     layer_norm: object
     attention: object
     lm_loss: object
 
 
+def _torch_linear(x, w, b=None, residual=None):
+    y = F.linear(x, w, b)
+    return y if residual is None else residual + y
+
+
+def _torch_linear_residual_layer_norm(x, w, b, residual, norm_w, norm_b):
+    stream = _torch_linear(x, w, b, residual)
+    return stream, F.layer_norm(stream, stream.shape[-1:], norm_w, norm_b)
+
+
 def torch_ops() -> Ops:
-    return Ops(linear=F.linear,
+    return Ops(linear=_torch_linear,
                linear_gelu=lambda x, w, b: F.gelu(F.linear(x, w, b)),
+               linear_residual_layer_norm=_torch_linear_residual_layer_norm,
                layer_norm=lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
                attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                lm_loss=lambda x, w, targets: F.cross_entropy(F.linear(x, w), targets))
@@ -96,8 +111,10 @@ def verdigris_ops() -> Ops:
     from verdigris.ops.linear import linear, linear_gelu
     from verdigris.ops.losses import linear_cross_entropy
     from verdigris.ops.norms import layer_norm
+    from verdigris.ops.residual import linear_residual_layer_norm
 
     return Ops(linear=linear, linear_gelu=linear_gelu, layer_norm=layer_norm,
+               linear_residual_layer_norm=linear_residual_layer_norm,
                attention=lambda q, k, v: attention(q, k, v, causal=True),
                lm_loss=linear_cross_entropy)
 
@@ -116,9 +133,10 @@ class Block(nn.Module):
         qkv = ops.linear(ops.layer_norm(x, self.ln_1.weight, self.ln_1.bias), self.c_attn.weight, self.c_attn.bias)
         q, k, v = qkv.view(batch, seq, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         y = ops.attention(q, k, v).transpose(1, 2).reshape(batch, seq, d)
-        x = x + ops.linear(y, self.attn_proj.weight, self.attn_proj.bias)
-        h = ops.linear_gelu(ops.layer_norm(x, self.ln_2.weight, self.ln_2.bias), self.c_fc.weight, self.c_fc.bias)
-        return x + ops.linear(h, self.mlp_proj.weight, self.mlp_proj.bias)
+        x, h = ops.linear_residual_layer_norm(y, self.attn_proj.weight, self.attn_proj.bias, x,
+                                              self.ln_2.weight, self.ln_2.bias)
+        h = ops.linear_gelu(h, self.c_fc.weight, self.c_fc.bias)
+        return ops.linear(h, self.mlp_proj.weight, self.mlp_proj.bias, residual=x)
 
 
 class GPT(nn.Module):

@@ -4,12 +4,16 @@ Takes: torch tensors x of shape (..., K), a weight (N, K) as torch.nn.Linear sto
 bias (N,), all of one dtype (float16, bfloat16, float32 or float64), on the device
 verdigris runs on (CUDA tensors on the cuda backend, CPU tensors on the cpu one).
 
-Gives: `linear(x, weight, bias=None)` (torch.nn.functional.linear),
+Gives: `linear(x, weight, bias=None, residual=None)` (torch.nn.functional.linear; with a
+residual, residual + F.linear(x, weight, bias), the sum made in the product's epilogue),
 `linear_forward(x, weight)` (its product, for ops that begin with a linear layer; the op
-`torch.ops.verdigris.linear_backward(dy, x, weight)` gives its dx and dw) and
+`torch.ops.verdigris.linear_backward(dy, x, weight)` gives its dx and dw),
 `linear_gelu(x, weight, bias)` (F.gelu(F.linear(x, weight, bias)), the erf form, fused in
-the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::linear_bias`
-and `verdigris::linear_gelu` (with their `_backward`s).
+the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::linear_bias`,
+`verdigris::linear_gelu`, `verdigris::linear_residual` and `verdigris::linear_bias_residual`
+(with their `_backward`s), and for ops built on a linear layer its halves,
+`linear_outputs(x, weight, bias=None, gelu=False, residual=None)` and
+`linear_gradients(dy, x, weight, bias=None, z=None)`.
 
 Guarantees: every product is `tile_gemm.gemm`, its operands read as stored (the weight
 transposed in the forward, dy transposed for the weight gradient: views, no copies;
@@ -21,7 +25,12 @@ once to its dtype. A product whose output tiles would leave the GPU's multiproce
 is split along K (`tile_linear.k_parts`): `gemm_split` sums each part into its own slice
 of a float32 workspace, `split_sum` adds the slices in a fixed order, so every result is
 the same bit for bit from run to run (no float atomics). `linear_gelu` saves the pre-activation x @ w.T + bias (in x's dtype) for
-the backward, which does not recompute the product. Bias gradients are column sums in a
+the backward, which does not recompute the product. A residual is read in the product's
+epilogue (`tile_linear.gemm_bias_residual`): residual + x @ w.T + bias is summed in float32
+and rounded once, with no pass of its own over the activations; its gradient is the
+output's gradient itself, passed on without a copy (`differentiable_op`'s
+`passes_gradient`: the backward is the plain layer's). A residual linear layer without a
+bias adds a zero bias (one fill of N numbers) rather than having kernels of its own. Bias gradients are column sums in a
 fixed order (per-block partials, then `column_sums`): the same bit for bit from run to run.
 """
 from __future__ import annotations
@@ -51,15 +60,21 @@ def _workspace(like: torch.Tensor, m: int, n: int, k: int):
     return None if shape is None else like.new_empty(shape, dtype=_accumulator(like))
 
 
-def _forward(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False):
-    """y (and with gelu the pre-activation z), shaped as x with N features."""
+def linear_outputs(x: torch.Tensor, weight: torch.Tensor, bias=None, gelu: bool = False, residual=None):
+    """(y,), or with gelu (y, z), z the pre-activation: y shaped as x with N features, and
+    residual (shaped as y, x's dtype; with a bias, without gelu) added into it in the
+    product's epilogue."""
     x2 = rows(x)
     y = aligned_rows(x2.shape[0], weight.shape[0], x2)
     z = aligned_rows(*y.shape, y) if gelu else None
+    shape = (*x.shape[:-1], weight.shape[0])
+    if residual is not None and (residual.shape != shape or residual.dtype != x.dtype):
+        raise ValueError(f"linear: the residual must be shaped as the output, {tuple(shape)}, in x's dtype "
+                         f"{x.dtype}; got {tuple(residual.shape)} {residual.dtype}")
     if y.numel():
         launch_linear_forward(x2, weight.contiguous(), y, None if bias is None else bias.contiguous().view(1, -1), z,
-                              workspace=_workspace(x2, *y.shape, x2.shape[1]))
-    shape = (*x.shape[:-1], weight.shape[0])
+                              workspace=_workspace(x2, *y.shape, x2.shape[1]),
+                              residual=None if residual is None else rows(residual))
     return (y.view(shape),) if z is None else (y.view(shape), z)
 
 
@@ -68,7 +83,7 @@ def _partials(dy2: torch.Tensor) -> tuple[torch.Tensor, int]:
     return dy2.new_empty(shape, dtype=_accumulator(dy2)), per_block
 
 
-def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
+def linear_gradients(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
     """dx, dw (and db when there is a bias): dy through GELU first when z is given."""
     x2, dy2 = rows(x), rows(dy)
     dx, dw = torch.empty_like(x2), torch.empty_like(weight)
@@ -92,41 +107,60 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None
 
 def linear_forward(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x @ weight.T, its rows aligned (the product of `linear`'s forward)."""
-    return _forward(x, weight)[0]
+    return linear_outputs(x, weight)[0]
 
 
 def _linear_backward(dy: torch.Tensor, x: torch.Tensor,
                      weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _backward(dy, x, weight)
+    return linear_gradients(dy, x, weight)
 
 
 def _linear_bias_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return _forward(x, weight, bias)[0]
+    return linear_outputs(x, weight, bias)[0]
 
 
 def _linear_bias_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                           bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _backward(dy, x, weight, bias)
+    return linear_gradients(dy, x, weight, bias)
+
+
+def _linear_residual_forward(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    return linear_outputs(x, weight, weight.new_zeros(weight.shape[0]), residual=residual)[0]
+
+
+def _linear_bias_residual_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                                  residual: torch.Tensor) -> torch.Tensor:
+    return linear_outputs(x, weight, bias, residual=residual)[0]
 
 
 def _linear_gelu_forward(x: torch.Tensor, weight: torch.Tensor,
                          bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _forward(x, weight, bias, gelu=True)
+    return linear_outputs(x, weight, bias, gelu=True)
 
 
 def _linear_gelu_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                           z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _backward(dy, x, weight, bias, z)
+    return linear_gradients(dy, x, weight, bias, z)
 
 
 _linear = differentiable_op("verdigris::linear", linear_forward, _linear_backward)
 _linear_bias = differentiable_op("verdigris::linear_bias", _linear_bias_forward, _linear_bias_backward)
 _linear_gelu = differentiable_op("verdigris::linear_gelu", _linear_gelu_forward, _linear_gelu_backward)
+# a residual's gradient is the output's own (`passes_gradient`): the backwards are the plain layers'
+_linear_residual = differentiable_op("verdigris::linear_residual", _linear_residual_forward, _linear_backward,
+                                     passes_gradient=("residual",))
+_linear_bias_residual = differentiable_op("verdigris::linear_bias_residual", _linear_bias_residual_forward,
+                                          _linear_bias_backward, passes_gradient=("residual",))
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x @ weight.T (+ bias): torch.nn.functional.linear."""
-    return _linear(x, weight) if bias is None else _linear_bias(x, weight, bias)
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ weight.T (+ bias): torch.nn.functional.linear; with a residual (shaped as the
+    result, in x's dtype), residual + x @ weight.T (+ bias), the sum made in the product's
+    float32 epilogue and rounded once."""
+    if residual is None:
+        return _linear(x, weight) if bias is None else _linear_bias(x, weight, bias)
+    return _linear_residual(x, weight, residual) if bias is None else _linear_bias_residual(x, weight, bias, residual)
 
 
 def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,10 @@ device verdigris runs on (CUDA tensors on the cuda backend, CPU tensors on the c
 
 Gives: `layer_norm(x, weight, bias, eps=1e-5)` (torch.nn.functional.layer_norm over the
 last axis) and `rms_norm(x, weight, eps=1e-6)` (torch.nn.functional.rms_norm's), the torch
-custom ops `verdigris::layer_norm` and `verdigris::rms_norm` (with their `_backward`s).
+custom ops `verdigris::layer_norm` and `verdigris::rms_norm` (with their `_backward`s), and
+for ops that end with a LayerNorm, its halves: `layer_norm_forward(x, weight, bias, eps)`
+(out, mean, rstd) and `layer_norm_backward(dy, x, weight, bias, mean, rstd, dsum=None)`
+(dx, dw, db; dsum, a gradient x has from elsewhere, added into dx in the same kernel).
 
 Guarantees: arithmetic in float32 (float64 for float64 x), the results rounded once to x's
 dtype and the weight gradients to the weight's; the forward saves each row's statistics
@@ -56,8 +59,9 @@ def _backward_launch(x2: torch.Tensor) -> dict:
     return {"num_warps": 16} if tile_cols(x2.shape[1]) >= 8192 else {}
 
 
-def _layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                        eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                       eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The normed x, and each row's mean and rstd (the backward's)."""
     x2 = _rows(x, x.shape[-1])
     out, mean, rstd = torch.empty_like(x2), _statistics(x2), _statistics(x2)
     if x2.numel():
@@ -66,19 +70,27 @@ def _layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return out.view(x.shape), mean, rstd
 
 
-def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
-                         bias: torch.Tensor, eps: float, mean: torch.Tensor,
-                         rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                        mean: torch.Tensor, rstd: torch.Tensor, dsum: torch.Tensor | None = None):
+    """dx, dw, db from dy and the forward's mean and rstd; dx plus dsum (x's gradient from
+    its other use, shaped as x), added in the backward's kernel, when dsum is given."""
     x2 = _rows(x, x.shape[-1])
     dx, dw, db = torch.empty_like(x2), torch.empty_like(weight), torch.empty_like(bias)
     if x2.numel():
         (dw_partial, per_block), (db_partial, _) = _partials(x2), _partials(x2)
         launch_layernorm_backward(_rows(dy, x2.shape[1]), x2, weight.contiguous(), mean, rstd,
                                   dx, dw, db, dw_partial, db_partial, ROWS=per_block,
+                                  dsum=None if dsum is None else _rows(dsum, x2.shape[1]),
                                   **_backward_launch(x2))
     else:
         dw.zero_(), db.zero_()
     return dx.view(x.shape), dw, db
+
+
+def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                         bias: torch.Tensor, eps: float, mean: torch.Tensor,
+                         rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return layer_norm_backward(dy, x, weight, bias, mean, rstd)
 
 
 def _rms_norm_forward(x: torch.Tensor, weight: torch.Tensor,
@@ -104,7 +116,7 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
     return dx.view(x.shape), dw
 
 
-_layer_norm = differentiable_op("verdigris::layer_norm", _layer_norm_forward, _layer_norm_backward)
+_layer_norm = differentiable_op("verdigris::layer_norm", layer_norm_forward, _layer_norm_backward)
 _rms_norm = differentiable_op("verdigris::rms_norm", _rms_norm_forward, _rms_norm_backward)
 
 

@@ -1,0 +1,76 @@
+"""The residual stream of a pre-norm transformer without passes of its own: a linear layer
+added into the stream and the LayerNorm of the sum, one differentiable torch op.
+
+Takes: torch tensors x (..., K), a weight (N, K) and bias (N,) as torch.nn.Linear stores
+them, the residual stream (..., N) in x's dtype, a LayerNorm's weight and bias (N,) and
+its eps; on the device verdigris runs on (as `verdigris.ops.linear` and `.norms` take them).
+
+Gives: `linear_residual_layer_norm(x, weight, bias, residual, norm_weight, norm_bias,
+eps=1e-5)` -> (stream, normed): stream = residual + F.linear(x, weight, bias) and normed =
+F.layer_norm(stream, (N,), norm_weight, norm_bias, eps), the torch custom op
+`verdigris::linear_residual_layer_norm` (with its `_backward`).
+
+Guarantees: the forward is `linear(x, weight, bias, residual=residual)` (the sum in the
+product's float32 epilogue, rounded once) and the LayerNorm of its result; the backward
+takes both results' gradients and makes the stream's whole gradient g = d_stream +
+LayerNorm's dx(d_normed) in the LayerNorm backward's kernel (one rounding), which is also
+the residual's gradient (returned once, never copied), then dx, dw and db from g as
+`linear`'s backward makes them. Arithmetic and determinism are those of the two ops.
+
+Why this op. In a pre-norm block every value of the stream has two uses, the next
+LayerNorm and the next residual add, so autograd sums its two gradients with an add kernel
+of its own: a pass over the (tokens, d_model) activations per use. The sum can only go
+into a kernel if one op sees both uses, and a torch custom op cannot return one of its
+inputs (an output may not alias an input), so the op must make the stream value itself:
+the op that adds a layer into the stream is the one whose backward gets both gradients.
+Liger's and Apex's add + LayerNorm (`(x + y, LN(x + y))`) does that for an add done by
+the norm's kernel; here the add is already in the GEMM's epilogue (`linear`'s residual,
+one pass fewer in the forward: the product is written once, as the sum), so the op is
+linear + residual + LayerNorm: two kernels forward (GEMM with the residual epilogue, the
+norm) and, backward, the norm's kernel writing g with the residual's gradient added, then
+the layer's products from g, with no add anywhere. The alternative, a LayerNorm op taking
+the stream and returning it beside the normed value, would copy the stream: the pass saved.
+
+In GPT-2's block (examples/train_gpt.py) the attention projection and LayerNorm 2 are this
+op, and the MLP's projection is `linear(..., residual=...)` (the next block's LayerNorm
+1 belongs to the next block): both forward adds and one of each block's two backward adds
+go. (The other could go too with the block's input handed over as (stream, normed) from
+the op that made it, the next block's LayerNorm 1 moved into the previous block's op.)
+"""
+from __future__ import annotations
+
+import torch
+
+from verdigris.autograd import differentiable_op
+from verdigris.ops.linear import linear_gradients, linear_outputs
+from verdigris.ops.norms import layer_norm_backward, layer_norm_forward
+
+
+def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor,
+             norm_weight: torch.Tensor, norm_bias: torch.Tensor,
+             eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """stream, normed, and the norm's mean and rstd (the backward's)."""
+    (stream,) = linear_outputs(x, weight, bias, residual=residual)
+    return (stream, *layer_norm_forward(stream, norm_weight, norm_bias, eps))
+
+
+def _backward(d_stream: torch.Tensor, d_normed: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+              bias: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+              norm_bias: torch.Tensor, eps: float, stream: torch.Tensor, normed: torch.Tensor,
+              mean: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                              torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dw, db, the residual's gradient (the stream's) and the norm's dw, db."""
+    g, d_norm_weight, d_norm_bias = layer_norm_backward(d_normed, stream, norm_weight, norm_bias, mean, rstd,
+                                                        dsum=d_stream)
+    return (*linear_gradients(g, x, weight, bias), g, d_norm_weight, d_norm_bias)
+
+
+_linear_residual_layer_norm = differentiable_op("verdigris::linear_residual_layer_norm", _forward, _backward,
+                                                outputs=2, saves_outputs=True)
+
+
+def linear_residual_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                               residual: torch.Tensor, norm_weight: torch.Tensor, norm_bias: torch.Tensor,
+                               eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(stream, normed): stream = residual + x @ weight.T + bias, normed = its LayerNorm."""
+    return _linear_residual_layer_norm(x, weight, bias, residual, norm_weight, norm_bias, float(eps))
