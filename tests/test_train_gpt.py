@@ -34,13 +34,17 @@ def test_compiled_training_falls_and_tracks_eager(rng):
     assert_falls_and_tracks("compile", int(rng.integers(2**31)), 0.002)
 
 
-def test_the_same_batches_for_every_run_and_a_markov_corpus():
+def test_the_same_batches_for_every_run_windows_of_the_text():
     draw = train_gpt.batches(TINY, 3, seed=5)
     (tokens, targets), (again, _) = draw(2), train_gpt.batches(TINY, 3, seed=5)(2)
     assert torch.equal(tokens, again) and not torch.equal(tokens, draw(3)[0])
     assert tokens.shape == targets.shape == (3, TINY.context)
     assert torch.equal(tokens[:, 1:], targets[:, :-1])
-    assert len(set(tokens.flatten().tolist())) <= TINY.used_vocab
+    ids = train_gpt.np.random.default_rng(5).choice(TINY.vocab, 256, replace=False)
+    byte_of = {int(token): byte for byte, token in enumerate(ids)}
+    text = train_gpt.corpus().tobytes()
+    for row in tokens.tolist():  # each row is a window of the corpus, its bytes as token ids
+        assert bytes(byte_of[t] for t in row) in text
 
 
 def test_the_command_line_prints_the_table_and_refuses_an_unknown_impl(capsys):
