@@ -45,7 +45,7 @@ import numpy as np
 import verdigris as vg
 from verdigris import tile
 from verdigris.examples import Result, on_backend
-from verdigris.examples.tile_gemm import _narrow, available, run
+from verdigris.examples.tile_gemm import _narrow, available
 
 LOG2E = 1 / math.log(2)
 LN2 = math.log(2)

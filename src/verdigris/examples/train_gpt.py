@@ -19,7 +19,8 @@ The three set-ups, each the standard way to train in bfloat16 with it:
 - verdigris: bfloat16 parameters and activations, float32 master weights and moments in
   `verdigris.ops.optim.AdamW` (one launch a step over every parameter, packed). Every hot
   operation is a verdigris kernel: the linear layers (the MLP's first one fused with its
-  GELU), causal attention, LayerNorm, the output layer and its cross-entropy (one op: the
+  GELU), causal attention (`attention_qkvpacked`: q, k and v read where c_attn wrote them,
+  their gradients written into one packed tensor), LayerNorm, the output layer and its cross-entropy (one op: the
   loss's gradient written over the logits in the loss's launch) and the optimizer; torch holds the parameters, the data and the autograd tape,
   and does the embedding lookup, the reshapes and the residual adds.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
@@ -72,9 +73,10 @@ BETAS = (0.9, 0.95)
 
 @dataclass(frozen=True)
 class Ops:
-    """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention of
-    (batch, heads, seq, head_dim), and the output layer with its loss: the mean
-    cross-entropy of the logits x @ w.T of (rows, features) x against (rows,) targets."""
+    """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention
+    `attention(qkv, heads)` of c_attn's packed (batch, seq, 3 * d_model) q, k and v to
+    (batch, seq, d_model), and the output layer with its loss: the mean cross-entropy of
+    the logits x @ w.T of (rows, features) x against (rows,) targets."""
     linear: object
     linear_gelu: object
     layer_norm: object
@@ -82,22 +84,30 @@ class Ops:
     lm_loss: object
 
 
+def sdpa_packed(qkv, heads: int):
+    """Causal SDPA of packed (batch, seq, 3 * d) q, k and v: their heads as (batch, heads,
+    seq, head_dim) views, the result back to (batch, seq, d)."""
+    batch, seq, width = qkv.shape
+    q, k, v = qkv.view(batch, seq, 3, heads, width // (3 * heads)).permute(2, 0, 3, 1, 4)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, width // 3)
+
+
 def torch_ops() -> Ops:
     return Ops(linear=F.linear,
                linear_gelu=lambda x, w, b: F.gelu(F.linear(x, w, b)),
                layer_norm=lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
-               attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+               attention=sdpa_packed,
                lm_loss=lambda x, w, targets: F.cross_entropy(F.linear(x, w), targets))
 
 
 def verdigris_ops() -> Ops:
-    from verdigris.ops.attention import attention
+    from verdigris.ops.attention import attention_qkvpacked
     from verdigris.ops.linear import linear, linear_gelu
     from verdigris.ops.losses import linear_cross_entropy
     from verdigris.ops.norms import layer_norm
 
     return Ops(linear=linear, linear_gelu=linear_gelu, layer_norm=layer_norm,
-               attention=lambda q, k, v: attention(q, k, v, causal=True),
+               attention=lambda qkv, heads: attention_qkvpacked(qkv, heads, causal=True),
                lm_loss=linear_cross_entropy)
 
 
@@ -111,11 +121,9 @@ class Block(nn.Module):
         self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x):
-        ops, (batch, seq, d) = self.ops, x.shape
+        ops = self.ops
         qkv = ops.linear(ops.layer_norm(x, self.ln_1.weight, self.ln_1.bias), self.c_attn.weight, self.c_attn.bias)
-        q, k, v = qkv.view(batch, seq, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = ops.attention(q, k, v).transpose(1, 2).reshape(batch, seq, d)
-        x = x + ops.linear(y, self.attn_proj.weight, self.attn_proj.bias)
+        x = x + ops.linear(ops.attention(qkv, self.heads), self.attn_proj.weight, self.attn_proj.bias)
         h = ops.linear_gelu(ops.layer_norm(x, self.ln_2.weight, self.ln_2.bias), self.c_fc.weight, self.c_fc.bias)
         return x + ops.linear(h, self.mlp_proj.weight, self.mlp_proj.bias)
 
