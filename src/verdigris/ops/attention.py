@@ -5,28 +5,40 @@ head_dim), kv_heads dividing heads (grouped-query attention: query head h reads 
 h // (heads // kv_heads); kv_heads == heads is multi-head attention), of one dtype, float16
 or bfloat16, on the device verdigris runs on (CUDA tensors on the cuda backend, CPU
 tensors on the cpu one), head_dim at most MAX_HEAD_DIM, 128 (on sm_90a the powers of two
-from 16 stream their tiles by TMA; others run without); `causal` (each query sees the keys up to its own position) and
+from 16 stream their tiles by TMA, over views whose strides are multiples of 16 bytes;
+others run without); `causal` (each query sees the keys up to its own position) and
 `scale` (positive; default 1 / sqrt(head_dim)).
 
 Gives: `attention(q, k, v, causal=False, scale=None)`, softmax(q k^T * scale) v, as
 `torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
-enable_gqa=True)` computes it; `attention_varlen(q, k, v, cu_seqlens, causal=False,
+enable_gqa=True)` computes it, as a (batch, heads, seq, head_dim) view of (batch, seq,
+heads, head_dim) memory (so that `o.transpose(1, 2).reshape(batch, seq, heads * head_dim)`
+is a view too); `attention_qkvpacked(qkv, heads, causal=False, scale=None)`, the same of
+GPT-2's packed qkv (batch, seq, 3 * heads * head_dim: q, k and v one after another along
+the last axis, as `flash_attn_qkvpacked_func` takes them flattened), as (batch, seq, heads
+* head_dim), whose gradient is one tensor of qkv's shape; `attention_varlen(q, k, v, cu_seqlens, causal=False,
 scale=None)`, the forward only, of packed sequences (`flash_attn_varlen_func`'s layout:
 q (total_tokens, heads, head_dim), k and v (total_tokens, kv_heads, head_dim), cu_seqlens
 int32 (batch + 1,), head_dim up to 256); `attention_fp8(q, k, v, descale_q, descale_k,
 descale_v, causal=False, scale=None)`, the forward only, of float8_e4m3fn q, k, v laid out
 as `attention`'s with FlashAttention-3's per-tensor descales (positive numbers: a tensor's
 real values are its stored ones times its descale), head_dim up to 256, bfloat16 results;
-and the torch custom ops `verdigris::attention` (results: the output and each
-row's log-sum-exp, float32 (batch * heads, seq)), `verdigris::attention_backward`,
-`verdigris::attention_varlen` and `verdigris::attention_fp8` (their outputs only; forward
+and the torch custom ops `verdigris::attention` and `verdigris::attention_qkvpacked`
+(results: the output and each row's log-sum-exp, float32 (batch * heads, seq)), their
+`_backward` ops, `verdigris::attention_varlen` and `verdigris::attention_fp8` (their outputs only; forward
 only: a backward through them raises NotImplementedError naming the function, in eager
 mode and compiled alike, and never gives a gradient).
 
 Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probabilities and
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
-the inputs' dtype. The forward reads each K/V head once per query head of its group, with
-no copy; it saves its output and the log-sum-exp; the backward recomputes
+the inputs' dtype. The dense ops hand the kernels the caller's tensors as they lie, views
+of any strides (a tensor whose last stride is not 1, or a broadcast one such as autograd's
+gradient of a sum, is copied first), and the kernels write the output and the gradients
+where they belong: no copy or transpose around them, and the packed op's backward writes
+dQ, dK and dV into their parts of one gradient (no torch.cat or stack); `attention`'s
+gradients are laid out as its inputs where those are dense. The forward reads each K/V
+head once per query head of its group, with no copy; it saves its output and the
+log-sum-exp; the backward recomputes
 the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads each query
 head's share of its K/V head's dK and dV, then the shares of a group summed)
 and writes each gradient element
