@@ -8,8 +8,8 @@ descales, GQA, causal and not) against float64 SDPA of the dequantized inputs, t
 of inputs the kernels do not take, `differentiable_op(saves_outputs=True)`
 on its own, and torch.compile(fullgraph=True) forward and backward; the output a (batch,
 heads, seq, head_dim) view of (batch, seq, heads, head_dim) memory, views passed to the
-kernels as they lie (copied only without a unit last stride, or broadcast: the gradient
-of a sum), the backward's gradients laid out as its inputs; `attention_qkvpacked` (GPT-2's
+kernels as they lie (copied only without a unit last stride: the gradient of a sum),
+the backward's gradients laid out as its inputs; `attention_qkvpacked` (GPT-2's
 packed q, k, v) against float32 SDPA of the unpacked heads, its one packed gradient, fake
 tensors, torch.compile (aot_eager, and inductor with the slow test) and its refusals; the forward-only ops
 (varlen, fp8) under fake tensors and torch.compile (aot_eager: no inductor compile), and a
@@ -276,14 +276,19 @@ def test_qkvpacked_output_and_packed_gradient_match_float32_torch(rng, dtype, ca
 
 def test_qkvpacked_views_of_wider_rows_a_scale_and_a_gradient_of_a_sum(rng):
     """qkv a view of rows wider than it (passed as it lies), a given scale, and the output's
-    gradient as autograd gives it for out.sum(): a broadcast (stride 0), which is copied."""
+    gradient as autograd gives it for out.sum(): a broadcast (every stride 0), copied; one
+    broadcast along batch and seq only (stride 1 along the features) is read as it lies."""
     wide = torch.from_numpy(rng.standard_normal((2, 30, 3 * 2 * 32 + 8))).half()
     qkv = wide[..., 8:].requires_grad_()
     assert _kernel_view(qkv) is qkv
     out = attention_qkvpacked(qkv, 2, causal=True, scale=0.3)
-    (dqkv,) = torch.autograd.grad(out.sum(), qkv)
+    (dqkv,) = torch.autograd.grad(out.sum(), qkv, retain_graph=True)
     want_out, want = packed_reference(qkv, torch.ones(out.shape), 2, True, scale=0.3)
     assert max_rel(out, want_out) < 4e-3 and max_rel(dqkv, want) < 4e-3
+    weights = torch.from_numpy(rng.standard_normal(out.shape[-1])).half()
+    (dqkv,) = torch.autograd.grad((out * weights).sum(), qkv)
+    want = packed_reference(qkv, weights.expand(out.shape), 2, True, scale=0.3)[1]
+    assert max_rel(dqkv, want) < 4e-3
 
 
 def test_outputs_and_gradients_are_laid_out_without_copies(rng):

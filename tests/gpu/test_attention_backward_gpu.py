@@ -6,7 +6,8 @@ torch's own SDPA in the inputs' dtype beside it, to show both err alike); the gr
 the same bit for bit from run to run; torch.compile(fullgraph=True) forward and backward.
 `attention_qkvpacked` on GPT-2's layout (heads 12, head dim 64; and 128) against SDPA of the
 unpacked heads, output and packed gradient, with the copy engine's 4-d tensor maps over the
-views and, on rows whose pitch it cannot describe, the variant without it; the same bits
+views and, on rows whose pitch it cannot describe, the variant without it; an output
+gradient broadcast along batch and seq (strides 0) read as it lies; the same bits
 as `attention` given the same views, from run to run, and compiled.
 The kernels on their own (cpu backend, float64 references): tests/test_attention_backward.py."""
 import math
@@ -147,6 +148,20 @@ def test_qkvpacked_rows_the_copy_engine_cannot_describe(causal):
     (dqkv,) = torch.autograd.grad(out, x, do)
     want_out, want = packed_reference(qkv, do, 12, causal)
     assert rel_err(out, want_out) < TOLERANCE[torch.bfloat16]
+    assert rel_err(dqkv, want) < TOLERANCE[torch.bfloat16]
+
+
+def test_qkvpacked_gradient_of_a_weighted_sum():
+    """The output's gradient as autograd gives it for (out * weights).sum(): a broadcast
+    along batch and seq (strides 0, 0, 1), which the kernels and the copy engine's tensor
+    maps read as it lies."""
+    from verdigris.ops.attention import attention_qkvpacked
+
+    qkv, do = packed_case(torch.bfloat16, 1000, 64)
+    x = qkv.clone().requires_grad_()
+    out = attention_qkvpacked(x, 12, causal=True)
+    (dqkv,) = torch.autograd.grad((out * do[0, 0]).sum(), x)
+    want = packed_reference(qkv, do[0, 0].expand(do.shape), 12, True)[1]
     assert rel_err(dqkv, want) < TOLERANCE[torch.bfloat16]
 
 

@@ -32,8 +32,7 @@ mode and compiled alike, and never gives a gradient).
 Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probabilities and
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
 the inputs' dtype. The dense ops hand the kernels the caller's tensors as they lie, views
-of any strides (a tensor whose last stride is not 1, or a broadcast one such as autograd's
-gradient of a sum, is copied first), and the kernels write the output and the gradients
+of any strides (a tensor whose last stride is not 1 is copied first), and the kernels write the output and the gradients
 where they belong: no copy or transpose around them, and the packed op's backward writes
 dQ, dK and dV into their parts of one gradient (no torch.cat or stack); `attention`'s
 gradients are laid out as its inputs where those are dense. The forward reads each K/V
@@ -69,12 +68,10 @@ MAX_HEAD_DIM = 128  # the dK/dV kernel's tiles of 256 columns need more shared m
 
 
 def _kernel_view(t: torch.Tensor) -> torch.Tensor:
-    """`t` as the kernels take it: itself where its last stride is 1 and no axis is
-    broadcast, else a contiguous copy (a broadcast axis, stride 0, is what autograd gives
-    as the gradient of a sum; the copy engine is not documented to take one)."""
-    if t.stride(-1) == 1 and all(stride or n == 1 for n, stride in zip(t.shape, t.stride())):
-        return t
-    return t.contiguous()
+    """`t` as the kernels take it: itself where its last stride is 1 (any others: the
+    kernels index them, the copy engine's tensor maps take them), else a contiguous copy
+    (autograd's gradient of a sum is a broadcast, every stride 0)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
 
 
 def _head_views(packed: torch.Tensor, heads: int, parts: int) -> tuple:
