@@ -20,9 +20,10 @@ The three set-ups, each the standard way to train in bfloat16 with it:
   `verdigris.ops.optim.AdamW` (one launch a step over every parameter, packed). Every hot
   operation is a verdigris kernel: the linear layers (the MLP's first one fused with its
   GELU), causal attention (`attention_qkvpacked`: q, k and v read where c_attn wrote them,
-  their gradients written into one packed tensor), LayerNorm, the output layer and its cross-entropy (one op: the
-  loss's gradient written over the logits in the loss's launch) and the optimizer; torch holds the parameters, the data and the autograd tape,
-  and does the embedding lookup, the reshapes and the residual adds.
+  their gradients written into one packed tensor), LayerNorm, the output layer and its
+  cross-entropy (one op: the loss's gradient written over the logits in the loss's launch)
+  and the optimizer; torch holds the parameters, the data and the autograd tape, and does
+  the embedding lookup, the reshapes and the residual adds.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
   (fused=True on CUDA).

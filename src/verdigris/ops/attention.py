@@ -16,36 +16,36 @@ heads, head_dim) memory (so that `o.transpose(1, 2).reshape(batch, seq, heads * 
 is a view too); `attention_qkvpacked(qkv, heads, causal=False, scale=None)`, the same of
 GPT-2's packed qkv (batch, seq, 3 * heads * head_dim: q, k and v one after another along
 the last axis, as `flash_attn_qkvpacked_func` takes them flattened), as (batch, seq, heads
-* head_dim), whose gradient is one tensor of qkv's shape; `attention_varlen(q, k, v, cu_seqlens, causal=False,
-scale=None)`, the forward only, of packed sequences (`flash_attn_varlen_func`'s layout:
-q (total_tokens, heads, head_dim), k and v (total_tokens, kv_heads, head_dim), cu_seqlens
-int32 (batch + 1,), head_dim up to 256); `attention_fp8(q, k, v, descale_q, descale_k,
-descale_v, causal=False, scale=None)`, the forward only, of float8_e4m3fn q, k, v laid out
-as `attention`'s with FlashAttention-3's per-tensor descales (positive numbers: a tensor's
-real values are its stored ones times its descale), head_dim up to 256, bfloat16 results;
-and the torch custom ops `verdigris::attention` and `verdigris::attention_qkvpacked`
-(results: the output and each row's log-sum-exp, float32 (batch * heads, seq)), their
-`_backward` ops, `verdigris::attention_varlen` and `verdigris::attention_fp8` (their outputs only; forward
-only: a backward through them raises NotImplementedError naming the function, in eager
-mode and compiled alike, and never gives a gradient).
+* head_dim), whose gradient is one tensor of qkv's shape; `attention_varlen(q, k, v,
+cu_seqlens, causal=False, scale=None)`, the forward only, of packed sequences
+(`flash_attn_varlen_func`'s layout: q (total_tokens, heads, head_dim), k and v
+(total_tokens, kv_heads, head_dim), cu_seqlens int32 (batch + 1,), head_dim up to 256);
+`attention_fp8(q, k, v, descale_q, descale_k, descale_v, causal=False, scale=None)`, the
+forward only, of float8_e4m3fn q, k, v laid out as `attention`'s with FlashAttention-3's
+per-tensor descales (positive numbers: a tensor's real values are its stored ones times its
+descale), head_dim up to 256, bfloat16 results; and the torch custom ops
+`verdigris::attention` and `verdigris::attention_qkvpacked` (results: the output and each
+row's log-sum-exp, float32 (batch * heads, seq)), their `_backward` ops,
+`verdigris::attention_varlen` and `verdigris::attention_fp8` (their outputs only; forward
+only: a backward through them raises NotImplementedError naming the function, in eager mode
+and compiled alike, and never gives a gradient).
 
 Guarantees: float32 arithmetic (scores, softmax, the products' sums), the probabilities and
 dS rounded to the inputs' dtype before their products (as FlashAttention does), results in
 the inputs' dtype. The dense ops hand the kernels the caller's tensors as they lie, views
-of any strides (a tensor whose last stride is not 1 is copied first), and the kernels write the output and the gradients
-where they belong: no copy or transpose around them, and the packed op's backward writes
-dQ, dK and dV into their parts of one gradient (no torch.cat or stack); `attention`'s
-gradients are laid out as its inputs where those are dense. The forward reads each K/V
-head once per query head of its group, with no copy; it saves its output and the
-log-sum-exp; the backward recomputes
-the probabilities from them (FlashAttention-2's scheme; with kv_heads < heads each query
-head's share of its K/V head's dK and dV, then the shares of a group summed)
-and writes each gradient element
-from one block, summed in a fixed order: the gradients are the same bit for bit from run to
-run (no atomics; this is the only mode). Every op allocates its results with torch, so its
-fake implementation gives their shapes without a launch and torch.compile(fullgraph=True)
-traces it. fp8 passes V as stored (the kernel transposes it on its way to shared memory; no
-copy to the kernel's V_TRANSPOSED layout). Kernels: `examples.tile_attention`,
+of any strides (a tensor whose last stride is not 1 is copied first), and the kernels write
+the output and the gradients where they belong: no copy or transpose around them, and the
+packed op's backward writes dQ, dK and dV into their parts of one gradient (no torch.cat or
+stack); `attention`'s gradients are laid out as its inputs where those are dense. The
+forward reads each K/V head once per query head of its group, with no copy; it saves its
+output and the log-sum-exp; the backward recomputes the probabilities from them
+(FlashAttention-2's scheme; with kv_heads < heads each query head's share of its K/V head's
+dK and dV, then the shares of a group summed) and writes each gradient element from one
+block, summed in a fixed order: the gradients are the same bit for bit from run to run (no
+atomics; this is the only mode). Every op allocates its results with torch, so its fake
+implementation gives their shapes without a launch and torch.compile(fullgraph=True) traces
+it. fp8 passes V as stored (the kernel transposes it on its way to shared memory; no copy
+to the kernel's V_TRANSPOSED layout). Kernels: `examples.tile_attention`,
 `examples.tile_attention_variants` (varlen, fp8).
 """
 from __future__ import annotations

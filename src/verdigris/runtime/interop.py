@@ -5,9 +5,10 @@ not an array), `extractor(type)` (the per-type function `describe` uses), and
 `byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
 byte range a view can touch, which the launch-time alias check compares,
 `shares_elements(a, b)`, which it asks where two ranges overlap (`views_share` over the
-views' parts, which generated launchers ask), `overlaps_itself(shape, strides)`, which it asks of each array a kernel writes, and
-`host_view(info)`, the NumPy view of host memory the cpu backend runs on (made from
-the very description the alias check inspected: no second export).
+views' parts, which generated launchers ask), `overlaps_itself(shape, strides)`, which it
+asks of each array a kernel writes, and `host_view(info)`, the NumPy view of host memory
+the cpu backend runs on (made from the very description the alias check inspected: no
+second export).
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything

@@ -20,8 +20,9 @@ A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products di
 A streamed load reads a 2-d to 5-d array (any strides but a unit inner one: a torch view
 such as attention's (batch, heads, seq, head_dim) of a (batch, seq, heads, head_dim)
 tensor) of float16/bfloat16/fp8: a whole power-of-two tile of its last two axes (extent 1
-along the others) with padding 0 (the copy engine fills what lies outside with zeros), at an index that depends on nothing the body assigns but the loop variable and
-the scalars of its index prefix, and its tile is used once, as an operand of a product in
+along the others) with padding 0 (the copy engine fills what lies outside with zeros), at
+an index that depends on nothing the body assigns but the loop variable and the scalars of
+its index prefix, and its tile is used once, as an operand of a product in
 a statement of the body itself. It then goes global -> shared by the copy engine
 (`cp.async.bulk.tensor`), up to `stages` iterations ahead. The index prefix: scalar
 statements at the top of the body that read only the loop variable, loop invariants and
