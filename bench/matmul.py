@@ -226,9 +226,8 @@ def attention_case(rows, causal: bool, configs, batch=4, heads=32, seq=4096, dim
                                                     is_causal=causal)
         return out
 
-    flat = [t.view(batch * heads, seq, dim) for t in (q, k, v, o)]
-    grid = lambda m: (seq // m["BM"], batch * heads)  # noqa: E731
-    cands = [(label, fn, o) for label, fn in ours(attention, configs, grid, (*flat, lse, scale), ["q", "k"],
+    grid = lambda m: (seq // m["BM"], heads, batch)  # noqa: E731
+    cands = [(label, fn, o) for label, fn in ours(attention, configs, grid, (q, k, v, o, lse, scale), ["q", "k"],
                                                   CAUSAL=causal, D=dim)]
 
     def sdpa():

@@ -76,20 +76,21 @@ def _reference(q, k, v, causal):
     return want
 
 
-def _dense(kernel, launches, q, k, v, o, want, rtol=RTOL, **fixed) -> dict:
-    """Our dense forward at each launch, on (batch, heads, seq, d) tensors, checked."""
+def _dense(kernel, launches, q, k, v, o, want, rtol=RTOL, flat=False, **fixed) -> dict:
+    """Our dense forward at each launch, on (batch, heads, seq, d) tensors (`flat`: their
+    (batch * heads, seq, d) views, as the fp8 kernel takes them), checked."""
     import torch
 
     import verdigris as vg
 
     b, heads, seq, d = q.shape
-    flat = [t.reshape(-1, *t.shape[2:]) for t in (q, k, v)]
+    arrays = [t.reshape(-1, *t.shape[2:]) for t in (q, k, v, o)] if flat else [q, k, v, o]
+    grid = (b * heads,) if flat else (heads, b)
     lse = torch.empty(b * heads, seq, device="cuda")
     scale = fixed.pop("scale", 1 / math.sqrt(d))
 
     def run(launch):
-        return lambda: kernel[vg.cdiv(seq, launch["BM"]), b * heads](
-            *flat, o.view(b * heads, seq, d), lse, scale, **launch, **fixed)
+        return lambda: kernel[(vg.cdiv(seq, launch["BM"]), *grid)](*arrays, lse, scale, **launch, **fixed)
     return {_show(launch): checked(run(launch), o, want, rtol) for launch in launches}
 
 
@@ -230,10 +231,10 @@ def bench_fp8(seq):
     scale = descales[0] * descales[1] / math.sqrt(HEAD_DIM)
     launches = [FP8_LAUNCH[HEAD_DIM], dict(BM=128, BN=64)]
     ours = {f"V transposed {label}": impl for label, impl in _dense(
-        attention_fp8, launches, q8, k8, vt8, o, want, RTOL_FP8, scale=scale, CAUSAL=False,
+        attention_fp8, launches, q8, k8, vt8, o, want, RTOL_FP8, flat=True, scale=scale, CAUSAL=False,
         D=HEAD_DIM, V_TRANSPOSED=True, descale_v=descales[2]).items()}
     ours.update({f"V as stored {label}": impl for label, impl in _dense(
-        attention_fp8, launches[:1], q8, k8, v8, o, want, RTOL_FP8, scale=scale, CAUSAL=False,
+        attention_fp8, launches[:1], q8, k8, v8, o, want, RTOL_FP8, flat=True, scale=scale, CAUSAL=False,
         D=HEAD_DIM, descale_v=descales[2]).items()})
     bf16 = [t.to(torch.bfloat16) for t in real]
     impls = {"verdigris": ours,

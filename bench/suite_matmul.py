@@ -163,10 +163,8 @@ def _attention_case(causal: bool):
         for i in range(BATCH):  # the float32 scores of one batch at a time
             want[i] = F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(),
                                                      is_causal=causal)
-        flat = [t.view(BATCH * HEADS, seq, HEAD_DIM) for t in (q, k, v, o)]
-
         def grid(config):
-            return seq // config["BM"], BATCH * HEADS
+            return seq // config["BM"], HEADS, BATCH
 
         def sdpa(backend):  # one of torch's SDPA backends, pinned
             def run():
@@ -175,7 +173,7 @@ def _attention_case(causal: bool):
             return run
 
         return {"verdigris": _ours(attention, mm.ATTENTION_CONFIGS, grid,
-                                   (*flat, lse, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
+                                   (q, k, v, o, lse, 1 / math.sqrt(HEAD_DIM)), ["q", "k"], o, want,
                                    CAUSAL=causal, D=HEAD_DIM),
                 # every SDPA backend (cuDNN's is published at FlashAttention-3's level on
                 # Hopper); the suite reports torch's best, each one that fails its own row
@@ -225,17 +223,15 @@ def _attention_backward_case(causal: bool):
             out = F.scaled_dot_product_attention(*params, is_causal=causal)
             for w, g in zip(want, torch.autograd.grad(out, params, do[i].float())):
                 w[i] = g
-        flat = [t.view(BATCH * HEADS, seq, HEAD_DIM) for t in (q, k, v, do)]
-        o, lse = torch.empty_like(flat[0]), torch.empty(BATCH * HEADS, seq, device="cuda")
-        attention[seq // 128, BATCH * HEADS](*flat[:3], o, lse, scale, CAUSAL=causal, BM=128,
-                                             BN=64, D=HEAD_DIM)
+        o, lse = torch.empty_like(q), torch.empty(BATCH * HEADS, seq, device="cuda")
+        attention[seq // 128, HEADS, BATCH](q, k, v, o, lse, scale, CAUSAL=causal, BM=128, BN=64, D=HEAD_DIM)
         grads = [torch.empty_like(o) for _ in range(3)]
         delta = torch.empty_like(lse)
 
         def ours(launches):
             def run():
-                attention_backward(*flat[:3], o, lse, flat[3], *grads, delta, scale, causal, *launches)
-                return [g.view(shape) for g in grads]
+                attention_backward(q, k, v, o, lse, do, *grads, delta, scale, causal, *launches)
+                return grads
             return run
 
         def backward_of(forward):  # autograd's backward of a recorded forward, timed alone

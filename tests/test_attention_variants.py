@@ -37,27 +37,30 @@ def _inputs(rng, shape, dtype=BF16, scale=1.0):
 
 
 def _dense(q, k, v, scale, causal):
-    """float64 attention of (batch * heads, seq, d) q against K/V heads shared by groups."""
-    group = q.shape[0] // k.shape[0]
-    k64, v64 = (np.repeat(t.astype(np.float64), group, axis=0) for t in (k, v))
+    """float64 attention of (..., heads, seq, d) q against K/V heads shared by groups."""
+    group = q.shape[-3] // k.shape[-3]
+    k64, v64 = (np.repeat(t.astype(np.float64), group, axis=-3) for t in (k, v))
     q64 = q.astype(np.float64)
     return ta.reference(q64, k64, v64, scale, causal), ta.reference_lse(q64, k64, scale, causal)
 
 
 def _forward(q, k, v, causal, tiles, d, group):
+    """o and lse ((batch, heads, seq)) of (batch, heads, seq, d) q and (batch, kv_heads,
+    seq, d) k and v."""
+    batch, heads, seq, _ = q.shape
     o = np.full(q.shape, np.nan, q.dtype)
-    lse = np.full(q.shape[:2], np.nan, np.float32)
-    ta.attention[vg.cdiv(q.shape[1], tiles[0]), q.shape[0]](
+    lse = np.full((batch * heads, seq), np.nan, np.float32)
+    ta.attention[vg.cdiv(seq, tiles[0]), heads, batch](
         q, k, v, o, lse, 1 / math.sqrt(d), CAUSAL=causal, BM=tiles[0], BN=tiles[1], D=d, GROUP=group)
-    return o, lse
+    return o, lse.reshape(batch, heads, seq)
 
 
 @pytest.mark.parametrize("group", [1, 2, 4])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_grouped_query_attention(rng, group, causal):
     batch, kv_heads, seq, d = 2, 2, 77, 64
-    q = _inputs(rng, (batch * kv_heads * group, seq, d))
-    k, v = (_inputs(rng, (batch * kv_heads, seq, d)) for _ in range(2))
+    q = _inputs(rng, (batch, kv_heads * group, seq, d))
+    k, v = (_inputs(rng, (batch, kv_heads, seq, d)) for _ in range(2))
     o, lse = _forward(q, k, v, causal, (32, 16), d, group)
     want, want_lse = _dense(q, k, v, 1 / math.sqrt(d), causal)
     assert relative_error(o, want) < TOLERANCE
@@ -69,24 +72,25 @@ def test_grouped_query_attention_backward(rng, causal):
     """`attention_backward` on K/V heads shared by 3 query heads each: dK and dV per query
     head, which summed over each group are the K/V heads' gradients."""
     group, seq, d = 3, 45, 32
-    q, do = (_inputs(rng, (2 * group, seq, d)) for _ in range(2))
-    k, v = (_inputs(rng, (2, seq, d)) for _ in range(2))
+    q, do = (_inputs(rng, (1, 2 * group, seq, d)) for _ in range(2))
+    k, v = (_inputs(rng, (1, 2, seq, d)) for _ in range(2))
     scale = 1 / math.sqrt(d)
     o, lse = _forward(q, k, v, causal, (16, 16), d, group)
     dq, dk, dv = (np.full(q.shape, np.nan, q.dtype) for _ in range(3))
-    ta.attention_backward(q, k, v, o, lse, do, dq, dk, dv, np.full(lse.shape, np.nan, np.float32),
-                          scale, causal, dict(BM=16, BN=16), dict(BM=16, BN=16))
-    want = ta.reference_backward(q, *(np.repeat(t, group, axis=0) for t in (k, v)), do, scale, causal)
-    shares = [g.astype(np.float64).reshape(2, group, seq, d).sum(1) for g in (dk, dv)]
+    ta.attention_backward(q, k, v, o, lse.reshape(-1, seq), do, dq, dk, dv,
+                          np.full((2 * group, seq), np.nan, np.float32), scale, causal,
+                          dict(BM=16, BN=16), dict(BM=16, BN=16))
+    want = ta.reference_backward(q, *(np.repeat(t, group, axis=1) for t in (k, v)), do, scale, causal)
+    shares = [g.astype(np.float64).reshape(1, 2, group, seq, d).sum(2) for g in (dk, dv)]
     assert relative_error(dq, want[0]) < TOLERANCE
     for got, full in zip(shares, want[1:]):
-        assert relative_error(got, full.reshape(2, group, seq, d).sum(1)) < TOLERANCE
+        assert relative_error(got, full.reshape(1, 2, group, seq, d).sum(2)) < TOLERANCE
 
 
 @pytest.mark.parametrize("d, tiles", [(128, (16, 16)), (256, (16, 32))])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_head_dims(rng, d, tiles, causal):
-    q, k, v = (_inputs(rng, (2, 21, d)) for _ in range(3))
+    q, k, v = (_inputs(rng, (1, 2, 21, d)) for _ in range(3))
     o, lse = _forward(q, k, v, causal, tiles, d, 1)
     want, want_lse = _dense(q, k, v, 1 / math.sqrt(d), causal)
     assert relative_error(o, want) < TOLERANCE
@@ -199,7 +203,7 @@ def _specialized(name, d, causal, launch):
         return tv.attention_fp8.specialize_types(dict(
             common, q=_a(f8), k=_a(f8), v=_a(f8), o=_a(T.bfloat16), descale_v=T.float32,
             V_TRANSPOSED=True), block=block)
-    arrays = dict(q=_a(T.bfloat16), k=_a(T.bfloat16), v=_a(T.bfloat16), o=_a(T.bfloat16))
+    arrays = dict(q=_a(T.bfloat16, 4), k=_a(T.bfloat16, 4), v=_a(T.bfloat16, 4), o=_a(T.bfloat16, 4))
     if name == "varlen":
         flat = {name: _a(T.bfloat16, 2) for name in arrays}
         return tv.attention_varlen.specialize_types(dict(common, **flat, cu_seqlens=_a(T.int32, 1),
@@ -218,7 +222,8 @@ def test_sm90a_streams_both_operands_without_spilling(name, d, causal, launch):
     (pipe,) = matmul.plan(kernel, "sm_90a").pipelines.values()
     assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"] and pipe.specialized
     ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
-    dims = 2 if name == "varlen" else 3  # (total_tokens, heads * head_dim): a 2-d box
+    # varlen's (total_tokens, heads * head_dim): a 2-d box; (batch, heads, seq, head_dim): 4-d
+    dims = {"varlen": 2, "gqa": 4, "fp8": 3}[name]
     assert f"cp.async.bulk.tensor.{dims}d.shared::cluster.global" in ptx and "wgmma.mma_async" in ptx
     report = _ptxas_report(ptx)
     assert "0 bytes spill stores" in report and not re.search(r"C75\d\d", report), report

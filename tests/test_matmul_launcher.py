@@ -2,7 +2,9 @@
 and the kernel's prepared parameters (`runtime.tensormap`), on the fake CUDA driver
 (launches recorded, not run): the same grid, block, shared memory and parameters as the
 first launch, which took the general path; other arrays get their own tensor maps, and
-an argument of another kind goes back down the chain."""
+an argument of another kind goes back down the chain. Attention's dK/dV kernel on 4-d
+views of packed arrays: tensor maps of the views' strides, and the interleaved gradient
+views relaunched from the generated launcher."""
 import json
 
 import pytest
@@ -50,3 +52,56 @@ def test_repeated_gemm_launches_take_a_generated_launcher_with_the_same_paramete
     assert first["maps"][0] == first["ptrs"][0] == got["a"]
     assert third["maps"][0] == third["ptrs"][0] == got["other"]
     assert third["maps"][1:] == first["maps"][1:]
+
+
+PACKED = """
+import json
+import numpy as np
+import verdigris as vg
+from tests import fakecuda
+from verdigris.examples import tile_attention as ta
+from verdigris.runtime import tensormap
+
+encoded = []
+encode = tensormap.encode
+def recording(spec, pointer, shape, strides):
+    encoded.append(dict(param=spec.param, box=list(spec.box), pointer=pointer, shape=list(shape),
+                        strides=list(strides)))
+    return encode(spec, pointer, shape, strides)
+tensormap.encode = recording
+general = fakecuda.count_general_calls()
+
+batch, heads, seq, d = 2, 12, 256, 64
+qkv = vg.asarray(np.zeros((batch, seq, 3 * heads * d), np.float16))
+do = vg.asarray(np.zeros((batch, seq, heads * d), np.float16))
+dqkv = vg.asarray(np.zeros(qkv.shape, np.float16))
+lse = vg.asarray(np.zeros((batch * heads, seq), np.float32))
+q, k, v = ta.head_views(qkv, heads, 3)
+(do_heads,) = ta.head_views(do, heads, 1)
+dq, dk, dv = ta.head_views(dqkv, heads, 3)
+counts = []
+for _ in range(2):
+    ta.attention_backward_dkdv[seq // 128, heads, batch](q, k, v, do_heads, lse, lse, dk, dv, 0.125, D=d,
+                                                          **ta.DKDV_LAUNCH)
+    counts.append(dict(general=general[0], encoded=len(encoded)))
+print(json.dumps(dict(encoded=encoded, counts=counts, q=q.ptr, do=do_heads.ptr)))
+"""
+
+
+def test_attention_streams_4d_views_of_packed_arrays_and_relaunches_from_the_launcher():
+    """The dK/dV kernel on GPT-2's packed layout: its streamed Q and dO tiles get 4-d tensor
+    maps of the views' own strides (the seq stride 3 * heads * d, the heads' d), and the
+    interleaved dK and dV views of one gradient pass the alias check; the second launch
+    takes the generated launcher and the tensor maps already encoded."""
+    done = fakecuda.run(PACKED, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    batch, heads, seq, d = 2, 12, 256, 64
+    maps = {m["param"]: m for m in got["encoded"]}
+    # Q and dO feed two products each: one map serves both (the same array and box)
+    assert sorted(m["param"] for m in got["encoded"]) == ["do", "q"]
+    assert maps["q"]["pointer"] == got["q"] and maps["do"]["pointer"] == got["do"]
+    assert maps["q"]["shape"] == [batch, heads, seq, d] and maps["q"]["box"][:2] == [1, 1]
+    assert maps["q"]["strides"] == [seq * 3 * heads * d, d, 3 * heads * d]
+    assert maps["do"]["strides"] == [seq * heads * d, d, heads * d]
+    assert got["counts"] == [dict(general=1, encoded=2), dict(general=1, encoded=2)]

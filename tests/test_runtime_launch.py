@@ -127,6 +127,33 @@ def test_each_changed_fact_goes_to_the_general_path():
     assert got["misaligned view"]["launch"]["slots"][1] % 16 == 4
 
 
+def test_written_views_interleaved_with_other_arguments_stay_on_the_launcher():
+    """Columns of one array (byte ranges that overlap, no element shared: the parts of a
+    packed attention gradient) launch from the generated launcher after the first call,
+    not from the general path; views that do share an element are still refused."""
+    got = run("""
+    pair, y = f32(1000, 2), f32(1000)
+    def attempt(label, *args):
+        before = general_calls[0]
+        try:
+            axpy[4, 256](*args)
+            result = "ok"
+        except vg.Error as err:
+            result = type(err).__name__
+        out[label] = dict(result=result, general=general_calls[0] - before)
+    attempt("first", 2.0, pair[:, 0], y, pair[:, 1])
+    attempt("again", 2.0, pair[:, 0], y, pair[:, 1])
+    attempt("same column", 2.0, pair[:, 0], y, pair[:, 0])
+    attempt("a column that meets a row", 2.0, pair.reshape(2000)[1000:], y, pair[:, 1])
+    other = f32(1000, 2)
+    attempt("another pair", 2.0, other[:, 0], y, other[:, 1])
+    """)
+    assert got["first"] == dict(result="ok", general=1)
+    assert got["again"] == dict(result="ok", general=0)
+    assert got["another pair"] == dict(result="ok", general=0)
+    assert got["same column"]["result"] == got["a column that meets a row"]["result"] == "AliasError"
+
+
 def test_a_constexpr_equal_in_value_but_not_in_type_is_another_specialization():
     """100 == 100.0 and they hash alike, but compile to different code: the launcher and the
     specialization cache must tell them apart (BLOCK=256.0 is refused, not run as 256)."""

@@ -255,7 +255,7 @@ PTX_CASES = {
     "dot_f32": (dot_any, dict(a=_a(T.float32), b=_a(T.float32), c=_a(T.float32), TA=True, TB=False,
                               TF32=False, M=32, N=32, K=16)),
     **{f"attention_d{d}_{'causal' if c else 'full'}": (tile_attention.attention, dict(
-        q=_a(T.bfloat16, 3), k=_a(T.bfloat16, 3), v=_a(T.bfloat16, 3), o=_a(T.bfloat16, 3),
+        q=_a(T.bfloat16, 4), k=_a(T.bfloat16, 4), v=_a(T.bfloat16, 4), o=_a(T.bfloat16, 4),
         lse=_a(T.float32, 2), scale=T.float32, CAUSAL=c, BM=128, BN=64, D=d)) for d in (64, 128) for c in (False, True)},
 }
 
@@ -333,7 +333,7 @@ def test_sm90a_attention_streams_k_and_v_and_keeps_p_in_registers():
     assert not pipe.accumulating and pipe.specialized and not plan.persistent
     assert sorted(op.load.array.name for op in pipe.operands) == ["k", "v"]
     assert [inv.node.name for inv in pipe.invariants] == ["qt"]  # staged once, before the loop
-    assert [m.box for m in plan.tensor_maps] == [(1, 64, 64), (1, 64, 64)]
+    assert [m.box for m in plan.tensor_maps] == [(1, 1, 64, 64), (1, 1, 64, 64)]  # (batch, heads, keys, a panel)
     (pv,) = [d for d in mma_plan.walk_nodes(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
     assert isinstance(pv.b, X.TileVar) and pv.b.name == "vt"  # P @ V: P from registers
     assert pv.b.name == "vt" if isinstance(pv.b, X.TileVar) else True
@@ -343,7 +343,7 @@ def test_sm90a_attention_streams_k_and_v_and_keeps_p_in_registers():
     assert layouts["m_i"] == layouts["l_i"] == layouts["alpha"] == layouts["rows"] == scores.sliced({1})
     assert layouts["cols"] == scores.sliced({0})
     ptx = _ptx("attention_d128_causal", "sm_90a")
-    assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx
+    assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx
     assert re.search(r"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 \{[^}]*\}, "
                      r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd\d+, p, 1, 1, 1;", ptx)  # V is N-major
 

@@ -6,7 +6,12 @@ grouped-query attention (2 and 4 query heads per K/V head) against SDPA's enable
 `attention_varlen` against float64 SDPA one sequence at a time, `attention_fp8` (e4m3 with
 descales, GQA, causal and not) against float64 SDPA of the dequantized inputs, the refusals
 of inputs the kernels do not take, `differentiable_op(saves_outputs=True)`
-on its own, and torch.compile(fullgraph=True) forward and backward; the forward-only ops
+on its own, and torch.compile(fullgraph=True) forward and backward; the output a (batch,
+heads, seq, head_dim) view of (batch, seq, heads, head_dim) memory, views passed to the
+kernels as they lie (copied only without a unit last stride: the gradient of a sum),
+the backward's gradients laid out as its inputs; `attention_qkvpacked` (GPT-2's
+packed q, k, v) against float32 SDPA of the unpacked heads, its one packed gradient, fake
+tensors, torch.compile (aot_eager, and inductor with the slow test) and its refusals; the forward-only ops
 (varlen, fp8) under fake tensors and torch.compile (aot_eager: no inductor compile), and a
 backward through them raising NotImplementedError, eager and compiled. Skipped without torch;
 the GPU twins are tests/gpu/test_attention_backward_gpu.py and test_torch_attention_gpu.py."""
@@ -15,7 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from verdigris.autograd import differentiable_op  # noqa: E402
-from verdigris.ops.attention import attention, attention_fp8, attention_varlen  # noqa: E402
+from verdigris.ops.attention import (_kernel_view, attention, attention_fp8, attention_qkvpacked,  # noqa: E402
+                                     attention_varlen)
 
 F = torch.nn.functional
 TOLERANCE = {torch.float16: 4e-3, torch.bfloat16: 1.6e-2}  # of the reference's largest value
@@ -224,9 +230,108 @@ def test_a_helper_op_whose_backward_takes_its_output(rng):
 
 @pytest.mark.slow  # inductor's first compile on CPU takes about a minute
 def test_torch_compile_fullgraph_forward_and_backward(rng):
+    """`attention` and `attention_qkvpacked` in one compiled graph (one inductor compile)."""
     q, k, v = inputs(rng, (1, 2, 40, 16), torch.float16)
+    qkv = torch.from_numpy(rng.standard_normal((1, 40, 96))).half().requires_grad_()
     do = torch.from_numpy(rng.standard_normal((1, 2, 40, 16))).half()
-    eager = torch.autograd.grad(attention(q, k, v, causal=True), (q, k, v), do)
-    compiled = torch.compile(lambda q, k, v: attention(q, k, v, causal=True), fullgraph=True)
-    got = torch.autograd.grad(compiled(q, k, v), (q, k, v), do)
+    dout = torch.from_numpy(rng.standard_normal((1, 40, 32))).half()
+
+    def both(q, k, v, qkv):
+        return attention(q, k, v, causal=True), attention_qkvpacked(qkv, 2, causal=True)
+
+    eager = torch.autograd.grad(both(q, k, v, qkv), (q, k, v, qkv), (do, dout))
+    compiled = torch.compile(both, fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k, v, qkv), (q, k, v, qkv), (do, dout))
     assert all(torch.equal(a, c) for a, c in zip(eager, got))
+
+
+def packed_inputs(rng, batch, seq, heads, d, dtype):
+    qkv = torch.from_numpy(rng.standard_normal((batch, seq, 3 * heads * d))).to(dtype).requires_grad_()
+    return qkv, torch.from_numpy(rng.standard_normal((batch, seq, heads * d))).to(dtype)
+
+
+def packed_reference(qkv, dout, heads, causal, scale=None):
+    """float32 SDPA of the unpacked heads: the output (batch, seq, heads * d) and dqkv."""
+    batch, seq, width = qkv.shape
+    x = qkv.detach().float().requires_grad_()
+    q, k, v = x.view(batch, seq, 3, heads, width // (3 * heads)).permute(2, 0, 3, 1, 4)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    out = out.transpose(1, 2).reshape(batch, seq, -1)
+    return out, torch.autograd.grad(out, x, dout.float())[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_qkvpacked_output_and_packed_gradient_match_float32_torch(rng, dtype, causal):
+    qkv, dout = packed_inputs(rng, 2, 70, 3, 16, dtype)
+    out = attention_qkvpacked(qkv, 3, causal=causal)
+    (dqkv,) = torch.autograd.grad(out, qkv, dout)
+    want_out, want = packed_reference(qkv, dout, 3, causal)
+    assert out.shape == (2, 70, 48) and out.dtype == dtype and out.is_contiguous()
+    assert max_rel(out, want_out) < TOLERANCE[dtype]
+    assert dqkv.shape == qkv.shape and dqkv.dtype == dtype
+    for got, expected in zip(dqkv.chunk(3, dim=2), want.chunk(3, dim=2)):  # dq, dk, dv
+        assert max_rel(got, expected) < TOLERANCE[dtype]
+
+
+def test_qkvpacked_views_of_wider_rows_a_scale_and_a_gradient_of_a_sum(rng):
+    """qkv a view of rows wider than it (passed as it lies), a given scale, and the output's
+    gradient as autograd gives it for out.sum(): a broadcast (every stride 0), copied; one
+    broadcast along batch and seq only (stride 1 along the features) is read as it lies."""
+    wide = torch.from_numpy(rng.standard_normal((2, 30, 3 * 2 * 32 + 8))).half()
+    qkv = wide[..., 8:].requires_grad_()
+    assert _kernel_view(qkv) is qkv
+    out = attention_qkvpacked(qkv, 2, causal=True, scale=0.3)
+    (dqkv,) = torch.autograd.grad(out.sum(), qkv, retain_graph=True)
+    want_out, want = packed_reference(qkv, torch.ones(out.shape), 2, True, scale=0.3)
+    assert max_rel(out, want_out) < 4e-3 and max_rel(dqkv, want) < 4e-3
+    weights = torch.from_numpy(rng.standard_normal(out.shape[-1])).half()
+    (dqkv,) = torch.autograd.grad((out * weights).sum(), qkv)
+    want = packed_reference(qkv, weights.expand(out.shape), 2, True, scale=0.3)[1]
+    assert max_rel(dqkv, want) < 4e-3
+
+
+def test_outputs_and_gradients_are_laid_out_without_copies(rng):
+    """`attention`'s output is a (batch, heads, seq, d) view of (batch, seq, heads, d)
+    memory, so that (batch, seq, heads * d) is a view of it too; views of a unit last stride
+    reach the kernels as they are; the backward's gradients are laid out as its inputs,
+    where they are dense."""
+    q, k, v = (t.detach().transpose(1, 2) for t in inputs(rng, (2, 40, 3, 16), torch.bfloat16))
+    o, lse = torch.ops.verdigris.attention(q, k, v, False, 0.25)
+    assert o.shape == q.shape and o.transpose(1, 2).is_contiguous() and lse.shape == (6, 40)
+    assert all(_kernel_view(t) is t for t in (q, k, v, o))
+    grads = torch.ops.verdigris.attention_backward(o, q, k, v, False, 0.25, o, lse)
+    assert all(g.stride() == t.stride() for g, t in zip(grads, (q, k, v)))
+    columns = q.transpose(2, 3)  # no unit last stride: a copy
+    copied = _kernel_view(columns)
+    assert copied is not columns and copied.is_contiguous() and torch.equal(copied, columns)
+
+
+def test_qkvpacked_under_fake_tensors_and_torch_compile(rng):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        qkv = torch.empty(2, 256, 3 * 768, dtype=torch.bfloat16)
+        out, lse = torch.ops.verdigris.attention_qkvpacked(qkv, 12, True, 0.125)
+        dqkv = torch.ops.verdigris.attention_qkvpacked_backward(out, qkv, 12, True, 0.125, out, lse)
+    assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((2, 256, 768), torch.bfloat16, (24, 256), torch.float32)
+    assert (dqkv.shape, dqkv.dtype) == ((2, 256, 3 * 768), torch.bfloat16)
+    qkv, dout = packed_inputs(rng, 1, 33, 2, 16, torch.bfloat16)
+    eager = torch.autograd.grad(attention_qkvpacked(qkv, 2, causal=True), qkv, dout)[0]
+    compiled = torch.compile(lambda t: attention_qkvpacked(t * 1.0, 2, causal=True), fullgraph=True,
+                             backend="aot_eager")
+    assert torch.equal(torch.autograd.grad(compiled(qkv), qkv, dout)[0], eager)
+
+
+def test_qkvpacked_refuses_what_the_kernels_do_not_take():
+    qkv = torch.zeros(1, 8, 96, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"qkv must be \(batch, seq, 3 \* heads \* head_dim\) for heads=5"):
+        attention_qkvpacked(qkv, 5)
+    with pytest.raises(ValueError, match="for heads=2; got \\(8, 96\\)"):
+        attention_qkvpacked(qkv[0], 2)
+    with pytest.raises(ValueError, match="attention_qkvpacked: q, k and v must be all float16 or all bfloat16"):
+        attention_qkvpacked(qkv.float(), 2)
+    with pytest.raises(ValueError, match="attention_qkvpacked: head_dim is at most 128; got 256"):
+        attention_qkvpacked(torch.zeros(1, 8, 3 * 256, dtype=torch.float16), 1)
+    with pytest.raises(ValueError, match="scale must be positive"):
+        attention_qkvpacked(qkv, 2, scale=0.0)

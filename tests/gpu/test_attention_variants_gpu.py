@@ -60,8 +60,8 @@ def test_head_dims_at_the_forward_launch(d, causal, seq):
     o = torch.full_like(q, math.nan)
     lse = torch.full((8, seq), math.nan, device="cuda")
     launch = FORWARD_LAUNCH[d]
-    attention[vg.cdiv(seq, launch["BM"]), 8](*(t.view(8, seq, d) for t in (q, k, v, o)), lse,
-                                             1 / math.sqrt(d), CAUSAL=causal, D=d, **launch)
+    attention[vg.cdiv(seq, launch["BM"]), 4, 2](q, k, v, o, lse, 1 / math.sqrt(d), CAUSAL=causal, D=d,
+                                                **launch)
     want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert rel_err(o, want) < TOLERANCE
 

@@ -9,16 +9,23 @@ on the GPU) of scores scaled by log2(e) too: the same values as `exp`, at a frac
 its instructions; `fma=True` lets each score's scaling and shift run as one fused
 multiply-add. `scale` must be positive. Causal attention stops at the block's last row,
 runs the longest row blocks first, and masks only the tiles that cross the diagonal (or
-the end). q and o are (batch * heads, seq, head_dim), k and v (batch * kv_heads, seq,
-head_dim): grouped-query attention, `GROUP` = heads // kv_heads query heads per K/V head,
-reads K/V head bh // GROUP for query row bh (GROUP=1, the default, compiles to the same code
-as before it existed); both products run on tensor
-cores, the second one from the probabilities in registers, rounded to the inputs' dtype.
+the end). q and o are (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
+head_dim), each a view of any strides with a unit inner one: torch's (batch, heads, seq,
+head_dim) views of a (batch, seq, heads, head_dim) tensor, or of GPT-2's packed (batch,
+seq, 3 * heads * head_dim) q, k and v (`head_views`), are read and written where they lie,
+without copies. The grid is (query tiles, heads, batch). Grouped-query attention:
+`GROUP` = heads // kv_heads query heads per K/V head, query head h reads K/V head
+h // GROUP (GROUP=1, the default, compiles to the same code as before it existed); both
+products run on tensor cores, the second one from the probabilities in registers,
+rounded to the inputs' dtype.
 On sm_90a a producer warp group streams the K and V tiles by TMA several stages ahead, Q
 is staged into shared memory once, P @ V takes P straight from the registers of Q @ K^T's
 result, and the consumer warp groups issue their products in turns, so one group's
-softmax runs while another's products occupy the tensor cores. The forward also writes each
-row's log-sum-exp `lse` (natural log, float32, (batch * heads, seq)): one store per row.
+softmax runs while another's products occupy the tensor cores (the streamed tiles' tensor
+maps are 4-d, strides as the views have them; views the copy engine cannot describe, a
+stride not a multiple of 16 bytes, run a variant without it, `runtime.tensormap`). The
+forward also writes each row's log-sum-exp `lse` (natural log, float32, (batch * heads,
+seq), row batch * heads + head): one store per row.
 
 The backward is FlashAttention-2's, as in Triton's fused-attention tutorial: `attention_backward`
 launches `attention_backward_delta` (delta = rowsum(dO * O)), `attention_backward_dkdv`
@@ -38,7 +45,7 @@ import numpy as np
 import verdigris as vg
 from verdigris import tile
 from verdigris.examples import Result, on_backend
-from verdigris.examples.tile_gemm import _narrow, available, run
+from verdigris.examples.tile_gemm import _narrow, available
 
 LOG2E = 1 / math.log(2)
 LN2 = math.log(2)
@@ -47,12 +54,14 @@ LN2 = math.log(2)
 @tile.kernel(fma=True)
 def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.constexpr = 128,
               BN: vg.constexpr = 64, D: vg.constexpr = 64, GROUP: vg.constexpr = 1):
-    m_block, bh = tile.bid(0), tile.bid(1)
+    m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
         m_block = tile.num_blocks(0) - 1 - m_block
-    seq = q.shape[1]
+    row = batch * tile.num_blocks(1) + head  # lse's row: (batch * heads, seq)
+    kv_head = head if GROUP == 1 else head // GROUP
+    seq = q.shape[2]
     scale2 = scale * LOG2E  # exp(x * scale) == exp2(x * scale2)
-    qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
+    qt = tile.load(q, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).reshape((BM, D))
     m_i = tile.full((BM, 1), -math.inf, vg.float32)
     l_i = tile.zeros((BM, 1), vg.float32)
     acc = tile.zeros((BM, D), vg.float32)
@@ -61,7 +70,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        kt = tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         s = tile.dot(qt, kt.T)
         # Masks only where a key lies past the end or past a row (the diagonal tiles).
         if (j + 1) * BN > seq or (CAUSAL and (j + 1) * BN > m_block * BM + 1):
@@ -76,23 +85,24 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
         p = tile.exp2(s * scale2 - m_new)
         alpha = tile.exp2(m_i - m_new)
         l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
-        vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0), shape=(1, BN, D)).reshape((BN, D))
+        vt = tile.load(v, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         acc = tile.mma(p.astype(v.dtype), vt, acc * alpha)
         m_i = m_new
     out = acc * (1.0 / l_i)  # one division per row, not per element
-    tile.store(o, index=(bh, m_block, 0), tile=out.astype(o.dtype).reshape((1, BM, D)))
+    tile.store(o, index=(batch, head, m_block, 0), tile=out.astype(o.dtype).reshape((1, 1, BM, D)))
     # m_i and log2(l_i) count powers of two: the natural log-sum-exp is their sum times ln 2
-    tile.store(lse, index=(bh, m_block), tile=((m_i + tile.log2(l_i)) * LN2).reshape((1, BM)))
+    tile.store(lse, index=(row, m_block), tile=((m_i + tile.log2(l_i)) * LN2).reshape((1, BM)))
 
 
 @tile.kernel
 def attention_backward_delta(o, do, delta, BM: vg.constexpr = 128, D: vg.constexpr = 64):
     """delta = rowsum(dO * O) of BM query rows, float32: the backward's softmax term
     (sum_j P_ij dP_ij is this, as O = P V and dP = dO V^T)."""
-    m_block, bh = tile.bid(0), tile.bid(1)
-    ot = tile.load(o, index=(bh, m_block, 0), shape=(1, BM, D)).astype(vg.float32)
-    dot = tile.load(do, index=(bh, m_block, 0), shape=(1, BM, D)).astype(vg.float32)
-    tile.store(delta, index=(bh, m_block), tile=tile.sum(ot * dot, axis=2))
+    m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
+    ot = tile.load(o, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).astype(vg.float32)
+    dot = tile.load(do, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).astype(vg.float32)
+    tile.store(delta, index=(batch * tile.num_blocks(1) + head, m_block),
+               tile=tile.sum(ot * dot, axis=3).reshape((1, BM)))
 
 
 @tile.kernel(fma=True)
@@ -103,13 +113,15 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
     recomputing the probabilities transposed, P^T = exp(K Q^T * scale - lse), from the
     forward's log-sum-exp: dV += P^T dO, dP^T = V dO^T, dS^T = P^T * (dP^T - delta),
     dK += dS^T Q (times scale once, at the end). With GROUP > 1 the block's keys are K/V
-    head bh // GROUP's and dK, dV query head bh's share of their gradients (the caller
-    sums a group's shares)."""
-    n_block, bh = tile.bid(0), tile.bid(1)
-    seq = q.shape[1]
+    head head // GROUP's and dK, dV query head `head`'s share of their gradients (the
+    caller sums a group's shares)."""
+    n_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
+    row = batch * tile.num_blocks(1) + head
+    kv_head = head if GROUP == 1 else head // GROUP
+    seq = q.shape[2]
     scale2 = scale * LOG2E  # exp(x * scale - lse) == exp2(x * scale2 - lse * log2(e))
-    kt = tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
-    vt = tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, n_block, 0), shape=(1, BN, D)).reshape((BN, D))
+    kt = tile.load(k, index=(batch, kv_head, n_block, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+    vt = tile.load(v, index=(batch, kv_head, n_block, 0), shape=(1, 1, BN, D)).reshape((BN, D))
     dk_acc = tile.zeros((BN, D), vg.float32)
     dv_acc = tile.zeros((BN, D), vg.float32)
     keys = n_block * BN + tile.arange(BN).reshape((BN, 1))
@@ -121,20 +133,21 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
     # Q's and dO's tiles are loaded twice, once per product: on sm_90a a tile streams into
     # shared memory by TMA only where it feeds one product (the second copy comes from L2).
     for m in range(start, (seq + BM - 1) // BM):
-        lse2 = tile.load(lse, index=(bh, m), shape=(1, BM)) * LOG2E
-        st = tile.dot(kt, tile.load(q, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)).T)
+        lse2 = tile.load(lse, index=(row, m), shape=(1, BM)) * LOG2E
+        st = tile.dot(kt, tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
         pt = tile.exp2(st * scale2 - lse2)
         if CAUSAL and m * BM < (n_block + 1) * BN - 1:  # a tile the diagonal crosses
             rows = m * BM + tile.arange(BM).reshape((1, BM))
             pt = tile.where(rows >= keys, pt, 0.0)
         dv_acc = tile.mma(pt.astype(do.dtype),
-                          tile.load(do, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)), dv_acc)
-        dpt = tile.dot(vt, tile.load(do, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)).T)
-        dst = pt * (dpt - tile.load(delta, index=(bh, m), shape=(1, BM)))
+                          tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dv_acc)
+        dpt = tile.dot(vt, tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
+        dst = pt * (dpt - tile.load(delta, index=(row, m), shape=(1, BM)))
         dk_acc = tile.mma(dst.astype(q.dtype),
-                          tile.load(q, index=(bh, m, 0), shape=(1, BM, D)).reshape((BM, D)), dk_acc)
-    tile.store(dv, index=(bh, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, BN, D)))
-    tile.store(dk, index=(bh, n_block, 0), tile=(dk_acc * scale).astype(dk.dtype).reshape((1, BN, D)))
+                          tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dk_acc)
+    tile.store(dv, index=(batch, head, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)))
+    tile.store(dk, index=(batch, head, n_block, 0),
+               tile=(dk_acc * scale).astype(dk.dtype).reshape((1, 1, BN, D)))
 
 
 @tile.kernel(fma=True)
@@ -144,23 +157,24 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     """dQ of BM query rows: the block walks the key tiles its rows see, recomputing
     P = exp(Q K^T * scale - lse): dP = dO V^T, dS = P * (dP - delta), dQ += dS K (times
     scale once, at the end). Causal: the longest row blocks first, as the forward."""
-    m_block, bh = tile.bid(0), tile.bid(1)
+    m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
     if CAUSAL:
         m_block = tile.num_blocks(0) - 1 - m_block
-    seq = q.shape[1]
+    row = batch * tile.num_blocks(1) + head
+    kv_head = head if GROUP == 1 else head // GROUP
+    seq = q.shape[2]
     scale2 = scale * LOG2E
-    qt = tile.load(q, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
-    dot = tile.load(do, index=(bh, m_block, 0), shape=(1, BM, D)).reshape((BM, D))
-    lse2 = tile.load(lse, index=(bh, m_block), shape=(1, BM)).reshape((BM, 1)) * LOG2E
-    di = tile.load(delta, index=(bh, m_block), shape=(1, BM)).reshape((BM, 1))
+    qt = tile.load(q, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+    dot = tile.load(do, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+    lse2 = tile.load(lse, index=(row, m_block), shape=(1, BM)).reshape((BM, 1)) * LOG2E
+    di = tile.load(delta, index=(row, m_block), shape=(1, BM)).reshape((BM, 1))
     dq_acc = tile.zeros((BM, D), vg.float32)
     rows = m_block * BM + tile.arange(BM).reshape((BM, 1))
     end = (seq + BN - 1) // BN
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        s = tile.dot(qt, tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
-                                   shape=(1, BN, D)).reshape((BN, D)).T)
+        s = tile.dot(qt, tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T)
         # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
         # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
         # written out: a helper is inlined as a region, which the matching of streamed loops
@@ -172,12 +186,12 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
             else:
                 s = tile.where(cols < seq, s, -math.inf)
         p = tile.exp2(s * scale2 - lse2)
-        dp = tile.dot(dot, tile.load(v, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
-                                     shape=(1, BN, D)).reshape((BN, D)).T)
+        dp = tile.dot(dot, tile.load(v, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T)
         dq_acc = tile.mma((p * (dp - di)).astype(k.dtype),
-                          tile.load(k, index=(bh if GROUP == 1 else bh // GROUP, j, 0),
-                                    shape=(1, BN, D)).reshape((BN, D)), dq_acc)
-    tile.store(dq, index=(bh, m_block, 0), tile=(dq_acc * scale).astype(dq.dtype).reshape((1, BM, D)))
+                          tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)),
+                          dq_acc)
+    tile.store(dq, index=(batch, head, m_block, 0),
+               tile=(dq_acc * scale).astype(dq.dtype).reshape((1, 1, BM, D)))
 
 
 # The forward's tiles and warps on the GPU by head dimension: at 256, 128 rows need two
@@ -196,28 +210,39 @@ DQ_LAUNCH = dict(BM=128, BN=64)
 
 def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bool,
                        dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
-    """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do, all
-    (batch * heads, seq, head_dim) but lse and delta ((batch * heads, seq), float32;
-    delta is scratch the first kernel fills), and k, v, which may have fewer heads
-    (batch * kv_heads, grouped-query attention: then dk and dv hold each query head's
-    share of its K/V head's gradients, to be summed over the group). Three launches: delta, then dK and dV, then
-    dQ, with the tiles (BM, BN) and launch options (num_warps) of `dkdv_launch` and
-    `dq_launch`; each gradient element is written by one block, summed in a fixed order,
-    so the results are the same bit for bit from run to run (no atomics: the only mode)."""
-    bh, seq, d = q.shape
-    group = bh // k.shape[0]
-    attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), bh](o, do, delta, BM=dq_launch["BM"], D=d)
-    attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), bh](
+    """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do: q, o,
+    do and the gradients (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
+    head_dim), views of any strides with a unit inner one; lse and delta (batch * heads,
+    seq) float32 (delta is scratch the first kernel fills). With kv_heads < heads (grouped-query
+    attention) dk and dv hold each query head's share of its K/V head's gradients, to be
+    summed over the group. Three launches: delta, then dK and dV, then dQ, with the tiles
+    (BM, BN) and launch options (num_warps) of `dkdv_launch` and `dq_launch`; each gradient
+    element is written by one block, summed in a fixed order, so the results are the same
+    bit for bit from run to run (no atomics: the only mode)."""
+    batch, heads, seq, d = q.shape
+    group = heads // k.shape[1]
+    attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), heads, batch](o, do, delta, BM=dq_launch["BM"], D=d)
+    attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), heads, batch](
         q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, GROUP=group, **dkdv_launch)
-    attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), bh](
+    attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), heads, batch](
         q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, GROUP=group, **dq_launch)
 
 
+def head_views(packed, heads: int, parts: int) -> list:
+    """The `parts` (batch, heads, seq, head_dim) views of a C-order (batch, seq, parts *
+    heads * head_dim) array (NumPy's or a `vg.Array`) that holds them one after another
+    along its last axis, as GPT-2's c_attn lays out q, k and v: no copies, a seq stride of
+    parts * heads * head_dim and a heads stride of head_dim."""
+    batch, seq, width = packed.shape
+    split = packed.reshape(batch, seq, parts, heads, width // (parts * heads))
+    return [split[:, :, i].transpose(0, 2, 1, 3) for i in range(parts)]
+
+
 def _probabilities(q, k, scale: float, causal: bool):
-    """softmax(q k^T * scale) and each row's log-sum-exp, float64."""
-    s = np.einsum("bqd,bkd->bqk", q, k) * scale
+    """softmax(q k^T * scale) and each row's log-sum-exp, float64 (any leading axes)."""
+    s = np.einsum("...qd,...kd->...qk", q, k) * scale
     if causal:
-        n = q.shape[1]
+        n = q.shape[-2]
         s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
     top = s.max(axis=-1, keepdims=True)
     e = np.exp(s - top)
@@ -226,7 +251,7 @@ def _probabilities(q, k, scale: float, causal: bool):
 
 
 def reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
-    return np.einsum("bqk,bkd->bqd", _probabilities(q, k, scale, causal)[0], v)
+    return np.einsum("...qk,...kd->...qd", _probabilities(q, k, scale, causal)[0], v)
 
 
 def reference_lse(q, k, scale: float, causal: bool) -> np.ndarray:
@@ -234,45 +259,61 @@ def reference_lse(q, k, scale: float, causal: bool) -> np.ndarray:
 
 
 def reference_backward(q, k, v, do, scale: float, causal: bool) -> tuple:
-    """dq, dk, dv of softmax attention in float64 (the textbook formulas)."""
+    """dq, dk, dv of softmax attention in float64 (the textbook formulas; any leading axes)."""
     q, k, v, do = (np.asarray(a, np.float64) for a in (q, k, v, do))
     p = _probabilities(q, k, scale, causal)[0]
-    o = np.einsum("bqk,bkd->bqd", p, v)
-    dv = np.einsum("bqk,bqd->bkd", p, do)
-    dp = np.einsum("bqd,bkd->bqk", do, v)
+    o = np.einsum("...qk,...kd->...qd", p, v)
+    dv = np.einsum("...qk,...qd->...kd", p, do)
+    dp = np.einsum("...qd,...kd->...qk", do, v)
     ds = p * (dp - (do * o).sum(-1, keepdims=True))
-    return (np.einsum("bqk,bkd->bqd", ds, k) * scale, np.einsum("bqk,bqd->bkd", ds, q) * scale, dv)
+    return (np.einsum("...qk,...kd->...qd", ds, k) * scale, np.einsum("...qk,...qd->...kd", ds, q) * scale, dv)
 
 
-def check(rng, batch_heads=3, seq=100, dims=(64,), tiles=(64, 32),
+def _forward_packed(qkv, o, lse, scale, heads: int, causal: bool, tiles: tuple, d: int):
+    """The forward on q, k, v of packed `qkv` into the heads of packed `o` (`head_views`)."""
+    bm, bn = tiles
+    attention[vg.cdiv(qkv.shape[1], bm), heads, qkv.shape[0]](
+        *head_views(qkv, heads, 3), *head_views(o, heads, 1), lse, scale, CAUSAL=causal, BM=bm, BN=bn, D=d)
+
+
+def _backward_packed(qkv, o, lse, do, dqkv, delta, scale, heads: int, causal: bool, launches: tuple):
+    """The backward into the three parts of packed `dqkv`, one kernel writing two of them."""
+    attention_backward(*head_views(qkv, heads, 3), *head_views(o, heads, 1), lse, *head_views(do, heads, 1),
+                       *head_views(dqkv, heads, 3), delta, scale, causal, *launches)
+
+
+def check(rng, batch=2, heads=3, seq=100, dims=(64,), tiles=(64, 32),
           backward=(dict(BM=32, BN=64), dict(BM=64, BN=32))) -> list:
     """The forward (output and log-sum-exp) and the backward, bf16 (else float16) inputs,
-    causal and not, against float64; `backward` are the dK/dV kernel's launch (BM, BN,
-    num_warps) and the dQ kernel's."""
-    bm, bn = tiles
+    causal and not, against float64, on arrays laid out as GPT-2's attention meets them: q,
+    k and v the (batch, heads, seq, head_dim) views of one (batch, seq, 3 * heads *
+    head_dim) array, the output, dO and the gradients likewise (`head_views`: strides that
+    are not C order); `backward` are the dK/dV kernel's launch (BM, BN, num_warps) and the
+    dQ kernel's."""
     dtype = "bfloat16" if available("bfloat16") else "float16"
     results = []
     for d in dims:
         scale = 1 / math.sqrt(d)
-        shape = (batch_heads, seq, d)
-        (q, q64), (k, k64), (v, v64), (do, do64) = (_narrow(rng, shape, dtype) for _ in range(4))
+        qkv, qkv64 = _narrow(rng, (batch, seq, 3 * heads * d), dtype)
+        do, do64 = _narrow(rng, (batch, seq, heads * d), dtype)
+        q64, k64, v64 = head_views(qkv64, heads, 3)
+        (do_heads,) = head_views(do64, heads, 1)
         for causal in (False, True):
             name = f"attention {dtype} d={d} {'causal' if causal else 'full'}"
-            o = np.full(shape, np.nan, q.dtype)
-            lse = np.full(shape[:2], np.nan, np.float32)
-            o, lse = run(attention, (vg.cdiv(seq, bm), batch_heads), q, k, v, o, lse, scale,
-                         CAUSAL=causal, BM=bm, BN=bn, D=d)[3:5]
+            o = np.full(do.shape, np.nan, qkv.dtype)
+            lse = np.full((batch * heads, seq), np.nan, np.float32)
+            o, lse = on_backend(_forward_packed, qkv, o, lse, scale, heads, causal, tiles, d)[1:3]
             # The probabilities are rounded to the inputs' dtype before P @ V, and o to its dtype.
-            results.append(Result(name, o, reference(q64, k64, v64, scale, causal), 1e-2))
-            results.append(Result(f"{name} log-sum-exp", lse, reference_lse(q64, k64, scale, causal),
-                                  1e-5))
-            grads = [np.full(shape, np.nan, q.dtype) for _ in range(3)]
-            delta = np.full(shape[:2], np.nan, np.float32)
-            grads = on_backend(attention_backward, q, k, v, o, lse, do, *grads, delta, scale,
-                               causal, *backward)
+            (o_heads,) = head_views(o, heads, 1)
+            results.append(Result(name, o_heads, reference(q64, k64, v64, scale, causal), 1e-2))
+            results.append(Result(f"{name} log-sum-exp", lse.reshape(batch, heads, seq),
+                                  reference_lse(q64, k64, scale, causal), 1e-5))
+            dqkv = np.full(qkv.shape, np.nan, qkv.dtype)
+            delta = np.full(lse.shape, np.nan, np.float32)
+            dqkv = on_backend(_backward_packed, qkv, o, lse, do, dqkv, delta, scale, heads, causal, backward)[4]
             # P and dS are rounded to the inputs' dtype before their products.
-            for label, got, want in zip(("dq", "dk", "dv"), grads[6:9],
-                                        reference_backward(q64, k64, v64, do64, scale, causal)):
+            for label, got, want in zip(("dq", "dk", "dv"), head_views(dqkv, heads, 3),
+                                        reference_backward(q64, k64, v64, do_heads, scale, causal)):
                 results.append(Result(f"{name} backward {label}", got, want, 1e-2))
     return results
 

@@ -20,12 +20,15 @@ The three set-ups, each the standard way to train in bfloat16 with it:
 - verdigris: bfloat16 parameters and activations, float32 master weights and moments in
   `verdigris.ops.optim.AdamW` (one launch a step over every parameter, packed). Every hot
   operation is a verdigris kernel: the linear layers (the MLP's first one fused with its
-  GELU), causal attention, LayerNorm, the output layer and its cross-entropy (one op: the
-  loss's gradient written over the logits in the loss's launch) and the optimizer; torch holds the parameters, the data and the autograd tape,
-  and does the embedding lookup and the reshapes. The residual adds are in the projections'
-  epilogues (`linear(..., residual=x)`), and the attention projection with LayerNorm 2 is one
-  op (`verdigris.ops.residual`), whose backward adds the stream's two gradients there in the
-  norm's kernel; autograd still adds the two gradients of each block's input.
+  GELU), causal attention (`attention_qkvpacked`: q, k and v read where c_attn wrote them,
+  their gradients written into one packed tensor), LayerNorm, the output layer and its
+  cross-entropy (one op: the loss's gradient written over the logits in the loss's launch)
+  and the optimizer; torch holds the parameters, the data and the autograd tape, and does
+  the embedding lookup and the reshapes. The residual adds are in the projections'
+  epilogues, and each projection with the LayerNorm after it is one op
+  (`verdigris.ops.residual`, the MLP's with the next block's first norm), whose backward
+  adds the stream's two gradients in the norm's kernel: no separate add, forward or
+  backward, but the embedding's.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
   (fused=True on CUDA).
@@ -79,10 +82,11 @@ BETAS = (0.9, 0.95)
 
 @dataclass(frozen=True)
 class Ops:
-    """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention of
-    (batch, heads, seq, head_dim), and the output layer with its loss: the mean
-    cross-entropy of the logits x @ w.T of (rows, features) x against (rows,) targets."""
-    linear: object  # (x, w, b, residual=None): with a residual, residual + the layer
+    """The model's hot operations: (x, w, b) linear layers, LayerNorm, causal attention
+    `attention(qkv, heads)` of c_attn's packed (batch, seq, 3 * d_model) q, k and v to
+    (batch, seq, d_model), and the output layer with its loss: the mean cross-entropy of
+    the logits x @ w.T of (rows, features) x against (rows,) targets."""
+    linear: object
     linear_gelu: object
     linear_residual_layer_norm: object  # (x, w, b, residual, norm_w, norm_b): the stream, its LayerNorm
     layer_norm: object
@@ -100,17 +104,25 @@ def _torch_linear_residual_layer_norm(x, w, b, residual, norm_w, norm_b):
     return stream, F.layer_norm(stream, stream.shape[-1:], norm_w, norm_b)
 
 
+def sdpa_packed(qkv, heads: int):
+    """Causal SDPA of packed (batch, seq, 3 * d) q, k and v: their heads as (batch, heads,
+    seq, head_dim) views, the result back to (batch, seq, d)."""
+    batch, seq, width = qkv.shape
+    q, k, v = qkv.view(batch, seq, 3, heads, width // (3 * heads)).permute(2, 0, 3, 1, 4)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, width // 3)
+
+
 def torch_ops() -> Ops:
     return Ops(linear=_torch_linear,
                linear_gelu=lambda x, w, b: F.gelu(F.linear(x, w, b)),
                linear_residual_layer_norm=_torch_linear_residual_layer_norm,
                layer_norm=lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
-               attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+               attention=sdpa_packed,
                lm_loss=lambda x, w, targets: F.cross_entropy(F.linear(x, w), targets))
 
 
 def verdigris_ops() -> Ops:
-    from verdigris.ops.attention import attention
+    from verdigris.ops.attention import attention_qkvpacked
     from verdigris.ops.linear import linear, linear_gelu
     from verdigris.ops.losses import linear_cross_entropy
     from verdigris.ops.norms import layer_norm
@@ -118,7 +130,7 @@ def verdigris_ops() -> Ops:
 
     return Ops(linear=linear, linear_gelu=linear_gelu, layer_norm=layer_norm,
                linear_residual_layer_norm=linear_residual_layer_norm,
-               attention=lambda q, k, v: attention(q, k, v, causal=True),
+               attention=lambda qkv, heads: attention_qkvpacked(qkv, heads, causal=True),
                lm_loss=linear_cross_entropy)
 
 
@@ -131,15 +143,17 @@ class Block(nn.Module):
         self.c_attn, self.attn_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
-    def forward(self, x):
-        ops, (batch, seq, d) = self.ops, x.shape
-        qkv = ops.linear(ops.layer_norm(x, self.ln_1.weight, self.ln_1.bias), self.c_attn.weight, self.c_attn.bias)
-        q, k, v = qkv.view(batch, seq, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = ops.attention(q, k, v).transpose(1, 2).reshape(batch, seq, d)
+    def forward(self, x, h, next_norm):
+        """(the stream x, h = ln_1(x)) -> (the stream after the block, next_norm of it): each
+        projection's residual add and the LayerNorm after it are one op."""
+        ops = self.ops
+        qkv = ops.linear(h, self.c_attn.weight, self.c_attn.bias)
+        y = ops.attention(qkv, self.heads)
         x, h = ops.linear_residual_layer_norm(y, self.attn_proj.weight, self.attn_proj.bias, x,
                                               self.ln_2.weight, self.ln_2.bias)
         h = ops.linear_gelu(h, self.c_fc.weight, self.c_fc.bias)
-        return ops.linear(h, self.mlp_proj.weight, self.mlp_proj.bias, residual=x)
+        return ops.linear_residual_layer_norm(h, self.mlp_proj.weight, self.mlp_proj.bias, x,
+                                              next_norm.weight, next_norm.bias)
 
 
 class GPT(nn.Module):
@@ -163,10 +177,11 @@ class GPT(nn.Module):
 
     def forward(self, tokens, targets):
         x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
-        for block in self.blocks:
-            x = block(x)
-        x = self.ops.layer_norm(x, self.ln_f.weight, self.ln_f.bias)
-        return self.ops.lm_loss(x.view(-1, x.shape[-1]), self.wte.weight, targets.reshape(-1))
+        h = self.ops.layer_norm(x, self.blocks[0].ln_1.weight, self.blocks[0].ln_1.bias)
+        norms = [block.ln_1 for block in self.blocks[1:]] + [self.ln_f]
+        for block, next_norm in zip(self.blocks, norms):
+            x, h = block(x, h, next_norm)
+        return self.ops.lm_loss(h.view(-1, h.shape[-1]), self.wte.weight, targets.reshape(-1))
 
     def param_groups(self):
         """Matrices decay, biases and norms do not."""

@@ -16,12 +16,12 @@ specialization key) and the device (a `vg.Array`'s `kind` holds all of these: on
 test; `launcher_arrays`); for scalars the type (and for an int64 or uint64 whether it lies
 in int32's range, `scalars.narrowness`: a larger value never reuses the narrow variant),
 for constexprs the value. A failed check returns the call down the chain (no exception).
-Then the bounds proofs' preconditions (`spec.bounds_guard`) and the alias check (byte
-range of each written array against every other array, and a written view against itself;
-a `vg.Array` carries its byte range), and that no extent passes `ir.limits.MAX_EXTENT`
-(one bitwise or of them all). Then it packs the ABI values with one `struct.pack_into`
-into this thread's preallocated slots and calls `cuLaunchKernel` once, with the address
-of a prebuilt `void*` array.
+Then the bounds proofs' preconditions (`spec.bounds_guard`) and the alias check (byte range
+of each written array against every other array, and where two overlap whether the views
+share an element; a written view against itself; a `vg.Array` carries its byte range), and
+that no extent passes `ir.limits.MAX_EXTENT` (one bitwise or of them all). Then it packs
+the ABI values with one `struct.pack_into` into this thread's preallocated slots and calls
+`cuLaunchKernel` once, with the address of a prebuilt `void*` array.
 
 A launcher whose arrays are all `vg.Array`s has two sets of slots per thread and remembers
 what each holds (the memo: each array's `serial`, every other argument itself). A launch
@@ -144,7 +144,8 @@ class _Writer:
         self.grid_extents: list[str] = []
         self.grid_multiples: list[str] = []
         self.env: dict = dict(__name__=__name__, _MISSES=_MISSES, _span=span,
-                              _overlaps=interop.overlaps_itself, _element_strides=interop._element_strides,
+                              _overlaps=interop.overlaps_itself, _views_share=interop.views_share,
+                              _element_strides=interop._element_strides,
                               _handle=streams.handle, _pack_errors=PACK_ERRORS)
         # tested before a memo's launch too: extra arguments, the module's constants
         self.first = ["_vg_more or _vg_named" + (

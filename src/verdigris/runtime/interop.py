@@ -4,10 +4,11 @@ Takes: any object a kernel may be given. Gives: `describe(obj) -> ArrayInfo | No
 not an array), `extractor(type)` (the per-type function `describe` uses), and
 `byte_extent(info) -> (lo, hi)` (also `span(ptr, shape, strides, itemsize)`), the half-open
 byte range a view can touch, which the launch-time alias check compares,
-`shares_elements(a, b)`, which it asks where two ranges overlap,
-`overlaps_itself(shape, strides)`, which it asks of each array a kernel writes, and
-`host_view(info)`, the NumPy view of host memory the cpu backend runs on (made from
-the very description the alias check inspected: no second export).
+`shares_elements(a, b)`, which it asks where two ranges overlap (`views_share` over the
+views' parts, which generated launchers ask), `overlaps_itself(shape, strides)`, which it
+asks of each array a kernel writes, and `host_view(info)`, the NumPy view of host memory
+the cpu backend runs on (made from the very description the alias check inspected: no
+second export).
 
 Understood: `vg.Array`, NumPy arrays (host memory, device -1), torch tensors, CuPy arrays,
 anything with `__cuda_array_interface__` (numba device arrays, JAX GPU arrays) and anything
@@ -101,14 +102,27 @@ def shares_elements(a: ArrayInfo, b: ArrayInfo) -> bool:
     `x[:, :k]` and `x[:, k:]`, `x[::2]` and `x[1::2]`, `x[1::2]` and `x[::4]`. An axis with
     the same stride in both views counts once, as the difference of the two indices. Views
     of different dtypes, or a search past `SHARING_WORK` steps: True."""
-    size = _ITEMSIZE[a.dtype]
-    offset, rest = divmod(b.ptr - a.ptr, size)
-    if a.dtype != b.dtype or rest:
+    if a.dtype != b.dtype:
         return True
+    return views_share(a.ptr, a.shape, a.strides, b.ptr, b.shape, b.strides, _ITEMSIZE[a.dtype])
+
+
+def views_share(a_ptr: int, a_shape, a_strides, b_ptr: int, b_shape, b_strides, size: int) -> bool:
+    """`shares_elements` of two views of one dtype (`size` bytes an element) given by their
+    parts (strides in elements): what a generated launcher asks where two byte ranges
+    overlap (`launcher_arrays.alias_check`)."""
+    offset, rest = divmod(b_ptr - a_ptr, size)
+    return bool(rest) or _reaches(offset, tuple(a_shape), tuple(a_strides), tuple(b_shape), tuple(b_strides))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reaches(offset: int, a_shape: tuple, a_strides: tuple, b_shape: tuple, b_strides: tuple) -> bool:
+    """`views_share` of views `offset` elements apart (cached: a launch on the parts of a
+    packed array asks the same of every allocation)."""
     terms = []  # (|coefficient|, lowest, highest multiple)
-    for k in range(max(len(a.shape), len(b.shape))):
-        sa, na = (a.strides[k], a.shape[k]) if k < len(a.shape) else (0, 1)
-        sb, nb = (b.strides[k], b.shape[k]) if k < len(b.shape) else (0, 1)
+    for k in range(max(len(a_shape), len(b_shape))):
+        sa, na = (a_strides[k], a_shape[k]) if k < len(a_shape) else (0, 1)
+        sb, nb = (b_strides[k], b_shape[k]) if k < len(b_shape) else (0, 1)
         if sa == sb:
             terms.append((sa, -(nb - 1), na - 1))
         else:

@@ -15,8 +15,10 @@ tensor without its negative bit, which the general path refuses), the device, th
 track's divisibility facts. An array type of another library is described by its
 `interop` extractor, then checked like a `vg.Array`. The alias check compares the byte
 range of each written array against every other array's (an empty range overlaps
-nothing), and a written strided view against itself; a hit goes down the chain, to the
-general path, which refuses the launch.
+nothing), asks of two that overlap whether the views share an element (the general path's
+question, `interop.views_share`: the q, k and v parts of one packed gradient do not), and
+tests a written strided view against itself; a hit goes down the chain, to the general
+path, which refuses the launch.
 """
 from __future__ import annotations
 
@@ -52,11 +54,11 @@ _GENERIC = dict(_KINDS[interop._vg_array],
 
 class ArrayFacts:
     """Source expressions of one array argument's pointer, shape and strides, and of its
-    byte range when the array holds it (a vg.Array: `extent`, else None)."""
+    byte range when the array holds it (a vg.Array: `extent`, else None); its dtype."""
 
-    def __init__(self, subject, ptr, shapes, strides, itemsize, contiguous, extent=None):
+    def __init__(self, subject, ptr, shapes, strides, dtype, contiguous, extent=None):
         self.subject, self.ptr, self.shapes, self.strides = subject, ptr, shapes, strides
-        self.itemsize, self.contiguous, self.extent = itemsize, contiguous, extent
+        self.dtype, self.itemsize, self.contiguous, self.extent = dtype, dtype.itemsize, contiguous, extent
 
 
 def items(names) -> str:
@@ -107,8 +109,17 @@ def array_facts(w, i: int, name: str, value, info, entry) -> ArrayFacts:
         w.check(f"{'' if aligned else 'not '}{ptr} & 15")
     # (a C-order array's strides are products of its extents: on the grid with them)
     w.divisible(divisibility(entry), extents=shapes, multiples=[] if contiguous else strides[:-1])
-    return ArrayFacts(subject, ptr, shapes, strides, size, contiguous,
+    return ArrayFacts(subject, ptr, shapes, strides, info.dtype, contiguous,
                   (f"{subject}.lo", f"{subject}.hi") if in_kind else None)
+
+
+def _sharing(written: ArrayFacts, other: ArrayFacts) -> str:
+    """Source of the test, after their byte ranges overlap, that two views share an element
+    (views of different dtypes: taken to, as `interop.shares_elements` does)."""
+    if written.dtype != other.dtype:
+        return ""
+    return (f" and _views_share({written.ptr}, ({items(written.shapes)}), ({items(written.strides)}), "
+            f"{other.ptr}, ({items(other.shapes)}), ({items(other.strides)}), {written.itemsize})")
 
 
 def _c_strides(shapes: list, size: int) -> list:
@@ -122,7 +133,9 @@ def _c_strides(shapes: list, size: int) -> list:
 
 def alias_check(w, spec, facts: dict) -> None:
     """The byte range of each written array against every other array's (an empty range
-    overlaps nothing), and a written strided view against itself."""
+    overlaps nothing), and where two overlap, whether the views share an element
+    (`interop.views_share`, as the general path asks: the interleaved parts of a packed
+    array do not, and launch here); and a written strided view against itself."""
     if not spec.written_slots:
         return
     for i, f in facts.items():
@@ -140,7 +153,7 @@ def alias_check(w, spec, facts: dict) -> None:
         f = facts[wi]
         if not f.contiguous:
             w.check(f"_overlaps(({items(f.shapes)}), ({items(f.strides)}))")
-        others = " or ".join(f"({lo[o]} < _hi{wi} and {lo[wi]} < _hi{o} and {lo[o]} < _hi{o})"
-                             for o in facts if o != wi)
+        others = " or ".join(f"({lo[o]} < _hi{wi} and {lo[wi]} < _hi{o} and {lo[o]} < _hi{o}"
+                             + _sharing(f, facts[o]) + ")" for o in facts if o != wi)
         if others:
             w.check(f"{lo[wi]} < _hi{wi} and ({others})")

@@ -64,7 +64,7 @@ class MmaLowering(TileLowering):
         self.streams: dict = {}  # id(TileDot) -> (A, B): shared operands given, or None
         self.pending = False  # in an accumulating streamed loop: products left in flight
         self.turns = None  # in a general streamed loop: (this group's turn barrier, the next's)
-        # Tiles reshaped from loads (3-d arrays seen as 2-d operands) keep the load's vectors.
+        # Tiles reshaped from loads (3-d to 5-d arrays seen as 2-d operands) keep the load's vectors.
         self.reshaped = {padded(n.shape): 16 // n.value.array.dtype.itemsize for n in walk_nodes(kernel)
                          if isinstance(n, X.Reshape) and isinstance(n.value, X.TileLoad)}
         super().__init__(kernel, target, exchange)

@@ -15,12 +15,14 @@ A loop is streamed (sm_90a) when tiles loaded in its body feed wgmma products di
 `cpasync` streams by per-thread `cp.async` copies):
     for k in range(start, stop, step):          # a constant positive step
         x = tile.load(A, index=(..k..), shape=(R, C))   # inline too, or `.T` of it, or a
-        y = tile.load(B, index=(..k..), shape=(R', C'))  # 3-d (1, R, C) load reshaped
-        acc = tile.mma(x, y, acc)                         # to (R, C)
-A streamed load reads a 2-d or 3-d array of float16/bfloat16/fp8 with unit inner stride, a
-whole power-of-two tile with padding 0 (the copy engine fills what lies outside with
-zeros), at an index that depends on nothing the body assigns but the loop variable and
-the scalars of its index prefix, and its tile is used once, as an operand of a product in
+        y = tile.load(B, index=(..k..), shape=(R', C'))  # (1, R, C) or (1, 1, R, C) load of
+        acc = tile.mma(x, y, acc)                         # a 3-d or 4-d array reshaped to (R, C)
+A streamed load reads a 2-d to 5-d array (any strides but a unit inner one: a torch view
+such as attention's (batch, heads, seq, head_dim) of a (batch, seq, heads, head_dim)
+tensor) of float16/bfloat16/fp8: a whole power-of-two tile of its last two axes (extent 1
+along the others) with padding 0 (the copy engine fills what lies outside with zeros), at
+an index that depends on nothing the body assigns but the loop variable and the scalars of
+its index prefix, and its tile is used once, as an operand of a product in
 a statement of the body itself. It then goes global -> shared by the copy engine
 (`cp.async.bulk.tensor`), up to `stages` iterations ahead. The index prefix: scalar
 statements at the top of the body that read only the loop variable, loop invariants and
@@ -73,6 +75,7 @@ MAX_STAGES = {"wgmma": 6, "mma.sync": 4}  # per engine: mma.sync's stages (`cpas
 # copied by the computing threads themselves, so fewer pay off
 TURN_BARRIER = 8  # named barrier TURN_BARRIER + g: warp group g's turn (epilogue uses 2..)
 TMA_TYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+MAX_TMA_RANK = 5  # the copy engine's tensor maps have 1 to 5 axes
 BARRIER_BYTES = 8
 
 

@@ -20,7 +20,7 @@ from ..ir import tiles as X
 from ..types import from_name
 from . import operand
 from .layout import padded
-from .pipeline import TMA_TYPES, Invariant, Pipeline, Streamed, TensorMap
+from .pipeline import MAX_TMA_RANK, TMA_TYPES, Invariant, Pipeline, Streamed, TensorMap
 
 
 def _names(e) -> set:
@@ -44,12 +44,19 @@ def _resolve(e, assigned: dict):
             var, e = e.name, assigned[e.name]
         elif isinstance(e, X.Permute) and e.perm == (1, 0):
             transposed, e = not transposed, e.value
-        elif isinstance(e, X.Reshape) and tuple(e.value.shape) == (1, *e.shape):
+        elif isinstance(e, X.Reshape) and _unit_prefixed(tuple(e.value.shape), tuple(e.shape)):
             e = e.value
         elif isinstance(e, X.TileLoad):
             return e, transposed, var
         else:
             return None
+
+
+def _unit_prefixed(shape: tuple, matrix: tuple) -> bool:
+    """Whether `shape` is `matrix` after axes of extent 1 (a (1, 1, R, C) load of a 4-d
+    array seen as an (R, C) operand)."""
+    lead = len(shape) - len(matrix)
+    return lead >= 0 and shape[lead:] == matrix and all(n == 1 for n in shape[:lead])
 
 
 def _streamable(load: X.TileLoad, body_names: set, allowed: set, engine: str, writes) -> bool:
@@ -61,8 +68,8 @@ def _streamable(load: X.TileLoad, body_names: set, allowed: set, engine: str, wr
     shape = tuple(load.shape)
     if engine == "mma.sync" and not (t.aligned16 and shape[-1] * load.array.dtype.itemsize % 16 == 0):
         return False  # cp.async moves 16-byte chunks
-    return (load.array.dtype.name in TMA_TYPES and t.ndim in (2, 3) and t.unit_inner_stride
-            and (t.ndim == 2 or shape[0] == 1) and shape == padded(shape)
+    return (load.array.dtype.name in TMA_TYPES and 2 <= t.ndim <= MAX_TMA_RANK and t.unit_inner_stride
+            and _unit_prefixed(shape, shape[-2:]) and shape == padded(shape)
             and isinstance(load.padding, N.Const) and load.padding.value == 0
             and max(shape[-2:]) <= 256
             and not any(_names(i) & (body_names - allowed) for i in load.index))
