@@ -30,15 +30,14 @@ b)  # the GPU suite's failures by name, the host's share of the GPT's step, the 
   grep -A45 "host functions by tottime" "$LOGS/gpt_host.log" | cut -c1-150
   TAIL=6 step 150 gpt_lr python3 examples/train_gpt.py --lr "$2" --steps 300 --every 50 --png "$LOGS/gpt.png"
   ;;
-c)  # after the packed attention and the residual epilogue: their GPU tests, the step, the three on text
-  step 150 gpu_new python3 -m pytest -q -rf -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_residual_gpu.py \
+c)  # after the packed attention and the residual epilogue: the three on text, their GPU tests, the step
+  TAIL=8 step 170 gpt_text python3 examples/train_gpt.py --steps 300 --every 50 --png "$LOGS/gpt.png"
+  step 130 gpu_new python3 -m pytest -q -rf -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_residual_gpu.py \
     tests/gpu/test_torch_attention_gpu.py tests/gpu/test_attention_backward_gpu.py tests/gpu/test_train_gpt_gpu.py \
-    tests/gpu/test_linear_backward_gpu.py tests/gpu/test_norm_backward_gpu.py $(ls tests/gpu/test_*packed*_gpu.py 2>/dev/null)
-  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_new.log" | head -30
-  TAIL=40 step 90 gpt_profile python3 bench/gpt_profile.py --impl verdigris,eager --steps 20 --top 16
-  TAIL=8 step 200 gpt_text python3 examples/train_gpt.py --steps 300 --every 50 --png "$LOGS/gpt.png"
-  TAIL=3 step 40 gpt_eager_again python3 examples/train_gpt.py --impl eager --steps 300 --every 100
-  TAIL=12 step 100 bench_attn python3 -m verdigris bench --quick --filter "^attention (fwd|bwd)( causal)? bf16|head dims" --plain-progress --out "$LOGS/attn"
+    tests/gpu/test_attention_variants_gpu.py tests/gpu/test_norm_backward_gpu.py
+  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_new.log" | head -20
+  TAIL=36 step 70 gpt_profile python3 bench/gpt_profile.py --impl verdigris --steps 20 --top 16
+  TAIL=12 step 90 bench_attn python3 -m verdigris bench --quick --filter "^attention (fwd|bwd)( causal)? bf16|head dims" --plain-progress --out "$LOGS/attn"
   ;;
 gpt)
   for seed in 0 1; do TAIL=6 step 150 "gpt_seed$seed" python3 examples/train_gpt.py --lr "$2" --seed $seed --steps 300 --every 50 --png "$LOGS/gpt$seed.png"; done

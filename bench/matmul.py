@@ -216,7 +216,7 @@ def attention_case(rows, causal: bool, configs, batch=4, heads=32, seq=4096, dim
     torch.manual_seed(0)
     q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.empty_like(q)
-    lse = torch.empty(batch * heads, seq, device="cuda")  # the row log-sum-exp ours also writes
+    lse = torch.empty(batch, heads, seq, device="cuda")  # the row log-sum-exp ours also writes
     scale = 1 / math.sqrt(dim)
 
     def ref():

@@ -86,7 +86,7 @@ def _dense(kernel, launches, q, k, v, o, want, rtol=RTOL, flat=False, **fixed) -
     b, heads, seq, d = q.shape
     arrays = [t.reshape(-1, *t.shape[2:]) for t in (q, k, v, o)] if flat else [q, k, v, o]
     grid = (b * heads,) if flat else (heads, b)
-    lse = torch.empty(b * heads, seq, device="cuda")
+    lse = torch.empty(*((b * heads,) if flat else (b, heads)), seq, device="cuda")
     scale = fixed.pop("scale", 1 / math.sqrt(d))
 
     def run(launch):

@@ -158,7 +158,7 @@ def _attention_case(causal: bool):
         q, k, v = (torch.randn(BATCH, HEADS, seq, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
         o = torch.empty_like(q)
-        lse = torch.empty(BATCH * HEADS, seq, device="cuda")  # ours writes the row log-sum-exp too
+        lse = torch.empty(BATCH, HEADS, seq, device="cuda")  # ours writes the row log-sum-exp too
         want = torch.empty(q.shape, device="cuda")
         for i in range(BATCH):  # the float32 scores of one batch at a time
             want[i] = F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(),
@@ -223,7 +223,7 @@ def _attention_backward_case(causal: bool):
             out = F.scaled_dot_product_attention(*params, is_causal=causal)
             for w, g in zip(want, torch.autograd.grad(out, params, do[i].float())):
                 w[i] = g
-        o, lse = torch.empty_like(q), torch.empty(BATCH * HEADS, seq, device="cuda")
+        o, lse = torch.empty_like(q), torch.empty(BATCH, HEADS, seq, device="cuda")
         attention[seq // 128, HEADS, BATCH](q, k, v, o, lse, scale, CAUSAL=causal, BM=128, BN=64, D=HEAD_DIM)
         grads = [torch.empty_like(o) for _ in range(3)]
         delta = torch.empty_like(lse)

@@ -39,7 +39,7 @@ def forward_backward(q, k, v, do, scale, causal, tiles=(32, 16),
     """o, lse (the forward) and dq, dk, dv (the backward) of (batch, heads, seq, head_dim)
     arrays, from NaN-filled outputs."""
     batch, heads, seq, d = q.shape
-    o, lse = np.full(q.shape, np.nan, q.dtype), np.full((batch * heads, seq), np.nan, np.float32)
+    o, lse = np.full(q.shape, np.nan, q.dtype), np.full((batch, heads, seq), np.nan, np.float32)
     ta.attention[vg.cdiv(seq, tiles[0]), heads, batch](q, k, v, o, lse, scale, CAUSAL=causal, BM=tiles[0],
                                                        BN=tiles[1], D=d)
     dq, dk, dv = (np.full(q.shape, np.nan, q.dtype) for _ in range(3))
@@ -72,7 +72,7 @@ def test_views_of_packed_arrays_read_and_written_where_they_lie(rng, causal):
     batch, heads, seq, d = 2, 3, 45, 16
     qkv, do = (rng.standard_normal((batch, seq, parts * heads * d)).astype(np.float16) for parts in (3, 1))
     o = np.full(do.shape, np.nan, np.float16)
-    lse = np.full((batch * heads, seq), np.nan, np.float32)
+    lse = np.full((batch, heads, seq), np.nan, np.float32)
     q, k, v = ta.head_views(qkv, heads, 3)
     assert q.strides[1:] == (d * 2, 3 * heads * d * 2, 2)  # bytes: heads, seq, head_dim
     ta.attention[vg.cdiv(seq, 16), heads, batch](q, k, v, *ta.head_views(o, heads, 1), lse, 0.25,
@@ -155,7 +155,7 @@ def test_one_gradient_view_passed_as_both_dk_and_dv_is_refused(rng):
     batch, heads, seq, d = 1, 2, 32, 16
     qkv = rng.standard_normal((batch, seq, 3 * heads * d)).astype(np.float16)
     q, k, v = ta.head_views(qkv, heads, 3)
-    lse = np.zeros((batch * heads, seq), np.float32)
+    lse = np.zeros((batch, heads, seq), np.float32)
     dk = ta.head_views(np.full(qkv.shape, np.nan, np.float16), heads, 3)[1]
     with pytest.raises(vg.AliasError) as info:
         ta.attention_backward_dkdv[2, heads, batch](q, k, v, q, lse, lse, dk, dk, 0.25, BM=16, BN=16, D=d)
@@ -181,8 +181,8 @@ def _a(dtype, ndim=4):
 
 def _specialized(name, d, causal, dtype=T.bfloat16):
     """The kernel as `attention_backward` launches it by default."""
-    inputs = dict(q=_a(dtype), k=_a(dtype), v=_a(dtype), do=_a(dtype), lse=_a(T.float32, 2),
-                  delta=_a(T.float32, 2), scale=T.float32, CAUSAL=causal, D=d)
+    inputs = dict(q=_a(dtype), k=_a(dtype), v=_a(dtype), do=_a(dtype), lse=_a(T.float32, 3),
+                  delta=_a(T.float32, 3), scale=T.float32, CAUSAL=causal, D=d)
     kernel, launch, outputs = ((ta.attention_backward_dkdv, ta.DKDV_LAUNCH, dict(dk=_a(dtype), dv=_a(dtype)))
                                if name == "dkdv" else (ta.attention_backward_dq, ta.DQ_LAUNCH, dict(dq=_a(dtype))))
     launch = dict(launch)
@@ -222,5 +222,5 @@ def test_sm90a_streams_the_walked_tiles_by_tma_and_assembles(name, d, causal, dt
 @needs_ptxas
 def test_sm90a_delta_assembles():
     kernel = ta.attention_backward_delta.specialize_types(dict(o=_a(T.bfloat16), do=_a(T.bfloat16),
-                                                               delta=_a(T.float32, 2), BM=128, D=128))
+                                                               delta=_a(T.float32, 3), BM=128, D=128))
     codegen.assemble(codegen.compile_to_ptx(kernel, "sm_90a").ptx, "sm_90a", optimize=False)

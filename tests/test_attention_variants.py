@@ -49,7 +49,7 @@ def _forward(q, k, v, causal, tiles, d, group):
     seq, d) k and v."""
     batch, heads, seq, _ = q.shape
     o = np.full(q.shape, np.nan, q.dtype)
-    lse = np.full((batch * heads, seq), np.nan, np.float32)
+    lse = np.full((batch, heads, seq), np.nan, np.float32)
     ta.attention[vg.cdiv(seq, tiles[0]), heads, batch](
         q, k, v, o, lse, 1 / math.sqrt(d), CAUSAL=causal, BM=tiles[0], BN=tiles[1], D=d, GROUP=group)
     return o, lse.reshape(batch, heads, seq)
@@ -197,7 +197,8 @@ def _a(dtype, ndim=3):
 def _specialized(name, d, causal, launch):
     launch = dict(launch)
     block = (32 * launch.pop("num_warps"),) if "num_warps" in launch else None
-    common = dict(lse=_a(T.float32, 2), scale=T.float32, CAUSAL=causal, D=d, **launch)
+    common = dict(lse=_a(T.float32, 2 if name in ("fp8", "varlen") else 3), scale=T.float32, CAUSAL=causal, D=d,
+                  **launch)
     if name == "fp8":
         f8 = T.float8_e4m3fn
         return tv.attention_fp8.specialize_types(dict(

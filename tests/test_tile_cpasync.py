@@ -40,7 +40,7 @@ STREAMED = {
                                                               BM=128, BN=128, BK=64)),
     "attention": lambda: tile_attention.attention.specialize_types(dict(
         q=_a(T.bfloat16, 4), k=_a(T.bfloat16, 4), v=_a(T.bfloat16, 4), o=_a(T.bfloat16, 4),
-        lse=_a(T.float32, 2), scale=T.float32, CAUSAL=True, BM=128, BN=64, D=128)),
+        lse=_a(T.float32, 3), scale=T.float32, CAUSAL=True, BM=128, BN=64, D=128)),
 }
 COPY = re.compile(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;")
 

@@ -256,7 +256,7 @@ PTX_CASES = {
                               TF32=False, M=32, N=32, K=16)),
     **{f"attention_d{d}_{'causal' if c else 'full'}": (tile_attention.attention, dict(
         q=_a(T.bfloat16, 4), k=_a(T.bfloat16, 4), v=_a(T.bfloat16, 4), o=_a(T.bfloat16, 4),
-        lse=_a(T.float32, 2), scale=T.float32, CAUSAL=c, BM=128, BN=64, D=d)) for d in (64, 128) for c in (False, True)},
+        lse=_a(T.float32, 3), scale=T.float32, CAUSAL=c, BM=128, BN=64, D=d)) for d in (64, 128) for c in (False, True)},
 }
 
 

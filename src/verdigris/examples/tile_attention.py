@@ -24,8 +24,9 @@ result, and the consumer warp groups issue their products in turns, so one group
 softmax runs while another's products occupy the tensor cores (the streamed tiles' tensor
 maps are 4-d, strides as the views have them; views the copy engine cannot describe, a
 stride not a multiple of 16 bytes, run a variant without it, `runtime.tensormap`). The
-forward also writes each row's log-sum-exp `lse` (natural log, float32, (batch * heads,
-seq), row batch * heads + head): one store per row.
+forward also writes each row's log-sum-exp `lse` (natural log, float32, (batch, heads,
+seq); the launchers below and the torch op take it as (batch * heads, seq) and pass that
+view): one store per row.
 
 The backward is FlashAttention-2's, as in Triton's fused-attention tutorial: `attention_backward`
 launches `attention_backward_delta` (delta = rowsum(dO * O)), `attention_backward_dkdv`
@@ -57,7 +58,6 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
     if CAUSAL:  # the longest row blocks first: the shortest start last, the grid ends evenly
         m_block = tile.num_blocks(0) - 1 - m_block
-    row = batch * tile.num_blocks(1) + head  # lse's row: (batch * heads, seq)
     kv_head = head if GROUP == 1 else head // GROUP
     seq = q.shape[2]
     scale2 = scale * LOG2E  # exp(x * scale) == exp2(x * scale2)
@@ -91,7 +91,7 @@ def attention(q, k, v, o, lse, scale, CAUSAL: vg.constexpr = False, BM: vg.const
     out = acc * (1.0 / l_i)  # one division per row, not per element
     tile.store(o, index=(batch, head, m_block, 0), tile=out.astype(o.dtype).reshape((1, 1, BM, D)))
     # m_i and log2(l_i) count powers of two: the natural log-sum-exp is their sum times ln 2
-    tile.store(lse, index=(row, m_block), tile=((m_i + tile.log2(l_i)) * LN2).reshape((1, BM)))
+    tile.store(lse, index=(batch, head, m_block), tile=((m_i + tile.log2(l_i)) * LN2).reshape((1, 1, BM)))
 
 
 @tile.kernel
@@ -101,8 +101,7 @@ def attention_backward_delta(o, do, delta, BM: vg.constexpr = 128, D: vg.constex
     m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
     ot = tile.load(o, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).astype(vg.float32)
     dot = tile.load(do, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).astype(vg.float32)
-    tile.store(delta, index=(batch * tile.num_blocks(1) + head, m_block),
-               tile=tile.sum(ot * dot, axis=3).reshape((1, BM)))
+    tile.store(delta, index=(batch, head, m_block), tile=tile.sum(ot * dot, axis=3).reshape((1, 1, BM)))
 
 
 @tile.kernel(fma=True)
@@ -116,7 +115,6 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
     head head // GROUP's and dK, dV query head `head`'s share of their gradients (the
     caller sums a group's shares)."""
     n_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
-    row = batch * tile.num_blocks(1) + head
     kv_head = head if GROUP == 1 else head // GROUP
     seq = q.shape[2]
     scale2 = scale * LOG2E  # exp(x * scale - lse) == exp2(x * scale2 - lse * log2(e))
@@ -133,7 +131,7 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
     # Q's and dO's tiles are loaded twice, once per product: on sm_90a a tile streams into
     # shared memory by TMA only where it feeds one product (the second copy comes from L2).
     for m in range(start, (seq + BM - 1) // BM):
-        lse2 = tile.load(lse, index=(row, m), shape=(1, BM)) * LOG2E
+        lse2 = tile.load(lse, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)) * LOG2E
         st = tile.dot(kt, tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
         pt = tile.exp2(st * scale2 - lse2)
         if CAUSAL and m * BM < (n_block + 1) * BN - 1:  # a tile the diagonal crosses
@@ -142,7 +140,7 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
         dv_acc = tile.mma(pt.astype(do.dtype),
                           tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dv_acc)
         dpt = tile.dot(vt, tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
-        dst = pt * (dpt - tile.load(delta, index=(row, m), shape=(1, BM)))
+        dst = pt * (dpt - tile.load(delta, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)))
         dk_acc = tile.mma(dst.astype(q.dtype),
                           tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dk_acc)
     tile.store(dv, index=(batch, head, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)))
@@ -160,14 +158,13 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     m_block, head, batch = tile.bid(0), tile.bid(1), tile.bid(2)
     if CAUSAL:
         m_block = tile.num_blocks(0) - 1 - m_block
-    row = batch * tile.num_blocks(1) + head
     kv_head = head if GROUP == 1 else head // GROUP
     seq = q.shape[2]
     scale2 = scale * LOG2E
     qt = tile.load(q, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).reshape((BM, D))
     dot = tile.load(do, index=(batch, head, m_block, 0), shape=(1, 1, BM, D)).reshape((BM, D))
-    lse2 = tile.load(lse, index=(row, m_block), shape=(1, BM)).reshape((BM, 1)) * LOG2E
-    di = tile.load(delta, index=(row, m_block), shape=(1, BM)).reshape((BM, 1))
+    lse2 = tile.load(lse, index=(batch, head, m_block), shape=(1, 1, BM)).reshape((BM, 1)) * LOG2E
+    di = tile.load(delta, index=(batch, head, m_block), shape=(1, 1, BM)).reshape((BM, 1))
     dq_acc = tile.zeros((BM, D), vg.float32)
     rows = m_block * BM + tile.arange(BM).reshape((BM, 1))
     end = (seq + BN - 1) // BN
@@ -221,11 +218,20 @@ def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bo
     bit for bit from run to run (no atomics: the only mode)."""
     batch, heads, seq, d = q.shape
     group = heads // k.shape[1]
+    lse, delta = by_head(lse, batch, heads), by_head(delta, batch, heads)
     attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), heads, batch](o, do, delta, BM=dq_launch["BM"], D=d)
     attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), heads, batch](
         q, k, v, do, lse, delta, dk, dv, scale, CAUSAL=causal, D=d, GROUP=group, **dkdv_launch)
     attention_backward_dq[vg.cdiv(seq, dq_launch["BM"]), heads, batch](
         q, k, v, do, lse, delta, dq, scale, CAUSAL=causal, D=d, GROUP=group, **dq_launch)
+
+
+def by_head(rows, batch: int, heads: int):
+    """A (batch * heads, seq) array as the kernels' (batch, heads, seq) view of it (one
+    that already is passes as it is). The kernels index it by their block's batch and head:
+    a row batch * heads + head would be a product of two block ids, which the race proof
+    cannot always settle in its time limit."""
+    return rows if rows.ndim == 3 else rows.reshape(batch, heads, rows.shape[-1])
 
 
 def head_views(packed, heads: int, parts: int) -> list:
@@ -273,7 +279,8 @@ def _forward_packed(qkv, o, lse, scale, heads: int, causal: bool, tiles: tuple, 
     """The forward on q, k, v of packed `qkv` into the heads of packed `o` (`head_views`)."""
     bm, bn = tiles
     attention[vg.cdiv(qkv.shape[1], bm), heads, qkv.shape[0]](
-        *head_views(qkv, heads, 3), *head_views(o, heads, 1), lse, scale, CAUSAL=causal, BM=bm, BN=bn, D=d)
+        *head_views(qkv, heads, 3), *head_views(o, heads, 1), by_head(lse, qkv.shape[0], heads), scale,
+        CAUSAL=causal, BM=bm, BN=bn, D=d)
 
 
 def _backward_packed(qkv, o, lse, do, dqkv, delta, scale, heads: int, causal: bool, launches: tuple):

@@ -87,7 +87,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
     lse = q.new_empty((batch * heads, seq), dtype=torch.float32)
     if o.numel():
         bm, bn = FORWARD_TILES
-        attention_forward[vg.cdiv(seq, bm), heads, batch](q, k, v, o, lse, scale, CAUSAL=causal, BM=bm,
+        attention_forward[vg.cdiv(seq, bm), heads, batch](q, k, v, o, lse.view(batch, heads, seq), scale, CAUSAL=causal, BM=bm,
                                                           BN=bn, D=d, GROUP=heads // k.shape[1])
     return lse
 
