@@ -39,6 +39,11 @@ c)  # after the packed attention and the residual epilogue: the three on text, t
   TAIL=36 step 70 gpt_profile python3 bench/gpt_profile.py --impl verdigris --steps 20 --top 16
   TAIL=12 step 90 bench_attn python3 -m verdigris bench --quick --filter "^attention (fwd|bwd)( causal)? bf16|head dims" --plain-progress --out "$LOGS/attn"
   ;;
+d)  # little device time left: the three on text, the attention's GPU tests
+  TAIL=8 step 170 gpt_text python3 examples/train_gpt.py --steps 300 --every 50 --png "$LOGS/gpt.png"
+  step 100 gpu_attn python3 -m pytest -q -rf -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_attention_backward_gpu.py tests/gpu/test_residual_gpu.py
+  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_attn.log" | head -20
+  ;;
 gpt)
   for seed in 0 1; do TAIL=6 step 150 "gpt_seed$seed" python3 examples/train_gpt.py --lr "$2" --seed $seed --steps 300 --every 50 --png "$LOGS/gpt$seed.png"; done
   ;;
