@@ -139,7 +139,8 @@ def wgmma(low, dot: DotPlan, acc: list, a_given, b_given, fragments=None, zero=F
                 else:
                     frag = 4 * (ks + steps * mb)
                     regs[first:first + count] = ptx.wgmma_ra(
-                        em, dot.kind, g.inst_n, regs[first:first + count], words[frag:frag + 4], desc_b,
+                        em, dot.kind, dot.b_kind or dot.kind, g.inst_n, regs[first:first + count],
+                        words[frag:frag + 4], desc_b,
                         accumulate, int(not b_kmajor))
     ptx.wgmma_commit(em)
     if low.turns:

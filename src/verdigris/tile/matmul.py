@@ -41,7 +41,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import from_name
-from . import issue, memory, operand, ptx
+from . import issue, memory, operand, ptx, register_a
 from .layout import Layout, blocked, padded
 from ..codegen.attributes import grid_constant_attributes
 from .lower import TileLowering
@@ -260,12 +260,10 @@ class MmaLowering(TileLowering):
 
     def _a_fragments(self, e: X.TileDot, dot: DotPlan, layout: Layout) -> list:
         """A's registers (in `layout`, `plan.register_a`) as wgmma A fragments: per (m
-        block, k step) four words, each a packed pair."""
+        block, k step) four words (`register_a`)."""
         value = self.tile(uncast(e.a), layout)
-        where = a_fragments(layout, dot.geometry, padded(e.a.shape)[1])
-        ptx_type = ptx.WGMMA[dot.kind][1]
-        return [[ptx.pack_half2(self.em, value.regs[r[2 * w]], value.regs[r[2 * w + 1]], ptx_type)
-                 for w in range(4)] for r in where]
+        where = a_fragments(layout, dot.geometry, padded(e.a.shape)[1], issue.K_STEP["wgmma"][dot.kind])
+        return register_a.words(self, dot.kind, [[value.regs[r] for r in regs] for regs in where])
 
     def _initial(self, e: X.TileDot, layout: Layout) -> TileValue:
         if e.acc is not None:

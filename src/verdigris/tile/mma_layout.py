@@ -11,9 +11,10 @@ reductions, broadcasts, stores, conversions) and the geometry the engines need:
 - `GroupGeometry` (wgmma m64nN): warpgroups of 4 warps split M in 64-row blocks (N when M
   is 64), each warp of a group owning 16 rows of each block; per instruction N is at most
   256. Register order within one instruction is wgmma's (d[4j + 2h + e] as above).
-- `a_layout(geometry, k)`: the layout in which wgmma can take an (M x k) A operand straight
-  from registers (an earlier product's accumulator layout, as attention's probabilities),
-  and `a_fragments(layout, geometry, k)`: which registers make each m64 x k16 fragment.
+- `a_layout(geometry, k, k_step)`: the layout in which wgmma can take an (M x k) A operand
+  straight from registers (an earlier product's accumulator layout, as attention's
+  probabilities), and `a_fragments(layout, geometry, k, k_step)`: which registers make
+  each m64 x k_step fragment (k16 for 16-bit types, k32 for fp8).
 Guarantees: every element of the padded shape is held by exactly one (register, lane,
 warp) up to warps left over (zero bases: they hold copies).
 """
@@ -134,31 +135,34 @@ def group_fits(m: int, n: int, k: int, k_step: int, warps: int) -> bool:
     return g.group_cols % g.inst_n == 0
 
 
-def a_layout(g: GroupGeometry, k: int):
+def a_layout(g: GroupGeometry, k: int, k_step: int = 16):
     """The accumulator layout of an (M x k) product on the same warps whose registers are
-    the A fragments of `g`'s instructions (each warpgroup holding whole rows of its own
-    64-row blocks); None when there is none."""
-    if k % 16 or k > 256 or not group_fits(g.m, k, 16, 16, g.warps):
+    the A fragments of `g`'s instructions, `k_step` columns each (each warpgroup holding
+    whole rows of its own 64-row blocks); None when there is none."""
+    if k % k_step or k > 256 or not group_fits(g.m, k, 16, 16, g.warps):
         return None
     layout = GroupGeometry(g.m, k, g.warps).layout()
-    return layout if a_fragments(layout, g, k) is not None else None
+    return layout if a_fragments(layout, g, k, k_step) is not None else None
 
 
-def a_fragments(layout: Layout, g: GroupGeometry, k: int):
+def a_fragments(layout: Layout, g: GroupGeometry, k: int, k_step: int = 16):
     """For a product of geometry `g` whose A (M x k) is in registers of `layout`: per
-    (64-row block mb, 16-column step ks), mb-major, the 8 registers that make the A fragment
-    of wgmma m64nNk16 (pairs packed into a0..a3: rows +0/+8, columns +0/+8 of the step,
-    as mma.sync's A); None unless each warp holds exactly its rows of the product, whole."""
+    (64-row block mb, k step ks), mb-major, the registers of the fragment's elements this
+    thread holds, in the accumulator's pairs: for each 8-column block j of the step, rows
+    +0 and +8 (h), columns 8j + 2 * (lane % 4) + e (e = 0, 1), j-major. For 16-bit types
+    (k16) pair (j, h) is word 2j + h of wgmma's A (mma.sync's A layout); fp8's words (k32)
+    take 4 consecutive columns, which `register_a` gathers from the lanes of a quad. None
+    unless each warp holds exactly its rows of the product, whole."""
     warps = ((16, 0), (32, 0)) + tuple((g.group_rows << b, 0) for b in range(_log2(g.groups_m))) \
         + ((0, 0),) * _log2(g.groups_n)
-    if layout.shape != (g.m, k) or layout.lanes != LANES or layout.warps != warps or k % 16:
+    if layout.shape != (g.m, k) or layout.lanes != LANES or layout.warps != warps or k % k_step:
         return None
     where = {layout.register_coords(r): r for r in range(layout.num_regs)}
     out = []
     for mb in range(g.m_blocks):
-        for ks in range(k // 16):
-            regs = [where.get((64 * mb + 8 * h, 16 * ks + 8 * half + e))
-                    for half in (0, 1) for h in (0, 1) for e in (0, 1)]
+        for ks in range(k // k_step):
+            regs = [where.get((64 * mb + 8 * h, k_step * ks + 8 * j + e))
+                    for j in range(k_step // 8) for h in (0, 1) for e in (0, 1)]
             if None in regs:
                 return None
             out.append(regs)

@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..ir import tiles as X
 from ..types import from_name
-from . import issue, operand, pieces, sorting
+from . import issue, operand, pieces, register_a, sorting
 from .layout import Layout, blocked, only_unit_axes_differ, padded, unit_reshaped
 from .mma_layout import GroupGeometry, SyncGeometry, a_layout, group_fits, sync_fits
 from .sharedmem import MAX_DYNAMIC_SHARED, shared_per_block
@@ -164,22 +164,22 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
 
 
 def _registers_as_a(kernel: N.Kernel, result: Plan, layouts: dict) -> dict:
-    """Products whose 16-bit A wgmma takes from registers (`mma_layout.a_layout`): where
-    the registers already are, A being an earlier product's result (a cast to A's dtype
-    is folded into the packing)."""
+    """Products whose 16-bit or fp8 A wgmma takes from registers (`mma_layout.a_layout`):
+    where the registers already are, A being an earlier product's result (a cast to A's
+    dtype is folded into the packing, `register_a`)."""
     out = {}
     for node in walk_nodes(kernel):
         dot = result.dots.get(id(node)) if isinstance(node, X.TileDot) else None
-        if dot is None or dot.engine != "wgmma" or dot.kind not in ("float16", "bfloat16"):
+        if dot is None or dot.engine != "wgmma" or dot.kind not in register_a.KINDS:
             continue
-        wanted = a_layout(dot.geometry, padded(node.a.shape)[1])
+        wanted = a_layout(dot.geometry, padded(node.a.shape)[1], issue.K_STEP["wgmma"][dot.kind])
         if wanted is not None and _product_layout(uncast(node.a), result, layouts) == wanted:
             out[id(node)] = wanted
     return out
 
 
 def uncast(e):
-    """A float32 tile cast to a 16-bit dtype: the float32 tile (`pack_half2` rounds it)."""
+    """A float32 tile cast to a 16-bit or fp8 dtype: the float32 tile (`register_a` rounds it)."""
     if isinstance(e, X.TileMap) and e.op == "cast" and e.args[0].dtype.name == "float32":
         return e.args[0]
     return e

@@ -137,12 +137,14 @@ def stage(low, stored: Stored, base: ir.Value, value, logical: tuple, transposed
                 reg = b.select(inside, reg, zero)
             if tf32:
                 words.append(ptx.cvt_tf32(em, reg))
-            elif staged in fp8.FORMATS:  # registers hold it decoded: exact both ways
-                words.append(fp8.encode(b, reg, staged))
+            elif staged in fp8.FORMATS:  # registers hold it decoded: encoded below, exactly
+                words.append(reg)
             elif reg.type != ty:
                 words.append(b.fptrunc(reg, ty) if reg.type == FLOAT else b.fpext(reg, ty))
             else:
                 words.append(reg)
+        if staged in fp8.FORMATS:
+            words = _fp8_bytes(low, words, staged)
         row, col = (coords[1], coords[0]) if transposed else (coords[0], coords[1])
         offset = stored.chunk_offset(b, row, col)
         pointer = b.gep(base, [b.zext(offset, I64)], inbounds=True, source_etype=I8)
@@ -153,3 +155,18 @@ def stage(low, stored: Stored, base: ir.Value, value, logical: tuple, transposed
         for j, w in enumerate(words):
             vec = b.insert_element(vec, w, ir.Constant(I32, j))
         b.store(vec, pointer, align=width * stored.size)
+
+
+def _fp8_bytes(low, values: list, kind: str) -> list:
+    """float32 values as fp8 bytes: two a conversion where the target has the hardware's
+    (sm_89 on), else one by one in software (`codegen.fp8`); the same bits either way, but
+    a NaN's sign."""
+    from . import ptx
+
+    if low.target not in ptx.FP8_CONVERSION_TARGETS:
+        return [fp8.encode(low.b, v, kind) for v in values]
+    out = []
+    for first in range(0, len(values), 2):
+        pair = ptx.cvt_fp8x2(low.em, values[first], values[min(first + 1, len(values) - 1)], kind)
+        out += [low.b.trunc(pair, I8), low.b.trunc(low.b.lshr(pair, ir.Constant(pair.type, 8)), I8)]
+    return out[:len(values)]

@@ -6,7 +6,7 @@ family: `ldmatrix`, `mma_sync`, `wgmma` (operands in shared memory, or A in regi
 `wait`, `tma_load` and `tma_store` (1-5-d boxes; `bulk_commit`, `bulk_wait_read`),
 `cp_async`, `cp_async_commit`, `cp_async_wait` (sm_80's per-thread copies), `fence_proxy_async`,
 `fence_mbarrier_init`, `named_barrier`, `setmaxnreg`, `cvt_tf32`,
-`pack_half2`, `shared_address`.
+`cvt_fp8x2`, `pack_half2`, `shared_address`.
 
 Guarantees: every instruction that reads or writes memory, or synchronizes, is emitted as
 `asm sideeffect` with a memory clobber, so LLVM neither drops, merges nor moves memory
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..codegen.dtypes import FLOAT, I1, I32, I64
+from ..codegen.dtypes import FLOAT, I1, I16, I32, I64
 
 
 def _asm(em, ret: ir.Type, text: str, constraints: str, args: list, side_effect: bool = True):
@@ -72,6 +72,17 @@ def cvt_tf32(em, x: ir.Value) -> ir.Value:
     """float32 -> its tf32 rounding (to nearest, ties away from zero), as a float32 register:
     the b32 that `cvt.rna.tf32.f32` writes is the float32 of the tf32 value."""
     return em.b.bitcast(_asm(em, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False), FLOAT)
+
+
+FP8_CONVERSION_TARGETS = ("sm_89", "sm_90", "sm_90a")  # cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32
+_FP8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
+
+
+def cvt_fp8x2(em, lo: ir.Value, hi: ir.Value, kind: str) -> ir.Value:
+    """Two float32 values rounded to fp8 (to nearest-even, saturating to the largest finite
+    value, as `codegen.fp8.encode`; a NaN gives a NaN, whose sign may differ from
+    `encode`'s), `lo` in the low byte of the i16."""
+    return em.call(f"llvm.nvvm.ff.to.{_FP8X2[kind]}.rn", I16, hi, lo)
 
 
 def pack_half2(em, lo: ir.Value, hi: ir.Value, ptx_type: str) -> ir.Value:
@@ -140,18 +151,21 @@ def wgmma(em, a_type: str, b_type: str, n: int, acc: list, desc_a: ir.Value, des
     return _fields(em, out, count)
 
 
-def wgmma_ra(em, a_type: str, n: int, acc: list, a_regs: list, desc_b: ir.Value,
+def wgmma_ra(em, a_type: str, b_type: str, n: int, acc: list, a_regs: list, desc_b: ir.Value,
              accumulate: ir.Value, trans_b: int) -> list:
     """`wgmma.mma_async` with A in registers: `a_regs` are this thread's four 32-bit words
-    of the m64k16 A fragment (two 16-bit elements each, the layout of mma.sync's A), B from
-    a shared-memory descriptor. 16-bit types only."""
-    _, pt = WGMMA[a_type]
+    of the m64 x k A fragment (`register_a`: two 16-bit elements each, the layout of
+    mma.sync's A, or four fp8), B from a shared-memory descriptor (`trans_b`: 16-bit
+    types only)."""
+    k, pa = WGMMA[a_type]
+    _, pb = WGMMA[b_type]
     count = len(acc)
     d = "{" + ",".join(f"${i}" for i in range(count)) + "}"
     a = "{" + ",".join(f"${count + i}" for i in range(4)) + "}"
+    transpose = f", {trans_b}" if k == 16 else ""
     text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 5}, 0;\n"
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{pt}.{pt} {d}, {a}, ${count + 4}, "
-            f"p, 1, 1, {trans_b};\n}}")
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{pa}.{pb} {d}, {a}, ${count + 4}, "
+            f"p, 1, 1{transpose};\n}}")
     constraints = ",".join(["=f"] * count + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(count)])
     out = _asm(em, ir.LiteralStructType([FLOAT] * count), text, constraints + ",~{memory}",
                list(a_regs) + [desc_b, em.b.zext(accumulate, I32) if accumulate.type == I1 else accumulate]
