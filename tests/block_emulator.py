@@ -2,11 +2,12 @@
 that scans, reductions, layout conversions and the Philox rounds are checked without a GPU.
 
 Takes: the lowering code itself (`tile.scan`, `tile.reduce`, `tile.convert`,
-`tile.random`), run against `Block` in place of a `TileLowering`: every LLVM value is a
-NumPy array over the block's threads, `Block.b` stands in for the `IRBuilder` (the
-instructions those modules emit, evaluated at once for every thread), `shfl.sync.bfly`
-exchanges lanes of a warp, shared memory is a byte array and a barrier is a no-op (all
-threads run in lock step). Branches are not emulated: code that branches (loads, stores,
+`tile.random`, `tile.register_a`), run against `Block` in place of a `TileLowering`:
+every LLVM value is a NumPy array over the block's threads, `Block.b` stands in for the
+`IRBuilder` (the instructions those modules emit, evaluated at once for every thread),
+`shfl.sync.bfly` and `shfl.sync.idx` exchange lanes of a warp, `prmt` permutes bytes,
+`cvt.rn.satfinite` rounds to fp8 (ml_dtypes), shared memory is a byte array and a barrier
+is a no-op (all threads run in lock step). Branches are not emulated: code that branches (loads, stores,
 masked accesses) is out of its reach.
 
 Gives: `Block(num_warps)`, `Block.tile_value(layout, array)` (a tile held in `layout`) and
@@ -228,6 +229,25 @@ class _Emitter:
         if name.startswith(("llvm.maxnum", "llvm.minnum")):
             a, b = self.b.v(args[0]), self.b.v(args[1])
             return V((np.fmax if "max" in name else np.fmin)(a.data, b.data), a.type)
+        if name == "llvm.nvvm.shfl.sync.idx.i32":  # a full warp (clamp 31)
+            value, source = self.b.v(args[1]), self.b.v(args[2])
+            threads = np.arange(self.block.threads)
+            partner = (threads & ~31) | (source.data.astype(np.int64) & 31)
+            return V(value.data[partner], value.type)
+        if name == "llvm.nvvm.prmt":  # byte i of the result: byte (selector >> 4i) & 7 of b:a
+            a, b, selector = (self.b.v(x).data.astype(np.uint64) for x in args)
+            both = a | (b << np.uint64(32))
+            out = np.zeros_like(a)
+            for i in range(4):
+                at = ((selector >> np.uint64(4 * i)) & np.uint64(7)) * np.uint64(8)
+                out |= ((both >> at) & np.uint64(0xFF)) << np.uint64(8 * i)
+            return V(out, ret)
+        if name.startswith("llvm.nvvm.ff.to.") and ml_dtypes is not None:  # cvt.rn.satfinite
+            fp8 = {"e4m3x2": ml_dtypes.float8_e4m3fn, "e5m2x2": ml_dtypes.float8_e5m2}[name.split(".")[4]]
+            largest = float(ml_dtypes.finfo(fp8).max)
+            hi, lo = (np.clip(self.b.v(x).data, -largest, largest).astype(fp8).view(np.uint8).astype(np.uint64)
+                      for x in args)
+            return V((hi << np.uint64(8)) | lo, ret)
         extremum = _INT_EXTREMA.get(name.split(".")[1])
         if extremum is not None:
             a, b = self.b.v(args[0]), self.b.v(args[1])

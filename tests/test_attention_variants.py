@@ -20,7 +20,8 @@ from verdigris import types as T
 from verdigris.examples import tile_attention as ta
 from verdigris.examples import tile_attention_variants as tv
 from verdigris.ir import ArrayType
-from verdigris.tile import matmul
+from verdigris.ir import tiles as X
+from verdigris.tile import matmul, mma_plan
 
 from test_norm_backward import relative_error
 from test_tile_mma import _ptxas_report
@@ -228,6 +229,25 @@ def test_sm90a_streams_both_operands_without_spilling(name, d, causal, launch):
     assert f"cp.async.bulk.tensor.{dims}d.shared::cluster.global" in ptx and "wgmma.mma_async" in ptx
     report = _ptxas_report(ptx)
     assert "0 bytes spill stores" in report and not re.search(r"C75\d\d", report), report
+
+
+@needs_ptxas
+def test_sm90a_fp8_takes_p_from_registers():
+    """fp8's P @ V as bfloat16's: P from registers, not staged through shared memory (which
+    cost two barriers of both consumer warp groups a product), rounded to e4m3 by the
+    hardware (two a `cvt.rn.satfinite`, not ~30 instructions each) and gathered into wgmma's
+    k32 fragments within quads (two shuffles a row of each k step); its exponentials are
+    one `ex2.approx.ftz` each (without ftz, four instructions)."""
+    kernel = _specialized("fp8", 128, False, tv.FP8_LAUNCH[128])
+    plan = matmul.plan(kernel, "sm_90a")
+    (pv,) = [d for d in mma_plan.walk_nodes(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
+    assert pv.a.dtype == T.float8_e4m3fn and pv.b.name == "vt"
+    ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
+    assert len(re.findall(r"wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 \{[^}]*\}, "
+                          r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd\d+, p, 1, 1;", ptx)) == 4  # 128 keys
+    assert ptx.count("shfl.sync.idx") == 4 * 2 * 2  # k steps, rows, shuffles
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx and "cvt.rni" not in ptx  # no software rounding
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
 
 
 @needs_ptxas

@@ -5,6 +5,8 @@ Philox bit for bit against `cpu.philox`, reductions, and the slices and concaten
 that only pick or stack registers. No GPU needed."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -136,3 +138,37 @@ def test_a_cat_of_parts_of_one_layout_stacks_registers(rng, parts):
     got = pieces.cat(block, node, None)
     np.testing.assert_array_equal(block.gather(got, node.shape).astype(np.int32), np.concatenate(xs))
     assert block.barriers == 0
+
+
+@pytest.mark.parametrize("kind", ["float8_e4m3fn", "float8_e5m2"])
+def test_fp8_register_a_words_are_the_instruction_fragments(rng, kind):
+    """P @ V with P from registers on sm_90a: the accumulator's pairs, rounded to fp8 and
+    exchanged within quads, are wgmma's A fragments as CUTLASS lays them out
+    (ALayout_64x32: word v1 + 2 * v2, byte v0 of lane l in warp w of a group is row
+    16 * w + l / 4 + 8 * v1, column 4 * (l % 4) + v0 + 16 * v2 of each k32 step)."""
+    import ml_dtypes
+
+    from verdigris.tile import mma_layout, register_a
+
+    fp8 = getattr(ml_dtypes, kind)
+    pv = mma_layout.GroupGeometry(128, 128, 8)  # P (128 x 128 keys) @ V, two warp groups
+    layout = mma_layout.a_layout(pv, 128, 32)
+    assert layout == mma_layout.GroupGeometry(128, 128, 8).layout()  # Q @ K^T's accumulator
+    probabilities = rng.uniform(0, 1, layout.shape).astype(np.float32)
+    probabilities[::7, ::5] *= 2.0 ** -12  # e4m3's subnormals and zeros
+    probabilities[3, :8] = [500.0, -1000.0, 0.0, -0.0, 448.0, -3.0, 1e-30, 240.0]  # saturates
+    block = Block(8)
+    value = block.tile_value(layout, probabilities, T.float32, reg_type(T.float32))
+    fragments = mma_layout.a_fragments(layout, pv, 128, 32)
+    words = register_a.words(block, kind, [[value.regs[r] for r in regs] for regs in fragments])
+    largest = float(ml_dtypes.finfo(fp8).max)
+    want = np.clip(probabilities, -largest, largest).astype(fp8).view(np.uint8)
+    thread = np.arange(256)
+    warp, lane = thread // 32, thread % 32
+    for ks, fragment in enumerate(words):
+        assert len(fragment) == 4
+        for v2, v1, v0 in itertools.product((0, 1), (0, 1), range(4)):
+            row = 16 * warp + lane // 4 + 8 * v1  # warp group 1's rows follow group 0's
+            col = 32 * ks + 4 * (lane % 4) + v0 + 16 * v2
+            got = (block.b.v(fragment[v1 + 2 * v2]).data >> np.uint64(8 * v0)) & np.uint64(0xFF)
+            np.testing.assert_array_equal(got, want[row, col], err_msg=f"k step {ks}, word {v1 + 2 * v2}, byte {v0}")

@@ -30,7 +30,16 @@ before P @ V (as FlashAttention-3 rounds them), and o (bfloat16) is the normaliz
 times `descale_v`. Both products are fp8 on sm_90a's tensor cores, which read K-major
 operands only: V (batch * kv_heads, seq, head_dim) is transposed on its way into shared
 memory; with V_TRANSPOSED=True the kernel reads V stored transposed, (batch * kv_heads,
-head_dim, seq), and both products stream their operands by TMA.
+head_dim, seq), and both products stream their operands by TMA. As in the bfloat16 kernel,
+a producer warp group streams K and V, the two consumer warp groups take turns at the
+tensor cores, and P @ V takes P from the registers of Q @ K^T's result: each pair of
+probabilities is rounded by one `cvt.rn.satfinite.e4m3x2` and the lanes of a quad
+exchange them into wgmma's k32 fragments (`tile.register_a`). The exponentials flush
+subnormal results to zero (one `ex2.approx.ftz` each, not four instructions): e4m3 rounds
+such probabilities to zero anyway. (It ran at 0.44x the bfloat16 kernel on an H100 while
+P went through shared memory, rounded to e4m3 in software three times per element, with
+both consumer warp groups meeting at a barrier twice per product: 2,718 SASS
+instructions an iteration of 128 keys against 542 now; bfloat16's take 472 for 64.)
 """
 from __future__ import annotations
 
@@ -108,7 +117,8 @@ def attention_varlen(q, k, v, o, lse, cu_seqlens, scale, CAUSAL: vg.constexpr = 
 
 
 # fp8's tiles on the GPU by head dimension: keys in tiles of 128 where 256 x 128 bytes of K
-# and V fit their stages beside Q (ptxas, sm_90a, V transposed: no spills).
+# and V fit their stages beside Q (ptxas, sm_90a, V transposed: no spills; V as stored,
+# staged through registers, spills at head dims 128 and 256).
 FP8_LAUNCH = {64: dict(BM=128, BN=128), 128: dict(BM=128, BN=128), 256: dict(BM=128, BN=64)}
 
 

@@ -18,9 +18,12 @@ Engines, chosen per product from its padded shapes, dtypes and the target:
   shared memory, one fused multiply-add per element per k, in the accumulator's precision.
 Operands held in registers are written to shared memory ("staged"): in the orientation
 their registers run along (16-byte stores), transposed when the engine needs K-major
-(tf32, fp8). Loads streamed by `pipeline` arrive there without passing through registers.
-Every staging is: writes, (async-proxy fence,) barrier, reads, barrier, so one staging area
-serves every product of the kernel.
+(tf32, fp8; fp8 rounded by the hardware's `cvt.rn.satfinite` from sm_89 on). Loads
+streamed by `pipeline` arrive there without passing through registers. Every staging is:
+writes, (async-proxy fence,) barrier, reads, barrier, so one staging area serves every
+product of the kernel. A wgmma A (16-bit or fp8) that an earlier product left in registers
+(`plan.register_a`: attention's probabilities) is not staged: `register_a` packs it into
+the instruction's fragments.
 
 Precision: products are exact and sums float32 on every engine, except that wgmma adds fp8
 products in the tensor cores' own narrower accumulator (about 2e-3 relative at K = 8192,
