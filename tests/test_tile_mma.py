@@ -24,6 +24,7 @@ from verdigris.ir import ArrayType
 from verdigris.ir import tiles as X
 from verdigris.tile import matmul, mma_layout, mma_plan, operand
 from verdigris.tile.mma_layout import GroupGeometry, SyncGeometry
+from verdigris.tile.ptx import WGMMA
 
 from located import assert_points_at
 
@@ -359,6 +360,57 @@ def test_register_a_fragments_are_the_accumulator_pairs():
         # a0..a3: (row, col) +(0,0), (8,0), (0,8), (8,8), each a pair of columns
         assert coords == [(8 * h, 16 * ks + 8 * half + e) for half in (0, 1) for h in (0, 1) for e in (0, 1)]
     assert mma_layout.a_fragments(GroupGeometry(64, 64, 8).layout(), GroupGeometry(64, 128, 8), 64) is None
+
+
+@tile.kernel
+def fp8_product_of_a_product(a, bt, ct, out):
+    """out = fp8(a @ b / 8) @ c, b and c given transposed (K-major, as fp8 wgmma reads
+    them): on sm_90a the second product takes its A from the first's registers."""
+    p = tile.dot(tile.load(a, index=(0, 0), shape=(128, 64)),
+                 tile.load(bt, index=(0, 0), shape=(128, 64)).T) * 0.125
+    tile.store(out, index=(0, 0), tile=tile.dot(p.astype(a.dtype), tile.load(ct, index=(0, 0), shape=(64, 128)).T))
+
+
+FP8_CHAINS = [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")]  # (a, b; c)
+
+
+def fp8_chain(rng, kinds) -> tuple:
+    """(out, want) of `fp8_product_of_a_product` on the current backend (one warp group: its
+    two 64-row blocks), want in float64 with P rounded to a's fp8 as the kernel rounds it
+    (from P summed in float32)."""
+    from verdigris.examples.tile_gemm import _narrow
+
+    (a, a64), (bt, bt64) = (_narrow(rng, (128, 64), kinds[0]) for _ in range(2))
+    ct, ct64 = _narrow(rng, (64, 128), kinds[1])
+    out = tile_gemm.run(fp8_product_of_a_product, 1, a, bt, ct, np.full((128, 64), np.nan, np.float32),
+                        num_warps=4)[3]
+    p = ((a64 @ bt64.T) * 0.125).astype(np.float32).astype(a.dtype).astype(np.float64)
+    return out, p @ ct64.T
+
+
+@pytest.mark.parametrize("kinds", FP8_CHAINS, ids=["e4m3", "e5m2-e4m3"])
+def test_fp8_product_of_a_product(rng, kinds):
+    out, want = fp8_chain(rng, kinds)
+    assert np.linalg.norm(out - want) / np.linalg.norm(want) < 1e-2  # P's ties: an fp8 ulp
+
+
+@needs_ptxas
+@pytest.mark.parametrize("kinds", FP8_CHAINS, ids=["e4m3", "e5m2-e4m3"])
+def test_sm90a_fp8_a_from_registers(kinds):
+    """The second product's A stays in the first's registers on sm_90a, as attention's P:
+    rounded by `cvt.rn.satfinite`, gathered within quads, one warp group's two m blocks."""
+    f8 = [getattr(T, kind) for kind in kinds]
+    kernel = fp8_product_of_a_product.specialize_types(dict(a=_a(f8[0]), bt=_a(f8[0]), ct=_a(f8[1]),
+                                                            out=_a(T.float32)), block=(128,))
+    plan = matmul.plan(kernel, "sm_90a")
+    (second,) = [d for d in mma_plan.walk_nodes(kernel) if isinstance(d, X.TileDot) and id(d) in plan.register_a]
+    assert plan.dots[id(second)].geometry.m_blocks == 2  # one warp group: m blocks 0 and 1
+    ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
+    names = [WGMMA[kind][1] for kind in kinds]
+    assert len(re.findall(rf"wgmma.mma_async.sync.aligned.m64n64k32.f32.{names[0]}.{names[1]} \{{[^}}]*\}}, "
+                          r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd\d+, p, 1, 1;", ptx)) == 8  # 2 m x 4 k
+    assert f"cvt.rn.satfinite.{names[0]}x2.f32" in ptx and "cvt.rni" not in ptx
+    codegen.assemble(ptx, "sm_90a", optimize=False)
 
 
 @tile.kernel

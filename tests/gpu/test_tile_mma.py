@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+import test_tile_mma
 import verdigris as vg
 from verdigris.examples import report, tile_attention, tile_gemm
 from verdigris.examples.tile_gemm import _narrow, gemm, gemm_nt, run
@@ -119,6 +120,16 @@ def test_gemm_fp8(rng, target, tiles, formats):
     # relative at K = 1024, as measured); mma.sync (sm_80 code) adds them in float32.
     error = np.linalg.norm(c - want) / np.linalg.norm(want)
     assert error <= (5e-3 if target == "native" else 1e-6), error
+
+
+@pytest.mark.parametrize("kinds", test_tile_mma.FP8_CHAINS, ids=["e4m3", "e5m2-e4m3"])
+def test_fp8_product_of_a_product(rng, target, kinds):
+    """A product's fp8 A from the registers of the product before (sm_90a: rounded pairs
+    exchanged within quads into wgmma's k32 fragments, one warp group's two 64-row
+    blocks). A key misplaced would miss by about the whole; P summed in the tensor cores'
+    narrower fp8 accumulator may round a few elements to the next fp8 value."""
+    out, want = test_tile_mma.fp8_chain(rng, kinds)
+    assert np.linalg.norm(out - want) / np.linalg.norm(want) < 3e-2
 
 
 @pytest.mark.parametrize("formats", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")])
