@@ -61,25 +61,37 @@ def grouped_gemm(a, b, offsets, c, GROUPS: vg.constexpr = 8, BM: vg.constexpr = 
                  BN: vg.constexpr = 128, BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "F"):
     """c[offsets[g]:offsets[g + 1]] = a[offsets[g]:offsets[g + 1]] @ op(b[g]) for each of
     the GROUPS groups (module docstring); grid (tiles of c's rows, tiles of N). GROUPS
-    (the size of the prefix search's tile) must be b's groups: a launch where it is not
-    is refused (VG304)."""
+    must be b's groups: a launch where it is not is refused (VG304)."""
     vg.assume(b.shape[0] == GROUPS and offsets.shape[0] == GROUPS + 1)
     r, j = tile.bid(0), tile.bid(1)
     first_row = int(r) * BM
     last_row = min(first_row + BM, a.shape[0]) - 1
-    ends = tile.load(offsets, index=(0,), shape=(GROUPS + 1,), padding=NO_END)
-    # row x is in group (the number of offsets[0..G] at or before x) - 1
-    first_group = tile.sum(tile.where(ends <= first_row, 1, 0)) - 1
-    last_group = tile.sum(tile.where(ends <= last_row, 1, 0)) - 1
+    # The first row's group: offsets[first] <= first_row < offsets[past], by bisection.
+    first, past = 0, GROUPS
+    while past - first > 1:
+        middle = (first + past) // 2
+        if tile.load(offsets, index=(middle,), shape=()) <= first_row:
+            first = middle
+        else:
+            past = middle
+    # The last row's group: the groups after the first that start by the last row.
+    last = first
+    while last + 1 < GROUPS and tile.load(offsets, index=(last + 1,), shape=()) <= last_row:
+        last += 1
     rows = (first_row + tile.arange(BM)).reshape((BM, 1))
+
     acc = tile.zeros((BM, BN), vg.float32)
-    for g in range(first_group, last_group + 1):
+    for g in range(first, last + 1):
         start = tile.load(offsets, index=(g,), shape=())
         end = tile.load(offsets, index=(g + 1,), shape=())
         if end > start:  # the empty groups a tile spans cost no product
-            product = group_product(a, b, r, g, j, BM, BN, BK, B_ORDER)
-            acc = tile.where((rows >= start) & (rows < end), product, acc)
-    tile.store(c, index=(r, j), tile=acc.astype(c.dtype))
+            acc = group_product(a, b, r, g, j, BM, BN, BK, B_ORDER)
+            if last > first:  # a tile across groups: each group's rows as they come
+                mine = tile.where((rows >= start) & (rows < end), rows, -1)  # -1: not written
+                tile.scatter(c, (mine, (int(j) * BN + tile.arange(BN)).reshape((1, BN))), acc.astype(c.dtype),
+                             skip_out_of_bounds=True)
+    if last == first:  # a tile inside one group: stored whole
+        tile.store(c, index=(r, j), tile=acc.astype(c.dtype))
 
 
 def group_offsets(sizes) -> np.ndarray:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..codegen.dtypes import I8, I32, I64, i32, mem_type, to_mem
+from ..ir import nodes as N
 from ..ir import tiles as X
 from . import control, operand, ptx
 from .layout import padded
@@ -41,6 +42,7 @@ class StoreChunks:
     geometry: GroupGeometry
     chunk: operand.Stored  # one buffer: ROWS x one panel
     map_index: int
+    after_stores: bool = False  # ordinary stores of the block may have written its elements
 
 
 def buffer_bytes(plan) -> int:
@@ -74,22 +76,59 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
             continue
         plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size, (ROWS, chunk.cols),
                                           chunk.panel_bytes))
-        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1)
+        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1, _written_before(kernel, node))
     return found
 
 
 def _ordered_after(kernel, node: X.TileStore) -> bool:
-    """Whether another write of `node`'s array (or `node` itself, in another iteration) may
-    touch its elements in one block (`tile.ordering`): the copy engine's store would not be
-    ordered behind it by a barrier."""
+    """Whether another access of `node`'s array (or `node` itself, in another iteration)
+    may touch its elements in one block after it (`tile.ordering`): the copy engine's
+    store would not be ordered before it by a barrier. An access that only runs before
+    `node` (in a statement before one on the way to it, `node` in no loop) is ordered by
+    the proxy fence and barrier the store begins with (`_written_before`)."""
+    meets = kernel.facts.get("block_meets")
+    return any(not _only_before(kernel, other, node) for other in _met(kernel, node, meets))
+
+
+def _written_before(kernel, node: X.TileStore) -> bool:
+    """Whether an ordinary store of the block may have written what `node` writes."""
+    return bool(_met(kernel, node, kernel.facts.get("block_meets")))
+
+
+def _met(kernel, node: X.TileStore, meets) -> list:
+    """The accesses of `node`'s array that may meet it in one block (all of them, `node`
+    included, where the kernel was not checked)."""
     from ..frontend import walk
     from ..frontend.access_nodes import ACCESSING, pair
 
-    meets = kernel.facts.get("block_meets")
     others = [n for n in walk(kernel.body) if isinstance(n, ACCESSING) and n.array.name == node.array.name]
-    if meets is None:  # not checked: every other access may
-        return len(others) > 1
-    return any(pair(id(n), id(node)) in meets for n in others)
+    if meets is None:
+        return others if len(others) > 1 else []
+    return [n for n in others if pair(id(n), id(node)) in meets]
+
+
+def _only_before(kernel, other, node) -> bool:
+    """Whether `other` runs only before `node`: `node` stands in no loop, and `other` in a
+    statement before one on the way to it."""
+    from ..frontend import walk
+
+    def holds(s, target) -> bool:
+        return any(n is target for n in walk([s]))
+
+    body = kernel.body
+    while True:
+        at = next(k for k, s in enumerate(body) if holds(s, node))
+        step = body[at]
+        if any(holds(s, other) for s in body[:at]):
+            return True
+        if step is node or isinstance(step, (N.For, N.While)):
+            return False
+        if isinstance(step, N.If):
+            body = step.then if any(holds(s, node) for s in step.then) else step.orelse
+        elif isinstance(getattr(step, "body", None), list):
+            body = step.body
+        else:
+            return False
 
 
 def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
@@ -117,6 +156,8 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
     def sync():
         ptx.named_barrier(em, barrier_id, 128)
 
+    if chunks.after_stores:  # their writes land before the copy engine's
+        ptx.fence_proxy_async(em, "global")
     for k, (mb, panel) in enumerate(steps):
         buffer = b.gep(buffers, [ir.Constant(I64, (k % 2) * chunk.nbytes)], inbounds=True, source_etype=I8)
         control.when(low, leader, lambda k=k: ptx.bulk_wait_read(em, 0 if k == 0 else 1))
