@@ -2,22 +2,27 @@
 
 Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
 - `decide(kernel, pipelines, warps) -> Specialized | None`;
+- `producer_code(kernel, p)`: what the producer runs to reach the streamed loop;
 - `kernel_region(low, region, spec)`: the kernel body's code (`matmul.MmaLowering`).
 
 When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.atomic_cas`,
-`tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), its one
-streamed loop is a statement of the kernel's body itself, or of an inlined helper called
-as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
-and its streamed loads' indices are computed from parameters, block indices and scalars
-that the statements before it compute, as scalar code: assignments, ifs and while loops
-of scalars, reading memory only in elements of arrays the kernel never writes (varlen
-attention's search of its sequence offsets). The producer re-runs those statements, so its
-bounds are the consumers'. Not from statements of the loop's body (`pipeline`'s index
-prefix: such a loop is streamed, not specialized).
+`tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), and its one
+streamed loop is reached from the kernel's body through inlined helpers, `for` loops and
+`if`s only (not a while loop) whose bounds and conditions are computed from parameters,
+block indices and scalars, as are the streamed loop's bounds and its streamed loads'
+indices: the scalars that the statements before it compute (in a loop around it, any of
+the loop's statements), as scalar code: assignments, ifs and while loops of scalars,
+reading memory only in elements of arrays the kernel never writes (varlen attention's
+search of its sequence offsets, the grouped GEMM's search of its group offsets). No
+`return` before the streamed loop, and no `break` or `continue` of a loop around it, may
+leave the way to it. The producer runs that way again (`producer_code`: the loops and ifs
+with those statements in them, the streamed loop where it stands), so its copies follow
+the consumers' runs of the loop one for one. Not from statements of the loop's body
+(`pipeline`'s index prefix: such a loop is streamed, not specialized).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
-its threads runs the streamed loop's bounds and issues each iteration's copies as soon as
+its threads runs the way to the streamed loop and issues each iteration's copies as soon as
 the stage it goes to is free, so loads run ahead of the products by up to `stages`
 iterations, across tiles too. Registers move to the consumers (`setmaxnreg`: the producer
 keeps PRODUCER_REGISTERS, the consumers share the rest; the kernel is compiled with
