@@ -236,9 +236,11 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
     reads (a broadcast source sliced on its stretched axes). So an accumulator never moves
     (`acc = tile.mma(a, b, acc)` in a loop), and neither do attention's running maximum and
     sum, nor the row and column indices its mask compares: every statement's operands are
-    already where its result is."""
+    already where its result is. A scattered product's indices and mask are wanted where
+    its registers are (`MmaLowering.scatter_layout`): the grouped GEMM's row indices."""
     found: dict = {}
     assigns = [n for n in walk_nodes(kernel) if isinstance(n, N.Assign) and isinstance(n.value, X.TileExpr)]
+    scatters = [n for n in walk_nodes(kernel) if isinstance(n, X.Scatter)]
     for _ in range(4):  # variables computed from other variables: a few rounds
         for node in assigns:
             if node.name not in found:
@@ -248,6 +250,11 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
         for node in assigns:
             if node.name in found:
                 _wanted(node.value, found[node.name], found)
+        for node in scatters:
+            layout = product_layout(node.value, p, found)
+            for e in (*node.indices, node.mask) if layout is not None else ():
+                if e is not None:
+                    _wanted(e, layout, found)
     return found
 
 
