@@ -7,8 +7,12 @@ stores it takes over (registering their TMA descriptors in `plan.tensor_maps`), 
 
 A store qualifies when its tile is in a wgmma accumulator layout (the product's registers,
 through the epilogue's elementwise ops) and goes to a 2-d float16/bfloat16/float32 array
-with unit inner stride, as a whole power-of-two tile, and the kernel never reads that
-array (the copy completes asynchronously). Each consumer warpgroup then writes
+with unit inner stride, as a whole power-of-two tile, the kernel never reads that array
+(the copy completes asynchronously), and no other write of the block that may touch its
+elements can come after it (`tile.ordering`'s pairs). Writes that may touch them before
+it (the grouped GEMM's scatters, before its whole-tile store) are fenced for the async
+proxy by every thread (`fence.proxy.async.global`, `MmaLowering._tile_store`) before the
+barrier that orders them. Each consumer warpgroup then writes
 its own rows, 64 rows x one 128-byte swizzle panel at a time, into one of its two
 shared-memory buffers (the swizzled format of `operand`, conflict-free for the
 accumulator's pairs), fences them for the async proxy, and one of its threads has the copy
@@ -156,8 +160,6 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
     def sync():
         ptx.named_barrier(em, barrier_id, 128)
 
-    if chunks.after_stores:  # their writes land before the copy engine's
-        ptx.fence_proxy_async(em, "global")
     for k, (mb, panel) in enumerate(steps):
         buffer = b.gep(buffers, [ir.Constant(I64, (k % 2) * chunk.nbytes)], inbounds=True, source_etype=I8)
         control.when(low, leader, lambda k=k: ptx.bulk_wait_read(em, 0 if k == 0 else 1))

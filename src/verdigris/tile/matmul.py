@@ -166,7 +166,9 @@ class MmaLowering(TileLowering):
             from . import epilogue
 
             value = self.tile(s.value, chunks.geometry.layout())
-            self.order.access(s, s.array.name, "write")  # meets nothing (`epilogue.find`)
+            if chunks.after_stores:  # ordinary writes first: each thread's, seen by the copy
+                ptx.fence_proxy_async(self.em, "global")  # engine once a barrier follows
+            self.order.access(s, s.array.name, "write")  # meets nothing after it (`epilogue.find`)
             return epilogue.store(self, s, value, chunks)
         value = self.tile(s.value)
         default = self.default(s.value.shape)
