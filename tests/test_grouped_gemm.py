@@ -1,18 +1,22 @@
 """Grouped GEMM for mixture-of-experts (issue #29, `examples/tile_grouped_gemm.py`) on the cpu
 backend and in PTX: ragged groups (empty ones, groups smaller than a tile so that one tile
 spans many, groups spanning many tiles, none a multiple of the tile) in both layouts of b,
-16-bit and fp8, against float64 NumPy with the output poisoned (NaN); offsets that are not
-cumulative run without a fault; the racy twin (per-group tiles stored at rows read from the
-offsets) refused before it runs; on sm_90a both operands of the K loop stream by TMA into
-wgmma without spills, and sm_80 assembles. The GPU twin is tests/gpu/test_matmul_shapes_gpu.py."""
+16-bit and fp8, against float64 NumPy with the output poisoned (NaN): tiles inside one group
+stored whole, tiles across groups scattered group by group; offsets that are not cumulative
+run without a fault; the racy twin (per-group tiles stored at rows read from the offsets)
+refused before it runs; on sm_90a, at the bench's tiles, both operands of the K loop stream
+by TMA into wgmma from a producer warp group that runs the loop over the groups again, on a
+persistent grid, whole tiles leave by TMA, and nothing spills; sm_80 assembles. The GPU twin
+is tests/gpu/test_matmul_shapes_gpu.py."""
 import numpy as np
 import pytest
 
 import verdigris as vg
-from verdigris import codegen, tile
+from verdigris import codegen, safety, tile
 from verdigris import types as T
 from verdigris.examples import tile_grouped_gemm as gg
 from verdigris.examples.tile_gemm import _narrow, available
+from verdigris.ir import nodes
 from verdigris.ir.nodes import ArrayType
 from verdigris.tile import matmul
 
@@ -87,23 +91,51 @@ def test_racy_twin_is_refused_before_it_runs(rng):
     assert refused.value.code == "VG205" and np.isnan(c).all()
 
 
-def _specs(order, dtype=T.bfloat16):
+def _specs(order, dtype=T.bfloat16, tiles=None):
     def array(ndim, element=dtype):
         return ArrayType(element, ndim, "global", True, True)
     return dict(a=array(2), b=array(3), offsets=array(1, T.int32), c=array(2), GROUPS=8,
-                BM=128, BN=128, BK=64, B_ORDER=order)
+                B_ORDER=order, **(tiles or dict(BM=128, BN=128, BK=64)))
 
 
 @needs_ptxas
-@pytest.mark.parametrize("order", ["F", "C"])
-def test_sm90a_streams_both_operands_into_wgmma(order):
-    kernel = gg.grouped_gemm.specialize_types(_specs(order))
-    (pipe,) = matmul.plan(kernel, "sm_90a").pipelines.values()
+@pytest.mark.parametrize("order, tiles", [("F", "128x256x64"), ("C", "128x256x64"), ("F", "128x128x64"),
+                                          ("F", "64x256x64")])
+def test_sm90a_is_warp_specialized_and_persistent_without_spills(order, tiles):
+    """The bench's tiles (bench/suite_shapes.py): both operands stream by TMA into wgmma
+    from a producer warp group that runs the group search and the loop over the groups
+    again, one block per multiprocessor walks the tiles, a tile inside one group leaves by
+    a TMA store (after a global proxy fence: the scatters of a tile across groups come
+    before it), and nothing spills."""
+    bm, bn, bk = map(int, tiles.split("x"))
+    kernel = gg.grouped_gemm.specialize_types(_specs(order, tiles=dict(BM=bm, BN=bn, BK=bk)))
+    safety.check(kernel)  # as a launch does: the scatters and the store never race
+    plan = matmul.plan(kernel, "sm_90a")
+    (pipe,) = plan.pipelines.values()
     assert pipe.accumulating and sorted(op.which for op in pipe.operands) == [0, 1]
     assert [op.k_major for op in sorted(pipe.operands, key=lambda op: op.which)] == [True, order == "F"]
+    assert pipe.specialized and plan.persistent and plan.block_threads == 384 and pipe.stages >= 4
+    (chunks,) = plan.stores.values()
+    assert chunks.after_stores
     ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.3d" in ptx
-    assert "0 bytes spill stores" in _ptxas_report(ptx)
+    assert "fence.proxy.async.global;" in ptx and "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    report = _ptxas_report(ptx)
+    assert "0 bytes spill stores" in report
+    assert not any(code in report for code in ("C7514", "C7517", "C7508")), report
+
+
+def test_the_producer_runs_the_loop_over_the_groups():
+    """Its code: the search's scalar statements, then the loop over the groups, in it the
+    test for an empty group holding the K loop; none of the tiles' statements."""
+    plan = matmul.plan(gg.grouped_gemm.specialize_types(_specs("F")), "sm_90a")
+    groups, = [s for s in plan.specialized.producer if isinstance(s, nodes.For)]
+    assert groups.var == "g"
+    streamed = plan.specialized.pipeline.loop
+    nonempty, = [s for s in groups.body if isinstance(s, nodes.If) and s.then[-1] is streamed]
+    assert "start" in {s.name for s in groups.body if isinstance(s, nodes.Assign)}
+    assert not any(isinstance(s, nodes.Assign) and s.name in ("acc", "rows", "mine")
+                   for s in plan.specialized.producer + tuple(groups.body) + tuple(nonempty.then))
 
 
 @needs_ptxas

@@ -463,8 +463,8 @@ def k_loop_from_written_memory(a, b, c, counts):
 def test_streaming_and_specialization_follow_the_kernel_structure():
     specs = dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.float32))
     plan = matmul.plan(k_loop_in_if.specialize_types(specs), "sm_90a")
-    (pipe,) = plan.pipelines.values()  # streamed, but its loop is inside an if: no producer
-    assert pipe.accumulating and plan.specialized is None and plan.block_threads is None
+    (pipe,) = plan.pipelines.values()  # its loop inside an if of scalar code: the producer runs the if
+    assert pipe.accumulating and plan.specialized is not None and plan.block_threads == 384
     counted = dict(specs, counts=ArrayType(T.int32, 1, "global", True, True))
     kernel = k_loop_from_memory.specialize_types(counted)
     assert matmul.plan(kernel, "sm_90a").specialized is not None  # scalar code, read-only memory

@@ -3,9 +3,11 @@ torch: `tile_matmul_shapes.linear` (tuned per shape: swapped operands and split-
 M) at Llama-3 8B's projections for M from 1 to 4096, bf16 against float32 torch.matmul and
 fp8 with per-row and per-128-block scales against the float32 product of the dequantized
 operands (and torch._scaled_mm where it takes the recipe); every plan of the candidates,
-outputs poisoned (NaN); split-K the same bits from run to run; the grouped GEMM with ragged
-groups (empty ones, none a multiple of the tile) in both layouts of b against a loop of
-float32 torch products, and against torch._grouped_mm where torch has it."""
+outputs poisoned (NaN); split-K the same bits from run to run; the grouped GEMM (warp-
+specialized and persistent on sm_90a) with ragged groups (empty ones, none a multiple of
+the tile) in both layouts of b and in each of the bench's tiles, with groups of whole tiles
+only, and with many groups to a tile, against a loop of float32 torch products, and
+against torch._grouped_mm where torch has it."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -95,23 +97,42 @@ def test_split_k_is_the_same_bits_from_run_to_run():
 
 
 SIZES = [0, 130, 7, 1000, 0, 257, 64, 1]  # ragged, empty groups, none a multiple of 128
+ALIGNED = [256, 0, 128, 512, 128]  # whole 128-row tiles: every tile inside one group (TMA stores)
+SMALL = [5, 9, 0, 3, 17, 2, 30, 11] * 4  # many groups to a tile: 13 in each of the first two
 
 
-@pytest.mark.parametrize("order", ["F", "C"])
-def test_grouped_gemm_against_a_loop_of_torch_products(order):
+def _grouped_against_torch(sizes, order, tiles, n=2048, k=1024):
     from verdigris.examples.tile_grouped_gemm import launch_grouped_gemm
 
-    n, k, g = 2048, 1024, len(SIZES)
-    offsets = torch.tensor([0] + SIZES, device="cuda").cumsum(0).to(torch.int32)
+    g = len(sizes)
+    offsets = torch.tensor([0] + sizes, device="cuda").cumsum(0).to(torch.int32)
     a = randn(int(offsets[-1]), k, seed=7)
     b = randn(g, n, k, seed=8) if order == "F" else randn(g, k, n, seed=8)
     c = poisoned(a.shape[0], n)
-    launch_grouped_gemm(a, b, offsets, c, B_ORDER=order)
+    launch_grouped_gemm(a, b, offsets, c, B_ORDER=order, tiles=tiles)
     for i in range(g):
         rows = slice(int(offsets[i]), int(offsets[i + 1]))
         wi = b[i].float().T if order == "F" else b[i].float()
         if rows.stop > rows.start:
             assert rel_err(c[rows], a[rows].float() @ wi) < BF16_TOL
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_grouped_gemm_against_a_loop_of_torch_products(order):
+    _grouped_against_torch(SIZES, order, None)  # the default tiles, 128 x 256
+
+
+@pytest.mark.parametrize("tiles", ["128x128x64", "64x256x64", "64x128x64"])
+def test_grouped_gemm_in_each_bench_tile(tiles):
+    bm, bn, bk = map(int, tiles.split("x"))
+    _grouped_against_torch(SIZES, "F", dict(BM=bm, BN=bn, BK=bk))
+
+
+@pytest.mark.parametrize("sizes", [ALIGNED, SMALL], ids=["aligned", "small"])
+def test_grouped_gemm_with_tiles_inside_groups_and_across_many(sizes):
+    """Only whole-tile stores (no scatter), then tiles that each span many groups (one
+    product and one scatter per group, the producer copying every group's K tiles)."""
+    _grouped_against_torch(sizes, "F", None, n=1024)
 
 
 @pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="torch has no _grouped_mm")

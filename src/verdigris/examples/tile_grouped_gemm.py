@@ -1,34 +1,37 @@
 """Grouped GEMM for mixture-of-experts, in one launch: G products c_g = a_g @ op(b[g]), where
 the a_g are the rows of one packed array a [sum M_i, K] that a router sent to expert g
-(group g is rows offsets[g] ... offsets[g + 1] - 1; `offsets`: int32 [G + 1], cumulative,
-a device array: the sizes need not be known on the host), b is [G, N, K] (each expert's
-weight as torch.nn.Linear stores it, B_ORDER="F") or [G, K, N] (B_ORDER="C"), and c is
-packed as a is, [sum M_i, N].
+(group g is rows offsets[g] ... offsets[g + 1] - 1; `offsets`: int32 [G + 1], cumulative
+from 0 to a's rows, a device array: the sizes need not be known on the host), b is
+[G, N, K] (each expert's weight as torch.nn.Linear stores it, B_ORDER="F") or [G, K, N]
+(B_ORDER="C"), and c is packed as a is, [sum M_i, N].
 
 The grid covers the output tiles of the packed array c, not of each group: block (r, j)
 owns c's tile (r, j), rows r * BM ... r * BM + BM - 1 of the packed rows, whatever groups
-they belong to. It finds the groups those rows span by a prefix search over `offsets` in
-the kernel (how many group ends lie at or before its first and last row), and for each such
-group g that is not empty multiplies its whole A tile by b[g] (`tile_gemm`'s K loop on a
-3-d operand) and keeps the rows of the result that belong to g. So a tile inside one group
-costs one product, a tile across a boundary one more per group it meets; in all, at most
-G - 1 products more than the tiles of c, about what padding each group to whole tiles
-costs (sum of ceil(M_i / BM) tiles). A group of 0 rows costs nothing, a ragged one no
-padding in memory.
+they belong to. It finds the groups of its first and last rows in `offsets` (a bisection,
+then a step past each group that starts by the last row: scalar code), and for each group
+g between them that is not empty multiplies its whole A tile by b[g] (`tile_gemm`'s K loop
+on a 3-d operand). A tile inside one group stores its product whole; a tile across groups
+scatters each group's rows of that group's product as it comes (rows of other groups at
+index -1, skipped), so one accumulator is live at a time. A tile inside one group costs
+one product, a tile across a boundary one more per group it meets: in all at most G - 1
+products more than the tiles of c, against the sum of ceil(M_i / BM) tiles that padding
+each group to whole tiles costs. A group of 0 rows costs nothing, a ragged one no padding
+in memory.
 
-Why this shape: every block stores its own tile of c at a tile index computed from its
-block index alone, so the race checker proves the stores disjoint with no fact about the
-offsets (a grid of per-group tiles would store at rows offsets[g] + i * BM, read from
-memory: not provable, VG205). The offsets only choose which products a block computes and
-which b[g] it reads; a read outside b (offsets that are not cumulative, a group index past
-G) reads the tile's padding, zeros, never memory outside the array (`docs/safety.md`,
-"What is proven"). Offsets that are not cumulative give wrong numbers, never a fault.
+Why this shape: every block writes only its own tile of c, at indices computed from its
+block index alone (the tile store's, and the scatter's rows and columns of the tile), so
+the race checker proves the writes disjoint with no fact about the offsets (a grid of
+per-group tiles would store at rows offsets[g] + i * BM, read from memory: not provable,
+VG205). The offsets only choose which products a block computes and which b[g] it reads,
+a group index always in 0 ... G - 1; offsets that are not cumulative give wrong numbers,
+never a fault (`docs/safety.md`, "What is proven").
 
 Arithmetic in float32 (tile.mma's), rounded once to c's dtype. On sm_90a both operands of
-the K loop stream through TMA into wgmma; the loop stands inside the loop over groups,
-so the block is not warp-specialized (`tile.specialize` takes a top-level loop only). The
-merge keeps two accumulators live (the product and the rows kept so far): 128 x 128 and
-64 x 256 tiles fit in registers, 128 x 256 spills.
+the K loop stream through TMA into wgmma, and the kernel is warp-specialized and
+persistent as `tile_gemm.gemm` is (`tile/specialize.py`): the producer warp group runs the
+group search and the loop over the groups again, as scalar code, and copies each group's
+K tiles ahead of the consumers, across groups and tiles; a whole tile leaves by a TMA
+store. 128 x 256 tiles fit in registers (one accumulator).
 """
 from __future__ import annotations
 
@@ -39,8 +42,7 @@ from verdigris import tile
 from verdigris.examples import Result, on_backend
 from verdigris.examples.tile_gemm import _narrow, available
 
-GROUPED_TILES = dict(BM=128, BN=128, BK=64)
-NO_END = 2**31 - 1  # the padding of the group-ends tile: past every row
+GROUPED_TILES = dict(BM=128, BN=256, BK=64)
 
 
 def group_product(a, b, r, g, j, BM, BN, BK, B_ORDER):
@@ -61,25 +63,39 @@ def grouped_gemm(a, b, offsets, c, GROUPS: vg.constexpr = 8, BM: vg.constexpr = 
                  BN: vg.constexpr = 128, BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "F"):
     """c[offsets[g]:offsets[g + 1]] = a[offsets[g]:offsets[g + 1]] @ op(b[g]) for each of
     the GROUPS groups (module docstring); grid (tiles of c's rows, tiles of N). GROUPS
-    (the size of the prefix search's tile) must be b's groups: a launch where it is not
-    is refused (VG304)."""
+    must be b's groups: a launch where it is not is refused (VG304)."""
     vg.assume(b.shape[0] == GROUPS and offsets.shape[0] == GROUPS + 1)
     r, j = tile.bid(0), tile.bid(1)
     first_row = int(r) * BM
     last_row = min(first_row + BM, a.shape[0]) - 1
-    ends = tile.load(offsets, index=(0,), shape=(GROUPS + 1,), padding=NO_END)
-    # row x is in group (the number of offsets[0..G] at or before x) - 1
-    first_group = tile.sum(tile.where(ends <= first_row, 1, 0)) - 1
-    last_group = tile.sum(tile.where(ends <= last_row, 1, 0)) - 1
+    # The first row's group: offsets[first] <= first_row < offsets[past], by bisection.
+    first, past = 0, GROUPS
+    while past - first > 1:
+        middle = (first + past) // 2
+        if tile.load(offsets, index=(middle,), shape=()) <= first_row:
+            first = middle
+        else:
+            past = middle
+    # The last row's group: past each group after the first that starts by the last row.
+    last = first
+    while last + 1 < GROUPS and tile.load(offsets, index=(last + 1,), shape=()) <= last_row:
+        last += 1
     rows = (first_row + tile.arange(BM)).reshape((BM, 1))
     acc = tile.zeros((BM, BN), vg.float32)
-    for g in range(first_group, last_group + 1):
+    for g in range(first, last + 1):
         start = tile.load(offsets, index=(g,), shape=())
         end = tile.load(offsets, index=(g + 1,), shape=())
         if end > start:  # the empty groups a tile spans cost no product
-            product = group_product(a, b, r, g, j, BM, BN, BK, B_ORDER)
-            acc = tile.where((rows >= start) & (rows < end), product, acc)
-    tile.store(c, index=(r, j), tile=acc.astype(c.dtype))
+            acc = group_product(a, b, r, g, j, BM, BN, BK, B_ORDER)
+            if last > first:  # a tile across groups: this group's rows, the others at -1
+                # (skipped). The columns are computed here: a column tile made before the
+                # loop would keep BN / 4 int64 columns in each thread's registers through
+                # every product.
+                mine = tile.where((rows >= start) & (rows < end), rows, -1)
+                tile.scatter(c, (mine, (int(j) * BN + tile.arange(BN)).reshape((1, BN))),
+                             acc.astype(c.dtype), skip_out_of_bounds=True)
+    if last == first:  # a tile inside one group: stored whole
+        tile.store(c, index=(r, j), tile=acc.astype(c.dtype))
 
 
 def group_offsets(sizes) -> np.ndarray:

@@ -7,8 +7,12 @@ stores it takes over (registering their TMA descriptors in `plan.tensor_maps`), 
 
 A store qualifies when its tile is in a wgmma accumulator layout (the product's registers,
 through the epilogue's elementwise ops) and goes to a 2-d float16/bfloat16/float32 array
-with unit inner stride, as a whole power-of-two tile, and the kernel never reads that
-array (the copy completes asynchronously). Each consumer warpgroup then writes
+with unit inner stride, as a whole power-of-two tile, the kernel never reads that array
+(the copy completes asynchronously), and no other write of the block that may touch its
+elements can come after it (`tile.ordering`'s pairs). Writes that may touch them before
+it (the grouped GEMM's scatters, before its whole-tile store) are fenced for the async
+proxy by every thread (`fence.proxy.async.global`, `MmaLowering._tile_store`) before the
+barrier that orders them. Each consumer warpgroup then writes
 its own rows, 64 rows x one 128-byte swizzle panel at a time, into one of its two
 shared-memory buffers (the swizzled format of `operand`, conflict-free for the
 accumulator's pairs), fences them for the async proxy, and one of its threads has the copy
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..codegen.dtypes import I8, I32, I64, i32, mem_type, to_mem
+from ..ir import nodes as N
 from ..ir import tiles as X
 from . import control, operand, ptx
 from .layout import padded
@@ -41,6 +46,7 @@ class StoreChunks:
     geometry: GroupGeometry
     chunk: operand.Stored  # one buffer: ROWS x one panel
     map_index: int
+    after_stores: bool = False  # ordinary stores of the block may have written its elements
 
 
 def buffer_bytes(plan) -> int:
@@ -74,22 +80,59 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
             continue
         plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size, (ROWS, chunk.cols),
                                           chunk.panel_bytes))
-        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1)
+        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1, _written_before(kernel, node))
     return found
 
 
 def _ordered_after(kernel, node: X.TileStore) -> bool:
-    """Whether another write of `node`'s array (or `node` itself, in another iteration) may
-    touch its elements in one block (`tile.ordering`): the copy engine's store would not be
-    ordered behind it by a barrier."""
+    """Whether another access of `node`'s array (or `node` itself, in another iteration)
+    may touch its elements in one block after it (`tile.ordering`): the copy engine's
+    store would not be ordered before it by a barrier. An access that only runs before
+    `node` (in a statement before one on the way to it, `node` in no loop) is ordered by
+    the proxy fence and barrier the store begins with (`_written_before`)."""
+    meets = kernel.facts.get("block_meets")
+    return any(not _only_before(kernel, other, node) for other in _met(kernel, node, meets))
+
+
+def _written_before(kernel, node: X.TileStore) -> bool:
+    """Whether an ordinary store of the block may have written what `node` writes."""
+    return bool(_met(kernel, node, kernel.facts.get("block_meets")))
+
+
+def _met(kernel, node: X.TileStore, meets) -> list:
+    """The accesses of `node`'s array that may meet it in one block (all of them, `node`
+    included, where the kernel was not checked)."""
     from ..frontend import walk
     from ..frontend.access_nodes import ACCESSING, pair
 
-    meets = kernel.facts.get("block_meets")
     others = [n for n in walk(kernel.body) if isinstance(n, ACCESSING) and n.array.name == node.array.name]
-    if meets is None:  # not checked: every other access may
-        return len(others) > 1
-    return any(pair(id(n), id(node)) in meets for n in others)
+    if meets is None:
+        return others if len(others) > 1 else []
+    return [n for n in others if pair(id(n), id(node)) in meets]
+
+
+def _only_before(kernel, other, node) -> bool:
+    """Whether `other` runs only before `node`: `node` stands in no loop, and `other` in a
+    statement before one on the way to it."""
+    from ..frontend import walk
+
+    def holds(s, target) -> bool:
+        return any(n is target for n in walk([s]))
+
+    body = kernel.body
+    while True:
+        at = next(k for k, s in enumerate(body) if holds(s, node))
+        step = body[at]
+        if any(holds(s, other) for s in body[:at]):
+            return True
+        if step is node or isinstance(step, (N.For, N.While)):
+            return False
+        if isinstance(step, N.If):
+            body = step.then if any(holds(s, node) for s in step.then) else step.orelse
+        elif isinstance(getattr(step, "body", None), list):
+            body = step.body
+        else:
+            return False
 
 
 def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:

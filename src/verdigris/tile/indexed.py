@@ -44,7 +44,7 @@ def gather(low, node, want):
 def scatter(low, node) -> None:
     low._writable(node)
     b, dtype = low.b, node.array.dtype
-    layout = low.default(node.value.shape)
+    layout = low.scatter_layout(node.value)
     value = low.tile(node.value, layout)
     indices = [low.tile(i, layout) for i in node.indices]
     keep = None if node.mask is None else low.tile(node.mask, layout)

@@ -111,6 +111,10 @@ class TileLowering(_KernelLowering):
         per_thread = max(1, prod(shape) // (WARP_SIZE * self.num_warps))
         return blocked(shape, self.num_warps, min(self.widths.get(shape, 4), per_thread))
 
+    def scatter_layout(self, value: X.TileExpr) -> Layout:
+        """The layout a scatter of `value` writes from: the default one."""
+        return self.default(value.shape)
+
     def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
         """The lane- and warp-dependent part of a thread's coordinate along `axis` (i32),
         computed once in the entry block."""

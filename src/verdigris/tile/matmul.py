@@ -51,7 +51,7 @@ from .lower import TileLowering
 from .values import TileValue
 from .mma_layout import a_fragments
 from .mma_plan import MAX_DYNAMIC_SHARED, Plan  # noqa: F401 -- re-exported: the runtime and tests ask matmul
-from .mma_plan import DotPlan, accumulators, plan, store_bytes, uncast, walk_nodes
+from .mma_plan import DotPlan, product_layout, accumulators, plan, store_bytes, uncast, walk_nodes
 
 run_along = operand._run
 
@@ -73,6 +73,7 @@ class MmaLowering(TileLowering):
         super().__init__(kernel, target, exchange)
         self.target = target
         self.stream_count = None  # running iteration count of a specialized kernel's stream
+        self.producing = False  # lowering the producer's code (`specialize`): a stream is its copies
         args = self._extra_args()
         self.virtual_grid = []
         if self.plan.persistent:
@@ -152,6 +153,12 @@ class MmaLowering(TileLowering):
     def _tile_slots(self, name: str, tt: X.TileType, layout: Layout | None = None) -> tuple:
         return super()._tile_slots(name, tt, layout or self.accumulators.get(name))
 
+    def scatter_layout(self, value: X.TileExpr) -> Layout:
+        """A product tile (through its epilogue's elementwise ops) is scattered from the
+        registers the product left it in: the index tiles are computed there, and nothing
+        moves through shared memory."""
+        return product_layout(value, self.plan, self.accumulators) or super().scatter_layout(value)
+
     def _tile_store(self, s: X.TileStore) -> None:
         """A product tile goes out through the copy engine (`epilogue`), or to the default
         layout through dynamic shared memory first, so that the global stores are 16-byte
@@ -162,7 +169,9 @@ class MmaLowering(TileLowering):
             from . import epilogue
 
             value = self.tile(s.value, chunks.geometry.layout())
-            self.order.access(s, s.array.name, "write")  # meets nothing (`epilogue.find`)
+            if chunks.after_stores:  # ordinary writes first: each thread's, seen by the copy
+                ptx.fence_proxy_async(self.em, "global")  # engine once a barrier follows
+            self.order.access(s, s.array.name, "write")  # meets nothing after it (`epilogue.find`)
             return epilogue.store(self, s, value, chunks)
         value = self.tile(s.value)
         default = self.default(s.value.shape)
@@ -217,6 +226,8 @@ class MmaLowering(TileLowering):
         from . import cpasync, pipeline
 
         stream = self.plan.pipelines.get(id(s))
+        if stream is not None and self.producing:
+            return pipeline.produce_loop(self, stream)
         with self.order.around(s.body):
             if stream is None:
                 return super()._for(s)

@@ -145,7 +145,7 @@ def plan(kernel: N.Kernel, target: str) -> Plan:
     result.register_a = _registers_as_a(kernel, result, layouts)
     if result.specialized is not None:
         maps = list(result.tensor_maps)
-        result.stores = epilogue.find(kernel, result, lambda e: _product_layout(e, result, layouts), warps)
+        result.stores = epilogue.find(kernel, result, lambda e: product_layout(e, result, layouts), warps)
         if not _place(kernel, result, found, warps):  # too little room: plain stores
             result.stores, result.tensor_maps[:] = {}, maps
             _place(kernel, result, found, warps)
@@ -173,7 +173,7 @@ def _registers_as_a(kernel: N.Kernel, result: Plan, layouts: dict) -> dict:
         if dot is None or dot.engine != "wgmma" or dot.kind not in register_a.KINDS:
             continue
         wanted = a_layout(dot.geometry, padded(node.a.shape)[1], issue.K_STEP["wgmma"][dot.kind])
-        if wanted is not None and _product_layout(uncast(node.a), result, layouts) == wanted:
+        if wanted is not None and product_layout(uncast(node.a), result, layouts) == wanted:
             out[id(node)] = wanted
     return out
 
@@ -236,38 +236,45 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
     reads (a broadcast source sliced on its stretched axes). So an accumulator never moves
     (`acc = tile.mma(a, b, acc)` in a loop), and neither do attention's running maximum and
     sum, nor the row and column indices its mask compares: every statement's operands are
-    already where its result is."""
+    already where its result is. A scattered product's indices and mask are wanted where
+    its registers are (`MmaLowering.scatter_layout`): the grouped GEMM's row indices."""
     found: dict = {}
     assigns = [n for n in walk_nodes(kernel) if isinstance(n, N.Assign) and isinstance(n.value, X.TileExpr)]
+    scatters = [n for n in walk_nodes(kernel) if isinstance(n, X.Scatter)]
     for _ in range(4):  # variables computed from other variables: a few rounds
         for node in assigns:
             if node.name not in found:
-                layout = _product_layout(node.value, p, found)
+                layout = product_layout(node.value, p, found)
                 if layout is not None and layout.shape == padded(node.value.shape):
                     found[node.name] = layout
         for node in assigns:
             if node.name in found:
                 _wanted(node.value, found[node.name], found)
+        for node in scatters:
+            layout = product_layout(node.value, p, found)
+            for e in (*node.indices, node.mask) if layout is not None else ():
+                if e is not None:
+                    _wanted(e, layout, found)
     return found
 
 
-def _product_layout(e, p: Plan, found: dict):
+def product_layout(e, p: Plan, found: dict):
     """The layout a product gives `e` (None: no product decides it)."""
     if isinstance(e, X.TileMap):
         return next((layout for a in e.args if not isinstance(a, X.Splat)
-                     for layout in [_product_layout(a, p, found)] if layout is not None), None)
+                     for layout in [product_layout(a, p, found)] if layout is not None), None)
     if isinstance(e, X.TileDot):
         return p.dots[id(e)].layout
     if isinstance(e, X.TileVar):
         return found.get(e.name)
     if isinstance(e, X.TileReduce) and e.axis is not None:
-        source = _product_layout(e.value, p, found)
+        source = product_layout(e.value, p, found)
         return None if source is None else source.sliced({e.axis}).squeezed(e.axis)
     if isinstance(e, X.Reshape) and only_unit_axes_differ(e.value.shape, e.shape):
-        source = _product_layout(e.value, p, found)
+        source = product_layout(e.value, p, found)
         return None if source is None else unit_reshaped(source, e.value.shape, e.shape)
     if isinstance(e, X.Cat):  # a batch of products: their registers one after another
-        return pieces.stackable(e, [_product_layout(part, p, found) for part in e.parts])
+        return pieces.stackable(e, [product_layout(part, p, found) for part in e.parts])
     return None
 
 

@@ -186,10 +186,11 @@ def fence_mbarrier_init(em) -> None:
     _asm(em, ir.VoidType(), "fence.mbarrier_init.release.cluster;", "~{memory}", [])
 
 
-def fence_proxy_async(em) -> None:
-    """Orders this thread's ordinary shared-memory writes before later async-proxy reads
-    (wgmma, TMA) once a barrier follows."""
-    _asm(em, ir.VoidType(), "fence.proxy.async.shared::cta;", "~{memory}", [])
+def fence_proxy_async(em, space: str = "shared::cta") -> None:
+    """Orders this thread's ordinary writes to `space` before later async-proxy accesses
+    (wgmma and TMA reads of shared memory; TMA stores to global memory) once a barrier
+    follows."""
+    _asm(em, ir.VoidType(), f"fence.proxy.async.{space};", "~{memory}", [])
 
 
 def mbarrier_arrive(em, bar: ir.Value) -> None:

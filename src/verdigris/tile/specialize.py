@@ -2,22 +2,27 @@
 
 Takes: a tile kernel, its plan and the loops `pipeline` streams. Gives:
 - `decide(kernel, pipelines, warps) -> Specialized | None`;
+- `producer_code(kernel, p)`: what the producer runs to reach the streamed loop;
 - `kernel_region(low, region, spec)`: the kernel body's code (`matmul.MmaLowering`).
 
 When: the kernel takes no `tile.lock` and makes no one-element atomic (`tile.atomic_cas`,
-`tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), its one
-streamed loop is a statement of the kernel's body itself, or of an inlined helper called
-as one (not inside an `if` or another loop), no `return` comes before it, and its bounds
-and its streamed loads' indices are computed from parameters, block indices and scalars
-that the statements before it compute, as scalar code: assignments, ifs and while loops
-of scalars, reading memory only in elements of arrays the kernel never writes (varlen
-attention's search of its sequence offsets). The producer re-runs those statements, so its
-bounds are the consumers'. Not from statements of the loop's body (`pipeline`'s index
-prefix: such a loop is streamed, not specialized).
+`tile.atomic_xchg`: `locks` runs those with the block's thread 0 and barrier), and its one
+streamed loop is reached from the kernel's body through inlined helpers, `for` loops and
+`if`s only (not a while loop) whose bounds and conditions are computed from parameters,
+block indices and scalars, as are the streamed loop's bounds and its streamed loads'
+indices: the scalars that the statements before it compute (in a loop around it, any of
+the loop's statements), as scalar code: assignments, ifs and while loops of scalars,
+reading memory only in elements of arrays the kernel never writes (varlen attention's
+search of its sequence offsets, the grouped GEMM's search of its group offsets). No
+`return` before the streamed loop, and no `break` or `continue` of a loop around it, may
+leave the way to it. The producer runs that way again (`producer_code`: the loops and ifs
+with those statements in them, the streamed loop where it stands), so its copies follow
+the consumers' runs of the loop one for one. Not from statements of the loop's body
+(`pipeline`'s index prefix: such a loop is streamed, not specialized).
 
 What the block then runs: the kernel's `num_warps` warps compute (the consumers: every
 statement of the kernel, as written), and one more warp group, the producer, copies: one of
-its threads runs the streamed loop's bounds and issues each iteration's copies as soon as
+its threads runs the way to the streamed loop and issues each iteration's copies as soon as
 the stage it goes to is free, so loads run ahead of the products by up to `stages`
 iterations, across tiles too. Registers move to the consumers (`setmaxnreg`: the producer
 keeps PRODUCER_REGISTERS, the consumers share the rest; the kernel is compiled with
@@ -57,7 +62,7 @@ class Specialized:
     pipeline: pipeline.Pipeline
     consumer_warps: int
     persistent: bool
-    prefix: tuple  # the top-level scalar assignments before the loop the producer re-runs
+    producer: tuple  # the statements the producer runs (`producer_code`), the streamed loop among them
 
     @property
     def threads(self) -> int:
@@ -112,17 +117,131 @@ def _free(e) -> set:
     return {n.name for n in walk([e]) if isinstance(n, N.Var)}
 
 
-def _before(region: N.Region, loop: N.For):
-    """The statements that run before `loop` when it is a statement of `region` or of an
-    inlined call's region that is one (at any depth: a helper's K loop), outermost first;
-    None when it is not (inside an `if` or another loop)."""
-    for position, s in enumerate(region.body):
-        if s is loop:
-            return region.body[:position]
-        inner = _before(s, loop) if isinstance(s, N.Region) else None
-        if inner is not None:
-            return region.body[:position] + inner
-    return None
+@dataclass
+class _Level:
+    """One list of statements on the way from the kernel's body to the streamed loop."""
+
+    body: list
+    at: object  # the statement of `body` the way goes through; None: a branch beside it
+    in_loop: bool  # inside a loop around the streamed one: each of its statements may run before it
+    label: str = ""  # the label of the region whose body this is
+
+    def candidates(self) -> list:
+        """The statements that may run before the streamed loop (in this iteration, or the
+        last one of a loop around it)."""
+        if self.in_loop:
+            return [s for s in self.body if s is not self.at]
+        return [] if self.at is None else self.body[:next(k for k, s in enumerate(self.body) if s is self.at)]
+
+
+def _holds(s, target) -> bool:
+    from ..frontend import walk
+
+    return any(n is target for n in walk([s]))
+
+
+def _path(body: list, target, in_loop: bool = False, label: str = "") -> list | None:
+    """The levels from `body` down to `target` through inlined calls, `for` loops and `if`
+    branches (an `if` gives two: the branch beside the way, then the branch on it); None
+    when something else stands on the way (a while loop, a lock, vg.unsafe())."""
+    s = next((s for s in body if s is target or _holds(s, target)), None)
+    if s is None:
+        return None
+    level = _Level(body, s, in_loop, label)
+    if s is target:
+        return [level]
+    if isinstance(s, N.Region):
+        inner = _path(s.body, target, in_loop, s.label)
+    elif isinstance(s, N.For):
+        inner = _path(s.body, target, True)
+    elif isinstance(s, N.If):
+        inside_then = any(t is target or _holds(t, target) for t in s.then)
+        beside = _Level(s.orelse if inside_then else s.then, None, in_loop)
+        inner = _path(s.then if inside_then else s.orelse, target, in_loop)
+        inner = None if inner is None else [beside] + inner
+    else:
+        return None
+    return None if inner is None else [level] + inner
+
+
+def _ending(body: list, label: str):
+    """The `return` that ends region `label`'s body, if one does: it leaves nothing early."""
+    last = body[-1] if body else None
+    return last if isinstance(last, N.Exit) and last.label == label else None
+
+
+def _leaves(stmts: list, labels: set, ending=None, looped: bool = False) -> bool:
+    """Whether running `stmts` may leave a region of `labels` early (`return`, but for
+    `ending`) or, outside a loop of theirs, the loop around them (`break`, `continue`):
+    then the consumers could skip a run of the streamed loop that the producer makes."""
+    for s in stmts:
+        if isinstance(s, (N.Break, N.Continue)) and not looped or \
+                isinstance(s, N.Exit) and s.label in labels and s is not ending:
+            return True
+        inner_ending = _ending(s.body, s.label) if isinstance(s, N.Region) else ending
+        inner_looped = looped or isinstance(s, (N.For, N.While))
+        if any(_leaves(getattr(s, part), labels, inner_ending, inner_looped)
+               for part in ("then", "orelse", "body") if isinstance(getattr(s, part, None), list)):
+            return True
+    return False
+
+
+def producer_code(kernel: N.Kernel, p: pipeline.Pipeline) -> tuple | None:
+    """The statements the producer runs to make the streamed loop's copies: the loops and
+    ifs on the way to it (their bounds and conditions computed as the consumers compute
+    them) and the scalar statements that compute what those and the streamed loop read,
+    with the streamed loop itself where it stands; None where that is not scalar code, or
+    where the consumers might leave the way early."""
+    region = kernel.body[0]
+    levels = _path(region.body, p.loop, label=region.label) \
+        if isinstance(region, N.Region) and region.label == "kernel" else None
+    if levels is None:
+        return None
+    ways = [level.at for level in levels[:-1] if level.at is not None]
+    labels = {level.label for level in levels if level.label}
+    if any(_leaves(level.candidates(), labels, _ending(level.body, level.label)) for level in levels):
+        return None
+    needs = set().union(*(_free(e) for e in (p.loop.start, p.loop.stop, p.loop.step)),
+                        *(_free(i) for op in p.operands for i in op.load.index)) - {p.loop.var}
+    for s in ways:
+        if isinstance(s, N.For):
+            if not all(_pure(e, kernel) for e in (s.start, s.stop, s.step)):
+                return None
+            needs |= _free(s.start) | _free(s.stop) | _free(s.step)
+        elif isinstance(s, N.If):
+            if not _pure(s.cond, kernel):
+                return None
+            needs |= _free(s.cond)
+    chosen: set = set()
+    while True:  # each statement that sets a needed name, and what it reads
+        more = [s for level in levels for s in level.candidates()
+                if id(s) not in chosen and _assigned(s) & needs]
+        if not more:
+            break
+        for s in more:
+            if not _scalar_code(s, kernel):
+                return None
+            chosen.add(id(s))
+            needs |= _free(s)
+    return tuple(_code(levels, 0, chosen))
+
+
+def _code(levels: list, k: int, chosen: set) -> list:
+    """Level k's chosen statements in order, and the way on at its place."""
+    level, out = levels[k], []
+    for s in level.body:
+        if s is not level.at:
+            out += [s] if id(s) in chosen else []
+        elif k == len(levels) - 1 or isinstance(s, N.Region):
+            out += [s] if k == len(levels) - 1 else _code(levels, k + 1, chosen)
+        elif isinstance(s, N.For):
+            out.append(N.For(s.loc, s.var, s.start, s.stop, s.step, _code(levels, k + 1, chosen)))
+        else:  # an if: the branch beside the way (its chosen statements), the branch on it
+            beside = [t for t in levels[k + 1].body if id(t) in chosen]
+            way = _code(levels, k + 2, chosen)
+            then, orelse = (beside, way) if levels[k + 1].body is s.then else (way, beside)
+            out.append(N.If(s.loc, s.cond, then, orelse))
+    return out
 
 
 def decide(kernel: N.Kernel, pipelines: list, warps: int):
@@ -132,27 +251,14 @@ def decide(kernel: N.Kernel, pipelines: list, warps: int):
         return None
     if any(isinstance(n, (Locked, N.Atomic)) for n in walk(kernel.body)):
         return None  # a lock or a one-element atomic is the whole block's (`locks`)
-    region = kernel.body[0]
     p = pipelines[0]
     if p.index_prefix:  # the producer would need the body's statements, which read memory
         return None
-    before = _before(region, p.loop) if isinstance(region, N.Region) and region.label == "kernel" else None
-    if before is None:
+    code = producer_code(kernel, p)
+    if code is None:
         return None
-    if any(isinstance(n, N.Exit) for n in walk(before)):
-        return None
-    needed = set().union(*(_free(e) for e in (p.loop.start, p.loop.stop)),
-                         *(_free(i) for op in p.operands for i in op.load.index)) - {p.loop.var}
-    prefix = []
-    for s in reversed(before):  # each statement that sets a needed name, and what it reads
-        if not _assigned(s) & needed:
-            continue
-        if not _scalar_code(s, kernel):
-            return None
-        needed |= _free(s)
-        prefix.append(s)
     p.specialized = True
-    return Specialized(p, warps, p.accumulating, tuple(reversed(prefix)))
+    return Specialized(p, warps, p.accumulating, code)
 
 
 def kernel_region(low, region: N.Region, spec: Specialized) -> None:
@@ -176,8 +282,11 @@ def kernel_region(low, region: N.Region, spec: Specialized) -> None:
     tid = em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
 
     def produce():
-        low.stmts(list(spec.prefix))
-        pipeline.produce_loop(low, p)
+        low.producing = True  # the streamed loop lowers as its copies (`produce_loop`)
+        try:
+            low.stmts(list(spec.producer))
+        finally:
+            low.producing = False
     control.when(low, b.icmp_unsigned("==", tid, i32(32 * spec.consumer_warps)),
                  lambda: _tiles(low, spec, produce))
     b.ret_void()
