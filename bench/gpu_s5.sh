@@ -3,7 +3,7 @@
 # packed as $OUT/logs.tgz (the device returns at most 8 files). `a`: the GPU suite, where the GPT's
 # step goes (after the padded logits and the fused LM-head loss), an eager learning-rate sweep,
 # the launch cost with torch tensors, the shape and decode/attention-variant bench cases.
-# `gpt LR`: the three implementations, 300 steps, at peak learning rate LR, two seeds.
+# `c` (next session's first call), `e`: see their lines. `gpt LR`: the three implementations, 300 steps, at peak learning rate LR, two seeds.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 VERDIGRIS_CACHE_DIR=${VERDIGRIS_CACHE_DIR:-/tmp/vgc}
@@ -43,6 +43,12 @@ d)  # little device time left: the three on text, the attention's GPU tests
   TAIL=8 step 170 gpt_text python3 examples/train_gpt.py --steps 300 --every 50 --png "$LOGS/gpt.png"
   step 100 gpu_attn python3 -m pytest -q -rf -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_attention_backward_gpu.py tests/gpu/test_residual_gpu.py
   grep -E "^(FAILED|ERROR)" "$LOGS/gpu_attn.log" | head -20
+  ;;
+e)  # the merged fp8 attention (P in registers) and grouped GEMM (warp-specialized, persistent): tests, cases
+  step 200 gpu_fp8_grouped python3 -m pytest -q -rf -m gpu -n 12 -p no:cacheprovider -o addopts="" tests/gpu/test_attention_variants_gpu.py \
+    tests/gpu/test_tile_mma.py tests/gpu/test_specialize_paths_gpu.py tests/gpu/test_matmul_shapes_gpu.py
+  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_fp8_grouped.log" | head -20
+  TAIL=14 step 150 bench_fp8_grouped python3 -m verdigris bench --quick --filter "fp8 e4m3|head dims|grouped" --plain-progress --out "$LOGS/fp8g"
   ;;
 gpt)
   for seed in 0 1; do TAIL=6 step 150 "gpt_seed$seed" python3 examples/train_gpt.py --lr "$2" --seed $seed --steps 300 --every 50 --png "$LOGS/gpt$seed.png"; done
