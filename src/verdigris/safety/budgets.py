@@ -33,8 +33,12 @@ from contextvars import ContextVar
 # enumerating barrier intervals (`coverage.meetings`: the bitonic sort 0.6-0.85 s -> 0.05
 # s), z3 contexts that keep their memory (`_keep_freed_memory`: the locked accumulation of
 # tests/tile_lock_kernels.py took 1.002 s in a CI run, and 0.08 s alone), first imports
-# not counted (`unclocked`)
-KERNEL_S = 1.0
+# not counted (`unclocked`). The limit is 3x that bound: a proof's CPU time varies with the
+# machine, not only with its load (on 2026-12-07 the same 2-core CI machine ran a proof of
+# gelu_backward at a one-block grid axis in 0.75 s early in the day and 1.1 s later, and
+# the whole suite 2.5x slower), and a safe kernel refused for a slow hour is a wrong verdict;
+# proofs that take more than 1 s are a performance bug to fix (bench/proof_times.py)
+KERNEL_S = 3.0
 STEPS_PER_MS = 5000
 
 RACE = 8000 * STEPS_PER_MS  # a race query (within the kernel's time)
