@@ -145,6 +145,8 @@ def test_written_views_interleaved_with_other_arguments_stay_on_the_launcher():
     attempt("again", 2.0, pair[:, 0], y, pair[:, 1])
     attempt("same column", 2.0, pair[:, 0], y, pair[:, 0])
     attempt("a column that meets a row", 2.0, pair.reshape(2000)[1000:], y, pair[:, 1])
+    attempt("a column shifted by a row", 2.0, pair[1:, 1], y[1:], pair[:-1, 1])
+    attempt("every other column of the rows", 2.0, pair[::2, 0], y[::2], pair.reshape(2000)[::4])
     other = f32(1000, 2)
     attempt("another pair", 2.0, other[:, 0], y, other[:, 1])
     """)
@@ -152,6 +154,8 @@ def test_written_views_interleaved_with_other_arguments_stay_on_the_launcher():
     assert got["again"] == dict(result="ok", general=0)
     assert got["another pair"] == dict(result="ok", general=0)
     assert got["same column"]["result"] == got["a column that meets a row"]["result"] == "AliasError"
+    assert got["a column shifted by a row"]["result"] == "AliasError"
+    assert got["every other column of the rows"]["result"] == "AliasError"
 
 
 def test_a_constexpr_equal_in_value_but_not_in_type_is_another_specialization():

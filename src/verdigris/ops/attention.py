@@ -56,7 +56,7 @@ import torch
 
 import verdigris as vg
 from verdigris.autograd import differentiable_op, forward_only_op
-from verdigris.examples.tile_attention import FORWARD_LAUNCH, attention_backward
+from verdigris.examples.tile_attention import FORWARD_LAUNCH, attention_backward, by_head
 from verdigris.examples.tile_attention import attention as attention_forward
 from verdigris.examples.tile_attention_variants import FP8_LAUNCH
 from verdigris.examples.tile_attention_variants import attention_fp8 as fp8_forward
@@ -87,8 +87,8 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
     lse = q.new_empty((batch * heads, seq), dtype=torch.float32)
     if o.numel():
         bm, bn = FORWARD_TILES
-        attention_forward[vg.cdiv(seq, bm), heads, batch](q, k, v, o, lse.view(batch, heads, seq), scale, CAUSAL=causal, BM=bm,
-                                                          BN=bn, D=d, GROUP=heads // k.shape[1])
+        attention_forward[vg.cdiv(seq, bm), heads, batch](q, k, v, o, by_head(lse, batch, heads), scale,
+                                                          CAUSAL=causal, BM=bm, BN=bn, D=d, GROUP=heads // k.shape[1])
     return lse
 
 
