@@ -152,3 +152,27 @@ def test_a_groups_constant_other_than_bs_groups_is_refused(rng):
     with pytest.raises(vg.AssumptionError) as refused:
         gg.grouped_gemm[1, 2](a, b, gg.group_offsets([4, 6, 10]), c, GROUPS=2, **TILES)
     assert refused.value.code == "VG304" and np.isnan(c).all()
+
+
+@tile.kernel
+def scatter_rows(x, c, STEP: vg.constexpr = 16, BM: vg.constexpr = 16, BN: vg.constexpr = 16):
+    """The grouped kernel's scatter (rows kept or -1, skipped) of block r's rows r * STEP ...:
+    disjoint between blocks with STEP = BM, shared with a smaller STEP (the racy twin)."""
+    r, j = tile.bid(0), tile.bid(1)
+    rows = (int(r) * STEP + tile.arange(BM)).reshape((BM, 1))
+    values = tile.load(x, index=(r, j), shape=(BM, BN))
+    tile.scatter(c, (tile.where(values > 0, rows, -1), (int(j) * BN + tile.arange(BN)).reshape((1, BN))),
+                 values, skip_out_of_bounds=True)
+
+
+@pytest.mark.parametrize("step", [16, 15, 8])
+def test_a_skipping_scatter_is_proven_disjoint_only_where_it_is(rng, step):
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    c = np.full((64, 32), np.nan, np.float32)
+    if step == 16:
+        scatter_rows[4, 2](x, c, STEP=step)
+        assert np.array_equal(np.where(x > 0, x, np.nan), c, equal_nan=True)
+        return
+    with pytest.raises(vg.SafetyError) as refused:
+        scatter_rows[4, 2](x, c, STEP=step)
+    assert refused.value.code == "VG202" and np.isnan(c).all()
