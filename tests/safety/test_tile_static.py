@@ -353,6 +353,64 @@ def test_int32_products_that_wrap_onto_one_tile_are_a_race_with_a_hint():
     assert "int(tile.bid(0))" in err.hint
 
 
+@tile.kernel
+def rows_by_head(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    row = b * tile.num_blocks(1) + h  # (batch * heads, seq) rows, as attention's lse
+    tile.store(out, index=(row, m), tile=tile.load(x, index=(row, m), shape=(1, BM)) * 2.0)
+
+
+@tile.kernel
+def rows_by_head_one_short(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    row = b * (tile.num_blocks(1) - 1) + h
+    tile.store(out, index=(row, m), tile=tile.load(x, index=(row, m), shape=(1, BM)) * 2.0)  # race
+
+
+@tile.kernel
+def rows_by_head_far_apart(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    row = b * (tile.num_blocks(1) * 65536) + h  # b * 65536 * num_blocks(1) wraps in int32
+    tile.store(out, index=(row, m), tile=tile.load(x, index=(row, m), shape=(1, BM)) * 2.0)  # race
+
+
+@tile.kernel
+def flat_index(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), int(tile.bid(2))  # int64 from the first product on
+    t = (b * tile.num_blocks(1) + h) * tile.num_blocks(0) + m
+    tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(BM,)) * 2.0)
+
+
+@tile.kernel
+def flat_index_int32(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    t = (b * tile.num_blocks(1) + h) * tile.num_blocks(0) + m  # 2**31 x-blocks: wraps
+    tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(BM,)) * 2.0)  # race
+
+
+@pytest.mark.parametrize("kernel", [rows_by_head, flat_index], ids=lambda k: k.fn.__name__)
+def test_int32_mixed_radix_rows_are_proven_by_the_fast_path(kernel):
+    """`b * num_blocks(1) + h` in int32 may leave int32 (a wrap atom), but on the y and z axes
+    it stays below 65535**2 < 2**32 values, where wrapping is one-to-one: the mixed-radix rule
+    proves it without the solver, as it does the int64 flat index of three axes (it took 0.1-0.4 s of solver on this machine and ran past
+    the limit on the GPU host, refusing every attention launch at GPT-2's grid)."""
+    x = np.zeros((64, 64) if kernel is rows_by_head else (4096,), np.float32)
+    analysis = analyze(kernel, x, x.copy(), BM=16)
+    assert analysis.errors == [] and analysis.facts["fast_proofs"] >= 1
+    assert analysis.facts["solver_queries"] == 0, analysis.facts
+
+
+@pytest.mark.parametrize("kernel, wraps", [(rows_by_head_one_short, False), (rows_by_head_far_apart, True),
+                                           (flat_index_int32, True)], ids=lambda k: getattr(k, "__name__", ""))
+def test_mixed_radix_rows_that_meet_are_refused(kernel, wraps):
+    """Twins of the rows above: a radix one short of the digit's extent, and int32 products
+    with more values than 2**32, which wrap onto other blocks' rows."""
+    x = np.zeros((64, 64) if kernel is not flat_index_int32 else (4096,), np.float32)
+    (err,) = analyze(kernel, x, x.copy(), BM=16).errors
+    assert err.code == "VG202" and err.loc.line == marked_line(kernel), err.message
+    assert ("wraps around in int32" in err.message) == wraps, err.message
+
+
 # ----------------------------------------------------------------------------- cost
 
 

@@ -20,6 +20,9 @@ The proofs, per index dimension, after loop variables are expanded to `start + k
 - Split digits: a floor division or modulo with a known range [0, hi] (`t // 16`, `i % 4`)
   is a digit of extent hi + 1, and `t // c` and `t % c` together determine `t` (a thread's
   tile of C in register-blocked SGEMM: rows from `t // 16`, columns from `t % 16`).
+- Wrapped indices: an int32 (or int64) index that may leave its dtype, `c + k*wrap(x)`, is
+  read as `c + k*x` where `x` takes fewer values than the modulus (`unwrapped`): wrapping is
+  one-to-one there (`b * num_blocks(1) + h` on the y and z axes).
 - Residues: when the two indices differ by a constant `c` and every thread-dependent term's
   coefficient is a multiple of `g` with `c % g != 0`, they never meet (`out[2*i]` and
   `out[2*i + 1]`).
@@ -39,7 +42,7 @@ def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
         return False
     covered = set()
     for pa, pb in zip(a.indices, b.indices):
-        pa, pb = expand(pa, space), expand(pb, space)
+        pa, pb = (expand(unwrapped(x, space), space) for x in (pa, pb))
         gap = (pa - pb).value
         if gap:
             step = _thread_gcd(pa)
@@ -54,6 +57,50 @@ def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
                                     for other in covered):
             covered.add(part[0])
     return set(space.identity() if ids is None else ids) <= covered
+
+
+def unwrapped(p: Poly, space: Space) -> Poly:
+    """An index `c + k*wrap(x)` (`c`, `k` one value for every thread; `wrap`: a narrow result
+    that may leave its dtype) as `c + k*x'`, where `x'` is `x` with its own wraps of a
+    multiple modulus undone (`wrap(h + wrap(b*n)) == wrap(h + b*n)`) and takes fewer values
+    than the modulus: wrapping is one-to-one there, so two threads' indices are equal only
+    where the exact ones are (`b * num_blocks(1) + h` in int32, below 65535**2 < 2**32).
+    Else `p` itself."""
+    wraps = {x for mono in p.terms for x in mono if space.atoms[x].kind == "wrap"}
+    if len(wraps) != 1:
+        return p
+    (name,) = wraps
+    if any(x.endswith("@") and x != name for mono in p.terms for x in mono) \
+            or any(mono.count(name) > 1 for mono in p.terms):
+        return p
+    inner, modulus = space.atoms[name].definition
+    exact = _undo_wraps(inner, modulus.value, space)
+    lo, hi = space.interval(exact)
+    if hi - lo >= modulus.value:
+        return p
+    result = Poly({})
+    for mono, coef in p.terms.items():
+        if name in mono:
+            result = result + Poly({tuple(x for x in mono if x != name): coef}) * exact
+        else:
+            result = result + Poly({mono: coef})
+    return result
+
+
+def _undo_wraps(p: Poly, modulus: int, space: Space) -> Poly:
+    """`p` with each wrap of a modulus `modulus` divides replaced by the value it wraps (one
+    residue modulo `modulus`: sums and products keep it)."""
+    result = Poly({})
+    for mono, coef in p.terms.items():
+        term = Poly.const(coef)
+        for name in mono:
+            atom = space.atoms[name]
+            if atom.kind == "wrap" and atom.definition[1].value % modulus == 0:
+                term = term * _undo_wraps(atom.definition[0], modulus, space)
+            else:
+                term = term * Poly.atom(name)
+        result = result + term
+    return result
 
 
 def _bounded_part(name: str, space: Space) -> bool:
