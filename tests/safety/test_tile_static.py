@@ -411,6 +411,25 @@ def test_mixed_radix_rows_that_meet_are_refused(kernel, wraps):
     assert ("wraps around in int32" in err.message) == wraps, err.message
 
 
+@tile.kernel
+def rows_from_bid(x, out, STEP: vg.constexpr, TRIPS: vg.constexpr, B: vg.constexpr):
+    r = int(tile.bid(0))
+    for t in range(r * STEP, r * STEP + TRIPS):  # rows meet where TRIPS > STEP
+        tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(B,)))  # race
+
+
+def test_a_loop_of_one_trip_from_the_block_id_is_proven_and_of_two_refused():
+    """`t = bid + k` with k < 1 has the digits k (one value) then bid, both of multiplier 1:
+    the fast path orders equal multipliers by their extents (gelu_backward at ROWS == BR
+    went to the solver, 1.1 s on a busy machine). Two trips of the same loop overlap."""
+    x = np.zeros(64, np.float32)
+    for step, trips in ((1, 1), (2, 2), (4, 3)):
+        fine = analyze(rows_from_bid, x, x.copy(), STEP=step, TRIPS=trips, B=8)
+        assert fine.errors == [] and fine.facts["solver_queries"] == 0, fine.facts
+    (err,) = analyze(rows_from_bid, x, x.copy(), STEP=1, TRIPS=2, B=8).errors
+    assert err.code == "VG202" and err.loc.line == marked_line(rows_from_bid), err.message
+
+
 # ----------------------------------------------------------------------------- cost
 
 

@@ -167,7 +167,10 @@ def radix(p: Poly, space: Space, guards: set):
     # |m_j| >= |m_{j-1}| * R_{j-1} >= 1 (or the guard) makes every later multiplier positive;
     # the first is at least 1 by its interval, or by a guard `-m_0 < 0` of both paths (a
     # run-time `s` under `if s > 0:`, in `out[i * s]`: multipliers are the launch's values)
-    digits.sort(key=lambda d: (max(len(m) for m in d[0].terms), sum(d[0].terms.values())))
+    # among equal multipliers, the digit of fewest values first (a loop of one trip, `bid + k`
+    # with k < 1, is the digits k then bid); only the last may be unbounded
+    digits.sort(key=lambda d: (max(len(m) for m in d[0].terms), sum(d[0].terms.values()),
+                               math.inf if d[2] is None or d[2].value is None else d[2].value, d[2] is None))
     if space.interval(digits[0][0])[0] < 1 and -digits[0][0] not in guards:
         return None
     low = Poly({})  # the digits below the current one, as a polynomial (for guards)
