@@ -100,7 +100,7 @@ def test_fp8_against_sdpa_of_the_dequantized_inputs(causal, transposed, d, seq):
     q, k, v = (t.div(s).to(torch.float8_e4m3fn) for t, s in zip(real, descales))
     stored = v.transpose(1, 2).contiguous() if transposed else v
     o = torch.full((8, seq, d), math.nan, device="cuda", dtype=torch.bfloat16)
-    lse = torch.full((2, 4, seq), math.nan, device="cuda")
+    lse = torch.full((8, seq), math.nan, device="cuda")  # the fp8 kernel's rows: (batch * heads, seq)
     launch = FP8_LAUNCH[d]
     attention_fp8[vg.cdiv(seq, launch["BM"]), 8](
         q, k, stored, o, lse, descales[0] * descales[1] / math.sqrt(d), descales[2],

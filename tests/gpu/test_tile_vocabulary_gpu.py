@@ -26,7 +26,8 @@ def test_num_tiles_bounds_a_loop(cols, rng):
     x = rng.standard_normal((37, cols)).astype(np.float32)
     got, want = run_both(row_sums, vg.cdiv(37, 8), dict(x=x, out=np.zeros(37, np.float32),
                                                        BM=8, BK=64), ("out",))
-    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-6, atol=1e-6)
+    # the GPU's reduction order is not the cpu backend's: rounding to a few ulps of sum |x|
+    assert np.all(np.abs(got["out"] - want["out"]) <= 4 * np.finfo(np.float32).eps * np.abs(x).sum(axis=1))
 
 
 @pytest.mark.parametrize("method", [False, True])
