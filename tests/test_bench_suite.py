@@ -592,7 +592,8 @@ def test_the_norm_checks_fail_a_kernel_that_forgets_the_mean(monkeypatch):
     """bench/suite_tile.py's LayerNorm and RMSNorm inputs and tolerance, on the CPU: a right
     kernel (float32 math, a bfloat16 output) passes; a LayerNorm that forgets the mean, in
     the variance or in both places, and an RMSNorm that subtracts it, fail. Their twins on
-    zero-mean rows (the inputs before) passed the old 1e-2."""
+    zero-mean rows (the inputs before) miss the mean by only the rows' sample means, about
+    1/sqrt(8192) = 0.011 of the output: near the old 1e-2, passed or failed by chance."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     import numpy as np
 
@@ -639,7 +640,7 @@ def test_the_norm_checks_fail_a_kernel_that_forgets_the_mean(monkeypatch):
                   "rmsnorm, mean subtracted"):
         assert verdicts[wrong].startswith("relative error"), wrong
     _, zero_mean = errors(0.0)
-    assert zero_mean["layernorm, no mean"] < 1e-2 and zero_mean["rmsnorm, mean subtracted"] < 2e-2
+    assert zero_mean["layernorm, no mean"] < 2e-2 and zero_mean["rmsnorm, mean subtracted"] < 2e-2
 
 
 # ----------------------------------------------------------------------------- two passes
