@@ -4,18 +4,20 @@ well under the wall time, the step waits on the host, launch by launch), and the
 that take the most time, with their launches per step.
 
 Run: `PYTHONPATH=src python3 bench/gpt_profile.py [--impl verdigris,eager,compile]
-[--steps 5] [--top 15] [--graph] [--host]`; `--host` also profiles the host's Python
-(cProfile) over the same steps: the functions with the most time of their own, and with the
-most time under them. Same model, batches and optimizers as the training script (GPT-2
+[--steps 5] [--top 15] [--graph] [--host]`; `--host` also samples the host's Python stack
+over the same steps (`sample_host`: every 0.2 ms, the main thread's frames; cProfile does not
+see Cython's functions, cuda-bindings' calls among them, and gave their time to whatever
+called them): the functions with the most time of their own, and with the most time under
+them. Same model, batches and optimizers as the training script (GPT-2
 small, batch 8 x 1024 tokens).
 """
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
+import sys
+import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -23,31 +25,53 @@ from torch.profiler import ProfilerActivity, profile
 from verdigris.examples import train_gpt as gpt
 
 
-def _graphed(model, optimizer, autocast, tokens, targets):
-    """The step with its forward and backward captured once into a CUDA graph (torch's
-    partial-network capture: the batch copied into static inputs, the graph replayed, then
-    the optimizer's step outside it)."""
-    static_tokens, static_targets = tokens.clone(), targets.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph asks
-        for _ in range(2):
-            gpt.train_step(model, optimizer, autocast, static_tokens, static_targets)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    optimizer.zero_grad(set_to_none=False)
-    with torch.cuda.graph(graph):
-        with autocast:
-            loss = model(static_tokens, static_targets)
-        loss.backward()
+def sample_host(work, interval: float = 2e-4) -> tuple:
+    """Run `work()` while a thread samples the calling thread's Python stack every
+    `interval` seconds. Gives (samples, the seconds `work` took, Counter of each sample's
+    innermost function, Counter of every function on a sample's stack, once a sample)."""
+    main, own, under, count = threading.get_ident(), Counter(), Counter(), [0]
+    done = threading.Event()
 
-    def step(model, optimizer, autocast, tokens, targets):
-        static_tokens.copy_(tokens)
-        static_targets.copy_(targets)
-        optimizer.zero_grad(set_to_none=False)
-        graph.replay()
-        optimizer.step()
-    return step
+    def name(frame) -> str:
+        code = frame.f_code
+        return f"{code.co_filename.rsplit('/', 2)[-1]}:{code.co_firstlineno}({code.co_name})"
+
+    def sampler():
+        while not done.wait(interval):
+            frame = sys._current_frames().get(main)
+            if frame is None:
+                continue
+            count[0] += 1
+            own[name(frame)] += 1
+            seen = set()
+            while frame is not None:
+                seen.add(name(frame))
+                frame = frame.f_back
+            under.update(seen)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(interval / 4)  # the sampler gets the interpreter that often
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    started = time.perf_counter()
+    try:
+        work()
+    finally:
+        seconds = time.perf_counter() - started
+        done.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    return count[0], seconds, own, under
+
+
+def print_samples(impl: str, sampled: tuple, steps: int, top: int) -> None:
+    samples, seconds, own, under = sampled
+    per_step = seconds / steps * 1e3 / max(samples, 1)  # ms of a step a sample stands for
+    for title, counter in (("own time", own), ("time under them", under)):
+        print(f"\n{impl}: host functions by {title} ({samples} samples over {steps} steps, "
+              f"{seconds / steps * 1e3:.1f} ms a step)")
+        for function, n in counter.most_common(top):
+            print(f"  {n * per_step:7.3f} ms/step  {function}")
 
 
 def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host: bool = False) -> None:
@@ -59,7 +83,7 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host:
     data = [tuple(t.cuda() for t in draw(step)) for step in range(steps + 3)]
     for tokens, targets in data[:3]:  # compilation, autotuning and caches out of the way
         gpt.train_step(model, optimizer, autocast, tokens, targets)
-    run = _graphed(model, optimizer, autocast, *data[0]) if graph else gpt.train_step
+    run = gpt.graphed_step(model, optimizer, autocast, *data[0]) if graph else gpt.train_step
     torch.cuda.synchronize()
     started = time.perf_counter()
     for tokens, targets in data[3:]:
@@ -67,15 +91,11 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host:
     torch.cuda.synchronize()
     wall = (time.perf_counter() - started) / steps
     if host:
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for tokens, targets in data[3:]:
-            run(model, optimizer, autocast, tokens, targets)
-        torch.cuda.synchronize()
-        profiler.disable()
-        for order in ("tottime", "cumulative"):
-            print(f"\n{impl}: host functions by {order}, {steps} steps")
-            pstats.Stats(profiler).sort_stats(order).print_stats(top * 2)
+        def steps_again(model=model, optimizer=optimizer):  # (both deleted below)
+            for tokens, targets in data[3:]:
+                run(model, optimizer, autocast, tokens, targets)
+            torch.cuda.synchronize()
+        print_samples(impl, sample_host(steps_again), steps, top * 2)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for tokens, targets in data[3:]:
             run(model, optimizer, autocast, tokens, targets)
@@ -105,7 +125,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--graph", action="store_true", help="also time each with forward and backward "
                         "captured in a CUDA graph (compile excepted: it is graphed by its own mode)")
-    parser.add_argument("--host", action="store_true", help="also profile the host's Python (cProfile)")
+    parser.add_argument("--host", action="store_true", help="also sample the host's Python stack")
     args = parser.parse_args()
     import verdigris as vg
 

@@ -30,7 +30,10 @@ Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implemen
 are the functions run with every verdigris launch skipped, so their outputs must come from
 torch's allocators), and the forward's autograd formula is registered with
 `register_autograd`, so the op traces under `torch.compile(fullgraph=True)` without a graph
-break, forward and backward. The same code runs on the cuda backend with CUDA tensors and
+break, forward and backward. Outside tracing (not compiling, no dispatch mode such as fake
+tensors' active) the function applies a `torch.autograd.Function` of the same two halves
+and the same saved values instead: the custom op's dispatch would cost a training step of
+GPT-2 about 4 ms of host time, in which the GPU waits. The same code runs on the cuda backend with CUDA tensors and
 on the cpu backend with CPU tensors. torch is imported when this function is called, not
 when verdigris is. Gradients of gradients are not provided (the backward op has no
 autograd formula of its own: torch says so if one is asked for). Signatures that do not fit
@@ -72,20 +75,39 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
         ctx.save_for_backward(*(v for i, (v, t) in enumerate(zip(inputs, is_tensor)) if t and i not in passed),
                               *results[0 if saves_outputs else outputs:])
 
-    def gradient(ctx, *grads):
-        saved = iter(ctx.saved_tensors)
-        inputs = [next(saved) if t else c for i, (c, t) in enumerate(zip(ctx.constants, ctx.is_tensor))
-                  if i not in passed]
-        result = backward_op(*grads[:outputs], *inputs, *saved)
-        tensor_grads = iter(result if isinstance(result, (tuple, list)) else (result,))
-        return tuple(grads[0] if i in passed else next(tensor_grads) if t else None
-                     for i, t in enumerate(ctx.is_tensor))
+    def gradient_by(run_backward):
+        def gradient(ctx, *grads):
+            saved = iter(ctx.saved_tensors)
+            inputs = [next(saved) if t else c for i, (c, t) in enumerate(zip(ctx.constants, ctx.is_tensor))
+                      if i not in passed]
+            result = run_backward(*grads[:outputs], *inputs, *saved)
+            tensor_grads = iter(result if isinstance(result, (tuple, list)) else (result,))
+            return tuple(grads[0] if i in passed else next(tensor_grads) if t else None
+                         for i, t in enumerate(ctx.is_tensor))
+        return gradient
 
-    forward_op.register_autograd(gradient, setup_context=setup_context)
+    forward_op.register_autograd(gradient_by(backward_op), setup_context=setup_context)
+
+    eager_backward = gradient_by(backward)
+
+    class Eager(torch.autograd.Function):
+        """The same op outside tracing: the halves called directly (a custom op's dispatch
+        costs ~20 us a call, forward and backward, where this costs ~5; a separate
+        `setup_context` would bind each call's arguments by signature, ~15 us more)."""
+        @staticmethod
+        def forward(ctx, *inputs):
+            output = forward(*inputs)
+            setup_context(ctx, inputs, output)
+            return output
+
+        backward = staticmethod(eager_backward)
+
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     @functools.wraps(forward)
     def apply(*inputs):
-        results = forward_op(*inputs)
+        traced = torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None
+        results = forward_op(*inputs) if traced else Eager.apply(*inputs)
         if not isinstance(results, tuple):
             return results
         return results[0] if outputs == 1 else results[:outputs]

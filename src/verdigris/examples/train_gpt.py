@@ -7,14 +7,15 @@ context 32, vocabulary 512, for the cpu backend), `--steps`, `--batch`, `--impl`
 list of verdigris, eager, compile; all three by default), `--png FILE`, `--device` (cuda
 where a GPU is, else cpu), `--every N` (print the loss every N steps), `--seed`, `--vocab`
 (another vocabulary size for the config's), `--lr` and `--warmup` (the peak learning rate and
-its warm-up steps, if not the config's).
+its warm-up steps, if not the config's), `--graph` (each step a CUDA graph's replay).
 
 Gives: `GPT(config, ops)`, one model class whose hot operations are `ops` (`torch_ops()`
-or `verdigris_ops()`); `batches(config, batch, seed)`, the synthetic corpus; `train(impl,
-config, steps, batch, device, seed)`, a `Run` (the loss at every step, tokens/s, peak
-memory), whose steps are `train_step`s; and `main()`, which trains the chosen
-implementations one after another, prints their loss curves and a table, and draws the
-curves into a PNG when matplotlib is installed.
+or `verdigris_ops()`); `batches(config, batch, seed)`, the corpus's batches; `train(impl,
+config, steps, batch, device, seed, graph=False)`, a `Run` (the loss at every step,
+tokens/s, peak memory), whose steps are `train_step`s (with graph=True, `graphed_step`'s
+replays); and `main()`, which trains the chosen implementations one after another, prints
+their loss curves and a table, and draws the curves into a PNG when matplotlib is
+installed.
 
 The three set-ups, each the standard way to train in bfloat16 with it:
 - verdigris: bfloat16 parameters and activations, float32 master weights and moments in
@@ -33,7 +34,10 @@ The three set-ups, each the standard way to train in bfloat16 with it:
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
   (fused=True on CUDA).
 - compile: the eager model under `torch.compile` (default mode), the same optimizer.
-No CUDA graphs: each step runs as a user's training loop would, launch by launch.
+By default no CUDA graphs: each step runs as a user's training loop would, launch by
+launch. With `--graph` each step replays a CUDA graph, as a user would run it to keep the
+host off the GPU's path: verdigris and eager capture forward and backward once
+(`graphed_step`) and step the optimizer outside it; compile uses mode="reduce-overhead".
 
 Corpus: real text with no download: the source of this interpreter's standard library
 (its top-level modules, 4 MiB), one byte a token, the 256 byte values spread through the
@@ -234,9 +238,9 @@ class Run:
     peak_memory: float = math.nan  # bytes (CUDA only)
 
 
-def make_model(impl: str, config: Config, device: str, seed: int):
+def make_model(impl: str, config: Config, device: str, seed: int, graph: bool = False):
     """The model and its optimizer for `impl`, from the weights seed `seed` draws (the
-    same for every impl)."""
+    same for every impl); `graph`: compile in mode "reduce-overhead" (CUDA graphs)."""
     torch.manual_seed(seed)
     reference = GPT(config, torch_ops())  # float32 weights, drawn on the CPU: the same everywhere
     if impl == "verdigris":
@@ -248,7 +252,9 @@ def make_model(impl: str, config: Config, device: str, seed: int):
         return model, optimizer
     model = reference.to(device)
     optimizer = torch.optim.AdamW(model.param_groups(), lr=config.lr, betas=BETAS, fused=device == "cuda")
-    return (torch.compile(model) if impl == "compile" else model), optimizer
+    if impl == "compile":
+        return torch.compile(model, mode="reduce-overhead" if graph else "default"), optimizer
+    return model, optimizer
 
 
 def train_step(model, optimizer, autocast, tokens, targets):
@@ -262,15 +268,54 @@ def train_step(model, optimizer, autocast, tokens, targets):
     return loss
 
 
+def graphed_step(model, optimizer, autocast, tokens, targets):
+    """`train_step` with its forward and backward captured once into a CUDA graph (torch's
+    partial-network capture; `tokens`, `targets`: a batch of the right shapes). Gives a step
+    of train_step's signature that copies its batch into the graph's static inputs, zeroes
+    the gradients in place, replays the graph, steps the optimizer outside it, and returns
+    the graph's loss tensor (the next replay overwrites it). The warm-up before the capture (compiles, autotuning, allocations
+    kept out of it) runs forward and backward twice and steps no optimizer."""
+    static_tokens, static_targets = tokens.clone(), targets.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            optimizer.zero_grad(set_to_none=False)
+            with autocast:
+                loss = model(static_tokens, static_targets)
+            loss.backward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=False)
+    with torch.cuda.graph(graph):
+        with autocast:
+            static_loss = model(static_tokens, static_targets)
+        static_loss.backward()
+
+    def step(model, optimizer, autocast, tokens, targets):
+        static_tokens.copy_(tokens)
+        static_targets.copy_(targets)
+        optimizer.zero_grad(set_to_none=False)
+        graph.replay()
+        optimizer.step()
+        return static_loss
+    return step
+
+
 def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: int = 0,
-          untimed_steps: int = 3, every: int = 0) -> Run:
-    """Train `impl` for `steps` steps; tokens/s counts the steps after `untimed_steps`."""
-    model, optimizer = make_model(impl, config, device, seed)
-    autocast = torch.autocast(device, torch.bfloat16, enabled=impl != "verdigris")
+          untimed_steps: int = 3, every: int = 0, graph: bool = False) -> Run:
+    """Train `impl` for `steps` steps; tokens/s counts the steps after `untimed_steps`.
+    `graph` (CUDA only): each step replays a CUDA graph, as a user would run it to take the
+    host off the GPU's path: verdigris and eager capture forward and backward
+    (`graphed_step`), compile is compiled with mode="reduce-overhead" (its CUDA graphs)."""
+    model, optimizer = make_model(impl, config, device, seed, graph=graph)
+    # under capture, autocast's cache of cast weights would be baked into the graph
+    autocast = torch.autocast(device, torch.bfloat16, enabled=impl != "verdigris", cache_enabled=not graph)
     draw, run = batches(config, batch, seed), Run(impl)
     data = [tuple(t.to(device) for t in draw(step)) for step in range(steps)]  # drawn before the clock starts
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    step_fn = graphed_step(model, optimizer, autocast, *data[0]) if graph and impl != "compile" else train_step
     losses, started = [], None
     for step, (tokens, targets) in enumerate(data):
         if step == untimed_steps:
@@ -278,8 +323,10 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
             started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = config.lr * min(1.0, (step + 1) / config.warmup)
-        loss = train_step(model, optimizer, autocast, tokens, targets)
-        losses.append(loss.detach())
+        if graph and impl == "compile":
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = step_fn(model, optimizer, autocast, tokens, targets)
+        losses.append(loss.detach().clone() if graph else loss.detach())  # (a graph's output is overwritten)
         if every and (step % every == 0 or step == steps - 1):
             print(f"  {impl:9s} step {step:4d}  loss {loss.item():.4f}", flush=True)
     _synchronize(device)
@@ -365,8 +412,11 @@ def main(argv=None) -> int:
                              "gives the logits rows of a multiple of 16 bytes, as nanoGPT pads it)")
     parser.add_argument("--lr", type=float, default=None, help="the peak learning rate, if not the config's")
     parser.add_argument("--warmup", type=int, default=None, help="warm-up steps, if not the config's")
+    parser.add_argument("--graph", action="store_true", help="run each step as a CUDA graph's replay (CUDA only)")
     args = parser.parse_args(argv)
     impls = args.impl.split(",")
+    if args.graph and args.device != "cuda":
+        parser.error("--graph: CUDA graphs need --device cuda")
     unknown = sorted(set(impls) - set(IMPLS))
     if unknown:
         parser.error(f"--impl: unknown {', '.join(unknown)}; choose from {', '.join(IMPLS)}")
@@ -381,7 +431,8 @@ def main(argv=None) -> int:
           f"{unigram_entropy():.3f} nats a token")
     runs = []
     for impl in impls:
-        runs.append(train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every))
+        runs.append(train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every,
+                          graph=args.graph))
         if args.device == "cuda":
             torch.cuda.empty_cache()
     print(table(runs))
