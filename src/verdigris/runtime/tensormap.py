@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 
 from ..ir.tiles import has_dots
 from . import driver
@@ -135,11 +136,12 @@ class MatmulKernel(CudaKernel):
             if len(self._prepared) >= _MAX_CACHED:
                 self._prepared.clear()
             self._prepared[key] = prepared
-        (gx, gy, gz), (bx, by, bz), address = prepared[:3]
-        driver.activate(self.device)
-        result = driver.api().cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz, shared_bytes,
-                                             stream, address, 0)
-        driver.check(result, f"cuLaunchKernel({self.name})")
+        grid, block, address = prepared[:3]
+        # launched as is: a thread whose current context is not the device's gets an error,
+        # and `launch_failed` retries in the device's (as every other launch path does)
+        (err,) = self.raw_launch(self.function, *grid, *block, shared_bytes, stream, address, 0)
+        if err:
+            self.launch_failed(err, grid, block, address, stream, shared_bytes)
 
     def _prepare(self, grid, block, values) -> tuple:
         """(grid, block, kernelParams address, the memory behind it) of a launch with these
@@ -195,16 +197,25 @@ def encode(spec, pointer: int, shape: list, strides: list):
     `spec.swizzle` bytes."""
     _describable(spec, pointer, strides, len(shape))
     drv = driver.api()
-    pitches = [s * spec.itemsize for s in strides]
-    cu, u32 = drv.cuuint64_t, drv.cuuint32_t
-    rank = len(shape)
+    cu = drv.cuuint64_t
+    data_type, rank, box, unit, interleave, swizzle, promotion, fill = _constant_arguments(spec)
     err, tensor_map = drv.cuTensorMapEncodeTiled(
-        getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), rank, pointer,
-        [cu(n) for n in reversed(shape)], [cu(p) for p in reversed(pitches)],
-        [u32(n) for n in reversed(spec.box)], [u32(1)] * rank,
-        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(drv.CUtensorMapSwizzle, _SWIZZLES[spec.swizzle]),
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        data_type, rank, pointer, [cu(n) for n in reversed(shape)],
+        [cu(s * spec.itemsize) for s in reversed(strides)], box, unit, interleave, swizzle,
+        promotion, fill)
     driver.check((err,), f"cuTensorMapEncodeTiled({spec.param!r})")
     return tensor_map
+
+
+@functools.lru_cache(maxsize=None)
+def _constant_arguments(spec) -> tuple:
+    """The arguments of `cuTensorMapEncodeTiled` that a map's spec fixes, made once (the
+    driver's enums and integer wrappers cost microseconds each, per launch)."""
+    drv = driver.api()
+    u32, rank = drv.cuuint32_t, len(spec.box)
+    return (getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), rank,
+            [u32(n) for n in reversed(spec.box)], [u32(1)] * rank,
+            drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(drv.CUtensorMapSwizzle, _SWIZZLES[spec.swizzle]),
+            drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
