@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# A session's device calls (carry `.whl`; earlier sessions' calls are in git's history). Logs go
+# to /tmp/o and come back packed as $OUT/logs.tgz (the device returns at most 8 files). Each case's
+# steps run in order of importance, each under its own time limit: see the cases' lines.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 VERDIGRIS_CACHE_DIR=${VERDIGRIS_CACHE_DIR:-/tmp/vgc}
+LOGS=/tmp/o; mkdir -p "$LOGS"
+pack() { tar czf "$OUT/logs.tgz" -C "$LOGS" .; }
+trap pack EXIT
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOGS/card.txt"
+git log -1 --format=%h > "$LOGS/commit.txt" 2>/dev/null
+step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1; echo "rc=$?" >> "$LOGS/$name.log"; tail -${TAIL:-8} "$LOGS/$name.log"; pack; }
+case "${1:-gpt}" in
+gpt)  # the GPT's step under CUDA graphs (all three), the norm backward at GPT-2's rows, the host's stack, verdigris launch by launch
+  TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100 --png "$LOGS/gpt_graph.png"
+  TAIL=14 step 90 norm_gpt python3 bench/norm_backward.py --rows 8192 --cols 768
+  TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
+  TAIL=6 step 60 gpt_plain python3 examples/train_gpt.py --impl verdigris --steps 300 --every 100
+  ;;
+suite)  # the GPU suite
+  step 280 gpu_tests python3 -m pytest -q -rf -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
+  grep -E "^(FAILED|ERROR)" "$LOGS/gpu_tests.log" | head -30
+  ;;
+esac
