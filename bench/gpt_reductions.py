@@ -1,0 +1,49 @@
+"""The column sums of a GPT-2 step's bias gradients (db = dy.sum(0) over 8192 rows, for the
+widths 768, 2304 and 3072), over the number of row blocks of the first pass: how many
+blocks keep enough rows in flight against how many partial rows the second pass adds up.
+
+Ours: `tile_column_sums.launch_two_pass_column_sums` (`tile_linear.partials` chooses the
+rows a block: about 32 blocks); torch: `dy.sum(0)` (its reduction, in float32, rounded to
+the output dtype). Each is checked against a float64 sum first. Bytes: dy read once.
+Times: `triton.testing.do_bench` medians. Run (GPU): `PYTHONPATH=src python3
+bench/gpt_reductions.py`.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+import verdigris as vg
+from verdigris.examples.tile_column_sums import launch_two_pass_column_sums, row_blocks
+from verdigris.examples.tile_linear import ROW_TILE
+
+ROWS, WIDTHS, BLOCKS = 8192, (768, 2304, 3072), (32, 64, 128, 256, 512)
+
+
+def microseconds(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+
+
+def main() -> int:
+    vg.set_backend("cuda")
+    print(torch.cuda.get_device_name(), f"{ROWS} rows, bf16; us (TB/s of dy read)")
+    for cols in WIDTHS:
+        dy = torch.randn(ROWS, cols, device="cuda", dtype=torch.bfloat16)
+        want = dy.double().sum(0)
+        db = torch.empty(cols, device="cuda", dtype=torch.bfloat16)
+        cells = []
+        for blocks in BLOCKS:
+            per_block = row_blocks(ROWS, ROW_TILE["BR"], blocks)
+            partial = torch.empty(vg.cdiv(ROWS, per_block), cols, device="cuda")
+            run = lambda p=partial, r=per_block: launch_two_pass_column_sums(dy, db, p, r, **ROW_TILE)  # noqa: E731
+            run()
+            error = float((db.double() - want).abs().max() / want.abs().max())
+            us = microseconds(run)
+            cells.append(f"{blocks} blocks {us:6.1f} ({dy.numel() * 2 / us / 1e6:.2f})" + (" WRONG" if error > 1e-2 else ""))
+        torch_us = microseconds(lambda: dy.sum(0))
+        print(f"  {cols:5d}: " + "  ".join(cells) + f"  | torch {torch_us:6.1f} ({dy.numel() * 2 / torch_us / 1e6:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
