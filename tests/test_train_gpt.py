@@ -54,3 +54,9 @@ def test_the_command_line_prints_the_table_and_refuses_an_unknown_impl(capsys):
     assert "eager" in out and "tokens/s" in out and "last 10" in out
     with pytest.raises(SystemExit):
         train_gpt.main(["--impl", "eager,jax"])
+
+
+def test_cuda_graphs_need_cuda(capsys):
+    with pytest.raises(SystemExit):
+        train_gpt.main(["--config", "tiny", "--steps", "2", "--device", "cpu", "--graph"])
+    assert "--graph: CUDA graphs need --device cuda" in capsys.readouterr().err
