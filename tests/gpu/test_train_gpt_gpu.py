@@ -27,3 +27,13 @@ def test_gpt2_trains_on_verdigris_kernels_beside_eager():
         assert abs(got - want) <= 0.01 * want, (ours.losses, eager.losses)
     assert ours.losses[-1] < ours.losses[0], ours.losses
     assert ours.peak_memory <= eager.peak_memory, (ours.peak_memory, eager.peak_memory)
+
+
+def test_a_step_replayed_from_a_cuda_graph_trains_as_the_step_launched_op_by_op():
+    """`train(graph=True)`: forward and backward captured once (`graphed_step`), the
+    optimizer outside; the same batches give the same losses as launch by launch, up to
+    bfloat16's rounding (the kernels and their order are the same)."""
+    plain = train_gpt.train("verdigris", GPT2, 6, 2, "cuda", seed=4, untimed_steps=2)
+    graphed = train_gpt.train("verdigris", GPT2, 6, 2, "cuda", seed=4, untimed_steps=2, graph=True)
+    for got, want in zip(graphed.losses, plain.losses):
+        assert abs(got - want) <= 2e-3 * want, (graphed.losses, plain.losses)
