@@ -88,19 +88,31 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
 
     forward_op.register_autograd(gradient_by(backward_op), setup_context=setup_context)
 
-    eager_backward = gradient_by(backward)
+    eager_gradient = gradient_by(backward)
 
     class Eager(torch.autograd.Function):
         """The same op outside tracing: the halves called directly (a custom op's dispatch
         costs ~20 us a call, forward and backward, where this costs ~5; a separate
-        `setup_context` would bind each call's arguments by signature, ~15 us more)."""
+        `setup_context` would bind each call's arguments by signature, ~15 us more). The
+        residuals are no results of `apply`, so nothing differentiates them: they are
+        marked so, and no gradient is made for them (autograd would fill one with zeros a
+        call: the linear cross-entropy's logits, 0.8 GB at GPT-2's batch); a result nothing
+        used gets its zeros here."""
         @staticmethod
         def forward(ctx, *inputs):
             output = forward(*inputs)
             setup_context(ctx, inputs, output)
+            results = output if isinstance(output, tuple) else (output,)
+            ctx.mark_non_differentiable(*results[outputs:])
+            ctx.set_materialize_grads(False)
+            ctx.result_meta = [(r.shape, r.dtype, r.device) for r in results[:outputs]]
             return output
 
-        backward = staticmethod(eager_backward)
+        @staticmethod
+        def backward(ctx, *grads):
+            grads = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                     for g, (shape, dtype, device) in zip(grads, ctx.result_meta)]
+            return eager_gradient(ctx, *grads)
 
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
