@@ -42,7 +42,10 @@ def disjoint(a: Access, b: Access, space: Space, ids=None) -> bool:
         return False
     covered = set()
     for pa, pb in zip(a.indices, b.indices):
-        pa, pb = (expand(unwrapped(x, space), space) for x in (pa, pb))
+        exact = [expand(unwrapped(x, space), space) for x in (pa, pb)]
+        # equal exact values stand for the wrapped ones (`unwrapped`); a constant gap between
+        # them need not be the wrapped values' gap (it may differ by the modulus)
+        pa, pb = exact if (exact[0] - exact[1]).value == 0 else (expand(pa, space), expand(pb, space))
         gap = (pa - pb).value
         if gap:
             step = _thread_gcd(pa)
@@ -65,7 +68,8 @@ def unwrapped(p: Poly, space: Space) -> Poly:
     multiple modulus undone (`wrap(h + wrap(b*n)) == wrap(h + b*n)`) and takes fewer values
     than the modulus: wrapping is one-to-one there, so two threads' indices are equal only
     where the exact ones are (`b * num_blocks(1) + h` in int32, below 65535**2 < 2**32).
-    Else `p` itself."""
+    Else `p` itself. (Only for one index against the same: indices a constant apart may
+    meet where their exact values are that constant plus the modulus apart.)"""
     wraps = {x for mono in p.terms for x in mono if space.atoms[x].kind == "wrap"}
     if len(wraps) != 1:
         return p
