@@ -12,11 +12,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 git log -1 --format=%h > "$LOGS/commit.txt" 2>/dev/null
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1; echo "rc=$?" >> "$LOGS/$name.log"; tail -${TAIL:-8} "$LOGS/$name.log"; pack; }
 case "${1:-gpt}" in
-gpt)  # the GPT under CUDA graphs (all three), the host's stack launch by launch, the norm backward and bias sums at GPT-2's rows
+gpt)  # the GPT under CUDA graphs (all three), the norm backward and bias sums at GPT-2's rows
   TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100 --png "$LOGS/gpt_graph.png"
+  TAIL=14 step 70 norm_gpt python3 bench/norm_backward.py --rows 8192 --cols 768
+  TAIL=5 step 30 reductions python3 bench/gpt_reductions.py
+  ;;
+host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
-  TAIL=14 step 90 norm_gpt python3 bench/norm_backward.py --rows 8192 --cols 768
-  TAIL=5 step 40 reductions python3 bench/gpt_reductions.py
   ;;
 suite)  # the GPU suite
   step 280 gpu_tests python3 -m pytest -q -rf -m gpu tests/gpu -n 12 -p no:cacheprovider -o addopts="" --deselect tests/gpu/test_grid_barrier_gpu.py
