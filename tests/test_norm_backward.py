@@ -15,7 +15,7 @@ import pytest
 
 import located
 import verdigris as vg
-from verdigris import tile
+from verdigris import codegen, tile
 from verdigris.examples import tile_layernorm as ln
 from verdigris.examples import tile_rmsnorm as rms
 from verdigris.examples.tile_column_sums import launch_column_sums
@@ -194,3 +194,31 @@ def test_the_training_kernels_are_proven():
     verdicts = re.findall(r"kernel '(\w+)': (\w+)", report.format())
     assert {"layernorm_forward", "layernorm_backward", "rmsnorm_forward", "rmsnorm_backward",
             "column_sums"} <= {name for name, verdict in verdicts if verdict == "proven"}
+
+
+def _narrow_backward(kernel, **constexprs):
+    from verdigris import types as T
+    from verdigris.ir import ArrayType
+
+    def array(dtype, ndim):
+        return ArrayType(dtype, ndim, "global", True, True)
+
+    bf, f32 = T.bfloat16, T.float32
+    arrays = dict(dy=array(bf, 2), x=array(bf, 2), w=array(bf, 1), rstd=array(f32, 1), dx=array(bf, 2),
+                  dw_partial=array(f32, 2))
+    if kernel is ln.layernorm_backward:
+        arrays.update(mean=array(f32, 1), db_partial=array(f32, 2), dsum=array(bf, 2))
+    return kernel.specialize_types({**arrays, **constexprs})
+
+
+@pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
+@pytest.mark.parametrize("kernel", [ln.layernorm_backward, rms.rmsnorm_backward], ids=["layernorm", "rmsnorm"])
+def test_a_loop_over_row_tiles_is_not_copied_out_into_spills(kernel):
+    """GPT-2's rows (768 wide, tiles of 1024, 32 rows a block, the lowering's 4 warps): the
+    loop over a block's rows keeps checked loads (rows past the end), which once made the
+    lowering copy its 32 iterations out as straight-line code, 255 registers and 840 bytes
+    of spills a thread; a tile kernel's loop stays a loop."""
+    from test_tile_mma import _ptxas_report
+
+    report = _ptxas_report(codegen.compile_to_ptx(_narrow_backward(kernel, ROWS=32, COLS=1024), "sm_90").ptx)
+    assert "0 bytes spill stores" in report, report

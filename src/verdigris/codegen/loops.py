@@ -14,8 +14,8 @@ Guarantees:
   stepping past its dtype's range ends the loop.
 - A `For` with constant bounds, at most `MAX_UNROLL` iterations, and in its body a warp
   operation, a local array indexed by its counter, or a loop unrolled for these reasons,
-  is unrolled here (and so is an innermost such loop whose body holds an access that keeps
-  a bounds check), its counter a constant in each copy: shuffle arguments such as
+  is unrolled here (and so is an innermost such loop of a SIMT kernel whose body holds an
+  access that keeps a bounds check), its counter a constant in each copy: shuffle arguments such as
   `16 >> k` are then constants and take PTX's own shuffle modes (`warp`), and local arrays
   are indexed by constants, which keeps them in registers; a register-blocked loop nest
   becomes straight-line code that ptxas schedules as a whole (LLVM's unroller stops short
@@ -82,7 +82,10 @@ def _unrolled_range(low, s: N.For, for_checks: bool = True) -> range | None:
         return None
     if any(isinstance(n, N.WarpOp) or _indexes_local_by(n, s.var) for n in nodes):
         return range(*bounds)
-    if for_checks and any(map(low._checked, nodes)) and not any(isinstance(n, N.For) for n in nodes):
+    # (a tile kernel's loads are whole tiles already: copies of a loop over row tiles
+    # multiply its live tiles, and 32 of a LayerNorm backward's spilt 840 bytes a thread)
+    if for_checks and low.kernel.track == "simt" and any(map(low._checked, nodes)) \
+            and not any(isinstance(n, N.For) for n in nodes):
         return range(*bounds)
     low.unrolled[s.var] = bounds[0]  # as the inner loops would see it
     try:
