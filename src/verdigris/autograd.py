@@ -24,7 +24,9 @@ function called with the inputs that returns the results (one tensor when `outpu
 else a tuple); its `.forward_op` and `.backward_op` are the torch custom ops `name` and
 `name + "_backward"`. `forward_only_op(name, forward, what)`: the custom op `name` of a
 forward that has no backward, whose gradient is the op `name + "_backward"`, which raises
-NotImplementedError naming `what` when it runs.
+NotImplementedError naming `what` when it runs. `traced_or_eager(custom_op, forward,
+setup_context, gradient, outputs)`: how such an op is applied (also for ops made by hand,
+`verdigris.ops.losses`).
 
 Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implementations
 are the functions run with every verdigris launch skipped, so their outputs must come from
@@ -87,17 +89,34 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
         return gradient
 
     forward_op.register_autograd(gradient_by(backward_op), setup_context=setup_context)
+    applied = traced_or_eager(forward_op, forward, setup_context, gradient_by(backward), outputs)
 
-    eager_gradient = gradient_by(backward)
+    @functools.wraps(forward)
+    def apply(*inputs):
+        results = applied(*inputs)
+        if not isinstance(results, tuple):
+            return results
+        return results[0] if outputs == 1 else results[:outputs]
+
+    apply.forward_op, apply.backward_op = forward_op, backward_op
+    return apply
+
+
+def traced_or_eager(custom_op, forward, setup_context, gradient, outputs: int = 1):
+    """A function that applies `custom_op` (whose autograd formula is `setup_context` and
+    `gradient`, as `register_autograd` takes them) where torch traces (under torch.compile,
+    or any dispatch mode such as fake tensors'), and else a `torch.autograd.Function` of
+    `forward` (the op's own function) and the same two: a custom op's dispatch costs ~20 us
+    of host time a call, forward and backward, where this costs ~5 (a separate
+    `setup_context` staticmethod would bind each call's arguments by signature, ~15 us
+    more). The results past the first `outputs` are residuals, no results of the op's
+    users: they are marked non-differentiable and get no gradient (autograd would fill
+    each with zeros every backward: the linear cross-entropy's logits, 0.8 GB at GPT-2's
+    batch); `gradient` sees None for them, and zeros for a result nothing used."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     class Eager(torch.autograd.Function):
-        """The same op outside tracing: the halves called directly (a custom op's dispatch
-        costs ~20 us a call, forward and backward, where this costs ~5; a separate
-        `setup_context` would bind each call's arguments by signature, ~15 us more). The
-        residuals are no results of `apply`, so nothing differentiates them: they are
-        marked so, and no gradient is made for them (autograd would fill one with zeros a
-        call: the linear cross-entropy's logits, 0.8 GB at GPT-2's batch); a result nothing
-        used gets its zeros here."""
         @staticmethod
         def forward(ctx, *inputs):
             output = forward(*inputs)
@@ -110,21 +129,15 @@ def differentiable_op(name: str, forward, backward, *, outputs: int = 1, saves_o
 
         @staticmethod
         def backward(ctx, *grads):
-            grads = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g
-                     for g, (shape, dtype, device) in zip(grads, ctx.result_meta)]
-            return eager_gradient(ctx, *grads)
+            made = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                    for g, (shape, dtype, device) in zip(grads, ctx.result_meta)]
+            return gradient(ctx, *made, *grads[outputs:])
 
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-    @functools.wraps(forward)
     def apply(*inputs):
-        traced = torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None
-        results = forward_op(*inputs) if traced else Eager.apply(*inputs)
-        if not isinstance(results, tuple):
-            return results
-        return results[0] if outputs == 1 else results[:outputs]
+        if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+            return custom_op(*inputs)
+        return Eager.apply(*inputs)
 
-    apply.forward_op, apply.backward_op = forward_op, backward_op
     return apply
 
 

@@ -24,12 +24,16 @@ no pass over them; it scales the kept gradient by the loss's upstream gradient).
 price: a forward under `torch.no_grad()` computes the gradient too. Rows that take part
 are counted on the device (no host synchronisation). A mean over no rows is NaN, as
 torch's. The op is not made with `verdigris.autograd.differentiable_op`, which saves
-every tensor input for the backward: that would keep the logits alive.
+every tensor input for the backward: that would keep the logits alive; it is applied as
+that one is (`verdigris.autograd.traced_or_eager`: the custom op where torch traces, an
+autograd.Function of the same functions else, the kept gradient a residual that gets no
+gradient of its own).
 """
 from __future__ import annotations
 
 import torch
 
+from verdigris.autograd import traced_or_eager
 from verdigris.examples.tile_cross_entropy import IGNORE_INDEX, forward_backward
 from verdigris.ops.linear import linear_forward
 from verdigris.ops.rows import aligned_rows, rows
@@ -38,8 +42,7 @@ from verdigris.runtime.torch_ops import torch_op
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-@torch_op("verdigris::cross_entropy")
-def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _cross_entropy_outputs(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     labels = labels.contiguous()
     counted = (labels != IGNORE_INDEX).sum().to(torch.float32)
     logits = rows(logits)
@@ -61,12 +64,13 @@ def _gradient(ctx, dloss, _dgrad):
     return scaled, None
 
 
-_cross_entropy.register_autograd(_gradient, setup_context=_setup_context)
+_cross_entropy_op = torch_op("verdigris::cross_entropy")(_cross_entropy_outputs)
+_cross_entropy_op.register_autograd(_gradient, setup_context=_setup_context)
+_cross_entropy = traced_or_eager(_cross_entropy_op, _cross_entropy_outputs, _setup_context, _gradient)
 
 
-@torch_op("verdigris::linear_cross_entropy")
-def _linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor,
-                          labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _linear_cross_entropy_outputs(x: torch.Tensor, weight: torch.Tensor,
+                                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     labels = labels.contiguous()
     counted = (labels != IGNORE_INDEX).sum().to(torch.float32)
     logits = linear_forward(x, weight)  # rows aligned; then the gradient, in place
@@ -86,7 +90,10 @@ def _linear_gradients(ctx, dloss, _dgrad):
     return dx.mul_(dloss), dw.mul_(dloss), None  # the small products scaled, not the logits
 
 
-_linear_cross_entropy.register_autograd(_linear_gradients, setup_context=_setup_linear_context)
+_linear_cross_entropy_op = torch_op("verdigris::linear_cross_entropy")(_linear_cross_entropy_outputs)
+_linear_cross_entropy_op.register_autograd(_linear_gradients, setup_context=_setup_linear_context)
+_linear_cross_entropy = traced_or_eager(_linear_cross_entropy_op, _linear_cross_entropy_outputs,
+                                        _setup_linear_context, _linear_gradients)
 
 
 def _check(logits_shape, labels, dtype, what: str) -> None:
