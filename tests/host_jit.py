@@ -266,16 +266,24 @@ class _Block:
     barrier (of the block, or of its warp) or done; a barrier reached by all it waits for
     lets them all go on, in `sequence` order again. So the interleaving is a function of
     `sequence`: run forward and in reverse, a kernel whose threads are not ordered where
-    they meet gives two results. One exchange slot per thread for shuffles."""
+    they meet gives two results. Two exchange slots per thread for shuffles, used in turn."""
 
     def __init__(self, sequence: list):
         self.rank = {t: i for i, t in enumerate(sequence)}
         self.runnable = set(sequence)
         self.arrived: dict = {}  # barrier -> the threads waiting at it
         self.lock = threading.Lock()
-        self.go = {t: threading.Semaphore(0) for t in sequence}  # the turn, handed on
-        self.go[sequence[0]].release()
-        self.slots = [0] * len(sequence)
+        # the turn, handed on: a lock held while its thread waits, released by the thread
+        # that hands the turn on (a raw lock is C code; a Semaphore's Python Condition took
+        # most of a sort network's run)
+        self.go = {t: threading.Lock() for t in sequence}
+        for t in sequence[1:]:
+            self.go[t].acquire()
+        # shuffle slots, two sets used in turn: a thread writes a set again only two shuffles
+        # later, after a barrier its warp passes once every partner has read it (one barrier
+        # a shuffle, where one set needed a second)
+        self.slots = ([0] * len(sequence), [0] * len(sequence))
+        self.shuffles = dict.fromkeys(sequence, 0)
 
     def _wait(self, tid: int) -> None:
         if not self.go[tid].acquire(timeout=120):
@@ -310,12 +318,11 @@ class _Block:
 
     def shuffle(self, value, lanes: int):
         tid = _thread.tid
-        warp = ("warp", tid // 32)
-        self.slots[tid] = value
-        self.sync(warp, 32)
-        got = self.slots[(tid & ~31) | ((tid & 31) ^ lanes)]
-        self.sync(warp, 32)  # nobody overwrites a slot before its partner has read it
-        return got
+        slots = self.slots[self.shuffles[tid] & 1]
+        self.shuffles[tid] += 1
+        slots[tid] = value
+        self.sync(("warp", tid // 32), 32)
+        return slots[(tid & ~31) | ((tid & 31) ^ lanes)]
 
 
 _thread = threading.local()
