@@ -68,3 +68,31 @@ def test_under_fake_tensors_the_custom_op_runs():
         x = torch.empty(5, 3, dtype=torch.float64, requires_grad=True)
         h, sq = op(x, x.detach().clone(), x.detach().clone(), 0.5)
     assert h.shape == sq.shape == (5, 3)
+
+
+def test_residuals_get_no_gradient_and_unused_results_get_zeros():
+    """`traced_or_eager`'s eager path: the gradient function sees None for a residual
+    (autograd would have filled a zero tensor of its size every backward: the linear
+    cross-entropy's logits) and zeros for a result nothing used."""
+    from verdigris.autograd import traced_or_eager
+
+    seen = []
+
+    def forward(x):
+        return x * 2, x * 3, torch.ones(1000, dtype=x.dtype)  # two results, a residual
+
+    def setup_context(ctx, inputs, output):
+        pass
+
+    def gradient(ctx, dfirst, dsecond, dresidual):
+        seen.append((dfirst, dsecond, dresidual))
+        return dfirst * 2 + dsecond * 3
+
+    apply = traced_or_eager(None, forward, setup_context, gradient, outputs=2)
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    first, _, residual = apply(x)
+    assert not residual.requires_grad
+    (grad,) = torch.autograd.grad(first.sum(), x)
+    ((dfirst, dsecond, dresidual),) = seen
+    assert dresidual is None and torch.equal(dsecond, torch.zeros(4, dtype=torch.float64))
+    torch.testing.assert_close(grad, torch.full((4,), 2.0, dtype=torch.float64))
