@@ -456,12 +456,23 @@ def rows_of_two_block_axes_one_short(x, out):
         out[row, col] = x[row, col] * 2.0
 
 
+@simt.kernel
+def rows_of_two_block_axes_and_a_loop(x, out):
+    col = simt.block_id(0) * simt.block_dim(0) + simt.thread_id(0)
+    for k in range(2):  # row + 1 is the next block's row too
+        row = simt.block_id(2) * simt.grid_dim(1) + simt.block_id(1) + k
+        if row < x.shape[0] and col < x.shape[1]:
+            out[row, col] = x[row, col] * 2.0
+
+
 def test_int32_rows_of_two_block_axes_are_proven_without_the_solver():
     """`block_id(2) * grid_dim(1) + block_id(1)` in int32 stays below 65535**2 < 2**32
     values: wrapping is one-to-one there and the mixed-radix rule proves it (the solver took
-    0.13 s); a radix one short of the axis meets (block (0, 1, 1) and (0, 0, 2) share a row)."""
+    0.13 s); a radix one short of the axis meets (block (0, 1, 1) and (0, 0, 2) share a row),
+    and so does a loop adding 1 to the row."""
     x = np.zeros((64, 64), np.float32)
     fine = analyze(rows_of_two_block_axes, x, x.copy())
     assert fine.errors == [] and fine.facts["solver_queries"] == 0, fine.facts
-    (err,) = analyze(rows_of_two_block_axes_one_short, x, x.copy()).errors
-    assert err.code == "VG202", err.message
+    for racy in (rows_of_two_block_axes_one_short, rows_of_two_block_axes_and_a_loop):
+        (err,) = analyze(racy, x, x.copy()).errors
+        assert err.code == "VG202", err.message

@@ -388,6 +388,21 @@ def flat_index_int32(x, out, BM: vg.constexpr):
     tile.store(out, index=(t,), tile=tile.load(x, index=(t,), shape=(BM,)) * 2.0)  # race
 
 
+@tile.kernel
+def rows_by_head_and_a_loop(x, out, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    for k in range(2):  # row b*H + h + 1 is also the next head's row
+        row = b * tile.num_blocks(1) + h + k
+        tile.store(out, index=(row, m), tile=tile.load(x, index=(row, m), shape=(1, BM)))  # race
+
+
+@tile.kernel
+def rows_by_head_scaled(x, out, s, BM: vg.constexpr):
+    m, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    row = s * (b * tile.num_blocks(1) + h)  # s == 0: every block's row 0
+    tile.store(out, index=(row, m), tile=tile.load(x, index=(row, m), shape=(1, BM)))  # race
+
+
 @pytest.mark.parametrize("kernel", [rows_by_head, flat_index], ids=lambda k: k.fn.__name__)
 def test_int32_mixed_radix_rows_are_proven_by_the_fast_path(kernel):
     """`b * num_blocks(1) + h` in int32 may leave int32 (a wrap atom), but on the y and z axes
@@ -401,14 +416,17 @@ def test_int32_mixed_radix_rows_are_proven_by_the_fast_path(kernel):
 
 
 @pytest.mark.parametrize("kernel, wraps", [(rows_by_head_one_short, False), (rows_by_head_far_apart, True),
-                                           (flat_index_int32, True)], ids=lambda k: getattr(k, "__name__", ""))
+                                           (flat_index_int32, True), (rows_by_head_and_a_loop, False),
+                                           (rows_by_head_scaled, None)], ids=lambda k: getattr(k, "__name__", ""))
 def test_mixed_radix_rows_that_meet_are_refused(kernel, wraps):
-    """Twins of the rows above: a radix one short of the digit's extent, and int32 products
-    with more values than 2**32, which wrap onto other blocks' rows."""
+    """Twins of the rows above: a radix one short of the digit's extent, int32 products with
+    more values than 2**32, which wrap onto other blocks' rows, a loop that adds a digit
+    over the radix, and a run-time factor that may be 0 (wraps: None, either way)."""
     x = np.zeros((64, 64) if kernel is not flat_index_int32 else (4096,), np.float32)
-    (err,) = analyze(kernel, x, x.copy(), BM=16).errors
+    scalars = (np.int32(3),) if kernel is rows_by_head_scaled else ()
+    (err,) = analyze(kernel, x, x.copy(), *scalars, BM=16).errors
     assert err.code == "VG202" and err.loc.line == marked_line(kernel), err.message
-    assert ("wraps around in int32" in err.message) == wraps, err.message
+    assert wraps is None or ("wraps around in int32" in err.message) == wraps, err.message
 
 
 @tile.kernel
