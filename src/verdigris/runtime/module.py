@@ -240,9 +240,12 @@ class CudaKernel:
         shared_bytes = max(shared_bytes, self.shared)
         if shared_bytes > self._shared_opt_in:
             self._opt_in_shared(shared_bytes)
-        params = self.packer.pack(values)
-        (err,) = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1],
-                                 block[2], shared_bytes, stream, params, 0)
+        self.enqueue(grid, block, self.packer.pack(values), stream, shared_bytes)
+
+    def enqueue(self, grid, block, params: int, stream, shared_bytes: int) -> None:
+        """One driver launch of packed `params` (the address of the kernelParams array);
+        a refusal goes to `launch_failed`."""
+        (err,) = self.raw_launch(self.function, *grid, *block, shared_bytes, stream, params, 0)
         if err:
             self.launch_failed(err, grid, block, params, stream, shared_bytes)
 

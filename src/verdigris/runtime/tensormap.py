@@ -136,12 +136,9 @@ class MatmulKernel(CudaKernel):
             if len(self._prepared) >= _MAX_CACHED:
                 self._prepared.clear()
             self._prepared[key] = prepared
-        grid, block, address = prepared[:3]
-        # launched as is: a thread whose current context is not the device's gets an error,
-        # and `launch_failed` retries in the device's (as every other launch path does)
-        (err,) = self.raw_launch(self.function, *grid, *block, shared_bytes, stream, address, 0)
-        if err:
-            self.launch_failed(err, grid, block, address, stream, shared_bytes)
+        # no context made current first: a launch from another context fails, and
+        # `launch_failed` retries it in the device's (as every other launch path does)
+        self.enqueue(*prepared[:3], stream, shared_bytes)
 
     def _prepare(self, grid, block, values) -> tuple:
         """(grid, block, kernelParams address, the memory behind it) of a launch with these
