@@ -84,22 +84,20 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host:
     for tokens, targets in data[:3]:  # compilation, autotuning and caches out of the way
         gpt.train_step(model, optimizer, autocast, tokens, targets)
     run = gpt.graphed_step(model, optimizer, autocast, *data[0]) if graph else gpt.train_step
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for tokens, targets in data[3:]:
-        run(model, optimizer, autocast, tokens, targets)
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - started) / steps
-    if host:
-        def steps_again(model=model, optimizer=optimizer):  # (both deleted below)
-            for tokens, targets in data[3:]:
-                run(model, optimizer, autocast, tokens, targets)
-            torch.cuda.synchronize()
-        print_samples(impl, sample_host(steps_again), steps, top * 2)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+
+    def steps_run():
         for tokens, targets in data[3:]:
             run(model, optimizer, autocast, tokens, targets)
         torch.cuda.synchronize()
+
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    steps_run()
+    wall = (time.perf_counter() - started) / steps
+    if host:
+        print_samples(impl, sample_host(steps_run), steps, top * 2)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        steps_run()
     kernels = defaultdict(lambda: [0.0, 0])
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
@@ -113,8 +111,6 @@ def profile_impl(impl: str, steps: int, top: int, batch: int, graph: bool, host:
           f"{batch * config.context / wall:,.0f} tokens/s")
     for name, (t, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"  {t / steps / 1e3:7.3f} ms  {n / steps:5.0f}x  {name}")
-    del model, optimizer
-    torch.cuda.empty_cache()
 
 
 def main() -> int:
@@ -138,6 +134,7 @@ def main() -> int:
                 profile_impl(impl, args.steps, args.top, args.batch, graph=True)
             except Exception as error:  # a step that cannot be captured: say why, go on
                 print(f"\n{impl} in a CUDA graph: {type(error).__name__}: {error}")
+        torch.cuda.empty_cache()  # (the impl's model and optimizer went with its call)
     return 0
 
 

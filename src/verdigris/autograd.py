@@ -32,11 +32,10 @@ Guarantees: both halves are torch custom ops (`vg.torch_op`: their fake implemen
 are the functions run with every verdigris launch skipped, so their outputs must come from
 torch's allocators), and the forward's autograd formula is registered with
 `register_autograd`, so the op traces under `torch.compile(fullgraph=True)` without a graph
-break, forward and backward. Outside tracing (not compiling, no dispatch mode such as fake
-tensors' active) the function applies a `torch.autograd.Function` of the same two halves
-and the same saved values instead: the custom op's dispatch would cost a training step of
-GPT-2 about 4 ms of host time, in which the GPU waits. The same code runs on the cuda backend with CUDA tensors and
-on the cpu backend with CPU tensors. torch is imported when this function is called, not
+break, forward and backward. Outside tracing the function applies a
+`torch.autograd.Function` of the same two halves and the same saved values instead
+(`traced_or_eager`). The same code runs on the cuda backend with CUDA tensors and on the
+cpu backend with CPU tensors. torch is imported when this function is called, not
 when verdigris is. Gradients of gradients are not provided (the backward op has no
 autograd formula of its own: torch says so if one is asked for). Signatures that do not fit
 together (a backward taking or returning the wrong number of values for the forward's) are

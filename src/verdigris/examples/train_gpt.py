@@ -261,10 +261,16 @@ def train_step(model, optimizer, autocast, tokens, targets):
     """One step: the gradients zeroed, forward (under `autocast`) and backward, the
     optimizer's step; gives the loss."""
     optimizer.zero_grad(set_to_none=True)
+    loss = forward_backward(model, autocast, tokens, targets)
+    optimizer.step()
+    return loss
+
+
+def forward_backward(model, autocast, tokens, targets):
+    """The loss (forward under `autocast`), its gradients accumulated."""
     with autocast:
         loss = model(tokens, targets)
     loss.backward()
-    optimizer.step()
     return loss
 
 
@@ -273,24 +279,21 @@ def graphed_step(model, optimizer, autocast, tokens, targets):
     partial-network capture; `tokens`, `targets`: a batch of the right shapes). Gives a step
     of train_step's signature that copies its batch into the graph's static inputs, zeroes
     the gradients in place, replays the graph, steps the optimizer outside it, and returns
-    the graph's loss tensor (the next replay overwrites it). The warm-up before the capture (compiles, autotuning, allocations
-    kept out of it) runs forward and backward twice and steps no optimizer."""
+    the graph's loss tensor (the next replay overwrites it). The warm-up before the capture
+    (compiles, autotuning, allocations kept out of it) runs forward and backward twice and
+    steps no optimizer."""
     static_tokens, static_targets = tokens.clone(), targets.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):
             optimizer.zero_grad(set_to_none=False)
-            with autocast:
-                loss = model(static_tokens, static_targets)
-            loss.backward()
+            forward_backward(model, autocast, static_tokens, static_targets)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     optimizer.zero_grad(set_to_none=False)
     with torch.cuda.graph(graph):
-        with autocast:
-            static_loss = model(static_tokens, static_targets)
-        static_loss.backward()
+        static_loss = forward_backward(model, autocast, static_tokens, static_targets)
 
     def step(model, optimizer, autocast, tokens, targets):
         static_tokens.copy_(tokens)
@@ -300,6 +303,13 @@ def graphed_step(model, optimizer, autocast, tokens, targets):
         optimizer.step()
         return static_loss
     return step
+
+
+def _marked_step(model, optimizer, autocast, tokens, targets):
+    """`train_step` of a model compiled in mode "reduce-overhead": each step begins a new
+    replay of its CUDA graphs."""
+    torch.compiler.cudagraph_mark_step_begin()
+    return train_step(model, optimizer, autocast, tokens, targets)
 
 
 def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: int = 0,
@@ -315,7 +325,9 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
     data = [tuple(t.to(device) for t in draw(step)) for step in range(steps)]  # drawn before the clock starts
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    step_fn = graphed_step(model, optimizer, autocast, *data[0]) if graph and impl != "compile" else train_step
+    step_fn = train_step
+    if graph:
+        step_fn = _marked_step if impl == "compile" else graphed_step(model, optimizer, autocast, *data[0])
     losses, started = [], None
     for step, (tokens, targets) in enumerate(data):
         if step == untimed_steps:
@@ -323,8 +335,6 @@ def train(impl: str, config: Config, steps: int, batch: int, device: str, seed: 
             started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = config.lr * min(1.0, (step + 1) / config.warmup)
-        if graph and impl == "compile":
-            torch.compiler.cudagraph_mark_step_begin()
         loss = step_fn(model, optimizer, autocast, tokens, targets)
         losses.append(loss.detach().clone() if graph else loss.detach())  # (a graph's output is overwritten)
         if every and (step % every == 0 or step == steps - 1):
