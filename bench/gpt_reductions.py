@@ -1,6 +1,7 @@
 """The column sums of a GPT-2 step's bias gradients (db = dy.sum(0) over 8192 rows, for the
 widths 768, 2304 and 3072), over the number of row blocks of the first pass: how many
-blocks keep enough rows in flight against how many partial rows the second pass adds up.
+blocks keep enough rows in flight against how many partial rows the second pass adds up
+(each with the best of the second pass's tiles, `SECOND`, named after it).
 
 Ours: `tile_column_sums.launch_two_pass_column_sums` (`tile_linear.partials` chooses the
 rows a block: about 32 blocks); torch: `dy.sum(0)` (its reduction, in float32, rounded to
@@ -18,6 +19,7 @@ from verdigris.examples.tile_column_sums import launch_two_pass_column_sums, row
 from verdigris.examples.tile_linear import ROW_TILE
 
 ROWS, WIDTHS, BLOCKS = 8192, (768, 2304, 3072), (32, 64, 128, 256, 512)
+SECOND = (dict(BR=8, BC=256), dict(BR=16, BC=128), dict(BR=32, BC=64), dict(BR=64, BC=32))  # column_sums' tiles
 
 
 def microseconds(fn) -> float:
@@ -35,11 +37,15 @@ def main() -> int:
         for blocks in BLOCKS:
             per_block = row_blocks(ROWS, ROW_TILE["BR"], blocks)
             partial = torch.empty(vg.cdiv(ROWS, per_block), cols, device="cuda")
-            run = lambda p=partial, r=per_block: launch_two_pass_column_sums(dy, db, p, r, **ROW_TILE)  # noqa: E731
-            run()
-            error = float((db.double() - want).abs().max() / want.abs().max())
-            us = microseconds(run)
-            cells.append(f"{blocks} blocks {us:6.1f} ({dy.numel() * 2 / us / 1e6:.2f})" + (" WRONG" if error > 1e-2 else ""))
+            timed = []
+            for second in SECOND:
+                run = lambda p=partial, r=per_block, s=second: launch_two_pass_column_sums(  # noqa: E731
+                    dy, db, p, r, second=s, **ROW_TILE)
+                run()
+                error = float((db.double() - want).abs().max() / want.abs().max())
+                timed.append((microseconds(run), f"{second['BR']}x{second['BC']}" + (" WRONG" if error > 1e-2 else "")))
+            us, second = min(timed)
+            cells.append(f"{blocks} blocks {us:6.1f} ({dy.numel() * 2 / us / 1e6:.2f}; then {second})")
         torch_us = microseconds(lambda: dy.sum(0))
         print(f"  {cols:5d}: " + "  ".join(cells) + f"  | torch {torch_us:6.1f} ({dy.numel() * 2 / torch_us / 1e6:.2f})")
     return 0

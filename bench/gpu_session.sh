@@ -16,6 +16,7 @@ gpt)  # the GPT under CUDA graphs (all three), the norm backward and bias sums a
   TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100 --png "$LOGS/gpt_graph.png"
   TAIL=14 step 70 norm_gpt python3 bench/norm_backward.py --rows 8192 --cols 768
   TAIL=5 step 30 reductions python3 bench/gpt_reductions.py
+  TAIL=60 step 120 gpt_kernels python3 bench/gpt_profile.py --impl verdigris,eager --steps 5 --top 25 --graph
   ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host

@@ -45,11 +45,11 @@ def row_blocks(rows: int, BR: int, blocks: int = 32) -> int:
     return BR * vg.cdiv(vg.cdiv(int(rows), BR), blocks)
 
 
-def launch_two_pass_column_sums(x, out, partial, ROWS, BR=16, BC=256, **launch):
+def launch_two_pass_column_sums(x, out, partial, ROWS, BR=16, BC=256, second=None, **launch):
     """out = x.sum(axis=0) in a fixed order: row_block_sums into partial ((cdiv(rows,
-    ROWS), cols), the arithmetic dtype), then its column sums."""
+    ROWS), cols), the arithmetic dtype), then its column sums (`second`: their BR and BC)."""
     row_block_sums[partial.shape[0], vg.cdiv(x.shape[1], BC)](x, partial, ROWS=ROWS, BR=BR, BC=BC, **launch)
-    launch_column_sums(partial, out, **launch)
+    launch_column_sums(partial, out, **(second or {}), **launch)
 
 
 def check(rng, rows=37, cols=1000):

@@ -281,7 +281,10 @@ def graphed_step(model, optimizer, autocast, tokens, targets):
     the gradients in place, replays the graph, steps the optimizer outside it, and returns
     the graph's loss tensor (the next replay overwrites it). The warm-up before the capture
     (compiles, autotuning, allocations kept out of it) runs forward and backward twice and
-    steps no optimizer."""
+    steps no optimizer. The gradients are set to None before the capture, so that autograd
+    hands the graph's own gradient tensors to the parameters, which each replay overwrites
+    (torch's recipe: no zeroing and no accumulating add a step); an optimizer that keeps
+    them (verdigris's AdamW packs them into one buffer) has them zeroed before each replay."""
     static_tokens, static_targets = tokens.clone(), targets.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -291,14 +294,16 @@ def graphed_step(model, optimizer, autocast, tokens, targets):
             forward_backward(model, autocast, static_tokens, static_targets)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    optimizer.zero_grad(set_to_none=False)
+    optimizer.zero_grad(set_to_none=True)
+    kept = any(p.grad is not None for p in model.parameters())
     with torch.cuda.graph(graph):
         static_loss = forward_backward(model, autocast, static_tokens, static_targets)
 
     def step(model, optimizer, autocast, tokens, targets):
         static_tokens.copy_(tokens)
         static_targets.copy_(targets)
-        optimizer.zero_grad(set_to_none=False)
+        if kept:
+            optimizer.zero_grad(set_to_none=False)
         graph.replay()
         optimizer.step()
         return static_loss
