@@ -89,21 +89,28 @@ def test_rmsnorm_forward_and_backward_match_float64(rng, name, rows, cols, per_b
 
 
 @pytest.mark.parametrize("name", ["float32", "bfloat16", "float64"])
-def test_layernorm_backward_adds_the_gradient_from_the_residual_stream(rng, name):
+@pytest.mark.parametrize("sums", [False, True], ids=["", "dx_sums"])
+def test_layernorm_backward_adds_the_gradient_from_the_residual_stream(rng, name, sums):
     """dsum (x's gradient from its other use) added into dx in the backward's kernel,
-    before dx's one rounding; dw and db as without it."""
+    before dx's one rounding; dw and db as without it; with dx_sums, dx's column sums as
+    stored (the previous layer's bias gradient) from the same kernel's partials."""
     acc, tol = DTYPES[name]
     rows, cols, per_block, eps = 37, 300, 4, 1e-5
     x, w, b, dy = inputs(rng, rows, cols, storage(name), shift=0.5)
     dsum = (rng.standard_normal((rows, cols)) * 3).astype(x.dtype)
     out, dx, mean, rstd = nans(x.shape, x.dtype), nans(x.shape, x.dtype), nans(rows, acc), nans(rows, acc)
     ln.layernorm_forward[rows](x, w, b, out, mean, rstd, acc(eps), COLS=ln.tile_cols(cols))
-    partials = [nans((vg.cdiv(rows, per_block), cols), acc) for _ in range(2)]
-    dw, db = nans(cols, w.dtype), nans(cols, b.dtype)
-    ln.launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, *partials, ROWS=per_block, dsum=dsum)
+    partials = [nans((vg.cdiv(rows, per_block), cols), acc) for _ in range(3)]
+    dw, db, dx_sums = nans(cols, w.dtype), nans(cols, b.dtype), nans(cols, x.dtype)
+    ln.launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, *partials[:2], ROWS=per_block, dsum=dsum,
+                                 **(dict(dx_sums=dx_sums, dx_partial=partials[2]) if sums else {}))
     want_dx, want_dw, want_db = ln.reference_backward(dy, x, w, eps)
     assert relative_error(dx, want_dx + dsum.astype(np.float64)) < tol
     assert relative_error(dw, want_dw) < tol and relative_error(db, want_db) < tol
+    if sums:  # the sums of dx as rounded: only the sums' own rounding differs
+        assert relative_error(dx_sums, np.asarray(dx).astype(np.float64).sum(0)) < tol
+    else:
+        assert np.isnan(partials[2]).all() and np.isnan(dx_sums).all()  # untouched
 
 
 def test_a_float32_weight_beside_bfloat16_activations(rng):
@@ -207,18 +214,22 @@ def _narrow_backward(kernel, **constexprs):
     arrays = dict(dy=array(bf, 2), x=array(bf, 2), w=array(bf, 1), rstd=array(f32, 1), dx=array(bf, 2),
                   dw_partial=array(f32, 2))
     if kernel is ln.layernorm_backward:
-        arrays.update(mean=array(f32, 1), db_partial=array(f32, 2), dsum=array(bf, 2))
+        arrays.update(mean=array(f32, 1), db_partial=array(f32, 2), dsum=array(bf, 2), dx_partial=array(f32, 2))
     return kernel.specialize_types({**arrays, **constexprs})
 
 
 @pytest.mark.skipif(not codegen.ptxas_available(), reason="ptxas not found")
-@pytest.mark.parametrize("kernel", [ln.layernorm_backward, rms.rmsnorm_backward], ids=["layernorm", "rmsnorm"])
-def test_a_loop_over_row_tiles_is_not_copied_out_into_spills(kernel):
+@pytest.mark.parametrize("kernel, extra", [(ln.layernorm_backward, {}), (rms.rmsnorm_backward, {}),
+                                           (ln.layernorm_backward, dict(PLUS_DSUM=True, SUM_DX=True))],
+                         ids=["layernorm", "rmsnorm", "layernorm-residual"])
+def test_a_loop_over_row_tiles_is_not_copied_out_into_spills(kernel, extra):
     """GPT-2's rows (768 wide, tiles of 1024, 32 rows a block, the lowering's 4 warps): the
     loop over a block's rows keeps checked loads (rows past the end), which once made the
     lowering copy its 32 iterations out as straight-line code, 255 registers and 840 bytes
-    of spills a thread; a tile kernel's loop stays a loop."""
+    of spills a thread; a tile kernel's loop stays a loop (also as the residual op runs it,
+    adding the stream's gradient and summing dx's columns)."""
     from test_tile_mma import _ptxas_report
 
-    report = _ptxas_report(codegen.compile_to_ptx(_narrow_backward(kernel, ROWS=32, COLS=1024), "sm_90").ptx)
+    report = _ptxas_report(codegen.compile_to_ptx(_narrow_backward(kernel, ROWS=32, COLS=1024, **extra),
+                                                  "sm_90").ptx)
     assert "0 bytes spill stores" in report, report

@@ -12,7 +12,8 @@ each block's partial sums of dweight and dbias over its ROWS rows, which
 `tile_column_sums.column_sums` adds up in a fixed order: the weight gradients are
 deterministic, with no float atomic. `launch_layernorm_backward` runs both passes; given
 `dsum`, the gradient x gets along a residual stream, it adds it into dx in the same kernel
-(`verdigris.ops.residual`), so the two gradients of x take no pass of their own to sum. The
+(`verdigris.ops.residual`), so the two gradients of x take no pass of their own to sum, and
+can sum dx's columns too (that layer's bias gradient) in the same pass. The
 training kernels compute in the dtype of the saved statistics (forward) and of the partial
 sums (backward): float32 for narrow inputs, float64 to check gradients in float64."""
 import numpy as np
@@ -54,18 +55,22 @@ def layernorm_forward(x, w, b, out, mean, rstd, eps, COLS: vg.constexpr = 1024):
 
 
 @tile.kernel
-def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial, dsum,
+def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial, dsum, dx_partial,
                        ROWS: vg.constexpr = 16, COLS: vg.constexpr = 1024,
-                       PLUS_DSUM: vg.constexpr = False):
+                       PLUS_DSUM: vg.constexpr = False, SUM_DX: vg.constexpr = False):
     # Block `blk` owns rows blk*ROWS ... blk*ROWS + ROWS - 1 and row `blk` of the partials.
     # Past the last row and the row's end every load gives 0, so those lanes add nothing.
     # With PLUS_DSUM, dx also gets dsum (x's gradient along the residual stream) before its
     # one rounding; without, dsum is never read (the launcher passes dy) and the code is
-    # the plain backward's.
+    # the plain backward's. With SUM_DX, dx_partial's row `blk` gets the column sums of the
+    # block's dx as stored (rounded): the first pass of the bias gradient of the layer
+    # whose output x is; without, dx_partial is never touched (the launcher passes dy).
     blk = tile.bid(0)
     n = x.shape[1]
     dw = tile.zeros((1, COLS), dw_partial.dtype)
     db = tile.zeros((1, COLS), dw_partial.dtype)
+    if SUM_DX:
+        dxs = tile.zeros((1, COLS), dw_partial.dtype)
     for i in range(ROWS):
         r = int(blk) * ROWS + i  # int64: blk * ROWS would wrap in int32 on a huge grid
         s = tile.load(rstd, index=(r,), shape=())
@@ -80,11 +85,16 @@ def layernorm_backward(dy, x, w, mean, rstd, dx, dw_partial, db_partial, dsum,
         g_x = (gw - dxhat_mean - xhat * dxhat_xhat_mean) * s
         if PLUS_DSUM:
             g_x = g_x + tile.load(dsum, index=(r, 0), shape=(1, COLS)).astype(dw_partial.dtype)
-        tile.store(dx, index=(r, 0), tile=g_x.astype(dx.dtype))
+        stored = g_x.astype(dx.dtype)
+        tile.store(dx, index=(r, 0), tile=stored)
         dw += g * xhat
         db += g
+        if SUM_DX:
+            dxs += stored.astype(dw_partial.dtype)
     tile.store(dw_partial, index=(blk, 0), tile=dw)
     tile.store(db_partial, index=(blk, 0), tile=db.astype(db_partial.dtype))
+    if SUM_DX:
+        tile.store(dx_partial, index=(blk, 0), tile=dxs)
 
 
 def tile_cols(cols: int) -> int:
@@ -99,18 +109,23 @@ def rows_per_block(rows: int, blocks: int = 256) -> int:
 
 
 def launch_layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, dw_partial, db_partial, ROWS,
-                              dsum=None, **launch):
+                              dsum=None, dx_sums=None, dx_partial=None, **launch):
     """dx, dw, db from dy and the forward's saved mean and rstd: the backward kernel on
     (rows / ROWS) blocks, each writing its row of the partials ((blocks, cols) arrays in
     the arithmetic dtype), then their column sums into dw and db. Given dsum (shaped as x:
     the gradient x gets from its other use, a residual stream's), dx is dsum plus the
-    norm's gradient, added in the same kernel."""
+    norm's gradient, added in the same kernel. Given dx_sums (cols,) and dx_partial (a
+    third such partials array), dx_sums gets dx's column sums (the bias gradient of the
+    layer that made x) from partials the same kernel writes: no pass over dx of its own."""
     blocks, cols = dw_partial.shape
     layernorm_backward[blocks](dy, x, w, mean, rstd, dx, dw_partial, db_partial,
-                               dy if dsum is None else dsum, ROWS=ROWS, COLS=tile_cols(cols),
-                               PLUS_DSUM=dsum is not None, **launch)
+                               dy if dsum is None else dsum, dy if dx_sums is None else dx_partial,
+                               ROWS=ROWS, COLS=tile_cols(cols), PLUS_DSUM=dsum is not None,
+                               SUM_DX=dx_sums is not None, **launch)
     launch_column_sums(dw_partial, dw)
     launch_column_sums(db_partial, db)
+    if dx_sums is not None:
+        launch_column_sums(dx_partial, dx_sums)
 
 
 def reference(x, w, b, eps):

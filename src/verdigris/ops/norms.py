@@ -9,8 +9,9 @@ Gives: `layer_norm(x, weight, bias, eps=1e-5)` (torch.nn.functional.layer_norm o
 last axis) and `rms_norm(x, weight, eps=1e-6)` (torch.nn.functional.rms_norm's), the torch
 custom ops `verdigris::layer_norm` and `verdigris::rms_norm` (with their `_backward`s), and
 for ops that end with a LayerNorm, its halves: `layer_norm_forward(x, weight, bias, eps)`
-(out, mean, rstd) and `layer_norm_backward(dy, x, weight, bias, mean, rstd, dsum=None)`
-(dx, dw, db; dsum, a gradient x has from elsewhere, added into dx in the same kernel).
+(out, mean, rstd) and `layer_norm_backward(dy, x, weight, bias, mean, rstd, dsum=None,
+dx_sums=None)` (dx, dw, db; dsum, a gradient x has from elsewhere, added into dx in the
+same kernel; dx_sums, given dx's column sums, the bias gradient of the layer before).
 
 Guarantees: arithmetic in float32 (float64 for float64 x), the results rounded once to x's
 dtype and the weight gradients to the weight's; the forward saves each row's statistics
@@ -71,9 +72,12 @@ def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                        mean: torch.Tensor, rstd: torch.Tensor, dsum: torch.Tensor | None = None):
+                        mean: torch.Tensor, rstd: torch.Tensor, dsum: torch.Tensor | None = None,
+                        dx_sums: torch.Tensor | None = None):
     """dx, dw, db from dy and the forward's mean and rstd; dx plus dsum (x's gradient from
-    its other use, shaped as x), added in the backward's kernel, when dsum is given."""
+    its other use, shaped as x), added in the backward's kernel, when dsum is given; and
+    dx's column sums (of dx as rounded) into dx_sums ((cols,)), from partials the same
+    kernel writes, when dx_sums is given: the bias gradient of the layer that made x."""
     x2 = _rows(x, x.shape[-1])
     dx, dw, db = torch.empty_like(x2), torch.empty_like(weight), torch.empty_like(bias)
     if x2.numel():
@@ -81,9 +85,12 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         launch_layernorm_backward(_rows(dy, x2.shape[1]), x2, weight.contiguous(), mean, rstd,
                                   dx, dw, db, dw_partial, db_partial, ROWS=per_block,
                                   dsum=None if dsum is None else _rows(dsum, x2.shape[1]),
+                                  dx_sums=dx_sums, dx_partial=None if dx_sums is None else _partials(x2)[0],
                                   **_backward_launch(x2))
     else:
         dw.zero_(), db.zero_()
+        if dx_sums is not None:
+            dx_sums.zero_()
     return dx.view(x.shape), dw, db
 
 

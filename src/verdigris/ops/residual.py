@@ -14,8 +14,9 @@ Guarantees: the forward is `linear(x, weight, bias, residual=residual)` (the sum
 product's float32 epilogue, rounded once) and the LayerNorm of its result; the backward
 takes both results' gradients and makes the stream's whole gradient g = d_stream +
 LayerNorm's dx(d_normed) in the LayerNorm backward's kernel (one rounding), which is also
-the residual's gradient (returned once, never copied), then dx, dw and db from g as
-`linear`'s backward makes them. Arithmetic and determinism are those of the two ops.
+the residual's gradient (returned once, never copied); the same kernel sums g's columns
+block by block (the layer's bias gradient, then `column_sums`: no pass over g of its own),
+then dx and dw from g as `linear`'s backward makes them. Arithmetic and determinism are those of the two ops.
 
 Why this op. In a pre-norm block every value of the stream has two uses, the next
 LayerNorm and the next residual add, so autograd sums its two gradients with an add kernel
@@ -60,9 +61,10 @@ def _backward(d_stream: torch.Tensor, d_normed: torch.Tensor, x: torch.Tensor, w
               mean: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                               torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dw, db, the residual's gradient (the stream's) and the norm's dw, db."""
+    db = torch.empty_like(bias)  # g's column sums, made by the norm's kernel that makes g
     g, d_norm_weight, d_norm_bias = layer_norm_backward(d_normed, stream, norm_weight, norm_bias, mean, rstd,
-                                                        dsum=d_stream)
-    return (*linear_gradients(g, x, weight, bias), g, d_norm_weight, d_norm_bias)
+                                                        dsum=d_stream, dx_sums=db)
+    return (*linear_gradients(g, x, weight, bias, db=db), g, d_norm_weight, d_norm_bias)
 
 
 _linear_residual_layer_norm = differentiable_op("verdigris::linear_residual_layer_norm", _forward, _backward,
