@@ -2,7 +2,8 @@
 `tile_gemm.gemm` with either operand read transposed (`A_ORDER` / `B_ORDER` "F": a view,
 no copy) against float64 NumPy for float16, bfloat16 and float32, on shapes no tile
 divides; the linear layer's forward and backward (`examples.tile_linear`) likewise, and its
-residual epilogue (an in-place residual refused at the launch); every
+residual epilogue (an in-place residual refused at the launch) and the GELU's backward in a
+product's epilogue (one kernel and split-K); every
 kernel proven by `verdigris check` (no `vg.unsafe`); the sm_90a PTX of each transposition
 streams both operands through TMA into wgmma with the transpose flags set (no transpose in
 registers), assembled by ptxas without spills. Outputs start as NaN. The torch ops are
@@ -116,6 +117,21 @@ def test_gemm_bias_gelu_forward_and_backward_match_float64(rng, name):
         assert relative_error(got, want) < 2 * tol  # z and dz rounded on the way
 
 
+@pytest.mark.parametrize("name", TOLERANCE)
+@pytest.mark.parametrize("parts", [1, 3], ids=["one", "split-K"])
+def test_the_gelu_backward_in_the_products_epilogue(rng, name, parts):
+    """dz = (dy @ w) * gelu'(z) rounded once (an MLP's GELU backward in its projection's
+    dx product), in one kernel or split along K (the second pass takes the GELU)."""
+    m, k, n = 70, 100, 45  # dy (m, k) from the layer after the GELU, its weight w (k, n)
+    dy, w, z = random(rng, (m, k), name), random(rng, (k, n), name), random(rng, (m, n), name)
+    dz = np.full((m, n), np.nan, dy.dtype)
+    workspace = None if parts == 1 else \
+        np.full(tile_gemm.workspace_shape(m, n, parts, TILES), np.nan, np.float32)
+    lin.launch_gemm_gelu_backward(dy, w, z, dz, tiles=TILES, workspace=workspace)
+    want = dy.astype(np.float64) @ w.astype(np.float64) * lin.reference_gelu_grad(z)
+    assert relative_error(dz, want) < TOLERANCE[name]
+
+
 def test_float64_computes_in_float64(rng):
     m, k, n = 20, 24, 18
     x, w, dy, bias = (rng.standard_normal(s) for s in ((m, k), (n, k), (m, n), (1, n)))
@@ -160,7 +176,8 @@ def test_the_kernels_are_proven():
     assert {verdicts[k] for k in ("gemm", "gemm_bias", "gemm_bias_gelu_forward", "gelu_backward",
                                   "row_block_sums", "column_sums", "gemm_split", "split_sum",
                                   "split_sum_bias", "split_sum_bias_gelu", "gemm_bias_residual",
-                                  "split_sum_bias_residual")} == {"proven"}
+                                  "split_sum_bias_residual", "gemm_gelu_backward",
+                                  "split_sum_gelu_backward")} == {"proven"}
 
 
 # ----------------------------------------------------------------------------- PTX
@@ -210,6 +227,18 @@ def test_sm90a_residual_epilogue_keeps_the_streamed_persistent_product():
 
 
 @needs_ptxas
+def test_sm90a_gelu_backward_epilogue_keeps_the_streamed_persistent_product():
+    """The GELU's backward in the product's epilogue: z read into the accumulator's
+    registers (no exchange through shared memory), the product TMA-fed and
+    warp-specialized, without spills."""
+    bf = _a()
+    ptx = _ptx(lin.gemm_gelu_backward, dict(a=bf, b=bf, z=bf, dz=bf))
+    assert ".maxntid 384" in ptx and "wgmma.mma_async" in ptx
+    report = _ptxas_report(ptx)
+    assert "0 bytes spill stores" in report and "C75" not in report
+
+
+@needs_ptxas
 def test_sm80_reads_transposed_operands_with_ldmatrix_trans():
     ptx = _ptx(tile_gemm.gemm, dict(a=_a(), b=_a(), c=_a(), BM=128, BN=128, BK=64,
                                     A_ORDER="F", B_ORDER="C"), "sm_80")
@@ -224,6 +253,7 @@ def test_linear_kernels_assemble(target):
     cases = [(lin.gemm_bias, dict(a=bf, b=bf, bias=bf, c=bf, B_ORDER="F")),
              (lin.gemm_bias_gelu_forward, dict(a=bf, b=bf, bias=bf, c=bf, z=bf, B_ORDER="F")),
              (lin.gemm_bias_residual, dict(a=bf, b=bf, bias=bf, residual=bf, c=bf, B_ORDER="F")),
+             (lin.gemm_gelu_backward, dict(a=bf, b=bf, z=bf, dz=bf)),
              (lin.gelu_backward, dict(dy=bf, z=bf, dz=bf, partial=_a(T.float32), ROWS=256, BR=16, BC=256))]
     for dtype in (np.float64, np.float32, storage("bfloat16")):  # the launchers' default tiles
         wide = _a(T.from_name(np.dtype(dtype).name))

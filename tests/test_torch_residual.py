@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from verdigris.autograd import differentiable_op  # noqa: E402
 from verdigris.ops.linear import linear, linear_gelu  # noqa: E402
-from verdigris.ops.residual import linear_residual_layer_norm  # noqa: E402
+from verdigris.ops.residual import linear_residual_layer_norm, mlp_residual_layer_norm  # noqa: E402
 
 from tests.test_torch_linear import max_rel, tensors  # noqa: E402
 
@@ -23,6 +23,11 @@ F = torch.nn.functional
 def torch_linear_residual_layer_norm(x, w, b, residual, norm_w, norm_b, eps=1e-5):
     stream = residual + F.linear(x, w, b)
     return stream, F.layer_norm(stream, stream.shape[-1:], norm_w, norm_b, eps)
+
+
+def torch_mlp_residual_layer_norm(x, fc_w, fc_b, proj_w, proj_b, residual, norm_w, norm_b, eps=1e-5):
+    return torch_linear_residual_layer_norm(F.gelu(F.linear(x, fc_w, fc_b)), proj_w, proj_b, residual,
+                                            norm_w, norm_b, eps)
 
 
 @pytest.mark.parametrize("with_bias", [True, False])
@@ -57,22 +62,44 @@ def test_linear_residual_layer_norm_matches_torch_in_float64(rng):
         assert max_rel(g, expected) < 1e-12
 
 
+def test_mlp_residual_layer_norm_matches_torch_in_float64(rng):
+    """The MLP as one op: its GELU's backward in the projection's product."""
+    params = tensors(rng, (2, 9, 24), (80, 24), (80,), (20, 80), (20,), (2, 9, 20), (20,), (20,))
+    grads = [torch.from_numpy(rng.standard_normal((2, 9, 20))) for _ in range(2)]
+    results = mlp_residual_layer_norm(*params)
+    want_results = torch_mlp_residual_layer_norm(*params)
+    for result, expected in zip(results, want_results):
+        assert max_rel(result, expected) < 1e-13
+    got = torch.autograd.grad(results, params, grads)
+    want = torch.autograd.grad(want_results, params, grads)
+    for g, expected in zip(got, want):
+        assert max_rel(g, expected) < 1e-12
+
+
 def test_gradcheck_in_float64(rng):
     x, w, b, residual, norm_w, norm_b = tensors(rng, (5, 9), (6, 9), (6,), (5, 6), (6,), (6,))
     assert torch.autograd.gradcheck(lambda x, w, b, r: linear(x, w, b, residual=r), (x, w, b, residual))
     assert torch.autograd.gradcheck(lambda x, w, r: linear(x, w, residual=r), (x, w, residual))
     assert torch.autograd.gradcheck(linear_residual_layer_norm, (x, w, b, residual, norm_w, norm_b))
+    fc_w, fc_b = tensors(rng, (11, 9), (11,))
+    proj_w = tensors(rng, (6, 11))[0]
+    assert torch.autograd.gradcheck(mlp_residual_layer_norm, (x, fc_w, fc_b, proj_w, b, residual, norm_w, norm_b))
 
 
-def test_bfloat16_against_float32_torch(rng):
+@pytest.mark.parametrize("op, theirs, shapes", [
+    (linear_residual_layer_norm, torch_linear_residual_layer_norm,
+     ((150, 72), (136, 72), (136,), (150, 136), (136,), (136,))),
+    (mlp_residual_layer_norm, torch_mlp_residual_layer_norm,
+     ((150, 72), (200, 72), (200,), (136, 200), (136,), (150, 136), (136,), (136,)))], ids=["linear", "mlp"])
+def test_bfloat16_against_float32_torch(rng, op, theirs, shapes):
     """Shapes no GEMM tile divides; the stream's sums rounded once to bf16 (torch's eager
     bf16 rounds the product, then the sum)."""
-    params = tensors(rng, (150, 72), (136, 72), (136,), (150, 136), (136,), (136,), dtype=torch.bfloat16)
+    params = tensors(rng, *shapes, dtype=torch.bfloat16)
     grads = [torch.from_numpy(rng.standard_normal((150, 136))).to(torch.bfloat16) for _ in range(2)]
-    results = linear_residual_layer_norm(*params)
+    results = op(*params)
     got = torch.autograd.grad(results, params, grads)
     reference = [p.detach().float().requires_grad_() for p in params]
-    want_results = torch_linear_residual_layer_norm(*reference)
+    want_results = theirs(*reference)
     want = torch.autograd.grad(want_results, reference, [g.float() for g in grads])
     for result, expected in zip(results, want_results):
         assert result.dtype == torch.bfloat16 and max_rel(result, expected) < 1.6e-2
@@ -88,7 +115,25 @@ def pre_norm_block(x, params):
     return linear(linear_gelu(h, w_fc, b_fc), w_mlp, b_mlp, residual=stream)
 
 
-def test_a_pre_norm_block_adds_no_gradients_outside_the_kernels(rng):
+def pre_norm_block_as_trained(x, params):
+    """pre_norm_block as examples/train_gpt.py runs it: the MLP one op, with a next
+    LayerNorm (its weights LayerNorm 2's), whose output is summed in."""
+    y, w_proj, b_proj, ln_w, ln_b, w_fc, b_fc, w_mlp, b_mlp = params
+    stream, h = linear_residual_layer_norm(y, w_proj, b_proj, x, ln_w, ln_b)
+    stream, normed = mlp_residual_layer_norm(h, w_fc, b_fc, w_mlp, b_mlp, stream, ln_w, ln_b)
+    return stream + normed
+
+
+def torch_pre_norm_block(x, y, w_proj, b_proj, ln_w, ln_b, w_fc, b_fc, w_mlp, b_mlp, trained=False):
+    d = x.shape[-1]
+    stream = x + F.linear(y, w_proj, b_proj)
+    h = F.gelu(F.linear(F.layer_norm(stream, (d,), ln_w, ln_b), w_fc, b_fc))
+    stream = stream + F.linear(h, w_mlp, b_mlp)
+    return stream + F.layer_norm(stream, (d,), ln_w, ln_b) if trained else stream
+
+
+@pytest.mark.parametrize("block", [pre_norm_block, pre_norm_block_as_trained], ids=["ops", "as_trained"])
+def test_a_pre_norm_block_adds_no_gradients_outside_the_kernels(rng, block):
     """The block's backward through the ops runs no torch add (nor copy): the stream's two
     gradients meet in the LayerNorm backward's kernel, and each residual's gradient is
     passed on as it is. Its gradients are torch's."""
@@ -106,18 +151,17 @@ def test_a_pre_norm_block_adds_no_gradients_outside_the_kernels(rng):
     d = 16
     x, *params = tensors(rng, (2, 3, d), (2, 3, d), (d, d), (d,), (d,), (d,), (4 * d, d), (4 * d,),
                          (d, 4 * d), (d,))
-    out = pre_norm_block(x, params)
+    trained = block is pre_norm_block_as_trained
+    out = block(x, params)
     dy = torch.from_numpy(rng.standard_normal(out.shape))
     with Recorded() as recorded:
         got = torch.autograd.grad(out, (x, *params), dy)
-    assert recorded.ops and not [op for op in recorded.ops if "add" in op or "copy" in op], recorded.ops
+    # as trained, the norm's weight and bias serve both norms here: autograd adds each's
+    # two gradients (two adds of the test's, none of the block's)
+    adds = [op for op in recorded.ops if "add" in op or "copy" in op]
+    assert recorded.ops and len(adds) == (2 if trained else 0), recorded.ops
 
-    def torch_block(x, y, w_proj, b_proj, ln_w, ln_b, w_fc, b_fc, w_mlp, b_mlp):
-        stream = x + F.linear(y, w_proj, b_proj)
-        h = F.gelu(F.linear(F.layer_norm(stream, (d,), ln_w, ln_b), w_fc, b_fc))
-        return stream + F.linear(h, w_mlp, b_mlp)
-
-    want = torch.autograd.grad(torch_block(x, *params), (x, *params), dy)
+    want = torch.autograd.grad(torch_pre_norm_block(x, *params, trained=trained), (x, *params), dy)
     for g, expected in zip(got, want):
         assert max_rel(g, expected) < 1e-12
 
@@ -182,8 +226,8 @@ def test_torch_compile_fullgraph_forward_and_backward(rng):
     x, *params = tensors(rng, (6, d), (6, d), (d, d), (d,), (d,), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,),
                          dtype=torch.float32)
     dy = torch.from_numpy(rng.standard_normal((6, d))).float()
-    eager = torch.autograd.grad(pre_norm_block(x, params), (x, *params), dy)
-    compiled = torch.compile(pre_norm_block, fullgraph=True)
+    eager = torch.autograd.grad(pre_norm_block_as_trained(x, params), (x, *params), dy)
+    compiled = torch.compile(pre_norm_block_as_trained, fullgraph=True)
     got = torch.autograd.grad(compiled(x, params), (x, *params), dy)
     for a, c in zip(eager, got):
         assert torch.allclose(a, c, rtol=1e-5, atol=1e-6)

@@ -1,7 +1,7 @@
 """The residual stream without adds of its own, on the GPU (issue #28): the kernels
 (`gemm_bias_residual` and split-K's `split_sum_bias_residual` into poisoned outputs and
 workspaces, the LayerNorm backward adding dsum) and the ops (`linear(..., residual=)`,
-`linear_residual_layer_norm`) with bf16 CUDA tensors against float64 references at GPT-2's
+`linear_residual_layer_norm`, `mlp_residual_layer_norm`) with bf16 CUDA tensors against float64 references at GPT-2's
 shapes (8192 tokens, d_model 768, the MLP's 3072) and at shapes no tile divides: within
 bf16's rounding, and the stream no further from float64 than torch's bf16 eager sum (which
 rounds the product, then the sum; ours rounds once). The residual's gradient is dy's own
@@ -122,15 +122,44 @@ def test_linear_residual_layer_norm_at_gpt2_shapes(rng):
     assert all(torch.equal(a, c) for a, c in zip(grads, again))  # no atomics: the same bits
 
 
+@pytest.mark.parametrize("tokens, d, hidden", [(TOKENS, D, HIDDEN), (96, 1536, 512)], ids=["gpt2", "split-K"])
+def test_mlp_residual_layer_norm_at_gpt2_shapes(rng, tokens, d, hidden):
+    """The MLP as one op (its GELU's backward in the projection's dx product; at 96 tokens
+    of 1536 features that product is split along K, the GELU in the second pass): against
+    float64, the same bits from run to run."""
+    from verdigris.ops.residual import mlp_residual_layer_norm
+
+    gen = generator(rng)
+    x, fc_w, fc_b, _ = layer(gen, tokens, d, hidden)
+    _, proj_w, proj_b, residual = layer(gen, tokens, hidden, d)
+    norm_w, norm_b = 1 + randn(gen, d, scale=0.1, dtype=torch.float32), randn(gen, d, scale=0.1, dtype=torch.float32)
+    d_stream, d_normed = randn(gen, tokens, d), randn(gen, tokens, d)
+    params = [t.clone().requires_grad_() for t in (x, fc_w, fc_b, proj_w, proj_b, residual, norm_w, norm_b)]
+    results = mlp_residual_layer_norm(*params)
+    grads = torch.autograd.grad(results, params, (d_stream, d_normed))
+    reference = [t.double().requires_grad_() for t in params]
+    want_stream = reference[5] + F.linear(F.gelu(F.linear(*reference[:3])), *reference[3:5])
+    want_normed = F.layer_norm(want_stream, (d,), reference[6], reference[7], 1e-5)
+    want = torch.autograd.grad((want_stream, want_normed), reference, (d_stream.double(), d_normed.double()))
+    for got, expected in zip(results, (want_stream, want_normed)):
+        assert rel_err(got, expected) < BF16_TOL
+    for got, expected, p in zip(grads, want, params):
+        assert got.dtype == p.dtype and rel_err(got, expected) < 2 * BF16_TOL  # z and g rounded on the way
+    again = torch.autograd.grad(mlp_residual_layer_norm(*params), params, (d_stream, d_normed))
+    assert all(torch.equal(a, c) for a, c in zip(grads, again))
+
+
 def test_gradcheck_in_float64(rng):
     from verdigris.ops.linear import linear
-    from verdigris.ops.residual import linear_residual_layer_norm
+    from verdigris.ops.residual import linear_residual_layer_norm, mlp_residual_layer_norm
 
     gen = generator(rng)
     x, w, b, residual, norm_w, norm_b = (randn(gen, *s, dtype=torch.float64).requires_grad_()
                                          for s in ((6, 10), (7, 10), (7,), (6, 7), (7,), (7,)))
     assert torch.autograd.gradcheck(lambda x, w, b, r: linear(x, w, b, residual=r), (x, w, b, residual))
     assert torch.autograd.gradcheck(linear_residual_layer_norm, (x, w, b, residual, norm_w, norm_b))
+    fc_w, fc_b, proj_w = (randn(gen, *s, dtype=torch.float64).requires_grad_() for s in ((9, 10), (9,), (7, 9)))
+    assert torch.autograd.gradcheck(mlp_residual_layer_norm, (x, fc_w, fc_b, proj_w, b, residual, norm_w, norm_b))
 
 
 def test_torch_compile_fullgraph_of_a_pre_norm_block(rng):

@@ -12,12 +12,16 @@ Kernels: `gemm_bias` (y = x @ w.T + bias), `gemm_bias_gelu_forward` (y = gelu(z)
 the pre-activation z = x @ w.T + bias for the backward, which does not recompute the
 product), `gemm_bias_residual` (y = residual + x @ w.T + bias: the residual read in the
 epilogue, so the sum takes no pass of its own), `gelu_backward` (dz = dy * gelu'(z), with
-each block's partial column sums of dz: the bias gradient's first pass), and
-`split_sum_bias` / `split_sum_bias_gelu` / `split_sum_bias_residual`, the second pass of the
-forward's epilogues split along K. A residual's gradient is dy itself: the backward has no
-kernel for it. Launchers: `launch_gemm`,
-`launch_linear_forward`, `launch_linear_backward` (dx, dw and the bias gradient from dy)
-and `launch_gemm_bias_gelu_backward` (gelu_backward, then the same from dz).
+each block's partial column sums of dz: the bias gradient's first pass),
+`gemm_gelu_backward` (dz = (dy @ w) * gelu'(z) in the epilogue of the product that makes
+the GELU's output gradient from the next layer's: an MLP's backward without a pass for
+the GELU, `verdigris.ops.residual`), and
+`split_sum_bias` / `split_sum_bias_gelu` / `split_sum_bias_residual` /
+`split_sum_gelu_backward`, the second pass of the epilogues split along K. A residual's
+gradient is dy itself: the backward has no kernel for it. Launchers: `launch_gemm`,
+`launch_linear_forward`, `launch_linear_backward` (dx, dw and the bias gradient from dy),
+`launch_gemm_bias_gelu_backward` (gelu_backward, then the same from dz) and
+`launch_gemm_gelu_backward`.
 
 Split-K (issue #29): a product whose output tiles leave multiprocessors idle (the weight
 gradient dw = dy.T @ x of a long sequence: a small output, a long sum) is cut along K into
@@ -87,22 +91,44 @@ def gemm_bias_gelu_forward(a, b, bias, c, z, BM: vg.constexpr = 128, BN: vg.cons
     tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
 
 
+def gelu_slope(h):
+    """gelu'(h) = Phi(h) + h * phi(h), the erf form's derivative, in h's dtype."""
+    return 0.5 * (1.0 + tile.erf(h * 0.7071067811865476)) \
+        + h * tile.exp(-0.5 * h * h) * 0.3989422804014327  # Phi(h) + h / sqrt(2 pi) e^(-h^2/2)
+
+
 @tile.kernel
 def gelu_backward(dy, z, dz, partial, ROWS: vg.constexpr = 64, BR: vg.constexpr = 16,
                   BC: vg.constexpr = 256):
-    """dz = dy * gelu'(z) = dy * (Phi(z) + z * phi(z)) over block (r, c)'s rows r*ROWS ...
-    r*ROWS + ROWS - 1 (BR at a time) of columns tile c, and partial[r] = their column sums
-    (the arithmetic in partial's dtype). Rows past the end load as zeros: dz 0 there."""
+    """dz = dy * gelu'(z) over block (r, c)'s rows r*ROWS ... r*ROWS + ROWS - 1 (BR at a
+    time) of columns tile c, and partial[r] = their column sums (the arithmetic in
+    partial's dtype). Rows past the end load as zeros: dz 0 there."""
     r, c = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BR, BC), partial.dtype)
     for t in range(int(r) * (ROWS // BR), (int(r) + 1) * (ROWS // BR)):
         h = tile.load(z, index=(t, c), shape=(BR, BC)).astype(partial.dtype)
-        slope = 0.5 * (1.0 + tile.erf(h * 0.7071067811865476)) \
-            + h * tile.exp(-0.5 * h * h) * 0.3989422804014327  # Phi(h) + h / sqrt(2 pi) e^(-h^2/2)
-        g = tile.load(dy, index=(t, c), shape=(BR, BC)).astype(partial.dtype) * slope
+        g = tile.load(dy, index=(t, c), shape=(BR, BC)).astype(partial.dtype) * gelu_slope(h)
         tile.store(dz, index=(t, c), tile=g.astype(dz.dtype))
         acc += g
     tile.store(partial, index=(r, c), tile=tile.sum(acc, axis=0).reshape((1, BC)))
+
+
+def times_gelu_slope(acc, z, i, j, BM, BN):
+    """acc * gelu'(z's tile (i, j)), in acc's dtype: z is shaped as the product."""
+    h = tile.load(z, index=(i, j), shape=(BM, BN)).astype(acc.dtype)  # a variable: in acc's registers
+    return acc * gelu_slope(h)
+
+
+@tile.kernel
+def gemm_gelu_backward(a, b, z, dz, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                       BK: vg.constexpr = 64):
+    """dz = (a @ b) * gelu'(z), the product's tile multiplied in its epilogue and rounded
+    once to dz's dtype: the gradient of a GELU's input z from the gradient a of the layer
+    after it (b its weight as stored, (N, K): a @ b is that layer's dx), with no pass of
+    its own over the activations."""
+    i, j = tile.bid(0), tile.bid(1)
+    g = times_gelu_slope(output_tile(a, b, i, j, BM, BN, BK), z, i, j, BM, BN)
+    tile.store(dz, index=(i, j), tile=g.astype(dz.dtype))
 
 
 @tile.kernel
@@ -129,6 +155,14 @@ def split_sum_bias_gelu(workspace, parts, bias, c, z, BM: vg.constexpr = 32, BN:
     h = plus_bias(slices_sum(workspace, i, j, parts, BM, BN), bias, j, BN)
     tile.store(z, index=(i, j), tile=h.astype(z.dtype))
     tile.store(c, index=(i, j), tile=gelu(h).astype(c.dtype))
+
+
+@tile.kernel
+def split_sum_gelu_backward(workspace, parts, z, dz, BM: vg.constexpr = 32, BN: vg.constexpr = 128):
+    """Split-K's second pass for gemm_gelu_backward: dz = the slices' sum * gelu'(z)."""
+    i, j = tile.bid(0), tile.bid(1)
+    g = times_gelu_slope(slices_sum(workspace, i, j, parts, BM, BN), z, i, j, BM, BN)
+    tile.store(dz, index=(i, j), tile=g.astype(dz.dtype))
 
 
 def _grid(c, tiles: dict, C_ORDER="C") -> tuple:
@@ -234,6 +268,17 @@ def launch_linear_backward(dy, x, w, dx, dw, db=None, partial=None, ROWS=None, t
     launch_gemm(dy, x, dw, A_ORDER="F", tiles=tiles, workspace=workspaces[1], **launch)
     if db is not None:
         launch_two_pass_column_sums(dy, db, partial, ROWS, **(row_tile or ROW_TILE), **launch)
+
+
+def launch_gemm_gelu_backward(dy, w, z, dz, tiles=None, workspace=None, **launch):
+    """dz = (dy @ w) * gelu'(z), rounded once (w stored (N, K), as the layer after the GELU
+    stores its weight): the product's epilogue, or split-K's second pass given a workspace."""
+    tiles = tiles or gemm_tiles(dy)
+    if workspace is None:
+        gemm_gelu_backward[_grid(dz, tiles)](dy, w, z, dz, **tiles, **launch)
+    else:
+        parts, grid, tile = _split_product(dy, w, dz, "C", "C", tiles, workspace, launch)
+        split_sum_gelu_backward[grid](workspace, parts, z, dz, **tile, **launch)
 
 
 def launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, partial, ROWS, tiles=None,

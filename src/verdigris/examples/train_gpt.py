@@ -27,9 +27,10 @@ The three set-ups, each the standard way to train in bfloat16 with it:
   and the optimizer; torch holds the parameters, the data and the autograd tape, and does
   the embedding lookup and the reshapes. The residual adds are in the projections'
   epilogues, and each projection with the LayerNorm after it is one op
-  (`verdigris.ops.residual`, the MLP's with the next block's first norm), whose backward
-  adds the stream's two gradients in the norm's kernel: no separate add, forward or
-  backward, but the embedding's.
+  (`verdigris.ops.residual`; the whole MLP with the next block's first norm, whose
+  backward takes the GELU in the projection's product), whose backward adds the stream's
+  two gradients in the norm's kernel: no separate add, forward or backward, but the
+  embedding's.
 - eager: float32 parameters under `torch.autocast(bfloat16)` (products and attention in
   bfloat16, norms, the residual stream and the loss in float32), `torch.optim.AdamW`
   (fused=True on CUDA).
@@ -91,8 +92,8 @@ class Ops:
     (batch, seq, d_model), and the output layer with its loss: the mean cross-entropy of
     the logits x @ w.T of (rows, features) x against (rows,) targets."""
     linear: object
-    linear_gelu: object
     linear_residual_layer_norm: object  # (x, w, b, residual, norm_w, norm_b): the stream, its LayerNorm
+    mlp_residual_layer_norm: object  # (x, fc_w, fc_b, proj_w, proj_b, residual, norm_w, norm_b): the same
     layer_norm: object
     attention: object
     lm_loss: object
@@ -108,6 +109,11 @@ def _torch_linear_residual_layer_norm(x, w, b, residual, norm_w, norm_b):
     return stream, F.layer_norm(stream, stream.shape[-1:], norm_w, norm_b)
 
 
+def _torch_mlp_residual_layer_norm(x, fc_w, fc_b, proj_w, proj_b, residual, norm_w, norm_b):
+    return _torch_linear_residual_layer_norm(F.gelu(F.linear(x, fc_w, fc_b)), proj_w, proj_b, residual,
+                                             norm_w, norm_b)
+
+
 def sdpa_packed(qkv, heads: int):
     """Causal SDPA of packed (batch, seq, 3 * d) q, k and v: their heads as (batch, heads,
     seq, head_dim) views, the result back to (batch, seq, d)."""
@@ -118,8 +124,8 @@ def sdpa_packed(qkv, heads: int):
 
 def torch_ops() -> Ops:
     return Ops(linear=_torch_linear,
-               linear_gelu=lambda x, w, b: F.gelu(F.linear(x, w, b)),
                linear_residual_layer_norm=_torch_linear_residual_layer_norm,
+               mlp_residual_layer_norm=_torch_mlp_residual_layer_norm,
                layer_norm=lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
                attention=sdpa_packed,
                lm_loss=lambda x, w, targets: F.cross_entropy(F.linear(x, w), targets))
@@ -127,13 +133,13 @@ def torch_ops() -> Ops:
 
 def verdigris_ops() -> Ops:
     from verdigris.ops.attention import attention_qkvpacked
-    from verdigris.ops.linear import linear, linear_gelu
+    from verdigris.ops.linear import linear
     from verdigris.ops.losses import linear_cross_entropy
     from verdigris.ops.norms import layer_norm
-    from verdigris.ops.residual import linear_residual_layer_norm
+    from verdigris.ops.residual import linear_residual_layer_norm, mlp_residual_layer_norm
 
-    return Ops(linear=linear, linear_gelu=linear_gelu, layer_norm=layer_norm,
-               linear_residual_layer_norm=linear_residual_layer_norm,
+    return Ops(linear=linear, layer_norm=layer_norm, linear_residual_layer_norm=linear_residual_layer_norm,
+               mlp_residual_layer_norm=mlp_residual_layer_norm,
                attention=lambda qkv, heads: attention_qkvpacked(qkv, heads, causal=True),
                lm_loss=linear_cross_entropy)
 
@@ -155,9 +161,8 @@ class Block(nn.Module):
         y = ops.attention(qkv, self.heads)
         x, h = ops.linear_residual_layer_norm(y, self.attn_proj.weight, self.attn_proj.bias, x,
                                               self.ln_2.weight, self.ln_2.bias)
-        h = ops.linear_gelu(h, self.c_fc.weight, self.c_fc.bias)
-        return ops.linear_residual_layer_norm(h, self.mlp_proj.weight, self.mlp_proj.bias, x,
-                                              next_norm.weight, next_norm.bias)
+        return ops.mlp_residual_layer_norm(h, self.c_fc.weight, self.c_fc.bias, self.mlp_proj.weight,
+                                           self.mlp_proj.bias, x, next_norm.weight, next_norm.bias)
 
 
 class GPT(nn.Module):

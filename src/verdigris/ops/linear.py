@@ -14,7 +14,9 @@ the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::l
 (with their `_backward`s), and for ops built on a linear layer its halves,
 `linear_outputs(x, weight, bias=None, gelu=False, residual=None)` and
 `linear_gradients(dy, x, weight, bias=None, z=None, db=None)` (db: the bias gradient, where
-the kernel that made dy summed its columns already).
+the kernel that made dy summed its columns already), `weight_gradient(dy, x)` (dw alone)
+and `gelu_gradient(dy, weight, z)` (dz of a GELU whose output the layer reads, in the
+product's epilogue: `tile_linear.gemm_gelu_backward`).
 
 Guarantees: every product is `tile_gemm.gemm`, its operands read as stored (the weight
 transposed in the forward, dy transposed for the weight gradient: views, no copies;
@@ -39,9 +41,9 @@ from __future__ import annotations
 import torch
 
 from verdigris.autograd import differentiable_op
-from verdigris.examples.tile_linear import (gemm_tiles, launch_gemm_bias_gelu_backward,
-                                            launch_linear_backward, launch_linear_forward, partials,
-                                            split_workspace)
+from verdigris.examples.tile_linear import (gemm_tiles, launch_gemm, launch_gemm_bias_gelu_backward,
+                                            launch_gemm_gelu_backward, launch_linear_backward,
+                                            launch_linear_forward, partials, split_workspace)
 from verdigris.ops.rows import aligned_rows, rows
 
 
@@ -110,6 +112,30 @@ def linear_gradients(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bi
         launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db if summed else None, partial, per_block,
                                workspaces=workspaces)
     return (dx.view(x.shape), dw) if db is None else (dx.view(x.shape), dw, db)
+
+
+def weight_gradient(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """dw = dy.T @ x over rows (a linear layer's weight gradient alone), shaped (N, K)."""
+    x2, dy2 = rows(x), rows(dy)
+    (m, n), k = dy2.shape, x2.shape[1]
+    dw = x2.new_empty((n, k))
+    if not m:
+        return dw.zero_()
+    launch_gemm(dy2, x2, dw, A_ORDER="F", workspace=_workspace(dy2, n, k, m))
+    return dw
+
+
+def gelu_gradient(dy: torch.Tensor, weight: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """dz = (dy @ weight) * gelu'(z), shaped as z: the gradient of a GELU's input z whose
+    output a linear layer of this weight ((N, K)) reads, from that layer's output
+    gradient dy, the GELU taken in the product's epilogue (rounded once)."""
+    dy2, z2 = rows(dy), rows(z)
+    dz = aligned_rows(*z2.shape, z2)
+    if not dy2.shape[1]:  # the product sums nothing: dz is 0
+        return dz.zero_().view(z.shape)
+    if dz.numel():
+        launch_gemm_gelu_backward(dy2, weight.contiguous(), z2, dz, workspace=_workspace(dy2, *z2.shape, dy2.shape[1]))
+    return dz.view(z.shape)
 
 
 def linear_forward(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
