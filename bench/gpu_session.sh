@@ -14,6 +14,7 @@ step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@
 case "${1:-gpt}" in
 gpt)  # the GPT under CUDA graphs (all three), the norm backward and bias sums at GPT-2's rows
   TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100 --png "$LOGS/gpt_graph.png"
+  TAIL=6 step 90 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_residual_gpu.py tests/gpu/test_norm_backward_gpu.py -n 8 -p no:cacheprovider -o addopts=""
   TAIL=14 step 70 norm_gpt python3 bench/norm_backward.py --rows 8192 --cols 768
   TAIL=5 step 30 reductions python3 bench/gpt_reductions.py
   TAIL=60 step 120 gpt_kernels python3 bench/gpt_profile.py --impl verdigris,eager --steps 5 --top 25 --graph
