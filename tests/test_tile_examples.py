@@ -33,8 +33,8 @@ SPECS = {
                                mean=arr(f32), rstd=arr(f32), eps=f32, COLS=8192)],
     "layernorm_backward": [dict(dy=arr(bf16, 2), x=arr(bf16, 2), w=arr(bf16), mean=arr(f32),
                                 rstd=arr(f32), dx=arr(bf16, 2), dw_partial=arr(f32, 2),
-                                db_partial=arr(f32, 2), dsum=arr(bf16, 2), ROWS=64, COLS=COLS,
-                                PLUS_DSUM=plus)
+                                db_partial=arr(f32, 2), dsum=arr(bf16, 2), dx_partial=arr(f32, 2), ROWS=64,
+                                COLS=COLS, PLUS_DSUM=plus, SUM_DX=plus)
                            for COLS, plus in ((8192, False), (1024, True))],
     "rmsnorm_forward": [dict(x=arr(bf16, 2), w=arr(bf16), out=arr(bf16, 2), rstd=arr(f32), eps=f32,
                              COLS=8192)],
