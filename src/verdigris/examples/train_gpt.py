@@ -55,6 +55,7 @@ import argparse
 import functools
 import math
 import pathlib
+import sys
 import sysconfig
 import time
 from dataclasses import dataclass, field, replace
@@ -449,16 +450,21 @@ def main(argv=None) -> int:
     print(f"GPT {args.config} ({config}), batch {args.batch} x {config.context} tokens, {args.steps} steps; "
           f"corpus: {len(corpus()):,} bytes of Python's standard library, unigram entropy "
           f"{unigram_entropy():.3f} nats a token")
-    runs = []
+    runs, failed = [], []
     for impl in impls:
-        runs.append(train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every,
-                          graph=args.graph))
+        try:
+            runs.append(train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every,
+                              graph=args.graph))
+        except Exception as error:  # one set-up failing (a peer's compiler) leaves the others' table
+            failed.append(impl)
+            print(f"{impl}: failed: {type(error).__name__}: {error}", file=sys.stderr)
         if args.device == "cuda":
             torch.cuda.empty_cache()
-    print(table(runs))
-    if args.png:
+    if runs:
+        print(table(runs))
+    if args.png and runs:
         print(plot(runs, args.png, args.config))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
