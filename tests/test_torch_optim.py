@@ -25,7 +25,10 @@ def loss_of(params, x):
     return (params[0] @ x).sin().sum() + params[1].sum() ** 2 + (params[2] ** 3).mean()
 
 
-def test_steps_match_torch_adamw(rng):
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_steps_match_torch_adamw(rng, set_to_none):
+    """Gradients set to None (autograd's own tensors, gathered by the step) or zeroed in
+    place (autograd adds into the packed views)."""
     ours, theirs = parameters(rng), None
     theirs = [p.detach().clone().requires_grad_() for p in ours]
     optimizers = AdamW(groups(ours), lr=1e-2, **HYPER), torch.optim.AdamW(groups(theirs), lr=1e-2, **HYPER)
@@ -34,7 +37,7 @@ def test_steps_match_torch_adamw(rng):
         for params, optimizer in zip((ours, theirs), optimizers):
             for group in optimizer.param_groups:
                 group["lr"] = 1e-2 / (step + 1)
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none=set_to_none)
             loss_of(params, x).backward()
             optimizer.step()
     for got, want in zip(ours, theirs):
@@ -59,13 +62,37 @@ def test_bfloat16_parameters_over_float32_master_weights(rng):
 def test_parameters_and_gradients_are_views_of_packed_buffers(rng):
     params = parameters(rng)
     optimizer = AdamW(params, lr=1e-3)
-    for p in params:
-        assert p.untyped_storage().data_ptr() == optimizer.params.untyped_storage().data_ptr()
-        assert p.grad.untyped_storage().data_ptr() == optimizer.grads.untyped_storage().data_ptr()
-    loss_of(params, torch.ones(7)).backward()
+
+    def packed(t, buffer):
+        return t.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
+
+    assert all(packed(p, optimizer.params) and packed(p.grad, optimizer.grads) for p in params)
+    loss_of(params, torch.ones(7)).backward()  # accumulated into the views
     assert optimizer.grads.abs().sum() > 0
+    optimizer.zero_grad(set_to_none=False)
+    assert not optimizer.grads.any() and all(packed(p.grad, optimizer.grads) for p in params)
     optimizer.zero_grad()
-    assert not optimizer.grads.any() and all(p.grad is not None for p in params)
+    assert all(p.grad is None for p in params)
+    loss_of(params, torch.ones(7)).backward()  # autograd's own tensors, no add
+    assert not optimizer.grads.any() and not any(packed(p.grad, optimizer.grads) for p in params)
+    optimizer.step()  # gathers them
+    for p, view in zip(params, optimizer.layout.views(optimizer.grads)):
+        assert torch.equal(view, p.grad)
+
+
+def test_a_parameter_without_a_gradient_steps_with_zeros(rng):
+    """Its packed gradient is zeroed, whatever an earlier step left there (torch's AdamW
+    would skip it; here its moments decay, as the docstring says)."""
+    params = parameters(rng)
+    optimizer = AdamW(params, lr=1e-3)
+    loss_of(params, torch.ones(7)).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    (params[0].sum() * 2).backward()  # only the first gets a gradient
+    optimizer.step()
+    views = optimizer.layout.views(optimizer.grads)
+    assert torch.equal(views[0], torch.full_like(views[0], 2.0))
+    assert not views[1].any() and not views[2].any()
 
 
 def test_groups_it_cannot_pack_are_refused(rng):

@@ -289,8 +289,9 @@ def graphed_step(model, optimizer, autocast, tokens, targets):
     (compiles, autotuning, allocations kept out of it) runs forward and backward twice and
     steps no optimizer. The gradients are set to None before the capture, so that autograd
     hands the graph's own gradient tensors to the parameters, which each replay overwrites
-    (torch's recipe: no zeroing and no accumulating add a step); an optimizer that keeps
-    them (verdigris's AdamW packs them into one buffer) has them zeroed before each replay."""
+    (torch's recipe: no zeroing and no accumulating add a step; verdigris's AdamW gathers
+    them into its packed buffer at its step); an optimizer whose zero_grad keeps them has
+    them zeroed before each replay."""
     static_tokens, static_targets = tokens.clone(), targets.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

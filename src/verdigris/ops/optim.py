@@ -7,13 +7,18 @@ either 0 or one shared value, as GPT training decays matrices and not biases or 
 dtype the parameters take (their own by default).
 
 Gives: `AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-param_dtype=None)`, a `torch.optim.Optimizer`: `step()` and `zero_grad()`, and `lr` read
+param_dtype=None)`, a `torch.optim.Optimizer`: `step()` and `zero_grad(set_to_none=True)`, and `lr` read
 from `param_groups` at each step (a scheduler may change it, in every group at once).
 
 Guarantees: the parameters are packed once, at construction (`examples.tile_adamw`'s
-layout): each becomes a view of one buffer in `param_dtype`, and its `.grad` a view of a
-second one, which autograd accumulates into in place (so `zero_grad` zeroes that buffer
-and never sets the gradients to None: the views must stay); the float32 master weights
+layout): each becomes a view of one buffer in `param_dtype`, and its `.grad` starts as a
+view of a second one, the packed gradients the step reads. Gradients follow torch's
+rules: `zero_grad()` sets them to None (autograd then hands each parameter its new
+gradient tensor, with no zeroing and no accumulating add, and `step()` gathers those into
+the packed buffer with one multi-tensor copy), `zero_grad(set_to_none=False)` makes them
+the packed views again, zeroed (one fill; autograd then adds into them in place, and the
+step copies nothing); a parameter with no gradient at the step is stepped with a zero
+gradient (torch's AdamW would skip it: its moments still decay here); the float32 master weights
 start as the parameters' values at construction, before their rounding to
 `param_dtype`. `step()` is `tile_adamw.adamw_step`, torch.optim.AdamW's single-tensor update
 operation for operation in float32, which writes the master weights and rounds them once
@@ -50,9 +55,10 @@ class AdamW(torch.optim.Optimizer):
         self.grads = torch.zeros_like(self.params)
         self.block_decays = torch.from_numpy(self.layout.block_decays).to(like.device)
         self.steps = 0
+        self._tensors, self._grad_views = tensors, self.layout.views(self.grads)
         with torch.no_grad():
             for p, master, packed, grad in zip(tensors, *(self.layout.views(b) for b in
-                                                          (self.master, self.params, self.grads))):
+                                                          (self.master, self.params)), self._grad_views):
                 master.copy_(p)
                 packed.copy_(p)
                 p.data, p.grad = packed, grad
@@ -65,13 +71,34 @@ class AdamW(torch.optim.Optimizer):
         return values.pop()
 
     def zero_grad(self, set_to_none: bool = True):
-        """Zero the packed gradients (the parameters' `.grad` views stay: `set_to_none` is
-        accepted as torch's optimizers take it, and does nothing)."""
-        self.grads.zero_()
+        """The gradients to None, or (set_to_none=False) to the packed views, zeroed."""
+        if set_to_none:
+            for p in self._tensors:
+                p.grad = None
+        else:
+            self.grads.zero_()
+            for p, view in zip(self._tensors, self._grad_views):
+                p.grad = view
+
+    def _gather(self):
+        """The parameters' gradients into the packed buffer: copied where autograd made
+        tensors of their own, zeros where there is none, nothing where they are the views."""
+        copied, sources, absent = [], [], []
+        for p, view in zip(self._tensors, self._grad_views):
+            if p.grad is None:
+                absent.append(view)
+            elif p.grad.data_ptr() != view.data_ptr():
+                copied.append(view)
+                sources.append(p.grad)
+        if copied:
+            torch._foreach_copy_(copied, sources)
+        if absent:
+            torch._foreach_zero_(absent)
 
     @torch.no_grad()
     def step(self, closure=None):
         loss = None if closure is None else closure()
+        self._gather()
         self.steps += 1
         adamw_step(self.layout, self.master, self.grads, self.exp_avg, self.exp_avg_sq, self.params,
                    self.block_decays, step=self.steps, lr=self._shared("lr"), betas=self._shared("betas"),
