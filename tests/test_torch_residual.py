@@ -81,9 +81,8 @@ def test_gradcheck_in_float64(rng):
     assert torch.autograd.gradcheck(lambda x, w, b, r: linear(x, w, b, residual=r), (x, w, b, residual))
     assert torch.autograd.gradcheck(lambda x, w, r: linear(x, w, residual=r), (x, w, residual))
     assert torch.autograd.gradcheck(linear_residual_layer_norm, (x, w, b, residual, norm_w, norm_b))
-    fc_w, fc_b = tensors(rng, (11, 9), (11,))
-    proj_w = tensors(rng, (6, 11))[0]
-    assert torch.autograd.gradcheck(mlp_residual_layer_norm, (x, fc_w, fc_b, proj_w, b, residual, norm_w, norm_b))
+    mlp = tensors(rng, (2, 3), (5, 3), (5,), (4, 5), (4,), (2, 4), (4,), (4,))  # each element a probe: few
+    assert torch.autograd.gradcheck(mlp_residual_layer_norm, mlp)
 
 
 @pytest.mark.parametrize("op, theirs, shapes", [
