@@ -19,6 +19,10 @@ gpt)  # the GPT under CUDA graphs (all three), the norm backward and bias sums a
   TAIL=5 step 30 reductions python3 bench/gpt_reductions.py
   TAIL=60 step 120 gpt_kernels python3 bench/gpt_profile.py --impl verdigris,eager --steps 5 --top 25 --graph
   ;;
+short)  # little device time left: the graphed table (each run's figures printed as it ends), then the new GPU tests
+  TAIL=12 step 230 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
+  TAIL=6 step 60 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_residual_gpu.py -n 8 -p no:cacheprovider -o addopts=""
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;

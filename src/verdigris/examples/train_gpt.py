@@ -454,8 +454,11 @@ def main(argv=None) -> int:
     runs, failed = [], []
     for impl in impls:
         try:
-            runs.append(train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every,
-                              graph=args.graph))
+            run = train(impl, config, args.steps, args.batch, args.device, args.seed, every=args.every,
+                        graph=args.graph)
+            runs.append(run)  # each run's figures as it ends, before the table (a run cut short keeps them)
+            print(f"  {impl}: {run.tokens_per_s:,.0f} tokens/s, last {LAST} steps' mean loss {_last_mean(run):.4f}, "
+                  f"peak {run.peak_memory / 2**30:.2f} GiB", flush=True)
         except Exception as error:  # one set-up failing (a peer's compiler) leaves the others' table
             failed.append(impl)
             print(f"{impl}: failed: {type(error).__name__}: {error}", file=sys.stderr)
