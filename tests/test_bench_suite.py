@@ -370,7 +370,11 @@ def test_a_missing_bench_dir_is_a_usage_error(capsys, monkeypatch, tmp_path):
     assert status == 2 and "no such directory" in err
 
 
-def full_run(capsys, monkeypatch, tmp_path, *argv):
+def full_run(capsys, monkeypatch, tmp_path, *argv, drawn=False):
+    """A `verdigris bench` run over the test cases; its plots drawn only where `drawn` (a
+    test about them: drawing takes most of a run's time)."""
+    if not drawn:
+        monkeypatch.setattr(plots, "write_plots", lambda results, out_dir: [])
     out_dir = tmp_path / "results"
     status, out, err = run_cli(capsys, monkeypatch, "--bench-dir", str(bench_dir(tmp_path)),
                                "--out", str(out_dir), *argv, env=fake_env())
@@ -778,7 +782,7 @@ def test_the_plain_progress_bar_counts_steps(tmp_path):
 
 def test_plots_from_a_run(capsys, monkeypatch, tmp_path):
     pytest.importorskip("matplotlib")
-    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path)
+    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path, drawn=True)
     assert status == 0
     names = sorted(p.name for p in out_dir.glob("*.png"))
     assert names == ["compile.png", "gemm.png", "launch.png", "memory.png"]
@@ -790,7 +794,7 @@ def test_plots_from_a_run(capsys, monkeypatch, tmp_path):
 
 def test_without_matplotlib_the_run_says_how_to_get_plots(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(plots, "available", lambda: False)
-    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path)
+    status, out, _, out_dir = full_run(capsys, monkeypatch, tmp_path, drawn=True)
     assert status == 0 and not list(out_dir.glob("*.png"))
     assert "pip install 'verdigris[bench]'" in out
 
