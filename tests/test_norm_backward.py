@@ -133,8 +133,10 @@ def test_column_sums_add_every_row_in_order(rng):
     assert relative_error(out, partial.sum(0)) < 1e-14
 
 
-def test_rows_per_block_keeps_the_grid_near_256_blocks():
-    assert [ln.rows_per_block(n) for n in (1, 256, 257, 16384, 100_000)] == [1, 1, 2, 64, 512]
+def test_rows_per_block_keeps_the_grid_near_256_blocks_or_512_for_narrow_rows():
+    assert [ln.rows_per_block(n, 8192) for n in (1, 256, 257, 16384, 100_000)] == [1, 1, 2, 64, 512]
+    assert [ln.rows_per_block(n, 768) for n in (1, 512, 513, 8192, 100_000)] == [1, 1, 2, 16, 256]
+    assert ln.rows_per_block(8192, 1024) == 16 and ln.rows_per_block(8192, 1025) == 32
     assert [ln.tile_cols(n) for n in (1, 64, 65, 8192)] == [1, 64, 128, 8192]
 
 

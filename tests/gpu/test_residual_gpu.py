@@ -62,7 +62,7 @@ def test_the_norm_backward_adds_dsum_into_a_poisoned_dx(rng):
     x64 = x.double()
     mean, var = x64.mean(-1), x64.var(-1, unbiased=False)
     rstd = torch.rsqrt(var + 1e-5)
-    per_block = rows_per_block(TOKENS)
+    per_block = rows_per_block(TOKENS, D)
     dx, dw, db = poisoned(TOKENS, D), poisoned(D, dtype=torch.float32), poisoned(D, dtype=torch.float32)
     partials = [poisoned(vg.cdiv(TOKENS, per_block), D, dtype=torch.float32) for _ in range(2)]
     launch_layernorm_backward(dy, x, w, mean.float(), rstd.float(), dx, dw, db, *partials, ROWS=per_block,

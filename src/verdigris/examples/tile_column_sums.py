@@ -21,10 +21,11 @@ def column_sums(partial, out, BR: vg.constexpr, BC: vg.constexpr):
     tile.store(out, index=(c,), tile=tile.sum(acc, axis=0).astype(out.dtype))
 
 
-def launch_column_sums(partial, out, BR=32, BC=32, **launch):
+def launch_column_sums(partial, out, BR=64, BC=32, **launch):
     """out = partial.sum(axis=0), one block per BC columns: narrow, so that a few hundred
     partial rows of GPT-2's 768 columns are summed by 24 blocks, not 3 (at BC=256 a launch
-    took 6 us in GPT-2's step, three multiprocessors reading 0.8 MB)."""
+    took 6 us in GPT-2's step, 4 at these tiles; 64 x 32 was the best of
+    bench/gpt_reductions.py's five tiles at every width and row count, H100)."""
     column_sums[vg.cdiv(partial.shape[1], BC)](partial, out, BR=BR, BC=BC, **launch)
 
 

@@ -51,8 +51,9 @@ from verdigris.examples.tile_gemm import (gelu, gemm, gemm_split, output_tile, p
 GEMM_TILES = dict(BM=128, BN=128, BK=64)
 WIDE_TILES = dict(BM=64, BN=64, BK=32)  # float64: a 128x128x64 step's operands overflow shared memory
 ROW_TILE = dict(BR=16, BC=256)  # the elementwise passes' tile
-FIRST_PASS_BLOCKS = 512  # blocks of a column sum's first pass: ~4 a multiprocessor on an H100 (132),
-# each streaming its rows; 32 row blocks of GPT-2's 768 columns were 96 blocks, 1.1 TB/s
+ROW_BLOCKS = 128  # row blocks of a column sum's first pass (bench/gpt_reductions.py, H100, 8192 rows:
+# 15.0 / 26.5 / 32.1 us at 768 / 2304 / 3072 columns, against 24.7 / 32.8 / 37.6 at 32 row blocks and
+# 15.1 / 28.4 / 34.1 at ~512 blocks in all; torch's dy.sum(0) 21.8 / 34.9 / 39.3)
 SUM_TILE = dict(BM=32, BN=128)  # split-K's second pass (its BM divides the GEMM's)
 WAVES = 2  # split-K cuts K until the output tiles, times the parts, fill this many waves
 MIN_PART_K = 512  # ... but no part sums fewer than this many k: each part costs 8 bytes of
@@ -256,10 +257,9 @@ def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None
 
 
 def partials(rows: int, cols: int, row_tile=None):
-    """The rows per block of a bias gradient's first pass, and its partials' shape: about
-    FIRST_PASS_BLOCKS blocks in all, however many column tiles the array has."""
-    row_tile = row_tile or ROW_TILE
-    per_block = row_blocks(rows, row_tile["BR"], vg.cdiv(FIRST_PASS_BLOCKS, vg.cdiv(cols, row_tile["BC"])))
+    """The rows per block of a bias gradient's first pass (about ROW_BLOCKS row blocks),
+    and its partials' shape."""
+    per_block = row_blocks(rows, (row_tile or ROW_TILE)["BR"], ROW_BLOCKS)
     return per_block, (vg.cdiv(rows, per_block), cols)
 
 

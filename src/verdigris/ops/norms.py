@@ -48,7 +48,7 @@ def _statistics(x2: torch.Tensor) -> torch.Tensor:
 def _partials(x2: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Each backward block's row of partial weight gradients, and the rows each block takes."""
     rows, cols = x2.shape
-    per_block = rows_per_block(rows)
+    per_block = rows_per_block(rows, cols)
     return x2.new_empty((vg.cdiv(rows, per_block), cols), dtype=_arithmetic(x2)[0]), per_block
 
 
