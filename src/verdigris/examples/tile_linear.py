@@ -124,13 +124,13 @@ def times_gelu_slope(acc, z, i, j, BM, BN):
 
 @tile.kernel
 def gemm_gelu_backward(a, b, z, dz, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
-                       BK: vg.constexpr = 64):
+                       BK: vg.constexpr = 64, B_ORDER: vg.constexpr = "C"):
     """dz = (a @ b) * gelu'(z), the product's tile multiplied in its epilogue and rounded
     once to dz's dtype: the gradient of a GELU's input z from the gradient a of the layer
     after it (b its weight as stored, (N, K): a @ b is that layer's dx), with no pass of
-    its own over the activations."""
+    its own over the activations. op(b) as in `gemm`."""
     i, j = tile.bid(0), tile.bid(1)
-    g = times_gelu_slope(output_tile(a, b, i, j, BM, BN, BK), z, i, j, BM, BN)
+    g = times_gelu_slope(output_tile(a, b, i, j, BM, BN, BK, "C", B_ORDER), z, i, j, BM, BN)
     tile.store(dz, index=(i, j), tile=g.astype(dz.dtype))
 
 
@@ -249,11 +249,18 @@ def launch_linear_forward(x, w, y, bias=None, z=None, tiles=None, workspace=None
         whole, second_pass, arrays = gemm_bias_gelu_forward, split_sum_bias_gelu, (y, z)
     else:
         whole, second_pass, arrays = gemm_bias, split_sum_bias, (y,)
+    _with_epilogue(whole, second_pass, x, w, y, (bias, *arrays), "F", tiles, workspace, launch)
+
+
+def _with_epilogue(whole, second_pass, a, b, c, arrays, B_ORDER, tiles, workspace, launch):
+    """c = a @ op(b) through an epilogue taking `arrays` after the operands: `whole`, one
+    block per output tile, or given a workspace split-K's first pass and `second_pass`
+    (which takes the workspace and its number of parts before the arrays)."""
     if workspace is None:
-        whole[_grid(y, tiles)](x, w, bias, *arrays, B_ORDER="F", **tiles, **launch)
+        whole[_grid(c, tiles)](a, b, *arrays, B_ORDER=B_ORDER, **tiles, **launch)
     else:
-        parts, grid, tile = _split_product(x, w, y, "C", "F", tiles, workspace, launch)
-        second_pass[grid](workspace, parts, bias, *arrays, **tile, **launch)
+        parts, grid, tile = _split_product(a, b, c, "C", B_ORDER, tiles, workspace, launch)
+        second_pass[grid](workspace, parts, *arrays, **tile, **launch)
 
 
 def partials(rows: int, cols: int, row_tile=None):
@@ -277,12 +284,8 @@ def launch_linear_backward(dy, x, w, dx, dw, db=None, partial=None, ROWS=None, t
 def launch_gemm_gelu_backward(dy, w, z, dz, tiles=None, workspace=None, **launch):
     """dz = (dy @ w) * gelu'(z), rounded once (w stored (N, K), as the layer after the GELU
     stores its weight): the product's epilogue, or split-K's second pass given a workspace."""
-    tiles = tiles or gemm_tiles(dy)
-    if workspace is None:
-        gemm_gelu_backward[_grid(dz, tiles)](dy, w, z, dz, **tiles, **launch)
-    else:
-        parts, grid, tile = _split_product(dy, w, dz, "C", "C", tiles, workspace, launch)
-        split_sum_gelu_backward[grid](workspace, parts, z, dz, **tile, **launch)
+    _with_epilogue(gemm_gelu_backward, split_sum_gelu_backward, dy, w, dz, (z, dz), "C", tiles or gemm_tiles(dy),
+                   workspace, launch)
 
 
 def launch_gemm_bias_gelu_backward(dy, x, w, z, dz, dx, dw, db, partial, ROWS, tiles=None,

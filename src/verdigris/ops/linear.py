@@ -13,8 +13,7 @@ the product's epilogue), the torch custom ops `verdigris::linear`, `verdigris::l
 `verdigris::linear_gelu`, `verdigris::linear_residual` and `verdigris::linear_bias_residual`
 (with their `_backward`s), and for ops built on a linear layer its halves,
 `linear_outputs(x, weight, bias=None, gelu=False, residual=None)` and
-`linear_gradients(dy, x, weight, bias=None, z=None, db=None)` (db: the bias gradient, where
-the kernel that made dy summed its columns already), `weight_gradient(dy, x)` (dw alone)
+`linear_gradients(dy, x, weight, bias=None, z=None)`, `weight_gradient(dy, x)` (dw alone)
 and `gelu_gradient(dy, weight, z)` (dz of a GELU whose output the layer reads, in the
 product's epilogue: `tile_linear.gemm_gelu_backward`).
 
@@ -86,30 +85,24 @@ def _partials(dy2: torch.Tensor) -> tuple[torch.Tensor, int]:
     return dy2.new_empty(shape, dtype=_accumulator(dy2)), per_block
 
 
-def linear_gradients(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None, db=None):
-    """dx, dw (and db when there is a bias): dy through GELU first when z is given. A db
-    given (without z) is the bias gradient already made, dy's column sums (by the kernel
-    that made dy): it is returned as it is."""
+def linear_gradients(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias=None, z=None):
+    """dx, dw (and db when there is a bias): dy through GELU first when z is given."""
     x2, dy2 = rows(x), rows(dy)
     dx, dw = torch.empty_like(x2), torch.empty_like(weight)
-    made = db is not None
-    if made and (bias is None or z is not None):
-        raise ValueError("linear_gradients: a db made already needs a bias and no GELU")
-    db = None if bias is None else db if made else torch.empty_like(bias)
+    db = None if bias is None else torch.empty_like(bias)
     (m, n), k = dy2.shape, x2.shape[1]
     workspaces = _workspace(dy2, m, k, n), _workspace(dy2, n, k, m)  # dx's, dw's
     if not dy2.numel():  # no rows (no gradient to add up) or no features
         dx.zero_(), dw.zero_()
-        if db is not None and not made:
+        if db is not None:
             db.zero_()
     elif z is not None:
         partial, per_block = _partials(dy2)
         launch_gemm_bias_gelu_backward(dy2, x2, weight.contiguous(), rows(z), aligned_rows(*dy2.shape, dy2),
                                        dx, dw, db, partial, per_block, workspaces=workspaces)
     else:
-        summed = db is not None and not made
-        partial, per_block = _partials(dy2) if summed else (None, None)
-        launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db if summed else None, partial, per_block,
+        partial, per_block = _partials(dy2) if db is not None else (None, None)
+        launch_linear_backward(dy2, x2, weight.contiguous(), dx, dw, db, partial, per_block,
                                workspaces=workspaces)
     return (dx.view(x.shape), dw) if db is None else (dx.view(x.shape), dw, db)
 

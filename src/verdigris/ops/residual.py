@@ -67,16 +67,24 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, residual
     return (stream, *layer_norm_forward(stream, norm_weight, norm_bias, eps))
 
 
+def _stream_gradients(d_stream, d_normed, bias, stream, norm_weight, norm_bias, mean, rstd) -> tuple:
+    """g, the stream's whole gradient (d_stream plus the norm's dx, in the norm's kernel),
+    the layer's bias gradient (g's column sums, from the same kernel), the norm's dw, db."""
+    db = torch.empty_like(bias)
+    g, d_norm_weight, d_norm_bias = layer_norm_backward(d_normed, stream, norm_weight, norm_bias, mean, rstd,
+                                                        dsum=d_stream, dx_sums=db)
+    return g, db, d_norm_weight, d_norm_bias
+
+
 def _backward(d_stream: torch.Tensor, d_normed: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
               bias: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
               norm_bias: torch.Tensor, eps: float, stream: torch.Tensor, normed: torch.Tensor,
               mean: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                               torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dw, db, the residual's gradient (the stream's) and the norm's dw, db."""
-    db = torch.empty_like(bias)  # g's column sums, made by the norm's kernel that makes g
-    g, d_norm_weight, d_norm_bias = layer_norm_backward(d_normed, stream, norm_weight, norm_bias, mean, rstd,
-                                                        dsum=d_stream, dx_sums=db)
-    return (*linear_gradients(g, x, weight, bias, db=db), g, d_norm_weight, d_norm_bias)
+    g, db, d_norm_weight, d_norm_bias = _stream_gradients(d_stream, d_normed, bias, stream, norm_weight,
+                                                          norm_bias, mean, rstd)
+    return (*linear_gradients(g, x, weight), db, g, d_norm_weight, d_norm_bias)
 
 
 _linear_residual_layer_norm = differentiable_op("verdigris::linear_residual_layer_norm", _forward, _backward,
@@ -88,7 +96,6 @@ def linear_residual_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torc
                                eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
     """(stream, normed): stream = residual + x @ weight.T + bias, normed = its LayerNorm."""
     return _linear_residual_layer_norm(x, weight, bias, residual, norm_weight, norm_bias, float(eps))
-
 
 
 def _mlp_forward(x: torch.Tensor, fc_weight: torch.Tensor, fc_bias: torch.Tensor, proj_weight: torch.Tensor,
@@ -109,9 +116,8 @@ def _mlp_backward(d_stream: torch.Tensor, d_normed: torch.Tensor, x: torch.Tenso
                                                                    torch.Tensor, torch.Tensor, torch.Tensor,
                                                                    torch.Tensor, torch.Tensor]:
     """dx, the two layers' dw and db, the residual's gradient, the norm's dw and db."""
-    d_proj_bias = torch.empty_like(proj_bias)  # g's column sums, made by the norm's kernel
-    g, d_norm_weight, d_norm_bias = layer_norm_backward(d_normed, stream, norm_weight, norm_bias, mean, rstd,
-                                                        dsum=d_stream, dx_sums=d_proj_bias)
+    g, d_proj_bias, d_norm_weight, d_norm_bias = _stream_gradients(d_stream, d_normed, proj_bias, stream,
+                                                                   norm_weight, norm_bias, mean, rstd)
     dz = gelu_gradient(g, proj_weight, z)  # the projection's dx, through the GELU in its epilogue
     dx, d_fc_weight, d_fc_bias = linear_gradients(dz, x, fc_weight, fc_bias)
     return (dx, d_fc_weight, d_fc_bias, weight_gradient(g, y), d_proj_bias, g, d_norm_weight, d_norm_bias)
