@@ -17,6 +17,7 @@ same element agree bit for bit).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 import numpy as np
@@ -29,6 +30,19 @@ try:
     import ml_dtypes
 except ImportError:  # bfloat16 rounding is then not emulated
     ml_dtypes = None
+
+
+@lru_cache(maxsize=None)
+def _thread_coords(layout: L.Layout, threads: int) -> np.ndarray:
+    """Each thread's coordinate along each axis of `layout`'s register 0: (rank, threads)."""
+    tid = np.arange(threads, dtype=np.uint64)
+    coords = np.zeros((layout.rank, threads), np.uint64)
+    for bases, first in ((layout.lanes, 0), (layout.warps, L.LANE_BITS)):
+        for i, basis in enumerate(bases):
+            bit = (tid >> np.uint64(first + i)) & np.uint64(1)
+            coords += np.array(basis, np.uint64)[:, None] * bit
+    coords.flags.writeable = False
+    return coords
 
 
 @dataclass
@@ -293,12 +307,7 @@ class Block:
         return self.inputs[id(node)]
 
     def thread_coord(self, layout: L.Layout, axis: int) -> V:
-        coord = np.zeros(self.threads, np.uint64)
-        for t in range(self.threads):
-            lane, warp = t & 31, t >> 5
-            coord[t] = (L._combine(layout.lanes, lane, layout.rank)[axis]
-                        + L._combine(layout.warps, warp, layout.rank)[axis])
-        return V(coord, ir.IntType(32))
+        return V(_thread_coords(layout, self.threads)[axis], ir.IntType(32))
 
     def coords(self, layout: L.Layout, r: int) -> list:
         return [self.b.add(self.thread_coord(layout, k), ir.Constant(ir.IntType(32), c))
@@ -331,9 +340,8 @@ class Block:
             reg = self.b.v(reg)
             coords = [self.thread_coord(layout, k).data.astype(np.int64) + c
                       for k, c in enumerate(layout.register_coords(r))]
-            for t in range(self.threads):
-                at = tuple(int(c[t]) for c in coords)
-                bits = reg.data[t:t + 1].tobytes()
+            words = reg.data.view(f"V{reg.data.itemsize}")
+            for at, bits in zip(zip(*(c.tolist() for c in coords)), words.tolist()):
                 assert out.setdefault(at, bits) == bits, f"threads disagree on element {at}"
         dtype = self.b.v(value.regs[0]).data.dtype
         result = np.empty(shape, dtype)

@@ -32,7 +32,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
-import threading
+import types
+
+import greenlet
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
@@ -266,58 +268,54 @@ class _Block:
     barrier (of the block, or of its warp) or done; a barrier reached by all it waits for
     lets them all go on, in `sequence` order again. So the interleaving is a function of
     `sequence`: run forward and in reverse, a kernel whose threads are not ordered where
-    they meet gives two results. Two exchange slots per thread for shuffles, used in turn."""
+    they meet gives two results. Two exchange slots per thread for shuffles, used in turn.
+
+    Each thread is a greenlet (its own C stack, the JIT-compiled code's frames included) that
+    the scheduler, `run_threads`, switches to; a thread waiting at a barrier switches back. A
+    switch costs about a microsecond, where handing the turn between OS threads cost 30."""
 
     def __init__(self, sequence: list):
         self.rank = {t: i for i, t in enumerate(sequence)}
         self.runnable = set(sequence)
         self.arrived: dict = {}  # barrier -> the threads waiting at it
-        self.lock = threading.Lock()
-        # the turn, handed on: a lock held while its thread waits, released by the thread
-        # that hands the turn on (a raw lock is C code; a Semaphore's Python Condition took
-        # most of a sort network's run)
-        self.go = {t: threading.Lock() for t in sequence}
-        for t in sequence[1:]:
-            self.go[t].acquire()
         # shuffle slots, two sets used in turn: a thread writes a set again only two shuffles
         # later, after a barrier its warp passes once every partner has read it (one barrier
         # a shuffle, where one set needed a second)
         self.slots = ([0] * len(sequence), [0] * len(sequence))
         self.shuffles = dict.fromkeys(sequence, 0)
+        self.scheduler = None
 
-    def _wait(self, tid: int) -> None:
-        if not self.go[tid].acquire(timeout=120):
-            raise RuntimeError(f"thread {tid} never got its turn: a barrier some threads never reach")
-
-    def _hand_on(self) -> None:
-        """(Holding the lock) give the turn to the first thread that may run."""
-        if self.runnable:
-            self.go[min(self.runnable, key=self.rank.__getitem__)].release()
-
-    def start(self) -> None:
-        self._wait(_thread.tid)
-
-    def finish(self) -> None:
-        with self.lock:
-            self.runnable.discard(_thread.tid)
-            self._hand_on()
+    def run_threads(self, body) -> None:
+        """Runs `body()` as each thread of the block, taking turns as the class doc says."""
+        self.scheduler = greenlet.getcurrent()
+        threads = {t: greenlet.greenlet(body) for t in self.rank}
+        while self.runnable:
+            tid = min(self.runnable, key=self.rank.__getitem__)
+            _current.tid = tid
+            threads[tid].switch()
+            if threads[tid].dead:
+                self.runnable.discard(tid)
+        if any(not g.dead for g in threads.values()):
+            # greenlets left suspended in the JIT-compiled code are kept: killing one raises
+            # in a ctypes callback, which swallows the error and runs the kernel on
+            _ABANDONED.extend(threads.values())
+            waiting = {t for members in self.arrived.values() for t in members}
+            raise RuntimeError(f"threads {sorted(waiting)} wait at a barrier some threads never reach")
 
     def sync(self, barrier, members: int) -> None:
-        tid = _thread.tid
-        with self.lock:
-            waiting = self.arrived.setdefault(barrier, set())
-            waiting.add(tid)
-            self.runnable.discard(tid)
-            if len(waiting) == members:
-                self.runnable |= self.arrived.pop(barrier)
-            self._hand_on()
-        self._wait(tid)
+        tid = _current.tid
+        waiting = self.arrived.setdefault(barrier, set())
+        waiting.add(tid)
+        self.runnable.discard(tid)
+        if len(waiting) == members:
+            self.runnable |= self.arrived.pop(barrier)
+        self.scheduler.switch()
 
     def barrier(self) -> None:
         self.sync("block", len(self.rank))
 
     def shuffle(self, value, lanes: int):
-        tid = _thread.tid
+        tid = _current.tid
         slots = self.slots[self.shuffles[tid] & 1]
         self.shuffles[tid] += 1
         slots[tid] = value
@@ -325,21 +323,22 @@ class _Block:
         return slots[(tid & ~31) | ((tid & 31) ^ lanes)]
 
 
-_thread = threading.local()
+_current = types.SimpleNamespace(tid=0, block=None)  # the thread running, and its block
+_ABANDONED: list = []
 
 
 def _callbacks() -> list:
     """(symbol, ctypes callback) of what the host IR calls into Python."""
     i32, f32 = ctypes.c_int32, ctypes.c_float
     return [
-        ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _thread.block.barrier())),
+        ("vgh_barrier", ctypes.CFUNCTYPE(None)(lambda: _current.block.barrier())),
         ("vgh_misaligned", ctypes.CFUNCTYPE(None)(lambda: _MISALIGNED.__setitem__(0, _MISALIGNED[0] + 1))),
         ("vgh_outside", ctypes.CFUNCTYPE(None)(lambda: _OUTSIDE.__setitem__(0, _OUTSIDE[0] + 1))),
         ("vgh_shfl_i32", ctypes.CFUNCTYPE(i32, i32, i32, i32, i32)(
-            lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
+            lambda mask, value, lanes, clamp: _current.block.shuffle(value, lanes))),
         ("vgh_shfl_f32", ctypes.CFUNCTYPE(f32, i32, f32, i32, i32)(
-            lambda mask, value, lanes, clamp: _thread.block.shuffle(value, lanes))),
-        *((f"vgh_tid_{axis}", ctypes.CFUNCTYPE(i32)(lambda axis=axis: _thread.tid if axis == "x" else 0))
+            lambda mask, value, lanes, clamp: _current.block.shuffle(value, lanes))),
+        *((f"vgh_tid_{axis}", ctypes.CFUNCTYPE(i32)(lambda axis=axis: _current.tid if axis == "x" else 0))
           for axis in "xyz"),
     ]
 
@@ -419,15 +418,8 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
         sreg[f"nctaid.{axis}"].value = n
     sreg["ntid.x"].value, sreg["ntid.y"].value, sreg["ntid.z"].value = threads, 1, 1
 
-    def thread(block, t):
-        _thread.tid, _thread.block = t, block
-        if block is None:
-            return function(*values, fault_block.ctypes.data)
-        block.start()
-        try:
-            function(*values, fault_block.ctypes.data)
-        finally:
-            block.finish()
+    def thread():
+        function(*values, fault_block.ctypes.data)
 
     sequence = list(range(threads))[::-1 if reverse else 1]
 
@@ -436,17 +428,14 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
             for x in range(grid[0]):
                 sreg["ctaid.x"].value, sreg["ctaid.y"].value, sreg["ctaid.z"].value = x, y, z
                 if not cooperates:
-                    for t in sequence:
-                        thread(None, t)
+                    for _current.tid in sequence:
+                        thread()
                     continue
-                block, errors = _Block(sequence), []
-                workers = [threading.Thread(target=_catching(thread, errors), args=(block, t)) for t in range(threads)]
-                for w in workers:
-                    w.start()
-                for w in workers:
-                    w.join()
-                if errors:
-                    raise errors[0]
+                _current.block = _Block(sequence)
+                try:
+                    _current.block.run_threads(thread)
+                finally:
+                    _current.block = None
     if _MISALIGNED[0]:
         raise Misaligned(f"{_MISALIGNED[0]} vector accesses at addresses not a multiple of their size")
     if _OUTSIDE[0]:
@@ -473,12 +462,3 @@ def _as_proven(kernel_fn, kernel, grid: tuple, arguments: dict):
     if guard is not None and not guard(values, infos, grid, (1, 1, 1)):
         raise GuardFails(f"this launch runs the checked variant: {guard.condition}")
     return checks.as_launched(kernel, checked=False)
-
-
-def _catching(fn, errors: list):
-    def run(*args):
-        try:
-            fn(*args)
-        except BaseException as err:  # a broken barrier: report the first failure
-            errors.append(err)
-    return run

@@ -442,3 +442,26 @@ def test_a_double_narrowed_to_16_bits_is_rounded_once(rng, target, bits):
     np.testing.assert_array_equal(np.isnan(out.view(ml_dtypes.bfloat16 if target == "bfloat16" else np.float16)
                                            .astype(np.float32)), nan)
     np.testing.assert_array_equal(got[~nan], want[~nan])
+
+
+def test_the_harness_takes_turns_between_barriers_and_names_threads_left_waiting():
+    """The harness itself: threads run in `sequence` order up to each barrier, and a barrier
+    some threads never reach is reported with the waiting threads (not a hang)."""
+    order = []
+
+    def body(skip_odd):
+        tid = host_jit._current.tid
+        order.append(("before", tid))
+        if not (skip_odd and tid % 2):
+            host_jit._current.block.barrier()
+        order.append(("after", tid))
+
+    for sequence in ([0, 1, 2], [2, 1, 0]):
+        order.clear()
+        host_jit._current.block = host_jit._Block(sequence)
+        host_jit._current.block.run_threads(lambda: body(False))
+        assert order == [("before", t) for t in sequence] + [("after", t) for t in sequence]
+    host_jit._current.block = host_jit._Block([0, 1, 2, 3])
+    with pytest.raises(RuntimeError, match=r"threads \[0, 2\] wait at a barrier"):
+        host_jit._current.block.run_threads(lambda: body(True))
+    host_jit._current.block = None
