@@ -23,6 +23,10 @@ short)  # little device time left: the graphed table (each run's figures printed
   TAIL=12 step 230 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
   TAIL=6 step 60 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_residual_gpu.py -n 8 -p no:cacheprovider -o addopts=""
   ;;
+attn)  # attention backward: each kernel's configurations, the atomic-dQ prototype, torch's best SDPA backend
+  TAIL=30 step 250 attn_gpt python3 bench/attention_backward.py --shape gpt
+  TAIL=30 step 300 attn_issue python3 bench/attention_backward.py --shape issue
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;
