@@ -326,6 +326,44 @@ def test_sm90a_products_stay_asynchronous(name):
     assert "0 bytes spill stores" in report
 
 
+@tile.kernel
+def scaled_product_stored_inline(a, b, h, out, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                                 BK: vg.constexpr = 64):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for kk in range((a.shape[1] + BK - 1) // BK):
+        acc = tile.mma(tile.load(a, index=(i, kk), shape=(BM, BK)), tile.load(b, index=(kk, j), shape=(BK, BN)), acc)
+    g = tile.load(h, index=(i, j), shape=(BM, BN)).astype(vg.float32)
+    tile.store(out, index=(i, j), tile=(acc * g).astype(out.dtype))
+
+
+@tile.kernel
+def scaled_product_assigned(a, b, h, out, BM: vg.constexpr = 128, BN: vg.constexpr = 128, BK: vg.constexpr = 64):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for kk in range((a.shape[1] + BK - 1) // BK):
+        acc = tile.mma(tile.load(a, index=(i, kk), shape=(BM, BK)), tile.load(b, index=(kk, j), shape=(BK, BN)), acc)
+    g = tile.load(h, index=(i, j), shape=(BM, BN)).astype(vg.float32)
+    y = (acc * g).astype(out.dtype)
+    tile.store(out, index=(i, j), tile=y)
+
+
+@needs_ptxas
+def test_a_stored_expression_reads_its_variables_where_the_product_is():
+    """`tile.store(out, tile=acc * g)` places g as `y = acc * g` does: in the accumulator's
+    layout, so no tile moves through shared memory (before, the inline twin moved 64 KiB and
+    did not fit beside the products' buffers on sm_90a)."""
+    bf = ArrayType(T.bfloat16, 2, "global", True, True)
+    shared_stores = []
+    for kernel in (scaled_product_stored_inline, scaled_product_assigned):
+        spec = kernel.specialize_types(dict(a=bf, b=bf, h=bf, out=bf))
+        layouts = mma_plan.accumulators(spec, matmul.plan(spec, "sm_90a"))
+        assert layouts["g"] == layouts["acc"]
+        ptx = codegen.compile_to_ptx(spec, "sm_90a").ptx
+        shared_stores.append(len(re.findall(r"\bst\.shared", ptx)))
+    assert shared_stores[0] == shared_stores[1]
+
+
 @needs_ptxas
 def test_sm90a_attention_streams_k_and_v_and_keeps_p_in_registers():
     kernel = tile_attention.attention.specialize_types(PTX_CASES["attention_d128_causal"][1])

@@ -237,10 +237,14 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
     (`acc = tile.mma(a, b, acc)` in a loop), and neither do attention's running maximum and
     sum, nor the row and column indices its mask compares: every statement's operands are
     already where its result is. A scattered product's indices and mask are wanted where
-    its registers are (`MmaLowering.scatter_layout`): the grouped GEMM's row indices."""
+    its registers are (`MmaLowering.scatter_layout`): the grouped GEMM's row indices. A
+    stored value (`tile.store`, `tile.atomic_*`, a scatter) in a product's layout places the
+    variables it reads as an assignment of it would: `tile.store(out, tile=acc * h)` reads h
+    where `y = acc * h` would."""
     found: dict = {}
     assigns = [n for n in walk_nodes(kernel) if isinstance(n, N.Assign) and isinstance(n.value, X.TileExpr)]
     scatters = [n for n in walk_nodes(kernel) if isinstance(n, X.Scatter)]
+    stored = [n.value for n in walk_nodes(kernel) if isinstance(n, (X.TileStore, X.TileAtomic, X.Scatter))]
     for _ in range(4):  # variables computed from other variables: a few rounds
         for node in assigns:
             if node.name not in found:
@@ -255,6 +259,10 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
             for e in (*node.indices, node.mask) if layout is not None else ():
                 if e is not None:
                     _wanted(e, layout, found)
+        for value in stored:
+            layout = product_layout(value, p, found)
+            if layout is not None:
+                _wanted(value, layout, found)
     return found
 
 
