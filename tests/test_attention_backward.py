@@ -196,18 +196,22 @@ def _specialized(name, d, causal, dtype=T.bfloat16):
                                                     ("dq", 128, True, T.bfloat16),
                                                     ("dq", 64, False, T.float16)])
 def test_sm90a_streams_the_walked_tiles_by_tma_and_assembles(name, d, causal, dtype):
-    """Each product's operand from the walked tiles streams (Q's and dO's twice in dK/dV,
-    K's twice in dQ), the block's own tiles are staged once, two consumer warp groups and a
+    """Each product's operand from the walked tiles streams (Q's and dO's into two products
+    each in dK/dV, K's in dQ: each tile copied once, both products reading it from shared
+    memory), the block's own tiles are staged once, two consumer warp groups and a
     producer; at head dim 128 ptxas neither serializes the products nor spills."""
     kernel = _specialized(name, d, causal, dtype)
     plan = matmul.plan(kernel, "sm_90a")
     (pipe,) = plan.pipelines.values()
     streamed = sorted(op.load.array.name for op in pipe.operands)
     staged = sorted(inv.node.name for inv in pipe.invariants)
+    copied = sorted(op.load.array.name for op in pipe.copies)
     if name == "dkdv":
-        assert streamed == ["do", "do", "q", "q"] and staged == ["kt", "vt"]
+        assert streamed == ["do", "do", "q", "q"] and copied == ["do", "q"] and staged == ["kt", "vt"]
     else:
-        assert streamed == ["k", "k", "v"] and staged == ["dot", "qt"]
+        assert streamed == ["k", "k", "v"] and copied == ["k", "v"] and staged == ["dot", "qt"]
+    assert len(plan.tensor_maps) == len(copied)
+    assert pipe.stage_bytes == pipe.stage_bytes_used == sum(op.stored.nbytes for op in pipe.copies)
     assert pipe.specialized and plan.block_threads == 384
     ptx = codegen.compile_to_ptx(kernel, "sm_90a").ptx
     assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx and "wgmma.mma_async" in ptx

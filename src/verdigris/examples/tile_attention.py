@@ -128,21 +128,20 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, dk, dv, scale, CAUSAL: vg.c
         start = n_block * BN // BM
     # Query rows past the end load as zeros (dO and delta too): they add nothing. Keys past
     # the end give rows of dK and dV that are not stored, so they need no mask either.
-    # Q's and dO's tiles are loaded twice, once per product: on sm_90a a tile streams into
-    # shared memory by TMA only where it feeds one product (the second copy comes from L2).
+    # Q's and dO's tiles each feed two products (once transposed): on sm_90a each streams
+    # into shared memory once and both products read it there.
     for m in range(start, (seq + BM - 1) // BM):
+        qm = tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+        dom = tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D))
         lse2 = tile.load(lse, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)) * LOG2E
-        st = tile.dot(kt, tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
-        pt = tile.exp2(st * scale2 - lse2)
+        pt = tile.exp2(tile.dot(kt, qm.T) * scale2 - lse2)
         if CAUSAL and m * BM < (n_block + 1) * BN - 1:  # a tile the diagonal crosses
             rows = m * BM + tile.arange(BM).reshape((1, BM))
             pt = tile.where(rows >= keys, pt, 0.0)
-        dv_acc = tile.mma(pt.astype(do.dtype),
-                          tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dv_acc)
-        dpt = tile.dot(vt, tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
+        dv_acc = tile.mma(pt.astype(do.dtype), dom, dv_acc)
+        dpt = tile.dot(vt, dom.T)
         dst = pt * (dpt - tile.load(delta, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)))
-        dk_acc = tile.mma(dst.astype(q.dtype),
-                          tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dk_acc)
+        dk_acc = tile.mma(dst.astype(q.dtype), qm, dk_acc)
     tile.store(dv, index=(batch, head, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)))
     tile.store(dk, index=(batch, head, n_block, 0),
                tile=(dk_acc * scale).astype(dk.dtype).reshape((1, 1, BN, D)))
@@ -171,7 +170,8 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
     if CAUSAL:
         end = min(end, ((m_block + 1) * BM + BN - 1) // BN)
     for j in range(end):
-        s = tile.dot(qt, tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T)
+        kj = tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))  # streamed once
+        s = tile.dot(qt, kj.T)
         # Keys past the end (zeros) would give exp(-lse), which may overflow: masked, with
         # the diagonal's tiles, as in the forward. The walk and its masks are the forward's,
         # written out: a helper is inlined as a region, which the matching of streamed loops
@@ -184,9 +184,7 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
                 s = tile.where(cols < seq, s, -math.inf)
         p = tile.exp2(s * scale2 - lse2)
         dp = tile.dot(dot, tile.load(v, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T)
-        dq_acc = tile.mma((p * (dp - di)).astype(k.dtype),
-                          tile.load(k, index=(batch, kv_head, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)),
-                          dq_acc)
+        dq_acc = tile.mma((p * (dp - di)).astype(k.dtype), kj, dq_acc)
     tile.store(dq, index=(batch, head, m_block, 0),
                tile=(dq_acc * scale).astype(dq.dtype).reshape((1, 1, BM, D)))
 

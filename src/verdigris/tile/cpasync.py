@@ -60,7 +60,7 @@ class _Copies:
         tid = low.em.call("llvm.nvvm.read.ptx.sreg.tid.x", I32)
         threads = 32 * low.num_warps
         self.chunks, self.aligned = [], []
-        for op in p.operands:
+        for op in p.copies:
             view = low._view(op.load.array, op.load)
             per_chunk = CHUNK // op.stored.size
             per_row = op.stored.cols // per_chunk
@@ -84,7 +84,7 @@ class _Copies:
         stage_offset = self.b.zext(self.b.mul(stage, i32(self.p.stage_bytes)), I64)
         base = self.b.gep(self.low.shared_dynamic(self.p.base), [stage_offset], inbounds=True,
                           source_etype=ir.IntType(8))
-        for op, mine, aligned in zip(self.p.operands, self.chunks, self.aligned):
+        for op, mine, aligned in zip(self.p.copies, self.chunks, self.aligned):
             control.choose(self.low, aligned, lambda: self._async(op, mine, base), lambda: self._sync(op, base),
                            "cpasync", ("chunks", "registers"))
 

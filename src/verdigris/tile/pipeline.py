@@ -22,8 +22,9 @@ such as attention's (batch, heads, seq, head_dim) of a (batch, seq, heads, head_
 tensor) of float16/bfloat16/fp8: a whole power-of-two tile of its last two axes (extent 1
 along the others) with padding 0 (the copy engine fills what lies outside with zeros), at
 an index that depends on nothing the body assigns but the loop variable and the scalars of
-its index prefix, and its tile is used once, as an operand of a product in
-a statement of the body itself. It then goes global -> shared by the copy engine
+its index prefix, and its tile is used only as operands of products in
+statements of the body itself (a variable several products read is copied once, each
+product reading it K- or M/N-major as it needs). It then goes global -> shared by the copy engine
 (`cp.async.bulk.tensor`), up to `stages` iterations ahead. The index prefix: scalar
 statements at the top of the body that read only the loop variable, loop invariants and
 arrays the kernel never writes, such as a page read from a block table (paged attention:
@@ -93,7 +94,10 @@ class TensorMap:
 
 @dataclass
 class Streamed:
-    """One operand tile streamed from global memory (its load's last two axes)."""
+    """One operand of a product streamed from global memory (its load's last two axes).
+    A tile loaded into a variable that several products of the body read is copied once:
+    its first use is `copied`, the others read the same bytes of the stage (each with its
+    own `k_major`: wgmma's descriptors read one swizzled tile either way)."""
 
     load: X.TileLoad
     dot: X.TileDot
@@ -102,6 +106,7 @@ class Streamed:
     k_major: bool
     map_index: int  # position in `plan.tensor_maps`
     offset: int = 0  # bytes into a stage
+    copied: bool = True  # False: another operand's copy brings this tile
 
 
 @dataclass
@@ -144,9 +149,14 @@ class Pipeline:
         return self.loop.body[-1].name
 
     @property
+    def copies(self) -> tuple:
+        """The operands whose tiles are copied in (each tile once)."""
+        return tuple(op for op in self.operands if op.copied)
+
+    @property
     def stage_bytes_used(self) -> int:
         """The bytes the copy engine writes per stage (its transaction count)."""
-        return sum(op.stored.nbytes for op in self.operands)
+        return sum(op.stored.nbytes for op in self.copies)
 
     @property
     def shared_bytes(self) -> int:
@@ -212,7 +222,7 @@ class StreamLoop:
         bar = _select(b, self.full, stage)
         ptx.mbarrier_arrive_expect_tx(low.em, bar, p.stage_bytes_used)
         base = b.add(self.stage_base, b.mul(stage, i32(p.stage_bytes)))
-        for op in p.operands:
+        for op in p.copies:
             # element coordinates, innermost first: index[k] * shape[k]
             coords = [b.trunc(b.mul(low.expr(i), ir.Constant(I64, n)), I32)
                       for i, n in zip(op.load.index, op.load.shape)][::-1]

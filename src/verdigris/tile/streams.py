@@ -147,7 +147,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
     prefix, computed = _index_prefix(body, loop.var, body_names, writes)
     dots = [(position, n) for position, s in enumerate(body) if isinstance(s, N.Assign)
             for n in walk([s.value]) if isinstance(n, X.TileDot) and plan.dots[id(n)].engine == engine]
-    streamed, invariants, skipped = [], [], set()
+    candidates, invariants = [], []  # (dot, which, load, k_major, variable or None, streamable)
     for position, dot in dots:
         kind, staged = plan.dots[id(dot)].kind, plan.dots[id(dot)].staged
         # loads assigned earlier in the body (a later one would be the next pass's tile)
@@ -156,26 +156,43 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
             got = _resolve(e, earlier)
             if got is not None:
                 load, transposed, var = got
-                if var is not None and reads.get(var, 0) != 1:
-                    got = None
-                elif not _streamable(load, body_names, {loop.var} | computed, engine, writes) \
+                # The stored matrix is the load's tile (its columns contiguous); K runs
+                # along its columns when A is not transposed, or B is.
+                k_major = transposed == (which == 1)
+                if not _streamable(load, body_names, {loop.var} | computed, engine, writes) \
                         or load.array.dtype.name != kind \
-                        or staged != kind:  # a conversion on the way to shared memory
-                    got = None
+                        or staged != kind \
+                        or (not k_major and load.array.dtype.itemsize == 1):
+                    # a conversion on the way to shared memory; fp8 wgmma reads K-major
+                    # operands only
+                    got = None if var is None else (load, k_major, var, False)
+                else:
+                    got = (load, k_major, var, True)
             if got is None:
                 if isinstance(e, X.TileVar) and e.name not in body_names:
                     invariants.append((dot, which, e))
                 continue
-            # The stored matrix is the load's tile (its columns contiguous); K runs along
-            # its columns when A is not transposed, or B is.
-            k_major = transposed == (which == 1)
-            if not k_major and load.array.dtype.itemsize == 1:
-                continue  # fp8 wgmma reads K-major operands only
-            rows, cols = load.shape[-2:]
-            streamed.append(Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize),
-                                     k_major, -1))
-            if var is not None:
-                skipped.add(next(id(s) for s in body if isinstance(s, N.Assign) and s.name == var))
+            candidates.append((dot, which, *got))
+    # a loaded variable streams when every read of it is a product's operand that can take
+    # it from shared memory: then one copy serves them all
+    uses: dict = {}
+    for dot, which, load, k_major, var, ok in candidates:
+        if var is not None:
+            uses.setdefault(var, []).append(ok)
+    shared = {var for var, oks in uses.items() if all(oks) and len(oks) == reads.get(var, 0)}
+    streamed, skipped, first = [], set(), {}
+    for dot, which, load, k_major, var, ok in candidates:
+        if not ok or (var is not None and var not in shared):
+            continue
+        rows, cols = load.shape[-2:]
+        op = Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize), k_major, -1)
+        if var is not None and var in first:
+            op.copied = False
+            op.load = first[var].load
+        elif var is not None:
+            first[var] = op
+            skipped.add(next(id(s) for s in body if isinstance(s, N.Assign) and s.name == var))
+        streamed.append(op)
     if not streamed:
         return None
     fed = {id(op.dot) for op in streamed}
@@ -187,7 +204,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
                     and dot.acc.name == last.name and reads.get(last.name, 0) >= 1
                     and all(id(s) in skipped for s in body[:-1]))
     stage = 0
-    for op in streamed:
+    for op in (op for op in streamed if op.copied):
         if engine == "wgmma":
             box = (1,) * (op.load.array.type.ndim - 2) + (op.stored.rows, op.stored.panel_cols)
             plan.tensor_maps.append(TensorMap(op.load.array.name, op.load.array.dtype.name,
@@ -195,6 +212,9 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
             op.map_index = len(plan.tensor_maps) - 1
         op.offset = stage
         stage += operand.aligned(op.stored.nbytes)
+    copies = {id(op.load): op for op in streamed if op.copied}
+    for op in streamed:
+        op.map_index, op.offset = copies[id(op.load)].map_index, copies[id(op.load)].offset
     read = set().union(*(_names(i) for op in streamed for i in op.load.index))
     return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
                     engine=engine, index_prefix=prefix if read & computed else ())
