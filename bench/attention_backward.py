@@ -41,7 +41,8 @@ DKDV = [dict(BM=32, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=8), dict
         dict(BM=64, BN=64), dict(BM=32, BN=64), dict(BM=128, BN=128, num_warps=8)]
 DQ = [dict(BM=128, BN=64), dict(BM=128, BN=32, num_warps=8), dict(BM=64, BN=64), dict(BM=64, BN=128),
       dict(BM=128, BN=128, num_warps=8)]
-ATOMIC = [dict(BM=32, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=8), dict(BM=64, BN=64)]
+ATOMIC = [dict(BM=32, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=8), dict(BM=128, BN=128, num_warps=8),
+          dict(BM=64, BN=64), dict(BM=64, BN=64, num_warps=8)]
 TOLERANCE = 1e-2
 
 
@@ -62,19 +63,18 @@ def dkdv_atomic_dq(q, k, v, do, lse, delta, dk, dv, dq_sum, scale, CAUSAL: vg.co
     if CAUSAL:
         start = n_block * BN // BM
     for m in range(start, (seq + BM - 1) // BM):
+        qm = tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+        dom = tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D))
         lse2 = tile.load(lse, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)) * LOG2E
-        st = tile.dot(kt, tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
-        pt = tile.exp2(st * scale2 - lse2)
+        pt = tile.exp2(tile.dot(kt, qm.T) * scale2 - lse2)
         if CAUSAL and m * BM < (n_block + 1) * BN - 1:
             rows = m * BM + tile.arange(BM).reshape((1, BM))
             pt = tile.where(rows >= keys, pt, 0.0)
-        dv_acc = tile.mma(pt.astype(do.dtype),
-                          tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)), dv_acc)
-        dpt = tile.dot(vt, tile.load(do, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)).T)
+        dv_acc = tile.mma(pt.astype(do.dtype), dom, dv_acc)
+        dpt = tile.dot(vt, dom.T)
         dst = (pt * (dpt - tile.load(delta, index=(batch, head, m), shape=(1, 1, BM)).reshape((1, BM)))
                ).astype(q.dtype)
-        dk_acc = tile.mma(dst, tile.load(q, index=(batch, head, m, 0), shape=(1, 1, BM, D)).reshape((BM, D)),
-                          dk_acc)
+        dk_acc = tile.mma(dst, qm, dk_acc)
         tile.atomic_add(dq_sum, index=(batch, head, m, 0), tile=tile.dot(dst.T, kt).reshape((1, 1, BM, D)))
     tile.store(dv, index=(batch, head, n_block, 0), tile=dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)))
     tile.store(dk, index=(batch, head, n_block, 0),

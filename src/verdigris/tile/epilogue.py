@@ -1,15 +1,22 @@
-"""Product tiles stored through the copy engine: TMA stores from per-warpgroup buffers.
+"""Product tiles stored through the copy engine: TMA stores (and reductions) from
+per-warpgroup buffers.
 
 Takes: a warp-specialized kernel's plan (`matmul.plan`) and the layouts of its product
-variables. Gives: `find(kernel, plan, layout_of) -> {id(TileStore): StoreChunks}` for the
-stores it takes over (registering their TMA descriptors in `plan.tensor_maps`), and
-`store(low, node, value, chunks)`, their lowering.
+variables. Gives: `find(kernel, plan, layout_of) -> {id(node): StoreChunks}` for the
+stores and atomic adds it takes over (registering their TMA descriptors in
+`plan.tensor_maps`), and `store(low, node, value, chunks)`, their lowering.
 
 A store qualifies when its tile is in a wgmma accumulator layout (the product's registers,
 through the epilogue's elementwise ops) and goes to a 2-d float16/bfloat16/float32 array
 with unit inner stride, as a whole power-of-two tile, the kernel never reads that array
 (the copy completes asynchronously), and no other write of the block that may touch its
-elements can come after it (`tile.ordering`'s pairs). Writes that may touch them before
+elements can come after it (`tile.ordering`'s pairs). An atomic add (`tile.atomic_add`)
+of such a tile to a float32 array of 2 to 5 axes (the tile of extent 1 along all but the
+last two: a (1, 1, R, C) tile of attention's (batch, heads, seq, head_dim)) that the
+kernel touches only by atomic adds qualifies too: the copy engine adds the box into global memory, each
+element atomically (`cp.reduce.async.bulk.tensor ... .add`), and adds commute, so no order
+among them matters (FlashAttention-2's dQ, summed over the blocks of keys, goes out as one
+bulk reduction per chunk instead of an atomic per element). Writes that may touch them before
 it (the grouped GEMM's scatters, before its whole-tile store) are fenced for the async
 proxy by every thread (`fence.proxy.async.global`, `MmaLowering._tile_store`) before the
 barrier that orders them. Each consumer warpgroup then writes
@@ -25,7 +32,7 @@ kernel ends.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 
@@ -33,11 +40,12 @@ from ..codegen.dtypes import I8, I32, I64, i32, mem_type, to_mem
 from ..ir import nodes as N
 from ..ir import tiles as X
 from . import control, operand, ptx
-from .layout import padded
+from .layout import padded, unit_reshaped
 from .mma_layout import GroupGeometry
 
 ROWS = 64  # rows per chunk: one wgmma row block
 STORE_TYPES = ("float16", "bfloat16", "float32")
+REDUCE_TYPES = ("float32",)  # atomic adds through the copy engine (half types would round each add)
 FIRST_BARRIER = 2  # named barrier ids: 0 the block's, 1 the consumers' (`specialize`)
 
 
@@ -47,6 +55,14 @@ class StoreChunks:
     chunk: operand.Stored  # one buffer: ROWS x one panel
     map_index: int
     after_stores: bool = False  # ordinary stores of the block may have written its elements
+    shape: tuple = ()  # the tile's (the product's, after unit axes in front)
+    reduce: bool = False  # an atomic add: the copy engine adds the box into the array
+
+    @property
+    def layout(self):
+        """The tile's layout: the accumulator's, with the unit axes in front."""
+        g = self.geometry
+        return unit_reshaped(g.layout(), (g.m, g.n), self.shape)
 
 
 def buffer_bytes(plan) -> int:
@@ -59,29 +75,45 @@ def buffer_bytes(plan) -> int:
 
 def find(kernel, plan, layout_of, warps: int) -> dict:
     from ..frontend import walk
-    from .pipeline import TensorMap
+    from .pipeline import MAX_TMA_RANK, TensorMap
 
     found = {}
     for node in walk(kernel.body):
-        if not isinstance(node, X.TileStore):
+        reduce = isinstance(node, X.TileAtomic)
+        if not (isinstance(node, X.TileStore) or reduce and node.op == "add"):
             continue
         array, shape = node.array, tuple(node.value.shape)
-        if not (array.type.ndim == 2 and array.type.unit_inner_stride and shape == padded(shape)
-                and array.dtype.name in STORE_TYPES and shape[0] % ROWS == 0
+        # stores to 2-d arrays only: attention's (1, 1, R, C) output tiles would take the
+        # buffers' shared memory from the forward's stages (not measured)
+        if not ((2 <= array.type.ndim <= MAX_TMA_RANK if reduce else array.type.ndim == 2)
+                and array.type.unit_inner_stride
+                and shape == padded(shape) and all(n == 1 for n in shape[:-2])
+                and array.dtype.name in (REDUCE_TYPES if reduce else STORE_TYPES) and shape[-2] % ROWS == 0
                 and array.name not in kernel.reads  # the copy lands after the kernel reads
-                and not _ordered_after(kernel, node)):
+                and (_only_added(kernel, node) if reduce else not _ordered_after(kernel, node))):
             continue
-        g = GroupGeometry(shape[0], shape[1], warps)
-        if layout_of(node.value) != g.layout():
+        chunks = StoreChunks(GroupGeometry(shape[-2], shape[-1], warps), None, -1, shape=shape, reduce=reduce)
+        if layout_of(node.value) != chunks.layout:
             continue
         size = array.dtype.itemsize
-        chunk = operand.Stored(ROWS, min(g.inst_n, 128 // size), size)
-        if g.inst_n % chunk.cols:
+        chunk = operand.Stored(ROWS, min(chunks.geometry.inst_n, 128 // size), size)
+        if chunks.geometry.inst_n % chunk.cols:
             continue
-        plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size, (ROWS, chunk.cols),
-                                          chunk.panel_bytes))
-        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1, _written_before(kernel, node))
+        plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size,
+                                          (1,) * (len(shape) - 2) + (ROWS, chunk.cols), chunk.panel_bytes))
+        found[id(node)] = replace(chunks, chunk=chunk, map_index=len(plan.tensor_maps) - 1,
+                                  after_stores=not reduce and _written_before(kernel, node))
     return found
+
+
+def _only_added(kernel, node: X.TileAtomic) -> bool:
+    """Whether every access of `node`'s array is a tile's atomic add: then the copy
+    engine's adds need no order with any of them."""
+    from ..frontend import walk
+    from ..frontend.access_nodes import ACCESSING
+
+    return all(isinstance(n, X.TileAtomic) and n.op == "add" for n in walk(kernel.body)
+               if isinstance(n, ACCESSING) and n.array.name == node.array.name)
 
 
 def _ordered_after(kernel, node: X.TileStore) -> bool:
@@ -135,13 +167,18 @@ def _only_before(kernel, other, node) -> bool:
             return False
 
 
-def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
+def store(low, node, value, chunks: StoreChunks) -> None:
+    """`node` (a `TileStore`, or a `TileAtomic` add with `chunks.reduce`) of `value`, held
+    in `chunks.layout`, chunk by chunk through the warpgroup's buffers (module doc)."""
     b, em, g, chunk = low.b, low.em, chunks.geometry, chunks.chunk
     group = b.lshr(low.warp, i32(2))
     gm = b.and_(group, i32(g.groups_m - 1))
     gn = b.lshr(group, i32(g.groups_m.bit_length() - 1))
-    row0 = b.add(b.trunc(b.mul(low.expr(node.index[0]), ir.Constant(I64, g.m)), I32), b.mul(gm, i32(g.group_rows)))
-    col0 = b.add(b.trunc(b.mul(low.expr(node.index[1]), ir.Constant(I64, g.n)), I32), b.mul(gn, i32(g.group_cols)))
+    row0 = b.add(b.trunc(b.mul(low.expr(node.index[-2]), ir.Constant(I64, g.m)), I32), b.mul(gm, i32(g.group_rows)))
+    col0 = b.add(b.trunc(b.mul(low.expr(node.index[-1]), ir.Constant(I64, g.n)), I32), b.mul(gn, i32(g.group_cols)))
+    # the unit axes in front: element coordinate = tile index (innermost first, after the rows)
+    outer = [b.trunc(low.expr(i), I32) for i in node.index[:-2]][::-1]
+    copy = ptx.tma_reduce_add if chunks.reduce else ptx.tma_store
     region = low.shared_dynamic(low.plan.store_buffers)
     buffers = b.gep(region, [b.zext(b.mul(group, i32(2 * chunk.nbytes)), I64)], inbounds=True, source_etype=I8)
     leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, i32(3)), i32(0)),
@@ -152,7 +189,7 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
     dtype = node.array.dtype
     pair = ir.VectorType(mem_type(dtype), 2)
     layout = value.layout
-    held = [(r, layout.register_coords(r)) for r in range(0, layout.num_regs, 2)]
+    held = [(r, layout.register_coords(r)[-2:]) for r in range(0, layout.num_regs, 2)]
     steps = [(mb, panel) for mb in range(g.m_blocks) for panel in range(g.group_cols // chunk.cols)]
 
     barrier_id = b.add(group, i32(FIRST_BARRIER))
@@ -178,9 +215,9 @@ def store(low, node: X.TileStore, value, chunks: StoreChunks) -> None:
         ptx.fence_proxy_async(em)
         sync()
         address = ptx.shared_address(b, buffer)
-        coords = [b.add(col0, i32(panel * chunk.cols)), b.add(row0, i32(ROWS * mb))]
+        coords = [b.add(col0, i32(panel * chunk.cols)), b.add(row0, i32(ROWS * mb)), *outer]
         control.when(low, leader, lambda address=address, coords=coords: (
-            ptx.tma_store(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
+            copy(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
 
 
 def drain(low) -> None:

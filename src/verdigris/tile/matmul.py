@@ -168,7 +168,7 @@ class MmaLowering(TileLowering):
         if chunks is not None:
             from . import epilogue
 
-            value = self.tile(s.value, chunks.geometry.layout())
+            value = self.tile(s.value, chunks.layout)
             if chunks.after_stores:  # ordinary writes first: each thread's, seen by the copy
                 ptx.fence_proxy_async(self.em, "global")  # engine once a barrier follows
             self.order.access(s, s.array.name, "write")  # meets nothing after it (`epilogue.find`)
@@ -183,6 +183,19 @@ class MmaLowering(TileLowering):
                 and store_bytes(s) <= room:
             value = self._through_shared(value, default, s.array.dtype)
         memory.store(self, s, value)
+
+    def _tile_atomic(self, s: X.TileAtomic) -> None:
+        """A product tile's atomic add goes out as the copy engine's bulk reductions
+        (`epilogue`), or element by element from the default layout."""
+        chunks = self.plan.stores.get(id(s))
+        if chunks is None:
+            return super()._tile_atomic(s)
+        from . import epilogue
+
+        self._writable(s)
+        value = self.tile(s.value, chunks.layout)
+        self.order.access(s, s.array.name, "atomic")
+        return epilogue.store(self, s, value, chunks)
 
     def _through_shared(self, value: TileValue, layout: Layout, dtype) -> TileValue:
         """`value` in `layout`, through the swizzled format at `plan.through_offset` of
@@ -238,7 +251,8 @@ class MmaLowering(TileLowering):
             finally:
                 self.depth -= 1
 
-    _STMT = {**TileLowering._STMT, N.For: _for, X.TileStore: _tile_store, N.Region: _region}
+    _STMT = {**TileLowering._STMT, N.For: _for, X.TileStore: _tile_store, X.TileAtomic: _tile_atomic,
+             N.Region: _region}
 
     # ------------------------------------------------------------------ products
 

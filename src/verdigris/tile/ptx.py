@@ -239,6 +239,16 @@ def tma_store(em, src: ir.Value, tensor_map: ir.Value, coords: list) -> None:
          [tensor_map, *coords, src])
 
 
+def tma_reduce_add(em, src: ir.Value, tensor_map: ir.Value, coords: list) -> None:
+    """`cp.reduce.async.bulk.tensor.<n>d` global += shared: `tma_store`'s box added into
+    the array (the tensor map's element type), each element atomically."""
+    n = len(coords)
+    box = ", ".join(f"${1 + i}" for i in range(n))
+    text = f"cp.reduce.async.bulk.tensor.{n}d.global.shared::cta.add.tile.bulk_group [$0, {{{box}}}], [${1 + n}];"
+    _asm(em, ir.VoidType(), text, ",".join(["l"] + ["r"] * n + ["r", "~{memory}"]),
+         [tensor_map, *coords, src])
+
+
 def bulk_commit(em) -> None:
     _asm(em, ir.VoidType(), "cp.async.bulk.commit_group;", "~{memory}", [])
 
