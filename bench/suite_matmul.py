@@ -44,9 +44,9 @@ MATMUL = Path(__file__).with_name("matmul.py")
 RTOL = 1e-2  # bench/matmul.py's criterion; a bf16 output's own rounding is ~2e-3
 BATCH, HEADS, HEAD_DIM = 4, 32, 128
 # the dK/dV kernel's launch, the dQ kernel's (tiles, warps): `attention_backward`'s defaults first
-BACKWARD_CONFIGS = [(dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=64)),
-                    (dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=32, num_warps=8)),
-                    (dict(BM=64, BN=128), dict(BM=128, BN=64)), (dict(BM=64, BN=64), dict(BM=64, BN=64))]
+BACKWARD_CONFIGS = [(dict(BM=64, BN=128, num_warps=8), dict(BM=128, BN=128, num_warps=8)),
+                    (dict(BM=64, BN=128), dict(BM=128, BN=64)),
+                    (dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=64)), (dict(BM=64, BN=64), dict(BM=64, BN=64))]
 
 
 def _matmul():

@@ -183,8 +183,9 @@ def _specialized(name, d, causal, dtype=T.bfloat16):
     """The kernel as `attention_backward` launches it by default."""
     inputs = dict(q=_a(dtype), k=_a(dtype), v=_a(dtype), do=_a(dtype), lse=_a(T.float32, 3),
                   delta=_a(T.float32, 3), scale=T.float32, CAUSAL=causal, D=d)
-    kernel, launch, outputs = ((ta.attention_backward_dkdv, ta.DKDV_LAUNCH, dict(dk=_a(dtype), dv=_a(dtype)))
-                               if name == "dkdv" else (ta.attention_backward_dq, ta.DQ_LAUNCH, dict(dq=_a(dtype))))
+    dkdv, dq = ta.backward_launches(d)
+    kernel, launch, outputs = ((ta.attention_backward_dkdv, dkdv, dict(dk=_a(dtype), dv=_a(dtype)))
+                               if name == "dkdv" else (ta.attention_backward_dq, dq, dict(dq=_a(dtype))))
     launch = dict(launch)
     block = (32 * launch.pop("num_warps"),) if "num_warps" in launch else None
     return kernel.specialize_types(dict(inputs, **outputs, **launch), block=block)
@@ -199,7 +200,8 @@ def test_sm90a_streams_the_walked_tiles_by_tma_and_assembles(name, d, causal, dt
     """Each product's operand from the walked tiles streams (Q's and dO's into two products
     each in dK/dV, K's in dQ: each tile copied once, both products reading it from shared
     memory), the block's own tiles are staged once, two consumer warp groups and a
-    producer; at head dim 128 ptxas neither serializes the products nor spills."""
+    producer; at head dim 128 ptxas does not serialize the products, and spills no more
+    than the 60 bytes BACKWARD_LAUNCH's measured-faster dK/dV tiles are known to (dQ none)."""
     kernel = _specialized(name, d, causal, dtype)
     plan = matmul.plan(kernel, "sm_90a")
     (pipe,) = plan.pipelines.values()
@@ -218,7 +220,8 @@ def test_sm90a_streams_the_walked_tiles_by_tma_and_assembles(name, d, causal, dt
     assert [m.box for m in plan.tensor_maps][0][:2] == (1, 1)  # (batch, heads, rows, a panel)
     if d == 128:  # where registers are tightest: optimized by ptxas, and reported
         report = _ptxas_report(ptx)
-        assert "0 bytes spill stores" in report and not re.search(r"C75\d\d", report), report
+        spilled = int(re.search(r"(\d+) bytes spill stores", report).group(1))
+        assert spilled <= (60 if name == "dkdv" else 0) and not re.search(r"C75\d\d", report), report
     else:
         codegen.assemble(ptx, "sm_90a", optimize=False)
 

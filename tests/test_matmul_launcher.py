@@ -82,7 +82,7 @@ dq, dk, dv = ta.head_views(dqkv, heads, 3)
 counts = []
 for _ in range(2):
     ta.attention_backward_dkdv[seq // 128, heads, batch](q, k, v, do_heads, lse, lse, dk, dv, 0.125, D=d,
-                                                          **ta.DKDV_LAUNCH)
+                                                          **ta.backward_launches(d)[0])
     counts.append(dict(general=general[0], encoded=len(encoded)))
 print(json.dumps(dict(encoded=encoded, counts=counts, q=q.ptr, do=do_heads.ptr)))
 """

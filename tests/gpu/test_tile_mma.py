@@ -35,7 +35,7 @@ def target(request, monkeypatch):
 def test_examples(rng, target):
     assert report(tile_gemm.check(rng))
     assert report(tile_attention.check(rng, dims=(64, 128), seq=300, tiles=(128, 64),
-                                       backward=(tile_attention.DKDV_LAUNCH, tile_attention.DQ_LAUNCH)))
+                                       backward=(None, None)))
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -195,27 +195,38 @@ def attention_backward_dq(q, k, v, do, lse, delta, dq, scale, CAUSAL: vg.constex
 # twice); ptxas, sm_90a, reports no spills for each.
 FORWARD_LAUNCH = {64: dict(BM=128, BN=64), 128: dict(BM=128, BN=64), 256: dict(BM=128, BN=32, num_warps=8)}
 
-# The backward kernels' tiles and warps on the GPU (Triton's tutorial takes 32 x 128 and 128 x 32).
-# 8 warps for dK/dV: two consumer warp groups share the 128 keys; the lowering's choice for
-# its 128 x 32 scores, 4, holds dK and dV for all 128 in one group and spills at head dim
-# 128 (ptxas, sm_90a).
-DKDV_LAUNCH = dict(BM=32, BN=128, num_warps=8)
-DQ_LAUNCH = dict(BM=128, BN=64)
+# The backward kernels' launches on the GPU by head dimension, (dK/dV's, dQ's): the fastest
+# of bench/attention_backward.py's sweep on an H100 (bf16; B8 H12 S1024 at 64, B4 H32 S4096
+# at 128, causal and not). Two consumer warp groups share the block's keys (dK/dV) or rows
+# (dQ). ptxas (sm_90a) reports 40 bytes of spills for dK/dV's 128 x 128 at head dim 64 and
+# 60 for its 64 x 128 at 128, and none for the smaller tiles these beat by 1.3-1.5x
+# (116 against 184 us, 4.2 against 6.1 ms). Other head dimensions take BACKWARD_LAUNCH[None].
+BACKWARD_LAUNCH = {64: (dict(BM=128, BN=128, num_warps=8), dict(BM=128, BN=128, num_warps=8)),
+                   128: (dict(BM=64, BN=128, num_warps=8), dict(BM=128, BN=128, num_warps=8)),
+                   None: (dict(BM=32, BN=128, num_warps=8), dict(BM=128, BN=64))}
+
+
+def backward_launches(d: int) -> tuple:
+    """(dK/dV's launch, dQ's launch) for head dimension `d` (BACKWARD_LAUNCH)."""
+    return BACKWARD_LAUNCH.get(d, BACKWARD_LAUNCH[None])
 
 
 def attention_backward(q, k, v, o, lse, do, dq, dk, dv, delta, scale, causal: bool,
-                       dkdv_launch=DKDV_LAUNCH, dq_launch=DQ_LAUNCH):
+                       dkdv_launch=None, dq_launch=None):
     """dq, dk, dv from the forward's q, k, v, o and lse and the output's gradient do: q, o,
     do and the gradients (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
     head_dim), views of any strides with a unit inner one; lse and delta (batch * heads,
     seq) float32 (delta is scratch the first kernel fills). With kv_heads < heads (grouped-query
     attention) dk and dv hold each query head's share of its K/V head's gradients, to be
     summed over the group. Three launches: delta, then dK and dV, then dQ, with the tiles
-    (BM, BN) and launch options (num_warps) of `dkdv_launch` and `dq_launch`; each gradient
+    (BM, BN) and launch options (num_warps) of `dkdv_launch` and `dq_launch` (None:
+    `backward_launches` of the head dimension); each gradient
     element is written by one block, summed in a fixed order, so the results are the same
     bit for bit from run to run (no atomics: the only mode)."""
     batch, heads, seq, d = q.shape
     group = heads // k.shape[1]
+    default_dkdv, default_dq = backward_launches(d)
+    dkdv_launch, dq_launch = dkdv_launch or default_dkdv, dq_launch or default_dq
     lse, delta = by_head(lse, batch, heads), by_head(delta, batch, heads)
     attention_backward_delta[vg.cdiv(seq, dq_launch["BM"]), heads, batch](o, do, delta, BM=dq_launch["BM"], D=d)
     attention_backward_dkdv[vg.cdiv(seq, dkdv_launch["BN"]), heads, batch](
@@ -294,7 +305,7 @@ def check(rng, batch=2, heads=3, seq=100, dims=(64,), tiles=(64, 32),
     k and v the (batch, heads, seq, head_dim) views of one (batch, seq, 3 * heads *
     head_dim) array, the output, dO and the gradients likewise (`head_views`: strides that
     are not C order); `backward` are the dK/dV kernel's launch (BM, BN, num_warps) and the
-    dQ kernel's."""
+    dQ kernel's (None: `backward_launches` of each head dimension)."""
     dtype = "bfloat16" if available("bfloat16") else "float16"
     results = []
     for d in dims:
