@@ -28,6 +28,11 @@ attn)  # attention backward: each kernel's configurations, the atomic-dQ prototy
   TAIL=30 step 250 attn_gpt python3 bench/attention_backward.py --shape gpt
   TAIL=30 step 300 attn_issue python3 bench/attention_backward.py --shape issue
   ;;
+attn_defaults)  # the attention GPU tests at the new launches, then the GPT under graphs and its profile
+  TAIL=6 step 120 attn_tests python3 -m pytest -q -x -m gpu tests/gpu/test_attention_backward_gpu.py tests/gpu/test_torch_attention_gpu.py tests/gpu/test_tile_mma.py -n 8 -p no:cacheprovider -o addopts=""
+  TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
+  TAIL=25 step 60 gpt_kernels python3 bench/gpt_profile.py --impl verdigris --steps 5 --top 20 --graph
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;
