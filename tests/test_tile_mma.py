@@ -612,3 +612,50 @@ def test_a_64x64_product_gets_the_warps_wgmma_takes():
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx and ".maxntid 256" in ptx
     wide = gemm.specialize_types(dict(a=_a(T.bfloat16), b=_a(T.bfloat16), c=_a(T.bfloat16), BM=128, BN=128, BK=64))
     assert num_warps(wide) == 8
+
+
+@tile.kernel
+def product_parts_added(a, b, c, PARTS: vg.constexpr = 2, BM: vg.constexpr = 128, BN: vg.constexpr = 128,
+                        BK: vg.constexpr = 64):
+    """Split-K by atomics: block (i, j, part) adds its part of the K steps' product into c."""
+    i, j, part = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for kk in range(part, (a.shape[1] + BK - 1) // BK, PARTS):
+        acc = tile.mma(tile.load(a, index=(i, kk), shape=(BM, BK)), tile.load(b, index=(kk, j), shape=(BK, BN)), acc)
+    tile.atomic_add(c, index=(0, i, j), tile=acc.reshape((1, BM, BN)))
+
+
+@tile.kernel
+def product_parts_added_and_maxed(a, b, c, PARTS: vg.constexpr = 2, BM: vg.constexpr = 128,
+                                  BN: vg.constexpr = 128, BK: vg.constexpr = 64):
+    """The twin whose c also takes an atomic max: the adds must stay element by element."""
+    i, j, part = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), vg.float32)
+    for kk in range(part, (a.shape[1] + BK - 1) // BK, PARTS):
+        acc = tile.mma(tile.load(a, index=(i, kk), shape=(BM, BK)), tile.load(b, index=(kk, j), shape=(BK, BN)), acc)
+    tile.atomic_add(c, index=(0, i, j), tile=acc.reshape((1, BM, BN)))
+    tile.atomic_max(c, index=(1, i, j), tile=acc.reshape((1, BM, BN)))
+
+
+def test_a_product_added_by_atomics_matches_float64(rng):
+    a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((128, 256), (256, 256)))
+    c = np.zeros((1, 128, 256), np.float32)
+    product_parts_added[1, 2, 2](a, b, c)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c[0], want, rtol=1e-3, atol=1e-3)
+
+
+@needs_ptxas
+def test_a_product_added_by_atomics_goes_out_as_bulk_reductions():
+    """On sm_90a a product tile's atomic add into a float32 array the kernel only adds to is
+    one `cp.reduce.async.bulk.tensor` per chunk (3-d: the batch axis of extent 1 in front),
+    not an atomic per element; with an atomic max on the same array the adds stay element by
+    element (reductions through the copy engine are ordered with nothing else), from the
+    accumulator's registers: no exchange through shared memory, which would not fit."""
+    specs = dict(a=_a(T.float16), b=_a(T.float16), c=_a(T.float32, 3))
+    ptx = codegen.compile_to_ptx(product_parts_added.specialize_types(specs), "sm_90a").ptx
+    assert "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group" in ptx
+    assert not re.search(r"\b(red|atom)\.global", ptx)
+    codegen.assemble(ptx, "sm_90a", optimize=False)
+    twin = codegen.compile_to_ptx(product_parts_added_and_maxed.specialize_types(specs), "sm_90a").ptx
+    assert "cp.reduce.async.bulk" not in twin and re.search(r"\b(red|atom)\.global(\.\w+)*\.add\.f32", twin)

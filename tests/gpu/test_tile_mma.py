@@ -144,3 +144,21 @@ def test_gemm_fp8_with_b_row_major(rng, target, formats):
     want = a64 @ b64
     error = np.linalg.norm(c - want) / np.linalg.norm(want)
     assert error <= (5e-3 if target == "native" else 1e-6), error
+
+
+@pytest.mark.parametrize("kernel", [test_tile_mma.product_parts_added, test_tile_mma.product_parts_added_and_maxed])
+def test_products_added_by_atomics(rng, target, kernel):
+    """Split-K by atomic adds into a float32 (batch, M, N) array: on sm_90a the copy
+    engine's bulk reductions (one kernel), or element by element (its twin, which also
+    takes an atomic max); the sums match float64 whatever order the parts land in."""
+    m, n, k, parts = 256, 384, 1024, 4
+    a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (k, n)))
+    c = np.zeros((2, m, n), np.float32)
+    c[1] = -np.inf
+    got = vg.asarray(c)
+    kernel[m // 128, n // 128, parts](vg.asarray(a), vg.asarray(b), got, PARTS=parts)
+    got = got.numpy()
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got[0], want, rtol=2e-3, atol=2e-3 * math.sqrt(k))
+    if kernel is test_tile_mma.product_parts_added_and_maxed:
+        assert np.all(got[1] >= got[0] / parts - 1)  # the largest part's sum: at least the mean

@@ -112,7 +112,8 @@ class TileLowering(_KernelLowering):
         return blocked(shape, self.num_warps, min(self.widths.get(shape, 4), per_thread))
 
     def scatter_layout(self, value: X.TileExpr) -> Layout:
-        """The layout a scatter of `value` writes from: the default one."""
+        """The layout a scatter or a tile atomic of `value` writes from (element by element,
+        so any layout coalesces as well as another): the default one."""
         return self.default(value.shape)
 
     def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
@@ -410,7 +411,7 @@ class TileLowering(_KernelLowering):
 
     def _tile_atomic(self, s: X.TileAtomic) -> None:
         self._writable(s)
-        self._statement(s.value, self.default(s.value.shape),
+        self._statement(s.value, self.scatter_layout(s.value),
                         lambda value: memory.store(self, s, value, atomic=s.op))
 
     _STMT = {**_KernelLowering._STMT, N.Assign: _assign, X.TileStore: _tile_store,

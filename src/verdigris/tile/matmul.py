@@ -154,9 +154,9 @@ class MmaLowering(TileLowering):
         return super()._tile_slots(name, tt, layout or self.accumulators.get(name))
 
     def scatter_layout(self, value: X.TileExpr) -> Layout:
-        """A product tile (through its epilogue's elementwise ops) is scattered from the
-        registers the product left it in: the index tiles are computed there, and nothing
-        moves through shared memory."""
+        """A product tile (through its epilogue's elementwise ops) is scattered, or added
+        atomically, from the registers the product left it in: the index tiles are computed
+        there, and nothing moves through shared memory."""
         return product_layout(value, self.plan, self.accumulators) or super().scatter_layout(value)
 
     def _tile_store(self, s: X.TileStore) -> None:
