@@ -659,3 +659,37 @@ def test_a_product_added_by_atomics_goes_out_as_bulk_reductions():
     codegen.assemble(ptx, "sm_90a", optimize=False)
     twin = codegen.compile_to_ptx(product_parts_added_and_maxed.specialize_types(specs), "sm_90a").ptx
     assert "cp.reduce.async.bulk" not in twin and re.search(r"\b(red|atom)\.global(\.\w+)*\.add\.f32", twin)
+
+
+@tile.kernel
+def gram_blocks(a, c, BM: vg.constexpr = 128, BK: vg.constexpr = 64):
+    """The diagonal blocks of a @ a.T: one loaded tile feeds both operands of the product."""
+    i = tile.bid(0)
+    acc = tile.zeros((BM, BM), vg.float32)
+    for kk in range((a.shape[1] + BK - 1) // BK):
+        x = tile.load(a, index=(i, kk), shape=(BM, BK))
+        acc = tile.mma(x, x.T, acc)
+    tile.store(c, index=(i, i), tile=acc)
+
+
+def test_one_tile_as_both_operands_matches_float64(rng):
+    a = rng.standard_normal((256, 192)).astype(np.float16)
+    c = np.full((256, 256), np.nan, np.float32)
+    gram_blocks[2](a, c)
+    want = a.astype(np.float64) @ a.astype(np.float64).T
+    for i in range(2):
+        block = np.s_[128 * i:128 * (i + 1), 128 * i:128 * (i + 1)]
+        np.testing.assert_allclose(c[block], want[block], rtol=1e-4, atol=1e-4)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_one_tile_feeding_two_operands_is_copied_once(target):
+    """x feeds A and (transposed) B of one product: the stream copies it once a stage (by
+    TMA on sm_90a, by cp.async on sm_80), both operands read it, K-major, and the loop keeps
+    its products in flight (accumulating)."""
+    spec = gram_blocks.specialize_types(dict(a=_a(T.float16), c=_a(T.float32)))
+    (pipe,) = matmul.plan(spec, target).pipelines.values()
+    assert [(op.which, op.k_major, op.copied) for op in pipe.operands] == [(0, True, True), (1, True, False)]
+    assert pipe.accumulating and pipe.stage_bytes == pipe.stage_bytes_used == 128 * 64 * 2
+    codegen.assemble(codegen.compile_to_ptx(spec, target).ptx, target, optimize=False)

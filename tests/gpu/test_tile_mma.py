@@ -162,3 +162,14 @@ def test_products_added_by_atomics(rng, target, kernel):
     np.testing.assert_allclose(got[0], want, rtol=2e-3, atol=2e-3 * math.sqrt(k))
     if kernel is test_tile_mma.product_parts_added_and_maxed:
         assert np.all(got[1] >= got[0] / parts - 1)  # the largest part's sum: at least the mean
+
+
+def test_one_tile_as_both_operands(rng, target):
+    """The stream's one copy of a tile that feeds A and B (test_tile_mma.gram_blocks)."""
+    a = rng.standard_normal((512, 1000)).astype(np.float16)
+    got = vg.asarray(np.full((512, 512), np.nan, np.float32))
+    test_tile_mma.gram_blocks[4](vg.asarray(a), got)
+    got, want = got.numpy(), a.astype(np.float64) @ a.astype(np.float64).T
+    for i in range(4):
+        block = np.s_[128 * i:128 * (i + 1), 128 * i:128 * (i + 1)]
+        np.testing.assert_allclose(got[block], want[block], rtol=1e-3, atol=1e-3 * math.sqrt(1000))
