@@ -33,6 +33,11 @@ attn_defaults)  # the attention GPU tests at the new launches, then the GPT unde
   TAIL=8 step 200 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
   TAIL=25 step 60 gpt_kernels python3 bench/gpt_profile.py --impl verdigris --steps 5 --top 20 --graph
   ;;
+last)  # little device time: the GPT under graphs at the new attention launches, the new GPU tests, the profile
+  TAIL=8 step 150 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
+  TAIL=6 step 50 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_attention_backward_gpu.py tests/gpu/test_tile_mma.py -k "examples or atomics or one_tile or attention" -n 8 -p no:cacheprovider -o addopts=""
+  TAIL=25 step 35 gpt_kernels python3 bench/gpt_profile.py --impl verdigris --steps 5 --top 20 --graph
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;
