@@ -38,6 +38,18 @@ last)  # little device time: the GPT under graphs at the new attention launches,
   TAIL=6 step 50 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_attention_backward_gpu.py tests/gpu/test_tile_mma.py -k "examples or atomics or one_tile or attention" -n 8 -p no:cacheprovider -o addopts=""
   TAIL=25 step 35 gpt_kernels python3 bench/gpt_profile.py --impl verdigris --steps 5 --top 20 --graph
   ;;
+regs_ab)  # the producer warp group's registers, 40 (as is) against 24 (FlashAttention-3's; ptxas then
+  # reports no spill in dK/dV at head dim 128, 24 bytes at 64): attention backward and GPT-2's MLP
+  # products, each variant twice in alternation, a fresh process and compile cache each
+  for round in 1 2; do
+    for regs in 40 24; do
+      sed -i "s/^PRODUCER_REGISTERS = .*/PRODUCER_REGISTERS = $regs/" src/verdigris/tile/specialize.py
+      VERDIGRIS_CACHE_DIR=/tmp/vgc_$regs TAIL=4 step 150 "attn_regs${regs}_$round" python3 bench/attention_backward.py --shape gpt
+      VERDIGRIS_CACHE_DIR=/tmp/vgc_$regs TAIL=4 step 120 "linear_regs${regs}_$round" python3 bench/linear_backward.py
+    done
+  done
+  git checkout src/verdigris/tile/specialize.py
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;
