@@ -50,6 +50,16 @@ regs_ab)  # the producer warp group's registers, 40 (as is) against 24 (FlashAtt
   done
   git checkout src/verdigris/tile/specialize.py
   ;;
+stores_ab)  # TMA stores of n-d output tiles (attention's O, dK, dV, dQ): 2-d only (as is) against up to 5-d
+  for round in 1 2; do
+    for rank in 2 5; do
+      sed -i "s/^STORE_MAX_RANK = .*/STORE_MAX_RANK = $rank/" src/verdigris/tile/epilogue.py
+      VERDIGRIS_CACHE_DIR=/tmp/vgc_s$rank TAIL=4 step 150 "attn_bwd_rank${rank}_$round" python3 bench/attention_backward.py --shape gpt
+      VERDIGRIS_CACHE_DIR=/tmp/vgc_s$rank TAIL=8 step 200 "attn_fwd_rank${rank}_$round" python3 -m verdigris bench --quick --filter "^attention fwd( causal)? bf16$"
+    done
+  done
+  git checkout src/verdigris/tile/epilogue.py
+  ;;
 host)  # the host's stack under a step launched op by op
   TAIL=70 step 60 gpt_host python3 bench/gpt_profile.py --impl verdigris --steps 10 --top 25 --host
   ;;

@@ -46,6 +46,10 @@ from .mma_layout import GroupGeometry
 ROWS = 64  # rows per chunk: one wgmma row block
 STORE_TYPES = ("float16", "bfloat16", "float32")
 REDUCE_TYPES = ("float32",)  # atomic adds through the copy engine (half types would round each add)
+# Stores take 2-d arrays only: attention's (1, 1, R, C) output tiles would take the buffers'
+# shared memory from the forward's stages, not yet measured (`bench/gpu_session.sh stores_ab`
+# sets this to 5); atomic adds take any rank the copy engine does.
+STORE_MAX_RANK = 2
 FIRST_BARRIER = 2  # named barrier ids: 0 the block's, 1 the consumers' (`specialize`)
 
 
@@ -83,9 +87,7 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
         if not (isinstance(node, X.TileStore) or reduce and node.op == "add"):
             continue
         array, shape = node.array, tuple(node.value.shape)
-        # stores to 2-d arrays only: attention's (1, 1, R, C) output tiles would take the
-        # buffers' shared memory from the forward's stages (not measured)
-        if not ((2 <= array.type.ndim <= MAX_TMA_RANK if reduce else array.type.ndim == 2)
+        if not (2 <= array.type.ndim <= (MAX_TMA_RANK if reduce else STORE_MAX_RANK)
                 and array.type.unit_inner_stride
                 and shape == padded(shape) and all(n == 1 for n in shape[:-2])
                 and array.dtype.name in (REDUCE_TYPES if reduce else STORE_TYPES) and shape[-2] % ROWS == 0
