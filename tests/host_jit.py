@@ -18,7 +18,7 @@ address that is not a multiple of its size, which faults on a GPU, raises `Misal
 access to global memory outside every array argument raises `OutOfBounds`.
 
 Threads of a kernel without barriers or shuffles run one after another (first to last, or
-with `reverse=True` last to first). Otherwise each thread of a block is an OS thread, and
+with `reverse=True` last to first). Otherwise each thread of a block is a greenlet, and
 they take turns (`_Block`): one runs until it reaches a barrier, then the next, in that
 order again after each barrier: `bar.sync` waits for the block, `shfl.sync.bfly` is an
 exchange through a slot per thread between two barriers of the warp, shared memory the
@@ -283,18 +283,22 @@ class _Block:
         # a shuffle, where one set needed a second)
         self.slots = ([0] * len(sequence), [0] * len(sequence))
         self.shuffles = dict.fromkeys(sequence, 0)
-        self.scheduler = None
+        self.scheduler = greenlet.getcurrent()
 
     def run_threads(self, body) -> None:
-        """Runs `body()` as each thread of the block, taking turns as the class doc says."""
-        self.scheduler = greenlet.getcurrent()
+        """Runs `body()` as each thread of the block (`_current` the running one and this
+        block), taking turns as the class doc says."""
         threads = {t: greenlet.greenlet(body) for t in self.rank}
-        while self.runnable:
-            tid = min(self.runnable, key=self.rank.__getitem__)
-            _current.tid = tid
-            threads[tid].switch()
-            if threads[tid].dead:
-                self.runnable.discard(tid)
+        _current.block = self
+        try:
+            while self.runnable:
+                tid = min(self.runnable, key=self.rank.__getitem__)
+                _current.tid = tid
+                threads[tid].switch()
+                if threads[tid].dead:
+                    self.runnable.discard(tid)
+        finally:
+            _current.block = None
         if any(not g.dead for g in threads.values()):
             # greenlets left suspended in the JIT-compiled code are kept: killing one raises
             # in a ctypes callback, which swallows the error and runs the kernel on
@@ -431,11 +435,7 @@ def run(kernel_fn, grid, num_warps: int | None = None, dtypes: dict | None = Non
                     for _current.tid in sequence:
                         thread()
                     continue
-                _current.block = _Block(sequence)
-                try:
-                    _current.block.run_threads(thread)
-                finally:
-                    _current.block = None
+                _Block(sequence).run_threads(thread)
     if _MISALIGNED[0]:
         raise Misaligned(f"{_MISALIGNED[0]} vector accesses at addresses not a multiple of their size")
     if _OUTSIDE[0]:

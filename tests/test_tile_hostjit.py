@@ -458,10 +458,7 @@ def test_the_harness_takes_turns_between_barriers_and_names_threads_left_waiting
 
     for sequence in ([0, 1, 2], [2, 1, 0]):
         order.clear()
-        host_jit._current.block = host_jit._Block(sequence)
-        host_jit._current.block.run_threads(lambda: body(False))
+        host_jit._Block(sequence).run_threads(lambda: body(False))
         assert order == [("before", t) for t in sequence] + [("after", t) for t in sequence]
-    host_jit._current.block = host_jit._Block([0, 1, 2, 3])
     with pytest.raises(RuntimeError, match=r"threads \[0, 2\] wait at a barrier"):
-        host_jit._current.block.run_threads(lambda: body(True))
-    host_jit._current.block = None
+        host_jit._Block([0, 1, 2, 3]).run_threads(lambda: body(True))
