@@ -243,8 +243,7 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
     where `y = acc * h` would."""
     found: dict = {}
     assigns = [n for n in walk_nodes(kernel) if isinstance(n, N.Assign) and isinstance(n.value, X.TileExpr)]
-    scatters = [n for n in walk_nodes(kernel) if isinstance(n, X.Scatter)]
-    stored = [n.value for n in walk_nodes(kernel) if isinstance(n, (X.TileStore, X.TileAtomic, X.Scatter))]
+    writes = [n for n in walk_nodes(kernel) if isinstance(n, (X.TileStore, X.TileAtomic, X.Scatter))]
     for _ in range(4):  # variables computed from other variables: a few rounds
         for node in assigns:
             if node.name not in found:
@@ -254,15 +253,12 @@ def accumulators(kernel: N.Kernel, p: Plan) -> dict:
         for node in assigns:
             if node.name in found:
                 _wanted(node.value, found[node.name], found)
-        for node in scatters:
+        for node in writes:
             layout = product_layout(node.value, p, found)
-            for e in (*node.indices, node.mask) if layout is not None else ():
+            scattered = (*node.indices, node.mask) if isinstance(node, X.Scatter) else ()
+            for e in (node.value, *scattered) if layout is not None else ():
                 if e is not None:
                     _wanted(e, layout, found)
-        for value in stored:
-            layout = product_layout(value, p, found)
-            if layout is not None:
-                _wanted(value, layout, found)
     return found
 
 

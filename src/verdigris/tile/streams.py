@@ -180,19 +180,16 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
         if var is not None:
             uses.setdefault(var, []).append(ok)
     shared = {var for var, oks in uses.items() if all(oks) and len(oks) == reads.get(var, 0)}
-    streamed, skipped, first = [], set(), {}
+    streamed, skipped, copied = [], set(), set()
     for dot, which, load, k_major, var, ok in candidates:
         if not ok or (var is not None and var not in shared):
             continue
         rows, cols = load.shape[-2:]
-        op = Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize), k_major, -1)
-        if var is not None and var in first:
-            op.copied = False
-            op.load = first[var].load
-        elif var is not None:
-            first[var] = op
+        streamed.append(Streamed(load, dot, which, operand.Stored(rows, cols, load.array.dtype.itemsize),
+                                 k_major, -1, copied=id(load) not in copied))
+        if var is not None and id(load) not in copied:
             skipped.add(next(id(s) for s in body if isinstance(s, N.Assign) and s.name == var))
-        streamed.append(op)
+        copied.add(id(load))
     if not streamed:
         return None
     fed = {id(op.dot) for op in streamed}
@@ -213,7 +210,7 @@ def _match(loop: N.For, plan, reads: dict, engine: str, writes):
         op.offset = stage
         stage += operand.aligned(op.stored.nbytes)
     copies = {id(op.load): op for op in streamed if op.copied}
-    for op in streamed:
+    for op in (op for op in streamed if not op.copied):  # the same bytes as the tile's copy
         op.map_index, op.offset = copies[id(op.load)].map_index, copies[id(op.load)].offset
     read = set().union(*(_names(i) for op in streamed for i in op.load.index))
     return Pipeline(loop, tuple(streamed), tuple(invariants), frozenset(skipped), accumulating, stage,
