@@ -32,7 +32,7 @@ kernel ends.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -64,9 +64,12 @@ class StoreChunks:
 
     @property
     def layout(self):
-        """The tile's layout: the accumulator's, with the unit axes in front."""
-        g = self.geometry
-        return unit_reshaped(g.layout(), (g.m, g.n), self.shape)
+        return _tile_layout(self.geometry, self.shape)
+
+
+def _tile_layout(g: GroupGeometry, shape: tuple):
+    """A tile of `shape` in the accumulator's layout: `g`'s, with the unit axes in front."""
+    return unit_reshaped(g.layout(), (g.m, g.n), shape)
 
 
 def buffer_bytes(plan) -> int:
@@ -94,17 +97,17 @@ def find(kernel, plan, layout_of, warps: int) -> dict:
                 and array.name not in kernel.reads  # the copy lands after the kernel reads
                 and (_only_added(kernel, node) if reduce else not _ordered_after(kernel, node))):
             continue
-        chunks = StoreChunks(GroupGeometry(shape[-2], shape[-1], warps), None, -1, shape=shape, reduce=reduce)
-        if layout_of(node.value) != chunks.layout:
+        g = GroupGeometry(shape[-2], shape[-1], warps)
+        if layout_of(node.value) != _tile_layout(g, shape):
             continue
         size = array.dtype.itemsize
-        chunk = operand.Stored(ROWS, min(chunks.geometry.inst_n, 128 // size), size)
-        if chunks.geometry.inst_n % chunk.cols:
+        chunk = operand.Stored(ROWS, min(g.inst_n, 128 // size), size)
+        if g.inst_n % chunk.cols:
             continue
         plan.tensor_maps.append(TensorMap(array.name, array.dtype.name, size,
                                           (1,) * (len(shape) - 2) + (ROWS, chunk.cols), chunk.panel_bytes))
-        found[id(node)] = replace(chunks, chunk=chunk, map_index=len(plan.tensor_maps) - 1,
-                                  after_stores=not reduce and _written_before(kernel, node))
+        found[id(node)] = StoreChunks(g, chunk, len(plan.tensor_maps) - 1,
+                                      not reduce and _written_before(kernel, node), shape, reduce)
     return found
 
 
@@ -180,7 +183,6 @@ def store(low, node, value, chunks: StoreChunks) -> None:
     col0 = b.add(b.trunc(b.mul(low.expr(node.index[-1]), ir.Constant(I64, g.n)), I32), b.mul(gn, i32(g.group_cols)))
     # the unit axes in front: element coordinate = tile index (innermost first, after the rows)
     outer = [b.trunc(low.expr(i), I32) for i in node.index[:-2]][::-1]
-    copy = ptx.tma_reduce_add if chunks.reduce else ptx.tma_store
     region = low.shared_dynamic(low.plan.store_buffers)
     buffers = b.gep(region, [b.zext(b.mul(group, i32(2 * chunk.nbytes)), I64)], inbounds=True, source_etype=I8)
     leader = b.and_(b.icmp_unsigned("==", b.and_(low.warp, i32(3)), i32(0)),
@@ -219,7 +221,8 @@ def store(low, node, value, chunks: StoreChunks) -> None:
         address = ptx.shared_address(b, buffer)
         coords = [b.add(col0, i32(panel * chunk.cols)), b.add(row0, i32(ROWS * mb)), *outer]
         control.when(low, leader, lambda address=address, coords=coords: (
-            copy(em, address, low.tensor_map_args[chunks.map_index], coords), ptx.bulk_commit(em)))
+            ptx.tma_store(em, address, low.tensor_map_args[chunks.map_index], coords, "add" if chunks.reduce else None),
+            ptx.bulk_commit(em)))
 
 
 def drain(low) -> None:

@@ -166,13 +166,7 @@ class MmaLowering(TileLowering):
         self._writable(s)
         chunks = self.plan.stores.get(id(s))
         if chunks is not None:
-            from . import epilogue
-
-            value = self.tile(s.value, chunks.layout)
-            if chunks.after_stores:  # ordinary writes first: each thread's, seen by the copy
-                ptx.fence_proxy_async(self.em, "global")  # engine once a barrier follows
-            self.order.access(s, s.array.name, "write")  # meets nothing after it (`epilogue.find`)
-            return epilogue.store(self, s, value, chunks)
+            return self._by_copy_engine(s, chunks, "write")  # meets nothing after it (`epilogue.find`)
         value = self.tile(s.value)
         default = self.default(s.value.shape)
         room = self.plan.dynamic_shared - self.plan.through_offset
@@ -186,16 +180,22 @@ class MmaLowering(TileLowering):
 
     def _tile_atomic(self, s: X.TileAtomic) -> None:
         """A product tile's atomic add goes out as the copy engine's bulk reductions
-        (`epilogue`), or element by element from the default layout."""
+        (`epilogue`), or element by element from the product's registers (`scatter_layout`)."""
         chunks = self.plan.stores.get(id(s))
         if chunks is None:
             return super()._tile_atomic(s)
+        self._writable(s)
+        self._by_copy_engine(s, chunks, "atomic")
+
+    def _by_copy_engine(self, s, chunks, kind: str) -> None:
+        """Store (or add) `s`'s tile through `epilogue`'s buffers and the copy engine."""
         from . import epilogue
 
-        self._writable(s)
         value = self.tile(s.value, chunks.layout)
-        self.order.access(s, s.array.name, "atomic")
-        return epilogue.store(self, s, value, chunks)
+        if chunks.after_stores:  # ordinary writes first: each thread's, seen by the copy
+            ptx.fence_proxy_async(self.em, "global")  # engine once a barrier follows
+        self.order.access(s, s.array.name, kind)
+        epilogue.store(self, s, value, chunks)
 
     def _through_shared(self, value: TileValue, layout: Layout, dtype) -> TileValue:
         """`value` in `layout`, through the swizzled format at `plan.through_offset` of

@@ -228,23 +228,17 @@ def tma_load(em, dst: ir.Value, tensor_map: ir.Value, coords: list, bar: ir.Valu
          [dst, tensor_map, *coords, bar])
 
 
-def tma_store(em, src: ir.Value, tensor_map: ir.Value, coords: list) -> None:
+def tma_store(em, src: ir.Value, tensor_map: ir.Value, coords: list, reduce: str | None = None) -> None:
     """`cp.async.bulk.tensor.<n>d` global <- shared: the box at `src` to element `coords`
     (innermost first) of the tensor map's array; parts outside the array are not written.
-    Completes in this thread's bulk group (`bulk_commit`, `bulk_wait_read`)."""
+    With `reduce` ("add"), `cp.reduce.async.bulk.tensor`: the box combined into the array
+    (the tensor map's element type), each element atomically. Completes in this thread's
+    bulk group (`bulk_commit`, `bulk_wait_read`)."""
     n = len(coords)
     box = ", ".join(f"${1 + i}" for i in range(n))
-    text = f"cp.async.bulk.tensor.{n}d.global.shared::cta.tile.bulk_group [$0, {{{box}}}], [${1 + n}];"
-    _asm(em, ir.VoidType(), text, ",".join(["l"] + ["r"] * n + ["r", "~{memory}"]),
-         [tensor_map, *coords, src])
-
-
-def tma_reduce_add(em, src: ir.Value, tensor_map: ir.Value, coords: list) -> None:
-    """`cp.reduce.async.bulk.tensor.<n>d` global += shared: `tma_store`'s box added into
-    the array (the tensor map's element type), each element atomically."""
-    n = len(coords)
-    box = ", ".join(f"${1 + i}" for i in range(n))
-    text = f"cp.reduce.async.bulk.tensor.{n}d.global.shared::cta.add.tile.bulk_group [$0, {{{box}}}], [${1 + n}];"
+    copy = "cp.async.bulk.tensor" if reduce is None else "cp.reduce.async.bulk.tensor"
+    op = "" if reduce is None else f".{reduce}"
+    text = f"{copy}.{n}d.global.shared::cta{op}.tile.bulk_group [$0, {{{box}}}], [${1 + n}];"
     _asm(em, ir.VoidType(), text, ",".join(["l"] + ["r"] * n + ["r", "~{memory}"]),
          [tensor_map, *coords, src])
 
