@@ -23,7 +23,7 @@ short)  # little device time left: the graphed table (each run's figures printed
   TAIL=12 step 230 gpt_graph python3 examples/train_gpt.py --graph --steps 300 --every 100
   TAIL=6 step 60 new_tests python3 -m pytest -q -x -m gpu tests/gpu/test_residual_gpu.py -n 8 -p no:cacheprovider -o addopts=""
   ;;
-attn)  # attention backward: each kernel's configurations, the atomic-dQ prototype, torch's best SDPA backend
+attn)  # attention backward: each kernel's configurations against torch's best SDPA backend
   TAIL=6 step 120 attn_tests python3 -m pytest -q -x -m gpu tests/gpu/test_attention_backward_gpu.py tests/gpu/test_torch_attention_gpu.py tests/gpu/test_tile_mma.py -n 8 -p no:cacheprovider -o addopts=""
   TAIL=30 step 250 attn_gpt python3 bench/attention_backward.py --shape gpt
   TAIL=30 step 300 attn_issue python3 bench/attention_backward.py --shape issue

@@ -206,23 +206,57 @@ def _gradients(run, want) -> Impl:
     return Impl(run, check)
 
 
+SDPA_BACKENDS = ("flash", "cuDNN", "efficient")
+
+
+def sdpa_gradients(q, k, v, do, causal: bool) -> list:
+    """dQ, dK and dV of torch's SDPA in float32 (one batch at a time): the reference."""
+    import torch
+    import torch.nn.functional as F
+
+    want = [torch.empty(q.shape, device=q.device) for _ in range(3)]
+    for i in range(q.shape[0]):
+        params = [t[i].float().requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*params, is_causal=causal)
+        for w, g in zip(want, torch.autograd.grad(out, params, do[i].float())):
+            w[i] = g
+    return want
+
+
+def backward_of(forward, q, k, v, do):
+    """Autograd's backward of `forward(q, k, v)` recorded once, timed alone: a launch
+    giving (dq, dk, dv)."""
+    import torch
+
+    params = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = forward(*params)
+    return lambda: torch.autograd.grad(out, params, do, retain_graph=True)
+
+
+def sdpa_forward(backend: str, causal: bool):
+    """torch's SDPA under one of SDPA_BACKENDS (its backward is that backend's)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION,
+              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+
+    def forward(*params):
+        with sdpa_kernel(chosen):
+            return F.scaled_dot_product_attention(*params, is_causal=causal)
+    return forward
+
+
 def _attention_backward_case(causal: bool):
     def setup(seq):
         import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
 
         from verdigris.examples.tile_attention import attention, attention_backward
 
         shape = (BATCH, HEADS, seq, HEAD_DIM)
         q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
         scale = 1 / math.sqrt(HEAD_DIM)
-        want = [torch.empty(shape, device="cuda") for _ in range(3)]
-        for i in range(BATCH):  # float32 gradients, one batch at a time
-            params = [t[i].float().requires_grad_() for t in (q, k, v)]
-            out = F.scaled_dot_product_attention(*params, is_causal=causal)
-            for w, g in zip(want, torch.autograd.grad(out, params, do[i].float())):
-                w[i] = g
+        want = sdpa_gradients(q, k, v, do, causal)
         o, lse = torch.empty_like(q), torch.empty(BATCH, HEADS, seq, device="cuda")
         attention[seq // 128, HEADS, BATCH](q, k, v, o, lse, scale, CAUSAL=causal, BM=128, BN=64, D=HEAD_DIM)
         grads = [torch.empty_like(o) for _ in range(3)]
@@ -234,27 +268,15 @@ def _attention_backward_case(causal: bool):
                 return grads
             return run
 
-        def backward_of(forward):  # autograd's backward of a recorded forward, timed alone
-            params = [t.clone().requires_grad_() for t in (q, k, v)]
-            out = forward(*params)
-            return lambda: torch.autograd.grad(out, params, do, retain_graph=True)
-
-        def sdpa(backend):  # the backward of the backend the forward ran on
-            def forward(*params):
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(*params, is_causal=causal)
-            return forward
-
         impls = {"verdigris": {_show(dkdv, dq): _gradients(ours((dkdv, dq)), want)
                                for dkdv, dq in BACKWARD_CONFIGS},
-                 "torch": {name: _gradients(backward_of(sdpa(backend)), want) for name, backend in (
-                     ("flash", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION),
-                     ("efficient", SDPBackend.EFFICIENT_ATTENTION))}}
+                 "torch": {name: _gradients(backward_of(sdpa_forward(name, causal), q, k, v, do), want)
+                           for name in SDPA_BACKENDS}}
         tutorial = os.environ.get("VERDIGRIS_TRITON_ATTENTION")
         if tutorial and causal:
             triton_attention = load_script(tutorial).attention
             impls["triton"] = _gradients(backward_of(
-                lambda q, k, v: triton_attention(q, k, v, True, scale)), want)
+                lambda q, k, v: triton_attention(q, k, v, True, scale), q, k, v, do), want)
         return impls
 
     return setup
